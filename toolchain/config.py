@@ -1,0 +1,69 @@
+"""Resolve CLI > config > default, and the project's config defaults (declared once)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+# Every config key with its default.  tasks.py hands this to ``ns.configure`` so
+# invoke.yaml and INVOKE_* variables can override any of it.
+DEFAULTS: dict = {
+    "build_dir": "build",
+    "debug": False,
+    "convert": {
+        "out": "build/models",
+        "model": "mobilenet_v2",
+        "quant": ["none", "core", "full"],
+        "weights": "pretrained",
+        "calibration": None,  # a directory of images; None: the built-in synthetic set
+        "calibration_count": 32,
+        "seed": 0,
+        "format": "torchscript",
+    },
+    "bench": {
+        "warmup": 5,
+        "iter": 50,
+        "threads": 1,
+        "out": "build/bench",
+    },
+    "pytorch": {"lane": "current", "commit": None, "repo_url": None},
+    "ndk": {"path": None},
+    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None},
+    "app": {
+        "out": "build/app",
+        "name": "torchdroid demo",
+        "application_id": "org.torchdroid.demo",
+        "abi_filters": ["arm64-v8a"],
+        "min_sdk": 21,
+        "target_sdk": 34,
+        "pytorch_android": None,
+    },
+    "deploy": {
+        "adb_host": "127.0.0.1",
+        "adb_port": None,  # None: ANDROID_ADB_SERVER_PORT or 5037
+        "device_dir": "/data/local/tmp/torchdroid",
+        "warmup": 5,
+        "iter": 200,
+        "repeat": 3,
+        "threads": 1,
+        "results": "build/results",
+    },
+    "verify": {"float_atol": 1e-4, "max_lsb": 2, "min_top5_agreement": 0.8},
+}
+
+
+def pick(cli: Any, config: Mapping, key: str, default: Any = None) -> Any:
+    """CLI value if given, else ``config[key]`` (dotted keys allowed), else ``default``."""
+    if cli is not None and cli != [] and cli != ():
+        return cli
+    node: Any = config
+    for part in key.split("."):
+        try:
+            node = node[part]
+        except (KeyError, TypeError, AttributeError):
+            return default
+    return default if node is None else node
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes", "on")

@@ -1,0 +1,104 @@
+"""One exception root for torchdroid.
+
+Every failure a user can meet is a :class:`TorchdroidError` subclass that says
+*what* failed, the likely *cause* and *what to do* (an exact command or
+setting).  ``tasks.py`` turns it into a clean message and the exit code of the
+subclass; ``--debug`` shows the traceback as well.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Optional
+
+
+class TorchdroidError(Exception):
+    """Root of every error torchdroid reports to a user."""
+
+    exit_code = 1
+    label = "error"
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        cause: Optional[str] = None,
+        remedy: Optional[str] = None,
+        log_path: Optional[Path] = None,
+        tail: Optional[Iterable[str]] = None,
+    ) -> None:
+        super().__init__(what)
+        self.what = what
+        self.cause = cause
+        self.remedy = remedy
+        self.log_path = Path(log_path) if log_path else None
+        self.tail = list(tail or [])
+
+    def __str__(self) -> str:
+        lines = [self.what]
+        if self.cause:
+            lines.append(f"  cause: {self.cause}")
+        if self.tail:
+            lines.append("  last lines of output:")
+            lines.extend(f"    | {line}" for line in self.tail)
+        if self.log_path:
+            lines.append(f"  full log: {self.log_path}")
+        if self.remedy:
+            lines.append(f"  fix: {self.remedy}")
+        return "\n".join(lines)
+
+
+class UsageError(TorchdroidError):
+    """Bad command-line or configuration input (unknown model, mode, path...)."""
+
+    exit_code = 2
+    label = "bad input"
+
+
+class ToolNotFound(TorchdroidError):
+    """An external tool (NDK, adb, javac, gradle, a C compiler...) is missing or unusable."""
+
+    exit_code = 3
+    label = "missing tool"
+
+
+class ToolFailed(TorchdroidError):
+    """An external tool ran and failed; carries the log path and the last lines."""
+
+    exit_code = 4
+    label = "tool failed"
+
+
+class RecordError(TorchdroidError):
+    """A machine-readable record (manifest, build-info) is missing, stale or corrupt."""
+
+    exit_code = 5
+    label = "record"
+
+
+class ConversionError(TorchdroidError):
+    """A model could not be quantized, traced or converted."""
+
+    exit_code = 6
+    label = "conversion"
+
+
+class DeviceError(TorchdroidError):
+    """A device is absent, unauthorized, offline or unsuitable."""
+
+    exit_code = 7
+    label = "device"
+
+
+class VerificationError(TorchdroidError):
+    """A produced artefact does not check out (wrong ELF, hash mismatch, NNAPI != CPU...)."""
+
+    exit_code = 8
+    label = "verification"
+
+
+class CompatibilityError(TorchdroidError):
+    """Converter torch and Android runtime do not match."""
+
+    exit_code = 9
+    label = "compatibility"

@@ -1,0 +1,63 @@
+"""Logging: a debug log file per run under the build directory, short console output."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+CONSOLE_FORMAT = "%(message)s"
+FILE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+_HANDLER_TAG = "_torchdroid_handler"
+
+
+def interactive() -> bool:
+    """True when stderr is a terminal and we are not in CI (progress bars allowed)."""
+    return sys.stderr.isatty() and not os.environ.get("CI")
+
+
+def setup_logging(build_dir: Path, stage: str, debug: bool = False) -> Path:
+    """Send everything to ``<build_dir>/logs/<stage>-<timestamp>.log``; INFO to the console.
+
+    Returns the log path so failures can point at it.  Calling it again replaces
+    the handlers it installed before (tests run several stages in one process).
+    """
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, _HANDLER_TAG, False):
+            root.removeHandler(h)
+            h.close()
+    logs = Path(build_dir) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = logs / f"{stage}-{stamp}-{os.getpid()}.log"
+    fh = logging.FileHandler(path, encoding="utf-8")
+    fh.setLevel(logging.DEBUG)
+    fh.setFormatter(logging.Formatter(FILE_FORMAT))
+    setattr(fh, _HANDLER_TAG, True)
+    console: logging.Handler
+    if interactive():
+        from rich.logging import RichHandler
+
+        console = RichHandler(show_time=False, show_path=False, markup=False, rich_tracebacks=debug)
+    else:
+        console = logging.StreamHandler(sys.stderr)
+        console.setFormatter(logging.Formatter(CONSOLE_FORMAT))
+    console.setLevel(logging.DEBUG if debug else logging.INFO)
+    setattr(console, _HANDLER_TAG, True)
+    root.addHandler(fh)
+    root.addHandler(console)
+    root.setLevel(logging.DEBUG)
+    for noisy in ("PIL", "matplotlib", "urllib3", "asyncio", "adbutils"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    return path
+
+
+def current_log_path() -> Optional[Path]:
+    for h in logging.getLogger().handlers:
+        if getattr(h, _HANDLER_TAG, False) and isinstance(h, logging.FileHandler):
+            return Path(h.baseFilename)
+    return None

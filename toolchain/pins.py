@@ -1,0 +1,121 @@
+"""Every pin torchdroid depends on, in one place.
+
+A *lane* is one consistent set of pins: the PyTorch commit the Android runtime
+is built from, the NDK revisions and host Python that commit builds with, the
+torch that must convert models for it, the pytorch_android runtime the app
+uses and the Gradle / Android Gradle Plugin versions.  Every artefact records
+the lane and pins it was made with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
+
+from .errors import UsageError
+
+PYTORCH_REPO_URL = "https://github.com/pytorch/pytorch.git"
+
+DEFAULT_ABI = "arm64-v8a"
+DEFAULT_API_LEVEL = 29  # NNAPI as torch uses it needs Android 10 (API 29)
+NNAPI_MIN_SDK = 29
+ABIS = ("arm64-v8a", "armeabi-v7a", "x86_64", "x86")
+ABI_ELF_MACHINE = {  # what `readelf -h` / e_machine says for each ABI
+    "arm64-v8a": "AArch64",
+    "armeabi-v7a": "ARM",
+    "x86_64": "Advanced Micro Devices X86-64",
+    "x86": "Intel 80386",
+}
+
+
+@dataclass(frozen=True)
+class Lane:
+    name: str
+    description: str
+    pytorch_commit: str  # a full SHA
+    pytorch_ref: str  # the tag or date the SHA stands for (documentation only)
+    torchvision_commit: Optional[str]
+    ndk_min: str  # inclusive, as in source.properties Pkg.Revision
+    ndk_max: str  # inclusive upper bound (major.minor.build)
+    ndk_recommended: str  # the revision to tell users to install (e.g. "r21e")
+    host_python_min: Tuple[int, int]
+    host_python_max: Tuple[int, int]  # inclusive
+    converter_torch: str  # the torch that must convert models for this runtime
+    pytorch_android: Optional[str]  # Maven version of org.pytorch:pytorch_android, None: build the AAR
+    gradle: str
+    android_gradle_plugin: str
+    compile_sdk: int
+    notes: Tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> Dict[str, object]:
+        return {
+            "name": self.name,
+            "pytorch_commit": self.pytorch_commit,
+            "pytorch_ref": self.pytorch_ref,
+            "torchvision_commit": self.torchvision_commit,
+            "ndk_range": [self.ndk_min, self.ndk_max],
+            "ndk_recommended": self.ndk_recommended,
+            "host_python_range": [".".join(map(str, self.host_python_min)), ".".join(map(str, self.host_python_max))],
+            "converter_torch": self.converter_torch,
+            "pytorch_android": self.pytorch_android,
+            "gradle": self.gradle,
+            "android_gradle_plugin": self.android_gradle_plugin,
+            "compile_sdk": self.compile_sdk,
+        }
+
+
+LANES: Dict[str, Lane] = {
+    "seed-2020": Lane(
+        name="seed-2020",
+        description="exactly the Nov 2020 PyTorch Mobile + NNAPI tutorials' setup",
+        pytorch_commit="c19eb4ad73ebf16c7dc73229729ed95692472f6e",
+        pytorch_ref="2020-11-06 nightly",
+        torchvision_commit="052edcecef3eb0ae9fe9e4b256fa2a488f9f395b",
+        ndk_min="19.2.5345600",  # r19c
+        ndk_max="21.4.7075529",  # r21e
+        ndk_recommended="r21e (21.4.7075529)",
+        host_python_min=(3, 6),
+        host_python_max=(3, 8),
+        converter_torch="torch built from c19eb4ad73ebf16c7dc73229729ed95692472f6e (1.8.0.dev20201106)",
+        pytorch_android="1.8.0-SNAPSHOT",
+        gradle="6.7.1",
+        android_gradle_plugin="4.1.3",
+        compile_sdk=30,
+        notes=("models converted by torch 2.x call Compilation.init2, which this runtime lacks",),
+    ),
+    "current": Lane(
+        name="current",
+        description="the newest PyTorch release that still ships scripts/build_android.sh (v2.8.x)",
+        pytorch_commit="ba56102387ef21a3b04b357e5b183d48f0afefc7",
+        pytorch_ref="v2.8.0",
+        torchvision_commit=None,
+        ndk_min="21.4.7075529",  # r21e
+        ndk_max="28.99.99999999",
+        ndk_recommended="r26d (26.3.11579264)",
+        host_python_min=(3, 9),
+        host_python_max=(3, 13),
+        converter_torch="torch==2.8.0",
+        pytorch_android=None,
+        gradle="8.7",
+        android_gradle_plugin="8.5.2",
+        compile_sdk=34,
+        notes=(
+            "no pytorch_android of this version is published on Maven: build the AAR with `invoke build-android --aar`",
+        ),
+    ),
+}
+DEFAULT_LANE = "current"
+
+# The app template's runtime when no lane AAR is used (the newest published full-JIT runtime).
+PYTORCH_ANDROID_DEFAULT = "1.13.1"
+CAMERAX_VERSION = "1.3.4"
+
+
+def lane(name: str) -> Lane:
+    try:
+        return LANES[name]
+    except KeyError:
+        raise UsageError(
+            f"unknown lane {name!r}",
+            remedy=f"use one of: {', '.join(LANES)} (--lane or config pytorch.lane)",
+        ) from None

@@ -1,0 +1,75 @@
+"""Progress on long work: a rich bar on a terminal, plain log lines otherwise (CI, pipes)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Iterator, Optional
+
+from .logs import interactive
+
+log = logging.getLogger("torchdroid.progress")
+
+
+class Progress:
+    """``advance()`` and ``describe()``; prints at most one plain line per step or per 5 s."""
+
+    def __init__(self, description: str, total: Optional[int]):
+        self.description = description
+        self.total = total
+        self.done = 0
+        self._rich = None
+        self._task = None
+        self._last = 0.0
+
+    def describe(self, text: str) -> None:
+        self.description = text
+        if self._rich is not None:
+            self._rich.update(self._task, description=text)
+        else:
+            self._plain(force=True)
+
+    def set_total(self, total: int) -> None:
+        self.total = total
+        if self._rich is not None:
+            self._rich.update(self._task, total=total)
+
+    def advance(self, n: int = 1, text: Optional[str] = None) -> None:
+        self.done += n
+        if text:
+            self.description = text
+        if self._rich is not None:
+            self._rich.update(self._task, advance=n, description=self.description)
+        else:
+            self._plain(force=self.total is not None and self.total <= 50)
+
+    def update(self, done: int, total: Optional[int] = None, text: Optional[str] = None) -> None:
+        if total is not None:
+            self.set_total(total)
+        self.advance(done - self.done, text)
+
+    def _plain(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < 5.0:
+            return
+        self._last = now
+        if self.total:
+            log.info("[%d/%d] %s", self.done, self.total, self.description)
+        else:
+            log.info("%s", self.description)
+
+
+@contextlib.contextmanager
+def progress(description: str, total: Optional[int] = None) -> Iterator[Progress]:
+    p = Progress(description, total)
+    if interactive():
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+        with RichProgress(*columns, transient=True) as rp:
+            p._rich = rp
+            p._task = rp.add_task(description, total=total)
+            yield p
+    else:
+        yield p

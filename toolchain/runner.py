@@ -1,0 +1,180 @@
+"""The one helper that runs every subprocess.
+
+argv lists only (never ``shell=True``), environment overrides on top of the
+current environment, every output line streamed to a log file, and one typed
+error (:class:`~toolchain.errors.ToolFailed`) carrying the log path and the last
+lines of output on failure.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import shlex
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Optional, Sequence, Union
+
+from .errors import ToolFailed, ToolNotFound
+
+log = logging.getLogger(__name__)
+
+PathLike = Union[str, os.PathLike]
+TAIL_LINES = 25
+
+
+@dataclass(frozen=True)
+class RunResult:
+    argv: tuple
+    returncode: int
+    output: str
+    seconds: float
+    log_path: Optional[Path]
+
+    @property
+    def lines(self) -> list:
+        return self.output.splitlines()
+
+
+def quote_argv(argv: Sequence[PathLike]) -> str:
+    """A copy-pasteable shell rendering of ``argv`` (for logs and messages)."""
+    return " ".join(shlex.quote(str(a)) for a in argv)
+
+
+def run(
+    argv: Sequence[PathLike],
+    *,
+    cwd: Optional[PathLike] = None,
+    env: Optional[Mapping[str, str]] = None,
+    replace_env: bool = False,
+    log_path: Optional[PathLike] = None,
+    on_line: Optional[Callable[[str], None]] = None,
+    timeout: Optional[float] = None,
+    check: bool = True,
+    input: Optional[str] = None,
+    what: Optional[str] = None,
+    hint: Optional[Callable[[str], Optional[str]]] = None,
+    keep_output: bool = True,
+) -> RunResult:
+    """Run ``argv``; stream its combined output to ``log_path`` and ``on_line``.
+
+    ``env`` entries override the current environment (or replace it with
+    ``replace_env``); a value of ``None`` removes a variable.  On a non-zero exit
+    (with ``check``) or a timeout, raise :class:`ToolFailed` naming the command,
+    the last lines, the log and, where ``hint(output)`` recognises the failure,
+    a remedy.  A missing executable raises :class:`ToolNotFound`.
+    """
+    argv = [str(a) for a in argv]
+    if not argv:
+        raise ValueError("run() needs a non-empty argv")
+    full_env = {} if replace_env else dict(os.environ)
+    for key, value in (env or {}).items():
+        if value is None:
+            full_env.pop(key, None)
+        else:
+            full_env[key] = str(value)
+    what = what or f"`{Path(argv[0]).name}`"
+    log_file = None
+    if log_path is not None:
+        log_path = Path(log_path)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_file = open(log_path, "a", encoding="utf-8", errors="replace")
+        log_file.write(f"\n$ {quote_argv(argv)}\n")
+        if cwd:
+            log_file.write(f"# cwd: {cwd}\n")
+        log_file.flush()
+    log.debug("run: %s (cwd=%s)", quote_argv(argv), cwd)
+    tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
+    kept: list = []
+    start = time.monotonic()
+    try:
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=str(cwd) if cwd else None,
+                env=full_env,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                bufsize=1,
+            )
+        except FileNotFoundError as e:
+            raise ToolNotFound(
+                f"{what} could not be started: {argv[0]} was not found",
+                cause=str(e),
+                remedy=f"install {Path(argv[0]).name} or put it on PATH",
+            ) from e
+        except PermissionError as e:
+            raise ToolNotFound(
+                f"{what} could not be started: {argv[0]} is not executable",
+                cause=str(e),
+                remedy=f"chmod +x {shlex.quote(argv[0])}",
+            ) from e
+
+        if input is not None:
+            def _feed() -> None:
+                try:
+                    proc.stdin.write(input)
+                    proc.stdin.close()
+                except (BrokenPipeError, OSError):
+                    pass
+
+            threading.Thread(target=_feed, daemon=True).start()
+
+        timed_out = threading.Event()
+        timer = None
+        if timeout is not None:
+            def _kill() -> None:
+                timed_out.set()
+                proc.kill()
+
+            timer = threading.Timer(timeout, _kill)
+            timer.daemon = True
+            timer.start()
+        try:
+            for raw in proc.stdout:
+                line = raw.rstrip("\n")
+                tail.append(line)
+                if keep_output:
+                    kept.append(line)
+                if log_file:
+                    log_file.write(raw if raw.endswith("\n") else raw + "\n")
+                if on_line:
+                    on_line(line)
+            proc.wait()
+        finally:
+            if timer:
+                timer.cancel()
+        seconds = time.monotonic() - start
+        if log_file:
+            log_file.write(f"# exit code {proc.returncode} after {seconds:.1f}s\n")
+            log_file.flush()
+        output = "\n".join(kept)
+        if timed_out.is_set():
+            raise ToolFailed(
+                f"{what} did not finish within {timeout:g}s and was stopped",
+                cause=f"command: {quote_argv(argv)}",
+                tail=list(tail),
+                log_path=log_path,
+                remedy="raise the timeout in the configuration or look at the log for where it hung",
+            )
+        if check and proc.returncode != 0:
+            remedy = hint(output if keep_output else "\n".join(tail)) if hint else None
+            raise ToolFailed(
+                f"{what} failed with exit code {proc.returncode}",
+                cause=f"command: {quote_argv(argv)}",
+                tail=list(tail),
+                log_path=log_path,
+                remedy=remedy,
+            )
+        return RunResult(tuple(argv), proc.returncode, output, seconds, log_path)
+    finally:
+        if log_file:
+            log_file.close()
