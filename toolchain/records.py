@@ -266,3 +266,21 @@ class BuildInfo:
             if art.get("name") == name:
                 return (self.dir / art["path"]).resolve()
         raise RecordError(f"{self.path} records no artefact named {name!r}", remedy=self.REMEDY)
+
+
+# --------------------------------------------------------------------------- app-info
+
+APP_INFO_NAME = "torchdroid-app.json"  # at the root of the generated Gradle project
+APP_INFO_KIND = "torchdroid.app-info"
+APP_INFO_SCHEMA = 1
+# Written by `invoke make-app`: application_id, activity (".MainActivity"), variant, models
+# (asset name -> manifest sha256), pins; `invoke build-app` adds "apk": {"path", "sha256"}.
+# Read by `invoke deploy` to install the APK and launch the in-app benchmark.
+
+# The in-app benchmark contract between the generated app and `invoke deploy`:
+#   am start -W -n <application_id>/.MainActivity --ez benchmark true --ei iters N --ei warmup N --es backend cpu|nnapi
+# after which the app logs exactly one line per run, with the log tag APP_BENCH_TAG:
+#   TORCHDROID_BENCH {"variant": "...", "backend": "nnapi", "fell_back": false, "iters": 200, "warmup": 5,
+#                     "median_ms": 12.3, "p90_ms": 13.0, "min_ms": 11.9, "mean_ms": 12.4, "error": null}
+APP_BENCH_TAG = "torchdroid"
+APP_BENCH_PREFIX = "TORCHDROID_BENCH "
