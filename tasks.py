@@ -185,7 +185,7 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
            results=None, adb_host=None, adb_port=None, debug=False):
     """Push the benchmark binary and models, install the app, benchmark on every device, record and report."""
     with _stage(c, "deploy", debug):
-        from deploy import BenchOptions, DeploySettings, deploy as run_deploy, device_tables
+        from deploy import BenchOptions, DeploySettings, deploy as run_deploy
 
         abi = pick(None, c.config, "android.abi", "arm64-v8a")
         threads_v = int(pick(threads, c.config, "deploy.threads", 1))
@@ -230,13 +230,19 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
                    "(see above; the others were deployed)", code=7)
 
 
-def _print_deploy(result) -> None:
-    from deploy import device_tables
+def _print_tables(rows) -> None:
+    from deploy.summary import device_tables, slower_callouts
 
+    for title, columns, table_rows in device_tables(rows):
+        _table(title, columns, table_rows)
+    for line in slower_callouts(rows):
+        print(f"note: {line}")
+
+
+def _print_deploy(result) -> None:
     for w in result.warnings:
         print(f"warning: {w}")
-    for title, columns, rows in device_tables(result.rows):
-        _table(title, columns, rows)
+    _print_tables(result.rows)
     for d in result.devices:
         facts = f" ({d.facts.model}, SDK {d.facts.sdk})" if d.facts else ""
         print(f"{d.serial}{facts}: {d.pushed_files} file(s) pushed ({d.pushed_bytes} bytes), "
@@ -266,7 +272,6 @@ def _print_deploy(result) -> None:
 def report(c, run=None, results=None, out=None, source=None, debug=False):
     """Draw latency and CPU-vs-NNAPI speed-up per device and mode (PNG), and export the run as CSV/JSON."""
     with _stage(c, "report", debug):
-        from deploy import device_tables
         from deploy.report import ReportSettings, make_report
 
         result = make_report(ReportSettings(
@@ -275,8 +280,7 @@ def report(c, run=None, results=None, out=None, source=None, debug=False):
             out=_opt_path(out),
             source=str(pick(source, c.config, "deploy.report_source", "binary")),
         ))
-    for title, columns, rows in device_tables(result.rows):
-        _table(title, columns, rows)
+    _print_tables(result.rows)
     print(f"picture: {result.png}")
     print("exports: " + ", ".join(str(p) for p in result.exports.values()))
 

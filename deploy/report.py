@@ -71,8 +71,8 @@ def draw(rows: List[ResultRow], png: Path, title: str) -> Path:
         pos = [x + (k - 0.5) * width for x in xs]
         bars = ax1.bar(pos, vals, width, yerr=[[0] * len(errs), errs], capsize=3, color=COLORS[backend],
                        label=f"{backend.upper()} median (whisker: p90)")
-        for b, v in zip(bars, vals):
-            ax1.annotate("n/a" if v == 0 else f"{v:.1f}", (b.get_x() + b.get_width() / 2, v),
+        for b, v, e in zip(bars, vals, errs):
+            ax1.annotate("n/a" if v == 0 else f"{v:.1f}", (b.get_x() + b.get_width() / 2, v + e),
                          ha="center", va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
     ax1.set_ylabel("latency per inference (ms)")
     ax1.set_xticks(xs, labels, fontsize=8)

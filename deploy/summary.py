@@ -52,3 +52,14 @@ def device_tables(rows: Sequence[ResultRow]) -> List[Tuple[str, List[str], List[
                         "; ".join(notes)])
         tables.append((title, COLUMNS, out))
     return tables
+
+
+def slower_callouts(rows: Sequence[ResultRow]) -> List[str]:
+    """One line per device/model/mode where NNAPI is slower than the CPU."""
+    out = []
+    for sp in speedups(rows):
+        if sp["nnapi_slower"]:
+            out.append(f"{sp['serial']} ({sp['device_model']}): {sp['stem']} quant_{sp['mode']} ({sp['source']}): "
+                       f"NNAPI is {1 / sp['speedup']:.2f}x SLOWER than CPU ({sp['nnapi_ms']:.2f} ms vs "
+                       f"{sp['cpu_ms']:.2f} ms)")
+    return out

@@ -361,6 +361,7 @@ class VirtualDevice:
             path, mode_s = arg, "33188"
         mode = int(mode_s) & 0o7777 if mode_s.isdigit() else 0o644
         target = self.host_path(path)
+        self.log(f"sync SEND {path}")
         cut = self.cut if self.cut.get("times", 0) > 0 and self.cut.get("match", "") in path else None
         written = 0
         error = None
