@@ -65,15 +65,14 @@ def check_abi(facts: DeviceFacts, abi: str) -> None:
 
 def parse_df_available(out: str) -> Optional[int]:
     """Available bytes from ``df -k PATH`` (toybox and busybox layouts; the last data line)."""
-    lines = [ln.split() for ln in out.splitlines() if ln.strip()]
+    lines = [ln.replace("Mounted on", "Mounted_on").split() for ln in out.splitlines() if ln.strip()]
     if len(lines) < 2:
         return None
     header = [h.lower() for h in lines[0]]
     data = lines[-1]
     col = next((i for i, h in enumerate(header) if h in ("available", "avail", "free")), 3)
-    # a long filesystem name can wrap onto its own line; align from the right
-    offset = len(header) - len(data)
-    idx = col - offset if offset > 0 and "mounted" in header else col
+    # a long filesystem name can wrap onto its own line: the data line then lacks the first column
+    idx = col - (len(header) - len(data)) if len(data) < len(header) else col
     try:
         return int(data[idx]) * 1024
     except (IndexError, ValueError):
