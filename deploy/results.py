@@ -67,6 +67,13 @@ class ResultStore:
             con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
             (schema,) = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            con.commit()
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e):
+                raise RecordError(f"{self.path} is not a torchdroid results database", cause=str(e),
+                                  remedy="move it away (or set deploy.results to another directory)") from e
+            raise RecordError(f"the results database {self.path} is busy", cause=str(e),
+                              remedy="another deploy or report is writing it: wait for it and try again") from e
         except sqlite3.DatabaseError as e:
             raise RecordError(f"{self.path} is not a torchdroid results database", cause=str(e),
                               remedy="move it away (or set deploy.results to another directory)") from e
@@ -78,6 +85,7 @@ class ResultStore:
         cols = ", ".join(f"{c} {_TYPES.get(c, 'TEXT')}" for c in COLUMNS if c not in ("run_id", "started"))
         con.execute(f"CREATE TABLE IF NOT EXISTS results (id INTEGER PRIMARY KEY AUTOINCREMENT, "
                     f"run_id INTEGER REFERENCES runs(id), {cols})")
+        con.commit()
         return con
 
     def add_run(self, started: str, project: str, binary_commit: str, settings: dict, rows: Sequence[ResultRow]) -> int:
