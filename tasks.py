@@ -76,7 +76,8 @@ def _table(title: str, columns, rows) -> None:
 def convert(c, model=None, quant=None, weights=None, calibration=None, out=None, force=False, debug=False):
     """MobileNetV2 (or another model) -> CPU and NNAPI TorchScript models per quantization mode, with a manifest."""
     with _stage(c, "convert", debug):
-        from converter import ConvertSettings, convert as run_convert
+        from converter import ConvertSettings
+        from converter import convert as run_convert
 
         settings = ConvertSettings(
             model=pick(model, c.config, "convert.model"),
@@ -185,7 +186,8 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
            results=None, adb_host=None, adb_port=None, debug=False):
     """Push the benchmark binary and models, install the app, benchmark on every device, record and report."""
     with _stage(c, "deploy", debug):
-        from deploy import BenchOptions, DeploySettings, deploy as run_deploy
+        from deploy import BenchOptions, DeploySettings
+        from deploy import deploy as run_deploy
 
         abi = pick(None, c.config, "android.abi", "arm64-v8a")
         threads_v = int(pick(threads, c.config, "deploy.threads", 1))

@@ -7,6 +7,7 @@ socket timeout, a byte counter) because adbutils' sync has no timeout.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shlex
@@ -16,13 +17,14 @@ import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, ToolFailed, ToolNotFound
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 5037
+_SPLIT = "--torchdroid-df--"
 SYNC_CHUNK = 64 * 1024  # the sync protocol's maximum DATA size
 STATE_REMEDIES = {
     "unauthorized": "unlock the phone and accept the \"Allow USB debugging?\" prompt (tick \"Always allow\"); "
@@ -158,6 +160,13 @@ class Device:
         out = self.shell("getprop", check=True, what="getprop").output
         return parse_getprop(out)
 
+    def probe(self, df_path: str) -> Tuple[Dict[str, str], str]:
+        """Properties and ``df -k PATH`` output in one round trip."""
+        res = self.shell(f"getprop; echo {_SPLIT}; df -k {shlex.quote(df_path)} 2>/dev/null || df -k /data", check=True,
+                         what="reading the device properties")
+        props, _, df = res.output.partition(_SPLIT)
+        return parse_getprop(props), df
+
     # ------------------------------------------------------------------ sync
 
     def _sync(self):
@@ -181,12 +190,13 @@ class Device:
             c.close()
 
     def push_file(self, local: Path, remote: str, mode: int = 0o644,
-                  on_bytes: Optional[Callable[[int], None]] = None) -> int:
-        """Send ``local`` to ``remote`` with sync SEND; return the bytes sent.
+                  on_bytes: Optional[Callable[[int], None]] = None) -> Tuple[int, str]:
+        """Send ``local`` to ``remote`` with sync SEND; return the bytes sent and their sha256.
 
         Raises DeviceError when the device refuses the file or the connection drops.
         """
         sent = 0
+        digest = hashlib.sha256()
         c = self._sync()
         try:
             raw = f"{remote},{_stat.S_IFREG | mode}".encode()
@@ -198,6 +208,7 @@ class Device:
                     if not block:
                         break
                     sock.sendall(b"DATA" + struct.pack("<I", len(block)) + block)
+                    digest.update(block)
                     sent += len(block)
                     if on_bytes:
                         on_bytes(len(block))
@@ -218,7 +229,7 @@ class Device:
                 sock.sendall(b"QUIT" + b"\0" * 4)
             except OSError:
                 pass
-            return sent
+            return sent, digest.hexdigest()
         except (OSError, EOFError) as e:
             raise DeviceError(
                 f"the push of {local.name} to {self.serial} was interrupted after {sent} bytes",

@@ -9,7 +9,7 @@ import shlex
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from toolchain.errors import TorchdroidError
 from toolchain.records import APP_BENCH_PREFIX, APP_BENCH_TAG

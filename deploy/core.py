@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-import shlex
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -13,11 +12,19 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, RecordError, TorchdroidError, UsageError
 from toolchain.fsutil import sha256_file
-from toolchain.records import (APP_INFO_KIND, APP_INFO_NAME, APP_INFO_SCHEMA, BuildInfo, ConvertManifest, ModelFile,
-                               now_iso, read_record)
+from toolchain.records import (
+    APP_INFO_KIND,
+    APP_INFO_NAME,
+    APP_INFO_SCHEMA,
+    BuildInfo,
+    ConvertManifest,
+    ModelFile,
+    now_iso,
+    read_record,
+)
 
 from . import bench as _bench
-from .adb import AdbServer, Device, state_error
+from .adb import AdbServer, state_error
 from .checks import DeviceFacts, check_abi, check_commits, check_space, elf_abi, parse_df_available
 from .install import install_apk
 from .push import PushItem, check_dir, push_all
@@ -129,8 +136,9 @@ def _load_inputs(s: DeploySettings) -> Tuple[_Inputs, List[str]]:
         models = manifest.files
     if not models:
         raise RecordError(f"{manifest.path} lists no models", remedy=ConvertManifest.REMEDY)
-    for f in models:
-        f.check_hash()
+    for f in models:  # the full hash is checked while the file is sent (or matched on the device)
+        if not f.path.is_file() or f.path.stat().st_size != f.size:
+            f.check_hash()
     if s.bench and binary is not None:
         warnings += check_commits(commit, {f.file: f.torch_git_version for f in models}, s.allow_mismatch)
     apk, app_id, activity = None, s.application_id, s.activity
@@ -219,7 +227,9 @@ def _deploy_device(server: AdbServer, rep: DeviceReport, state: str, s: DeploySe
         raise state_error(rep.serial, state)
     dev = server.device(rep.serial, s.timeout)
     status("checking")
-    facts = DeviceFacts.from_props(rep.serial, dev.getprops())
+    parent = str(Path(directory).parent)
+    props, df = dev.probe(parent)
+    facts = DeviceFacts.from_props(rep.serial, props)
     rep.facts = facts
     if s.bench:
         check_abi(facts, inputs.abi or "?")
@@ -237,8 +247,7 @@ def _deploy_device(server: AdbServer, rep: DeviceReport, state: str, s: DeploySe
             items.append(PushItem(Path(s.gatord), _bench.GATORD_NAME, 0o755))
     items += [PushItem(m.path, m.file, 0o644, m.sha256) for m in models]
     needed = sum(it.local.stat().st_size for it in items) + (inputs.apk.stat().st_size * 2 if inputs.apk else 0)
-    df = dev.shell(f"df -k {shlex.quote(str(Path(directory).parent))}")
-    check_space(facts, parse_df_available(df.output) if df.ok else None, needed, str(Path(directory).parent))
+    check_space(facts, parse_df_available(df), needed, parent)
 
     total = sum(it.local.stat().st_size for it in items)
     done = [0]

@@ -11,8 +11,18 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from toolchain.fsutil import sha256_file
-from toolchain.records import (APP_INFO_KIND, APP_INFO_NAME, APP_INFO_SCHEMA, BUILD_INFO_KIND, BUILD_INFO_NAME,
-                               BUILD_INFO_SCHEMA, MANIFEST_KIND, MANIFEST_NAME, MANIFEST_SCHEMA, write_record)
+from toolchain.records import (
+    APP_INFO_KIND,
+    APP_INFO_NAME,
+    APP_INFO_SCHEMA,
+    BUILD_INFO_KIND,
+    BUILD_INFO_NAME,
+    BUILD_INFO_SCHEMA,
+    MANIFEST_KIND,
+    MANIFEST_NAME,
+    MANIFEST_SCHEMA,
+    write_record,
+)
 
 HERE = Path(__file__).resolve().parent
 COMMIT = "c19eb4ad73ebf16c7dc73229729ed95692472f6e"

@@ -14,8 +14,16 @@ from pathlib import Path
 import pytest
 
 from deploy.adb import parse_getprop, state_error
-from deploy.bench import (BenchOptions, ParsedRun, app_command, bench_command, parse_app_lines, parse_output,
-                          percentile, summarize)
+from deploy.bench import (
+    BenchOptions,
+    ParsedRun,
+    app_command,
+    bench_command,
+    parse_app_lines,
+    parse_output,
+    percentile,
+    summarize,
+)
 from deploy.checks import DeviceFacts, check_abi, check_commits, elf_abi, parse_df_available
 from deploy.install import install_error, parse_failure
 from deploy.push import check_dir, check_name

@@ -1,6 +1,6 @@
-"""Stand-ins for the Android-only shell commands of the virtual device.
+"""Stand-ins for the Android-only shell commands of the virtual device (getprop and df are sh scripts).
 
-``getprop``, ``df``, ``pm install/list/path``, ``am start`` and ``logcat`` with
+``pm install/list/path``, ``am start`` and ``logcat`` with
 the output formats of the real ones (toybox / Android 10).  State lives in
 ``$VDEV_STATE`` (props.json, device.json, logcat.txt, packages/).
 """
@@ -27,24 +27,6 @@ def config() -> dict:
 
 def props() -> dict:
     return json.loads((STATE / "props.json").read_text())
-
-
-def getprop(args) -> int:
-    p = props()
-    if args:
-        print(p.get(args[0], args[1] if len(args) > 1 else ""))
-    else:
-        for k in sorted(p):
-            print(f"[{k}]: [{p[k]}]")
-    return 0
-
-
-def df(args) -> int:
-    free = int(config().get("free_kb", 20 * 1024 * 1024))
-    total = free + 8 * 1024 * 1024
-    print("Filesystem       1K-blocks    Used Available Use% Mounted on")
-    print(f"/dev/block/dm-5 {total:>11} {total - free:>7} {free:>9} {100 * (total - free) // total:>3}% /data")
-    return 0
 
 
 def _packages() -> Path:
@@ -202,7 +184,7 @@ def logcat(args) -> int:
 
 def main() -> int:
     name, args = sys.argv[1], sys.argv[2:]
-    return {"getprop": getprop, "df": df, "pm": pm, "am": am, "logcat": logcat}[name](args)
+    return {"pm": pm, "am": am, "logcat": logcat}[name](args)
 
 
 if __name__ == "__main__":

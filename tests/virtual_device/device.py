@@ -19,7 +19,8 @@ prints ``LISTENING <port>`` once it accepts connections.  Config keys:
   connection half-way through a matching sync SEND (an interrupted push);
 * ``install_failure``: a ``pm install`` failure reason to report (e.g.
   ``INSTALL_FAILED_INSUFFICIENT_STORAGE``);
-* ``app_bench``: ``{"cpu": ms, "nnapi": ms, "fell_back": bool}`` for ``am start``.
+* ``app_bench``: ``{"cpu": ms, "nnapi": ms, "fell_back": bool}`` for ``am start``;
+* ``link_mb_s``: limit sync SEND to this many MB/s (a USB 2 phone pushes ~40 MB/s).
 """
 
 from __future__ import annotations
@@ -28,9 +29,7 @@ import json
 import os
 import queue
 import re
-import shlex
 import socket
-import stat
 import struct
 import subprocess
 import sys
@@ -153,6 +152,9 @@ class Connection:
         try:
             while True:
                 cmd, arg0, arg1, length, _check, magic = struct.unpack("<6I", self.recv_exact(24))
+                if magic != cmd ^ 0xFFFFFFFF or length > MAX_PAYLOAD:
+                    self.device.log(f"bad adb packet header (cmd={cmd:#x}, magic={magic:#x}, length={length})")
+                    return
                 data = self.recv_exact(length) if length else b""
                 self.handle(cmd, arg0, arg1, data)
         except (Closed, OSError):
@@ -237,7 +239,10 @@ class VirtualDevice:
         self.root = self.state / "root"
         for d in ("data/local/tmp", "data/app", "sdcard", "storage/emulated/0"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
-        (self.state / "props.json").write_text(json.dumps(config.get("props", {})))
+        props = config.get("props", {})
+        (self.state / "props.json").write_text(json.dumps(props))
+        (self.state / "props.txt").write_text("".join(f"[{k}]: [{v}]\n" for k, v in sorted(props.items())))
+        (self.state / "free_kb").write_text(str(int(config.get("free_kb", 20 * 1024 * 1024))))
         (self.state / "device.json").write_text(json.dumps(config))
         self.cut = dict(config.get("cut_send") or {})
         self.connections: list = []
@@ -365,6 +370,8 @@ class VirtualDevice:
         cut = self.cut if self.cut.get("times", 0) > 0 and self.cut.get("match", "") in path else None
         written = 0
         error = None
+        rate = float(self.config.get("link_mb_s") or 0) * 1e6  # emulate a USB link's speed
+        t0 = time.monotonic()
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             f = open(target, "wb")  # like adbd: straight into the named file
@@ -382,6 +389,10 @@ class VirtualDevice:
                     if f is not None:
                         f.write(data)
                     written += n
+                    if rate:
+                        ahead = written / rate - (time.monotonic() - t0)
+                        if ahead > 0:
+                            time.sleep(ahead)
                     if cut is not None and written >= int(cut.get("after", 0)):
                         cut["times"] -= 1
                         f.flush()
