@@ -163,3 +163,22 @@ def test_no_adb_server_says_how_to_start_one(tmp_path, standin):
     with pytest.raises(ToolNotFound) as e:
         deploy(settings(inp, tmp_path, free_port()))
     assert "no adb server answers on 127.0.0.1:" in str(e.value) and "adb start-server" in str(e.value)
+
+
+def test_changed_or_damaged_files_on_the_device_are_repushed_and_modes_fixed(tmp_path, standin):
+    inp = make_inputs(tmp_path / "in", standin=standin, modes=("none",))
+    with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
+        s = settings(inp, tmp_path, server.port, install=False, bench=True,
+                     options=BenchOptions(iters=5, repeat=1))
+        (first,) = deploy(s).devices
+        assert first.pushed_files == 3 and not first.errors
+        d = devs["d"].path(DEVICE_DIR)
+        model = d / "mobilenetv2-quant_none-cpu.pt"
+        model.write_bytes(b"someone pushed another file here")  # new size and mtime: the index no longer vouches
+        os.chmod(d / "speed_benchmark_torch", 0o600)
+        (again,) = deploy(s).devices
+        assert not again.errors
+        assert (again.pushed_files, again.skipped_files) == (1, 2)
+        assert sha256_file(model) == sha256_file(inp.models / model.name)
+        assert (d / "speed_benchmark_torch").stat().st_mode & 0o777 == 0o755
+        assert all(r.status == "ok" for r in again.rows)

@@ -247,3 +247,11 @@ def test_report_png(tmp_path):
     with pytest.raises(RecordError) as e:
         make_report(ReportSettings(results=tmp_path, source="app"))
     assert "no successful app benchmarks" in str(e.value)
+
+
+def test_hash_index_lines():
+    from deploy.push import parse_index
+
+    sha = "a" * 64
+    text = f"{sha} 14000000 1795431620 mobilenetv2-quant_none-cpu.pt\nbroken line\n{'b' * 63} 1 2 short-hash.pt\n"
+    assert parse_index(text) == {"mobilenetv2-quant_none-cpu.pt": (sha, 14000000, 1795431620)}
