@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
-import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from .checks import DeviceFacts, check_abi, check_commits, check_space, elf_abi,
 from .install import install_apk
 from .push import PushItem, check_dir, push_all
 from .results import DB_NAME, ResultRow, ResultStore, export
+from .status import device_lines
 
 log = logging.getLogger(__name__)
 
@@ -192,9 +194,26 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     directory = check_dir(f"{s.device_dir.rstrip('/')}/{project_name(s.project)}")
     server = AdbServer.locate(s.adb_host, s.adb_port, s.timeout)
     selected = _select_devices(server, s.serials)
-    status = on_status or (lambda serial, text: log.info("[%s] %s", serial, text))
     reports = [DeviceReport(serial) for serial in selected]
     started = now_iso()
+    with contextlib.ExitStack() as stack:
+        status = on_status or stack.enter_context(device_lines())
+        _run_workers(server, reports, selected, s, inputs, directory, status)
+
+    rows = [r for rep in reports for r in rep.rows]
+    store = ResultStore(Path(s.results) / DB_NAME)
+    run_id, exports = None, {}
+    if rows:
+        settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(s).items()}
+        run_id = store.add_run(started, project_name(s.project), inputs.commit, settings, rows)
+        exports = export(rows, Path(s.results), f"run-{run_id:04d}")
+        exports.update({f"latest_{k}": v for k, v in export(rows, Path(s.results), "latest").items()})
+    return DeployResult(reports, run_id, store.path, exports, warnings, directory)
+
+
+def _run_workers(server: AdbServer, reports: List[DeviceReport], selected: Dict[str, str], s: DeploySettings,
+                 inputs: _Inputs, directory: str, status: Callable[[str, str], None]) -> None:
+    """One worker thread per device; whatever one device does, the others go on."""
 
     def work(rep: DeviceReport) -> None:
         try:
@@ -209,16 +228,6 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
 
     with ThreadPoolExecutor(max_workers=max(1, len(reports)), thread_name_prefix="deploy") as pool:
         list(pool.map(work, reports))
-
-    rows = [r for rep in reports for r in rep.rows]
-    store = ResultStore(Path(s.results) / DB_NAME)
-    run_id, exports = None, {}
-    if rows:
-        settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(s).items()}
-        run_id = store.add_run(started, project_name(s.project), inputs.commit, settings, rows)
-        exports = export(rows, Path(s.results), f"run-{run_id:04d}")
-        exports.update({f"latest_{k}": v for k, v in export(rows, Path(s.results), "latest").items()})
-    return DeployResult(reports, run_id, store.path, exports, warnings, directory)
 
 
 def _deploy_device(server: AdbServer, rep: DeviceReport, state: str, s: DeploySettings, inputs: _Inputs,
@@ -250,12 +259,13 @@ def _deploy_device(server: AdbServer, rep: DeviceReport, state: str, s: DeploySe
     check_space(facts, parse_df_available(df), needed, parent)
 
     total = sum(it.local.stat().st_size for it in items)
-    done = [0]
-    lock = threading.Lock()
+    done = [0, time.monotonic()]
 
-    def on_bytes(n: int) -> None:
-        with lock:
-            done[0] += n
+    def on_bytes(n: int) -> None:  # called from this worker's thread only
+        done[0] += n
+        if time.monotonic() - done[1] >= 2.0:
+            done[1] = time.monotonic()
+            status(f"pushing: {done[0] / 1e6:.1f} of up to {total / 1e6:.1f} MB")
 
     outcomes = push_all(dev, directory, items, on_progress=status, on_bytes=on_bytes)
     rep.pushed_bytes = sum(o.bytes for o in outcomes)
