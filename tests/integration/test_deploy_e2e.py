@@ -120,3 +120,17 @@ def test_report_without_results_says_so(tmp_path):
     r = invoke(tmp_path, "report", "--results", str(tmp_path / "nothing"), port=1)
     assert r.returncode == 5
     assert "no results database" in r.stderr and "run `invoke deploy` first" in r.stderr
+
+
+def test_cli_reports_a_failing_device_and_exits_7(tmp_path, standin):
+    inp = make_inputs(tmp_path / "in", standin=standin, modes=("none",))
+    with adb_with_devices(tmp_path / "adb", {"ok": {}, "locked": {"authorized": False}}) as (server, devs):
+        r = invoke(tmp_path, "deploy", "--models", str(inp.models), "--build-info", str(inp.build_info),
+                   "--app", str(inp.app_dir), "--iter", "5", "--repeat", "1", "--results", str(tmp_path / "res"),
+                   port=server.port)
+    assert r.returncode == 7, r.stdout + r.stderr
+    assert "1 of 2 device(s) had problems" in r.stderr
+    locked = devs["locked"].serial
+    assert f"problem: device {locked} is 'unauthorized'" in r.stdout and "Allow USB debugging" in r.stdout
+    assert f"{devs['ok'].serial} (Virtual Pixel, SDK 30): 3 file(s) pushed" in r.stdout
+    assert (tmp_path / "res" / "run-0001.json").is_file()
