@@ -17,7 +17,7 @@ import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from toolchain.errors import DeviceError, ToolFailed, ToolNotFound
 
@@ -155,11 +155,6 @@ class Device:
             )
         return result
 
-    def getprops(self) -> Dict[str, str]:
-        """All properties in one round trip (``getprop`` prints ``[key]: [value]``)."""
-        out = self.shell("getprop", check=True, what="getprop").output
-        return parse_getprop(out)
-
     def probe(self, df_path: str) -> Tuple[Dict[str, str], str]:
         """Properties and ``df -k PATH`` output in one round trip."""
         res = self.shell(f"getprop; echo {_SPLIT}; df -k {shlex.quote(df_path)} 2>/dev/null || df -k /data", check=True,
@@ -174,20 +169,6 @@ class Device:
         c.send_command("sync:")
         c.check_okay()
         return c
-
-    def stat(self, path: str) -> Optional[tuple]:
-        """``(mode, size)`` of a remote path, None when it does not exist."""
-        c = self._sync()
-        try:
-            raw = path.encode()
-            c.conn.sendall(b"STAT" + struct.pack("<I", len(raw)) + raw)
-            head = _recv_exact(c.conn, 16)
-            if head[:4] != b"STAT":
-                raise DeviceError(f"unexpected sync reply {head[:4]!r} from {self.serial}")
-            mode, size, mtime = struct.unpack("<III", head[4:])
-            return None if mode == 0 and mtime == 0 else (mode, size)
-        finally:
-            c.close()
 
     def push_file(self, local: Path, remote: str, mode: int = 0o644,
                   on_bytes: Optional[Callable[[int], None]] = None) -> Tuple[int, str]:
@@ -260,6 +241,3 @@ def parse_getprop(out: str) -> Dict[str, str]:
             props[key] = value
     return props
 
-
-def quote(args: Sequence[str]) -> str:
-    return " ".join(shlex.quote(str(a)) for a in args)

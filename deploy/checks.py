@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, List, Optional
 
 from toolchain.errors import CompatibilityError, DeviceError, UsageError
 from toolchain.pins import NNAPI_MIN_SDK
@@ -140,6 +140,3 @@ def _same_commit(a: Optional[str], b: str) -> bool:
     n = min(len(a), len(b))
     return n >= 7 and a[:n] == b[:n]
 
-
-def total_size(paths: Iterable[Path]) -> int:
-    return sum(Path(p).stat().st_size for p in paths)

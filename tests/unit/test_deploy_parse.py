@@ -79,7 +79,8 @@ def test_summary_over_repeats():
     runs = [ParsedRun(True, [10_000.0, 11_000.0, 12_000.0], None), ParsedRun(True, [12_000.0, 13_000.0, 14_000.0], None)]
     s = summarize(runs + [ParsedRun(False, [], None, "exit code 139")])
     assert s.median_ms == pytest.approx(12.0)
-    assert s.p90_ms == pytest.approx(percentile([10, 11, 12, 12, 13, 14], 90) * 1)
+    assert s.p90_ms == pytest.approx(13.5)  # linear interpolation over the 6 samples
+    assert percentile([1.0, 2.0], 50) == 1.5
     assert s.min_ms == pytest.approx(10.0)
     assert s.spread_pct == pytest.approx(100 * (13_000 - 11_000) / 12_000)
     assert s.samples == 6 and s.runs == 2
