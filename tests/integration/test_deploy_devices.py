@@ -41,6 +41,7 @@ def test_unsuitable_devices_and_a_crash_do_not_stop_the_others(tmp_path, standin
     inp = make_inputs(tmp_path / "in", standin=standin)
     devices = {
         "locked": {"authorized": False},
+        "hung": {"silent": True},
         "x86": {"props": {"ro.product.cpu.abilist": "x86_64,x86", "ro.product.model": "Emulator x86_64"}},
         "oreo": {"props": {"ro.build.version.sdk": "28", "ro.build.version.release": "9"}},
         "crashy": {"env": {"SBT_CRASH": "quant_full-nnapi", "SBT_GARBAGE": "quant_none-nnapi"}},
@@ -52,6 +53,9 @@ def test_unsuitable_devices_and_a_crash_do_not_stop_the_others(tmp_path, standin
     locked = got[devs["locked"].serial]
     assert len(locked.errors) == 1 and "'unauthorized'" in locked.errors[0]
     assert "Allow USB debugging" in locked.errors[0]
+
+    hung = got[devs["hung"].serial]
+    assert "'offline'" in hung.errors[0] and "adb reconnect offline" in hung.errors[0]
 
     x86 = got[devs["x86"].serial]
     assert "cannot run a arm64-v8a binary" in x86.errors[0]
@@ -80,7 +84,7 @@ def test_unsuitable_devices_and_a_crash_do_not_stop_the_others(tmp_path, standin
     assert rows[("cpu", "none")].status == "ok" and rows[("cpu", "full")].status == "ok"
     assert rows[("cpu", "full")].samples == 40
     assert not crashy.errors  # a failing benchmark is a result, not a device failure
-    assert len(result.failed) == 2
+    assert len(result.failed) == 3
     assert result.run_id == 1
 
 

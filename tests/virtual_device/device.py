@@ -13,6 +13,7 @@ prints ``LISTENING <port>`` once it accepts connections.  Config keys:
 * ``props``: what ``getprop`` answers;
 * ``model``/``product``/``device``: sent in the CNXN banner;
 * ``authorized`` (default true): false withholds CNXN and asks for AUTH forever;
+* ``silent``: never answer CNXN (a hung adbd; adb lists the device as ``offline``);
 * ``env``: extra environment for shell commands (e.g. the stand-in's crash switch);
 * ``free_kb``: what ``df`` reports as available on /data;
 * ``cut_send``: ``{"match": "substr", "after": BYTES, "times": 1}`` drops the
@@ -181,6 +182,8 @@ class Connection:
     def handle(self, cmd: int, arg0: int, arg1: int, data: bytes) -> None:
         if cmd == A_CNXN:
             self.max_payload = min(arg1 or 4096, MAX_PAYLOAD)
+            if self.device.config.get("silent"):
+                return  # a hung adbd: the server shows the device as offline
             if self.device.config.get("authorized", True):
                 self.send(A_CNXN, VERSION, MAX_PAYLOAD, self.banner())
             else:

@@ -41,6 +41,7 @@ class AdbServer:
         self.home = self.workdir / "adb-home"
         self.home.mkdir(parents=True, exist_ok=True)
         self.proc: Optional[subprocess.Popen] = None
+        self._clients: list = []
         self.env = dict(os.environ)
         self.env.update({
             "HOME": str(self.home), "TMPDIR": str(self.home), "ADB_USB": "0", "ADB_EMU": "0", "ADB_MDNS": "0",
@@ -74,7 +75,12 @@ class AdbServer:
 
     def connect(self, port: int, want: str = "device", timeout: float = 15) -> str:
         serial = f"127.0.0.1:{port}"
-        self.adb("connect", serial, timeout=timeout)
+        if want == "offline":  # `adb connect` waits 10 s for a handshake that never comes: do not wait with it
+            client = subprocess.Popen(["adb", "-P", str(self.port), "connect", serial], env=self.env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self._clients.append(client)
+        else:
+            self.adb("connect", serial, timeout=timeout)
         deadline = time.monotonic() + timeout
         state = None
         while time.monotonic() < deadline:
@@ -88,6 +94,10 @@ class AdbServer:
         self.adb("disconnect", serial, timeout=15)
 
     def stop(self) -> None:
+        for client in self._clients:
+            if client.poll() is None:
+                client.kill()
+            client.wait()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -138,7 +148,8 @@ class VirtualDeviceProcess:
 def adb_with_devices(workdir: Path, devices: Dict[str, dict], ) -> Iterator[tuple]:
     """Start a server and the named devices; yield ``(server, {name: VirtualDeviceProcess})``.
 
-    A device config with ``authorized=False`` is connected and left ``unauthorized``.
+    A device config with ``authorized=False`` is connected and left ``unauthorized``, one with
+    ``silent=True`` is left ``offline``.
     Devices are disconnected before they are stopped.
     """
     workdir = Path(workdir)
@@ -148,7 +159,7 @@ def adb_with_devices(workdir: Path, devices: Dict[str, dict], ) -> Iterator[tupl
         for name, cfg in devices.items():
             dev = VirtualDeviceProcess(workdir / f"dev-{name}", **cfg).start()
             started[name] = dev
-            want = "device" if cfg.get("authorized", True) else "unauthorized"
+            want = "offline" if cfg.get("silent") else "device" if cfg.get("authorized", True) else "unauthorized"
             dev.serial = server.connect(dev.port, want=want)
         yield server, started
     finally:
