@@ -7,11 +7,14 @@
  *   SBT_CPU_US / SBT_NNAPI_US   base latency in microseconds (model path containing "nnapi" uses the latter)
  *   SBT_CRASH=substr           crash with SIGSEGV (after "Main runs.") when the model path contains substr
  *   SBT_GARBAGE=substr         exit 0 printing nothing parseable when the model path contains substr
+ *   SBT_HOLD_MS=ms             take at least this long per run (sleeps)
+ *   SBT_TRACE=path             append "start_ns end_ns model" per run to path (a host file)
  */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *flag(int argc, char **argv, const char *name, const char *dflt) {
   size_t n = strlen(name);
@@ -29,7 +32,14 @@ static int matches(const char *env, const char *model) {
   return v && *v && strstr(model, v) != NULL;
 }
 
+static long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 int main(int argc, char **argv) {
+  long long started = now_ns();
   const char *model = flag(argc, argv, "model", "");
   int warmup = atoi(flag(argc, argv, "warmup", "0"));
   int iters = atoi(flag(argc, argv, "iter", "10"));
@@ -70,6 +80,19 @@ int main(int argc, char **argv) {
     if (report_pep) {
       /* std::cout << float prints with 6 significant digits, e.g. 1.23457e+06 */
       printf("PyTorchObserver {\"type\": \"NET\", \"unit\": \"us\", \"metric\": \"latency\", \"value\": \"%g\"}\n", t);
+    }
+  }
+  const char *hold = getenv("SBT_HOLD_MS");
+  if (hold && *hold) {
+    struct timespec ts = {atoi(hold) / 1000, (long)(atoi(hold) % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  const char *trace = getenv("SBT_TRACE");
+  if (trace && *trace) {
+    FILE *t = fopen(trace, "a");
+    if (t) {
+      fprintf(t, "%lld %lld %s\n", started, now_ns(), model);
+      fclose(t);
     }
   }
   double per = iters ? total / iters : 0;

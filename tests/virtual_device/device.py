@@ -129,7 +129,7 @@ class Connection:
                 self.sock.sendall(header + data)
             except OSError:
                 self.dead = True
-                raise Closed()
+                raise Closed() from None
 
     def recv_exact(self, n: int) -> bytes:
         out = bytearray()
