@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +25,32 @@ STANDARD_PROPS = {
     "ro.board.platform": "sdm670",
     "ro.soc.model": "SDM670",
 }
+
+
+def _die_with_parent() -> None:  # runs in the child before exec: SIGTERM it when the test process dies
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a TCP socket listening on ``port`` (Linux /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{cols[9]}]")
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    return True
+    return False
 
 
 def free_port() -> int:
@@ -49,20 +76,32 @@ class AdbServer:
         })
         self.env.pop("ANDROID_SERIAL", None)
 
-    def start(self) -> "AdbServer":
+    def start(self, attempts: int = 5) -> "AdbServer":
+        """Start the server on a fresh port; another suite may take a port between pick and bind: retry."""
         adb = shutil.which("adb")
         if adb is None:
             raise RuntimeError("adb is not installed (apt-get install adb; ./run test installs it)")
+        for _ in range(attempts):
+            if self._start_once(adb):
+                return self
+            self.port = free_port()
+            self.env["ANDROID_ADB_SERVER_PORT"] = str(self.port)
+        raise RuntimeError(f"adb server did not start after {attempts} ports: see {self.workdir / 'adb-server.log'}")
+
+    def _start_once(self, adb: str) -> bool:
         log = open(self.workdir / "adb-server.log", "ab")
         self.proc = subprocess.Popen([adb, "-P", str(self.port), "nodaemon", "server"], env=self.env,
-                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                     preexec_fn=_die_with_parent)
+        log.close()
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                return self
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"adb server exited: see {self.workdir / 'adb-server.log'}")
-            time.sleep(0.05)
+            if self.proc.poll() is not None:  # e.g. "Address already in use" (adb takes ~0.5 s to give up)
+                return False
+            if _listens(self.proc.pid, self.port):  # the listener is ours, not another suite's
+                return True
+            time.sleep(0.02)
+        self.stop()
         raise RuntimeError("adb server did not start listening")
 
     def adb(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -130,8 +169,9 @@ class VirtualDeviceProcess:
     def start(self) -> "VirtualDeviceProcess":
         cfg = self.state_dir / "config.json"
         cfg.write_text(json.dumps(self.config))
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "device.py"), str(cfg)], stdout=subprocess.PIPE,
-                                     stderr=open(self.state_dir / "device.stderr", "ab"), text=True)
+        with open(self.state_dir / "device.stderr", "ab") as err:
+            self.proc = subprocess.Popen([sys.executable, str(HERE / "device.py"), str(cfg)], stdout=subprocess.PIPE,
+                                         stderr=err, text=True, preexec_fn=_die_with_parent)
         line = self.proc.stdout.readline()
         if not line.startswith("LISTENING "):
             raise RuntimeError(f"virtual device did not start: {line!r}; see {self.state_dir / 'device.stderr'}")
@@ -139,9 +179,16 @@ class VirtualDeviceProcess:
         return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            if self.proc.stdout:
+                self.proc.stdout.close()
 
 
 @contextlib.contextmanager

@@ -1,0 +1,69 @@
+"""The test harness itself: private adb servers never collide with other suites and never outlive a test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.virtual_device.harness import AdbServer, adb_with_devices
+
+pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_taken_port_is_skipped_and_everything_stops_on_exit(tmp_path):
+    with socket.socket() as taken:  # someone else's listener on the port we picked
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        server = AdbServer(tmp_path)
+        server.port = taken.getsockname()[1]
+        server.start()
+        try:
+            assert server.port != taken.getsockname()[1]
+            assert server.proc.poll() is None
+            assert server.adb("devices").returncode == 0
+        finally:
+            server.stop()
+        assert server.proc.poll() is not None
+
+    with adb_with_devices(tmp_path / "w", {"d": {}}) as (srv, devs):
+        pids = [srv.proc.pid, devs["d"].proc.pid]
+        port = srv.port
+        assert srv.states() == {devs["d"].serial: "device"}
+    assert not any(alive(p) for p in pids)
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_servers_die_with_a_killed_test_process(tmp_path):
+    script = ("import os, sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path\n"
+              "from tests.virtual_device.harness import AdbServer, VirtualDeviceProcess\n"
+              "s = AdbServer(Path(sys.argv[2])).start(); d = VirtualDeviceProcess(Path(sys.argv[2]) / 'dev').start()\n"
+              "print(s.proc.pid, d.proc.pid, flush=True); os._exit(0)  # no cleanup: as if killed\n")
+    out = subprocess.run([sys.executable, "-c", script, str(ROOT), str(tmp_path)], capture_output=True, text=True,
+                         timeout=60)
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 2, out.stderr
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in pids if alive(p)]
+    for p in left:  # do not leave them behind even when the assertion fails
+        os.kill(p, 9)
+    assert not left
