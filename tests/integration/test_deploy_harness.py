@@ -67,3 +67,20 @@ def test_servers_die_with_a_killed_test_process(tmp_path):
     for p in left:  # do not leave them behind even when the assertion fails
         os.kill(p, 9)
     assert not left
+
+
+def test_the_opt_in_phone_tests_run_against_a_virtual_phone(tmp_path):
+    """`-m device` cannot run here on a phone; run it against the virtual device so it does not rot."""
+    from tests.deploy_support.fixtures import make_inputs
+
+    inp = make_inputs(tmp_path / "in", modes=("none",))
+    with adb_with_devices(tmp_path / "adb", {"p": {}}) as (server, devs):
+        env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(server.port), TORCHDROID_DEVICE_SERIAL=devs["p"].serial,
+                   TORCHDROID_DEVICE_BUILD_INFO=str(inp.build_info), TORCHDROID_DEVICE_MODELS=str(inp.models))
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "device", "-p", "no:cacheprovider",
+                            str(ROOT / "tests" / "integration" / "test_deploy_phone.py")],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        scratch = devs["p"].path("/data/local/tmp/torchdroid/pytest-phone")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "2 passed" in r.stdout
+        assert not scratch.exists()  # the phone tests clean up after themselves
