@@ -56,6 +56,9 @@ def test_serial_variant_binary_apk_and_parallel_devices(tmp_path, standin):
                    "--project", "opts", "--iter", "5", "--repeat", "1", "--results", str(tmp_path / "res"),
                    env_port=server.port)
         assert r.returncode == 0, r.stdout + r.stderr
+        # a progress line per device (plain lines when not on a terminal), each ending in "done"
+        for serial in (a, b):
+            assert f"[{serial}] checking" in r.stdout and f"[{serial}] done" in r.stdout, r.stdout
         # the device not named with --serial was not touched
         assert not devs["left-alone"].path(DEVICE_DIR).exists()
         assert devs["left-alone"].serial not in r.stdout
