@@ -58,7 +58,7 @@ def test_serial_variant_binary_apk_and_parallel_devices(tmp_path, standin):
         assert r.returncode == 0, r.stdout + r.stderr
         # a progress line per device (plain lines when not on a terminal), each ending in "done"
         for serial in (a, b):
-            assert f"[{serial}] checking" in r.stdout and f"[{serial}] done" in r.stdout, r.stdout
+            assert f"[{serial}] checking" in r.stderr and f"[{serial}] done" in r.stderr, r.stderr
         # the device not named with --serial was not touched
         assert not devs["left-alone"].path(DEVICE_DIR).exists()
         assert devs["left-alone"].serial not in r.stdout
