@@ -169,6 +169,7 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
         from ndk_build import BuildSettings, build_android as run_build
 
         source_dir = pick(None, c.config, "pytorch.source_dir")
+        jobs = pick(max_jobs, c.config, "android.max_jobs")
         settings = BuildSettings(
             build_dir=_build_dir(c),
             lane=pick(lane, c.config, "pytorch.lane"),
@@ -182,7 +183,7 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
             python=pick(python, c.config, "pytorch.python"),
             abi=pick(abi, c.config, "android.abi"),
             api_level=int(pick(api_level, c.config, "android.api_level")),
-            max_jobs=int(pick(max_jobs, c.config, "android.max_jobs")) if pick(max_jobs, c.config, "android.max_jobs") else None,
+            max_jobs=int(jobs) if jobs else None,
             clean=bool(clean),
             aar=bool(aar),
             cmake_args=tuple(cmake_arg or ()),

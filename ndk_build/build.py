@@ -134,7 +134,8 @@ def artefacts_intact(info: Dict[str, Any], base: Path) -> bool:
             if not p.is_file():
                 return False
             st = p.stat()
-            if (st.st_size, st.st_mtime_ns) != (art.get("size"), art.get("mtime_ns")) and sha256_file(p) != art["sha256"]:
+            same_stat = (st.st_size, st.st_mtime_ns) == (art.get("size"), art.get("mtime_ns"))
+            if not same_stat and sha256_file(p) != art["sha256"]:
                 return False
     return True
 

@@ -65,7 +65,7 @@ def _first_line(argv: List[str]) -> Optional[str]:
 
 def _tool(stage: str, name: str, exe: str, version_args: List[str], fix: str, required: bool,
           absent: str = INFO) -> Check:
-    """``absent``: the status when the tool is missing and not required (INFO for speed-ups, WARN for a stage's tool)."""
+    """``absent``: the status when a tool that is not required is missing (INFO: a speed-up; WARN: a stage's tool)."""
     path = shutil.which(exe)
     if not path:
         return Check(stage, name, MISSING if required else absent, "not found", fix, required)
@@ -137,13 +137,15 @@ def _sdk_checks(s: DoctorSettings) -> List[Check]:
                  "" if sdk else "install the command-line tools and set ANDROID_HOME (needed for build-app and --aar)")]
     gradle = shutil.which("gradle")
     out.append(Check("make-app", "Gradle", OK if gradle else INFO, gradle or "not on PATH",
-                     "" if gradle else f"optional: the generated app ships a Gradle {pins.LANES[pins.DEFAULT_LANE].gradle} wrapper"))
+                     "" if gradle else f"optional: the generated app ships a Gradle "
+                                       f"{pins.LANES[pins.DEFAULT_LANE].gradle} wrapper"))
     return out
 
 
 def _adb_checks(s: DoctorSettings) -> List[Check]:
     env = os.environ if s.env is None else s.env
-    out = [_tool("deploy", "adb", "adb", ["version"], "sudo apt-get install adb (or the SDK's platform-tools)", False, WARN)]
+    out = [_tool("deploy", "adb", "adb", ["version"], "sudo apt-get install adb (or the SDK's platform-tools)",
+                 False, WARN)]
     port = int(s.adb_port or env.get("ANDROID_ADB_SERVER_PORT") or 5037)
     try:
         with socket.create_connection((s.adb_host, port), timeout=1.0):
@@ -158,7 +160,8 @@ def _adb_checks(s: DoctorSettings) -> List[Check]:
         client = adbutils.AdbClient(host=s.adb_host, port=port, socket_timeout=5)
         devices = [f"{d.serial} ({d.state})" for d in client.list()]
     except Exception as e:
-        out.append(Check("deploy", "devices", WARN, f"adb server on port {port} did not answer: {e}", "`adb kill-server`"))
+        out.append(Check("deploy", "devices", WARN, f"adb server on port {port} did not answer: {e}",
+                         "`adb kill-server`"))
         return out
     out.append(Check("deploy", "devices", OK if devices else WARN, ", ".join(devices) or "none attached",
                      "" if devices else "connect a phone with USB debugging on and accept the prompt"))

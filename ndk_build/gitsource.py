@@ -151,7 +151,7 @@ class Git:
         return False
 
     def update_submodules(self, repo: Path, jobs: int) -> bool:
-        """Init and fetch every submodule, shallow and in parallel; full fetches if a server refuses. True if shallow."""
+        """Init and fetch every submodule, shallow and in parallel (full if a server refuses). True if shallow."""
         self.run(["submodule", "sync", "--recursive"], cwd=repo, what="`git submodule sync`")
         base = ["submodule", "update", "--init", "--recursive", "--jobs", str(max(1, jobs))]
         res = self.run([*base, "--depth", "1"], cwd=repo, check=False, what="`git submodule update --depth 1`")
@@ -164,9 +164,11 @@ class Git:
 
 def _submodule_hint(output: str) -> Optional[str]:
     if "transport 'file' not allowed" in output:
-        return "git refuses file:// submodules by default: set `git config --global protocol.file.allow user` for local mirrors"
+        return ("git refuses file:// submodules by default: set `git config --global protocol.file.allow user` "
+                "for local mirrors")
     if "Could not resolve host" in output or "unable to access" in output:
-        return "a submodule's server could not be reached: check the network (or a mirror in .gitmodules / url.<base>.insteadOf)"
+        return ("a submodule's server could not be reached: check the network "
+                "(or a mirror in .gitmodules / url.<base>.insteadOf)")
     return "run `git submodule update --init --recursive` inside the checkout to see which submodule fails"
 
 

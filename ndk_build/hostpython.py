@@ -58,6 +58,7 @@ class HostPython:
             cause=f"the build scripts of PyTorch {lane.pytorch_ref} run with $PYTHON"
                   + (" and use modules newer Pythons removed (distutils)" if newer else ""),
             remedy=f"install Python {high} (e.g. `uv python install {high}` or pyenv; it needs pyyaml and "
-                   f"typing_extensions) and point torchdroid at it: --python /path/to/python{high}, or config pytorch.python "
+                   f"typing_extensions) and point torchdroid at it: --python /path/to/python{high}, "
+                   "or config pytorch.python "
                    f"(`pytorch: {{python: /path/to/python{high}}}` in invoke.yaml)",
         )

@@ -66,8 +66,10 @@ class Ndk:
         return release_name(self.revision)
 
     @classmethod
-    def candidates(cls, cli: Optional[str], config_path: Optional[str], env: Mapping[str, str]) -> List[Tuple[str, Path]]:
-        """Where to look, in order: --ndk, ndk.path, ANDROID_NDK, ANDROID_NDK_HOME, ANDROID_HOME/ndk/*, ANDROID_SDK_ROOT/ndk-bundle."""
+    def candidates(cls, cli: Optional[str], config_path: Optional[str],
+                   env: Mapping[str, str]) -> List[Tuple[str, Path]]:
+        """Where to look, in order: --ndk, ndk.path, ANDROID_NDK, ANDROID_NDK_HOME, ANDROID_HOME/ndk/*,
+        ANDROID_SDK_ROOT/ndk/*, ANDROID_SDK_ROOT/ndk-bundle, ANDROID_HOME/ndk-bundle."""
         out: List[Tuple[str, Path]] = []
         if cli:
             out.append(("--ndk", Path(cli).expanduser()))
@@ -176,5 +178,6 @@ def validate_api_level(level: int) -> int:
     except (TypeError, ValueError):
         raise UsageError(f"API level {level!r} is not a number", remedy="pass e.g. --api-level 29") from None
     if not 16 <= level <= 40:
-        raise UsageError(f"API level {level} is out of range", remedy="pass an Android API level such as 29 (NNAPI needs >= 29)")
+        raise UsageError(f"API level {level} is out of range",
+                         remedy="pass an Android API level such as 29 (NNAPI needs >= 29)")
     return level

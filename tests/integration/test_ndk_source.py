@@ -8,7 +8,7 @@ import pytest
 
 from ndk_build.gitsource import Git, ensure_checkout
 from tests.ndk_support import make_fake_pytorch
-from tests.ndk_support.fixtures import _git_file_protocol, fake_pytorch  # noqa: F401
+from tests.ndk_support.fixtures import *  # noqa: F403 (pytest fixtures: fake_pytorch, fake_ndk)
 from toolchain.errors import ToolFailed, UsageError
 from toolchain.runner import run
 

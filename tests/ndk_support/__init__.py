@@ -56,7 +56,8 @@ def _bare_from(work: Path, bare: Path, allow_sha: bool) -> None:
     _git("config", "uploadpack.allowReachableSHA1InWant", "true" if allow_sha else "false", cwd=bare)
 
 
-def make_fake_pytorch(root: Path, bulk_bytes: int = 200_000, allow_sha: bool = True, extra_commits: int = 0) -> FakePytorch:
+def make_fake_pytorch(root: Path, bulk_bytes: int = 200_000, allow_sha: bool = True,
+                      extra_commits: int = 0) -> FakePytorch:
     """Create the bare repositories under ``root`` and return their URLs and commit SHAs."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,8 @@ import pytest
 
 from . import FakePytorch, git_test_env, make_fake_ndk, make_fake_pytorch
 
+__all__ = ["fake_pytorch", "fake_ndk", "git_file_protocol"]
+
 
 @pytest.fixture(scope="session")
 def fake_pytorch(tmp_path_factory) -> FakePytorch:
@@ -18,6 +20,6 @@ def fake_ndk(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _git_file_protocol(monkeypatch):
+def git_file_protocol(monkeypatch):
     for key, value in git_test_env().items():
         monkeypatch.setenv(key, value)
