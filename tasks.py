@@ -142,6 +142,7 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
         print(f"note: {line}")
     print(f"results: {result.json_path}")
 
+
 # --------------------------------------------------------------------------- build-android, check-compat, doctor
 
 

@@ -158,6 +158,13 @@ class Git:
         if res.returncode == 0:
             return True
         log.warning("shallow submodule fetch failed (the server may not allow fetching by SHA); retrying in full")
+        for state in parse_submodule_status(self.run(["submodule", "status", "--recursive"], cwd=repo).output):
+            sub = repo / state.path
+            if (sub / ".git").exists():
+                shallow = self.run(["rev-parse", "--is-shallow-repository"], cwd=sub, check=False).output.strip()
+                if shallow == "true":
+                    self.run(["fetch", "--unshallow", "--no-tags", "origin"], cwd=sub, check=False,
+                             what=f"`git fetch --unshallow` in {state.path}")
         self.run(base, cwd=repo, what="`git submodule update`", hint=_submodule_hint)
         return False
 

@@ -83,3 +83,18 @@ def test_not_a_sha_and_unknown_commit_are_clear_errors(tmp_path, fake_pytorch):
     with pytest.raises(ToolFailed) as ei:
         ensure_checkout(git, fake_pytorch.url, "1" * 40, tmp_path / "b")
     assert f"commit {'1' * 40} is not in {fake_pytorch.url}" in str(ei.value) and "--repo-url" in str(ei.value)
+
+
+def test_server_that_refuses_fetch_by_sha_falls_back_to_full_fetches(tmp_path, monkeypatch, caplog):
+    remote = make_fake_pytorch(tmp_path / "remote", bulk_bytes=1000, allow_sha=False)
+    # protocol v0: upload-pack enforces uploadpack.allowReachableSHA1InWant=false, like a strict server
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "2")
+    monkeypatch.setenv("GIT_CONFIG_KEY_1", "protocol.version")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_1", "0")
+    git = Git.locate()
+    dest = tmp_path / "src"
+    co = ensure_checkout(git, remote.url, remote.pinned, dest)
+    assert git.head(dest) == remote.pinned and co.submodules[0].populated
+    assert int(_git("rev-list", "--count", "HEAD", cwd=dest).output) > 1  # full history this time
+    messages = " ".join(r.message for r in caplog.records)
+    assert "refused a shallow fetch" in messages
