@@ -156,7 +156,7 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
         "api_level": "Android API level the binary is built for (default 29, config android.api_level)",
         "python": "host Python for PyTorch's build scripts (config pytorch.python)",
         "max_jobs": "parallel compile jobs (default: all cores, config android.max_jobs)",
-        "clean": "start the build over (removes build/android/<abi>)",
+        "clean": "start the build over (removes the ABI's CMake tree, build-info and AAR under build/android/<abi>)",
         "aar": "also build the pytorch_android AAR from the same checkout (needs an Android SDK)",
         "cmake_arg": "extra CMake argument for build_android.sh (repeatable)",
         "debug": "show tracebacks",

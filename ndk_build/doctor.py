@@ -104,11 +104,14 @@ def _python_checks(s: DoctorSettings) -> List[Check]:
     lane = pins.lane(s.lane)
     try:
         hp = HostPython.locate(s.python)
-        fits = hp.fits(lane)
-        high = ".".join(map(str, lane.host_python_max))
-        out.append(Check("build-android", f"host Python for lane {lane.name}", OK if fits else WARN,
-                         f"{hp.version_str} ({hp.path})",
-                         "" if fits else f"install Python {high} and set pytorch.python (or --python)", False))
+        try:
+            hp.check(lane)
+            status, fix = OK, ""
+        except TorchdroidError as e:
+            status, fix = WARN, e.remedy or e.what
+        lacks = f"; lacks {', '.join(hp.missing_modules)}" if hp.missing_modules else ""
+        out.append(Check("build-android", f"host Python for lane {lane.name}", status,
+                         f"{hp.version_str} ({hp.path}){lacks}", fix, False))
     except TorchdroidError as e:
         out.append(Check("build-android", f"host Python for lane {lane.name}", WARN, e.what, e.remedy or ""))
     return out

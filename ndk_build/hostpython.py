@@ -12,13 +12,20 @@ from toolchain.errors import ToolFailed, ToolNotFound
 from toolchain.pins import Lane
 from toolchain.runner import run
 
-PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3]); print(sys.executable)"
+# PyTorch's build (its code generators) imports these with $PYTHON.
+BUILD_MODULES = ("yaml", "typing_extensions")
+PROBE = (
+    "import sys, importlib.util as u; print('%d.%d.%d' % sys.version_info[:3]); print(sys.executable); "
+    f"print(' '.join(m for m in {BUILD_MODULES!r} if u.find_spec(m) is None))"
+)
+PIP_NAMES = {"yaml": "pyyaml", "typing_extensions": "typing_extensions"}
 
 
 @dataclass(frozen=True)
 class HostPython:
     path: Path
     version: Tuple[int, int, int]
+    missing_modules: Tuple[str, ...] = ()
 
     @property
     def version_str(self) -> str:
@@ -41,13 +48,21 @@ class HostPython:
                                remedy="set pytorch.python to a working interpreter") from e
         lines = res.lines
         major, minor, micro = (int(x) for x in lines[0].split("."))
-        return cls(Path(lines[1] if len(lines) > 1 and lines[1] else found), (major, minor, micro))
+        missing = tuple(lines[2].split()) if len(lines) > 2 else ()
+        return cls(Path(lines[1] if len(lines) > 1 and lines[1] else found), (major, minor, micro), missing)
 
     def fits(self, lane: Lane) -> bool:
         return lane.host_python_min <= self.version[:2] <= lane.host_python_max
 
     def check(self, lane: Lane) -> "HostPython":
         if self.fits(lane):
+            if self.missing_modules:
+                pkgs = " ".join(PIP_NAMES.get(m, m) for m in self.missing_modules)
+                raise ToolNotFound(
+                    f"host Python {self.version_str} ({self.path}) lacks {', '.join(self.missing_modules)}",
+                    cause="PyTorch's code generators import them with the build's $PYTHON",
+                    remedy=f"{self.path} -m pip install {pkgs} (or set pytorch.python / --python to another Python)",
+                )
             return self
         low = ".".join(map(str, lane.host_python_min))
         high = ".".join(map(str, lane.host_python_max))

@@ -169,3 +169,15 @@ def test_file_format_version_from_archive(tmp_path):
         z.writestr("m/.data/version", b"6\n")
     assert file_format_version(p) == 6
     assert os.path.getsize(p) > 0
+
+
+def test_host_python_without_the_build_modules_is_refused(tmp_path):
+    import venv
+
+    venv.EnvBuilder(with_pip=False).create(tmp_path / "bare")
+    hp = HostPython.locate(str(tmp_path / "bare" / "bin" / "python"))
+    assert "yaml" in hp.missing_modules
+    with pytest.raises(ToolNotFound) as ei:
+        hp.check(pins.LANES["current"])
+    assert "lacks yaml" in str(ei.value) and "-m pip install pyyaml" in str(ei.value)
+    assert HostPython.locate(sys.executable).missing_modules == ()
