@@ -102,8 +102,9 @@ class Git:
         return res.returncode == 0 and Path(res.output.strip()).resolve() == path.resolve()
 
     def local_changes(self, repo: Path) -> List[str]:
-        """``git status --porcelain`` lines, ignoring untracked build output directories of ours."""
-        res = self.run(["status", "--porcelain", "--ignore-submodules=none"], cwd=repo)
+        """Modified tracked files (also inside submodules).  Untracked files are not "changes": the AAR build
+        and code generators leave some in the source tree, and they do not alter the pinned sources."""
+        res = self.run(["status", "--porcelain", "--untracked-files=no", "--ignore-submodules=none"], cwd=repo)
         return [line for line in res.lines if line.strip()]
 
     def submodule_status(self, repo: Path) -> List[SubmoduleState]:

@@ -98,3 +98,15 @@ def test_server_that_refuses_fetch_by_sha_falls_back_to_full_fetches(tmp_path, m
     assert int(_git("rev-list", "--count", "HEAD", cwd=dest).output) > 1  # full history this time
     messages = " ".join(r.message for r in caplog.records)
     assert "refused a shallow fetch" in messages
+
+
+def test_changes_inside_a_submodule_are_refused_untracked_files_are_not(tmp_path, fake_pytorch):
+    git = Git.locate()
+    dest = tmp_path / "src"
+    ensure_checkout(git, fake_pytorch.url, fake_pytorch.pinned, dest)
+    (dest / "generated_by_a_build.txt").write_text("untracked\n")
+    assert ensure_checkout(git, fake_pytorch.url, fake_pytorch.pinned, dest).reused
+    (dest / "third_party" / "fakedep" / "fakedep.c").write_text("/* patched */\n")
+    with pytest.raises(UsageError) as ei:
+        ensure_checkout(git, fake_pytorch.url, fake_pytorch.pinned, dest)
+    assert "third_party/fakedep" in str(ei.value)
