@@ -267,6 +267,8 @@ def build_android(s: BuildSettings) -> BuildResult:
         log.info("the CMake tree %s was configured for %s; starting it over", build_root, home)
         shutil.rmtree(build_root, ignore_errors=True)
 
+    if info_path.exists():
+        info_path.unlink()  # it would describe artefacts this build is about to overwrite
     log_path.write_text("")  # one log per build
     hint = build_hint(lane, str(checkout.path))
     log.info("building PyTorch %s (%s) for %s, API %d with NDK %s; log: %s",

@@ -41,6 +41,8 @@ NNAPI_SOURCES = ("aten/src/ATen/nnapi/*.cpp", "torch/csrc/jit/backends/nnapi/*.c
 VERSION_HEADERS = ("caffe2/serialize/versions.h", "caffe2/serialize/inline_container.h")
 
 SCHEMA_RE = re.compile(r'"((?:aten|prim|quantized|_quantized|_nnapi|prepacked)::[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?)\(')
+# register_prim_ops.cpp defines families of overloads through macros: DEFINE_INT_OP(aten::add, a + b)
+MACRO_RE = re.compile(r"DEFINE_[A-Z0-9_]+\(\s*((?:aten|prim)::[A-Za-z0-9_]+)\s*,")
 FUNC_RE = re.compile(r"^- func:\s*([A-Za-z0-9_]+)(?:\.([A-Za-z0-9_]+))?\(", re.M)
 DEF_RE = re.compile(r'\.def\(\s*"([A-Za-z0-9_]+)"')
 INIT_RE = re.compile(r"\.def\(\s*torch::(?:jit::)?init<")
@@ -64,6 +66,7 @@ class RuntimeSource:
 
     path: Path
     operators: Set[str]
+    macro_bases: Set[str]  # ``aten::add``: overloads made by DEFINE_*_OP macros (not spelled out in the source)
     namespaces: Set[str]
     nnapi_methods: Optional[Set[str]]  # None: no NNAPI binding source found
     max_file_format: Optional[int]
@@ -79,9 +82,12 @@ class RuntimeSource:
         if yaml.is_file():
             for name, overload in FUNC_RE.findall(yaml.read_text(encoding="utf-8", errors="replace")):
                 ops.add(f"aten::{name}.{overload}" if overload else f"aten::{name}")
+        macro_bases: Set[str] = set()
         for pattern in OPERATOR_SOURCES:
             for f in path.glob(pattern):
-                ops.update(SCHEMA_RE.findall(f.read_text(encoding="utf-8", errors="replace")))
+                text = f.read_text(encoding="utf-8", errors="replace")
+                ops.update(SCHEMA_RE.findall(text))
+                macro_bases.update(MACRO_RE.findall(text))
         nnapi: Optional[Set[str]] = None
         for pattern in NNAPI_SOURCES:
             for f in path.glob(pattern):
@@ -101,7 +107,10 @@ class RuntimeSource:
                     max_ff = int(m.group(1), 0)
                     break
         namespaces = {op.split("::", 1)[0] for op in ops}
-        return cls(path, ops, namespaces, nnapi, max_ff)
+        return cls(path, ops, macro_bases, namespaces, nnapi, max_ff)
+
+    def defines(self, op: str) -> bool:
+        return op in self.operators or op.split(".", 1)[0] in self.macro_bases
 
 
 @dataclass
@@ -238,7 +247,7 @@ def check_compat(
         needs = model_needs(f.path)
         for op in needs.operators:
             ns = op.split("::", 1)[0]
-            if op in src.operators:
+            if src.defines(op):
                 continue
             if ns not in src.namespaces:
                 note = f"{ns}:: operators (the runtime source defines none that torchdroid can find)"

@@ -133,10 +133,12 @@ def test_wrong_machine_for_the_abi_is_caught(tmp_path, fake_pytorch, fake_ndk):
 
 
 def test_failing_build_shows_tail_log_and_custom_commit_warning(tmp_path, fake_pytorch, fake_ndk, caplog):
+    good = build_android(settings(tmp_path, fake_pytorch, fake_ndk))
     s = settings(tmp_path, fake_pytorch, fake_ndk, commit=fake_pytorch.broken)
     with pytest.raises(ToolFailed) as ei:
         build_android(s)
     err = ei.value
+    assert not good.build_info_path.exists()  # no stale record beside half-rebuilt artefacts
     log_path = s.build_dir / "android" / "x86_64" / "build.log"
     assert err.log_path == log_path and log_path.is_file()
     assert "scripts/build_android.sh failed with exit code" in str(err)

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from ndk_build.build import nearest_lane
-from ndk_build.compat import FUNC_RE, SCHEMA_RE, file_format_version
+from ndk_build.compat import FUNC_RE, SCHEMA_RE, RuntimeSource, file_format_version
 from ndk_build.elfcheck import parse_android_api_level, parse_machine
 from ndk_build.gitsource import parse_submodule_status
 from ndk_build.hints import build_hint, parse_step
@@ -181,3 +181,16 @@ def test_host_python_without_the_build_modules_is_refused(tmp_path):
         hp.check(pins.LANES["current"])
     assert "lacks yaml" in str(ei.value) and "-m pip install pyyaml" in str(ei.value)
     assert HostPython.locate(sys.executable).missing_modules == ()
+
+
+def test_runtime_source_scan_understands_macro_defined_overloads(tmp_path):
+    runtime = tmp_path / "torch" / "csrc" / "jit" / "runtime"
+    runtime.mkdir(parents=True)
+    (runtime / "register_prim_ops.cpp").write_text(
+        "    DEFINE_INT_OP(aten::__and__, a & b),\n"
+        "    DEFINE_COMPARISON_OP(aten::ne, a != b),\n"
+        '    OperatorGeneratorArgs(TORCH_SELECTIVE_SCHEMA("aten::len.t(t[] a) -> int"), listLen, aliasAnalysisFromSchema()),\n')
+    src = RuntimeSource.scan(tmp_path)
+    assert src.defines("aten::ne.int") and src.defines("aten::__and__.int") and src.defines("aten::len.t")
+    assert not src.defines("aten::len.str") and not src.defines("aten::relu")
+    assert src.nnapi_methods is None and src.max_file_format is None
