@@ -105,3 +105,20 @@ def test_tampered_model_is_refused(tmp_path, models):
     with pytest.raises(Exception) as ei:
         check_compat(copy, build_info=build_info(tmp_path, RUNTIME_COMMIT, runtime_2020(tmp_path)))
     assert "does not match its manifest entry" in str(ei.value)
+
+
+def test_check_compat_reads_what_invoke_convert_writes(tmp_path):
+    """The record contract with the real converter: a user model through `converter.convert`."""
+    from converter import ConvertSettings, convert
+
+    support = Path(__file__).resolve().parents[1] / "converter_support" / "user_models.py"
+    convert(ConvertSettings(model=f"{support}:tiny", modes=("full",), weights="random", calibration_count=4,
+                            out=tmp_path / "models", build_dir=tmp_path / "build"))
+    import torch
+
+    same = check_compat(tmp_path / "models", build_info=build_info(tmp_path, torch.version.git_version))
+    assert same.status == OK and len(same.checked_files) == 2
+    report = check_compat(tmp_path / "models", build_info=build_info(tmp_path, RUNTIME_COMMIT, runtime_2020(tmp_path)))
+    assert report.status == INCOMPATIBLE
+    assert ("tiny-quant_full-nnapi.pt", "_nnapi.Compilation.init2") in {(f.file, f.name) for f in report.missing}
+    assert any(u.startswith("quantized:: operators") for u in report.unchecked)
