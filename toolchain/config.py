@@ -26,9 +26,16 @@ DEFAULTS: dict = {
         "threads": 1,
         "out": "build/bench",
     },
-    "pytorch": {"lane": "current", "commit": None, "repo_url": None},
+    "pytorch": {
+        "lane": "current",
+        "commit": None,
+        "repo_url": None,
+        "source_dir": None,  # None: <build_dir>/src/pytorch-<sha12>, one checkout per commit
+        "python": None,  # host Python for the build scripts; None: the one running torchdroid
+        "git_jobs": 4,  # submodules fetched in parallel
+    },
     "ndk": {"path": None},
-    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None},
+    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None, "sdk": None},
     "app": {
         "out": "build/app",
         "name": "torchdroid demo",
