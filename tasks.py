@@ -143,5 +143,101 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
     print(f"results: {result.json_path}")
 
 
-ns = Collection(convert, bench)
+# --------------------------------------------------------------------------- make-app / build-app
+
+
+def _app_out(c, out) -> Path:
+    return Path(pick(out, c.config, "app.out"))
+
+
+@task(
+    help={
+        "model": "converted variant: quant_none, quant_core, quant_full (or <model>-quant_full); default quant_full",
+        "models": "directory `invoke convert` wrote (default: config app.models, else convert.out); converted first when missing",
+        "out": "where the Gradle project goes (default build/app, config app.out); must be new or empty unless --force",
+        "app_name": "name on the launcher (default 'torchdroid demo')",
+        "application_id": "Android application id = Java package (default org.torchdroid.demo)",
+        "abi_filters": "ABIs to package (repeat or comma-separate; default arm64-v8a)",
+        "min_sdk": "minSdkVersion (default 21; NNAPI needs 29, below it the app uses the CPU model)",
+        "target_sdk": "targetSdkVersion (default 34, at most the lane's compileSdk)",
+        "lane": "pin lane for Gradle / AGP / compileSdk / pytorch_android (default: config pytorch.lane)",
+        "pytorch_android": "Maven version of org.pytorch:pytorch_android (default: the lane's, else the pinned fallback)",
+        "aar": "link a locally built pytorch_android AAR instead of Maven (from `invoke build-android --aar`)",
+        "force": "replace a non-empty --out directory",
+        "debug": "show tracebacks",
+    },
+    iterable=["abi_filters"],
+)
+def make_app(c, model=None, models=None, out=None, app_name=None, application_id=None, abi_filters=None,
+             min_sdk=None, target_sdk=None, lane=None, pytorch_android=None, aar=None, force=False, debug=False):
+    """A Gradle Android app (CameraX + NNAPI with CPU fallback + in-app benchmark) around one converted variant."""
+    with _stage(c, "make-app", debug):
+        from appgen import AppSettings, make_app as run_make_app
+        from appgen.make import check, needs_convert
+
+        models_dir = Path(pick(models, c.config, "app.models", None) or pick(None, c.config, "convert.out"))
+        aar_path = pick(aar, c.config, "app.aar")
+        settings = AppSettings(
+            model=pick(model, c.config, "app.model"),
+            models=models_dir,
+            out=_app_out(c, out),
+            app_name=pick(app_name, c.config, "app.name"),
+            application_id=pick(application_id, c.config, "app.application_id"),
+            abi_filters=tuple(_split(abi_filters) or _split(pick(None, c.config, "app.abi_filters"))),
+            min_sdk=pick(min_sdk, c.config, "app.min_sdk"),
+            target_sdk=pick(target_sdk, c.config, "app.target_sdk"),
+            lane=pick(lane, c.config, "pytorch.lane"),
+            pytorch_android=pick(pytorch_android, c.config, "app.pytorch_android"),
+            aar=Path(aar_path) if aar_path else None,
+            force=bool(force),
+            build_dir=_build_dir(c),
+        )
+        check(settings)  # bad input fails before any conversion
+        reason = needs_convert(models_dir, settings.model)
+        if reason:
+            print(f"make-app: {reason}: running `invoke convert` first")
+            from converter import ConvertSettings, convert as run_convert
+
+            calibration = pick(None, c.config, "convert.calibration")
+            run_convert(ConvertSettings(
+                model=pick(None, c.config, "convert.model"),
+                modes=(settings.model.rsplit("_", 1)[-1],),
+                weights=str(pick(None, c.config, "convert.weights")),
+                calibration=Path(calibration) if calibration else None,
+                calibration_count=int(pick(None, c.config, "convert.calibration_count", 32)),
+                seed=int(pick(None, c.config, "convert.seed", 0)),
+                out=models_dir,
+                build_dir=_build_dir(c),
+            ))
+        result = run_make_app(settings)
+    _table(f"app assets ({result.variant})", ["asset", "size"],
+           [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()])
+    for line in result.notes:
+        print(f"note: {line}")
+    for line in result.warnings:
+        print(f"WARNING: {line}")
+    print(f"project: {result.out} (application id {result.application_id}; runtime "
+          f"{result.runtime.source} {result.runtime.pytorch_android or result.runtime.aar_name})")
+    print(f"app-info: {result.app_info}")
+    print(f"next: invoke build-app --out {result.out}  (or open {result.out} in Android Studio)")
+
+
+@task(
+    help={
+        "out": "the Gradle project `invoke make-app` wrote (default build/app, config app.out)",
+        "debug": "show tracebacks",
+    }
+)
+def build_app(c, out=None, debug=False):
+    """./gradlew assembleDebug in the generated project (needs an Android SDK and the wrapper jar)."""
+    with _stage(c, "build-app", debug):
+        from appgen import BuildAppSettings, build_app as run_build_app
+
+        result = run_build_app(BuildAppSettings(project=_app_out(c, out), build_dir=_build_dir(c),
+                                                timeout=float(pick(None, c.config, "app.gradle_timeout", 3600))))
+    print(f"APK: {result.apk} ({result.size / 1e6:.1f} MB, sha256 {result.sha256[:16]}…, {result.seconds:.0f} s)")
+    print(f"gradle log: {result.log_path}")
+
+
+ns = Collection(convert, bench, make_app, build_app)
 ns.configure(DEFAULTS)

@@ -7,7 +7,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Mapping, Optional
+from typing import List, Mapping, Optional, Tuple
 
 from toolchain import records
 from toolchain.errors import ToolNotFound, VerificationError
@@ -39,29 +39,30 @@ class BuildAppResult:
     sdk: Path
 
 
-def missing_tools(project: Path, env: Optional[Mapping[str, str]] = None) -> List[str]:
-    """Everything ``./gradlew assembleDebug`` needs that is not here, each with how to get it."""
+def missing_tools(project: Path, env: Optional[Mapping[str, str]] = None) -> List[Tuple[str, str, str]]:
+    """Everything ``./gradlew assembleDebug`` needs that is not here: (what, detail, how to get it)."""
     env = os.environ if env is None else env
     info = records.read_record(project / records.APP_INFO_NAME, records.APP_INFO_KIND, records.APP_INFO_SCHEMA,
                                APP_INFO_REMEDY)
     gradle_version = (info.get("pins") or {}).get("gradle", "8.7")
     compile_sdk = (info.get("pins") or {}).get("compile_sdk", 34)
+    props = project / "local.properties"
+    sdk_fix = AndroidSdk.REMEDY.format(api=compile_sdk, props=props)
     problems = []
     sdk = AndroidSdk.locate(project, env)
-    props = project / "local.properties"
     if sdk is None:
-        problems.append("no Android SDK: neither ANDROID_HOME nor ANDROID_SDK_ROOT is set and there is no "
-                        f"sdk.dir in {props}; fix: " + AndroidSdk.REMEDY.format(api=compile_sdk, props=props))
+        problems.append(("the Android SDK", f"neither ANDROID_HOME nor ANDROID_SDK_ROOT is set and {props} has no sdk.dir",
+                         sdk_fix))
     elif sdk.problem():
-        problems.append(f"{sdk.problem()}; fix: " + AndroidSdk.REMEDY.format(api=compile_sdk, props=props))
+        problems.append(("the Android SDK", sdk.problem(), sdk_fix))
     if not (project / WRAPPER_JAR).is_file():
-        problems.append(f"no Gradle wrapper jar ({project / WRAPPER_JAR}); fix: "
-                        + wrapper_jar_howto(project, gradle_version))
+        problems.append(("the Gradle wrapper jar", f"{project / WRAPPER_JAR} does not exist",
+                         wrapper_jar_howto(project, gradle_version)))
     gradlew = project / "gradlew"
     if not gradlew.is_file():
-        problems.append(f"no {gradlew}; fix: regenerate the project with `invoke make-app --force`")
+        problems.append(("gradlew", f"{gradlew} does not exist", "regenerate the project with `invoke make-app --force`"))
     elif not os.access(gradlew, os.X_OK):
-        problems.append(f"{gradlew} is not executable; fix: chmod +x {gradlew}")
+        problems.append(("an executable gradlew", f"{gradlew} is not executable", f"chmod +x {gradlew}"))
     return problems
 
 
@@ -71,9 +72,9 @@ def build_app(settings: BuildAppSettings, env: Optional[Mapping[str, str]] = Non
     problems = missing_tools(project, env)
     if problems:
         raise ToolNotFound(
-            f"cannot build the app in {project}: " + ("; ".join(p.split("; fix:")[0] for p in problems)),
-            cause="\n    ".join([""] + problems).lstrip("\n") if len(problems) > 1 else problems[0],
-            remedy=f"fix the above, then run `invoke build-app --out {settings.project}` again",
+            f"cannot build the app in {project}: missing {' and '.join(p[0] for p in problems)}",
+            cause="; ".join(p[1] for p in problems),
+            remedy="".join(f"\n    - {p[2]}" for p in problems) + f"\n    then run `invoke build-app --out {settings.project}` again",
         )
     sdk = AndroidSdk.locate(project, env)
     log_path = Path(settings.build_dir) / "logs" / f"gradle-assembleDebug-{time.strftime('%Y%m%d-%H%M%S')}.log"

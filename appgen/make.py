@@ -259,7 +259,7 @@ def make_app(settings: AppSettings) -> MakeAppResult:
         sizes = {p.name: p.stat().st_size for p in sorted(asset_dir.iterdir())}
 
     for w in warnings:
-        log.warning("warning: %s", w)
+        log.debug("warning: %s", w)
     log.info("wrote the Gradle project %s", gradle_dir)
     return MakeAppResult(gradle_dir, gradle_dir / records.APP_INFO_NAME, stem_variant, checked.application_id,
                          sizes, checked.runtime, has_jar, notes, warnings)
@@ -276,3 +276,20 @@ def _agp_has_namespace(agp: str) -> bool:
 def _make_executable(path: Path) -> None:
     if path.exists():
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def needs_convert(models: Path, variant: str) -> Optional[str]:
+    """Why ``invoke convert`` must run before make-app can package ``variant``, or None."""
+    models = Path(models)
+    if not records.ConvertManifest.exists(models):
+        return f"no convert manifest in {models}"
+    try:
+        found = records.ConvertManifest.load(models).find(variant)
+    except RecordError as e:
+        return f"the manifest in {models} is unusable ({e.what})"
+    except UsageError:
+        return f"{variant} is not converted in {models}"
+    for f in found.values():
+        if not f.path.is_file():
+            return f"{f.file} is missing"
+    return None

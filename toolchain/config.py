@@ -37,6 +37,10 @@ DEFAULTS: dict = {
         "min_sdk": 21,
         "target_sdk": 34,
         "pytorch_android": None,
+        "model": "quant_full",
+        "models": None,  # None: convert.out
+        "aar": None,  # a local pytorch_android AAR (e.g. from `invoke build-android --aar`)
+        "gradle_timeout": 3600,
     },
     "deploy": {
         "adb_host": "127.0.0.1",
