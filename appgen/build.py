@@ -82,7 +82,8 @@ def build_app(settings: BuildAppSettings, env: Optional[Mapping[str, str]] = Non
              project, sdk.root, sdk.source, log_path)
     started = time.monotonic()
     run([project / "gradlew", "assembleDebug", "--console=plain"], cwd=project,
-        env={"ANDROID_HOME": str(sdk.root), "ANDROID_SDK_ROOT": str(sdk.root)}, log_path=log_path,
+        env={**env, "ANDROID_HOME": str(sdk.root), "ANDROID_SDK_ROOT": str(sdk.root)}, replace_env=True,
+        log_path=log_path,
         timeout=settings.timeout, what="`./gradlew assembleDebug`", hint=gradle_hint,
         on_line=lambda line: log.debug("gradle: %s", line))
     seconds = time.monotonic() - started
