@@ -131,3 +131,16 @@ def test_make_app_task_converts_first_when_models_are_missing(tmp_path):
     assert (out / "app/src/main/assets/tiny_net-quant_core-cpu.pt").is_file()
     assert "abiFilters 'x86_64'" in (out / "app/build.gradle").read_text()
     assert f"next: invoke build-app --out {out}" in res.stdout
+
+
+def test_wrapper_jar_from_a_local_gradle(monkeypatch):
+    monkeypatch.setenv("PATH", f"{FAKE}{os.pathsep}{os.environ['PATH']}")
+    out = scratch("wrapper") / "project"
+    res = make_app(AppSettings(model="quant_none", models=tiny_models(), out=out, build_dir=out.parent / "build"))
+    assert res.wrapper_jar is True
+    assert (out / "gradle/wrapper/gradle-wrapper.jar").read_text() == "fake wrapper jar for Gradle 8.7\n"
+    assert "GradleWrapperMain" in (out / "gradlew").read_text()  # our launcher and properties stay
+    assert "gradle-8.7-bin.zip" in (out / "gradle/wrapper/gradle-wrapper.properties").read_text()
+    assert any("wrapper jar written by the local Gradle 8.7" in n for n in res.notes)
+    assert records.read_record(out / records.APP_INFO_NAME, records.APP_INFO_KIND, records.APP_INFO_SCHEMA,
+                               "")["wrapper_jar"] is True
