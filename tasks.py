@@ -159,7 +159,7 @@ def _app_out(c, out) -> Path:
         "application_id": "Android application id = Java package (default org.torchdroid.demo)",
         "abi_filters": "ABIs to package (repeat or comma-separate; default arm64-v8a)",
         "min_sdk": "minSdkVersion (default 21; NNAPI needs 29, below it the app uses the CPU model)",
-        "target_sdk": "targetSdkVersion (default 34, at most the lane's compileSdk)",
+        "target_sdk": "targetSdkVersion (default: the lane's compileSdk, 34 on the current lane)",
         "lane": "pin lane for Gradle / AGP / compileSdk / pytorch_android (default: config pytorch.lane)",
         "pytorch_android": "Maven version of org.pytorch:pytorch_android (default: the lane's, else the pinned fallback)",
         "aar": "link a locally built pytorch_android AAR instead of Maven (from `invoke build-android --aar`)",

@@ -11,4 +11,4 @@ need it.
 from .build import BuildAppResult, BuildAppSettings, build_app
 from .make import AppSettings, MakeAppResult, make_app
 
-__all__ = ["AppSettings", "MakeAppResult", "make_app", "BuildAppSettings", "BuildAppResult", "build_app"]
+__all__ = ["AppSettings", "BuildAppResult", "BuildAppSettings", "MakeAppResult", "build_app", "make_app"]

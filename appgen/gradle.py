@@ -50,7 +50,7 @@ class Gradle:
     @staticmethod
     def _version(exe: Path) -> str:
         res = run([exe, "--version"], check=False, timeout=300, what="`gradle --version`")
-        m = re.search(r"^Gradle\s+(\S+)", res.output, re.M)
+        m = re.search(r"^Gradle\s+(\S+)", res.output, re.MULTILINE)
         if res.returncode != 0 or not m:
             raise ToolNotFound(f"{exe} does not work as Gradle", cause="`gradle --version` printed no version",
                                tail=res.lines[-10:], remedy="fix or remove that Gradle (or unset GRADLE_HOME)")

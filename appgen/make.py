@@ -38,7 +38,7 @@ class AppSettings:
     application_id: str = "org.torchdroid.demo"
     abi_filters: Tuple[str, ...] = ("arm64-v8a",)
     min_sdk: int = 21
-    target_sdk: int = 34
+    target_sdk: Optional[int] = None  # None: the lane's compileSdk
     lane: str = pins.DEFAULT_LANE
     pytorch_android: Optional[str] = None
     aar: Optional[Path] = None
@@ -75,7 +75,8 @@ class _Checked:
 def check(settings: AppSettings) -> _Checked:
     """Everything that can be validated before torch or the manifest is touched."""
     lane = pins.lane(settings.lane)
-    min_sdk, target_sdk = validate.sdk_levels(settings.min_sdk, settings.target_sdk, lane.compile_sdk)
+    target = lane.compile_sdk if settings.target_sdk in (None, "") else settings.target_sdk
+    min_sdk, target_sdk = validate.sdk_levels(settings.min_sdk, target, lane.compile_sdk)
     return _Checked(
         variant=validate.variant_name(settings.model),
         application_id=validate.application_id(settings.application_id),

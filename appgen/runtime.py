@@ -68,23 +68,20 @@ def choose_runtime(lane_name: str, pytorch_android: Optional[str], aar: Optional
                          remedy="pass one: --aar for a locally built runtime, --pytorch-android for a Maven version")
     if aar:
         path = check_aar(aar)
-        return Runtime("aar", None, path, lane.name, None,
-                       (f"the app links the local AAR {path.name}; make sure it was built from the lane's PyTorch "
-                        f"({lane.pytorch_ref}, {lane.pytorch_commit[:12]}) so it runs models from {lane.converter_torch}",))
+        note = (f"the app links the local AAR {path.name}; make sure it was built from the lane's PyTorch "
+                f"({lane.pytorch_ref}, {lane.pytorch_commit[:12]}) so it runs models from {lane.converter_torch}")
+        return Runtime("aar", None, path, lane.name, None, (note,))
     if pytorch_android:
         version = validate.maven_version(pytorch_android)
         matches = version == lane.pytorch_android
-        warnings = () if matches else (
-            f"org.pytorch:pytorch_android:{version} is not lane {lane.name}'s runtime "
-            f"({lane.pytorch_android or 'none published'}); the models were converted for {lane.converter_torch} "
-            "and may not load in it",)
-        return Runtime("maven", version, None, lane.name, matches, warnings)
+        note = (f"org.pytorch:pytorch_android:{version} is not lane {lane.name}'s runtime "
+                f"({lane.pytorch_android or 'none published'}); the models were converted for {lane.converter_torch} "
+                "and may not load in it")
+        return Runtime("maven", version, None, lane.name, matches, () if matches else (note,))
     if lane.pytorch_android:
         return Runtime("maven", lane.pytorch_android, None, lane.name, True)
-    return Runtime(
-        "maven", pins.PYTORCH_ANDROID_DEFAULT, None, lane.name, False,
-        (f"lane {lane.name} has no published pytorch_android, so the app uses "
-         f"org.pytorch:pytorch_android:{pins.PYTORCH_ANDROID_DEFAULT}, which does NOT match the converter "
-         f"({lane.converter_torch}): models it converted may fail to load on the phone. For a matching runtime "
-         "build the lane's AAR with `invoke build-android --aar` and pass it with `invoke make-app --aar PATH`",),
-    )
+    note = (f"lane {lane.name} has no published pytorch_android, so the app uses "
+            f"org.pytorch:pytorch_android:{pins.PYTORCH_ANDROID_DEFAULT}, which does NOT match the converter "
+            f"({lane.converter_torch}): models it converted may fail to load on the phone. For a matching runtime "
+            "build the lane's AAR with `invoke build-android --aar` and pass it with `invoke make-app --aar PATH`")
+    return Runtime("maven", pins.PYTORCH_ANDROID_DEFAULT, None, lane.name, False, (note,))

@@ -10,10 +10,7 @@ from toolchain.errors import UsageError
 
 # Reserved words and literals a Java package segment may not be (JLS 3.9, 3.10.3, 3.10.7).
 JAVA_KEYWORDS = frozenset(
-    """abstract assert boolean break byte case catch char class const continue default do double else enum
-    extends final finally float for goto if implements import instanceof int interface long native new
-    package private protected public return short static strictfp super switch synchronized this throw
-    throws transient try void volatile while true false null _""".split()
+    ["abstract", "assert", "boolean", "break", "byte", "case", "catch", "char", "class", "const", "continue", "default", "do", "double", "else", "enum", "extends", "final", "finally", "float", "for", "goto", "if", "implements", "import", "instanceof", "int", "interface", "long", "native", "new", "package", "private", "protected", "public", "return", "short", "static", "strictfp", "super", "switch", "synchronized", "this", "throw", "throws", "transient", "try", "void", "volatile", "while", "true", "false", "null", "_"]
 )
 _SEGMENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _VARIANT = re.compile(r"^(?:[a-z0-9_.]+-)?quant_(none|core|full)$")

@@ -35,7 +35,7 @@ DEFAULTS: dict = {
         "application_id": "org.torchdroid.demo",
         "abi_filters": ["arm64-v8a"],
         "min_sdk": 21,
-        "target_sdk": 34,
+        "target_sdk": None,  # None: the lane's compileSdk (34 on the current lane)
         "pytorch_android": None,
         "model": "quant_full",
         "models": None,  # None: convert.out

@@ -68,5 +68,5 @@ def compile_app(project: Path, package: str, work: Path) -> List[Path]:
 
 
 def package_of(java_file: Path) -> str:
-    m = re.search(r"^package\s+([\w.]+);", java_file.read_text(), re.M)
+    m = re.search(r"^package\s+([\w.]+);", java_file.read_text(), re.MULTILINE)
     return m.group(1) if m else ""

@@ -13,7 +13,7 @@ _ROOT = Path(tempfile.mkdtemp(prefix="torchdroid-appgen-tests-"))
 atexit.register(shutil.rmtree, _ROOT, True)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiny_models() -> Path:
     """All three modes of :mod:`tiny_net` (seconds): for rendering every variant and compiling the Java."""
     from converter import ConvertSettings, convert
@@ -24,7 +24,7 @@ def tiny_models() -> Path:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mobilenet_full() -> Path:
     """MobileNetV2 quant_full with random weights and the converter's synthetic calibration (~30 s)."""
     from converter import ConvertSettings, convert

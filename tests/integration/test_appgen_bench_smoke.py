@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_app_path_benchmark_smoke():
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks/appgen_app_path.py"), "--models", str(tiny_models()),
-                          "--iters", "2"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          "--iters", "2"], capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
     assert res.returncode == 0, res.stderr[-2000:]
     result = json.loads(res.stdout.strip().splitlines()[-1])
     assert result["model"] == "tiny_net-quant_full-cpu.pt" and result["same_top1"] is True

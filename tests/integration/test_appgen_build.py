@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from appgen import AppSettings, BuildAppSettings, build_app, make_app
+from tests.appgen_support.models import scratch, tiny_models
 from toolchain import records
 from toolchain.errors import RecordError, ToolFailed, ToolNotFound
-from tests.appgen_support.models import scratch, tiny_models
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests/appgen_support/fake_gradle"
@@ -97,14 +97,14 @@ def test_build_app_without_a_project(tmp_path):
 
 
 def test_gradlew_without_jar_says_how_to_add_it(project):
-    res = subprocess.run([project / "gradlew", "tasks"], capture_output=True, text=True, env=_env())
+    res = subprocess.run([project / "gradlew", "tasks"], capture_output=True, text=True, env=_env(), check=False)
     assert res.returncode == 1
     assert "gradle-wrapper.jar is missing" in res.stderr and "gradle wrapper --gradle-version 8.7" in res.stderr
 
 
 def _invoke(*args, env):
     return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=env, timeout=600)
+                          env=env, timeout=600, check=False)
 
 
 def test_tasks_exit_codes_and_messages(project, tmp_path):

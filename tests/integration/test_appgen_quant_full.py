@@ -5,12 +5,12 @@ assets (input_lut.bin and the packaged uint8 model) are then run exactly as the 
 table -> uint8 NHWC tensor -> model.
 """
 
-import torch
 import pytest
+import torch
 
 from appgen import AppSettings, assets, make_app
-from toolchain import records
 from tests.appgen_support.models import mobilenet_full, scratch
+from toolchain import records
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,10 @@ import pytest
 
 from appgen import AppSettings, make_app
 from appgen.template import TEMPLATE_DIR, AppTemplate
-from toolchain import pins, records
-from toolchain.errors import ToolFailed, UsageError
 from tests.appgen_support.javac import compile_app
 from tests.appgen_support.models import scratch, tiny_models
+from toolchain import pins, records
+from toolchain.errors import ToolFailed, UsageError
 
 ANDROID = "{http://schemas.android.com/apk/res/android}"
 APP_NAME = "Tom's <tiny> & \"co\""
@@ -30,8 +30,9 @@ def models() -> Path:
 
 def _make(models, variant, **kw):
     out = scratch(f"app-{variant}") / "project"
-    settings = dict(model=variant, models=models, out=out, app_name=APP_NAME, application_id=APP_ID,
-                    abi_filters=("arm64-v8a", "x86_64"), min_sdk=23, target_sdk=33, build_dir=out.parent / "build")
+    settings = {"model": variant, "models": models, "out": out, "app_name": APP_NAME, "application_id": APP_ID,
+                "abi_filters": ("arm64-v8a", "x86_64"), "min_sdk": 23, "target_sdk": 33,
+                "build_dir": out.parent / "build"}
     settings.update(kw)
     return make_app(AppSettings(**settings))
 
@@ -63,7 +64,7 @@ def test_every_variant_is_a_complete_project(rendered, models, mode):
     assert f'implementation "org.pytorch:pytorch_android:{pins.PYTORCH_ANDROID_DEFAULT}"' in gradle
     assert f'implementation "androidx.camera:camera-lifecycle:{pins.CAMERAX_VERSION}"' in gradle
     assert "abiFilters 'arm64-v8a', 'x86_64'" in gradle
-    assert re.search(r"^\s+minSdkVersion 23$", gradle, re.M) and re.search(r"^\s+targetSdkVersion 33$", gradle, re.M)
+    assert re.search(r"^\s+minSdkVersion 23$", gradle, re.MULTILINE) and re.search(r"^\s+targetSdkVersion 33$", gradle, re.MULTILINE)
     assert f'applicationId "{APP_ID}"' in gradle and f'namespace "{APP_ID}"' in gradle
     assert "compileSdkVersion 34" in gradle
     lane = pins.LANES[pins.DEFAULT_LANE]
@@ -161,10 +162,11 @@ def test_local_aar_and_old_lane(models, tmp_path):
     assert info["runtime"]["source"] == "aar" and info["runtime"]["aar"]["file"] == "app/libs/pytorch_android-release.aar"
 
     seed = pins.LANES["seed-2020"]
-    old = _make(models, "quant_none", lane="seed-2020", target_sdk=seed.compile_sdk)
+    old = _make(models, "quant_none", lane="seed-2020", target_sdk=None)
     manifest = ET.parse(old.out / "app/src/main/AndroidManifest.xml").getroot()
     assert manifest.get("package") == APP_ID  # AGP 4.1 has no namespace DSL
     gradle = (old.out / "app/build.gradle").read_text()
+    assert f"targetSdkVersion {seed.compile_sdk}" in gradle and f"compileSdkVersion {seed.compile_sdk}" in gradle
     assert "namespace" not in gradle and f"org.pytorch:pytorch_android:{seed.pytorch_android}" in gradle
     assert "oss.sonatype.org/content/repositories/snapshots" in (old.out / "build.gradle").read_text()
     assert f"gradle-{seed.gradle}-bin.zip" in (old.out / "gradle/wrapper/gradle-wrapper.properties").read_text()
