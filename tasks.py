@@ -41,9 +41,9 @@ def _stage(c, name: str, debug: bool = False):
     except TorchdroidError as e:
         if debug:
             raise
-        raise Exit(f"torchdroid {name}: {e.label}: {e}\n  (run log: {log_path}; --debug shows the traceback)", code=e.exit_code)
+        raise Exit(f"torchdroid {name}: {e.label}: {e}\n  (run log: {log_path}; --debug shows the traceback)", code=e.exit_code) from e
     except KeyboardInterrupt:
-        raise Exit(f"torchdroid {name}: interrupted (nothing half-written was left under a final name)", code=130)
+        raise Exit(f"torchdroid {name}: interrupted (nothing half-written was left under a final name)", code=130) from None
 
 
 def _table(title: str, columns, rows) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 import warnings
@@ -16,7 +17,7 @@ from toolchain.progress import progress
 from toolchain.records import TensorSpec
 
 from .calibration import CalibrationSpec, load_batch
-from .export import export_mode, xnnpack_available
+from .export import export_mode, fused_float, quantize, xnnpack_available
 from .models import ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
 from .pipeline import file_entry, file_names
 
@@ -99,12 +100,19 @@ def _build_modes(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, 
         bar.advance()
 
         exported = {}
+        quantized = None  # core and full share one calibration
         for mode in modes:
             bar.describe(f"{spec.stem}: quant_{mode}: quantize, trace, convert to NNAPI, bundle inputs")
             cpu_name, nnapi_name = file_names(spec.stem, mode)
             label = f"{spec.stem} quant_{mode}"
             with torch.no_grad():
-                ex = export_mode(model, mode, batch, batch[0], out / cpu_name, out / nnapi_name, fmt, label,
+                if mode == "none":
+                    prepared = fused_float(model)
+                else:
+                    if quantized is None:
+                        quantized = quantize(model, batch, f"{spec.stem} (quantized modes)")
+                    prepared = copy.deepcopy(quantized)
+                ex = export_mode(prepared, mode, batch[0], out / cpu_name, out / nnapi_name, fmt, label,
                                  optimize=built.xnnpack)
             exported[mode] = ex
             built.notes.extend(ex.notes)

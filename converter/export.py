@@ -142,10 +142,21 @@ def _save(module, path: Path, fmt: str) -> None:
             module.save(str(tmp))
 
 
+def fused_float(float_model):
+    """The float model with conv+bn(+relu) fused, as the tutorial prepares quant_none."""
+    model = copy.deepcopy(float_model)
+    model.eval()
+    if hasattr(model, "fuse_model"):
+        try:
+            model.fuse_model(is_qat=False)
+        except TypeError:
+            model.fuse_model()
+    return model
+
+
 def export_mode(
-    float_model,
+    prepared_model,
     mode: str,
-    calibration: List[Any],
     bundled_float_input,
     cpu_path: Path,
     nnapi_path: Path,
@@ -153,23 +164,17 @@ def export_mode(
     label: str,
     optimize: bool,
 ) -> ExportedVariant:
+    """Export one mode; ``prepared_model`` is ``fused_float()`` for none, a ``quantize()`` result otherwise.
+
+    The model is consumed (its quant/dequant stubs are swapped while tracing).
+    """
     import torch
     import torch.backends._nnapi.prepare as nnapi_prepare
     import torch.utils.bundled_inputs as bundled
 
     notes: List[str] = []
-    if mode == "none":
-        model = copy.deepcopy(float_model)
-        model.eval()
-        if hasattr(model, "fuse_model"):
-            try:
-                model.fuse_model(is_qat=False)
-            except TypeError:
-                model.fuse_model()
-        quantize_core = False
-    else:
-        model = quantize(float_model, calibration, label)
-        quantize_core = True
+    model = prepared_model
+    quantize_core = mode != "none"
     _replace_dropout(model)
 
     input_float = bundled_float_input
@@ -210,13 +215,24 @@ def export_mode(
         model.dequant = dequantizer
         input_tensor = input_float.contiguous(memory_format=torch.channels_last)
 
+    class BundleWrapper(torch.nn.Module):
+        """A class made afresh per call: TorchScript shares compiled types between instances of one class, and
+        bundled inputs can be added to a type only once, so every exported model gets its own top-level type."""
+
+        def __init__(self, mod):
+            super().__init__()
+            self.mod = mod
+
+        def forward(self, arg):
+            return self.mod(arg)
+
     cpu_export = "script"
     try:
-        cpu_model = torch.jit.script(model)
+        cpu_model = torch.jit.script(BundleWrapper(model))
     except Exception as e:  # scripting fails on some user modules: fall back to tracing
         log.debug("scripting %s failed (%s); tracing it instead", label, e)
         with torch.no_grad():
-            cpu_model = torch.jit.trace(model, input_tensor)
+            cpu_model = torch.jit.trace(BundleWrapper(model), input_tensor)
         cpu_export = "trace"
         notes.append(f"{label}: CPU model traced (scripting failed: {str(e).splitlines()[0][:120]})")
     mobile_optimized = False
@@ -225,14 +241,6 @@ def export_mode(
 
         cpu_model = optimize_for_mobile(cpu_model)
         mobile_optimized = True
-
-    class BundleWrapper(torch.nn.Module):
-        def __init__(self, mod):
-            super().__init__()
-            self.mod = mod
-
-        def forward(self, arg):
-            return self.mod(arg)
 
     nnapi_model = torch.jit.script(BundleWrapper(nnapi_model))
     bundled.augment_model_with_bundled_inputs(cpu_model, [(bundled.bundle_large_tensor(input_tensor),)])
