@@ -42,8 +42,12 @@ DEFAULTS: dict = {
         "application_id": "org.torchdroid.demo",
         "abi_filters": ["arm64-v8a"],
         "min_sdk": 21,
-        "target_sdk": 34,
+        "target_sdk": None,  # None: the lane's compileSdk (34 on the current lane)
         "pytorch_android": None,
+        "model": "quant_full",
+        "models": None,  # None: convert.out
+        "aar": None,  # a local pytorch_android AAR (e.g. from `invoke build-android --aar`)
+        "gradle_timeout": 3600,
     },
     "deploy": {
         "adb_host": "127.0.0.1",

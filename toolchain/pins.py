@@ -139,6 +139,12 @@ DEFAULT_LANE = "current"
 # The app template's runtime when no lane AAR is used (the newest published full-JIT runtime).
 PYTORCH_ANDROID_DEFAULT = "1.13.1"
 CAMERAX_VERSION = "1.3.4"
+# The generated app's other libraries (make-app): androidx.activity (ComponentActivity, a LifecycleOwner for
+# CameraX) and, when the app links a local pytorch_android AAR, the runtime's own dependencies, which a
+# file dependency does not bring in (the versions pytorch_android 1.13's POM names).
+ANDROIDX_ACTIVITY_VERSION = "1.8.2"
+FBJNI_VERSION = "0.2.2"
+SOLOADER_VERSION = "0.10.5"
 
 
 def lane(name: str) -> Lane:
