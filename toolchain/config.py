@@ -58,6 +58,24 @@ DEFAULTS: dict = {
         "repeat": 3,
         "threads": 1,
         "results": "build/results",
+        # added by the deploy stage
+        "project": None,  # None: the name of the current directory (one device directory per project)
+        "serials": [],  # [] = every connected device
+        "variants": [],  # [] = every variant in the manifest
+        "build_info": None,  # None: <build_dir>/android/<android.abi>/build-info.json
+        "binary": None,  # a speed_benchmark_torch instead of the build-info's
+        "app_dir": None,  # None: app.out (where torchdroid-app.json is)
+        "apk": None,
+        "install": True,
+        "bench": True,
+        "app_bench": True,
+        "caching_allocator": False,  # --use_caching_allocator=true for CPU models
+        "timeout": 120,  # seconds per adb call
+        "bench_timeout": 600,  # seconds per benchmark run
+        "app_wait": 120,  # seconds to wait for the app's logcat line
+        "gatord": None,  # path to Arm's gatord: run the benchmarks under `gatord --app`
+        "allow_mismatch": False,
+        "report_source": "binary",  # binary | app
     },
     "verify": {"float_atol": 1e-4, "max_lsb": 2, "min_top5_agreement": 0.8},
 }
