@@ -353,6 +353,15 @@ def _check_conv_types(ctx: _Ctx, w: Operand, b: Operand, x: Operand):
         raise BadModel(f"input and filter must be 4-D and bias 1-D: {x.describe()}, {w.describe()}, {b.describe()}")
 
 
+def _exact_acc_dtype(weight, w: Operand, bias, x: Operand, reduce_dims):
+    """float32 when every partial sum of the integer accumulation stays below 2^24 (then float32 is exact), else float64."""
+    import torch
+
+    dev = (weight.to(torch.int64) - w.zero_point).abs().sum(dim=reduce_dims)
+    bound = int(dev.max()) * max(x.zero_point, 255 - x.zero_point) + int(bias.to(torch.int64).abs().max())
+    return torch.float32 if bound < (1 << 24) else torch.float64
+
+
 def _requant(acc, x: Operand, w: Operand, out: Operand, lo: int, hi: int, rounding: str):
     """int32 accumulator (as float64/int64 tensor) -> raw quant8 output."""
     import torch
@@ -397,8 +406,9 @@ def _conv(ctx: _Ctx) -> Step:
     quant = x.type == nn.TENSOR_QUANT8_ASYMM
     fmt = torch.contiguous_format if nchw else torch.channels_last
     if quant:
-        weight = (weight.to(torch.float64) - w.zero_point).contiguous(memory_format=fmt)
-        bias = bt.to(torch.float64)
+        acc_dtype = _exact_acc_dtype(weight, w, bt, x, reduce_dims=(1, 2, 3) if kind != "transpose" else (0, 2, 3))
+        weight = (weight.to(acc_dtype) - w.zero_point).contiguous(memory_format=fmt)
+        bias = bt.to(acc_dtype)
         lo, hi = _act_range_q(fuse, ctx.out)
     else:
         weight = weight.contiguous(memory_format=fmt)
@@ -418,7 +428,7 @@ def _conv(ctx: _Ctx) -> Step:
 
     if quant:
         def step(env):
-            v = _to_nchw(env[i], nchw).to(torch.float64) - x.zero_point
+            v = _to_nchw(env[i], nchw).to(acc_dtype) - x.zero_point
             acc = conv(v)
             env[o] = _from_nchw(_requant(acc, x, w, out_q, lo, hi, rounding), nchw)
     else:
@@ -450,12 +460,13 @@ def _fully_connected(ctx: _Ctx) -> Step:
     i, o = ctx.io()
     rounding = ctx.rounding
     if x.type == nn.TENSOR_QUANT8_ASYMM:
-        wd = wt.to(torch.float64) - w.zero_point
-        bd = bt.to(torch.float64)
+        acc_dtype = _exact_acc_dtype(wt, w, bt, x, reduce_dims=(1,))
+        wd = wt.to(acc_dtype) - w.zero_point
+        bd = bt.to(acc_dtype)
         lo, hi = _act_range_q(fuse, out_q)
 
         def step(env):
-            v = env[i].reshape(-1, in_size).to(torch.float64) - x.zero_point
+            v = env[i].reshape(-1, in_size).to(acc_dtype) - x.zero_point
             env[o] = _requant(F.linear(v, wd, bd), x, w, out_q, lo, hi, rounding)
     else:
         def step(env):
