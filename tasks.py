@@ -143,5 +143,87 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
     print(f"results: {result.json_path}")
 
 
-ns = Collection(convert, bench)
+# --------------------------------------------------------------------------- verify (host NNAPI)
+
+
+@task(
+    help={
+        "models": "directory written by `invoke convert` (default: config convert.out)",
+        "variant": "variants to check, e.g. quant_full or mobilenetv2-quant_core (repeat or comma-separate; default all)",
+        "rounding": "quantized kernels: qnnpack (match the CPU model, default) | nnapi (a conformant device's arithmetic)",
+        "random_inputs": "random inputs besides the bundled ones (default 3)",
+        "layerwise": "layer-by-layer comparison: auto (quantized variants and failures) | always | never",
+        "api_level": "target Android API level for the feature-level check (default: config android.api_level)",
+        "out": "results JSON (default: <models>/verify.json)",
+        "debug": "show tracebacks",
+    },
+    iterable=["variant"],
+)
+def verify(c, models=None, variant=None, rounding=None, random_inputs=None, layerwise=None, api_level=None, out=None,
+           debug=False):
+    """Run each NNAPI model on the host NNAPI and its CPU model on the same inputs; compare and check statically."""
+    with _stage(c, "verify", debug):
+        from host_nnapi.verify import verify as run_verify
+
+        result = run_verify(_verify_settings(c, models, variant, rounding, random_inputs, layerwise, api_level, out))
+    _print_verify(result)
+
+
+def _verify_settings(c, models=None, variant=None, rounding=None, random_inputs=None, layerwise=None, api_level=None,
+                     out=None):
+    from host_nnapi.verify import VerifySettings
+
+    cache = pick(None, c.config, "verify.cache")
+    out = pick(out, c.config, "verify.out")
+    return VerifySettings(
+        models=Path(pick(models, c.config, "convert.out")),
+        out=Path(out) if out else None,
+        variants=tuple(_split(variant)),
+        rounding=str(pick(rounding, c.config, "verify.rounding")),
+        float_atol=float(pick(None, c.config, "verify.float_atol")),
+        float_rtol=float(pick(None, c.config, "verify.float_rtol")),
+        max_lsb=int(pick(None, c.config, "verify.max_lsb")),
+        min_top1_agreement=float(pick(None, c.config, "verify.min_top1_agreement")),
+        min_top5_agreement=float(pick(None, c.config, "verify.min_top5_agreement")),
+        random_inputs=int(pick(random_inputs, c.config, "verify.random_inputs")),
+        seed=int(pick(None, c.config, "verify.seed")),
+        api_level=int(pick(api_level, c.config, "android.api_level")),
+        layerwise=str(pick(layerwise, c.config, "verify.layerwise")),
+        cache=Path(cache) if cache else None,
+    )
+
+
+def _print_verify(result) -> None:
+    rows = []
+    for r in result.rows:
+        diff = f"{r.max_lsb_diff} LSB" if r.quantized and r.max_lsb_diff is not None else f"{r.max_abs_diff:.3g}"
+        top = "-" if r.top1_agreement is None else f"{r.top1_agreement:.2f}/{r.top5_agreement:.2f}"
+        worst = max((x["max_lsb"] or 0 for x in r.layers), default=None) if r.quantized and r.layers else None
+        rows.append((r.variant, "ok" if r.ok else "FAIL", r.inputs, diff, top, "-" if worst is None else f"{worst} LSB",
+                     sum(1 for f in r.findings if f["severity"] != "info")))
+    _table(f"host NNAPI vs CPU ({result.library})", ["variant", "result", "inputs", "end-to-end diff", "top-1/top-5",
+                                                     "worst op (isolated)", "findings"], rows)
+    for r in result.rows:
+        for f in r.findings:
+            if f["severity"] != "info":
+                print(f"{r.variant}: {f['severity']}: {f['message']}")
+    print(f"results: {result.json_path}")
+
+
+def verify_after_convert(c, models: Path):
+    """For `invoke convert`: verify the fresh models when the host NNAPI can be built here (returns None otherwise)."""
+    import host_nnapi
+
+    ok, why = host_nnapi.availability()
+    if not ok:
+        print(f"note: host NNAPI verification skipped: {why}")
+        return None
+    from host_nnapi.verify import verify as run_verify
+
+    result = run_verify(_verify_settings(c, models=str(models)))
+    _print_verify(result)
+    return result
+
+
+ns = Collection(convert, bench, verify)
 ns.configure(DEFAULTS)
