@@ -90,6 +90,8 @@ def float_cases() -> Dict[str, Tuple[torch.nn.Module, Tuple[torch.Tensor, ...]]]
         "cat": (Fn(lambda s, x, y: torch.cat([x, y], 1)), (r(1, 2, 3, 3), r(1, 4, 3, 3))),
         "cat_nhwc": (Fn(lambda s, x, y: torch.cat([x, y], 1)), (nhwc(r(1, 2, 3, 3)), nhwc(r(1, 4, 3, 3)))),
         "upsample_nearest_size": (Fn(lambda s, x: torch.nn.functional.interpolate(x, size=(6, 8))), (r(1, 2, 3, 4),)),
+        "quantize_dequantize": (Fn(lambda s, x: torch.quantize_per_tensor(x, 0.05, 128, torch.quint8).dequantize()),
+                                (nhwc(r(1, 3, 4, 4)),)),
         "upsample_nearest_scale": (Fn(lambda s, x: torch.nn.functional.interpolate(x, scale_factor=2.0)),
                                    (nhwc(r(1, 2, 3, 4)),)),
     }
@@ -133,18 +135,7 @@ def quantized_core(body: torch.nn.Module, example: torch.Tensor):
         q.quant = torch.nn.Identity()
         q.dequant = torch.nn.Identity()
         qin = quantizer(example)
-    return q, qin
-
-
-class _Add(torch.nn.Module):
-    def __init__(self, relu=False):
-        super().__init__()
-        self.ff = torch.ao.nn.quantized.FloatFunctional()
-        self.relu = relu
-
-    def forward(self, x):
-        y = self.ff.add(x, x * 0.5 if False else x)
-        return torch.relu(y) if self.relu else y
+    return q.eval(), qin
 
 
 class _TwoBranch(torch.nn.Module):
@@ -164,10 +155,6 @@ class _TwoBranch(torch.nn.Module):
         return self.ff.mul(a, b)
 
 
-class _ConvReLU(torch.nn.Sequential):
-    pass
-
-
 def quant_cases() -> Dict[str, Tuple[torch.nn.Module, torch.Tensor]]:
     """One float body per quantized operation: name -> (float body, float example input (NCHW))."""
     g = torch.Generator().manual_seed(2)
@@ -181,25 +168,14 @@ def quant_cases() -> Dict[str, Tuple[torch.nn.Module, torch.Tensor]]:
         "qadd": (_TwoBranch("add"), img),
         "qadd_relu": (_TwoBranch("add_relu"), img),
         "qmul": (_TwoBranch("mul"), img),
-        "qlinear": (torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(300, 10)), img),
+        "qlinear": (torch.nn.Sequential(torch.nn.Conv2d(3, 8, 1), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                        torch.nn.Linear(8, 10)), img),
         "qadaptive_avg_pool": (torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.AdaptiveAvgPool2d(1)), img),
         "qmax_pool": (torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.MaxPool2d(2)), img),
         "qrelu": (torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.ReLU()), img),
         "qflatten": (torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten()), img),
-        "qcat": (_Cat(), img),
     }
     return cases
-
-
-class _Cat(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = torch.nn.Conv2d(3, 2, 1)
-        self.b = torch.nn.Conv2d(3, 3, 1)
-        self.ff = torch.ao.nn.quantized.FloatFunctional()
-
-    def forward(self, x):
-        return self.ff.cat([self.a(x), self.b(x)], 1)
 
 
 def _realistic_init(model: torch.nn.Module, size: int) -> None:
@@ -236,7 +212,7 @@ def mobilenet_v2(mode: str, seed: int = 0, size: int = 224):
         xi = nhwc(x)
         with torch.no_grad():
             traced = torch.jit.trace(model, xi)
-        return torch.jit.script(model) if False else traced, convert_model_to_nnapi(traced, xi), x
+        return traced, convert_model_to_nnapi(traced, xi), x
     with qengine("qnnpack"):
         from torch.ao.quantization import convert as q_convert
         from torch.ao.quantization import get_default_qconfig, prepare
