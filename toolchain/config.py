@@ -77,7 +77,19 @@ DEFAULTS: dict = {
         "allow_mismatch": False,
         "report_source": "binary",  # binary | app
     },
-    "verify": {"float_atol": 1e-4, "max_lsb": 2, "min_top5_agreement": 0.8},
+    "verify": {
+        "float_atol": 1e-4,
+        "float_rtol": 1e-5,  # plus this fraction of the largest reference output magnitude
+        "max_lsb": 2,  # per NNAPI operation run in isolation on the CPU model's values
+        "min_top1_agreement": 0.75,
+        "min_top5_agreement": 0.8,
+        "rounding": "qnnpack",  # quantized kernels: qnnpack (match the CPU model) | nnapi (what a conformant device computes)
+        "random_inputs": 3,  # besides the bundled inputs
+        "seed": 0,
+        "layerwise": "auto",  # auto: for quantized variants and on failure | always | never
+        "out": None,  # default: <models>/verify.json
+        "cache": None,  # where the host libneuralnetworks.so is built; default ~/.cache/torchdroid/host-nnapi
+    },
 }
 
 
