@@ -76,8 +76,7 @@ def _table(title: str, columns, rows) -> None:
 def convert(c, model=None, quant=None, weights=None, calibration=None, out=None, force=False, debug=False):
     """MobileNetV2 (or another model) -> CPU and NNAPI TorchScript models per quantization mode, with a manifest."""
     with _stage(c, "convert", debug):
-        from converter import ConvertSettings
-        from converter import convert as run_convert
+        from converter import ConvertSettings, convert as run_convert
 
         settings = ConvertSettings(
             model=pick(model, c.config, "convert.model"),
@@ -142,6 +141,222 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
     for line in result.notes:
         print(f"note: {line}")
     print(f"results: {result.json_path}")
+
+
+# --------------------------------------------------------------------------- build-android, check-compat, doctor
+
+
+@task(
+    help={
+        "lane": "pin set: current (v2.8.0, default) or seed-2020 (config pytorch.lane)",
+        "commit": "build another PyTorch commit (full SHA; lane facts from the nearest preset, with a warning)",
+        "repo_url": "PyTorch repository to fetch from (config pytorch.repo_url)",
+        "ndk": "Android NDK directory (else config ndk.path, ANDROID_NDK, ANDROID_NDK_HOME, ANDROID_HOME/ndk/*)",
+        "abi": "arm64-v8a (default), armeabi-v7a, x86_64 or x86",
+        "api_level": "Android API level the binary is built for (default 29, config android.api_level)",
+        "python": "host Python for PyTorch's build scripts (config pytorch.python)",
+        "max_jobs": "parallel compile jobs (default: all cores, config android.max_jobs)",
+        "clean": "start the build over (removes the ABI's CMake tree, build-info and AAR under build/android/<abi>)",
+        "aar": "also build the pytorch_android AAR from the same checkout (needs an Android SDK)",
+        "cmake_arg": "extra CMake argument for build_android.sh (repeatable)",
+        "debug": "show tracebacks",
+    },
+    iterable=["cmake_arg"],
+)
+def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, api_level=None, python=None,
+                  max_jobs=None, clean=False, aar=False, cmake_arg=None, debug=False):
+    """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
+    with _stage(c, "build-android", debug):
+        from ndk_build import BuildSettings, build_android as run_build
+
+        source_dir = pick(None, c.config, "pytorch.source_dir")
+        jobs = pick(max_jobs, c.config, "android.max_jobs")
+        settings = BuildSettings(
+            build_dir=_build_dir(c),
+            lane=pick(lane, c.config, "pytorch.lane"),
+            lane_explicit=lane is not None,
+            commit=pick(commit, c.config, "pytorch.commit"),
+            repo_url=pick(repo_url, c.config, "pytorch.repo_url"),
+            source_dir=Path(source_dir) if source_dir else None,
+            ndk=ndk,
+            ndk_config=pick(None, c.config, "ndk.path"),
+            sdk=pick(None, c.config, "android.sdk"),
+            python=pick(python, c.config, "pytorch.python"),
+            abi=pick(abi, c.config, "android.abi"),
+            api_level=int(pick(api_level, c.config, "android.api_level")),
+            max_jobs=int(jobs) if jobs else None,
+            clean=bool(clean),
+            aar=bool(aar),
+            cmake_args=tuple(cmake_arg or ()),
+            git_jobs=int(pick(None, c.config, "pytorch.git_jobs", 4)),
+        )
+        result = run_build(settings)
+    info = result.info
+    rows = [(a["name"], a["kind"], a["sha256"][:12], a["path"]) for a in info["artefacts"]]
+    _table(f"{'up to date' if result.reused else 'built'}: PyTorch {info['commit'][:12]} ({info['lane']}) "
+           f"{info['abi']} API {info['api_level']}, NDK {info['ndk']['revision']}",
+           ["artefact", "kind", "sha256", "path"], rows)
+    ver = info.get("verification", {})
+    print(f"verified: machine {ver.get('machine')}, API level {ver.get('api_level')}")
+    for w in result.warnings:
+        print(f"warning: {w}")
+    print(f"build-info: {result.build_info_path} ({result.seconds:.1f}s; log {result.log_path})")
+
+
+@task(
+    help={
+        "models": "directory with manifest.json from `invoke convert` (default: config convert.out)",
+        "build_info": "build-info.json of the runtime (default: build/android/<abi>/build-info.json)",
+        "pytorch_android": "check against a published pytorch_android version instead of a build",
+        "source": "PyTorch checkout of that runtime (to compare operators when versions differ)",
+        "abi": "which build to read when --build-info is not given (default: config android.abi)",
+        "strict": "also fail when compatibility cannot be decided",
+        "debug": "show tracebacks",
+    }
+)
+def check_compat(c, models=None, build_info=None, pytorch_android=None, source=None, abi=None, strict=False,
+                 debug=False):
+    """Can the Android runtime run the converted models? (same commit, operators, NNAPI methods, file format)"""
+    with _stage(c, "check-compat", debug):
+        from ndk_build import check_compat as run_check
+
+        if build_info is None and pytorch_android is None:
+            build_info = _build_dir(c) / "android" / pick(abi, c.config, "android.abi") / "build-info.json"
+        report = run_check(
+            Path(pick(models, c.config, "convert.out")),
+            build_info=Path(build_info) if build_info else None,
+            pytorch_android=pytorch_android,
+            source_dir=Path(source) if source else None,
+        )
+        for line in report.lines():
+            print(line)
+        report.raise_for_status(strict_unknown=bool(strict))
+
+
+@task(
+    help={
+        "strict": "exit non-zero when anything is missing or does not fit the lane",
+        "lane": "lane to check the NDK and host Python against (default: config pytorch.lane)",
+        "ndk": "Android NDK directory to check",
+        "debug": "show tracebacks",
+    }
+)
+def doctor(c, strict=False, lane=None, ndk=None, debug=False):
+    """What this machine has for every stage, what is missing, and how to get it."""
+    with _stage(c, "doctor", debug):
+        from ndk_build import DoctorSettings, problems, run_doctor
+
+        port = pick(None, c.config, "deploy.adb_port")
+        checks = run_doctor(DoctorSettings(
+            lane=pick(lane, c.config, "pytorch.lane"),
+            ndk=ndk,
+            ndk_config=pick(None, c.config, "ndk.path"),
+            sdk=pick(None, c.config, "android.sdk"),
+            python=pick(None, c.config, "pytorch.python"),
+            adb_host=pick(None, c.config, "deploy.adb_host", "127.0.0.1"),
+            adb_port=int(port) if port else None,
+        ))
+    _table("torchdroid doctor", ["stage", "tool", "status", "found", "fix"],
+           [(ch.stage, ch.name, ch.status, ch.found, ch.fix) for ch in checks])
+    bad = problems(checks)
+    if bad and strict:
+        raise Exit(f"torchdroid doctor: {len(bad)} problem(s): " + ", ".join(ch.name for ch in bad), code=1)
+
+
+# --------------------------------------------------------------------------- make-app / build-app
+
+
+def _app_out(c, out) -> Path:
+    return Path(pick(out, c.config, "app.out"))
+
+
+@task(
+    help={
+        "model": "converted variant: quant_none, quant_core, quant_full (or <model>-quant_full); default quant_full",
+        "models": "directory `invoke convert` wrote (default: config app.models, else convert.out); converted first when missing",
+        "out": "where the Gradle project goes (default build/app, config app.out); must be new or empty unless --force",
+        "app_name": "name on the launcher (default 'torchdroid demo')",
+        "application_id": "Android application id = Java package (default org.torchdroid.demo)",
+        "abi_filters": "ABIs to package (repeat or comma-separate; default arm64-v8a)",
+        "min_sdk": "minSdkVersion (default 21; NNAPI needs 29, below it the app uses the CPU model)",
+        "target_sdk": "targetSdkVersion (default: the lane's compileSdk, 34 on the current lane)",
+        "lane": "pin lane for Gradle / AGP / compileSdk / pytorch_android (default: config pytorch.lane)",
+        "pytorch_android": "Maven version of org.pytorch:pytorch_android (default: the lane's, else the pinned fallback)",
+        "aar": "link a locally built pytorch_android AAR instead of Maven (from `invoke build-android --aar`)",
+        "force": "replace a non-empty --out directory",
+        "debug": "show tracebacks",
+    },
+    iterable=["abi_filters"],
+)
+def make_app(c, model=None, models=None, out=None, app_name=None, application_id=None, abi_filters=None,
+             min_sdk=None, target_sdk=None, lane=None, pytorch_android=None, aar=None, force=False, debug=False):
+    """A Gradle Android app (CameraX + NNAPI with CPU fallback + in-app benchmark) around one converted variant."""
+    with _stage(c, "make-app", debug):
+        from appgen import AppSettings, make_app as run_make_app
+        from appgen.make import check, needs_convert
+
+        models_dir = Path(pick(models, c.config, "app.models", None) or pick(None, c.config, "convert.out"))
+        aar_path = pick(aar, c.config, "app.aar")
+        settings = AppSettings(
+            model=pick(model, c.config, "app.model"),
+            models=models_dir,
+            out=_app_out(c, out),
+            app_name=pick(app_name, c.config, "app.name"),
+            application_id=pick(application_id, c.config, "app.application_id"),
+            abi_filters=tuple(_split(abi_filters) or _split(pick(None, c.config, "app.abi_filters"))),
+            min_sdk=pick(min_sdk, c.config, "app.min_sdk"),
+            target_sdk=pick(target_sdk, c.config, "app.target_sdk"),
+            lane=pick(lane, c.config, "pytorch.lane"),
+            pytorch_android=pick(pytorch_android, c.config, "app.pytorch_android"),
+            aar=Path(aar_path) if aar_path else None,
+            force=bool(force),
+            build_dir=_build_dir(c),
+        )
+        check(settings)  # bad input fails before any conversion
+        reason = needs_convert(models_dir, settings.model)
+        if reason:
+            print(f"make-app: {reason}: running `invoke convert` first")
+            from converter import ConvertSettings, convert as run_convert
+
+            calibration = pick(None, c.config, "convert.calibration")
+            run_convert(ConvertSettings(
+                model=pick(None, c.config, "convert.model"),
+                modes=(settings.model.rsplit("_", 1)[-1],),
+                weights=str(pick(None, c.config, "convert.weights")),
+                calibration=Path(calibration) if calibration else None,
+                calibration_count=int(pick(None, c.config, "convert.calibration_count", 32)),
+                seed=int(pick(None, c.config, "convert.seed", 0)),
+                out=models_dir,
+                build_dir=_build_dir(c),
+            ))
+        result = run_make_app(settings)
+    _table(f"app assets ({result.variant})", ["asset", "size"],
+           [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()])
+    for line in result.notes:
+        print(f"note: {line}")
+    for line in result.warnings:
+        print(f"WARNING: {line}")
+    print(f"project: {result.out} (application id {result.application_id}; runtime "
+          f"{result.runtime.source} {result.runtime.pytorch_android or result.runtime.aar_name})")
+    print(f"app-info: {result.app_info}")
+    print(f"next: invoke build-app --out {result.out}  (or open {result.out} in Android Studio)")
+
+
+@task(
+    help={
+        "out": "the Gradle project `invoke make-app` wrote (default build/app, config app.out)",
+        "debug": "show tracebacks",
+    }
+)
+def build_app(c, out=None, debug=False):
+    """./gradlew assembleDebug in the generated project (needs an Android SDK and the wrapper jar)."""
+    with _stage(c, "build-app", debug):
+        from appgen import BuildAppSettings, build_app as run_build_app
+
+        result = run_build_app(BuildAppSettings(project=_app_out(c, out), build_dir=_build_dir(c),
+                                                timeout=float(pick(None, c.config, "app.gradle_timeout", 3600))))
+    print(f"APK: {result.apk} ({result.size / 1e6:.1f} MB, sha256 {result.sha256[:16]}…, {result.seconds:.0f} s)")
+    print(f"gradle log: {result.log_path}")
 
 
 # --------------------------------------------------------------------------- deploy / report
@@ -287,5 +502,209 @@ def report(c, run=None, results=None, out=None, source=None, debug=False):
     print("exports: " + ", ".join(str(p) for p in result.exports.values()))
 
 
-ns = Collection(convert, bench, deploy, report)
+# --------------------------------------------------------------------------- verify (host NNAPI)
+
+
+@task(
+    help={
+        "models": "directory written by `invoke convert` (default: config convert.out)",
+        "variant": "variants to check, e.g. quant_full or mobilenetv2-quant_core (repeat or comma-separate; default all)",
+        "rounding": "quantized kernels: qnnpack (match the CPU model, default) | nnapi (a conformant device's arithmetic)",
+        "random_inputs": "random inputs besides the bundled ones (default 3)",
+        "layerwise": "layer-by-layer comparison: auto (quantized variants and failures) | always | never",
+        "api_level": "target Android API level for the feature-level check (default: config android.api_level)",
+        "out": "results JSON (default: <models>/verify.json)",
+        "debug": "show tracebacks",
+    },
+    iterable=["variant"],
+)
+def verify(c, models=None, variant=None, rounding=None, random_inputs=None, layerwise=None, api_level=None, out=None,
+           debug=False):
+    """Run each NNAPI model on the host NNAPI and its CPU model on the same inputs; compare and check statically."""
+    with _stage(c, "verify", debug):
+        from host_nnapi.verify import verify as run_verify
+
+        result = run_verify(_verify_settings(c, models, variant, rounding, random_inputs, layerwise, api_level, out))
+    _print_verify(result)
+
+
+def _verify_settings(c, models=None, variant=None, rounding=None, random_inputs=None, layerwise=None, api_level=None,
+                     out=None):
+    from host_nnapi.verify import VerifySettings
+
+    cache = pick(None, c.config, "verify.cache")
+    out = pick(out, c.config, "verify.out")
+    return VerifySettings(
+        models=Path(pick(models, c.config, "convert.out")),
+        out=Path(out) if out else None,
+        variants=tuple(_split(variant)),
+        rounding=str(pick(rounding, c.config, "verify.rounding")),
+        float_atol=float(pick(None, c.config, "verify.float_atol")),
+        float_rtol=float(pick(None, c.config, "verify.float_rtol")),
+        max_lsb=int(pick(None, c.config, "verify.max_lsb")),
+        min_top1_agreement=float(pick(None, c.config, "verify.min_top1_agreement")),
+        min_top5_agreement=float(pick(None, c.config, "verify.min_top5_agreement")),
+        random_inputs=int(pick(random_inputs, c.config, "verify.random_inputs")),
+        seed=int(pick(None, c.config, "verify.seed")),
+        api_level=int(pick(api_level, c.config, "android.api_level")),
+        layerwise=str(pick(layerwise, c.config, "verify.layerwise")),
+        cache=Path(cache) if cache else None,
+    )
+
+
+def _print_verify(result) -> None:
+    rows = []
+    for r in result.rows:
+        diff = f"{r.max_lsb_diff} LSB" if r.quantized and r.max_lsb_diff is not None else f"{r.max_abs_diff:.3g}"
+        top = "-" if r.top1_agreement is None else f"{r.top1_agreement:.2f}/{r.top5_agreement:.2f}"
+        worst = max((x["max_lsb"] or 0 for x in r.layers), default=None) if r.quantized and r.layers else None
+        rows.append((r.variant, "ok" if r.ok else "FAIL", r.inputs, diff, top, "-" if worst is None else f"{worst} LSB",
+                     sum(1 for f in r.findings if f["severity"] != "info")))
+    _table(f"host NNAPI vs CPU ({result.library})", ["variant", "result", "inputs", "end-to-end diff", "top-1/top-5",
+                                                     "worst op (isolated)", "findings"], rows)
+    for r in result.rows:
+        for f in r.findings:
+            if f["severity"] != "info":
+                print(f"{r.variant}: {f['severity']}: {f['message']}")
+    print(f"results: {result.json_path}")
+
+
+def verify_after_convert(c, models: Path):
+    """For `invoke convert`: verify the fresh models when the host NNAPI can be built here (returns None otherwise)."""
+    import host_nnapi
+
+    ok, why = host_nnapi.availability()
+    if not ok:
+        print(f"note: host NNAPI verification skipped: {why}")
+        return None
+    from host_nnapi.verify import verify as run_verify
+
+    result = run_verify(_verify_settings(c, models=str(models)))
+    _print_verify(result)
+    return result
+
+
+# --------------------------------------------------------------------------- all
+
+
+@task(
+    name="all",
+    help={
+        "weights": "auto (default: pretrained when they can be had, else random, announced and recorded), "
+                   "pretrained, random or PATH",
+        "model": "variant the app is made for (default config app.model, quant_full)",
+        "skip": "stages to leave out (repeat or comma-separate): " + ", ".join(
+            ("convert", "verify", "make-app", "build-app", "bench", "build-android", "check-compat", "deploy", "report")),
+        "replace_app": "regenerate the app directory when it was made from other models (replaces your edits)",
+        "debug": "show tracebacks",
+    },
+    iterable=["skip"],
+)
+def all_(c, weights=None, model=None, skip=None, replace_app=False, debug=False):
+    """Every stage this machine allows: convert, verify, make-app, bench; build-android, build-app, deploy when possible."""
+    import time
+
+    from invoke.exceptions import UnexpectedExit
+
+    with _stage(c, "all", debug):
+        import workflow
+        from converter.models import pretrained_status
+        from toolchain.records import ConvertManifest
+
+        skipped = workflow.check_stage_names(_split(skip))
+        used, note, substituted = workflow.resolve_weights(weights or pick(None, c.config, "all.weights", "auto"),
+                                                           pick(None, c.config, "convert.model"), pretrained_status)
+        facts = _all_facts(c)
+    print(("WARNING: " if substituted else "weights: ") + note)
+    summary = workflow.AllSummary(weights={"requested": weights or "auto", "used": used, "note": note})
+    variant = pick(model, c.config, "app.model")
+    models_dir = Path(pick(None, c.config, "convert.out"))
+    info_path = _build_dir(c) / "android" / pick(None, c.config, "android.abi") / "build-info.json"
+    runs = {
+        "convert": lambda: convert(c, weights=used, debug=debug),
+        "verify": lambda: verify(c, debug=debug),
+        "make-app": lambda: make_app(c, model=variant, force=bool(replace_app), debug=debug),
+        "build-app": lambda: build_app(c, debug=debug),
+        "bench": lambda: bench(c, debug=debug),
+        "build-android": lambda: build_android(c, debug=debug),
+        "check-compat": lambda: check_compat(c, debug=debug),
+        "deploy": lambda: deploy(c, bench=info_path.is_file(), install=bool(_recorded_apk(c)), debug=debug),
+        "report": lambda: report(c, debug=debug),
+    }
+    for stage in workflow.STAGES:
+        facts = workflow.Facts(**{**facts.__dict__, "build_info": info_path if info_path.is_file() else None,
+                                  "apk": _recorded_apk(c), "failed": summary.failed,
+                                  "ran": tuple(o.stage for o in summary.outcomes if o.status == "ran")})
+        decision = workflow.decide(stage, facts, skipped)
+        if decision.run and stage == "make-app" and ConvertManifest.exists(models_dir):
+            current, why = workflow.app_is_current(_app_out(c, None), ConvertManifest.load(models_dir), variant)
+            if current:
+                summary.outcomes.append(workflow.StageOutcome(stage, "up to date", why))
+                print(f"\n== make-app: up to date ({why})")
+                continue
+        if not decision.run:
+            summary.outcomes.append(workflow.StageOutcome(stage, "skipped", decision.reason))
+            print(f"\n== {stage}: skipped: {decision.reason}")
+            continue
+        print(f"\n== {stage}")
+        t0 = time.monotonic()
+        try:
+            runs[stage]()
+        except (Exit, UnexpectedExit) as e:
+            summary.outcomes.append(workflow.StageOutcome(stage, "failed", str(getattr(e, "message", e) or e),
+                                                          time.monotonic() - t0))
+            print(e.message if isinstance(e, Exit) else str(e))
+            if isinstance(e, Exit) and e.code == 130:  # Ctrl-C stops the whole chain
+                summary.write(_build_dir(c) / "all.json")
+                raise
+        else:
+            summary.outcomes.append(workflow.StageOutcome(stage, "ran", "", time.monotonic() - t0))
+    path = summary.write(_build_dir(c) / "all.json", {k: list(v) for k, v in facts.__dict__.items()
+                                                       if k in ("host_nnapi", "ndk", "sdk", "devices")})
+    _table("torchdroid all", ["stage", "result", "seconds", "detail"],
+           [(o.stage, o.status, f"{o.seconds:.0f}" if o.seconds else "", o.detail.splitlines()[0][:90] if o.detail else "")
+            for o in summary.outcomes])
+    if substituted:
+        print("WARNING: random weights (see above): latencies are real, predictions are meaningless")
+    print(f"summary: {path}")
+    if summary.failed:
+        raise Exit(f"torchdroid all: failed: {', '.join(summary.failed)}", code=1)
+
+
+def _all_facts(c):
+    """What `all` can do here: the doctor's checks (with the adb server started if adb is installed)."""
+    import shutil
+
+    import host_nnapi
+    import workflow
+    from ndk_build import DoctorSettings, run_doctor
+    from toolchain.runner import run
+
+    port = pick(None, c.config, "deploy.adb_port")
+    if shutil.which("adb") and pick(None, c.config, "deploy.adb_host", "127.0.0.1") in ("127.0.0.1", "localhost"):
+        env = {"ANDROID_ADB_SERVER_PORT": str(port)} if port else None
+        run(["adb", "start-server"], env=env, check=False, timeout=60, what="`adb start-server`")
+    checks = run_doctor(DoctorSettings(
+        lane=pick(None, c.config, "pytorch.lane"),
+        ndk_config=pick(None, c.config, "ndk.path"),
+        sdk=pick(None, c.config, "android.sdk"),
+        python=pick(None, c.config, "pytorch.python"),
+        adb_host=pick(None, c.config, "deploy.adb_host", "127.0.0.1"),
+        adb_port=int(port) if port else None,
+    ))
+    return workflow.facts_from_doctor(checks, host_nnapi=host_nnapi.availability())
+
+
+def _recorded_apk(c):
+    """The APK `invoke build-app` recorded in the app-info, if it exists."""
+    from toolchain.records import APP_INFO_KIND, APP_INFO_NAME, APP_INFO_SCHEMA, read_record
+
+    info_path = _app_out(c, None) / APP_INFO_NAME
+    if not info_path.is_file():
+        return None
+    apk = (read_record(info_path, APP_INFO_KIND, APP_INFO_SCHEMA, "").get("apk") or {}).get("path")
+    return (info_path.parent / apk).resolve() if apk and (info_path.parent / apk).is_file() else None
+
+
+ns = Collection(all_, convert, bench, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify)
 ns.configure(DEFAULTS)

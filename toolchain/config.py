@@ -9,6 +9,7 @@ from typing import Any, Mapping
 # invoke.yaml and INVOKE_* variables can override any of it.
 DEFAULTS: dict = {
     "build_dir": "build",
+    "all": {"weights": "auto"},  # auto: pretrained when they can be had, else random (announced and recorded)
     "debug": False,
     "convert": {
         "out": "build/models",
@@ -26,17 +27,28 @@ DEFAULTS: dict = {
         "threads": 1,
         "out": "build/bench",
     },
-    "pytorch": {"lane": "current", "commit": None, "repo_url": None},
+    "pytorch": {
+        "lane": "current",
+        "commit": None,
+        "repo_url": None,
+        "source_dir": None,  # None: <build_dir>/src/pytorch-<sha12>, one checkout per commit
+        "python": None,  # host Python for the build scripts; None: the one running torchdroid
+        "git_jobs": 4,  # submodules fetched in parallel
+    },
     "ndk": {"path": None},
-    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None},
+    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None, "sdk": None},
     "app": {
         "out": "build/app",
         "name": "torchdroid demo",
         "application_id": "org.torchdroid.demo",
         "abi_filters": ["arm64-v8a"],
         "min_sdk": 21,
-        "target_sdk": 34,
+        "target_sdk": None,  # None: the lane's compileSdk (34 on the current lane)
         "pytorch_android": None,
+        "model": "quant_full",
+        "models": None,  # None: convert.out
+        "aar": None,  # a local pytorch_android AAR (e.g. from `invoke build-android --aar`)
+        "gradle_timeout": 3600,
     },
     "deploy": {
         "adb_host": "127.0.0.1",
@@ -66,7 +78,19 @@ DEFAULTS: dict = {
         "allow_mismatch": False,
         "report_source": "binary",  # binary | app
     },
-    "verify": {"float_atol": 1e-4, "max_lsb": 2, "min_top5_agreement": 0.8},
+    "verify": {
+        "float_atol": 1e-4,
+        "float_rtol": 1e-5,  # plus this fraction of the largest reference output magnitude
+        "max_lsb": 2,  # per NNAPI operation run in isolation on the CPU model's values
+        "min_top1_agreement": 0.75,
+        "min_top5_agreement": 0.8,
+        "rounding": "qnnpack",  # quantized kernels: qnnpack (match the CPU model) | nnapi (what a conformant device computes)
+        "random_inputs": 3,  # besides the bundled inputs
+        "seed": 0,
+        "layerwise": "auto",  # auto: for quantized variants and on failure | always | never
+        "out": None,  # default: <models>/verify.json
+        "cache": None,  # where the host libneuralnetworks.so is built; default ~/.cache/torchdroid/host-nnapi
+    },
 }
 
 
