@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from toolchain.records import (
 )
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 COMMIT = "c19eb4ad73ebf16c7dc73229729ed95692472f6e"
 OTHER_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 APP_ID = "org.torchdroid.demo"
@@ -115,3 +117,10 @@ def make_inputs(root: Path, modes=("none", "full"), standin: Optional[Path] = No
     apk = make_apk(root / "app" / "app" / "build" / "outputs" / "apk" / "debug" / "app-debug.apk")
     write_app_info(root / "app", apk)
     return Inputs(root / "models", bi, binary, root / "app", apk)
+
+
+def invoke_cli(cwd: Path, *args: str, port: int) -> subprocess.CompletedProcess:
+    """Run ``invoke ARGS`` of this project in ``cwd`` with ``ANDROID_ADB_SERVER_PORT=port`` (not a terminal)."""
+    env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(port), CI="1")
+    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)

@@ -8,13 +8,12 @@ import os
 import re
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.deploy_support.fixtures import APP_ID, build_standin, make_inputs
+from tests.deploy_support.fixtures import invoke_cli as invoke
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.fsutil import sha256_file
 
@@ -27,12 +26,6 @@ DEVICE_DIR = "/data/local/tmp/torchdroid/e2e"
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
     return build_standin(tmp_path_factory.mktemp("standin"))
-
-
-def invoke(cwd: Path, *args: str, port: int) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(port), CI="1")
-    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
 
 
 def sends(dev) -> int:

@@ -4,16 +4,14 @@ file with deploy.adb_port/serials/iter, and devices deployed in parallel (overla
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.deploy_support.fixtures import APP_ID, build_standin, make_apk, make_inputs
+from tests.deploy_support.fixtures import invoke_cli as invoke
 from tests.virtual_device.harness import adb_with_devices, free_port
 from toolchain.fsutil import sha256_file
 
@@ -26,12 +24,6 @@ DEVICE_DIR = "/data/local/tmp/torchdroid/opts"
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
     return build_standin(tmp_path_factory.mktemp("standin"))
-
-
-def invoke(cwd: Path, *args: str, env_port: int) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(env_port), CI="1")
-    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
 
 
 def test_serial_variant_binary_apk_and_parallel_devices(tmp_path, standin):
@@ -54,7 +46,7 @@ def test_serial_variant_binary_apk_and_parallel_devices(tmp_path, standin):
                    "quant_full", "--models", str(inp.models), "--build-info", str(inp.build_info),
                    "--binary", str(own_binary), "--app", str(inp.app_dir), "--apk", str(own_apk), "--no-app-bench",
                    "--project", "opts", "--iter", "5", "--repeat", "1", "--results", str(tmp_path / "res"),
-                   env_port=server.port)
+                   port=server.port)
         assert r.returncode == 0, r.stdout + r.stderr
         # a progress line per device (plain lines when not on a terminal), each ending in "done"
         for serial in (a, b):
@@ -97,12 +89,12 @@ def test_config_file_keys_and_an_unknown_serial(tmp_path, standin):
         base = ["-f", str(tmp_path / "cfg.json"), "deploy", "--build-info", str(inp.build_info)]
         # ANDROID_ADB_SERVER_PORT points nowhere: deploy.adb_port from the config file must win
         dead = free_port()
-        r = invoke(tmp_path, *base, env_port=dead)
+        r = invoke(tmp_path, *base, port=dead)
         assert r.returncode == 7, r.stdout + r.stderr
         assert f"no device 127.0.0.1:1 on the adb server 127.0.0.1:{server.port}" in r.stderr
         assert f"it knows: {serial}" in r.stderr and "adb devices -l" in r.stderr
 
-        r = invoke(tmp_path, *base, "--serial", serial, env_port=dead)  # the CLI overrides deploy.serials
+        r = invoke(tmp_path, *base, "--serial", serial, port=dead)  # the CLI overrides deploy.serials
         assert r.returncode == 0, r.stdout + r.stderr
         assert devs["d"].path(f"{DEVICE_DIR}/mobilenetv2-quant_none-cpu.pt").is_file()
         calls = [ln for ln in (devs["d"].state_dir / "device.log").read_text().splitlines()
@@ -114,6 +106,6 @@ def test_config_file_keys_and_an_unknown_serial(tmp_path, standin):
 
     # without the config file, ANDROID_ADB_SERVER_PORT is honoured: nothing answers there
     r = invoke(tmp_path, "deploy", "--models", str(inp.models), "--build-info", str(inp.build_info), "--no-install",
-               "--results", str(tmp_path / "res2"), env_port=dead)
+               "--results", str(tmp_path / "res2"), port=dead)
     assert r.returncode != 0
     assert f"no adb server answers on 127.0.0.1:{dead}" in r.stderr

@@ -137,13 +137,19 @@ class AdbServer:
             if client.poll() is None:
                 client.kill()
             client.wait()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            terminate(self.proc)
+
+
+def terminate(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 10 s; always reaped."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 class VirtualDeviceProcess:
@@ -180,13 +186,7 @@ class VirtualDeviceProcess:
 
     def stop(self) -> None:
         if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
+            terminate(self.proc)
             if self.proc.stdout:
                 self.proc.stdout.close()
 
