@@ -383,6 +383,7 @@ def _opt_path(value):
         "repeat": "runs per model; median/p90/min/spread are over all of them (default 3)",
         "threads": "--pthreadpool_size (default 1; 0 leaves the flag out)",
         "caching_allocator": "pass --use_caching_allocator=true to CPU models",
+        "bundled_input": "--use_bundled_input index (default 0); -1 passes --input_dims/--input_type from the manifest",
         "allow_mismatch": "benchmark even when the models' torch commit differs from the binary's",
         "profile_with_gatord": "PATH to Arm's gatord: push it and run each benchmark under `gatord --app`",
         "device_dir": "parent directory on the device (default /data/local/tmp/torchdroid)",
@@ -397,8 +398,8 @@ def _opt_path(value):
 )
 def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=None, apk=None, app=None,
            bench=True, app_bench=True, install=True, warmup=None, iter=None, repeat=None, threads=None,
-           caching_allocator=False, allow_mismatch=False, profile_with_gatord=None, device_dir=None, project=None,
-           results=None, adb_host=None, adb_port=None, debug=False):
+           caching_allocator=False, bundled_input=None, allow_mismatch=False, profile_with_gatord=None,
+           device_dir=None, project=None, results=None, adb_host=None, adb_port=None, debug=False):
     """Push the benchmark binary and models, install the app, benchmark on every device, record and report."""
     with _stage(c, "deploy", debug):
         from deploy import BenchOptions, DeploySettings
@@ -414,6 +415,7 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
             caching_allocator=bool(caching_allocator or pick(None, c.config, "deploy.caching_allocator", False)),
             timeout=float(pick(None, c.config, "deploy.bench_timeout", 600)),
             gatord=bool(pick(profile_with_gatord, c.config, "deploy.gatord")),
+            bundled_input=int(pick(bundled_input, c.config, "deploy.bundled_input", 0)),
         )
         settings = DeploySettings(
             models=Path(pick(models, c.config, "convert.out")),

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
-from toolchain.errors import TorchdroidError
+from toolchain.errors import TorchdroidError, UsageError
 from toolchain.records import APP_BENCH_PREFIX, APP_BENCH_TAG
 
 from .adb import Device
@@ -33,6 +33,7 @@ class BenchOptions:
     caching_allocator: bool = False  # --use_caching_allocator=true for CPU models
     timeout: float = 600.0
     gatord: bool = False  # run under `gatord --app ...`
+    bundled_input: int = 0  # --use_bundled_input=N; < 0: --input_dims/--input_type from the manifest instead
 
 
 @dataclass
@@ -111,8 +112,26 @@ def summarize(runs: Sequence[ParsedRun]) -> Optional[BenchStats]:
     return BenchStats(med / 1000.0, p90 / 1000.0, mn / 1000.0, spread, len(lats) or len(per_run), len(good))
 
 
-def bench_command(directory: str, model_name: str, backend: str, opts: BenchOptions) -> str:
-    args = [f"./{BINARY_NAME}", f"--model=./{model_name}", "--use_bundled_input=0",
+_INPUT_TYPES = {"float32": "float", "float": "float", "uint8": "uint8_t", "int64": "int64"}
+
+
+def input_args(spec) -> List[str]:
+    """``--input_dims/--input_type/--input_memory_format`` for a manifest input spec (no bundled input)."""
+    itype = _INPUT_TYPES.get(getattr(spec, "dtype", None) or "")
+    if spec is None or itype is None:
+        raise UsageError(
+            f"speed_benchmark_torch cannot make a {getattr(spec, 'dtype', 'unknown')} input itself",
+            cause="without a bundled input it only creates float, uint8 and int64 tensors",
+            remedy="use the bundled input the converter stores in every model (deploy.bundled_input = 0)")
+    args = ["--input_dims=" + ",".join(str(d) for d in spec.shape), f"--input_type={itype}"]
+    if spec.memory_format == "channels_last":
+        args.append("--input_memory_format=channels_last")
+    return args
+
+
+def bench_command(directory: str, model_name: str, backend: str, opts: BenchOptions, input_spec=None) -> str:
+    inputs = ([f"--use_bundled_input={opts.bundled_input}"] if opts.bundled_input >= 0 else input_args(input_spec))
+    args = [f"./{BINARY_NAME}", f"--model=./{model_name}", *inputs,
             f"--warmup={opts.warmup}", f"--iter={opts.iters}", "--report_pep=true"]
     if opts.threads is not None:
         args.append(f"--pthreadpool_size={opts.threads}")
@@ -143,9 +162,10 @@ class ModelBench:
         return f"{len(bad)} of {len(self.runs)} runs failed: {bad[0]}"
 
 
-def run_model(device: Device, directory: str, model_name: str, backend: str, opts: BenchOptions) -> ModelBench:
+def run_model(device: Device, directory: str, model_name: str, backend: str, opts: BenchOptions,
+              input_spec=None) -> ModelBench:
     """Run the benchmark ``opts.repeat`` times; a crash is recorded with its output, never raised."""
-    mb = ModelBench(model_name, backend, command=bench_command(directory, model_name, backend, opts))
+    mb = ModelBench(model_name, backend, command=bench_command(directory, model_name, backend, opts, input_spec))
     for _ in range(max(1, opts.repeat)):
         try:
             res = device.shell(mb.command, timeout=opts.timeout)

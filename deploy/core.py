@@ -141,6 +141,9 @@ def _load_inputs(s: DeploySettings) -> Tuple[_Inputs, List[str]]:
     for f in models:  # the full hash is checked while the file is sent (or matched on the device)
         if not f.path.is_file() or f.path.stat().st_size != f.size:
             f.check_hash()
+    if s.bench and s.options.bundled_input < 0:  # refuse before anything is pushed
+        for f in models:
+            _bench.input_args(f.input)
     if s.bench and binary is not None:
         warnings += check_commits(commit, {f.file: f.torch_git_version for f in models}, s.allow_mismatch)
     apk, app_id, activity = None, s.application_id, s.activity
@@ -287,7 +290,7 @@ def _deploy_device(server: AdbServer, rep: DeviceReport, state: str, s: DeploySe
         return
     for i, m in enumerate(models, 1):
         status(f"benchmarking {m.file} ({i}/{len(models)}, {s.options.repeat}x{s.options.iters} iterations)")
-        mb = _bench.run_model(dev, directory, m.file, m.backend, s.options)
+        mb = _bench.run_model(dev, directory, m.file, m.backend, s.options, m.input)
         st = mb.stats
         if st is None:
             tail = "\n".join("\n".join(mb.outputs).splitlines()[-15:])

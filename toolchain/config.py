@@ -71,6 +71,7 @@ DEFAULTS: dict = {
         "bench": True,
         "app_bench": True,
         "caching_allocator": False,  # --use_caching_allocator=true for CPU models
+        "bundled_input": 0,  # --use_bundled_input=N; -1: --input_dims/--input_type from the manifest
         "timeout": 120,  # seconds per adb call
         "bench_timeout": 600,  # seconds per benchmark run
         "app_wait": 120,  # seconds to wait for the app's logcat line

@@ -83,6 +83,7 @@ def test_config_file_keys_and_an_unknown_serial(tmp_path, standin):
     with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
         serial = devs["d"].serial
         cfg = {"deploy": {"adb_port": server.port, "iter": 7, "repeat": 1, "warmup": 2, "serials": ["127.0.0.1:1"],
+                          "bundled_input": -1,
                           "results": str(tmp_path / "res"), "project": "opts", "install": False},
                "convert": {"out": str(inp.models)}}
         (tmp_path / "cfg.json").write_text(json.dumps(cfg))
@@ -100,6 +101,8 @@ def test_config_file_keys_and_an_unknown_serial(tmp_path, standin):
         calls = [ln for ln in (devs["d"].state_dir / "device.log").read_text().splitlines()
                  if "speed_benchmark_torch --model=" in ln]
         assert len(calls) == 2 and all("--iter=7" in c and "--warmup=2" in c for c in calls), calls
+        # deploy.bundled_input = -1: the input comes from the manifest's spec instead of the bundled one
+        assert all("--input_dims=1,3,224,224 --input_type=float" in c and "bundled" not in c for c in calls), calls
     con = sqlite3.connect(tmp_path / "res" / "results.sqlite")
     assert con.execute("SELECT DISTINCT samples FROM results").fetchall() == [(7,)]
     con.close()

@@ -31,6 +31,7 @@ from deploy.report import ReportSettings, make_report
 from deploy.results import ResultRow, ResultStore, export, speedups
 from deploy.summary import device_tables, slower_callouts
 from toolchain.errors import CompatibilityError, DeviceError, RecordError, UsageError
+from toolchain.records import TensorSpec
 
 PEP_RUN = """Starting benchmark.
 Running warmup runs.
@@ -95,6 +96,17 @@ def test_bench_command_is_the_published_protocol():
     nn = bench_command("/d", "m-nnapi.pt", "nnapi", BenchOptions(caching_allocator=True, threads=None, gatord=True))
     assert nn == "cd /d && ./gatord --app ./speed_benchmark_torch --model=./m-nnapi.pt --use_bundled_input=0 " \
                  "--warmup=5 --iter=200 --report_pep=true"
+
+
+def test_bench_command_without_bundled_input_uses_the_manifest_spec():
+    spec = TensorSpec([1, 3, 224, 224], "float32", "channels_last")
+    cmd = bench_command("/d", "m-nnapi.pt", "nnapi", BenchOptions(bundled_input=-1, threads=None), spec)
+    assert cmd == ("cd /d && ./speed_benchmark_torch --model=./m-nnapi.pt --input_dims=1,3,224,224 "
+                   "--input_type=float --input_memory_format=channels_last --warmup=5 --iter=200 --report_pep=true")
+    assert "--use_bundled_input=2" in bench_command("/d", "m.pt", "cpu", BenchOptions(bundled_input=2), spec)
+    with pytest.raises(UsageError) as e:
+        bench_command("/d", "m.pt", "nnapi", BenchOptions(bundled_input=-1), TensorSpec([1, 3, 2, 2], "quint8"))
+    assert "cannot make a quint8 input itself" in str(e.value) and "deploy.bundled_input = 0" in str(e.value)
 
 
 def test_app_contract():
