@@ -113,8 +113,12 @@ def test_interrupted_push_leaves_no_final_file_and_the_next_deploy_completes_it(
         second = deploy(s)
         (rep2,) = second.devices
         assert not rep2.errors, rep2.errors
-        assert rep2.skipped_files == len(done_before)
-        assert rep2.pushed_files == 4 - len(done_before)  # four models; --no-bench pushes no binary
+        # four models (--no-bench pushes no binary). A verify+rename the device had already started when the
+        # connection dropped may still finish on the device after the first deploy returned (as on a phone):
+        # so at least what was final then is skipped, and at least the cut file and the one after it are pushed
+        assert rep2.skipped_files + rep2.pushed_files == 4
+        assert rep2.skipped_files >= len(done_before) and rep2.pushed_files >= 2
+        assert rep2.pushed_bytes == 600_000 * rep2.pushed_files
         for f in inp.models.glob("*.pt"):
             assert sha256_file(d / f.name) == sha256_file(f)
         assert not [p for p in os.listdir(d) if ".partial-" in p]
