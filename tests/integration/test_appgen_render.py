@@ -108,7 +108,7 @@ def test_every_variant_is_a_complete_project(rendered, models, mode):
     assert res.warnings and "does NOT match" in res.warnings[0]
 
 
-@pytest.mark.parametrize("mode", ["none", "full"])
+@pytest.mark.parametrize("mode", ["none", "core", "full"])
 def test_generated_java_compiles_against_the_stubs(rendered, mode, tmp_path):
     classes = compile_app(rendered[mode].out, APP_ID, tmp_path)
     names = {p.name for p in classes}
