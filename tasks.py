@@ -143,6 +143,126 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
     print(f"results: {result.json_path}")
 
 
+# --------------------------------------------------------------------------- build-android, check-compat, doctor
+
+
+@task(
+    help={
+        "lane": "pin set: current (v2.8.0, default) or seed-2020 (config pytorch.lane)",
+        "commit": "build another PyTorch commit (full SHA; lane facts from the nearest preset, with a warning)",
+        "repo_url": "PyTorch repository to fetch from (config pytorch.repo_url)",
+        "ndk": "Android NDK directory (else config ndk.path, ANDROID_NDK, ANDROID_NDK_HOME, ANDROID_HOME/ndk/*)",
+        "abi": "arm64-v8a (default), armeabi-v7a, x86_64 or x86",
+        "api_level": "Android API level the binary is built for (default 29, config android.api_level)",
+        "python": "host Python for PyTorch's build scripts (config pytorch.python)",
+        "max_jobs": "parallel compile jobs (default: all cores, config android.max_jobs)",
+        "clean": "start the build over (removes the ABI's CMake tree, build-info and AAR under build/android/<abi>)",
+        "aar": "also build the pytorch_android AAR from the same checkout (needs an Android SDK)",
+        "cmake_arg": "extra CMake argument for build_android.sh (repeatable)",
+        "debug": "show tracebacks",
+    },
+    iterable=["cmake_arg"],
+)
+def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, api_level=None, python=None,
+                  max_jobs=None, clean=False, aar=False, cmake_arg=None, debug=False):
+    """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
+    with _stage(c, "build-android", debug):
+        from ndk_build import BuildSettings, build_android as run_build
+
+        source_dir = pick(None, c.config, "pytorch.source_dir")
+        jobs = pick(max_jobs, c.config, "android.max_jobs")
+        settings = BuildSettings(
+            build_dir=_build_dir(c),
+            lane=pick(lane, c.config, "pytorch.lane"),
+            lane_explicit=lane is not None,
+            commit=pick(commit, c.config, "pytorch.commit"),
+            repo_url=pick(repo_url, c.config, "pytorch.repo_url"),
+            source_dir=Path(source_dir) if source_dir else None,
+            ndk=ndk,
+            ndk_config=pick(None, c.config, "ndk.path"),
+            sdk=pick(None, c.config, "android.sdk"),
+            python=pick(python, c.config, "pytorch.python"),
+            abi=pick(abi, c.config, "android.abi"),
+            api_level=int(pick(api_level, c.config, "android.api_level")),
+            max_jobs=int(jobs) if jobs else None,
+            clean=bool(clean),
+            aar=bool(aar),
+            cmake_args=tuple(cmake_arg or ()),
+            git_jobs=int(pick(None, c.config, "pytorch.git_jobs", 4)),
+        )
+        result = run_build(settings)
+    info = result.info
+    rows = [(a["name"], a["kind"], a["sha256"][:12], a["path"]) for a in info["artefacts"]]
+    _table(f"{'up to date' if result.reused else 'built'}: PyTorch {info['commit'][:12]} ({info['lane']}) "
+           f"{info['abi']} API {info['api_level']}, NDK {info['ndk']['revision']}",
+           ["artefact", "kind", "sha256", "path"], rows)
+    ver = info.get("verification", {})
+    print(f"verified: machine {ver.get('machine')}, API level {ver.get('api_level')}")
+    for w in result.warnings:
+        print(f"warning: {w}")
+    print(f"build-info: {result.build_info_path} ({result.seconds:.1f}s; log {result.log_path})")
+
+
+@task(
+    help={
+        "models": "directory with manifest.json from `invoke convert` (default: config convert.out)",
+        "build_info": "build-info.json of the runtime (default: build/android/<abi>/build-info.json)",
+        "pytorch_android": "check against a published pytorch_android version instead of a build",
+        "source": "PyTorch checkout of that runtime (to compare operators when versions differ)",
+        "abi": "which build to read when --build-info is not given (default: config android.abi)",
+        "strict": "also fail when compatibility cannot be decided",
+        "debug": "show tracebacks",
+    }
+)
+def check_compat(c, models=None, build_info=None, pytorch_android=None, source=None, abi=None, strict=False,
+                 debug=False):
+    """Can the Android runtime run the converted models? (same commit, operators, NNAPI methods, file format)"""
+    with _stage(c, "check-compat", debug):
+        from ndk_build import check_compat as run_check
+
+        if build_info is None and pytorch_android is None:
+            build_info = _build_dir(c) / "android" / pick(abi, c.config, "android.abi") / "build-info.json"
+        report = run_check(
+            Path(pick(models, c.config, "convert.out")),
+            build_info=Path(build_info) if build_info else None,
+            pytorch_android=pytorch_android,
+            source_dir=Path(source) if source else None,
+        )
+        for line in report.lines():
+            print(line)
+        report.raise_for_status(strict_unknown=bool(strict))
+
+
+@task(
+    help={
+        "strict": "exit non-zero when anything is missing or does not fit the lane",
+        "lane": "lane to check the NDK and host Python against (default: config pytorch.lane)",
+        "ndk": "Android NDK directory to check",
+        "debug": "show tracebacks",
+    }
+)
+def doctor(c, strict=False, lane=None, ndk=None, debug=False):
+    """What this machine has for every stage, what is missing, and how to get it."""
+    with _stage(c, "doctor", debug):
+        from ndk_build import DoctorSettings, problems, run_doctor
+
+        port = pick(None, c.config, "deploy.adb_port")
+        checks = run_doctor(DoctorSettings(
+            lane=pick(lane, c.config, "pytorch.lane"),
+            ndk=ndk,
+            ndk_config=pick(None, c.config, "ndk.path"),
+            sdk=pick(None, c.config, "android.sdk"),
+            python=pick(None, c.config, "pytorch.python"),
+            adb_host=pick(None, c.config, "deploy.adb_host", "127.0.0.1"),
+            adb_port=int(port) if port else None,
+        ))
+    _table("torchdroid doctor", ["stage", "tool", "status", "found", "fix"],
+           [(ch.stage, ch.name, ch.status, ch.found, ch.fix) for ch in checks])
+    bad = problems(checks)
+    if bad and strict:
+        raise Exit(f"torchdroid doctor: {len(bad)} problem(s): " + ", ".join(ch.name for ch in bad), code=1)
+
+
 # --------------------------------------------------------------------------- make-app / build-app
 
 
@@ -239,5 +359,230 @@ def build_app(c, out=None, debug=False):
     print(f"gradle log: {result.log_path}")
 
 
-ns = Collection(convert, bench, make_app, build_app)
+# --------------------------------------------------------------------------- deploy / report
+
+
+def _opt_path(value):
+    return Path(value) if value else None
+
+
+@task(
+    help={
+        "serial": "device serial to use (repeatable; default: every connected device)",
+        "models": "directory written by `invoke convert` (default: config convert.out)",
+        "variant": "variants to deploy, e.g. quant_full (repeat or comma-separate; default all)",
+        "binary": "speed_benchmark_torch to push instead of the one in the build-info",
+        "build_info": "build-info.json of `invoke build-android` (default build/android/<abi>/build-info.json)",
+        "apk": "APK to install instead of the one `invoke build-app` recorded",
+        "app": "directory of the generated app (with torchdroid-app.json; default config app.out)",
+        "bench": "run the benchmarks (default on; --no-bench only pushes and installs)",
+        "app_bench": "also run the in-app benchmark via its intent and logcat (default on)",
+        "install": "install the APK (default on; --no-install skips the app entirely)",
+        "warmup": "warm-up iterations per run (default 5)",
+        "iter": "timed iterations per run (default 200)",
+        "repeat": "runs per model; median/p90/min/spread are over all of them (default 3)",
+        "threads": "--pthreadpool_size (default 1; 0 leaves the flag out)",
+        "caching_allocator": "pass --use_caching_allocator=true to CPU models",
+        "allow_mismatch": "benchmark even when the models' torch commit differs from the binary's",
+        "profile_with_gatord": "PATH to Arm's gatord: push it and run each benchmark under `gatord --app`",
+        "device_dir": "parent directory on the device (default /data/local/tmp/torchdroid)",
+        "project": "sub-directory name on the device (default: this directory's name)",
+        "results": "results directory: SQLite history + CSV/JSON (default build/results)",
+        "adb_host": "adb server host (default 127.0.0.1)",
+        "adb_port": "adb server port (default ANDROID_ADB_SERVER_PORT or 5037)",
+        "debug": "show tracebacks",
+    },
+    iterable=["serial", "variant"],
+    auto_shortflags=False,
+)
+def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=None, apk=None, app=None,
+           bench=True, app_bench=True, install=True, warmup=None, iter=None, repeat=None, threads=None,
+           caching_allocator=False, allow_mismatch=False, profile_with_gatord=None, device_dir=None, project=None,
+           results=None, adb_host=None, adb_port=None, debug=False):
+    """Push the benchmark binary and models, install the app, benchmark on every device, record and report."""
+    with _stage(c, "deploy", debug):
+        from deploy import BenchOptions, DeploySettings
+        from deploy import deploy as run_deploy
+
+        abi = pick(None, c.config, "android.abi", "arm64-v8a")
+        threads_v = int(pick(threads, c.config, "deploy.threads", 1))
+        options = BenchOptions(
+            warmup=int(pick(warmup, c.config, "deploy.warmup")),
+            iters=int(pick(iter, c.config, "deploy.iter")),
+            repeat=int(pick(repeat, c.config, "deploy.repeat")),
+            threads=threads_v if threads_v > 0 else None,
+            caching_allocator=bool(caching_allocator or pick(None, c.config, "deploy.caching_allocator", False)),
+            timeout=float(pick(None, c.config, "deploy.bench_timeout", 600)),
+            gatord=bool(pick(profile_with_gatord, c.config, "deploy.gatord")),
+        )
+        settings = DeploySettings(
+            models=Path(pick(models, c.config, "convert.out")),
+            results=Path(pick(results, c.config, "deploy.results")),
+            build_info=Path(pick(build_info, c.config, "deploy.build_info",
+                                 str(_build_dir(c) / "android" / abi / "build-info.json"))),
+            binary=_opt_path(pick(binary, c.config, "deploy.binary")),
+            app_dir=Path(pick(app, c.config, "deploy.app_dir", pick(None, c.config, "app.out", "build/app"))),
+            apk=_opt_path(pick(apk, c.config, "deploy.apk")),
+            application_id=pick(None, c.config, "app.application_id"),
+            variants=tuple(_split(variant) or pick(None, c.config, "deploy.variants", [])),
+            serials=tuple(_split(serial) or pick(None, c.config, "deploy.serials", [])),
+            adb_host=str(pick(adb_host, c.config, "deploy.adb_host", "127.0.0.1")),
+            adb_port=int(pick(adb_port, c.config, "deploy.adb_port", 0)) or None,
+            device_dir=str(pick(device_dir, c.config, "deploy.device_dir")),
+            project=str(pick(project, c.config, "deploy.project", Path.cwd().name)),
+            # on/off flags: the CLI can switch off what the config has on, and on what it has off
+            bench=bool(bench and pick(None, c.config, "deploy.bench", True)),
+            app_bench=bool(app_bench and pick(None, c.config, "deploy.app_bench", True)),
+            install=bool(install and pick(None, c.config, "deploy.install", True)),
+            options=options,
+            allow_mismatch=bool(allow_mismatch or pick(None, c.config, "deploy.allow_mismatch", False)),
+            gatord=_opt_path(pick(profile_with_gatord, c.config, "deploy.gatord")),
+            timeout=float(pick(None, c.config, "deploy.timeout", 120)),
+            app_wait=float(pick(None, c.config, "deploy.app_wait", 120)),
+        )
+        result = run_deploy(settings)
+    _print_deploy(result)
+    if result.failed:
+        raise Exit(f"torchdroid deploy: {len(result.failed)} of {len(result.devices)} device(s) had problems "
+                   "(see above; the others were deployed)", code=7)
+
+
+def _print_tables(rows) -> None:
+    from deploy.summary import device_tables, slower_callouts
+
+    for title, columns, table_rows in device_tables(rows):
+        _table(title, columns, table_rows)
+    for line in slower_callouts(rows):
+        print(f"note: {line}")
+
+
+def _print_deploy(result) -> None:
+    for w in result.warnings:
+        print(f"warning: {w}")
+    _print_tables(result.rows)
+    for d in result.devices:
+        facts = f" ({d.facts.model}, SDK {d.facts.sdk})" if d.facts else ""
+        print(f"{d.serial}{facts}: {d.pushed_files} file(s) pushed ({d.pushed_bytes} bytes), "
+              f"{d.skipped_files} unchanged" + ("" if d.installed is None else
+                                                f", app {'installed' if d.installed else 'already installed'}"))
+        for n in d.notes:
+            print(f"  note: {n}")
+        for e in d.errors:
+            print("  problem: " + e.replace("\n", "\n    "))
+    print(f"device directory: {result.directory}")
+    if result.run_id is not None:
+        print(f"results: run {result.run_id} in {result.db_path}; "
+              + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
+        print("picture: invoke report")
+
+
+@task(
+    help={
+        "run": "run id in the results database (default: the latest)",
+        "results": "results directory (default build/results)",
+        "out": "PNG to write (default <results>/report-run-NNNN.png)",
+        "source": "binary (speed_benchmark_torch) or app (in-app benchmark)",
+        "debug": "show tracebacks",
+    },
+    auto_shortflags=False,
+)
+def report(c, run=None, results=None, out=None, source=None, debug=False):
+    """Draw latency and CPU-vs-NNAPI speed-up per device and mode (PNG), and export the run as CSV/JSON."""
+    with _stage(c, "report", debug):
+        from deploy.report import ReportSettings, make_report
+
+        result = make_report(ReportSettings(
+            results=Path(pick(results, c.config, "deploy.results")),
+            run_id=int(run) if run else None,
+            out=_opt_path(out),
+            source=str(pick(source, c.config, "deploy.report_source", "binary")),
+        ))
+    _print_tables(result.rows)
+    print(f"picture: {result.png}")
+    print("exports: " + ", ".join(str(p) for p in result.exports.values()))
+
+
+# --------------------------------------------------------------------------- verify (host NNAPI)
+
+
+@task(
+    help={
+        "models": "directory written by `invoke convert` (default: config convert.out)",
+        "variant": "variants to check, e.g. quant_full or mobilenetv2-quant_core (repeat or comma-separate; default all)",
+        "rounding": "quantized kernels: qnnpack (match the CPU model, default) | nnapi (a conformant device's arithmetic)",
+        "random_inputs": "random inputs besides the bundled ones (default 3)",
+        "layerwise": "layer-by-layer comparison: auto (quantized variants and failures) | always | never",
+        "api_level": "target Android API level for the feature-level check (default: config android.api_level)",
+        "out": "results JSON (default: <models>/verify.json)",
+        "debug": "show tracebacks",
+    },
+    iterable=["variant"],
+)
+def verify(c, models=None, variant=None, rounding=None, random_inputs=None, layerwise=None, api_level=None, out=None,
+           debug=False):
+    """Run each NNAPI model on the host NNAPI and its CPU model on the same inputs; compare and check statically."""
+    with _stage(c, "verify", debug):
+        from host_nnapi.verify import verify as run_verify
+
+        result = run_verify(_verify_settings(c, models, variant, rounding, random_inputs, layerwise, api_level, out))
+    _print_verify(result)
+
+
+def _verify_settings(c, models=None, variant=None, rounding=None, random_inputs=None, layerwise=None, api_level=None,
+                     out=None):
+    from host_nnapi.verify import VerifySettings
+
+    cache = pick(None, c.config, "verify.cache")
+    out = pick(out, c.config, "verify.out")
+    return VerifySettings(
+        models=Path(pick(models, c.config, "convert.out")),
+        out=Path(out) if out else None,
+        variants=tuple(_split(variant)),
+        rounding=str(pick(rounding, c.config, "verify.rounding")),
+        float_atol=float(pick(None, c.config, "verify.float_atol")),
+        float_rtol=float(pick(None, c.config, "verify.float_rtol")),
+        max_lsb=int(pick(None, c.config, "verify.max_lsb")),
+        min_top1_agreement=float(pick(None, c.config, "verify.min_top1_agreement")),
+        min_top5_agreement=float(pick(None, c.config, "verify.min_top5_agreement")),
+        random_inputs=int(pick(random_inputs, c.config, "verify.random_inputs")),
+        seed=int(pick(None, c.config, "verify.seed")),
+        api_level=int(pick(api_level, c.config, "android.api_level")),
+        layerwise=str(pick(layerwise, c.config, "verify.layerwise")),
+        cache=Path(cache) if cache else None,
+    )
+
+
+def _print_verify(result) -> None:
+    rows = []
+    for r in result.rows:
+        diff = f"{r.max_lsb_diff} LSB" if r.quantized and r.max_lsb_diff is not None else f"{r.max_abs_diff:.3g}"
+        top = "-" if r.top1_agreement is None else f"{r.top1_agreement:.2f}/{r.top5_agreement:.2f}"
+        worst = max((x["max_lsb"] or 0 for x in r.layers), default=None) if r.quantized and r.layers else None
+        rows.append((r.variant, "ok" if r.ok else "FAIL", r.inputs, diff, top, "-" if worst is None else f"{worst} LSB",
+                     sum(1 for f in r.findings if f["severity"] != "info")))
+    _table(f"host NNAPI vs CPU ({result.library})", ["variant", "result", "inputs", "end-to-end diff", "top-1/top-5",
+                                                     "worst op (isolated)", "findings"], rows)
+    for r in result.rows:
+        for f in r.findings:
+            if f["severity"] != "info":
+                print(f"{r.variant}: {f['severity']}: {f['message']}")
+    print(f"results: {result.json_path}")
+
+
+def verify_after_convert(c, models: Path):
+    """For `invoke convert`: verify the fresh models when the host NNAPI can be built here (returns None otherwise)."""
+    import host_nnapi
+
+    ok, why = host_nnapi.availability()
+    if not ok:
+        print(f"note: host NNAPI verification skipped: {why}")
+        return None
+    from host_nnapi.verify import verify as run_verify
+
+    result = run_verify(_verify_settings(c, models=str(models)))
+    _print_verify(result)
+    return result
+
+
+ns = Collection(convert, bench, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify)
 ns.configure(DEFAULTS)

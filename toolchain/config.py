@@ -26,9 +26,16 @@ DEFAULTS: dict = {
         "threads": 1,
         "out": "build/bench",
     },
-    "pytorch": {"lane": "current", "commit": None, "repo_url": None},
+    "pytorch": {
+        "lane": "current",
+        "commit": None,
+        "repo_url": None,
+        "source_dir": None,  # None: <build_dir>/src/pytorch-<sha12>, one checkout per commit
+        "python": None,  # host Python for the build scripts; None: the one running torchdroid
+        "git_jobs": 4,  # submodules fetched in parallel
+    },
     "ndk": {"path": None},
-    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None},
+    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None, "sdk": None},
     "app": {
         "out": "build/app",
         "name": "torchdroid demo",
@@ -51,8 +58,38 @@ DEFAULTS: dict = {
         "repeat": 3,
         "threads": 1,
         "results": "build/results",
+        # added by the deploy stage
+        "project": None,  # None: the name of the current directory (one device directory per project)
+        "serials": [],  # [] = every connected device
+        "variants": [],  # [] = every variant in the manifest
+        "build_info": None,  # None: <build_dir>/android/<android.abi>/build-info.json
+        "binary": None,  # a speed_benchmark_torch instead of the build-info's
+        "app_dir": None,  # None: app.out (where torchdroid-app.json is)
+        "apk": None,
+        "install": True,
+        "bench": True,
+        "app_bench": True,
+        "caching_allocator": False,  # --use_caching_allocator=true for CPU models
+        "timeout": 120,  # seconds per adb call
+        "bench_timeout": 600,  # seconds per benchmark run
+        "app_wait": 120,  # seconds to wait for the app's logcat line
+        "gatord": None,  # path to Arm's gatord: run the benchmarks under `gatord --app`
+        "allow_mismatch": False,
+        "report_source": "binary",  # binary | app
     },
-    "verify": {"float_atol": 1e-4, "max_lsb": 2, "min_top5_agreement": 0.8},
+    "verify": {
+        "float_atol": 1e-4,
+        "float_rtol": 1e-5,  # plus this fraction of the largest reference output magnitude
+        "max_lsb": 2,  # per NNAPI operation run in isolation on the CPU model's values
+        "min_top1_agreement": 0.75,
+        "min_top5_agreement": 0.8,
+        "rounding": "qnnpack",  # quantized kernels: qnnpack (match the CPU model) | nnapi (what a conformant device computes)
+        "random_inputs": 3,  # besides the bundled inputs
+        "seed": 0,
+        "layerwise": "auto",  # auto: for quantized variants and on failure | always | never
+        "out": None,  # default: <models>/verify.json
+        "cache": None,  # where the host libneuralnetworks.so is built; default ~/.cache/torchdroid/host-nnapi
+    },
 }
 
 
