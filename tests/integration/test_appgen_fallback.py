@@ -1,4 +1,5 @@
-"""NNAPI with CPU fallback: the generated ModelRunner.java, run on the JVM through every fallback path.
+"""NNAPI with CPU fallback (the generated ModelRunner.java) and the copy-once model cache (AssetCache.java),
+run on the JVM: every fallback path, and a model copied from assets once per app version.
 
 The model files are the working fakes in tests/appgen_support/jvm_fakes (a Module that fails to load or run
 when its path says so); ModelRunner, Classifier and AppConfig are the generated sources, unchanged.
@@ -61,7 +62,28 @@ public class Probe {
         Module.live = 0;
     }
 
-    public static void main(String[] a) {
+    static int opens;
+
+    /** AssetCache: copy on first use, reuse (also from a new instance = an app restart), copy again on update. */
+    static void cache(String dir) throws Exception {
+        final AssetCache.Opener opener = name -> {
+            opens++;
+            return new java.io.ByteArrayInputStream(("bytes of " + name).getBytes("UTF-8"));
+        };
+        final java.io.File d = new java.io.File(dir);
+        final String first = new AssetCache(d, "1000", opener).path("m.pt");
+        final int afterFirst = opens;
+        new AssetCache(d, "1000", opener).path("m.pt");
+        final int afterRestart = opens;
+        new AssetCache(d, "2000", opener).path("m.pt");
+        final int afterUpdate = opens;
+        final String read = new String(new AssetCache(d, "2000", opener).read("labels.txt"), "UTF-8");
+        System.out.println("{\\"name\\": \\"cache\\", \\"path\\": " + q(first) + ", \\"first\\": " + afterFirst
+                + ", \\"restart\\": " + afterRestart + ", \\"update\\": " + afterUpdate + ", \\"read\\": " + q(read) + "}");
+    }
+
+    public static void main(String[] a) throws Exception {
+        cache(a[0]);
         scenario("old-device", 28, "nnapi", "nnapi.pt", "cpu.pt", 2);
         scenario("nnapi-ok", 29, "nnapi", "nnapi.pt", "cpu.pt", 3);
         scenario("load-fails", 33, "nnapi", "nnapi-fail-load.pt", "cpu.pt", 2);
@@ -79,9 +101,12 @@ def _run(project: Path, work: Path) -> dict:
     src = project / "app/src/main/java" / PKG.replace(".", "/")
     (work / "Probe.java").write_text(PROBE)
     sources = [*sorted(FAKES.rglob("*.java")), *(src / n for n in ("AppConfig.java", "Classifier.java",
-                                                                   "ModelRunner.java")), work / "Probe.java"]
+                                                                   "ModelRunner.java", "AssetCache.java")),
+               work / "Probe.java"]
     subprocess.run(["javac", "-d", work / "classes", *sources], check=True)
-    out = subprocess.run(["java", "-cp", work / "classes", f"{PKG}.Probe"], check=True, capture_output=True,
+    files = work / "files"
+    files.mkdir()
+    out = subprocess.run(["java", "-cp", work / "classes", f"{PKG}.Probe", files], check=True, capture_output=True,
                          text=True).stdout
     rows = [json.loads(line) for line in out.splitlines()]
     return {r["name"]: r for r in rows}
@@ -148,3 +173,13 @@ def test_an_app_without_an_nnapi_model_runs_the_cpu_model(tmp_path):
     row = _run(out, tmp_path)["nnapi-ok"]
     assert (row["opened"], row["classified"]) == ("cpu", 3)
     assert row["reason"] == "this app has no NNAPI model for quant_none"
+
+
+def test_models_are_copied_from_assets_once_per_app_version(scenarios):
+    row = scenarios["cache"]
+    model = Path(row["path"])
+    assert model.name == "m.pt" and model.read_text() == "bytes of m.pt"
+    assert (model.parent / "m.pt.stamp").read_text() == "2000"  # the last (updated) app version
+    assert (row["first"], row["restart"], row["update"]) == (1, 1, 2)  # copied, reused, copied again
+    assert row["read"] == "bytes of labels.txt"
+    assert sorted(p.name for p in model.parent.iterdir()) == ["m.pt", "m.pt.stamp"]  # no .partial left

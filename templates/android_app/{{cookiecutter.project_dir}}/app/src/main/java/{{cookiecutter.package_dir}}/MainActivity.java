@@ -22,13 +22,10 @@ import androidx.camera.lifecycle.ProcessCameraProvider;
 import androidx.core.content.ContextCompat;
 import com.google.common.util.concurrent.ListenableFuture;
 import java.io.BufferedReader;
-import java.io.ByteArrayOutputStream;
 import java.io.File;
-import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.InputStreamReader;
-import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -62,6 +59,7 @@ public class MainActivity extends ComponentActivity {
 
     // worker-thread state
     private ModelRunner runner;
+    private AssetCache assetCache;
     private byte[] lut;
     private String[] labels;
     private Bitmap frame;
@@ -112,7 +110,7 @@ public class MainActivity extends ComponentActivity {
     /** Load the requested backend (NNAPI falls back to the CPU model, see ModelRunner) and say which runs. */
     private void open(String requested) throws IOException {
         if (runner == null) {
-            runner = new ModelRunner(this::assetFile, lut, Build.VERSION.SDK_INT);
+            runner = new ModelRunner(assets()::path, lut, Build.VERSION.SDK_INT);
         }
         runner.open(requested, sampleFrame());
         if (runner.fallbackReason != null) {
@@ -126,7 +124,7 @@ public class MainActivity extends ComponentActivity {
             labels = readLabels();
         }
         if (lut == null && "uint8_lut".equals(AppConfig.INPUT_MODE)) {
-            lut = readAsset(AppConfig.LUT_ASSET);
+            lut = assets().read(AppConfig.LUT_ASSET);
         }
         if (frame == null) {
             final int size = AppConfig.INPUT_SIZE;
@@ -323,49 +321,13 @@ public class MainActivity extends ComponentActivity {
         return b.toString();
     }
 
-    /** Copy an asset to the app's files directory once (again only after the app is updated). */
-    private String assetFile(String name) throws IOException {
-        final File file = new File(getFilesDir(), name);
-        final File stamp = new File(getFilesDir(), name + ".stamp");
-        final String apkStamp = String.valueOf(new File(getPackageCodePath()).lastModified());
-        if (file.isFile() && stamp.isFile() && apkStamp.equals(new String(readFile(stamp), StandardCharsets.UTF_8))) {
-            return file.getAbsolutePath();
+    /** Models are copied from assets to the files directory once (again only after an app update). */
+    private AssetCache assets() {
+        if (assetCache == null) {
+            final String apkStamp = String.valueOf(new File(getPackageCodePath()).lastModified());
+            assetCache = new AssetCache(getFilesDir(), apkStamp, getAssets()::open);
         }
-        final File tmp = new File(getFilesDir(), name + ".partial");
-        try (InputStream in = getAssets().open(name); OutputStream out = new FileOutputStream(tmp)) {
-            copy(in, out);
-        }
-        if (!tmp.renameTo(file)) {
-            throw new IOException("could not move " + tmp + " to " + file);
-        }
-        try (OutputStream out = new FileOutputStream(stamp)) {
-            out.write(apkStamp.getBytes(StandardCharsets.UTF_8));
-        }
-        return file.getAbsolutePath();
-    }
-
-    private byte[] readAsset(String name) throws IOException {
-        try (InputStream in = getAssets().open(name)) {
-            final ByteArrayOutputStream out = new ByteArrayOutputStream();
-            copy(in, out);
-            return out.toByteArray();
-        }
-    }
-
-    private static byte[] readFile(File file) throws IOException {
-        try (InputStream in = new java.io.FileInputStream(file)) {
-            final ByteArrayOutputStream out = new ByteArrayOutputStream();
-            copy(in, out);
-            return out.toByteArray();
-        }
-    }
-
-    private static void copy(InputStream in, OutputStream out) throws IOException {
-        final byte[] buffer = new byte[64 * 1024];
-        int n;
-        while ((n = in.read(buffer)) > 0) {
-            out.write(buffer, 0, n);
-        }
+        return assetCache;
     }
 
     private String[] readLabels() throws IOException {
