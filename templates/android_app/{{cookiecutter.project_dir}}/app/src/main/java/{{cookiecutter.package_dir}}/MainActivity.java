@@ -294,31 +294,7 @@ public class MainActivity extends ComponentActivity {
     }
 
     private String describe(float[] scores, long nanos) {
-        final int k = Math.min(5, scores.length);
-        final int[] top = new int[k];
-        final boolean[] taken = new boolean[scores.length];
-        for (int j = 0; j < k; j++) {
-            int best = -1;
-            for (int i = 0; i < scores.length; i++) {
-                if (!taken[i] && (best < 0 || scores[i] > scores[best])) {
-                    best = i;
-                }
-            }
-            taken[best] = true;
-            top[j] = best;
-        }
-        double max = scores[top[0]];
-        double sum = 0;
-        for (float s : scores) {
-            sum += Math.exp(s - max);
-        }
-        final StringBuilder b = new StringBuilder(String.format(Locale.US, "%.1f ms on %s\n", nanos / 1e6,
-                runner.classifier.backend.toUpperCase(Locale.US)));
-        for (int idx : top) {
-            final String label = idx < labels.length ? labels[idx] : ("class " + idx);
-            b.append(String.format(Locale.US, "%5.1f%%  %s\n", 100.0 * Math.exp(scores[idx] - max) / sum, label));
-        }
-        return b.toString();
+        return TopK.describe(scores, labels, nanos, runner.classifier.backend);
     }
 
     /** Models are copied from assets to the files directory once (again only after an app update). */
