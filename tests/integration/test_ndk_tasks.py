@@ -88,3 +88,23 @@ def test_doctor_rows_follow_the_environment(tmp_path):
     seed = {c.name: c for c in run_doctor(DoctorSettings(lane="seed-2020", env={}, adb_port=1))}
     assert seed["host Python for lane seed-2020"].status == "warn"
     assert "pytorch.python" in seed["host Python for lane seed-2020"].fix
+
+
+def test_build_android_task_reads_its_config_keys_and_resolves_a_tag(tmp_path, fake_pytorch, fake_ndk):
+    """pytorch.commit (a tag), pytorch.repo_url, ndk.path, android.abi/api_level/max_jobs from a config file."""
+    cfg = tmp_path / "torchdroid.yaml"
+    cfg.write_text(f"pytorch:\n  commit: {fake_pytorch.tag}\n  repo_url: {fake_pytorch.url}\n"
+                   f"ndk:\n  path: {fake_ndk}\nandroid:\n  abi: x86_64\n  api_level: 27\n  max_jobs: 1\n")
+    res = invoke(["-f", str(cfg), "build-android"], tmp_path / "b")
+    assert res.returncode == 0, res.stderr
+    info = json.loads((tmp_path / "b" / "android" / "x86_64" / "build-info.json").read_text())
+    assert info["commit"] == fake_pytorch.pinned and info["requested_ref"] == "refs/tags/v0.1.0"
+    assert info["repo_url"] == fake_pytorch.url
+    assert info["ndk"]["found_by"] == "config ndk.path"
+    assert info["api_level"] == 27 and info["verification"]["api_level"] == 27
+    assert info["env"]["MAX_JOBS"] == "1"
+    # an unknown tag is a usage error (exit 2) naming the repository
+    cfg.write_text(cfg.read_text().replace(fake_pytorch.tag, "v9.9.9"))
+    bad = invoke(["-f", str(cfg), "build-android"], tmp_path / "b")
+    assert bad.returncode == 2, bad.stderr
+    assert "has no tag or branch 'v9.9.9'" in bad.stderr and "Traceback" not in bad.stderr
