@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,10 @@ def test_build_android_task_builds_then_is_up_to_date(tmp_path, fake_pytorch, fa
     assert "verified: machine Advanced Micro Devices X86-64, API level 28" in first.stdout
     assert "warning: custom commit" in first.stdout
     assert json.loads(info_path.read_text())["api_level"] == 28
+    # the console shows progress from the build's [n/N] lines; the full output is only in the log
+    assert re.search(r"^\[\d+/(\d+)\] x86_64: Linking CXX executable speed_benchmark_torch", first.stderr, re.M)
+    assert "-- Configuring done" not in first.stderr + first.stdout
+    assert "-- Configuring done" in (info_path.parent / "build.log").read_text()
     second = invoke(args, tmp_path / "b")
     assert second.returncode == 0 and "up to date" in second.stdout
 
