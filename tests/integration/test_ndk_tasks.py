@@ -113,3 +113,19 @@ def test_build_android_task_reads_its_config_keys_and_resolves_a_tag(tmp_path, f
     bad = invoke(["-f", str(cfg), "build-android"], tmp_path / "b")
     assert bad.returncode == 2, bad.stderr
     assert "has no tag or branch 'v9.9.9'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_doctor_lists_attached_devices_and_says_which_are_not_ready(tmp_path):
+    """A real adb server with virtual devices speaking the adb protocol."""
+    from tests.virtual_device.harness import adb_with_devices
+
+    with adb_with_devices(tmp_path, {"ready": {}}) as (server, devs):
+        rows = {c.name: c for c in run_doctor(DoctorSettings(env={}, adb_port=server.port))}
+        assert rows["devices"].status == "ok" and rows["devices"].found == f"{devs['ready'].serial} (device)"
+        assert rows["adb"].status == "ok"
+    with adb_with_devices(tmp_path / "2", {"locked": {"authorized": False}}) as (server, devs):
+        rows = {c.name: c for c in run_doctor(DoctorSettings(env={}, adb_port=server.port))}
+        serial = devs["locked"].serial
+        assert rows["devices"].status == "warn" and rows["devices"].found == f"{serial} (unauthorized)"
+        assert f"{serial}: unlock the phone and accept the USB debugging prompt" in rows["devices"].fix
+        assert rows["devices"] in problems(list(rows.values()))
