@@ -42,8 +42,11 @@ def test_build_android_task_builds_then_is_up_to_date(tmp_path, fake_pytorch, fa
     assert re.search(r"^\[\d+/(\d+)\] x86_64: Linking CXX executable speed_benchmark_torch", first.stderr, re.M)
     assert "-- Configuring done" not in first.stderr + first.stdout
     assert "-- Configuring done" in (info_path.parent / "build.log").read_text()
-    second = invoke(args, tmp_path / "b")
+    assert "nearest preset lane 'current'" in first.stdout
+    # --lane on the command line: a custom commit takes that lane's facts (same inputs: nothing rebuilt)
+    second = invoke([*args, "--lane", "current"], tmp_path / "b")
     assert second.returncode == 0 and "up to date" in second.stdout
+    assert "facts come from lane 'current' (v2.8.0)" in second.stdout and "nearest" not in second.stdout
 
 
 def test_build_android_task_without_ndk_exits_3_with_the_fix(tmp_path, fake_pytorch):
