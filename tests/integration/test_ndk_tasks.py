@@ -132,3 +132,13 @@ def test_doctor_lists_attached_devices_and_says_which_are_not_ready(tmp_path):
         assert rows["devices"].status == "warn" and rows["devices"].found == f"{serial} (unauthorized)"
         assert f"{serial}: unlock the phone and accept the USB debugging prompt" in rows["devices"].fix
         assert rows["devices"] in problems(list(rows.values()))
+
+
+def test_config_lane_is_used(tmp_path, fake_ndk):
+    """pytorch.lane from a config file reaches the checks (seed-2020 refuses this host's Python before fetching)."""
+    cfg = tmp_path / "torchdroid.yaml"
+    cfg.write_text(f"pytorch:\n  lane: seed-2020\nndk:\n  path: {fake_ndk}\n")
+    res = invoke(["-f", str(cfg), "build-android"], tmp_path / "b")
+    assert res.returncode == 3, res.stderr
+    assert "newer than lane 'seed-2020' accepts (3.6 to 3.8)" in res.stderr
+    assert not (tmp_path / "b" / "src").exists()
