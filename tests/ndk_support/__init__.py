@@ -50,7 +50,7 @@ class FakePytorch:
     base: str
     pinned: str
     broken: str  # the tip
-    tag: str = "v0.1.0"  # an annotated tag on ``pinned`` (a branch ``release/0.1`` points there too)
+    tag: str = "v0.1.0"  # an annotated tag on ``pinned``, branch ``release/0.1`` too (only with allow_sha)
 
 
 def _bare_from(work: Path, bare: Path, allow_sha: bool) -> None:
@@ -93,8 +93,9 @@ def make_fake_pytorch(root: Path, bulk_bytes: int = 200_000, allow_sha: bool = T
     _git("add", "-A", cwd=work)
     _git("commit", "-q", "-m", "pinned: drop bulk, add fakedep submodule", cwd=work)
     pinned = _git("rev-parse", "HEAD", cwd=work)
-    _git("tag", "-a", "v0.1.0", "-m", "fixture release", cwd=work)
-    _git("branch", "release/0.1", cwd=work)
+    if allow_sha:  # an advertised ref on the pinned commit would let even a strict server serve it by SHA
+        _git("tag", "-a", "v0.1.0", "-m", "fixture release", cwd=work)
+        _git("branch", "release/0.1", cwd=work)
     src = work / "binaries" / "speed_benchmark_torch.cc"
     src.write_text(src.read_text() + "\nthis line does not compile;\n")
     _git("commit", "-q", "-am", "broken tip", cwd=work)
