@@ -174,7 +174,8 @@ def _adb_checks(s: DoctorSettings) -> List[Check]:
                f"or reconnect it (offline: `adb reconnect`)")
     else:
         fix = ""
-    out.append(Check("deploy", "devices", OK if states and not not_ready else WARN,
+    ready = len(states) - len(not_ready)  # one ready phone is enough to deploy; the others get the fix
+    out.append(Check("deploy", "devices", OK if ready else WARN,
                      ", ".join(f"{serial} ({state})" for serial, state in states) or "none attached", fix))
     return out
 

@@ -122,16 +122,16 @@ def test_doctor_lists_attached_devices_and_says_which_are_not_ready(tmp_path):
     """A real adb server with virtual devices speaking the adb protocol."""
     from tests.virtual_device.harness import adb_with_devices
 
-    with adb_with_devices(tmp_path, {"ready": {}}) as (server, devs):
+    with adb_with_devices(tmp_path, {"ready": {}, "locked": {"authorized": False}}) as (server, devs):
+        ready, locked = devs["ready"].serial, devs["locked"].serial
+        row = {c.name: c for c in run_doctor(DoctorSettings(env={}, adb_port=server.port))}["devices"]
+        assert row.status == "ok"  # one ready phone is enough
+        assert f"{ready} (device)" in row.found and f"{locked} (unauthorized)" in row.found
+        assert row.fix.startswith(f"{locked}: unlock the phone and accept the USB debugging prompt")
+        server.disconnect(ready)
         rows = {c.name: c for c in run_doctor(DoctorSettings(env={}, adb_port=server.port))}
-        assert rows["devices"].status == "ok" and rows["devices"].found == f"{devs['ready'].serial} (device)"
-        assert rows["adb"].status == "ok"
-    with adb_with_devices(tmp_path / "2", {"locked": {"authorized": False}}) as (server, devs):
-        rows = {c.name: c for c in run_doctor(DoctorSettings(env={}, adb_port=server.port))}
-        serial = devs["locked"].serial
-        assert rows["devices"].status == "warn" and rows["devices"].found == f"{serial} (unauthorized)"
-        assert f"{serial}: unlock the phone and accept the USB debugging prompt" in rows["devices"].fix
-        assert rows["devices"] in problems(list(rows.values()))
+        assert rows["devices"].status == "warn" and rows["devices"].found == f"{locked} (unauthorized)"
+        assert rows["devices"] in problems(list(rows.values())) and rows["adb"].status == "ok"
 
 
 def test_config_lane_is_used(tmp_path, fake_ndk):
