@@ -41,9 +41,9 @@ def _stage(c, name: str, debug: bool = False):
     except TorchdroidError as e:
         if debug:
             raise
-        raise Exit(f"torchdroid {name}: {e.label}: {e}\n  (run log: {log_path}; --debug shows the traceback)", code=e.exit_code)
+        raise Exit(f"torchdroid {name}: {e.label}: {e}\n  (run log: {log_path}; --debug shows the traceback)", code=e.exit_code) from e
     except KeyboardInterrupt:
-        raise Exit(f"torchdroid {name}: interrupted (nothing half-written was left under a final name)", code=130)
+        raise Exit(f"torchdroid {name}: interrupted (nothing half-written was left under a final name)", code=130) from None
 
 
 def _table(title: str, columns, rows) -> None:
@@ -143,6 +143,365 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
     print(f"results: {result.json_path}")
 
 
+# --------------------------------------------------------------------------- build-android, check-compat, doctor
+
+
+@task(
+    help={
+        "lane": "pin set: current (v2.8.0, default) or seed-2020 (config pytorch.lane)",
+        "commit": "build another PyTorch commit (full SHA; lane facts from the nearest preset, with a warning)",
+        "repo_url": "PyTorch repository to fetch from (config pytorch.repo_url)",
+        "ndk": "Android NDK directory (else config ndk.path, ANDROID_NDK, ANDROID_NDK_HOME, ANDROID_HOME/ndk/*)",
+        "abi": "arm64-v8a (default), armeabi-v7a, x86_64 or x86",
+        "api_level": "Android API level the binary is built for (default 29, config android.api_level)",
+        "python": "host Python for PyTorch's build scripts (config pytorch.python)",
+        "max_jobs": "parallel compile jobs (default: all cores, config android.max_jobs)",
+        "clean": "start the build over (removes the ABI's CMake tree, build-info and AAR under build/android/<abi>)",
+        "aar": "also build the pytorch_android AAR from the same checkout (needs an Android SDK)",
+        "cmake_arg": "extra CMake argument for build_android.sh (repeatable)",
+        "debug": "show tracebacks",
+    },
+    iterable=["cmake_arg"],
+)
+def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, api_level=None, python=None,
+                  max_jobs=None, clean=False, aar=False, cmake_arg=None, debug=False):
+    """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
+    with _stage(c, "build-android", debug):
+        from ndk_build import BuildSettings, build_android as run_build
+
+        source_dir = pick(None, c.config, "pytorch.source_dir")
+        jobs = pick(max_jobs, c.config, "android.max_jobs")
+        settings = BuildSettings(
+            build_dir=_build_dir(c),
+            lane=pick(lane, c.config, "pytorch.lane"),
+            lane_explicit=lane is not None,
+            commit=pick(commit, c.config, "pytorch.commit"),
+            repo_url=pick(repo_url, c.config, "pytorch.repo_url"),
+            source_dir=Path(source_dir) if source_dir else None,
+            ndk=ndk,
+            ndk_config=pick(None, c.config, "ndk.path"),
+            sdk=pick(None, c.config, "android.sdk"),
+            python=pick(python, c.config, "pytorch.python"),
+            abi=pick(abi, c.config, "android.abi"),
+            api_level=int(pick(api_level, c.config, "android.api_level")),
+            max_jobs=int(jobs) if jobs else None,
+            clean=bool(clean),
+            aar=bool(aar),
+            cmake_args=tuple(cmake_arg or ()),
+            git_jobs=int(pick(None, c.config, "pytorch.git_jobs", 4)),
+        )
+        result = run_build(settings)
+    info = result.info
+    rows = [(a["name"], a["kind"], a["sha256"][:12], a["path"]) for a in info["artefacts"]]
+    _table(f"{'up to date' if result.reused else 'built'}: PyTorch {info['commit'][:12]} ({info['lane']}) "
+           f"{info['abi']} API {info['api_level']}, NDK {info['ndk']['revision']}",
+           ["artefact", "kind", "sha256", "path"], rows)
+    ver = info.get("verification", {})
+    print(f"verified: machine {ver.get('machine')}, API level {ver.get('api_level')}")
+    for w in result.warnings:
+        print(f"warning: {w}")
+    print(f"build-info: {result.build_info_path} ({result.seconds:.1f}s; log {result.log_path})")
+
+
+@task(
+    help={
+        "models": "directory with manifest.json from `invoke convert` (default: config convert.out)",
+        "build_info": "build-info.json of the runtime (default: build/android/<abi>/build-info.json)",
+        "pytorch_android": "check against a published pytorch_android version instead of a build",
+        "source": "PyTorch checkout of that runtime (to compare operators when versions differ)",
+        "abi": "which build to read when --build-info is not given (default: config android.abi)",
+        "strict": "also fail when compatibility cannot be decided",
+        "debug": "show tracebacks",
+    }
+)
+def check_compat(c, models=None, build_info=None, pytorch_android=None, source=None, abi=None, strict=False,
+                 debug=False):
+    """Can the Android runtime run the converted models? (same commit, operators, NNAPI methods, file format)"""
+    with _stage(c, "check-compat", debug):
+        from ndk_build import check_compat as run_check
+
+        if build_info is None and pytorch_android is None:
+            build_info = _build_dir(c) / "android" / pick(abi, c.config, "android.abi") / "build-info.json"
+        report = run_check(
+            Path(pick(models, c.config, "convert.out")),
+            build_info=Path(build_info) if build_info else None,
+            pytorch_android=pytorch_android,
+            source_dir=Path(source) if source else None,
+        )
+        for line in report.lines():
+            print(line)
+        report.raise_for_status(strict_unknown=bool(strict))
+
+
+@task(
+    help={
+        "strict": "exit non-zero when anything is missing or does not fit the lane",
+        "lane": "lane to check the NDK and host Python against (default: config pytorch.lane)",
+        "ndk": "Android NDK directory to check",
+        "debug": "show tracebacks",
+    }
+)
+def doctor(c, strict=False, lane=None, ndk=None, debug=False):
+    """What this machine has for every stage, what is missing, and how to get it."""
+    with _stage(c, "doctor", debug):
+        from ndk_build import DoctorSettings, problems, run_doctor
+
+        port = pick(None, c.config, "deploy.adb_port")
+        checks = run_doctor(DoctorSettings(
+            lane=pick(lane, c.config, "pytorch.lane"),
+            ndk=ndk,
+            ndk_config=pick(None, c.config, "ndk.path"),
+            sdk=pick(None, c.config, "android.sdk"),
+            python=pick(None, c.config, "pytorch.python"),
+            adb_host=pick(None, c.config, "deploy.adb_host", "127.0.0.1"),
+            adb_port=int(port) if port else None,
+        ))
+    _table("torchdroid doctor", ["stage", "tool", "status", "found", "fix"],
+           [(ch.stage, ch.name, ch.status, ch.found, ch.fix) for ch in checks])
+    bad = problems(checks)
+    if bad and strict:
+        raise Exit(f"torchdroid doctor: {len(bad)} problem(s): " + ", ".join(ch.name for ch in bad), code=1)
+
+
+# --------------------------------------------------------------------------- make-app / build-app
+
+
+def _app_out(c, out) -> Path:
+    return Path(pick(out, c.config, "app.out"))
+
+
+@task(
+    help={
+        "model": "converted variant: quant_none, quant_core, quant_full (or <model>-quant_full); default quant_full",
+        "models": "directory `invoke convert` wrote (default: config app.models, else convert.out); converted first when missing",
+        "out": "where the Gradle project goes (default build/app, config app.out); must be new or empty unless --force",
+        "app_name": "name on the launcher (default 'torchdroid demo')",
+        "application_id": "Android application id = Java package (default org.torchdroid.demo)",
+        "abi_filters": "ABIs to package (repeat or comma-separate; default arm64-v8a)",
+        "min_sdk": "minSdkVersion (default 21; NNAPI needs 29, below it the app uses the CPU model)",
+        "target_sdk": "targetSdkVersion (default: the lane's compileSdk, 34 on the current lane)",
+        "lane": "pin lane for Gradle / AGP / compileSdk / pytorch_android (default: config pytorch.lane)",
+        "pytorch_android": "Maven version of org.pytorch:pytorch_android (default: the lane's, else the pinned fallback)",
+        "aar": "link a locally built pytorch_android AAR instead of Maven (from `invoke build-android --aar`)",
+        "force": "replace a non-empty --out directory",
+        "debug": "show tracebacks",
+    },
+    iterable=["abi_filters"],
+)
+def make_app(c, model=None, models=None, out=None, app_name=None, application_id=None, abi_filters=None,
+             min_sdk=None, target_sdk=None, lane=None, pytorch_android=None, aar=None, force=False, debug=False):
+    """A Gradle Android app (CameraX + NNAPI with CPU fallback + in-app benchmark) around one converted variant."""
+    with _stage(c, "make-app", debug):
+        from appgen import AppSettings, make_app as run_make_app
+        from appgen.make import check, needs_convert
+
+        models_dir = Path(pick(models, c.config, "app.models", None) or pick(None, c.config, "convert.out"))
+        aar_path = pick(aar, c.config, "app.aar")
+        settings = AppSettings(
+            model=pick(model, c.config, "app.model"),
+            models=models_dir,
+            out=_app_out(c, out),
+            app_name=pick(app_name, c.config, "app.name"),
+            application_id=pick(application_id, c.config, "app.application_id"),
+            abi_filters=tuple(_split(abi_filters) or _split(pick(None, c.config, "app.abi_filters"))),
+            min_sdk=pick(min_sdk, c.config, "app.min_sdk"),
+            target_sdk=pick(target_sdk, c.config, "app.target_sdk"),
+            lane=pick(lane, c.config, "pytorch.lane"),
+            pytorch_android=pick(pytorch_android, c.config, "app.pytorch_android"),
+            aar=Path(aar_path) if aar_path else None,
+            force=bool(force),
+            build_dir=_build_dir(c),
+        )
+        check(settings)  # bad input fails before any conversion
+        reason = needs_convert(models_dir, settings.model)
+        if reason:
+            print(f"make-app: {reason}: running `invoke convert` first")
+            from converter import ConvertSettings, convert as run_convert
+
+            calibration = pick(None, c.config, "convert.calibration")
+            run_convert(ConvertSettings(
+                model=pick(None, c.config, "convert.model"),
+                modes=(settings.model.rsplit("_", 1)[-1],),
+                weights=str(pick(None, c.config, "convert.weights")),
+                calibration=Path(calibration) if calibration else None,
+                calibration_count=int(pick(None, c.config, "convert.calibration_count", 32)),
+                seed=int(pick(None, c.config, "convert.seed", 0)),
+                out=models_dir,
+                build_dir=_build_dir(c),
+            ))
+        result = run_make_app(settings)
+    _table(f"app assets ({result.variant})", ["asset", "size"],
+           [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()])
+    for line in result.notes:
+        print(f"note: {line}")
+    for line in result.warnings:
+        print(f"WARNING: {line}")
+    print(f"project: {result.out} (application id {result.application_id}; runtime "
+          f"{result.runtime.source} {result.runtime.pytorch_android or result.runtime.aar_name})")
+    print(f"app-info: {result.app_info}")
+    print(f"next: invoke build-app --out {result.out}  (or open {result.out} in Android Studio)")
+
+
+@task(
+    help={
+        "out": "the Gradle project `invoke make-app` wrote (default build/app, config app.out)",
+        "debug": "show tracebacks",
+    }
+)
+def build_app(c, out=None, debug=False):
+    """./gradlew assembleDebug in the generated project (needs an Android SDK and the wrapper jar)."""
+    with _stage(c, "build-app", debug):
+        from appgen import BuildAppSettings, build_app as run_build_app
+
+        result = run_build_app(BuildAppSettings(project=_app_out(c, out), build_dir=_build_dir(c),
+                                                timeout=float(pick(None, c.config, "app.gradle_timeout", 3600))))
+    print(f"APK: {result.apk} ({result.size / 1e6:.1f} MB, sha256 {result.sha256[:16]}…, {result.seconds:.0f} s)")
+    print(f"gradle log: {result.log_path}")
+
+
+# --------------------------------------------------------------------------- deploy / report
+
+
+def _opt_path(value):
+    return Path(value) if value else None
+
+
+@task(
+    help={
+        "serial": "device serial to use (repeatable; default: every connected device)",
+        "models": "directory written by `invoke convert` (default: config convert.out)",
+        "variant": "variants to deploy, e.g. quant_full (repeat or comma-separate; default all)",
+        "binary": "speed_benchmark_torch to push instead of the one in the build-info",
+        "build_info": "build-info.json of `invoke build-android` (default build/android/<abi>/build-info.json)",
+        "apk": "APK to install instead of the one `invoke build-app` recorded",
+        "app": "directory of the generated app (with torchdroid-app.json; default config app.out)",
+        "bench": "run the benchmarks (default on; --no-bench only pushes and installs)",
+        "app_bench": "also run the in-app benchmark via its intent and logcat (default on)",
+        "install": "install the APK (default on; --no-install skips the app entirely)",
+        "warmup": "warm-up iterations per run (default 5)",
+        "iter": "timed iterations per run (default 200)",
+        "repeat": "runs per model; median/p90/min/spread are over all of them (default 3)",
+        "threads": "--pthreadpool_size (default 1; 0 leaves the flag out)",
+        "caching_allocator": "pass --use_caching_allocator=true to CPU models",
+        "allow_mismatch": "benchmark even when the models' torch commit differs from the binary's",
+        "profile_with_gatord": "PATH to Arm's gatord: push it and run each benchmark under `gatord --app`",
+        "device_dir": "parent directory on the device (default /data/local/tmp/torchdroid)",
+        "project": "sub-directory name on the device (default: this directory's name)",
+        "results": "results directory: SQLite history + CSV/JSON (default build/results)",
+        "adb_host": "adb server host (default 127.0.0.1)",
+        "adb_port": "adb server port (default ANDROID_ADB_SERVER_PORT or 5037)",
+        "debug": "show tracebacks",
+    },
+    iterable=["serial", "variant"],
+    auto_shortflags=False,
+)
+def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=None, apk=None, app=None,
+           bench=True, app_bench=True, install=True, warmup=None, iter=None, repeat=None, threads=None,
+           caching_allocator=False, allow_mismatch=False, profile_with_gatord=None, device_dir=None, project=None,
+           results=None, adb_host=None, adb_port=None, debug=False):
+    """Push the benchmark binary and models, install the app, benchmark on every device, record and report."""
+    with _stage(c, "deploy", debug):
+        from deploy import BenchOptions, DeploySettings
+        from deploy import deploy as run_deploy
+
+        abi = pick(None, c.config, "android.abi", "arm64-v8a")
+        threads_v = int(pick(threads, c.config, "deploy.threads", 1))
+        options = BenchOptions(
+            warmup=int(pick(warmup, c.config, "deploy.warmup")),
+            iters=int(pick(iter, c.config, "deploy.iter")),
+            repeat=int(pick(repeat, c.config, "deploy.repeat")),
+            threads=threads_v if threads_v > 0 else None,
+            caching_allocator=bool(caching_allocator or pick(None, c.config, "deploy.caching_allocator", False)),
+            timeout=float(pick(None, c.config, "deploy.bench_timeout", 600)),
+            gatord=bool(pick(profile_with_gatord, c.config, "deploy.gatord")),
+        )
+        settings = DeploySettings(
+            models=Path(pick(models, c.config, "convert.out")),
+            results=Path(pick(results, c.config, "deploy.results")),
+            build_info=Path(pick(build_info, c.config, "deploy.build_info",
+                                 str(_build_dir(c) / "android" / abi / "build-info.json"))),
+            binary=_opt_path(pick(binary, c.config, "deploy.binary")),
+            app_dir=Path(pick(app, c.config, "deploy.app_dir", pick(None, c.config, "app.out", "build/app"))),
+            apk=_opt_path(pick(apk, c.config, "deploy.apk")),
+            application_id=pick(None, c.config, "app.application_id"),
+            variants=tuple(_split(variant) or pick(None, c.config, "deploy.variants", [])),
+            serials=tuple(_split(serial) or pick(None, c.config, "deploy.serials", [])),
+            adb_host=str(pick(adb_host, c.config, "deploy.adb_host", "127.0.0.1")),
+            adb_port=int(pick(adb_port, c.config, "deploy.adb_port", 0)) or None,
+            device_dir=str(pick(device_dir, c.config, "deploy.device_dir")),
+            project=str(pick(project, c.config, "deploy.project", Path.cwd().name)),
+            # on/off flags: the CLI can switch off what the config has on, and on what it has off
+            bench=bool(bench and pick(None, c.config, "deploy.bench", True)),
+            app_bench=bool(app_bench and pick(None, c.config, "deploy.app_bench", True)),
+            install=bool(install and pick(None, c.config, "deploy.install", True)),
+            options=options,
+            allow_mismatch=bool(allow_mismatch or pick(None, c.config, "deploy.allow_mismatch", False)),
+            gatord=_opt_path(pick(profile_with_gatord, c.config, "deploy.gatord")),
+            timeout=float(pick(None, c.config, "deploy.timeout", 120)),
+            app_wait=float(pick(None, c.config, "deploy.app_wait", 120)),
+        )
+        result = run_deploy(settings)
+    _print_deploy(result)
+    if result.failed:
+        raise Exit(f"torchdroid deploy: {len(result.failed)} of {len(result.devices)} device(s) had problems "
+                   "(see above; the others were deployed)", code=7)
+
+
+def _print_tables(rows) -> None:
+    from deploy.summary import device_tables, slower_callouts
+
+    for title, columns, table_rows in device_tables(rows):
+        _table(title, columns, table_rows)
+    for line in slower_callouts(rows):
+        print(f"note: {line}")
+
+
+def _print_deploy(result) -> None:
+    for w in result.warnings:
+        print(f"warning: {w}")
+    _print_tables(result.rows)
+    for d in result.devices:
+        facts = f" ({d.facts.model}, SDK {d.facts.sdk})" if d.facts else ""
+        print(f"{d.serial}{facts}: {d.pushed_files} file(s) pushed ({d.pushed_bytes} bytes), "
+              f"{d.skipped_files} unchanged" + ("" if d.installed is None else
+                                                f", app {'installed' if d.installed else 'already installed'}"))
+        for n in d.notes:
+            print(f"  note: {n}")
+        for e in d.errors:
+            print("  problem: " + e.replace("\n", "\n    "))
+    print(f"device directory: {result.directory}")
+    if result.run_id is not None:
+        print(f"results: run {result.run_id} in {result.db_path}; "
+              + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
+        print("picture: invoke report")
+
+
+@task(
+    help={
+        "run": "run id in the results database (default: the latest)",
+        "results": "results directory (default build/results)",
+        "out": "PNG to write (default <results>/report-run-NNNN.png)",
+        "source": "binary (speed_benchmark_torch) or app (in-app benchmark)",
+        "debug": "show tracebacks",
+    },
+    auto_shortflags=False,
+)
+def report(c, run=None, results=None, out=None, source=None, debug=False):
+    """Draw latency and CPU-vs-NNAPI speed-up per device and mode (PNG), and export the run as CSV/JSON."""
+    with _stage(c, "report", debug):
+        from deploy.report import ReportSettings, make_report
+
+        result = make_report(ReportSettings(
+            results=Path(pick(results, c.config, "deploy.results")),
+            run_id=int(run) if run else None,
+            out=_opt_path(out),
+            source=str(pick(source, c.config, "deploy.report_source", "binary")),
+        ))
+    _print_tables(result.rows)
+    print(f"picture: {result.png}")
+    print("exports: " + ", ".join(str(p) for p in result.exports.values()))
+
+
 # --------------------------------------------------------------------------- verify (host NNAPI)
 
 
@@ -225,5 +584,5 @@ def verify_after_convert(c, models: Path):
     return result
 
 
-ns = Collection(convert, bench, verify)
+ns = Collection(convert, bench, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify)
 ns.configure(DEFAULTS)

@@ -26,17 +26,28 @@ DEFAULTS: dict = {
         "threads": 1,
         "out": "build/bench",
     },
-    "pytorch": {"lane": "current", "commit": None, "repo_url": None},
+    "pytorch": {
+        "lane": "current",
+        "commit": None,
+        "repo_url": None,
+        "source_dir": None,  # None: <build_dir>/src/pytorch-<sha12>, one checkout per commit
+        "python": None,  # host Python for the build scripts; None: the one running torchdroid
+        "git_jobs": 4,  # submodules fetched in parallel
+    },
     "ndk": {"path": None},
-    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None},
+    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None, "sdk": None},
     "app": {
         "out": "build/app",
         "name": "torchdroid demo",
         "application_id": "org.torchdroid.demo",
         "abi_filters": ["arm64-v8a"],
         "min_sdk": 21,
-        "target_sdk": 34,
+        "target_sdk": None,  # None: the lane's compileSdk (34 on the current lane)
         "pytorch_android": None,
+        "model": "quant_full",
+        "models": None,  # None: convert.out
+        "aar": None,  # a local pytorch_android AAR (e.g. from `invoke build-android --aar`)
+        "gradle_timeout": 3600,
     },
     "deploy": {
         "adb_host": "127.0.0.1",
@@ -47,6 +58,24 @@ DEFAULTS: dict = {
         "repeat": 3,
         "threads": 1,
         "results": "build/results",
+        # added by the deploy stage
+        "project": None,  # None: the name of the current directory (one device directory per project)
+        "serials": [],  # [] = every connected device
+        "variants": [],  # [] = every variant in the manifest
+        "build_info": None,  # None: <build_dir>/android/<android.abi>/build-info.json
+        "binary": None,  # a speed_benchmark_torch instead of the build-info's
+        "app_dir": None,  # None: app.out (where torchdroid-app.json is)
+        "apk": None,
+        "install": True,
+        "bench": True,
+        "app_bench": True,
+        "caching_allocator": False,  # --use_caching_allocator=true for CPU models
+        "timeout": 120,  # seconds per adb call
+        "bench_timeout": 600,  # seconds per benchmark run
+        "app_wait": 120,  # seconds to wait for the app's logcat line
+        "gatord": None,  # path to Arm's gatord: run the benchmarks under `gatord --app`
+        "allow_mismatch": False,
+        "report_source": "binary",  # binary | app
     },
     "verify": {
         "float_atol": 1e-4,

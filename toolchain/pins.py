@@ -46,6 +46,11 @@ class Lane:
     android_gradle_plugin: str
     compile_sdk: int
     notes: Tuple[str, ...] = field(default_factory=tuple)
+    # Added for ndk_build (additive, with defaults):
+    pytorch_date: str = ""  # commit date (ISO), used to pick the nearest preset for a custom --commit
+    build_env: Tuple[Tuple[str, str], ...] = ()  # extra environment for scripts/build_android.sh
+    verified: Tuple[str, ...] = ()  # which pins were checked against public sources, and how
+    unverified: Tuple[str, ...] = ()  # which pins were NOT verified (say so in reports)
 
     def to_dict(self) -> Dict[str, object]:
         return {
@@ -61,6 +66,9 @@ class Lane:
             "gradle": self.gradle,
             "android_gradle_plugin": self.android_gradle_plugin,
             "compile_sdk": self.compile_sdk,
+            "pytorch_date": self.pytorch_date,
+            "build_env": dict(self.build_env),
+            "unverified": list(self.unverified),
         }
 
 
@@ -82,6 +90,15 @@ LANES: Dict[str, Lane] = {
         android_gradle_plugin="4.1.3",
         compile_sdk=30,
         notes=("models converted by torch 2.x call Compilation.init2, which this runtime lacks",),
+        pytorch_date="2020-11-06",
+        verified=(
+            "scripts/build_android.sh of this era overwrites ANDROID_NATIVE_API_LEVEL with 21 and passes "
+            "-DBUILD_BINARY=OFF before the user's CMake arguments (read from pytorch/pytorch history)",
+        ),
+        unverified=(
+            "the commit SHA, torchvision SHA and NDK r19c-r21e range are taken from the tutorials as given in "
+            "issue 3; the script was not read at exactly c19eb4ad (not in the searchable index)",
+        ),
     ),
     "current": Lane(
         name="current",
@@ -101,6 +118,19 @@ LANES: Dict[str, Lane] = {
         compile_sdk=34,
         notes=(
             "no pytorch_android of this version is published on Maven: build the AAR with `invoke build-android --aar`",
+            "BUILD_LITE_INTERPRETER=0: the full JIT, so speed_benchmark_torch and the AAR load TorchScript (.pt) models",
+        ),
+        pytorch_date="2025-08-06",
+        build_env=(("BUILD_LITE_INTERPRETER", "0"),),
+        verified=(
+            "v2.8.0 is ba56102387ef21a3b04b357e5b183d48f0afefc7 (release commit list and several pinned permalinks)",
+            "its scripts/build_android.sh still overwrites ANDROID_NATIVE_API_LEVEL with 21, defaults "
+            "BUILD_LITE_INTERPRETER to ON and BUILD_BINARY to OFF; user CMake arguments go last",
+        ),
+        unverified=(
+            "NDK range: r21e is what PyTorch's own Android CI installed; the upper bound (r28) is an estimate, "
+            "not a tested build",
+            "pytorch_date is the v2.8.0 release date, not the commit date",
         ),
     ),
 }
@@ -109,6 +139,12 @@ DEFAULT_LANE = "current"
 # The app template's runtime when no lane AAR is used (the newest published full-JIT runtime).
 PYTORCH_ANDROID_DEFAULT = "1.13.1"
 CAMERAX_VERSION = "1.3.4"
+# The generated app's other libraries (make-app): androidx.activity (ComponentActivity, a LifecycleOwner for
+# CameraX) and, when the app links a local pytorch_android AAR, the runtime's own dependencies, which a
+# file dependency does not bring in (the versions pytorch_android 1.13's POM names).
+ANDROIDX_ACTIVITY_VERSION = "1.8.2"
+FBJNI_VERSION = "0.2.2"
+SOLOADER_VERSION = "0.10.5"
 
 
 def lane(name: str) -> Lane:

@@ -41,8 +41,8 @@ class Progress:
             self.description = text
         if self._rich is not None:
             self._rich.update(self._task, advance=n, description=self.description)
-        else:
-            self._plain(force=self.total is not None and self.total <= 50)
+        elif text:
+            self._plain(force=True)
 
     def update(self, done: int, total: Optional[int] = None, text: Optional[str] = None) -> None:
         if total is not None:

@@ -1,0 +1,42 @@
+"""The app-facing model for fully quantized variants (imported lazily: it imports torch).
+
+pytorch_android's Java API cannot build quantized tensors, and quant_full models
+take a quantized input.  So make-app wraps each of the variant's models in
+:class:`Uint8Input`: it takes uint8 NHWC values the app already mapped through
+the lookup table (see :func:`appgen.assets.input_lut`), reinterprets them as a
+quantized tensor with the manifest's scale and zero point (no arithmetic: the
+table did the normalisation and quantization), views them as NCHW with
+channels-last memory, runs the model and dequantizes its output.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from toolchain.fsutil import atomic_path
+
+
+class Uint8Input(torch.nn.Module):
+    def __init__(self, inner: torch.nn.Module, scale: float, zero_point: int):
+        super().__init__()
+        self.inner = inner
+        self.scale = float(scale)
+        self.zero_point = int(zero_point)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        q = torch._make_per_tensor_quantized_tensor(pixels.contiguous(), self.scale, self.zero_point)
+        out = self.inner(q.permute(0, 3, 1, 2))  # NCHW view of NHWC memory: channels_last, no copy
+        if out.is_quantized:
+            out = out.dequantize()
+        return out
+
+
+def wrap_uint8_input(src: Path, dst: Path, scale: float, zero_point: int) -> Path:
+    """Script :class:`Uint8Input` around the TorchScript model ``src`` and save it to ``dst`` atomically."""
+    inner = torch.jit.load(str(src), map_location="cpu")
+    scripted = torch.jit.script(Uint8Input(inner, scale, zero_point))
+    with atomic_path(dst, suffix=".pt") as tmp:
+        scripted.save(str(tmp))
+    return Path(dst)

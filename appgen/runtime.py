@@ -1,0 +1,87 @@
+"""Which PyTorch Android runtime the app links: the lane's, a local AAR, or the fallback (with a warning)."""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+from toolchain import pins
+from toolchain.errors import UsageError
+from toolchain.fsutil import sha256_file
+
+from . import validate
+
+
+@dataclass(frozen=True)
+class Runtime:
+    source: str  # "aar" (a local pytorch_android AAR) | "maven" (org.pytorch:pytorch_android)
+    pytorch_android: Optional[str]  # the Maven version, None for an AAR
+    aar: Optional[Path]
+    lane: str
+    matches_converter: Optional[bool]  # None: cannot tell (a local AAR of unknown origin)
+    warnings: Tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def snapshot_repo(self) -> bool:
+        return bool(self.pytorch_android and self.pytorch_android.endswith("-SNAPSHOT"))
+
+    @property
+    def aar_name(self) -> str:
+        return self.aar.name if self.aar else ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "source": self.source,
+            "pytorch_android": self.pytorch_android,
+            "aar": {"file": f"app/libs/{self.aar.name}", "source": str(self.aar), "sha256": sha256_file(self.aar)}
+            if self.aar else None,
+            "lane": self.lane,
+            "matches_converter": self.matches_converter,
+            "warnings": list(self.warnings),
+        }
+
+
+def check_aar(path: Path) -> Path:
+    path = Path(path).expanduser()
+    remedy = "pass the pytorch_android AAR `invoke build-android --aar` wrote (android/pytorch_android/build/outputs/aar/*.aar)"
+    if not path.is_file():
+        raise UsageError(f"--aar {path} does not exist", remedy=remedy)
+    if path.suffix != ".aar":
+        raise UsageError(f"--aar {path} is not an .aar file", remedy=remedy)
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = set(z.namelist())
+    except zipfile.BadZipFile as e:
+        raise UsageError(f"--aar {path} is not a valid AAR (not a zip archive)", cause=str(e), remedy=remedy) from e
+    missing = [n for n in ("AndroidManifest.xml", "classes.jar") if n not in names]
+    if missing:
+        raise UsageError(f"--aar {path} is not an Android library: it has no {', '.join(missing)}", remedy=remedy)
+    return path.resolve()
+
+
+def choose_runtime(lane_name: str, pytorch_android: Optional[str], aar: Optional[Path]) -> Runtime:
+    lane = pins.lane(lane_name)
+    if aar and pytorch_android:
+        raise UsageError("--aar and --pytorch-android both given",
+                         remedy="pass one: --aar for a locally built runtime, --pytorch-android for a Maven version")
+    if aar:
+        path = check_aar(aar)
+        note = (f"the app links the local AAR {path.name}; make sure it was built from the lane's PyTorch "
+                f"({lane.pytorch_ref}, {lane.pytorch_commit[:12]}) so it runs models from {lane.converter_torch}")
+        return Runtime("aar", None, path, lane.name, None, (note,))
+    if pytorch_android:
+        version = validate.maven_version(pytorch_android)
+        matches = version == lane.pytorch_android
+        note = (f"org.pytorch:pytorch_android:{version} is not lane {lane.name}'s runtime "
+                f"({lane.pytorch_android or 'none published'}); the models were converted for {lane.converter_torch} "
+                "and may not load in it")
+        return Runtime("maven", version, None, lane.name, matches, () if matches else (note,))
+    if lane.pytorch_android:
+        return Runtime("maven", lane.pytorch_android, None, lane.name, True)
+    note = (f"lane {lane.name} has no published pytorch_android, so the app uses "
+            f"org.pytorch:pytorch_android:{pins.PYTORCH_ANDROID_DEFAULT}, which does NOT match the converter "
+            f"({lane.converter_torch}): models it converted may fail to load on the phone. For a matching runtime "
+            "build the lane's AAR with `invoke build-android --aar` and pass it with `invoke make-app --aar PATH`")
+    return Runtime("maven", pins.PYTORCH_ANDROID_DEFAULT, None, lane.name, False, (note,))

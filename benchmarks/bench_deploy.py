@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Deploy throughput as a ratio to a plain `adb push` of the same files to the same device (target >= 0.8),
+and the time of an unchanged re-deploy.
+
+Uses the real adb server and the virtual device of the tests (127.0.0.1 only).  The files are six
+model files of a float MobileNetV2's size (~14 MB each at --scale 1).
+
+    /work/venv/bin/python benchmarks/bench_deploy.py [--scale 1.0] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from deploy import DeploySettings, deploy  # noqa: E402
+from tests.deploy_support.fixtures import make_inputs  # noqa: E402
+from tests.virtual_device.harness import adb_with_devices  # noqa: E402
+
+TARGET = 0.8
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=float, default=1.0, help="model size multiplier (1.0: ~14 MB per model file)")
+    ap.add_argument("--repeat", type=int, default=3, help="measurements per method (median reported)")
+    ap.add_argument("--link", type=float, action="append", default=None,
+                    help="virtual device link speed in MB/s, 0 = unlimited loopback (repeatable; default: 0 and 40, "
+                         "a USB 2 phone)")
+    args = ap.parse_args(argv)
+    ok = True
+    for link in args.link or [0.0, 40.0]:
+        ok &= measure(args.scale, args.repeat, link)
+    return 0 if ok else 1
+
+
+def measure(scale: float, repeat: int, link: float) -> bool:
+
+    with tempfile.TemporaryDirectory(prefix="bench-deploy-") as tmp:
+        tmp = Path(tmp)
+        inp = make_inputs(tmp / "in", modes=("none", "core", "full"), model_size=int(14_000_000 * scale))
+        files = sorted(inp.models.glob("*.pt"))  # --no-bench: the deploy pushes exactly these
+        total = sum(f.stat().st_size for f in files)
+        with adb_with_devices(tmp / "adb", {"bench": {"link_mb_s": link}}) as (server, devs):
+            serial = devs["bench"].serial
+            plain, fresh, again = [], [], []
+            for i in range(repeat):
+                server.adb("-s", serial, "shell", f"mkdir -p /data/local/tmp/plain{i}")
+                t = time.perf_counter()
+                r = server.adb("-s", serial, "push", *map(str, files), f"/data/local/tmp/plain{i}/", timeout=600)
+                plain.append(time.perf_counter() - t)
+                if r.returncode != 0:
+                    print(r.stdout + r.stderr, file=sys.stderr)
+                    return False
+                s = DeploySettings(models=inp.models, results=tmp / "results", build_info=inp.build_info,
+                                   adb_port=server.port, project=f"bench{i}", bench=False, install=False,
+                                   serials=(serial,))
+                t = time.perf_counter()
+                res = deploy(s)
+                fresh.append(time.perf_counter() - t)
+                assert not res.failed, res.devices[0].errors
+                assert res.devices[0].pushed_bytes == total, (res.devices[0].pushed_bytes, total)
+                t = time.perf_counter()
+                res = deploy(s)
+                again.append(time.perf_counter() - t)
+                assert res.devices[0].pushed_bytes == 0 and not res.failed
+    p, f, a = statistics.median(plain), statistics.median(fresh), statistics.median(again)
+    ratio = p / f
+    where = f"link limited to {link:g} MB/s" if link else "unlimited loopback link"
+    print(f"== virtual device, {where}: {len(files)} files, {total / 1e6:.1f} MB; median of {repeat}")
+    print(f"plain adb push:        {p:6.3f} s  ({total / p / 1e6:7.1f} MB/s)")
+    print(f"invoke deploy (fresh): {f:6.3f} s  ({total / f / 1e6:7.1f} MB/s)  incl. checks, hashes, verify, rename")
+    print(f"deploy throughput / adb push throughput: {ratio:.2f} (target >= {TARGET}) "
+          f"{'OK' if ratio >= TARGET else 'BELOW TARGET'}")
+    print(f"unchanged re-deploy:   {a:6.3f} s  (0 bytes pushed)")
+    return ratio >= TARGET
+
+
+if __name__ == "__main__":
+    sys.exit(main())

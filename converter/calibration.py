@@ -1,0 +1,138 @@
+"""Calibration inputs: a user's image directory or the built-in synthetic set.
+
+Both are normalised exactly as torchvision's ImageNet classification transforms
+do (resize, centre crop, to [0, 1], normalise with the ImageNet mean/std), so the
+activation ranges the observers see are the ones real images produce.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from toolchain.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".webp", ".tif", ".tiff")
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+
+
+@dataclass(frozen=True)
+class CalibrationSpec:
+    source: str  # "synthetic" | "dir"
+    count: int
+    seed: int
+    path: Optional[Path] = None
+    files: Tuple[Path, ...] = ()
+    digest: Optional[str] = None  # sha256 over the images' names and contents
+
+    def key(self) -> Dict[str, Any]:
+        return {"source": self.source, "count": self.count, "seed": self.seed, "digest": self.digest}
+
+    def record(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"source": self.source, "count": self.count}
+        if self.source == "dir":
+            out.update(path=str(self.path), digest=self.digest)
+        else:
+            out.update(seed=self.seed, kind="smooth random colour fields with edges, ImageNet-normalised")
+        return out
+
+
+def parse_calibration(path: Optional[Path], count: int, seed: int) -> CalibrationSpec:
+    if count < 1:
+        raise UsageError(f"calibration count must be at least 1 (got {count})", remedy="set convert.calibration_count >= 1")
+    if path is None:
+        return CalibrationSpec("synthetic", count, seed)
+    path = Path(path).expanduser()
+    if not path.is_dir():
+        raise UsageError(
+            f"calibration directory {path} does not exist or is not a directory",
+            remedy="pass --calibration DIR with images (jpg/png/...), or leave it out to use the built-in synthetic set",
+        )
+    try:
+        files = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    except PermissionError as e:
+        raise UsageError(f"calibration directory {path} is not readable", cause=str(e), remedy="fix its permissions") from e
+    if not files:
+        raise UsageError(
+            f"calibration directory {path} has no images",
+            cause=f"looked for {', '.join(IMAGE_SUFFIXES)} files, recursively",
+            remedy="put some representative images there (a few dozen is enough)",
+        )
+    files = files[:count]
+    h = hashlib.sha256()
+    for f in files:
+        try:
+            h.update(str(f.relative_to(path)).encode())
+            h.update(f.read_bytes())
+        except OSError as e:
+            raise UsageError(f"calibration image {f} is not readable", cause=str(e), remedy="fix or remove it") from e
+    return CalibrationSpec("dir", len(files), seed, path.resolve(), tuple(files), h.hexdigest())
+
+
+def load_batch(spec: CalibrationSpec, hw: Tuple[int, int]) -> List[Any]:
+    """A list of ``[1, 3, H, W]`` normalised float tensors."""
+    if spec.source == "dir":
+        return [_load_image(f, hw) for f in spec.files]
+    return synthetic_images(spec.count, spec.seed, hw)
+
+
+def _load_image(path: Path, hw: Tuple[int, int]):
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            return preprocess_pil(im, hw)
+    except (UnidentifiedImageError, OSError) as e:
+        raise UsageError(f"calibration image {path} cannot be decoded", cause=str(e), remedy="fix or remove it") from e
+
+
+def preprocess_pil(image, hw: Tuple[int, int]):
+    """torchvision's ImageNet eval transform: resize shorter side to 256/224*H, centre crop, normalise."""
+    import torch
+    import torchvision.transforms.functional as TF
+
+    resize = int(round(hw[0] * 256 / 224))
+    image = TF.resize(image, resize)
+    image = TF.center_crop(image, list(hw))
+    t = TF.to_tensor(image)
+    t = TF.normalize(t, MEAN, STD)
+    return t.unsqueeze(0).to(torch.float32)
+
+
+def synthetic_images(count: int, seed: int, hw: Tuple[int, int]):
+    """Deterministic image-like inputs: smooth colour fields, gradients and hard edges.
+
+    Values are drawn in pixel space ([0, 1]) and normalised like real images, so
+    activations cover realistic ranges (unlike the tutorial's all-zero input,
+    which with untrained weights gives activation scales at the float floor).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(seed)
+    h, w = hw
+    out = []
+    mean = torch.tensor(MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(STD).view(1, 3, 1, 1)
+    for _ in range(count):
+        low = torch.rand(1, 3, 4, 4, generator=g)
+        mid = torch.rand(1, 3, 16, 16, generator=g) * 0.35
+        img = F.interpolate(low, size=(h, w), mode="bicubic", align_corners=False)
+        img = img + F.interpolate(mid, size=(h, w), mode="bilinear", align_corners=False) - 0.17
+        # a few hard-edged rectangles (objects) and fine texture
+        for _ in range(int(torch.randint(1, 5, (1,), generator=g))):
+            y0, x0 = (int(v) for v in torch.randint(0, h - 8, (2,), generator=g))
+            y1 = min(h, y0 + int(torch.randint(8, h // 2, (1,), generator=g)))
+            x1 = min(w, x0 + int(torch.randint(8, w // 2, (1,), generator=g)))
+            img[:, :, y0:y1, x0:x1] = torch.rand(1, 3, 1, 1, generator=g)
+        img = img + torch.randn(1, 3, h, w, generator=g) * 0.03
+        img = img.clamp(0.0, 1.0)
+        out.append(((img - mean) / std).contiguous())
+    return out

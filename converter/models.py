@@ -1,0 +1,271 @@
+"""Which model to convert, and with which weights.
+
+No torch at import time: validation of names, paths and weight choices happens
+before torch is imported, so bad input fails in milliseconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+from toolchain.errors import ConversionError, UsageError
+from toolchain.fsutil import sha256_file
+
+log = logging.getLogger(__name__)
+
+# torchvision classification models that have a quantizable variant:
+# name -> (file-name stem, input size (H, W))
+TORCHVISION_MODELS: Dict[str, Tuple[str, Tuple[int, int]]] = {
+    "mobilenet_v2": ("mobilenetv2", (224, 224)),
+    "mobilenet_v3_large": ("mobilenetv3large", (224, 224)),
+    "resnet18": ("resnet18", (224, 224)),
+    "resnet50": ("resnet50", (224, 224)),
+    "resnext101_32x8d": ("resnext101_32x8d", (224, 224)),
+    "shufflenet_v2_x1_0": ("shufflenetv2_x1_0", (224, 224)),
+    "googlenet": ("googlenet", (224, 224)),
+    "inception_v3": ("inceptionv3", (299, 299)),
+}
+
+WEIGHT_CHOICES = ("pretrained", "random")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A validated ``--model`` value."""
+
+    name: str  # as given: "mobilenet_v2" or "path/to/file.py:factory"
+    stem: str  # file-name stem of the outputs
+    source: str  # "torchvision" | "factory"
+    input_hw: Tuple[int, int]
+    factory_file: Optional[Path] = None
+    factory_name: Optional[str] = None
+    factory_sha256: Optional[str] = None
+
+    def key(self) -> Dict[str, Any]:
+        return {"name": self.name, "source": self.source, "factory_sha256": self.factory_sha256}
+
+
+@dataclass(frozen=True)
+class WeightsSpec:
+    """A validated ``--weights`` value: never silently substituted."""
+
+    origin: str  # "pretrained" | "random" | "file"
+    path: Optional[Path] = None
+    sha256: Optional[str] = None
+    seed: int = 0
+
+    def key(self) -> Dict[str, Any]:
+        return {"origin": self.origin, "sha256": self.sha256, "seed": self.seed if self.origin == "random" else None}
+
+
+def parse_model(value: str) -> ModelSpec:
+    value = (value or "").strip()
+    if ":" in value and value.rsplit(":", 1)[0].endswith(".py"):
+        file_part, factory = value.rsplit(":", 1)
+        path = Path(file_part).expanduser()
+        if not path.is_file():
+            raise UsageError(
+                f"model factory file {path} does not exist",
+                remedy="pass --model path/to/file.py:factory_function with an existing file",
+            )
+        if not factory.isidentifier():
+            raise UsageError(f"{factory!r} is not a Python function name", remedy="use --model file.py:function_name")
+        stem = _safe_stem(path.stem if factory in ("model", "factory", "make_model", "build") else factory)
+        return ModelSpec(value, stem, "factory", (224, 224), path.resolve(), factory, sha256_file(path))
+    if value in TORCHVISION_MODELS:
+        stem, hw = TORCHVISION_MODELS[value]
+        return ModelSpec(value, stem, "torchvision", hw)
+    raise UsageError(
+        f"unknown model {value!r}",
+        cause="torchdroid converts torchvision classification models that have a quantizable variant, or your own factory",
+        remedy=f"use one of: {', '.join(TORCHVISION_MODELS)}; or --model path/to/file.py:factory",
+    )
+
+
+def _safe_stem(text: str) -> str:
+    stem = "".join(ch if ch.isalnum() or ch in "_" else "_" for ch in text).strip("_").lower()
+    return stem or "model"
+
+
+def parse_weights(value: str, seed: int = 0) -> WeightsSpec:
+    value = (value or "").strip()
+    if value == "random":
+        return WeightsSpec("random", seed=seed)
+    if value == "pretrained":
+        return WeightsSpec("pretrained")
+    path = Path(value).expanduser()
+    if value and path.is_file():
+        return WeightsSpec("file", path.resolve(), sha256_file(path))
+    raise UsageError(
+        f"--weights {value!r} is neither 'pretrained', 'random' nor an existing file",
+        remedy="use --weights pretrained (downloads once, needs internet), --weights random (explicitly untrained) "
+        "or --weights path/to/state_dict.pth",
+    )
+
+
+def pretrained_enum(spec: ModelSpec):
+    """torchvision's default float weights enum member for a torchvision model."""
+    import torchvision.models as tvm
+
+    return tvm.get_model_weights(spec.name).DEFAULT
+
+
+def build_float_model(spec: ModelSpec, weights: WeightsSpec):
+    """The float model (quantizable architecture when there is one), with the chosen weights, in eval mode.
+
+    Returns ``(model, weights_record)``.
+    """
+    import torch
+
+    record: Dict[str, Any] = {"origin": weights.origin}
+    if spec.source == "torchvision":
+        import torchvision.models.quantization as tvq
+
+        builder = getattr(tvq, spec.name)
+        kwargs: Dict[str, Any] = {"weights": None, "quantize": False}
+        if spec.name in ("googlenet", "inception_v3"):
+            kwargs.update(aux_logits=False, init_weights=True)
+        if weights.origin == "random":
+            torch.manual_seed(weights.seed)
+            model = builder(**kwargs)
+            record.update(seed=weights.seed, note="explicitly random (untrained): predictions are meaningless")
+        elif weights.origin == "pretrained":
+            enum = pretrained_enum(spec)
+            model = builder(**kwargs)
+            state = _download_state_dict(enum)
+            _load_state(model, state, f"torchvision {enum}")
+            record.update(tag=str(enum), url=enum.url)
+        else:
+            model = builder(**kwargs)
+            state = _load_file(weights.path)
+            _load_state(model, state, str(weights.path))
+            record.update(path=str(weights.path), sha256=weights.sha256)
+    else:
+        model = _call_factory(spec)
+        if weights.origin == "pretrained":
+            raise UsageError(
+                "--weights pretrained only applies to torchvision models",
+                remedy="your factory loads its own weights: pass --weights random to use the factory's module as it "
+                "returns it, or --weights path/to/state_dict.pth",
+            )
+        if weights.origin == "file":
+            _load_state(model, _load_file(weights.path), str(weights.path))
+            record.update(path=str(weights.path), sha256=weights.sha256)
+        else:
+            record.update(seed=weights.seed, note="as returned by the factory (seeded)")
+    model.eval()
+    return model, record
+
+
+def estimate_batchnorm(model, batch) -> int:
+    """Set BatchNorm running statistics from ``batch`` (one forward, cumulative average).
+
+    Untrained torchvision weights shrink activations layer after layer (kaiming
+    fan-out init on depthwise convolutions), so deep activations end up near the
+    float floor and quantization collapses.  Re-estimating the BatchNorm
+    statistics on image-like inputs gives the activation ranges a trained
+    network has, without pretending the weights are trained.  Returns the number
+    of BatchNorm layers updated.
+    """
+    import torch
+
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return 0
+    model.eval()
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None
+        m.train()
+    with torch.no_grad():
+        model(torch.cat(list(batch), 0))
+    model.eval()
+    return len(bns)
+
+
+def _call_factory(spec: ModelSpec):
+    import torch
+
+    mod_name = f"torchdroid_user_model_{spec.factory_sha256[:12]}"
+    try:
+        module_spec = importlib.util.spec_from_file_location(mod_name, spec.factory_file)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    except Exception as e:  # a user's file can raise anything
+        raise UsageError(
+            f"could not import {spec.factory_file}",
+            cause=f"{type(e).__name__}: {e}",
+            remedy="fix the file so `python path/to/file.py` runs without error",
+        ) from e
+    factory = getattr(module, spec.factory_name, None)
+    if not callable(factory):
+        raise UsageError(
+            f"{spec.factory_file} has no function {spec.factory_name!r}",
+            remedy=f"define `def {spec.factory_name}(): return my_module` in that file",
+        )
+    torch.manual_seed(0)
+    try:
+        model = factory()
+    except Exception as e:
+        raise UsageError(f"{spec.name} raised while building the model", cause=f"{type(e).__name__}: {e}") from e
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(
+            f"{spec.name} returned {type(model).__name__}, not a torch.nn.Module",
+            remedy="make the factory return an nn.Module instance",
+        )
+    return model
+
+
+def _download_state_dict(enum):
+    import urllib.error
+
+    import torch
+
+    filename = enum.url.rsplit("/", 1)[-1]
+    cached = Path(torch.hub.get_dir()) / "checkpoints" / filename
+    try:
+        return enum.get_state_dict(progress=False, check_hash=True)
+    except (urllib.error.URLError, OSError, RuntimeError) as e:
+        raise UsageError(
+            f"pretrained weights {enum} could not be downloaded",
+            cause=f"{type(e).__name__}: {e} (no network here?)",
+            remedy=(
+                f"on a machine with internet, download {enum.url} and place it at {cached}; "
+                "or pass --weights path/to/state_dict.pth; or --weights random for an explicitly untrained model "
+                "(the manifest records it as random)"
+            ),
+        ) from e
+
+
+def _load_file(path: Path):
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise UsageError(
+            f"{path} is not a loadable state_dict",
+            cause=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+            remedy="save weights with torch.save(model.state_dict(), path)",
+        ) from e
+    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise UsageError(f"{path} holds a {type(state).__name__}, not a state_dict", remedy="save model.state_dict()")
+    return state
+
+
+def _load_state(model, state, origin: str) -> None:
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        first = str(e).splitlines()
+        raise ConversionError(
+            f"the weights from {origin} do not fit the model",
+            cause="; ".join(line.strip() for line in first[:3]),
+            remedy="use weights saved from the same architecture (model.state_dict()), or --weights random",
+        ) from e

@@ -1,0 +1,210 @@
+"""Push files to a device: skip what already matches by hash, temp name + verify + rename for the rest."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import shlex
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+from toolchain.errors import DeviceError, UsageError, VerificationError
+from toolchain.fsutil import sha256_file
+
+from .adb import Device
+
+log = logging.getLogger(__name__)
+
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+SAFE_DIR = re.compile(r"^/[A-Za-z0-9._/+-]+$")
+PARTIAL_MARK = ".partial-"
+INDEX_NAME = ".torchdroid-index"  # sha256 size mtime name, per deployed file
+_STAT_MARK = "--torchdroid-stat--"
+
+
+@dataclass(frozen=True)
+class PushItem:
+    local: Path
+    name: str  # file name inside the device directory
+    mode: int = 0o644
+    sha256: Optional[str] = None  # known hash (from a manifest); computed when None
+
+    def digest(self) -> str:
+        return self.sha256 or sha256_file(self.local)
+
+
+@dataclass
+class PushOutcome:
+    name: str
+    remote: str
+    pushed: bool
+    bytes: int
+    sha256: str
+    size: int = 0
+    mtime: int = 0
+
+
+def check_name(name: str) -> str:
+    if not SAFE_NAME.match(name):
+        raise UsageError(f"{name!r} cannot be used as a file name on the device",
+                         remedy="use letters, digits, '.', '_', '+' and '-' only")
+    return name
+
+
+def check_dir(path: str) -> str:
+    if not SAFE_DIR.match(path) or "/../" in path + "/" or path.rstrip("/") in ("", "/"):
+        raise UsageError(f"{path!r} is not a usable device directory",
+                         remedy="use an absolute path such as /data/local/tmp/torchdroid (letters, digits, ._+-/)")
+    return path.rstrip("/")
+
+
+def remote_state(device: Device, directory: str, names: Sequence[str]) -> Dict[str, tuple]:
+    """``{name: (sha256, mode, size, mtime)}`` for the names that exist in ``directory``.
+
+    Hashes come from the index a previous deploy wrote when size and mtime still
+    match (rsync's quick check); every other existing file is hashed on the device.
+    """
+    q = " ".join(shlex.quote(n) for n in names)
+    qdir = shlex.quote(directory)
+    # creates the directory and removes our own leftovers of an interrupted push (temporary names only)
+    cmd = (f"mkdir -p {qdir} && cd {qdir} && rm -f .*{PARTIAL_MARK}* || exit 1; "
+           f"cat {INDEX_NAME} 2>/dev/null; echo {_STAT_MARK}; "
+           f"stat -c '%s %Y %a %n' {q} 2>/dev/null; exit 0")
+    out = device.shell(cmd, check=True, what=f"preparing {directory}").output
+    index_text, _, stats = out.partition(_STAT_MARK)
+    index = parse_index(index_text)
+    state: Dict[str, tuple] = {}
+    unknown = []
+    for line in stats.splitlines():
+        parts = line.split(None, 3)
+        if len(parts) != 4 or not (parts[0].isdigit() and parts[1].isdigit()):
+            continue
+        size, mtime, mode, name = int(parts[0]), int(parts[1]), int(parts[2], 8), parts[3]
+        known = index.get(name)
+        sha = known[0] if known and known[1:] == (size, mtime) else None
+        state[name] = (sha, mode, size, mtime)
+        if sha is None:
+            unknown.append(name)
+    if unknown:
+        qu = " ".join(shlex.quote(n) for n in unknown)
+        out = device.shell(f"cd {qdir} && sha256sum {qu}", check=True, what="hashing the files on the device").output
+        for line in out.splitlines():
+            parts = line.split(None, 1)
+            if len(parts) == 2 and re.fullmatch(r"[0-9a-f]{64}", parts[0]):
+                name = parts[1].strip().lstrip("*")
+                if name in state:
+                    state[name] = (parts[0],) + state[name][1:]
+    return state
+
+
+def parse_index(text: str) -> Dict[str, tuple]:
+    """``sha256 size mtime name`` lines -> ``{name: (sha256, size, mtime)}``."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split(None, 3)
+        if len(parts) == 4 and re.fullmatch(r"[0-9a-f]{64}", parts[0]) and parts[1].isdigit() and parts[2].isdigit():
+            out[parts[3]] = (parts[0], int(parts[1]), int(parts[2]))
+    return out
+
+
+def write_index(device: Device, directory: str, state: Dict[str, tuple]) -> None:
+    """Record ``{name: (sha256, size, mtime)}`` on the device (temp name + rename, like every file)."""
+    lines = "".join(f"{sha} {size} {mtime} {name}\n" for name, (sha, size, mtime) in sorted(state.items()) if sha)
+    tmp = f"{directory}/.{INDEX_NAME.lstrip('.')}{PARTIAL_MARK}{os.getpid()}"
+    device.shell(f"printf %s {shlex.quote(lines)} > {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} "
+                 f"{shlex.quote(directory + '/' + INDEX_NAME)}", check=True, what="writing the hash index")
+
+
+def push_all(device: Device, directory: str, items: Sequence[PushItem],
+             on_progress: Optional[Callable[[str], None]] = None,
+             on_bytes: Optional[Callable[[int], None]] = None) -> List[PushOutcome]:
+    """Bring ``items`` into ``directory`` on the device; return what was pushed and what skipped.
+
+    Each file goes to a temporary name; the device hashes it and only a match is
+    renamed to the final name.  The verify of one file runs while the next one
+    is sent (the device's CPU hashes while the cable carries).
+    """
+    directory = check_dir(directory)
+    for it in items:
+        check_name(it.name)
+    existing = remote_state(device, directory, [it.name for it in items])
+    outcomes: List[Optional[PushOutcome]] = [None] * len(items)
+    # largest first: only the last file's verify is not hidden behind another transfer
+    order = sorted(range(len(items)), key=lambda k: -items[k].local.stat().st_size)
+    pending = []
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"verify-{device.serial}") as verifier:
+        try:
+            for n, i in enumerate(order, 1):
+                it = items[i]
+                remote = f"{directory}/{it.name}"
+                have_hash, have_mode, size, mtime = existing.get(it.name, (None, None, 0, 0))
+                if it.sha256 and have_hash == it.sha256 or not it.sha256 and have_hash == it.digest():
+                    if have_mode is not None and have_mode != it.mode:
+                        device.shell(f"chmod {it.mode:o} {shlex.quote(remote)}", check=True, what=f"chmod {it.name}")
+                    log.debug("[%s] %s is up to date", device.serial, remote)
+                    outcomes[i] = PushOutcome(it.name, remote, False, 0, have_hash, size, mtime)
+                    continue
+                if on_progress:
+                    on_progress(f"pushing {it.name} ({n}/{len(items)}, {it.local.stat().st_size / 1e6:.1f} MB)")
+                tmp, sent, digest = send_to_temp(device, directory, it, on_bytes)
+                pending.append((i, verifier.submit(finish, device, directory, it, tmp, sent, digest)))
+        finally:
+            for i, fut in pending:  # wait for every verify, even when a later push failed
+                try:
+                    outcomes[i] = fut.result()
+                except Exception:  # reported below (or the push error is already on its way)
+                    pass
+    done = [o for o in outcomes if o is not None]
+    index = {name: (sha, size, mtime) for name, (sha, _mode, size, mtime) in existing.items() if sha}
+    index.update({o.name: (o.sha256, o.size, o.mtime) for o in done})
+    if any(o.pushed for o in done) or any(existing.get(o.name, (None,))[0] is None for o in done):
+        write_index(device, directory, index)
+    for i, fut in pending:
+        fut.result()  # re-raise the first verify failure
+    return done
+
+
+def send_to_temp(device: Device, directory: str, it: PushItem,
+                 on_bytes: Optional[Callable[[int], None]] = None) -> tuple:
+    """Send a file to a temporary name; check the bytes sent against the expected hash."""
+    tmp = f"{directory}/.{it.name}{PARTIAL_MARK}{os.getpid()}-{secrets.token_hex(3)}"
+    sent, digest = device.push_file(it.local, tmp, it.mode, on_bytes)
+    if it.sha256 and digest != it.sha256:
+        device.shell(f"rm -f {shlex.quote(tmp)}")
+        raise VerificationError(
+            f"{it.local} changed after it was recorded (sha256 {digest[:12]}… != {it.sha256[:12]}…)",
+            cause="the file was modified or replaced after `invoke convert` wrote its manifest",
+            remedy="run `invoke convert --force` to regenerate it",
+        )
+    return tmp, sent, digest
+
+
+def finish(device: Device, directory: str, it: PushItem, tmp: str, sent: int, digest: str) -> PushOutcome:
+    """On the device: hash the temporary file; only on a match chmod it and rename it to its final name."""
+    remote = f"{directory}/{it.name}"
+    qtmp, qremote = shlex.quote(tmp), shlex.quote(remote)
+    script = (f"h=$(sha256sum {qtmp}) || exit 4; h=${{h%% *}}; "
+              f"if [ \"$h\" = {digest} ]; then chmod {it.mode:o} {qtmp} && mv -f {qtmp} {qremote} && "
+              f"stat -c '%s %Y' {qremote}; "
+              f"else echo \"$h\"; rm -f {qtmp}; exit 3; fi")
+    res = device.shell(script)
+    if res.code == 3:
+        got = res.output.strip()
+        raise VerificationError(
+            f"{it.name} arrived on {device.serial} corrupted (sha256 {got[:12]}… != {digest[:12]}…)",
+            cause="the transfer was altered on the way (bad cable/hub?) or the device storage is failing",
+            remedy="run the deploy again; if it repeats, try another USB cable or port",
+        )
+    if not res.ok:
+        device.shell(f"rm -f {qtmp}")
+        raise DeviceError(f"could not verify and move {it.name} into place on {device.serial}",
+                          cause="\n".join(res.tail(5)) or f"exit code {res.code}",
+                          remedy=f"check the directory: adb -s {device.serial} shell ls -la {shlex.quote(directory)}")
+    log.info("[%s] pushed %s (%d bytes)", device.serial, remote, sent)
+    st = res.output.split()
+    size, mtime = (int(st[0]), int(st[1])) if len(st) == 2 and all(x.isdigit() for x in st) else (0, 0)
+    return PushOutcome(it.name, remote, True, sent, digest, size, mtime)

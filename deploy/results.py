@@ -1,0 +1,178 @@
+"""The results store: SQLite history across runs, devices, commits and variants; CSV/JSON exports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from toolchain.errors import RecordError
+from toolchain.fsutil import atomic_write_text
+
+DB_NAME = "results.sqlite"
+SCHEMA = 1
+
+
+@dataclass
+class ResultRow:
+    serial: str
+    device_model: str
+    board: str
+    release: str
+    sdk: int
+    abi: str
+    stem: str  # mobilenetv2
+    variant: str  # quant_full
+    mode: str  # none | core | full
+    backend: str  # cpu | nnapi
+    source: str  # binary | app
+    status: str  # ok | failed | skipped
+    model_file: str = ""
+    median_ms: Optional[float] = None
+    p90_ms: Optional[float] = None
+    min_ms: Optional[float] = None
+    spread_pct: Optional[float] = None
+    samples: int = 0
+    repeats: int = 0
+    iters: int = 0
+    warmup: int = 0
+    torch_commit: str = ""
+    binary_commit: str = ""
+    reason: str = ""
+    output_tail: str = ""
+    run_id: Optional[int] = None
+    started: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+COLUMNS = [f.name for f in fields(ResultRow)]
+_TYPES = {"sdk": "INTEGER", "samples": "INTEGER", "repeats": "INTEGER", "iters": "INTEGER", "warmup": "INTEGER",
+          "median_ms": "REAL", "p90_ms": "REAL", "min_ms": "REAL", "spread_pct": "REAL", "run_id": "INTEGER"}
+
+
+class ResultStore:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            con = sqlite3.connect(self.path, timeout=30)
+            con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
+            (schema,) = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            con.commit()
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e):
+                raise RecordError(f"{self.path} is not a torchdroid results database", cause=str(e),
+                                  remedy="move it away (or set deploy.results to another directory)") from e
+            raise RecordError(f"the results database {self.path} is busy", cause=str(e),
+                              remedy="another deploy or report is writing it: wait for it and try again") from e
+        except sqlite3.DatabaseError as e:
+            raise RecordError(f"{self.path} is not a torchdroid results database", cause=str(e),
+                              remedy="move it away (or set deploy.results to another directory)") from e
+        if schema != str(SCHEMA):
+            raise RecordError(f"{self.path} has results schema {schema}; this torchdroid writes {SCHEMA}",
+                              remedy="set deploy.results to a new directory")
+        con.execute("CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, "
+                    "project TEXT, binary_commit TEXT, settings TEXT)")
+        cols = ", ".join(f"{c} {_TYPES.get(c, 'TEXT')}" for c in COLUMNS if c not in ("run_id", "started"))
+        con.execute(f"CREATE TABLE IF NOT EXISTS results (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                    f"run_id INTEGER REFERENCES runs(id), {cols})")
+        con.commit()
+        return con
+
+    def add_run(self, started: str, project: str, binary_commit: str, settings: dict, rows: Sequence[ResultRow]) -> int:
+        con = self._connect()
+        try:
+            with con:
+                cur = con.execute("INSERT INTO runs (started, project, binary_commit, settings) VALUES (?,?,?,?)",
+                                  (started, project, binary_commit, json.dumps(settings, default=str)))
+                run_id = int(cur.lastrowid)
+                names = [c for c in COLUMNS if c not in ("run_id", "started")]
+                con.executemany(
+                    f"INSERT INTO results (run_id, {', '.join(names)}) VALUES (?, {', '.join('?' * len(names))})",
+                    [(run_id, *[getattr(r, c) for c in names]) for r in rows])
+            for r in rows:
+                r.run_id, r.started = run_id, started
+            return run_id
+        finally:
+            con.close()
+
+    def runs(self) -> List[dict]:
+        if not self.path.is_file():
+            return []
+        con = self._connect()
+        try:
+            return [dict(zip(("id", "started", "project", "binary_commit"), r))
+                    for r in con.execute("SELECT id, started, project, binary_commit FROM runs ORDER BY id")]
+        finally:
+            con.close()
+
+    def rows(self, run_id: Optional[int] = None) -> List[ResultRow]:
+        """Rows of one run (default: the latest); ``run_id=0`` means every run."""
+        if not self.path.is_file():
+            raise RecordError(f"no results database at {self.path}", remedy="run `invoke deploy` first")
+        con = self._connect()
+        try:
+            if run_id is None:
+                latest = con.execute("SELECT MAX(id) FROM runs").fetchone()[0]
+                if latest is None:
+                    raise RecordError(f"{self.path} holds no runs yet", remedy="run `invoke deploy` first")
+                run_id = latest
+            names = [c for c in COLUMNS if c != "started"]
+            sql = (f"SELECT {', '.join('results.' + c for c in names)}, runs.started FROM results "
+                   "JOIN runs ON runs.id = results.run_id")
+            args: tuple = ()
+            if run_id:
+                sql += " WHERE results.run_id = ?"
+                args = (run_id,)
+            out = [ResultRow(**dict(zip(names + ["started"], r))) for r in con.execute(sql + " ORDER BY results.id", args)]
+            if run_id and not out:
+                known = ", ".join(str(r["id"]) for r in self.runs()) or "none"
+                raise RecordError(f"no results for run {run_id} in {self.path}", remedy=f"pick one of: {known}")
+            return out
+        finally:
+            con.close()
+
+
+def to_csv(rows: Sequence[ResultRow]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS)
+    w.writeheader()
+    for r in rows:
+        w.writerow(r.to_dict())
+    return buf.getvalue()
+
+
+def export(rows: Sequence[ResultRow], out_dir: Path, stem: str) -> Dict[str, Path]:
+    out_dir = Path(out_dir)
+    csv_path = atomic_write_text(out_dir / f"{stem}.csv", to_csv(rows))
+    json_path = atomic_write_text(out_dir / f"{stem}.json", json.dumps(
+        {"kind": "torchdroid.deploy-results", "schema": SCHEMA, "speedups": [s for s in speedups(rows)],
+         "results": [r.to_dict() for r in rows]}, indent=2) + "\n")
+    return {"csv": csv_path, "json": json_path}
+
+
+def speedups(rows: Sequence[ResultRow]) -> List[dict]:
+    """CPU vs NNAPI per device, model, mode and source: ``speedup = cpu_median / nnapi_median``."""
+    by: Dict[tuple, Dict[str, ResultRow]] = {}
+    for r in rows:
+        by.setdefault((r.run_id, r.serial, r.stem, r.mode, r.source), {})[r.backend] = r
+    out = []
+    for (run_id, serial, stem, mode, source), pair in by.items():
+        cpu, nnapi = pair.get("cpu"), pair.get("nnapi")
+        ok = cpu and nnapi and cpu.status == "ok" and nnapi.status == "ok" and nnapi.median_ms
+        sp = (cpu.median_ms / nnapi.median_ms) if ok else None
+        ref = cpu or nnapi
+        out.append({"run_id": run_id, "serial": serial, "device_model": ref.device_model, "stem": stem, "mode": mode,
+                    "source": source, "cpu_ms": cpu.median_ms if cpu else None,
+                    "nnapi_ms": nnapi.median_ms if nnapi else None, "speedup": sp,
+                    "nnapi_slower": sp is not None and sp < 1.0})
+    return out

@@ -1,0 +1,37 @@
+"""One progress line per device: a rich line each on a terminal, plain log lines otherwise (CI, pipes)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from typing import Callable, Iterator
+
+from toolchain.logs import interactive
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def device_lines() -> Iterator[Callable[[str, str], None]]:
+    """Yield ``status(serial, text)``; thread-safe, for the per-device workers."""
+    if not interactive():
+        yield lambda serial, text: log.info("[%s] %s", serial, text)
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    lock = threading.Lock()
+    tasks: dict = {}
+    with Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[serial]}"), TextColumn("{task.description}"),
+                  TimeElapsedColumn()) as progress:
+        def status(serial: str, text: str) -> None:
+            log.debug("[%s] %s", serial, text)
+            with lock:
+                if serial not in tasks:
+                    tasks[serial] = progress.add_task(text, total=None, serial=serial)
+                else:
+                    progress.update(tasks[serial], description=text)
+                if text == "done" or text.startswith("failed"):
+                    progress.update(tasks[serial], total=1, completed=1)
+
+        yield status

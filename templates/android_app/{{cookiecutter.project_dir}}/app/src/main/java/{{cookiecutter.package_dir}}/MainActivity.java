@@ -1,0 +1,424 @@
+package {{ cookiecutter.application_id }};
+
+import android.Manifest;
+import android.content.Intent;
+import android.content.pm.PackageManager;
+import android.graphics.Bitmap;
+import android.graphics.BitmapFactory;
+import android.graphics.Canvas;
+import android.graphics.Paint;
+import android.graphics.Rect;
+import android.os.Build;
+import android.os.Bundle;
+import android.os.SystemClock;
+import android.util.Log;
+import android.widget.ImageView;
+import android.widget.TextView;
+import androidx.activity.ComponentActivity;
+import androidx.camera.core.CameraSelector;
+import androidx.camera.core.ImageAnalysis;
+import androidx.camera.core.ImageProxy;
+import androidx.camera.lifecycle.ProcessCameraProvider;
+import androidx.core.content.ContextCompat;
+import com.google.common.util.concurrent.ListenableFuture;
+import java.io.BufferedReader;
+import java.io.ByteArrayOutputStream;
+import java.io.File;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+
+/**
+ * Classifies the bundled sample image and live camera frames with the packaged model: NNAPI when the
+ * device can run it, otherwise (below API 29, or when the NNAPI model fails to load or run) the CPU model,
+ * with the reason logged and shown.
+ *
+ * <p>In-app benchmark (the contract `invoke deploy` uses):
+ * {@code am start -W -n <application id>/.MainActivity --ez benchmark true --ei iters 200 --ei warmup 5
+ * --es backend nnapi} runs warm-up + timed iterations on the bundled input and logs exactly one line
+ * {@code TORCHDROID_BENCH {...json...}} with the tag {@code torchdroid}.
+ */
+public class MainActivity extends ComponentActivity {
+    private static final String TAG = AppConfig.BENCH_TAG;
+    private static final int CAMERA_REQUEST = 1;
+
+    /** Every model call runs on this one thread: model, buffers and frame bitmap are never shared. */
+    private final ExecutorService worker = Executors.newSingleThreadExecutor();
+    private final Paint paint = new Paint(Paint.FILTER_BITMAP_FLAG);
+
+    private TextView backendView;
+    private TextView statusView;
+    private TextView sampleView;
+    private TextView cameraView;
+    private ImageView sampleImage;
+
+    // worker-thread state
+    private Classifier classifier;
+    private String fallbackReason;
+    private byte[] lut;
+    private String[] labels;
+    private Bitmap frame;
+    private Canvas frameCanvas;
+    private Rect frameRect;
+
+    private ProcessCameraProvider cameraProvider;
+
+    @Override
+    protected void onCreate(Bundle savedInstanceState) {
+        super.onCreate(savedInstanceState);
+        setContentView(R.layout.activity_main);
+        backendView = findViewById(R.id.backend);
+        statusView = findViewById(R.id.status);
+        sampleView = findViewById(R.id.sample_result);
+        cameraView = findViewById(R.id.camera_result);
+        sampleImage = findViewById(R.id.sample_image);
+
+        final Intent intent = getIntent();
+        if (intent != null && intent.getBooleanExtra("benchmark", false)) {
+            final int iters = intent.getIntExtra("iters", 200);
+            final int warmup = intent.getIntExtra("warmup", 5);
+            final String backend = intent.getStringExtra("backend");
+            statusView.setText(String.format(Locale.US, "benchmark: %d warm-up + %d iterations…", warmup, iters));
+            worker.execute(() -> runBenchmark(backend == null ? "nnapi" : backend, warmup, iters));
+            return;
+        }
+        worker.execute(this::classifySample);
+        startCameraWhenAllowed();
+    }
+
+    @Override
+    protected void onDestroy() {
+        super.onDestroy();
+        if (cameraProvider != null) {
+            cameraProvider.unbindAll();
+        }
+        worker.execute(() -> {
+            if (classifier != null) {
+                classifier.close();
+                classifier = null;
+            }
+        });
+        worker.shutdown();
+    }
+
+    // ----------------------------------------------------------------------------------- models
+
+    /** Load the requested backend's model, falling back to the CPU model (and saying why) when needed. */
+    private Classifier open(String requested) throws IOException {
+        fallbackReason = null;
+        if ("nnapi".equals(requested)) {
+            if (AppConfig.MODEL_NNAPI_ASSET.isEmpty()) {
+                fallbackReason = "this app has no NNAPI model for " + AppConfig.VARIANT;
+            } else if (Build.VERSION.SDK_INT < AppConfig.NNAPI_MIN_SDK) {
+                fallbackReason = "Android API " + Build.VERSION.SDK_INT + " < " + AppConfig.NNAPI_MIN_SDK
+                        + " (PyTorch's NNAPI needs Android 10)";
+            } else {
+                Classifier nnapi = null;
+                try {
+                    nnapi = new Classifier("nnapi", assetFile(AppConfig.MODEL_NNAPI_ASSET), lut);
+                    // NNAPI compiles the model on the first run: make it fail here rather than later.
+                    nnapi.fill(sampleFrame());
+                    nnapi.run();
+                    return nnapi;
+                } catch (Throwable t) {
+                    fallbackReason = "the NNAPI model failed to load or run: " + t;
+                    if (nnapi != null) {
+                        nnapi.close();
+                    }
+                }
+            }
+            Log.w(TAG, "using the CPU model instead of NNAPI: " + fallbackReason);
+        }
+        return new Classifier("cpu", assetFile(AppConfig.MODEL_CPU_ASSET), lut);
+    }
+
+    private void loadCommon() throws IOException {
+        if (labels == null) {
+            labels = readLabels();
+        }
+        if (lut == null && "uint8_lut".equals(AppConfig.INPUT_MODE)) {
+            lut = readAsset(AppConfig.LUT_ASSET);
+        }
+        if (frame == null) {
+            final int size = AppConfig.INPUT_SIZE;
+            frame = Bitmap.createBitmap(size, size, Bitmap.Config.ARGB_8888);
+            frameCanvas = new Canvas(frame);
+            frameRect = new Rect(0, 0, size, size);
+        }
+    }
+
+    /** Run the current model on {@code input}; if NNAPI fails at run time, switch to the CPU model once. */
+    private float[] classify(Bitmap input, long[] nanos) throws IOException {
+        for (int attempt = 0; ; attempt++) {
+            try {
+                classifier.fill(input);
+                final long t0 = SystemClock.elapsedRealtimeNanos();
+                final float[] scores = classifier.run();
+                nanos[0] = SystemClock.elapsedRealtimeNanos() - t0;
+                return scores;
+            } catch (RuntimeException e) {
+                if (!"nnapi".equals(classifier.backend) || attempt > 0) {
+                    throw e;
+                }
+                fallbackReason = "the NNAPI model failed at run time: " + e;
+                Log.w(TAG, "falling back to the CPU model: " + fallbackReason, e);
+                classifier.close();
+                classifier = new Classifier("cpu", assetFile(AppConfig.MODEL_CPU_ASSET), lut);
+                showBackend();
+            }
+        }
+    }
+
+    // ----------------------------------------------------------------------------------- sample + camera
+
+    private void classifySample() {
+        try {
+            loadCommon();
+            final Bitmap sample = readSample();
+            runOnUiThread(() -> sampleImage.setImageBitmap(sample));
+            classifier = open("nnapi");
+            showBackend();
+            final long[] nanos = new long[1];
+            final float[] scores = classify(toFrame(sample, 0), nanos);
+            final String text = describe(scores, nanos[0]);
+            runOnUiThread(() -> sampleView.setText(text));
+        } catch (Throwable t) {
+            Log.e(TAG, "could not classify the sample image", t);
+            runOnUiThread(() -> statusView.setText("error: " + t));
+        }
+    }
+
+    private void startCameraWhenAllowed() {
+        if (Build.VERSION.SDK_INT >= 23
+                && checkSelfPermission(Manifest.permission.CAMERA) != PackageManager.PERMISSION_GRANTED) {
+            requestPermissions(new String[] {Manifest.permission.CAMERA}, CAMERA_REQUEST);
+        } else {
+            startCamera();
+        }
+    }
+
+    @Override
+    public void onRequestPermissionsResult(int requestCode, String[] permissions, int[] grantResults) {
+        super.onRequestPermissionsResult(requestCode, permissions, grantResults);
+        if (requestCode != CAMERA_REQUEST) {
+            return;
+        }
+        if (grantResults.length > 0 && grantResults[0] == PackageManager.PERMISSION_GRANTED) {
+            startCamera();
+        } else {
+            cameraView.setText("camera permission denied: only the sample image is classified");
+        }
+    }
+
+    private void startCamera() {
+        final ListenableFuture<ProcessCameraProvider> future = ProcessCameraProvider.getInstance(this);
+        future.addListener(() -> {
+            try {
+                cameraProvider = future.get();
+                final ImageAnalysis analysis = new ImageAnalysis.Builder()
+                        .setBackpressureStrategy(ImageAnalysis.STRATEGY_KEEP_ONLY_LATEST)
+                        .setOutputImageFormat(ImageAnalysis.OUTPUT_IMAGE_FORMAT_RGBA_8888)
+                        .build();
+                analysis.setAnalyzer(worker, this::analyze);
+                cameraProvider.unbindAll();
+                cameraProvider.bindToLifecycle(this, CameraSelector.DEFAULT_BACK_CAMERA, analysis);
+            } catch (Exception e) {
+                Log.e(TAG, "camera unavailable", e);
+                cameraView.setText("camera unavailable: " + e);
+            }
+        }, ContextCompat.getMainExecutor(this));
+    }
+
+    /** CameraX analyzer (runs on the worker thread, like every other model call). */
+    private void analyze(ImageProxy image) {
+        try {
+            if (classifier == null) {
+                return; // still loading
+            }
+            final Bitmap bitmap = image.toBitmap();
+            final long[] nanos = new long[1];
+            final float[] scores = classify(toFrame(bitmap, image.getImageInfo().getRotationDegrees()), nanos);
+            final String text = describe(scores, nanos[0]);
+            runOnUiThread(() -> cameraView.setText(text));
+        } catch (Throwable t) {
+            Log.e(TAG, "camera frame failed", t);
+            runOnUiThread(() -> cameraView.setText("error: " + t));
+        } finally {
+            image.close();
+        }
+    }
+
+    // ----------------------------------------------------------------------------------- benchmark
+
+    private void runBenchmark(String requested, int warmup, int iters) {
+        String error = null;
+        BenchStats.Summary summary = null;
+        String used = requested;
+        try {
+            if (iters < 1 || warmup < 0) {
+                throw new IllegalArgumentException("iters must be >= 1 and warmup >= 0 (got " + iters + ", " + warmup + ")");
+            }
+            if (!"nnapi".equals(requested) && !"cpu".equals(requested)) {
+                throw new IllegalArgumentException("backend must be cpu or nnapi (got " + requested + ")");
+            }
+            loadCommon();
+            classifier = open(requested);
+            used = classifier.backend;
+            classifier.fill(sampleFrame());
+            for (int i = 0; i < warmup; i++) {
+                classifier.run();
+            }
+            final long[] nanos = new long[iters];
+            for (int i = 0; i < iters; i++) {
+                final long t0 = SystemClock.elapsedRealtimeNanos();
+                classifier.run();
+                nanos[i] = SystemClock.elapsedRealtimeNanos() - t0;
+            }
+            summary = BenchStats.summarize(nanos);
+        } catch (Throwable t) {
+            error = t.toString();
+            Log.e(TAG, "benchmark failed", t);
+        }
+        final String line = BenchStats.line(AppConfig.VARIANT, used, requested, fallbackReason != null,
+                fallbackReason, iters, warmup, summary, error);
+        Log.i(TAG, line);
+        final String title = "benchmark: " + AppConfig.VARIANT + " on " + used.toUpperCase(Locale.US)
+                + (fallbackReason == null ? "" : " (fallback: " + fallbackReason + ")");
+        runOnUiThread(() -> {
+            backendView.setText(title);
+            statusView.setText(line);
+        });
+    }
+
+    // ----------------------------------------------------------------------------------- helpers
+
+    private void showBackend() {
+        final String backend = classifier.backend;
+        final String reason = fallbackReason;
+        final String text = AppConfig.VARIANT + " on " + backend.toUpperCase(Locale.US)
+                + (reason == null ? "" : " (fallback: " + reason + ")");
+        runOnUiThread(() -> backendView.setText(text));
+    }
+
+    /** Centre-crop {@code src} to a square, rotate it upright and scale it into the reused input frame. */
+    private Bitmap toFrame(Bitmap src, int rotationDegrees) {
+        final int w = src.getWidth();
+        final int h = src.getHeight();
+        final int side = Math.min(w, h);
+        final int left = (w - side) / 2;
+        final int top = (h - side) / 2;
+        final float centre = AppConfig.INPUT_SIZE / 2f;
+        frameCanvas.save();
+        frameCanvas.rotate(rotationDegrees, centre, centre);
+        frameCanvas.drawBitmap(src, new Rect(left, top, left + side, top + side), frameRect, paint);
+        frameCanvas.restore();
+        return frame;
+    }
+
+    private Bitmap sampleFrame() throws IOException {
+        return toFrame(readSample(), 0);
+    }
+
+    private String describe(float[] scores, long nanos) {
+        final int k = Math.min(5, scores.length);
+        final int[] top = new int[k];
+        final boolean[] taken = new boolean[scores.length];
+        for (int j = 0; j < k; j++) {
+            int best = -1;
+            for (int i = 0; i < scores.length; i++) {
+                if (!taken[i] && (best < 0 || scores[i] > scores[best])) {
+                    best = i;
+                }
+            }
+            taken[best] = true;
+            top[j] = best;
+        }
+        double max = scores[top[0]];
+        double sum = 0;
+        for (float s : scores) {
+            sum += Math.exp(s - max);
+        }
+        final StringBuilder b = new StringBuilder(String.format(Locale.US, "%.1f ms on %s\n", nanos / 1e6,
+                classifier.backend.toUpperCase(Locale.US)));
+        for (int idx : top) {
+            final String label = idx < labels.length ? labels[idx] : ("class " + idx);
+            b.append(String.format(Locale.US, "%5.1f%%  %s\n", 100.0 * Math.exp(scores[idx] - max) / sum, label));
+        }
+        return b.toString();
+    }
+
+    /** Copy an asset to the app's files directory once (again only after the app is updated). */
+    private String assetFile(String name) throws IOException {
+        final File file = new File(getFilesDir(), name);
+        final File stamp = new File(getFilesDir(), name + ".stamp");
+        final String apkStamp = String.valueOf(new File(getPackageCodePath()).lastModified());
+        if (file.isFile() && stamp.isFile() && apkStamp.equals(new String(readFile(stamp), StandardCharsets.UTF_8))) {
+            return file.getAbsolutePath();
+        }
+        final File tmp = new File(getFilesDir(), name + ".partial");
+        try (InputStream in = getAssets().open(name); OutputStream out = new FileOutputStream(tmp)) {
+            copy(in, out);
+        }
+        if (!tmp.renameTo(file)) {
+            throw new IOException("could not move " + tmp + " to " + file);
+        }
+        try (OutputStream out = new FileOutputStream(stamp)) {
+            out.write(apkStamp.getBytes(StandardCharsets.UTF_8));
+        }
+        return file.getAbsolutePath();
+    }
+
+    private byte[] readAsset(String name) throws IOException {
+        try (InputStream in = getAssets().open(name)) {
+            final ByteArrayOutputStream out = new ByteArrayOutputStream();
+            copy(in, out);
+            return out.toByteArray();
+        }
+    }
+
+    private static byte[] readFile(File file) throws IOException {
+        try (InputStream in = new java.io.FileInputStream(file)) {
+            final ByteArrayOutputStream out = new ByteArrayOutputStream();
+            copy(in, out);
+            return out.toByteArray();
+        }
+    }
+
+    private static void copy(InputStream in, OutputStream out) throws IOException {
+        final byte[] buffer = new byte[64 * 1024];
+        int n;
+        while ((n = in.read(buffer)) > 0) {
+            out.write(buffer, 0, n);
+        }
+    }
+
+    private String[] readLabels() throws IOException {
+        final List<String> out = new ArrayList<>();
+        try (BufferedReader r = new BufferedReader(
+                new InputStreamReader(getAssets().open(AppConfig.LABELS_ASSET), StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = r.readLine()) != null) {
+                out.add(line);
+            }
+        }
+        return out.toArray(new String[0]);
+    }
+
+    private Bitmap readSample() throws IOException {
+        try (InputStream in = getAssets().open(AppConfig.SAMPLE_ASSET)) {
+            final Bitmap bitmap = BitmapFactory.decodeStream(in);
+            if (bitmap == null) {
+                throw new IOException("cannot decode " + AppConfig.SAMPLE_ASSET);
+            }
+            return bitmap;
+        }
+    }
+}

@@ -1,0 +1,40 @@
+"""Converted models for the make-app tests, built once per test session with the real converter."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import shutil
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+_ROOT = Path(tempfile.mkdtemp(prefix="torchdroid-appgen-tests-"))
+atexit.register(shutil.rmtree, _ROOT, True)
+
+
+@functools.cache
+def tiny_models() -> Path:
+    """All three modes of :mod:`tiny_net` (seconds): for rendering every variant and compiling the Java."""
+    from converter import ConvertSettings, convert
+
+    out = _ROOT / "tiny"
+    convert(ConvertSettings(out=out, model=f"{HERE / 'tiny_net.py'}:tiny_net", modes=("none", "core", "full"),
+                            weights="random", calibration_count=4, build_dir=_ROOT / "build"))
+    return out
+
+
+@functools.cache
+def mobilenet_full() -> Path:
+    """MobileNetV2 quant_full with random weights and the converter's synthetic calibration (~30 s)."""
+    from converter import ConvertSettings, convert
+
+    out = _ROOT / "mobilenetv2"
+    convert(ConvertSettings(out=out, model="mobilenet_v2", modes=("full",), weights="random",
+                            calibration_count=8, build_dir=_ROOT / "build"))
+    return out
+
+
+def scratch(name: str) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_ROOT))
+    return path

@@ -1,0 +1,117 @@
+"""Inputs for deploy tests: records written with toolchain.records, a compiled stand-in binary, a test APK."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+from toolchain.fsutil import sha256_file
+from toolchain.records import (
+    APP_INFO_KIND,
+    APP_INFO_NAME,
+    APP_INFO_SCHEMA,
+    BUILD_INFO_KIND,
+    BUILD_INFO_NAME,
+    BUILD_INFO_SCHEMA,
+    MANIFEST_KIND,
+    MANIFEST_NAME,
+    MANIFEST_SCHEMA,
+    write_record,
+)
+
+HERE = Path(__file__).resolve().parent
+COMMIT = "c19eb4ad73ebf16c7dc73229729ed95692472f6e"
+OTHER_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+APP_ID = "org.torchdroid.demo"
+
+
+def build_standin(out_dir: Path) -> Path:
+    """Compile the stand-in speed_benchmark_torch with the host C compiler."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    exe = out_dir / "speed_benchmark_torch"
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        raise RuntimeError("no C compiler (apt-get install gcc)")
+    subprocess.run([cc, "-O1", "-o", str(exe), str(HERE / "speed_benchmark_standin.c")], check=True)
+    return exe
+
+
+def write_build_info(build_dir: Path, binary: Path, abi: str = "arm64-v8a", commit: str = COMMIT) -> Path:
+    build_dir.mkdir(parents=True, exist_ok=True)
+    rel = os.path.relpath(binary, build_dir)
+    return write_record(build_dir / BUILD_INFO_NAME, BUILD_INFO_KIND, BUILD_INFO_SCHEMA, {
+        "abi": abi, "commit": commit, "lane": "current",
+        "artefacts": [{"name": "speed_benchmark_torch", "path": rel, "sha256": sha256_file(binary)}],
+    })
+
+
+def _spec(shape, dtype="float32"):
+    return {"shape": shape, "dtype": dtype, "memory_format": "contiguous", "scale": None, "zero_point": None}
+
+
+def write_models(models_dir: Path, modes: Iterable[str] = ("none", "full"), commit: str = COMMIT,
+                 size: int = 200_000, stem: str = "mobilenetv2", seed: int = 1) -> Path:
+    """A manifest with small dummy model files (the stand-in binary loads nothing)."""
+    models_dir.mkdir(parents=True, exist_ok=True)
+    files = []
+    for mode in modes:
+        for backend in ("cpu", "nnapi"):
+            name = f"{stem}-quant_{mode}-{backend}.pt"
+            data = (f"{name}:{seed}:".encode() * (size // 20 + 1))[:size]
+            (models_dir / name).write_bytes(data)
+            files.append({"file": name, "sha256": sha256_file(models_dir / name), "size": size,
+                          "model": "mobilenet_v2", "stem": stem, "mode": mode, "backend": backend,
+                          "input": _spec([1, 3, 224, 224]), "output": _spec([1, 1000])})
+    return write_record(models_dir / MANIFEST_NAME, MANIFEST_KIND, MANIFEST_SCHEMA, {
+        "conversions": {stem: {"torch": {"version": "1.8.0", "git_version": commit}}},
+        "files": files,
+    })
+
+
+def make_apk(path: Path, package: str = APP_ID, signer: bytes = b"debug-key-A", variant: str = "quant_full",
+             abis: Iterable[str] = ("arm64-v8a",), min_sdk: int = 21, size: int = 300_000) -> Path:
+    """A zip shaped like an APK (text manifest, a certificate entry, assets, native libs)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("AndroidManifest.xml", f'<manifest package="{package}"><uses-sdk android:minSdkVersion='
+                                          f'"{min_sdk}"/></manifest>')
+        z.writestr("META-INF/CERT.RSA", signer)
+        z.writestr(f"assets/mobilenetv2-{variant}-cpu.pt", os.urandom(size // 2))
+        for abi in abis:
+            z.writestr(f"lib/{abi}/libpytorch_jni.so", b"\x7fELF" + b"\0" * 1000)
+    return path
+
+
+def write_app_info(app_dir: Path, apk: Path, package: str = APP_ID, variant: str = "quant_full") -> Path:
+    return write_record(app_dir / APP_INFO_NAME, APP_INFO_KIND, APP_INFO_SCHEMA, {
+        "application_id": package, "activity": ".MainActivity", "variant": variant,
+        "apk": {"path": os.path.relpath(apk, app_dir), "sha256": sha256_file(apk)},
+    })
+
+
+@dataclass
+class Inputs:
+    models: Path
+    build_info: Path
+    binary: Path
+    app_dir: Path
+    apk: Path
+
+
+def make_inputs(root: Path, modes=("none", "full"), standin: Optional[Path] = None, model_size: int = 200_000,
+                commit: str = COMMIT) -> Inputs:
+    binary = standin or build_standin(root / "bin")
+    if standin is not None:
+        (root / "bin").mkdir(parents=True, exist_ok=True)
+        binary = root / "bin" / "speed_benchmark_torch"
+        shutil.copy2(standin, binary)
+    bi = write_build_info(root / "build" / "android" / "arm64-v8a", binary)
+    write_models(root / "models", modes, commit=commit, size=model_size)
+    apk = make_apk(root / "app" / "app" / "build" / "outputs" / "apk" / "debug" / "app-debug.apk")
+    write_app_info(root / "app", apk)
+    return Inputs(root / "models", bi, binary, root / "app", apk)

@@ -1,0 +1,78 @@
+/*
+ * Host-compiled stand-in for PyTorch's binaries/speed_benchmark_torch (test-only).
+ *
+ * It loads nothing: it checks that --model names a readable file and prints
+ * upstream's output format, including one "PyTorchObserver" line per timed
+ * iteration with --report_pep=true.  Latencies are synthetic:
+ *   SBT_CPU_US / SBT_NNAPI_US   base latency in microseconds (model path containing "nnapi" uses the latter)
+ *   SBT_CRASH=substr           crash with SIGSEGV (after "Main runs.") when the model path contains substr
+ *   SBT_GARBAGE=substr         exit 0 printing nothing parseable when the model path contains substr
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *flag(int argc, char **argv, const char *name, const char *dflt) {
+  size_t n = strlen(name);
+  for (int i = 1; i < argc; ++i) {
+    if (strncmp(argv[i], "--", 2) == 0 && strncmp(argv[i] + 2, name, n) == 0) {
+      if (argv[i][2 + n] == '=') return argv[i] + 3 + n;
+      if (argv[i][2 + n] == '\0') return "true";
+    }
+  }
+  return dflt;
+}
+
+static int matches(const char *env, const char *model) {
+  const char *v = getenv(env);
+  return v && *v && strstr(model, v) != NULL;
+}
+
+int main(int argc, char **argv) {
+  const char *model = flag(argc, argv, "model", "");
+  int warmup = atoi(flag(argc, argv, "warmup", "0"));
+  int iters = atoi(flag(argc, argv, "iter", "10"));
+  const char *pep = flag(argc, argv, "report_pep", "false");
+  int report_pep = strcmp(pep, "true") == 0 || strcmp(pep, "1") == 0;
+  FILE *f = fopen(model, "rb");
+  if (!f) {
+    fprintf(stderr, "terminate called after throwing an instance of 'c10::Error'\n");
+    fprintf(stderr, "  what():  open file failed, file path: %s\n", model);
+    fflush(stderr);
+    abort();
+  }
+  fclose(f);
+  if (matches("SBT_GARBAGE", model)) {
+    printf("W/libc: unexpected state, nothing measured\n");
+    return 0;
+  }
+  int nnapi = strstr(model, "nnapi") != NULL;
+  const char *base_s = getenv(nnapi ? "SBT_NNAPI_US" : "SBT_CPU_US");
+  double base = base_s ? atof(base_s) : (nnapi ? 9000.0 : 12000.0);
+  printf("Starting benchmark.\n");
+  printf("Running warmup runs.\n");
+  if (warmup < 0) {
+    fprintf(stderr, "Number of warm up runs should be non negative, provided %d.\n", warmup);
+    return 1;
+  }
+  printf("Main runs.\n");
+  fflush(stdout);
+  if (matches("SBT_CRASH", model)) {
+    raise(SIGSEGV);
+  }
+  unsigned long long seed = 88172645463325252ULL ^ (unsigned long long)strlen(model);
+  double total = 0;
+  for (int i = 0; i < iters; ++i) {
+    seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
+    float t = (float)(int)(base * (0.97 + 0.10 * (double)(seed % 1000) / 1000.0));
+    total += t;
+    if (report_pep) {
+      /* std::cout << float prints with 6 significant digits, e.g. 1.23457e+06 */
+      printf("PyTorchObserver {\"type\": \"NET\", \"unit\": \"us\", \"metric\": \"latency\", \"value\": \"%g\"}\n", t);
+    }
+  }
+  double per = iters ? total / iters : 0;
+  printf("Main run finished. Microseconds per iter: %g. Iters per second: %g\n", per, per > 0 ? 1e6 / per : 0);
+  return 0;
+}

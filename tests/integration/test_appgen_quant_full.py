@@ -1,0 +1,62 @@
+"""The quant_full app path on the host: the app's lookup table + uint8 model give the CPU model's classes.
+
+MobileNetV2 is converted once (random weights, the converter's synthetic calibration); the app's own
+assets (input_lut.bin and the packaged uint8 model) are then run exactly as the Java does: pixels ->
+table -> uint8 NHWC tensor -> model.
+"""
+
+import pytest
+import torch
+
+from appgen import AppSettings, assets, make_app
+from tests.appgen_support.models import mobilenet_full, scratch
+from toolchain import records
+
+
+@pytest.fixture(scope="module")
+def app():
+    models = mobilenet_full()
+    out = scratch("app-mobilenet") / "project"
+    res = make_app(AppSettings(model="quant_full", models=models, out=out, build_dir=out.parent / "build"))
+    cpu = records.ConvertManifest.load(models).find("quant_full")["cpu"]
+    return res, cpu
+
+
+def test_app_path_gives_the_cpu_models_classes(app):
+    res, cpu = app
+    asset_dir = res.out / "app/src/main/assets"
+    lut = (asset_dir / "input_lut.bin").read_bytes()
+    size = cpu.input.shape[-1]
+    pixels = assets.load_pixels(asset_dir / "sample.jpg", size)
+
+    # the app: table lookup in "Java", then the packaged uint8 model
+    app_model = torch.jit.load(str(asset_dir / "mobilenetv2-quant_full-cpu-uint8.pt"))
+    app_input = torch.from_numpy(assets.apply_lut(pixels, lut))
+    assert app_input.dtype == torch.uint8 and list(app_input.shape) == [1, size, size, 3]
+    app_scores = app_model(app_input)
+    assert app_scores.dtype == torch.float32 and list(app_scores.shape) == [1, 1000]
+
+    # the reference: the float pipeline, quantized with the manifest's scale/zero point, into the CPU model
+    mean, std = assets.normalization(cpu.conversion)
+    ref_in = torch.quantize_per_tensor(assets.preprocess_float(asset_dir / "sample.jpg", size, mean, std),
+                                       cpu.input.scale, cpu.input.zero_point, torch.quint8)
+    ref_scores = torch.jit.load(str(cpu.path))(ref_in.contiguous(memory_format=torch.channels_last)).dequantize()
+
+    assert torch.equal(app_input[0], ref_in.int_repr()[0].permute(1, 2, 0))  # the table is exact
+    assert app_scores.argmax().item() == ref_scores.argmax().item()
+    assert app_scores.topk(5).indices.tolist() == ref_scores.topk(5).indices.tolist()
+    assert torch.allclose(app_scores, ref_scores)
+    assert len(set(app_scores[0].tolist())) > 10  # not a constant output
+
+
+def test_nnapi_asset_is_wrapped_the_same_way(app):
+    res, cpu = app
+    asset_dir = res.out / "app/src/main/assets"
+    nnapi = torch.jit.load(str(asset_dir / "mobilenetv2-quant_full-nnapi-uint8.pt"))
+    code = nnapi.code
+    assert "_make_per_tensor_quantized_tensor" in code and "permute" in code and "dequantize" in code
+    assert nnapi.scale == pytest.approx(cpu.input.scale) and nnapi.zero_point == cpu.input.zero_point
+    info = records.read_record(res.app_info, records.APP_INFO_KIND, records.APP_INFO_SCHEMA, "")
+    entry = info["assets"]["mobilenetv2-quant_full-nnapi-uint8.pt"]
+    assert entry["backend"] == "nnapi" and entry["input"]["layout"] == "NHWC"
+    assert info["lut"]["sha256"] and info["input_mode"] == "uint8_lut"

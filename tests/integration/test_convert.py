@@ -1,0 +1,247 @@
+"""invoke convert against real torch/torchvision (random weights: pretrained ones need a network)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolchain.records import ConvertManifest
+
+ROOT = Path(__file__).resolve().parents[2]
+SUPPORT = ROOT / "tests" / "converter_support" / "user_models.py"
+INVOKE = [sys.executable, "-m", "invoke"]
+
+
+def invoke(*args, env=None, cwd=ROOT):
+    full_env = dict(os.environ, CI="1")
+    full_env.update(env or {})
+    return subprocess.run([*INVOKE, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="session")
+def mobilenet_models(tmp_path_factory):
+    """MobileNetV2 converted once for the session: six files and a manifest."""
+    from converter import ConvertSettings, convert
+
+    out = tmp_path_factory.mktemp("models")
+    result = convert(ConvertSettings(out=out, weights="random", calibration_count=8,
+                                     build_dir=tmp_path_factory.mktemp("build")))
+    return out, result
+
+
+def test_six_files_and_manifest(mobilenet_models):
+    out, result = mobilenet_models
+    names = sorted(p.name for p in out.glob("*.pt"))
+    assert names == sorted(f"mobilenetv2-quant_{m}-{b}.pt" for m in ("none", "core", "full") for b in ("cpu", "nnapi"))
+    assert not [p for p in out.iterdir() if p.name.endswith(".partial")]
+    man = ConvertManifest.load(out)
+    assert len(man.files) == 6
+    for f in man.files:
+        f.check_hash()
+        assert f.size == f.path.stat().st_size
+        assert f.input.shape == [1, 3, 224, 224] and f.input.memory_format == "channels_last"
+        assert f.output.shape == [1, 1000]
+        if f.mode == "full":
+            assert f.input.dtype == "quint8" and 0 < f.input.scale < 1 and 0 <= f.input.zero_point <= 255
+            assert f.output.dtype == "quint8" and f.output.scale > 0
+        else:
+            assert f.input.dtype == "float32" and f.input.scale is None
+        if f.mode == "core":
+            assert f.extra["core_quantization"]["input"]["scale"] > 0
+    conv = man.conversions["mobilenetv2"]
+    assert conv["weights"]["origin"] == "random" and "batchnorm_statistics" in conv["weights"]
+    assert conv["calibration"] == {"source": "synthetic", "count": 8, "seed": 0,
+                                   "kind": conv["calibration"]["kind"]}
+    import torch
+
+    assert conv["torch"]["version"].split("+")[0] == torch.__version__.split("+")[0]
+    assert conv["torch"]["git_version"] == torch.version.git_version
+    assert conv["mobile_optimization"]["applied"] is torch._C._is_xnnpack_enabled()
+    assert set(conv["host_check"]["top1_agreement"]) == {"core", "full"}
+
+
+def test_models_run_on_bundled_inputs(mobilenet_models):
+    import torch
+
+    out, _ = mobilenet_models
+    man = ConvertManifest.load(out)
+    for f in man.files:
+        m = torch.jit.load(str(f.path))
+        (inp,) = m.get_all_bundled_inputs()[0]
+        assert list(inp.shape) == f.input.shape
+        assert str(inp.dtype).replace("torch.", "") == f.input.dtype
+        assert inp.is_contiguous(memory_format=torch.channels_last)
+        if f.backend == "cpu":
+            with torch.no_grad():
+                y = m(inp)
+            y = y.dequantize() if y.is_quantized else y
+            assert y.shape == (1, 1000) and float(y.max() - y.min()) > 0
+        else:
+            # the NNAPI model needs libneuralnetworks.so to run; its serialized model is there
+            assert "_nnapi" in str(m.graph) or m.mod is not None
+
+
+def test_incremental_reuse_subset_and_force(mobilenet_models, tmp_path):
+    from converter import ConvertSettings, convert
+
+    out, _ = mobilenet_models
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("*.pt")}
+    again = convert(ConvertSettings(out=out, weights="random", calibration_count=8, build_dir=tmp_path))
+    assert again.reused and again.built_modes == []
+    sub = convert(ConvertSettings(out=out, modes=("full",), weights="random", calibration_count=8, build_dir=tmp_path))
+    assert sub.reused and [f.mode for f in sub.files] == ["full", "full"]
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.pt")} == before
+    # a different input (the seed) rebuilds only what was asked for
+    changed = convert(ConvertSettings(out=out, modes=("none",), weights="random", seed=1, calibration_count=8,
+                                      build_dir=tmp_path))
+    assert changed.built_modes == ["none"]
+    after = {p.name: p.stat().st_mtime_ns for p in out.glob("*.pt")}
+    assert after["mobilenetv2-quant_none-cpu.pt"] != before["mobilenetv2-quant_none-cpu.pt"]
+    assert after["mobilenetv2-quant_full-cpu.pt"] == before["mobilenetv2-quant_full-cpu.pt"]
+    assert len(ConvertManifest.load(out).files) == 6
+    # put it back as the other tests expect it, with --force
+    forced = convert(ConvertSettings(out=out, modes=("none",), weights="random", calibration_count=8,
+                                     build_dir=tmp_path, force=True))
+    assert forced.built_modes == ["none"]
+
+
+def test_tampered_file_is_rebuilt(tmp_path):
+    from converter import ConvertSettings, convert
+
+    model = f"{SUPPORT}:tiny"
+    s = ConvertSettings(out=tmp_path / "m", model=model, modes=("full",), weights="random", calibration_count=4,
+                        build_dir=tmp_path)
+    convert(s)
+    victim = tmp_path / "m" / "tiny-quant_full-cpu.pt"
+    victim.write_bytes(b"corrupt")
+    res = convert(s)
+    assert res.built_modes == ["full"]
+    ConvertManifest.load(tmp_path / "m").find("tiny-quant_full")["cpu"].check_hash()
+
+
+def test_user_factory_and_calibration_dir(tmp_path):
+    from PIL import Image
+
+    calib = tmp_path / "images"
+    calib.mkdir()
+    for i in range(3):
+        Image.new("RGB", (64 + 10 * i, 48), (40 * i, 100, 200 - 30 * i)).save(calib / f"img{i}.png")
+    r = invoke("convert", "--model", f"{SUPPORT}:tiny", "--weights", "random", "--calibration", str(calib),
+               "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    man = ConvertManifest.load(tmp_path / "out")
+    assert sorted(f.file for f in man.files) == sorted(
+        f"tiny-quant_{m}-{b}.pt" for m in ("none", "core", "full") for b in ("cpu", "nnapi"))
+    cal = man.conversions["tiny"]["calibration"]
+    assert cal["source"] == "dir" and cal["count"] == 3 and len(cal["digest"]) == 64
+    assert "tiny-quant_full-cpu.pt" in r.stdout and "manifest:" in r.stdout
+
+
+def test_weights_file_is_recorded_and_mismatch_is_explained(tmp_path):
+    import torch
+
+    sys.path.insert(0, str(SUPPORT.parent))
+    try:
+        from user_models import Tiny
+    finally:
+        sys.path.pop(0)
+    good = tmp_path / "tiny.pth"
+    torch.save(Tiny().state_dict(), good)
+    r = invoke("convert", "--model", f"{SUPPORT}:tiny", "--weights", str(good), "--quant", "none",
+               "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    w = ConvertManifest.load(tmp_path / "out").conversions["tiny"]["weights"]
+    assert w["origin"] == "file" and w["path"] == str(good.resolve()) and len(w["sha256"]) == 64
+    bad = tmp_path / "other.pth"
+    torch.save(torch.nn.Linear(2, 2).state_dict(), bad)
+    r = invoke("convert", "--model", f"{SUPPORT}:tiny", "--weights", str(bad), "--quant", "none",
+               "--out", str(tmp_path / "out2"))
+    assert r.returncode == 6
+    assert "do not fit the model" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args, code, needles",
+    [
+        (["--model", "vgg16"], 2, ["unknown model 'vgg16'", "mobilenet_v2", "file.py:factory"]),
+        (["--quant", "half"], 2, ["unknown quantization mode 'half'", "none, core, full"]),
+        (["--weights", "imagenet"], 2, ["neither 'pretrained', 'random' nor an existing file", "--weights random"]),
+        (["--calibration", "/nonexistent/images"], 2, ["does not exist", "built-in synthetic set"]),
+        (["--model", "missing.py:factory"], 2, ["does not exist"]),
+    ],
+)
+def test_bad_input_messages(tmp_path, args, code, needles):
+    r = invoke("convert", "--out", str(tmp_path / "out"), *args)
+    assert r.returncode == code, (r.returncode, r.stderr)
+    for n in needles:
+        assert n in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_empty_calibration_dir_and_unwritable_out(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = invoke("convert", "--weights", "random", "--calibration", str(empty), "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "has no images" in r.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = invoke("convert", "--weights", "random", "--out", str(blocker / "sub"))
+    assert r.returncode == 2 and "not writable" in r.stderr and "--out" in r.stderr
+    r = invoke("convert", "--weights", "random", "--out", str(blocker))
+    assert r.returncode == 2 and "not a directory" in r.stderr
+
+
+def test_unsupported_op_names_op_and_place(tmp_path):
+    r = invoke("convert", "--model", f"{SUPPORT}:with_sin", "--weights", "random", "--quant", "none",
+               "--out", str(tmp_path / "out"))
+    assert r.returncode == 6, r.stderr
+    assert "cannot handle aten::sin" in r.stderr
+    assert "user_models.py:" in r.stderr  # where it is
+    assert "Traceback" not in r.stderr
+    assert list((tmp_path / "out").iterdir()) == []  # nothing half-written, no manifest
+
+
+def test_degenerate_quantization_is_refused(tmp_path):
+    r = invoke("convert", "--model", f"{SUPPORT}:dead", "--weights", "random", "--quant", "core",
+               "--out", str(tmp_path / "out"))
+    assert r.returncode == 6, r.stderr
+    assert "degenerate" in r.stderr and "float floor" in r.stderr and "--calibration" in r.stderr
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_factory_returning_non_module(tmp_path):
+    r = invoke("convert", "--model", f"{SUPPORT}:not_a_module", "--weights", "random", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "not a torch.nn.Module" in r.stderr
+
+
+def test_pretrained_offline_names_alternatives(tmp_path):
+    # A proxy on a closed local port makes the download fail the way an offline machine does.
+    r = invoke("convert", "--weights", "pretrained", "--quant", "none", "--out", str(tmp_path / "o"),
+               env={"TORCH_HOME": str(tmp_path / "torch-home"), "https_proxy": "http://127.0.0.1:9",
+                    "HTTPS_PROXY": "http://127.0.0.1:9"})
+    assert r.returncode == 2, r.stderr
+    assert "could not be downloaded" in r.stderr
+    assert "--weights random" in r.stderr and "--weights path/to/state_dict.pth" in r.stderr
+    assert "https://download.pytorch.org/models/mobilenet_v2-" in r.stderr and "checkpoints" in r.stderr
+    assert not (tmp_path / "o" / "manifest.json").exists()
+
+
+def test_host_bench_writes_results(mobilenet_models, tmp_path):
+    from converter.host_bench import HostBenchSettings, run_host_bench
+
+    out, _ = mobilenet_models
+    res = run_host_bench(HostBenchSettings(models=out, warmup=1, iters=3, threads=1, out=tmp_path))
+    assert [r.mode for r in res.rows] == ["none", "core", "full"]
+    assert all(r.min_ms <= r.median_ms <= r.p90_ms for r in res.rows)
+    data = json.loads(res.json_path.read_text())
+    assert data["kind"] == "torchdroid.host-bench" and len(data["rows"]) == 3
+    assert res.csv_path.read_text().startswith("file,variant,mode")
+
+
+def test_bench_without_manifest_says_run_convert(tmp_path):
+    r = invoke("bench", "--models", str(tmp_path))
+    assert r.returncode == 5 and "invoke convert" in r.stderr

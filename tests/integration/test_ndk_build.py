@@ -1,0 +1,208 @@
+"""`build_android` end to end: real git, real cmake + host compiler, the fixture NDK and build script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ndk_build import BuildSettings, build_android
+from ndk_build.elfcheck import Readelf
+from tests.ndk_support import make_fake_ndk, make_fake_sdk
+from tests.ndk_support.fixtures import *  # noqa: F403 (pytest fixtures: fake_pytorch, fake_ndk)
+from toolchain.errors import ToolFailed, ToolNotFound, UsageError, VerificationError
+from toolchain.fsutil import sha256_file
+from toolchain.records import BuildInfo
+
+CLEAN_ENV = {"PATH": os.environ["PATH"]}  # no ANDROID_* from this machine
+
+
+def settings(tmp_path, remote, ndk, **kw) -> BuildSettings:
+    base = dict(build_dir=tmp_path / "build", commit=remote.pinned, repo_url=remote.url, ndk=str(ndk) if ndk else None,
+                abi="x86_64", api_level=29, max_jobs=2, env=CLEAN_ENV)
+    base.update(kw)
+    return BuildSettings(**base)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, fake_pytorch, fake_ndk):
+    """One real build shared by the read-only assertions below."""
+    from tests.ndk_support import git_test_env
+
+    old = {k: os.environ.get(k) for k in git_test_env()}
+    os.environ.update(git_test_env())
+    try:
+        tmp = tmp_path_factory.mktemp("built")
+        s = settings(tmp, fake_pytorch, fake_ndk)
+        return s, build_android(s)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_build_records_verified_artefacts(built, fake_pytorch, fake_ndk):
+    s, res = built
+    assert res.reused is False
+    info = json.loads(res.build_info_path.read_text())
+    assert res.build_info_path == s.build_dir / "android" / "x86_64" / "build-info.json"
+    assert info["kind"] == "torchdroid.build-info" and info["schema"] == 1
+    assert info["commit"] == fake_pytorch.pinned and info["repo_url"] == fake_pytorch.url
+    assert info["custom_commit"] is True  # the fixture commit is not the lane's pin
+    assert info["ndk"]["revision"] == "21.4.7075529" and Path(info["ndk"]["path"]) == Path(fake_ndk).resolve()
+    assert info["abi"] == "x86_64" and info["api_level"] == 29
+    assert info["lane_pins"]["pytorch_commit"] == info["lane_pins"]["pytorch_commit"].lower()
+    assert "-DANDROID_NATIVE_API_LEVEL=29" in info["cmake_args"] and "-DBUILD_BINARY=ON" in info["cmake_args"]
+    assert info["env"]["ANDROID_ABI"] == "x86_64" and info["env"]["MAX_JOBS"] == "2"
+    assert info["verification"] == {"machine": "Advanced Micro Devices X86-64", "api_level": 29,
+                                    "machine_ok": True, "api_level_ok": True}
+    names = {a["name"]: a for a in info["artefacts"]}
+    assert {"speed_benchmark_torch", "libc10.a", "libtorch_cpu.a", "libfakedep.a", "headers"} <= set(names)
+    for a in info["artefacts"]:
+        p = res.build_info_path.parent / a["path"]
+        assert p.exists()
+        if a["kind"] != "headers":
+            assert sha256_file(p) == a["sha256"]
+    # the record later stages read
+    binary = BuildInfo.load(res.build_info_path).artefact("speed_benchmark_torch")
+    assert binary == res.binary and os.access(binary, os.X_OK)
+    assert info["seconds"] > 0 and info["started"] <= info["finished"]
+
+
+def test_api_level_really_reaches_cmake(built):
+    s, res = built
+    out = subprocess.run([str(res.binary), "--version"], capture_output=True, text=True, check=True).stdout
+    assert "abi=x86_64 api_level=29" in out
+    assert (s.build_dir / "android" / "x86_64" / "cmake" / "android_native_api_level.txt").read_text().strip() == "29"
+
+
+def test_the_tutorial_recipe_alone_builds_for_api_21(tmp_path, built, fake_ndk):
+    """Why torchdroid passes -DANDROID_NATIVE_API_LEVEL: the script overwrites the environment's 29 with 21."""
+    s, res = built
+    source = Path(res.info["source_dir"])
+    env = dict(os.environ, ANDROID_NDK=str(fake_ndk), ANDROID_NATIVE_API_LEVEL="29", BUILD_PYTORCH_MOBILE="1",
+               ANDROID_ABI="x86_64", BUILD_ROOT=str(tmp_path / "recipe"), MAX_JOBS="2")
+    subprocess.run(["bash", "scripts/build_android.sh", "-DBUILD_BINARY=ON"], cwd=source, env=env, check=True,
+                   capture_output=True)
+    with pytest.raises(VerificationError) as ei:
+        Readelf.locate().verify(tmp_path / "recipe" / "install" / "bin" / "speed_benchmark_torch", "x86_64", 29)
+    assert "API level 21, not the requested 29" in str(ei.value)
+    assert "-DANDROID_NATIVE_API_LEVEL" in str(ei.value)
+
+
+def test_same_inputs_rebuild_nothing_and_clean_starts_over(tmp_path, fake_pytorch, fake_ndk):
+    s = settings(tmp_path, fake_pytorch, fake_ndk)
+    first = build_android(s)
+    mtime = first.binary.stat().st_mtime_ns
+    log_size = first.log_path.stat().st_size
+    again = build_android(s)
+    assert again.reused is True
+    assert again.binary.stat().st_mtime_ns == mtime
+    assert again.log_path.stat().st_size == log_size  # build_android.sh did not run
+    assert again.info["inputs_key"] == first.info["inputs_key"]
+    # a changed artefact is noticed
+    first.binary.write_bytes(first.binary.read_bytes() + b"\0")
+    rebuilt = build_android(s)
+    assert rebuilt.reused is False
+    # another API level is another input
+    other = build_android(replace(s, api_level=30))
+    assert other.reused is False and other.info["verification"]["api_level"] == 30
+    cleaned = build_android(replace(s, api_level=30, clean=True))
+    assert cleaned.reused is False and "Re-run cmake" not in cleaned.log_path.read_text()
+    assert "-- Configuring done" in cleaned.log_path.read_text()
+
+
+def test_wrong_machine_for_the_abi_is_caught(tmp_path, fake_pytorch, fake_ndk):
+    s = settings(tmp_path, fake_pytorch, fake_ndk, abi="arm64-v8a")
+    with pytest.raises(VerificationError) as ei:
+        build_android(s)
+    msg = str(ei.value)
+    assert "is an ELF for Advanced Micro Devices X86-64, not AArch64 as ABI arm64-v8a needs" in msg
+    assert "--abi arm64-v8a --clean" in msg
+    assert not (s.build_dir / "android" / "arm64-v8a" / "build-info.json").exists()
+    # each ABI has its own tree
+    assert (s.build_dir / "android" / "arm64-v8a" / "cmake" / "CMakeCache.txt").is_file()
+
+
+def test_failing_build_shows_tail_log_and_custom_commit_warning(tmp_path, fake_pytorch, fake_ndk, caplog):
+    good = build_android(settings(tmp_path, fake_pytorch, fake_ndk))
+    s = settings(tmp_path, fake_pytorch, fake_ndk, commit=fake_pytorch.broken)
+    with pytest.raises(ToolFailed) as ei:
+        build_android(s)
+    err = ei.value
+    assert not good.build_info_path.exists()  # no stale record beside half-rebuilt artefacts
+    log_path = s.build_dir / "android" / "x86_64" / "build.log"
+    assert err.log_path == log_path and log_path.is_file()
+    assert "scripts/build_android.sh failed with exit code" in str(err)
+    assert any("speed_benchmark_torch.cc" in line for line in err.tail)
+    assert "does not compile" in log_path.read_text()
+    assert f"full log: {log_path}" in str(err)
+    assert any("custom commit" in r.message and "nearest preset lane 'current'" in r.message for r in caplog.records)
+
+
+def test_ndk_missing_or_out_of_range_fails_before_fetching(tmp_path, fake_pytorch):
+    s = settings(tmp_path, fake_pytorch, None, commit=None)  # the lane's own pin: checks come first
+    with pytest.raises(ToolNotFound) as ei:
+        build_android(s)
+    msg = str(ei.value)
+    assert "no Android NDK found" in msg and "ANDROID_NDK" in msg and "ANDROID_HOME/ndk" in msg
+    assert "r26d" in msg
+    old = make_fake_ndk(tmp_path / "android-ndk-r18b", "18.1.5063045")
+    with pytest.raises(ToolNotFound) as ei:
+        build_android(replace(s, env={"PATH": os.environ["PATH"], "ANDROID_NDK": str(old)}))
+    msg = str(ei.value)
+    assert "r18b (18.1.5063045), too old for lane 'current'" in msg and "via ANDROID_NDK" in msg
+    assert "install NDK r26d" in msg
+    assert not (s.build_dir / "src").exists()  # nothing was fetched
+
+
+def test_seed_lane_refuses_this_hosts_python_with_the_remedy(tmp_path, fake_pytorch, fake_ndk):
+    s = settings(tmp_path, fake_pytorch, fake_ndk, lane="seed-2020", lane_explicit=True, commit=None)
+    with pytest.raises(ToolNotFound) as ei:
+        build_android(s)
+    msg = str(ei.value)
+    v = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert f"host Python {v}" in msg and "newer than lane 'seed-2020' accepts (3.6 to 3.8)" in msg
+    assert "pytorch.python" in msg and "--python" in msg
+
+
+def test_aar_needs_an_sdk_and_is_recorded(tmp_path, fake_pytorch, fake_ndk):
+    s = settings(tmp_path, fake_pytorch, fake_ndk, aar=True)
+    with pytest.raises(ToolNotFound) as ei:
+        build_android(s)
+    assert "no Android SDK found (--aar builds the pytorch_android AAR" in str(ei.value)
+    assert "ANDROID_HOME" in str(ei.value)
+    sdk = make_fake_sdk(tmp_path / "sdk")
+    res = build_android(replace(s, env={"PATH": os.environ["PATH"], "ANDROID_HOME": str(sdk)}))
+    aar = BuildInfo.load(res.build_info_path).artefact("pytorch_android")
+    assert aar.name == "pytorch_android-release.aar"
+    assert "jni/x86_64/libpytorch_jni.so" in zipfile.ZipFile(aar).namelist()
+    # the AAR build left the checkout clean, so the next run reuses it
+    assert build_android(replace(s, env={"PATH": os.environ["PATH"], "ANDROID_HOME": str(sdk)})).reused
+
+
+def test_bad_inputs_are_usage_errors(tmp_path, fake_pytorch, fake_ndk):
+    with pytest.raises(UsageError) as ei:
+        build_android(settings(tmp_path, fake_pytorch, fake_ndk, abi="mips"))
+    assert "unknown ABI 'mips'" in str(ei.value) and "arm64-v8a" in str(ei.value)
+    with pytest.raises(UsageError) as ei:
+        build_android(settings(tmp_path, fake_pytorch, fake_ndk, lane="nightly"))
+    assert "unknown lane 'nightly'" in str(ei.value)
+
+
+def test_without_readelf_the_checks_are_recorded_as_unchecked(built):
+    _, res = built
+    facts = Readelf(None).verify(res.binary, "arm64-v8a", 29)
+    assert facts.to_dict() == {"machine": "unchecked", "api_level": "unchecked", "machine_ok": None,
+                               "api_level_ok": None}
+    with pytest.raises(VerificationError) as ei:
+        Readelf(None).verify(res.build_info_path, "x86_64", 29)
+    assert "is not an ELF file" in str(ei.value)

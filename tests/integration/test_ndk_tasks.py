@@ -1,0 +1,90 @@
+"""The three tasks through the real `invoke` CLI (exit codes and what they print), and the doctor's rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+from ndk_build import DoctorSettings, problems, run_doctor
+from tests.ndk_support import git_test_env, make_fake_ndk, make_fake_sdk
+from tests.ndk_support.fixtures import *  # noqa: F403 (pytest fixtures: fake_pytorch, fake_ndk)
+from tests.ndk_support.models import make_models_and_manifest
+
+ROOT = Path(__file__).resolve().parents[2]
+INVOKE = str(Path(sys.executable).parent / "invoke")
+
+
+def invoke(args, build_dir: Path, extra_env=None, timeout=300):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
+    env.update(git_test_env())
+    env.update({"INVOKE_BUILD_DIR": str(build_dir), "CI": "1", "ANDROID_ADB_SERVER_PORT": "1"})
+    env.update(extra_env or {})
+    return subprocess.run([INVOKE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_build_android_task_builds_then_is_up_to_date(tmp_path, fake_pytorch, fake_ndk):
+    args = ["build-android", "--abi", "x86_64", "--ndk", str(fake_ndk), "--repo-url", fake_pytorch.url,
+            "--commit", fake_pytorch.pinned, "--max-jobs", "2", "--api-level", "28"]
+    first = invoke(args, tmp_path / "b")
+    assert first.returncode == 0, first.stderr
+    info_path = tmp_path / "b" / "android" / "x86_64" / "build-info.json"
+    assert f"build-info: {info_path}" in first.stdout
+    assert "speed_benchmark_torch" in first.stdout
+    assert "verified: machine Advanced Micro Devices X86-64, API level 28" in first.stdout
+    assert "warning: custom commit" in first.stdout
+    assert json.loads(info_path.read_text())["api_level"] == 28
+    second = invoke(args, tmp_path / "b")
+    assert second.returncode == 0 and "up to date" in second.stdout
+
+
+def test_build_android_task_without_ndk_exits_3_with_the_fix(tmp_path, fake_pytorch):
+    res = invoke(["build-android", "--repo-url", fake_pytorch.url], tmp_path / "b")
+    assert res.returncode == 3
+    assert "torchdroid build-android: missing tool: no Android NDK found" in res.stderr
+    assert "set ANDROID_NDK=/path/to/it" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_doctor_task_reports_and_strict_fails(tmp_path, fake_ndk):
+    ok = invoke(["doctor", "--ndk", str(fake_ndk)], tmp_path / "b",
+                {"ANDROID_HOME": str(make_fake_sdk(tmp_path / "sdk"))})
+    assert ok.returncode == 0, ok.stderr
+    assert "r21e (21.4.7075529)" in ok.stdout and "torchdroid doctor" in ok.stdout
+    lax = invoke(["doctor"], tmp_path / "b")
+    assert lax.returncode == 0 and "no Android NDK found" in lax.stdout
+    strict = invoke(["doctor", "--strict"], tmp_path / "b")
+    assert strict.returncode == 1 and "Android NDK" in strict.stderr and "problem(s)" in strict.stderr
+
+
+def test_check_compat_task_exit_code(tmp_path):
+    models = make_models_and_manifest(tmp_path / "models")
+    from toolchain.records import BUILD_INFO_KIND, BUILD_INFO_SCHEMA, write_record
+    from tests.ndk_support import FIXTURE_TREE
+
+    bi = write_record(tmp_path / "bi" / "build-info.json", BUILD_INFO_KIND, BUILD_INFO_SCHEMA,
+                      {"lane": "seed-2020", "commit": "c19eb4ad73ebf16c7dc73229729ed95692472f6e", "abi": "arm64-v8a",
+                       "source_dir": str(FIXTURE_TREE), "artefacts": []})
+    res = invoke(["check-compat", "--models", str(models.parent), "--build-info", str(bi)], tmp_path / "b")
+    assert res.returncode == 9, res.stderr
+    assert "missing: tiny-quant_none-nnapi.pt: nnapi-method _nnapi.Compilation.init2" in res.stdout
+    assert "torchdroid check-compat: compatibility:" in res.stderr
+
+
+def test_doctor_rows_follow_the_environment(tmp_path):
+    old = make_fake_ndk(tmp_path / "ndk18", "18.1.5063045")
+    rows = {c.name: c for c in run_doctor(DoctorSettings(env={"ANDROID_NDK": str(old)}, adb_port=1))}
+    assert rows["Android NDK"].status == "warn" and "r18b" in rows["Android NDK"].found
+    assert "install NDK r26d" in rows["Android NDK"].fix
+    assert rows["git"].status == "ok" and rows["cmake"].status == "ok"
+    assert rows["devices"].status == "info" and "not started by doctor" in rows["devices"].found
+    assert {c.name for c in problems(list(rows.values()))} >= {"Android NDK", "Android SDK"}
+    good = make_fake_ndk(tmp_path / "ndk26", "26.3.11579264")
+    rows = {c.name: c for c in run_doctor(DoctorSettings(env={"ANDROID_NDK": str(good)}, adb_port=1))}
+    assert rows["Android NDK"].status == "ok"
+    seed = {c.name: c for c in run_doctor(DoctorSettings(lane="seed-2020", env={}, adb_port=1))}
+    assert seed["host Python for lane seed-2020"].status == "warn"
+    assert "pytorch.python" in seed["host Python for lane seed-2020"].fix

@@ -1,0 +1,8 @@
+package android.graphics;
+public final class Bitmap {
+    public enum Config { ALPHA_8, RGB_565, ARGB_4444, ARGB_8888, RGBA_F16, HARDWARE }
+    public static Bitmap createBitmap(int width, int height, Config config) { throw new RuntimeException("Stub!"); }
+    public int getWidth() { throw new RuntimeException("Stub!"); }
+    public int getHeight() { throw new RuntimeException("Stub!"); }
+    public void getPixels(int[] pixels, int offset, int stride, int x, int y, int width, int height) { throw new RuntimeException("Stub!"); }
+}

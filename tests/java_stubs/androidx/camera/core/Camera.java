@@ -1,0 +1,3 @@
+package androidx.camera.core;
+public interface Camera {
+}

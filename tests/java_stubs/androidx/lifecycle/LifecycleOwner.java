@@ -1,0 +1,4 @@
+package androidx.lifecycle;
+public interface LifecycleOwner {
+    Lifecycle getLifecycle();
+}

@@ -1,0 +1,127 @@
+"""Substitutes for build-android's physical boundary: a local "PyTorch" remote and a fixture NDK/SDK.
+
+* :func:`make_fake_pytorch` creates bare git repositories (served over ``file://``, with
+  ``uploadpack.allowReachableSHA1InWant``): a superproject with the files of
+  ``pytorch_fixture/`` and a submodule ``third_party/fakedep``.  Its history is
+  ``base`` (with a bulky blob) -> ``pinned`` -> ``broken`` (tip; does not compile), so the
+  pinned commit is not at the tip and a shallow fetch of it skips the bulk.
+* :func:`make_fake_ndk` writes ``source.properties`` and a ``build/cmake/android.toolchain.cmake``
+  that lets CMake use the host compiler (so the "Android" binary is a host x86-64 ELF).
+* :func:`git_test_env` is the git configuration tests need for ``file://`` submodules.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict
+
+from toolchain.runner import run
+
+HERE = Path(__file__).resolve().parent
+FIXTURE_TREE = HERE / "pytorch_fixture"
+FAKEDEP_TREE = HERE / "fakedep"
+
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "fixture", "GIT_AUTHOR_EMAIL": "fixture@example.invalid",
+    "GIT_COMMITTER_NAME": "fixture", "GIT_COMMITTER_EMAIL": "fixture@example.invalid",
+}
+
+
+def git_test_env() -> Dict[str, str]:
+    """Allow file:// submodules (git >= 2.38.1 refuses them by default)."""
+    return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow", "GIT_CONFIG_VALUE_0": "always"}
+
+
+def _git(*args, cwd: Path) -> str:
+    env = dict(GIT_IDENTITY)
+    env.update(git_test_env())
+    return run(["git", *args], cwd=cwd, env=env, what=f"fixture git {args[0]}").output.strip()
+
+
+@dataclass(frozen=True)
+class FakePytorch:
+    url: str  # file:// URL of the bare superproject
+    bare: Path
+    dep_bare: Path
+    base: str
+    pinned: str
+    broken: str  # the tip
+
+
+def _bare_from(work: Path, bare: Path, allow_sha: bool) -> None:
+    run(["git", "clone", "-q", "--bare", str(work), str(bare)], what="fixture clone --bare")
+    _git("config", "uploadpack.allowReachableSHA1InWant", "true" if allow_sha else "false", cwd=bare)
+
+
+def make_fake_pytorch(root: Path, bulk_bytes: int = 200_000, allow_sha: bool = True,
+                      extra_commits: int = 0) -> FakePytorch:
+    """Create the bare repositories under ``root`` and return their URLs and commit SHAs."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    dep_work = root / "work-fakedep"
+    shutil.copytree(FAKEDEP_TREE, dep_work)
+    _git("init", "-q", "-b", "main", cwd=dep_work)
+    _git("add", "-A", cwd=dep_work)
+    _git("commit", "-q", "-m", "fakedep 1", cwd=dep_work)
+    (dep_work / "NEWS").write_text("a later fakedep commit the superproject does not use\n")
+    _git("add", "-A", cwd=dep_work)
+    _git("commit", "-q", "-m", "fakedep 2", cwd=dep_work)
+    dep_bare = root / "fakedep.git"
+    _bare_from(dep_work, dep_bare, allow_sha)
+    dep_pinned = _git("rev-parse", "HEAD~1", cwd=dep_work)
+
+    work = root / "work-pytorch"
+    shutil.copytree(FIXTURE_TREE, work)
+    _git("init", "-q", "-b", "main", cwd=work)
+    rnd = os.urandom(bulk_bytes)
+    (work / "third_party").mkdir(exist_ok=True)
+    (work / "third_party" / "old_bulk.bin").write_bytes(rnd)
+    _git("add", "-A", cwd=work)
+    _git("commit", "-q", "-m", "base with bulk", cwd=work)
+    for i in range(extra_commits):
+        (work / "third_party" / "old_bulk.bin").write_bytes(os.urandom(bulk_bytes))
+        _git("commit", "-q", "-am", f"history {i}", cwd=work)
+    base = _git("rev-parse", "HEAD", cwd=work)
+    (work / "third_party" / "old_bulk.bin").unlink()
+    _git("submodule", "add", "-q", dep_bare.as_uri(), "third_party/fakedep", cwd=work)
+    _git("-C", "third_party/fakedep", "checkout", "-q", dep_pinned, cwd=work)
+    _git("add", "-A", cwd=work)
+    _git("commit", "-q", "-m", "pinned: drop bulk, add fakedep submodule", cwd=work)
+    pinned = _git("rev-parse", "HEAD", cwd=work)
+    src = work / "binaries" / "speed_benchmark_torch.cc"
+    src.write_text(src.read_text() + "\nthis line does not compile;\n")
+    _git("commit", "-q", "-am", "broken tip", cwd=work)
+    broken = _git("rev-parse", "HEAD", cwd=work)
+    bare = root / "pytorch.git"
+    _bare_from(work, bare, allow_sha)
+    return FakePytorch(bare.as_uri(), bare, dep_bare, base, pinned, broken)
+
+
+TOOLCHAIN_FIXTURE = """\
+# Fixture standing in for the NDK's build/cmake/android.toolchain.cmake: it keeps the host
+# compiler (so binaries are host ELFs) but takes the Android variables like the real one.
+set(ANDROID TRUE)
+if(NOT ANDROID_NATIVE_API_LEVEL)
+  set(ANDROID_NATIVE_API_LEVEL 21)
+endif()
+set(ANDROID_PLATFORM_LEVEL ${ANDROID_NATIVE_API_LEVEL})
+list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES ANDROID_ABI ANDROID_NATIVE_API_LEVEL ANDROID_NDK)
+"""
+
+
+def make_fake_ndk(root: Path, revision: str = "21.4.7075529") -> Path:
+    root = Path(root)
+    (root / "build" / "cmake").mkdir(parents=True, exist_ok=True)
+    (root / "source.properties").write_text(f"Pkg.Desc = Android NDK\nPkg.Revision = {revision}\n")
+    (root / "build" / "cmake" / "android.toolchain.cmake").write_text(TOOLCHAIN_FIXTURE)
+    return root
+
+
+def make_fake_sdk(root: Path) -> Path:
+    root = Path(root)
+    (root / "platforms" / "android-34").mkdir(parents=True, exist_ok=True)
+    (root / "platform-tools").mkdir(exist_ok=True)
+    return root

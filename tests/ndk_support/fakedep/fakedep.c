@@ -1,0 +1,1 @@
+long fakedep_scale(long x) { return 3 * x; }

@@ -1,0 +1,73 @@
+"""Android SDK / Gradle location, Gradle failure hints, the input lookup table, needs_convert."""
+
+import numpy as np
+
+from appgen import assets
+from appgen.gradle import AndroidSdk, Gradle, gradle_hint
+from appgen.make import needs_convert
+
+
+def test_sdk_location_order(tmp_path):
+    project = tmp_path / "p"
+    project.mkdir()
+    assert AndroidSdk.locate(project, env={}) is None
+    (project / "local.properties").write_text("# comment\nsdk.dir=C\\:\\\\Android\\\\sdk\n")
+    assert str(AndroidSdk.locate(project, env={}).root) == "C:\\Android\\sdk"
+    sdk = AndroidSdk.locate(project, env={"ANDROID_SDK_ROOT": str(tmp_path / "sdk2")})
+    assert sdk.source == "ANDROID_SDK_ROOT"
+    sdk = AndroidSdk.locate(project, env={"ANDROID_HOME": str(tmp_path / "sdk"), "ANDROID_SDK_ROOT": "x"})
+    assert sdk.source == "ANDROID_HOME"
+    assert "does not exist" in sdk.problem()
+    (tmp_path / "sdk").mkdir()
+    assert "does not look like an Android SDK" in sdk.problem()
+    (tmp_path / "sdk" / "platforms").mkdir()
+    assert sdk.problem() is None
+
+
+def test_no_gradle_on_an_empty_path(tmp_path):
+    assert Gradle.locate(env={"PATH": str(tmp_path)}) is None
+
+
+def test_gradle_hints():
+    assert "ANDROID_HOME" in gradle_hint("SDK location not found. Define a valid SDK location")
+    assert "sdkmanager --licenses" in gradle_hint("Failed to install: licences not accepted")
+    assert "network" in gradle_hint("Could not resolve com.android.tools.build:gradle:8.5.2")
+    assert "JDK 17" in gradle_hint("Android Gradle plugin requires Java 17 to run")
+    assert gradle_hint("BUILD SUCCESSFUL") is None
+
+
+def test_input_lut_matches_the_formula():
+    mean, std, scale, zp = assets.IMAGENET_MEAN, assets.IMAGENET_STD, 0.018649335950613022, 114
+    lut = assets.input_lut(mean, std, scale, zp)
+    assert len(lut) == 768
+    table = np.frombuffer(lut, dtype=np.uint8).reshape(3, 256).astype(int)
+    p = np.arange(256)
+    for c in range(3):
+        exact = np.clip(np.round(((p / 255 - mean[c]) / std[c]) / scale + zp), 0, 255)
+        assert np.abs(table[c] - exact).max() <= 1  # float32 vs float64 at .5 ties only
+        assert (table[c] == exact).mean() > 0.97
+        assert np.all(np.diff(table[c]) >= 0)  # monotonic
+    pixels = np.array([[[0, 128, 255]]], dtype=np.uint8)
+    out = assets.apply_lut(pixels, lut)
+    assert out.shape == (1, 1, 1, 3)
+    assert list(out[0, 0, 0]) == [table[0][0], table[1][128], table[2][255]]
+
+
+def test_normalization_from_the_conversion_record():
+    assert assets.normalization({}) == (assets.IMAGENET_MEAN, assets.IMAGENET_STD)
+    conv = {"normalization": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}}
+    assert assets.normalization(conv) == ((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+
+
+def test_labels_for_other_class_counts():
+    labels, source = assets.labels_for(10)
+    assert labels[3] == "class 3" and "10 classes" in source
+
+
+def test_needs_convert_reasons(tmp_path):
+    assert "no convert manifest" in needs_convert(tmp_path, "quant_full")
+    (tmp_path / "manifest.json").write_text("{broken")
+    assert "unusable" in needs_convert(tmp_path, "quant_full")
+    (tmp_path / "manifest.json").write_text(
+        '{"kind": "torchdroid.convert-manifest", "schema": 1, "conversions": {}, "files": []}')
+    assert "quant_full is not converted" in needs_convert(tmp_path, "quant_full")

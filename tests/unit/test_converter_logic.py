@@ -1,0 +1,68 @@
+import pytest
+
+from converter import ConvertSettings, validate
+from converter.host_bench import percentile
+from converter.models import parse_model, parse_weights
+from toolchain.errors import UsageError
+
+
+def test_validate_normalises_modes_in_pipeline_order(tmp_path):
+    _, _, _, modes = validate(ConvertSettings(out=tmp_path, modes=("FULL", "none", "full"), weights="random"))
+    assert modes == ("none", "full")
+
+
+def test_validate_rejects_empty_modes(tmp_path):
+    with pytest.raises(UsageError, match="no quantization mode"):
+        validate(ConvertSettings(out=tmp_path, modes=(), weights="random"))
+
+
+def test_model_stems():
+    assert parse_model("mobilenet_v2").stem == "mobilenetv2"
+    assert parse_model("resnet18").stem == "resnet18"
+    assert parse_model("inception_v3").input_hw == (299, 299)
+
+
+def test_weights_choices(tmp_path):
+    assert parse_weights("random", seed=3).key() == {"origin": "random", "sha256": None, "seed": 3}
+    f = tmp_path / "w.pth"
+    f.write_bytes(b"x")
+    assert parse_weights(str(f)).origin == "file"
+    with pytest.raises(UsageError):
+        parse_weights("")
+
+
+def test_percentile_nearest_rank():
+    assert percentile([5, 1, 3, 2, 4], 50) == 3
+    assert percentile(list(range(1, 101)), 90) == 90
+    assert percentile([7.0], 90) == 7.0
+
+
+def test_synthetic_calibration_is_image_like():
+    from converter.calibration import synthetic_images
+
+    a = synthetic_images(4, 0, (32, 32))
+    b = synthetic_images(4, 0, (32, 32))
+    assert all((x == y).all() for x, y in zip(a, b))  # deterministic
+    x = a[0]
+    assert x.shape == (1, 3, 32, 32)
+    # normalised pixels in [0, 1] land in [-2.2, 2.7]; not constant
+    assert float(x.min()) >= -2.2 and float(x.max()) <= 2.7 and float(x.std()) > 0.1
+
+
+def test_degenerate_observers_found():
+    import torch
+
+    from converter.export import degenerate_observers
+
+    m = torch.ao.quantization.QuantWrapper(torch.nn.Sequential(torch.nn.Conv2d(1, 1, 1), torch.nn.ReLU()))
+    m.eval()
+    m.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
+    torch.ao.quantization.prepare(m, inplace=True)
+    m(torch.zeros(1, 1, 4, 4))
+    assert degenerate_observers(m)
+    m2 = torch.ao.quantization.QuantWrapper(torch.nn.Sequential(torch.nn.Conv2d(1, 1, 1)))
+    m2.eval()
+    m2.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
+    torch.ao.quantization.prepare(m2, inplace=True)
+    m2(torch.randn(1, 1, 4, 4))
+    assert not degenerate_observers(m2)

@@ -1,0 +1,459 @@
+"""A virtual Android device speaking the device side of the adb protocol over TCP.
+
+The real adb server attaches it with ``adb connect 127.0.0.1:PORT``.  It serves
+``shell`` (v1 and shell_v2 with exit codes), ``exec`` and ``sync`` (STAT, LIST,
+SEND, RECV); shell commands run with the host ``/bin/sh`` inside a sandbox
+directory in which ``/data``, ``/sdcard`` and ``/storage`` are mapped, with small
+stand-ins for the Android-only commands (getprop, pm, am, logcat, df) on PATH.
+
+Run it as a process: ``python -m tests.virtual_device.device CONFIG.json``; it
+prints ``LISTENING <port>`` once it accepts connections.  Config keys:
+
+* ``state_dir``: where the sandbox (``root/``), the props and the logcat buffer live;
+* ``props``: what ``getprop`` answers;
+* ``model``/``product``/``device``: sent in the CNXN banner;
+* ``authorized`` (default true): false withholds CNXN and asks for AUTH forever;
+* ``silent``: never answer CNXN (a hung adbd; adb lists the device as ``offline``);
+* ``env``: extra environment for shell commands (e.g. the stand-in's crash switch);
+* ``free_kb``: what ``df`` reports as available on /data;
+* ``cut_send``: ``{"match": "substr", "after": BYTES, "times": 1}`` drops the
+  connection half-way through a matching sync SEND (an interrupted push);
+* ``install_failure``: a ``pm install`` failure reason to report (e.g.
+  ``INSTALL_FAILED_INSUFFICIENT_STORAGE``);
+* ``app_bench``: ``{"cpu": ms, "nnapi": ms, "fell_back": bool}`` for ``am start``;
+* ``link_mb_s``: limit sync SEND to this many MB/s (a USB 2 phone pushes ~40 MB/s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+A_SYNC = 0x434E5953
+A_CNXN = 0x4E584E43
+A_OPEN = 0x4E45504F
+A_OKAY = 0x59414B4F
+A_CLSE = 0x45534C43
+A_WRTE = 0x45545257
+A_AUTH = 0x48545541
+VERSION = 0x01000001
+MAX_PAYLOAD = 256 * 1024
+SYNC_MAX_DATA = 64 * 1024
+AUTH_TOKEN, AUTH_SIGNATURE, AUTH_RSAPUBLICKEY = 1, 2, 3
+
+HERE = Path(__file__).resolve().parent
+MAPPED = ("data", "sdcard", "storage")
+_PATH_RE = re.compile(r"(^|[\s'\"=:;|&(<>])/(" + "|".join(MAPPED) + r")(?=/|\s|$|['\"])")
+
+
+class Closed(Exception):
+    pass
+
+
+class Stream:
+    """One adb stream: incoming bytes through a queue, outgoing WRTE one at a time."""
+
+    def __init__(self, conn: "Connection", local_id: int, remote_id: int):
+        self.conn = conn
+        self.local_id = local_id
+        self.remote_id = remote_id
+        self.incoming: "queue.Queue[bytes | None]" = queue.Queue()
+        self.buf = bytearray()
+        self.okay = threading.Event()
+        self.okay.set()
+        self.closed = False
+
+    def read_exact(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            chunk = self.incoming.get()
+            if chunk is None:
+                raise Closed()
+            self.buf += chunk
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def read_some(self, timeout=None) -> bytes:
+        if self.buf:
+            out = bytes(self.buf)
+            self.buf.clear()
+            return out
+        chunk = self.incoming.get(timeout=timeout)
+        if chunk is None:
+            raise Closed()
+        return chunk
+
+    def write(self, data: bytes) -> None:
+        limit = self.conn.max_payload
+        for i in range(0, len(data), limit):
+            piece = data[i:i + limit]
+            while not self.okay.wait(0.5):
+                if self.closed or self.conn.dead:
+                    raise Closed()
+            if self.closed:
+                raise Closed()
+            self.okay.clear()
+            self.conn.send(A_WRTE, self.local_id, self.remote_id, piece)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.conn.send(A_CLSE, self.local_id, self.remote_id)
+            self.conn.streams.pop(self.local_id, None)
+
+
+class Connection:
+    def __init__(self, device: "VirtualDevice", sock: socket.socket):
+        self.device = device
+        self.sock = sock
+        self.lock = threading.Lock()
+        self.streams: dict = {}
+        self.next_id = 1
+        self.max_payload = 4096
+        self.dead = False
+
+    def send(self, cmd: int, arg0: int, arg1: int, data: bytes = b"") -> None:
+        check = sum(data) & 0xFFFFFFFF if len(data) <= 4096 else 0
+        header = struct.pack("<6I", cmd, arg0, arg1, len(data), check, cmd ^ 0xFFFFFFFF)
+        with self.lock:
+            try:
+                self.sock.sendall(header + data)
+            except OSError:
+                self.dead = True
+                raise Closed()
+
+    def recv_exact(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise Closed()
+            out += chunk
+        return bytes(out)
+
+    def drop(self) -> None:
+        """Cut the transport, as a yanked cable would."""
+        self.dead = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+    def serve(self) -> None:
+        try:
+            while True:
+                cmd, arg0, arg1, length, _check, magic = struct.unpack("<6I", self.recv_exact(24))
+                if magic != cmd ^ 0xFFFFFFFF or length > MAX_PAYLOAD:
+                    self.device.log(f"bad adb packet header (cmd={cmd:#x}, magic={magic:#x}, length={length})")
+                    return
+                data = self.recv_exact(length) if length else b""
+                self.handle(cmd, arg0, arg1, data)
+        except (Closed, OSError):
+            pass
+        finally:
+            self.dead = True
+            for s in list(self.streams.values()):
+                s.closed = True
+                s.incoming.put(None)
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+
+    def banner(self) -> bytes:
+        cfg = self.device.config
+        return (
+            f"device::ro.product.name={cfg.get('product', 'virtual')};"
+            f"ro.product.model={cfg.get('model', 'Virtual')};"
+            f"ro.product.device={cfg.get('device', 'virtual')};"
+            f"features=shell_v2,cmd\0"
+        ).encode()
+
+    def handle(self, cmd: int, arg0: int, arg1: int, data: bytes) -> None:
+        if cmd == A_CNXN:
+            self.max_payload = min(arg1 or 4096, MAX_PAYLOAD)
+            if self.device.config.get("silent"):
+                return  # a hung adbd: the server shows the device as offline
+            if self.device.config.get("authorized", True):
+                self.send(A_CNXN, VERSION, MAX_PAYLOAD, self.banner())
+            else:
+                self.send(A_AUTH, AUTH_TOKEN, 0, os.urandom(20))
+        elif cmd == A_AUTH:
+            if arg0 == AUTH_SIGNATURE and not self.device.config.get("authorized", True):
+                self.send(A_AUTH, AUTH_TOKEN, 0, os.urandom(20))
+            # AUTH_RSAPUBLICKEY: the user would have to tap "allow" on the phone; nobody does.
+        elif cmd == A_OPEN:
+            service = data.rstrip(b"\0").decode("utf-8", "replace")
+            local_id = self.next_id
+            self.next_id += 1
+            stream = Stream(self, local_id, arg0)
+            handler = self.device.service_for(service)
+            if handler is None:
+                self.send(A_CLSE, 0, arg0)
+                return
+            self.streams[local_id] = stream
+            self.send(A_OKAY, local_id, arg0)
+            threading.Thread(target=self._run_service, args=(handler, stream, service), daemon=True).start()
+        elif cmd == A_WRTE:
+            stream = self.streams.get(arg1)
+            if stream is not None:
+                stream.incoming.put(data)
+                self.send(A_OKAY, arg1, arg0)
+            else:
+                self.send(A_CLSE, 0, arg0)
+        elif cmd == A_OKAY:
+            stream = self.streams.get(arg1)
+            if stream is not None:
+                stream.okay.set()
+        elif cmd == A_CLSE:
+            stream = self.streams.pop(arg1, None)
+            if stream is not None:
+                stream.closed = True
+                stream.incoming.put(None)
+
+    def _run_service(self, handler, stream: Stream, service: str) -> None:
+        try:
+            handler(stream)
+        except Closed:
+            pass
+        except Exception as e:  # a bug in the stand-in: report it on the stream and in the device log
+            self.device.log(f"service {service!r} failed: {type(e).__name__}: {e}")
+        finally:
+            try:
+                stream.close()
+            except Closed:
+                pass
+
+
+class VirtualDevice:
+    def __init__(self, config: dict):
+        self.config = config
+        self.state = Path(config["state_dir"]).resolve()
+        self.root = self.state / "root"
+        for d in ("data/local/tmp", "data/app", "sdcard", "storage/emulated/0"):
+            (self.root / d).mkdir(parents=True, exist_ok=True)
+        props = config.get("props", {})
+        (self.state / "props.json").write_text(json.dumps(props))
+        (self.state / "props.txt").write_text("".join(f"[{k}]: [{v}]\n" for k, v in sorted(props.items())))
+        (self.state / "free_kb").write_text(str(int(config.get("free_kb", 20 * 1024 * 1024))))
+        (self.state / "device.json").write_text(json.dumps(config))
+        self.cut = dict(config.get("cut_send") or {})
+        self.connections: list = []
+
+    # ------------------------------------------------------------------ helpers
+
+    def log(self, text: str) -> None:
+        with open(self.state / "device.log", "a") as f:
+            f.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+
+    def host_path(self, device_path: str) -> Path:
+        p = os.path.normpath("/" + device_path.lstrip("/"))
+        return self.root / p.lstrip("/")
+
+    def map_command(self, cmd: str) -> str:
+        return _PATH_RE.sub(lambda m: f"{m.group(1)}{self.root}/{m.group(2)}", cmd)
+
+    def unmap_output(self, out: bytes) -> bytes:
+        return out.replace(str(self.root).encode() + b"/", b"/")
+
+    def service_for(self, service: str):
+        if service.startswith("shell"):
+            head, _, cmd = service.partition(":")
+            opts = head.split(",")[1:]
+            v2 = "v2" in opts
+            return lambda s: self.shell(s, cmd, v2)
+        if service.startswith("exec:"):
+            return lambda s: self.shell(s, service[5:], False)
+        if service == "sync:":
+            return self.sync
+        return None
+
+    # ------------------------------------------------------------------ shell
+
+    def run_command(self, cmd: str) -> tuple:
+        env = {
+            "PATH": f"{HERE / 'vbin'}:/usr/bin:/bin",
+            "HOME": str(self.root / "data/local/tmp"),
+            "TMPDIR": str(self.root / "data/local/tmp"),
+            "VDEV_STATE": str(self.state),
+            "VDEV_ROOT": str(self.root),
+            "VDEV_PYTHON": sys.executable,
+            "LC_ALL": "C",
+        }
+        env.update({k: str(v) for k, v in (self.config.get("env") or {}).items()})
+        self.log(f"shell: {cmd}")
+        proc = subprocess.run(
+            ["/bin/sh", "-c", self.map_command(cmd)],
+            cwd=self.root, env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600,
+        )
+        return proc.returncode, self.unmap_output(proc.stdout), self.unmap_output(proc.stderr)
+
+    def shell(self, stream: Stream, cmd: str, v2: bool) -> None:
+        if not cmd.strip():
+            if v2:
+                stream.write(b"\x03" + struct.pack("<I", 1) + b"\x00")
+            return
+        code, out, err = self.run_command(cmd)
+        if v2:
+            packet = b""
+            if out:
+                packet += b"\x01" + struct.pack("<I", len(out)) + out
+            if err:
+                packet += b"\x02" + struct.pack("<I", len(err)) + err
+            packet += b"\x03" + struct.pack("<I", 1) + bytes([code & 0xFF])
+            stream.write(packet)
+        else:
+            stream.write(out + err)
+
+    # ------------------------------------------------------------------ sync
+
+    def sync(self, stream: Stream) -> None:
+        while True:
+            try:
+                head = stream.read_exact(8)
+            except Closed:
+                return
+            req, length = head[:4], struct.unpack("<I", head[4:])[0]
+            if req == b"QUIT":
+                return
+            arg = stream.read_exact(length).decode("utf-8", "replace")
+            if req == b"STAT":
+                p = self.host_path(arg)
+                try:
+                    st = os.lstat(p)
+                    stream.write(b"STAT" + struct.pack("<III", st.st_mode, st.st_size & 0xFFFFFFFF, int(st.st_mtime)))
+                except OSError:
+                    stream.write(b"STAT" + struct.pack("<III", 0, 0, 0))
+            elif req == b"LIST":
+                p = self.host_path(arg)
+                out = b""
+                try:
+                    names = sorted(os.listdir(p))
+                except OSError:
+                    names = []
+                for name in [".", ".."] + names:
+                    try:
+                        st = os.lstat(p / name)
+                    except OSError:
+                        continue
+                    raw = name.encode()
+                    out += b"DENT" + struct.pack("<IIII", st.st_mode, st.st_size & 0xFFFFFFFF, int(st.st_mtime), len(raw)) + raw
+                stream.write(out + b"DONE" + b"\0" * 16)
+            elif req == b"SEND":
+                self.sync_send(stream, arg)
+            elif req == b"RECV":
+                self.sync_recv(stream, arg)
+            else:
+                self.sync_fail(stream, f"unknown sync request {req!r}")
+                return
+
+    @staticmethod
+    def sync_fail(stream: Stream, msg: str) -> None:
+        raw = msg.encode()
+        stream.write(b"FAIL" + struct.pack("<I", len(raw)) + raw)
+
+    def sync_send(self, stream: Stream, arg: str) -> None:
+        path, _, mode_s = arg.rpartition(",")
+        if not path:
+            path, mode_s = arg, "33188"
+        mode = int(mode_s) & 0o7777 if mode_s.isdigit() else 0o644
+        target = self.host_path(path)
+        self.log(f"sync SEND {path}")
+        cut = self.cut if self.cut.get("times", 0) > 0 and self.cut.get("match", "") in path else None
+        written = 0
+        error = None
+        rate = float(self.config.get("link_mb_s") or 0) * 1e6  # emulate a USB link's speed
+        t0 = time.monotonic()
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            f = open(target, "wb")  # like adbd: straight into the named file
+        except OSError as e:
+            f, error = None, f"{path}: {e.strerror}"
+        try:
+            while True:
+                head = stream.read_exact(8)
+                kind, n = head[:4], struct.unpack("<I", head[4:])[0]
+                if kind == b"DATA":
+                    if n > SYNC_MAX_DATA:
+                        error = f"sync data chunk of {n} bytes is larger than {SYNC_MAX_DATA}"
+                        break
+                    data = stream.read_exact(n)
+                    if f is not None:
+                        f.write(data)
+                    written += n
+                    if rate:
+                        ahead = written / rate - (time.monotonic() - t0)
+                        if ahead > 0:
+                            time.sleep(ahead)
+                    if cut is not None and written >= int(cut.get("after", 0)):
+                        cut["times"] -= 1
+                        f.flush()
+                        self.log(f"cutting the connection after {written} bytes of {path}")
+                        stream.conn.drop()
+                        raise Closed()
+                elif kind == b"DONE":
+                    if f is not None:
+                        f.close()
+                        os.chmod(target, mode)
+                        os.utime(target, (n, n))
+                        f = None
+                    break
+                else:
+                    error = f"unexpected sync packet {kind!r} during SEND"
+                    break
+        finally:
+            if f is not None:
+                f.close()
+        if error:
+            self.sync_fail(stream, error)
+        else:
+            stream.write(b"OKAY" + b"\0" * 4)
+
+    def sync_recv(self, stream: Stream, arg: str) -> None:
+        try:
+            with open(self.host_path(arg), "rb") as f:
+                while True:
+                    block = f.read(SYNC_MAX_DATA)
+                    if not block:
+                        break
+                    stream.write(b"DATA" + struct.pack("<I", len(block)) + block)
+        except OSError as e:
+            self.sync_fail(stream, f"{arg}: {e.strerror}")
+            return
+        stream.write(b"DONE" + b"\0" * 4)
+
+    # ------------------------------------------------------------------ server
+
+    def serve_forever(self, announce=print) -> None:
+        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lsock.bind(("127.0.0.1", int(self.config.get("port", 0))))
+        lsock.listen(4)
+        announce(f"LISTENING {lsock.getsockname()[1]}")
+        while True:
+            sock, _ = lsock.accept()
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = Connection(self, sock)
+            threading.Thread(target=conn.serve, daemon=True).start()
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    config = json.loads(Path(argv[0]).read_text())
+    VirtualDevice(config).serve_forever(lambda line: (print(line), sys.stdout.flush()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
