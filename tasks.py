@@ -607,5 +607,127 @@ def verify_after_convert(c, models: Path, modes=(), debug=False):
     return result
 
 
-ns = Collection(convert, bench, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify)
+# --------------------------------------------------------------------------- all
+
+
+@task(
+    name="all",
+    help={
+        "weights": "auto (default: pretrained when they can be had, else random, announced and recorded), "
+                   "pretrained, random or PATH",
+        "model": "variant the app is made for (default config app.model, quant_full)",
+        "skip": "stages to leave out (repeat or comma-separate): " + ", ".join(
+            ("convert", "verify", "make-app", "build-app", "bench", "build-android", "check-compat", "deploy", "report")),
+        "replace_app": "regenerate the app directory when it was made from other models (replaces your edits)",
+        "debug": "show tracebacks",
+    },
+    iterable=["skip"],
+)
+def all_(c, weights=None, model=None, skip=None, replace_app=False, debug=False):
+    """Every stage this machine allows: convert, verify, make-app, bench; build-android, build-app, deploy when possible."""
+    import time
+
+    from invoke.exceptions import UnexpectedExit
+
+    with _stage(c, "all", debug):
+        import workflow
+        from converter.models import pretrained_status
+        from toolchain.records import ConvertManifest
+
+        skipped = workflow.check_stage_names(_split(skip))
+        used, note, substituted = workflow.resolve_weights(weights or pick(None, c.config, "all.weights", "auto"),
+                                                           pick(None, c.config, "convert.model"), pretrained_status)
+        facts = _all_facts(c)
+    print(("WARNING: " if substituted else "weights: ") + note)
+    summary = workflow.AllSummary(weights={"requested": weights or "auto", "used": used, "note": note})
+    variant = pick(model, c.config, "app.model")
+    models_dir = Path(pick(None, c.config, "convert.out"))
+    info_path = _build_dir(c) / "android" / pick(None, c.config, "android.abi") / "build-info.json"
+    runs = {
+        "convert": lambda: convert(c, weights=used, debug=debug),
+        "verify": lambda: verify(c, debug=debug),
+        "make-app": lambda: make_app(c, model=variant, force=bool(replace_app), debug=debug),
+        "build-app": lambda: build_app(c, debug=debug),
+        "bench": lambda: bench(c, debug=debug),
+        "build-android": lambda: build_android(c, debug=debug),
+        "check-compat": lambda: check_compat(c, debug=debug),
+        "deploy": lambda: deploy(c, bench=info_path.is_file(), install=bool(_recorded_apk(c)), debug=debug),
+        "report": lambda: report(c, debug=debug),
+    }
+    for stage in workflow.STAGES:
+        facts = workflow.Facts(**{**facts.__dict__, "build_info": info_path if info_path.is_file() else None,
+                                  "apk": _recorded_apk(c), "failed": summary.failed,
+                                  "ran": tuple(o.stage for o in summary.outcomes if o.status == "ran")})
+        decision = workflow.decide(stage, facts, skipped)
+        if decision.run and stage == "make-app" and ConvertManifest.exists(models_dir):
+            current, why = workflow.app_is_current(_app_out(c, None), ConvertManifest.load(models_dir), variant)
+            if current:
+                summary.outcomes.append(workflow.StageOutcome(stage, "up to date", why))
+                print(f"\n== make-app: up to date ({why})")
+                continue
+        if not decision.run:
+            summary.outcomes.append(workflow.StageOutcome(stage, "skipped", decision.reason))
+            print(f"\n== {stage}: skipped: {decision.reason}")
+            continue
+        print(f"\n== {stage}")
+        t0 = time.monotonic()
+        try:
+            runs[stage]()
+        except (Exit, UnexpectedExit) as e:
+            summary.outcomes.append(workflow.StageOutcome(stage, "failed", str(getattr(e, "message", e) or e),
+                                                          time.monotonic() - t0))
+            print(e.message if isinstance(e, Exit) else str(e))
+            if isinstance(e, Exit) and e.code == 130:  # Ctrl-C stops the whole chain
+                summary.write(_build_dir(c) / "all.json")
+                raise
+        else:
+            summary.outcomes.append(workflow.StageOutcome(stage, "ran", "", time.monotonic() - t0))
+    path = summary.write(_build_dir(c) / "all.json", {k: list(v) for k, v in facts.__dict__.items()
+                                                       if k in ("host_nnapi", "ndk", "sdk", "devices")})
+    _table("torchdroid all", ["stage", "result", "seconds", "detail"],
+           [(o.stage, o.status, f"{o.seconds:.0f}" if o.seconds else "", o.detail.splitlines()[0][:90] if o.detail else "")
+            for o in summary.outcomes])
+    if substituted:
+        print("WARNING: random weights (see above): latencies are real, predictions are meaningless")
+    print(f"summary: {path}")
+    if summary.failed:
+        raise Exit(f"torchdroid all: failed: {', '.join(summary.failed)}", code=1)
+
+
+def _all_facts(c):
+    """What `all` can do here: the doctor's checks (with the adb server started if adb is installed)."""
+    import shutil
+
+    import host_nnapi
+    import workflow
+    from ndk_build import DoctorSettings, run_doctor
+    from toolchain.runner import run
+
+    port = pick(None, c.config, "deploy.adb_port")
+    if shutil.which("adb") and pick(None, c.config, "deploy.adb_host", "127.0.0.1") in ("127.0.0.1", "localhost"):
+        env = {"ANDROID_ADB_SERVER_PORT": str(port)} if port else None
+        run(["adb", "start-server"], env=env, check=False, timeout=60, what="`adb start-server`")
+    checks = run_doctor(DoctorSettings(
+        lane=pick(None, c.config, "pytorch.lane"),
+        ndk_config=pick(None, c.config, "ndk.path"),
+        sdk=pick(None, c.config, "android.sdk"),
+        python=pick(None, c.config, "pytorch.python"),
+        adb_host=pick(None, c.config, "deploy.adb_host", "127.0.0.1"),
+        adb_port=int(port) if port else None,
+    ))
+    return workflow.facts_from_doctor(checks, host_nnapi=host_nnapi.availability())
+
+
+def _recorded_apk(c):
+    """The APK `invoke build-app` recorded in the app-info, if it exists."""
+    from toolchain.records import APP_INFO_KIND, APP_INFO_NAME, APP_INFO_SCHEMA, read_record
+
+    info_path = _app_out(c, None) / APP_INFO_NAME
+    if not info_path.is_file():
+        return None
+    apk = (read_record(info_path, APP_INFO_KIND, APP_INFO_SCHEMA, "").get("apk") or {}).get("path")
+    return (info_path.parent / apk).resolve() if apk and (info_path.parent / apk).is_file() else None
+
+
+ns = Collection(all_, convert, bench, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify)
 ns.configure(DEFAULTS)

@@ -269,3 +269,31 @@ def _load_state(model, state, origin: str) -> None:
             cause="; ".join(line.strip() for line in first[:3]),
             remedy="use weights saved from the same architecture (model.state_dict()), or --weights random",
         ) from e
+
+
+def pretrained_status(model: str, timeout: float = 5.0) -> Tuple[bool, str]:
+    """Can ``--weights pretrained`` work for ``model`` here?  ``(True, where)`` or ``(False, why)``.
+
+    Looks in torch's hub cache first, then asks the weights' server for the file's
+    headers (nothing is downloaded).  A user's ``file.py:factory`` has no pretrained
+    weights of torchvision's.
+    """
+    import urllib.error
+    import urllib.request
+
+    import torch
+
+    spec = parse_model(model)
+    if spec.source != "torchvision":
+        return False, f"{model} is not a torchvision model, so torchvision has no pretrained weights for it"
+    enum = pretrained_enum(spec)
+    cached = Path(torch.hub.get_dir()) / "checkpoints" / enum.url.rsplit("/", 1)[-1]
+    if cached.is_file():
+        return True, f"cached at {cached}"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(enum.url, method="HEAD"), timeout=timeout):
+            pass
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        return False, (f"not cached at {cached} and {enum.url} is unreachable "
+                       f"({getattr(e, 'reason', None) or e})")
+    return True, f"downloadable from {enum.url}"

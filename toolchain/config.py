@@ -9,6 +9,7 @@ from typing import Any, Mapping
 # invoke.yaml and INVOKE_* variables can override any of it.
 DEFAULTS: dict = {
     "build_dir": "build",
+    "all": {"weights": "auto"},  # auto: pretrained when they can be had, else random (announced and recorded)
     "debug": False,
     "convert": {
         "out": "build/models",

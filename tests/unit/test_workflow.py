@@ -1,0 +1,116 @@
+"""`invoke all`'s decisions: which stage runs on which machine, the weights policy, app freshness."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import workflow
+from toolchain import records
+from toolchain.errors import UsageError
+from workflow.plan import Facts
+
+NOTHING = Facts(host_nnapi=(False, "no C compiler"), ndk=(False, "ANDROID_NDK unset"), sdk=(False, "no ANDROID_HOME"),
+                devices=(False, "none attached"))
+EVERYTHING = Facts(host_nnapi=(True, ""), ndk=(True, "r21e"), sdk=(True, "/sdk"), devices=(True, "emulator-5554"),
+                   build_info=Path("b.json"), apk=Path("a.apk"), ran=("deploy",))
+
+
+def runs(f: Facts, skip=()):
+    return {s: workflow.decide(s, f, skip).run for s in workflow.STAGES}
+
+
+def test_a_bare_machine_runs_the_host_stages_and_says_why_it_skips_the_rest():
+    decided = {s: workflow.decide(s, NOTHING) for s in workflow.STAGES}
+    assert [s for s, d in decided.items() if d.run] == ["convert", "make-app", "bench"]
+    assert "no C compiler" in decided["verify"].reason
+    assert "ANDROID_NDK unset" in decided["build-android"].reason
+    assert "no ANDROID_HOME" in decided["build-app"].reason
+    assert "none attached" in decided["deploy"].reason
+    assert "build-info" in decided["check-compat"].reason
+
+
+def test_a_full_machine_runs_everything():
+    assert all(runs(EVERYTHING).values())
+
+
+def test_deploy_needs_something_to_deploy():
+    f = Facts(**{**EVERYTHING.__dict__, "build_info": None, "apk": None})
+    d = workflow.decide("deploy", f)
+    assert not d.run and "nothing to deploy" in d.reason
+    assert workflow.decide("deploy", Facts(**{**f.__dict__, "apk": Path("a.apk")})).run
+
+
+def test_report_only_after_a_deployment():
+    f = Facts(**{**EVERYTHING.__dict__, "ran": (), "failed": ("deploy",)})
+    assert workflow.decide("report", f).reason == "deploy failed"
+
+
+def test_a_failed_convert_stops_everything_after_it():
+    f = Facts(**{**EVERYTHING.__dict__, "failed": ("convert",)})
+    assert not any(runs(f).values())
+
+
+def test_skip_is_honoured_and_validated():
+    assert not workflow.decide("bench", NOTHING, ["bench"]).run
+    assert not workflow.decide("build-app", EVERYTHING, ["make-app"]).run
+    with pytest.raises(UsageError, match="unknown stage deplyo"):
+        workflow.check_stage_names(["deplyo"])
+
+
+def test_auto_weights_prefer_pretrained_and_announce_a_substitution():
+    assert workflow.resolve_weights("auto", "mobilenet_v2", lambda m: (True, "cached")) == (
+        "pretrained", "pretrained weights (cached)", False)
+    used, note, substituted = workflow.resolve_weights(None, "mobilenet_v2", lambda m: (False, "offline"))
+    assert used == "random" and substituted and "RANDOM" in note and "offline" in note
+
+
+def test_explicit_weights_are_never_substituted():
+    def unreachable(model):
+        raise AssertionError("an explicit choice must not probe")
+
+    assert workflow.resolve_weights("pretrained", "mobilenet_v2", unreachable)[:2] == (
+        "pretrained", "--weights pretrained (as requested)")
+    assert workflow.resolve_weights("/w.pth", "mobilenet_v2", unreachable)[0] == "/w.pth"
+
+
+def _manifest(tmp_path: Path, shas) -> records.ConvertManifest:
+    spec = {"shape": [1, 3, 8, 8], "dtype": "float32", "memory_format": "contiguous"}
+    files = [{"file": f"m-quant_full-{b}.pt", "sha256": sha, "size": 1, "model": "m", "stem": "m", "mode": "full",
+              "backend": b, "input": spec, "output": {**spec, "shape": [1, 10]}}
+             for b, sha in zip(("cpu", "nnapi"), shas)]
+    records.write_record(tmp_path / "models" / records.MANIFEST_NAME, records.MANIFEST_KIND, records.MANIFEST_SCHEMA,
+                         {"files": files, "conversions": {}})
+    return records.ConvertManifest.load(tmp_path / "models")
+
+
+def _app(tmp_path: Path, shas, variant="quant_full") -> Path:
+    app = tmp_path / "app"
+    records.write_record(app / records.APP_INFO_NAME, records.APP_INFO_KIND, records.APP_INFO_SCHEMA,
+                         {"variant": variant, "qualified_variant": f"m-{variant}",
+                          "models": {f"a{i}.pt": s for i, s in enumerate(shas)}})
+    return app
+
+
+def test_the_app_is_current_only_for_the_same_model_files(tmp_path):
+    manifest = _manifest(tmp_path, ["a" * 64, "b" * 64])
+    assert workflow.app_is_current(tmp_path / "app", manifest, "quant_full") == (False, "not generated yet")
+    app = _app(tmp_path, ["b" * 64, "a" * 64])
+    ok, why = workflow.app_is_current(app, manifest, "quant_full")
+    assert ok, why
+    _app(tmp_path, ["c" * 64, "a" * 64])
+    assert workflow.app_is_current(app, manifest, "quant_full") == (False, "generated from other model files")
+    (app / records.APP_INFO_NAME).unlink()
+    (app / "MainActivity.java").write_text("// mine")
+    assert "holds no" in workflow.app_is_current(app, manifest, "quant_full")[1]
+
+
+def test_the_summary_is_a_record(tmp_path):
+    s = workflow.AllSummary(weights={"used": "random"})
+    s.outcomes += [workflow.StageOutcome("convert", "ran", "", 3.21), workflow.StageOutcome("deploy", "failed", "x")]
+    data = json.loads(s.write(tmp_path / "all.json", {"ndk": [False, "unset"]}).read_text())
+    assert data["kind"] == "torchdroid-all" and data["ok"] is False
+    assert [st["stage"] for st in data["stages"]] == ["convert", "deploy"] and data["stages"][0]["seconds"] == 3.21
+    assert s.failed == ("deploy",)

@@ -1,0 +1,186 @@
+"""Which stages `invoke all` runs on this machine, and the record of what it did."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from toolchain import records
+from toolchain.errors import UsageError
+
+# The order `invoke all` runs them: the quick host stages first, the long build after them,
+# then what needs the build or a phone.
+STAGES: Tuple[str, ...] = (
+    "convert", "verify", "make-app", "build-app", "bench", "build-android", "check-compat", "deploy", "report",
+)
+
+ALL_KIND = "torchdroid-all"
+ALL_SCHEMA = 1
+ALL_NAME = "all.json"
+
+RAN, SKIPPED, UP_TO_DATE, FAILED = "ran", "skipped", "up to date", "failed"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What this machine has, as far as `invoke all` cares.  Each entry: (available, why or where)."""
+
+    host_nnapi: Tuple[bool, str]
+    ndk: Tuple[bool, str]
+    sdk: Tuple[bool, str]
+    devices: Tuple[bool, str]
+    build_info: Optional[Path] = None  # an existing build-info.json for the configured ABI
+    apk: Optional[Path] = None  # an APK recorded in the app-info
+    app: Tuple[bool, str] = (False, "not generated yet")  # is the generated app current?
+    failed: Tuple[str, ...] = ()  # stages that failed so far
+    ran: Tuple[str, ...] = ()  # stages that ran and succeeded so far
+
+
+@dataclass(frozen=True)
+class StageDecision:
+    stage: str
+    run: bool
+    reason: str
+
+
+@dataclass
+class StageOutcome:
+    stage: str
+    status: str  # ran | skipped | up to date | failed
+    detail: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"stage": self.stage, "status": self.status, "detail": self.detail, "seconds": round(self.seconds, 2)}
+
+
+def facts_from_doctor(checks: Sequence, **extra) -> Facts:
+    """Facts from `invoke doctor`'s checks (ndk_build.doctor.Check rows) plus the ones only `all` knows."""
+    by_name: Dict[str, object] = {c.name: c for c in checks}
+
+    def fact(name: str, fix_default: str) -> Tuple[bool, str]:
+        c = by_name.get(name)
+        if c is None:
+            return False, f"not checked ({fix_default})"
+        ok = c.status == "ok"
+        return ok, c.found if ok else f"{c.found}; {c.fix or fix_default}"
+
+    return Facts(
+        ndk=fact("Android NDK", "install the NDK and set ANDROID_NDK"),
+        sdk=fact("Android SDK", "install the Android SDK and set ANDROID_HOME"),
+        devices=fact("devices", "connect a phone with USB debugging on"),
+        **extra,
+    )
+
+
+def decide(stage: str, f: Facts, skip: Sequence[str] = ()) -> StageDecision:
+    """Run ``stage`` now?  Never raises: a stage the machine cannot do is skipped with the reason and the fix."""
+    if stage not in STAGES:
+        raise ValueError(stage)
+    if stage in skip:
+        return StageDecision(stage, False, "skipped with --skip")
+    if "convert" in f.failed:
+        return StageDecision(stage, False, "convert failed")
+    if stage == "convert":
+        return StageDecision(stage, True, "")
+    if stage == "verify":
+        ok, why = f.host_nnapi
+        return StageDecision(stage, ok, "" if ok else f"no host NNAPI here: {why}")
+    if stage == "make-app":
+        return StageDecision(stage, True, "")
+    if stage == "build-app":
+        if "make-app" in f.failed or "make-app" in skip:
+            return StageDecision(stage, False, "no generated app")
+        ok, why = f.sdk
+        return StageDecision(stage, ok, "" if ok else f"no Android SDK: {why}")
+    if stage == "bench":
+        return StageDecision(stage, True, "")
+    if stage == "build-android":
+        ok, why = f.ndk
+        return StageDecision(stage, ok, "" if ok else f"no usable Android NDK: {why}")
+    if stage == "check-compat":
+        if f.build_info is None:
+            return StageDecision(stage, False, "no build-info (`invoke build-android` has not built the runtime)")
+        return StageDecision(stage, True, "")
+    if stage == "deploy":
+        ok, why = f.devices
+        if not ok:
+            return StageDecision(stage, False, f"no phone: {why}")
+        if f.build_info is None and f.apk is None:
+            return StageDecision(stage, False, "nothing to deploy: no benchmark binary (build-android) and no APK "
+                                               "(build-app)")
+        return StageDecision(stage, True, "")
+    # report
+    if "deploy" in f.ran:
+        return StageDecision(stage, True, "")
+    return StageDecision(stage, False, "deploy failed" if "deploy" in f.failed else "no deployment to report on")
+
+
+def resolve_weights(requested: Optional[str], model: str,
+                    status: Callable[[str], Tuple[bool, str]]) -> Tuple[str, str, bool]:
+    """``(weights, note, substituted)`` for `invoke all`.
+
+    ``auto`` (the default) means pretrained when they can be had, else random weights, announced
+    loudly and recorded: the manifest says ``random``, and the summary says why.  Any explicit
+    value (``pretrained``, ``random``, a path) is passed on unchanged: an explicit ``pretrained``
+    fails offline with the converter's message.
+    """
+    value = (requested or "auto").strip()
+    if value != "auto":
+        return value, f"--weights {value} (as requested)", False
+    ok, why = status(model)
+    if ok:
+        return "pretrained", f"pretrained weights ({why})", False
+    return "random", (f"pretrained weights are not available here ({why}), so this run uses RANDOM weights. "
+                      "Latencies are valid, predictions are not. `--weights pretrained` requires them; "
+                      "`--weights PATH` uses a local state_dict"), True
+
+
+def app_is_current(app_dir: Path, manifest: records.ConvertManifest, variant: str) -> Tuple[bool, str]:
+    """Was the app in ``app_dir`` generated from exactly these models of ``variant``?"""
+    info_path = Path(app_dir) / records.APP_INFO_NAME
+    if not Path(app_dir).exists() or not any(Path(app_dir).iterdir()):
+        return False, "not generated yet"
+    if not info_path.is_file():
+        return False, f"{app_dir} holds no {records.APP_INFO_NAME}"
+    try:
+        info = records.read_record(info_path, records.APP_INFO_KIND, records.APP_INFO_SCHEMA, "")
+        files = manifest.find(variant)
+    except Exception as e:  # a stale or foreign record: regenerate (make-app decides whether it may)
+        return False, f"cannot compare: {e}"
+    if info.get("variant") != variant.rsplit("-", 1)[-1] and info.get("qualified_variant") != variant:
+        return False, f"generated for {info.get('qualified_variant') or info.get('variant')}, not {variant}"
+    wanted = sorted(f.sha256 for f in files.values())
+    have = sorted((info.get("models") or {}).values())
+    if wanted != have:
+        return False, "generated from other model files"
+    return True, f"{app_dir} was generated from these models"
+
+
+@dataclass
+class AllSummary:
+    weights: Dict[str, object]
+    outcomes: List[StageOutcome] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+
+    @property
+    def failed(self) -> Tuple[str, ...]:
+        return tuple(o.stage for o in self.outcomes if o.status == FAILED)
+
+    def write(self, path: Path, facts: Optional[Mapping[str, object]] = None) -> Path:
+        return records.write_record(Path(path), ALL_KIND, ALL_SCHEMA, {
+            "weights": self.weights,
+            "machine": dict(facts or {}),
+            "stages": [o.to_dict() for o in self.outcomes],
+            "seconds": round(time.time() - self.started, 1),
+            "ok": not self.failed,
+        })
+
+
+def check_stage_names(names: Sequence[str]) -> List[str]:
+    bad = [n for n in names if n not in STAGES]
+    if bad:
+        raise UsageError(f"unknown stage {', '.join(bad)} in --skip", remedy=f"stages: {', '.join(STAGES)}")
+    return list(names)
