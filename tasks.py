@@ -644,7 +644,7 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, debug=False)
     models_dir = Path(pick(None, c.config, "convert.out"))
     info_path = _build_dir(c) / "android" / pick(None, c.config, "android.abi") / "build-info.json"
     runs = {
-        "convert": lambda: convert(c, weights=used, debug=debug),
+        "convert": lambda: convert(c, weights=used, no_verify=True, debug=debug),  # verify is its own stage
         "verify": lambda: verify(c, debug=debug),
         "make-app": lambda: make_app(c, model=variant, force=bool(replace_app), debug=debug),
         "build-app": lambda: build_app(c, debug=debug),
