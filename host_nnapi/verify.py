@@ -309,17 +309,11 @@ def layer_by_layer(cpu, spec_file: ModelFile, example, s: VerifySettings) -> Tup
         if x.dim() == 4:  # NHWC as the NNAPI conversion does (quantize_per_tensor requires it)
             x = x.contiguous(memory_format=torch.channels_last)
             x.nnapi_nhwc = True
+        _fold_rank_checks(frozen, graph, x)
         ser = _NnapiSerializer(None)
         ser_model, weights, _, _, _, _ = ser.serialize_model(_Proxy(frozen, graph), [x])
         values = [(v, oid) for v, oid in ser.jitval_operand_map.items() if v.type().kind() == "TensorType"]
-        ret = graph.return_node()
-        tup = graph.create("prim::TupleConstruct", [v for v, _ in values])
-        tup.output().setType(torch._C.TupleType([v.type() for v, _ in values]))
-        graph.appendNode(tup)
-        ret.removeInput(0)
-        ret.addInput(tup.output())
-        fn = torch._C._create_function_from_graph("torchdroid_probe", graph)
-        probes = list(fn(frozen._c, x))
+        probes = _probe(frozen, graph, [v for v, _ in values], x)
         nn_graph = decode_serialized(torch.tensor(ser_model, dtype=torch.int32).numpy().tobytes(),
                                      [_tensor_bytes(w.contiguous()) for w in weights])
         cpu_vals: Dict[int, Any] = {}
@@ -370,6 +364,47 @@ def layer_by_layer(cpu, spec_file: ModelFile, example, s: VerifySettings) -> Tup
         note = (f"{len(results)} of {len(nn_graph.operations)} operations compared in isolation; the shipped NNAPI model "
                 "has another structure than the CPU model converted again here, so that conversion was compared")
     return results, note
+
+
+def _probe(frozen, graph, values, x) -> list:
+    """Run ``graph`` (changing it: it then returns ``values``, a tuple of its tensor values) on ``x``."""
+    import torch
+
+    ret = graph.return_node()
+    tup = graph.create("prim::TupleConstruct", values)
+    tup.output().setType(torch._C.TupleType([v.type() for v in values]))
+    graph.appendNode(tup)
+    ret.removeInput(0)
+    ret.addInput(tup.output())
+    fn = torch._C._create_function_from_graph("torchdroid_probe", graph)
+    return list(fn(frozen._c, x))
+
+
+def _fold_rank_checks(frozen, graph, x) -> None:
+    """Replace ``len(t.size())`` by the rank ``t`` has on ``x`` and fold what depends on it.
+
+    Scripted models (what `invoke convert` ships as CPU models) keep the ``if len(x.shape) != 4: raise``
+    checks of torch's functional and quantized modules, which the NNAPI serializer cannot convert.
+    """
+    import torch
+
+    if not any(n.kind() == "aten::len" for n in graph.nodes()):
+        return
+    probe = graph.copy()
+    tensors = [v for v in probe.inputs() if v.type().kind() == "TensorType"]
+    tensors += [v for n in probe.nodes() for v in n.outputs() if v.type().kind() == "TensorType"]
+    names = [v.debugName() for v in tensors]
+    rank = {name: t.dim() for name, t in zip(names, _probe(frozen, probe, tensors, x)) if isinstance(t, torch.Tensor)}
+    for node in list(graph.nodes()):
+        if node.kind() != "aten::len":
+            continue
+        size = node.input().node()
+        if size.kind() == "aten::size" and size.inputsSize() == 1 and size.input().debugName() in rank:
+            with graph.insert_point_guard(node):
+                const = graph.insertConstant(rank[size.input().debugName()])
+            node.output().replaceAllUsesWith(const)
+    torch._C._jit_pass_constant_propagation(graph)
+    torch._C._jit_pass_dce(graph)
 
 
 def _structure(g: Graph):
