@@ -53,6 +53,15 @@ def setup_logging(build_dir: Path, stage: str, debug: bool = False) -> Path:
     root.setLevel(logging.DEBUG)
     for noisy in ("PIL", "matplotlib", "urllib3", "asyncio", "adbutils"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # torch 2.x deprecates torch.jit with a FutureWarning on every call we make: the log keeps
+    # them, the console does not (a stage's own warnings are printed by the stage).
+    logging.captureWarnings(True)
+    warnings_log = logging.getLogger("py.warnings")
+    warnings_log.propagate = False
+    for h in list(warnings_log.handlers):
+        if getattr(h, _HANDLER_TAG, False):
+            warnings_log.removeHandler(h)
+    warnings_log.addHandler(fh)
     return path
 
 
