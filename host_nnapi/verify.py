@@ -20,7 +20,7 @@ import logging
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from toolchain.errors import ConversionError, RecordError, ToolFailed, UsageError, VerificationError
 from toolchain.fsutil import atomic_write_json
