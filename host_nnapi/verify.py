@@ -306,7 +306,7 @@ def layer_by_layer(cpu, spec_file: ModelFile, example, s: VerifySettings) -> Tup
         frozen = cpu if _is_frozen(cpu) else torch.jit.freeze(cpu.eval())
         graph = frozen.graph.copy()
         x = example.clone()
-        if x.dim() == 4:  # NHWC as the NNAPI conversion does (quantize_per_tensor requires it)
+        if x.dim() == 4 and spec_file.input.memory_format == "channels_last":  # converted with an NHWC input
             x = x.contiguous(memory_format=torch.channels_last)
             x.nnapi_nhwc = True
         _fold_rank_checks(frozen, graph, x)
