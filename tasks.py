@@ -153,7 +153,7 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
 @task(
     help={
         "lane": "pin set: current (v2.8.0, default) or seed-2020 (config pytorch.lane)",
-        "commit": "build another PyTorch commit (full SHA; lane facts from the nearest preset, with a warning)",
+        "commit": "build another PyTorch commit: full SHA or tag (config pytorch.commit; lane facts from the nearest preset, with a warning)",
         "repo_url": "PyTorch repository to fetch from (config pytorch.repo_url)",
         "ndk": "Android NDK directory (else config ndk.path, ANDROID_NDK, ANDROID_NDK_HOME, ANDROID_HOME/ndk/*)",
         "abi": "arm64-v8a (default), armeabi-v7a, x86_64 or x86",

@@ -45,6 +45,7 @@ def main() -> int:
     os.environ.update(git_test_env())
     with tempfile.TemporaryDirectory(prefix="bench-build-android-") as tmp:
         tmp = Path(tmp)
+        os.environ["CCACHE_DIR"] = str(tmp / "ccache")  # a cold build is cold: no compiler cache from earlier runs
         remote = make_fake_pytorch(tmp / "remote", bulk_bytes=args.bulk_bytes, extra_commits=args.history)
         ndk = make_fake_ndk(tmp / "ndk")
         settings = BuildSettings(build_dir=tmp / "build", commit=remote.pinned, repo_url=remote.url, ndk=str(ndk),

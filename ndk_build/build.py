@@ -27,7 +27,7 @@ from toolchain.records import BUILD_INFO_KIND, BUILD_INFO_NAME, BUILD_INFO_SCHEM
 from toolchain.runner import run
 
 from .elfcheck import Readelf
-from .gitsource import Checkout, Git, ensure_checkout
+from .gitsource import SHA_RE, Checkout, Git, ensure_checkout
 from .hints import build_hint, parse_step
 from .hostpython import HostPython
 from .ndk import Ndk, validate_api_level
@@ -170,12 +170,22 @@ def build_android(s: BuildSettings) -> BuildResult:
         raise UsageError(f"unknown ABI {s.abi!r}", remedy=f"use one of: {', '.join(pins.ABIS)} (--abi)")
     api_level = validate_api_level(s.api_level)
     lane = pins.lane(s.lane)
-    commit = (s.commit or lane.pytorch_commit).strip().lower()
     repo_url = s.repo_url or pins.PYTORCH_REPO_URL
-    custom = commit != lane.pytorch_commit
     out_dir = Path(s.build_dir) / "android" / s.abi
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = out_dir / "build.log"
+    requested = (s.commit or lane.pytorch_commit).strip()
+    requested_ref: Optional[str] = None
+    if SHA_RE.fullmatch(requested.lower()):
+        commit = requested.lower()
+    else:  # a tag (or branch): resolved to its SHA on the server, and both are recorded
+        commit, requested_ref = Git.locate(log_path=out_dir / "source.log").resolve_ref(repo_url, requested)
+        log.info("%s is %s at %s", requested, commit, repo_url)
+        if requested_ref.startswith("refs/heads/"):
+            msg = f"{requested!r} is a branch: it moves; this build records the commit it named now ({commit[:12]})"
+            log.warning(msg)
+            warnings.append(msg)
+    custom = commit != lane.pytorch_commit
     source_dir = Path(s.source_dir) if s.source_dir else Path(s.build_dir) / "src" / f"pytorch-{commit[:12]}"
 
     python = ndk = None
@@ -320,6 +330,7 @@ def build_android(s: BuildSettings) -> BuildResult:
         "custom_commit": custom,
         "repo_url": repo_url,
         "commit": commit,
+        "requested_ref": requested_ref,  # the tag/branch --commit named, if it was not a SHA
         "source_dir": str(checkout.path.resolve()),
         "ndk": {"path": str(ndk.path), "revision": ndk.revision, "release": ndk.release, "found_by": ndk.found_by},
         "host_python": {"path": str(python.path), "version": python.version_str},

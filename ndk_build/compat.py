@@ -212,6 +212,9 @@ def check_compat(
     converter = {f.file: f.torch_git_version for f in files}
     converter_versions = {f.file: (f.conversion.get("torch") or {}).get("version") for f in files}
 
+    if source_dir is not None and not Path(source_dir).is_dir():
+        raise UsageError(f"--source {source_dir} is not a directory",
+                         remedy="pass the PyTorch checkout the runtime was built from (build-info.json: source_dir)")
     runtime_commit: Optional[str] = None
     if build_info is not None:
         bi = build_info if isinstance(build_info, BuildInfo) else BuildInfo.load(Path(build_info))

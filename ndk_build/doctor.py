@@ -161,13 +161,22 @@ def _adb_checks(s: DoctorSettings) -> List[Check]:
         import adbutils
 
         client = adbutils.AdbClient(host=s.adb_host, port=port, socket_timeout=5)
-        devices = [f"{d.serial} ({d.state})" for d in client.list()]
+        states = [(d.serial, d.state) for d in client.list()]
     except Exception as e:
         out.append(Check("deploy", "devices", WARN, f"adb server on port {port} did not answer: {e}",
                          "`adb kill-server`"))
         return out
-    out.append(Check("deploy", "devices", OK if devices else WARN, ", ".join(devices) or "none attached",
-                     "" if devices else "connect a phone with USB debugging on and accept the prompt"))
+    not_ready = [serial for serial, state in states if state != "device"]
+    if not states:
+        fix = "connect a phone with USB debugging on and accept the prompt"
+    elif not_ready:
+        fix = (f"{', '.join(not_ready)}: unlock the phone and accept the USB debugging prompt (unauthorized), "
+               f"or reconnect it (offline: `adb reconnect`)")
+    else:
+        fix = ""
+    ready = len(states) - len(not_ready)  # one ready phone is enough to deploy; the others get the fix
+    out.append(Check("deploy", "devices", OK if ready else WARN,
+                     ", ".join(f"{serial} ({state})" for serial, state in states) or "none attached", fix))
     return out
 
 

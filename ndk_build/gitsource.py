@@ -22,6 +22,7 @@ from toolchain.runner import RunResult, run
 log = logging.getLogger(__name__)
 
 SHA_RE = re.compile(r"[0-9a-f]{40}")
+REF_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+-]{0,199}")  # a tag or branch name we pass to git
 REFUSED_SHA_PATTERNS = (
     "not our ref",
     "unadvertised object",
@@ -121,6 +122,37 @@ class Git:
 
     def commit_date(self, repo: Path, rev: str = "HEAD") -> str:
         return self.run(["show", "-s", "--format=%cI", rev], cwd=repo).output.strip()
+
+    def resolve_ref(self, url: str, ref: str) -> Tuple[str, str]:
+        """The commit a tag (or branch) names on the server, by `git ls-remote`: (sha, full ref name).
+
+        Annotated tags are peeled to their commit.  Nothing is fetched.
+        """
+        if not REF_RE.fullmatch(ref):
+            raise UsageError(f"{ref!r} is neither a full commit SHA nor a tag or branch name",
+                             remedy="pass a full 40-character SHA or a tag such as v2.8.0 (--commit / pytorch.commit)")
+        res = self.run(["ls-remote", url, f"refs/tags/{ref}", f"refs/tags/{ref}^{{}}", f"refs/heads/{ref}"],
+                       check=False, what="`git ls-remote`")
+        if res.returncode != 0:
+            raise ToolFailed(
+                f"`git ls-remote {url}` failed (exit code {res.returncode}) while resolving {ref!r}",
+                cause="the repository could not be reached",
+                tail=res.lines[-15:],
+                log_path=self.log_path,
+                remedy="check --repo-url / pytorch.repo_url and your network, or pass the full SHA with --commit",
+            )
+        refs = {}
+        for line in res.lines:
+            parts = line.split()
+            if len(parts) == 2 and SHA_RE.fullmatch(parts[0]):
+                refs[parts[1]] = parts[0]
+        for name in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}"):
+            if name in refs:
+                return refs[name], name.replace("^{}", "")
+        raise UsageError(
+            f"{url} has no tag or branch {ref!r}",
+            remedy=f"list its tags with `git ls-remote --tags {url}`, or pass a full commit SHA with --commit",
+        )
 
     # ------------------------------------------------------------------ verbs
 

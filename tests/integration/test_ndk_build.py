@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -31,12 +32,13 @@ def settings(tmp_path, remote, ndk, **kw) -> BuildSettings:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, fake_pytorch, fake_ndk):
+def built(tmp_path_factory, fake_pytorch, fake_ndk, ccache_dir):
     """One real build shared by the read-only assertions below."""
     from tests.ndk_support import git_test_env
 
-    old = {k: os.environ.get(k) for k in git_test_env()}
-    os.environ.update(git_test_env())
+    env = dict(git_test_env(), CCACHE_DIR=str(ccache_dir))
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         tmp = tmp_path_factory.mktemp("built")
         s = settings(tmp, fake_pytorch, fake_ndk)
@@ -206,3 +208,18 @@ def test_without_readelf_the_checks_are_recorded_as_unchecked(built):
     with pytest.raises(VerificationError) as ei:
         Readelf(None).verify(res.build_info_path, "x86_64", 29)
     assert "is not an ELF file" in str(ei.value)
+
+
+@pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed (`./run test` installs it)")
+def test_ccache_is_the_compiler_launcher_when_installed(built, ccache_dir):
+    s, res = built
+    ccache = shutil.which("ccache")
+    assert f"-DCMAKE_CXX_COMPILER_LAUNCHER={ccache}" in res.info["cmake_args"]
+    cache = (s.build_dir / "android" / "x86_64" / "cmake" / "CMakeCache.txt").read_text()
+    assert any(line.startswith("CMAKE_CXX_COMPILER_LAUNCHER:") and line.endswith(f"={ccache}")
+               for line in cache.splitlines())
+    stats = subprocess.run([ccache, "--print-stats"], env=dict(os.environ, CCACHE_DIR=str(ccache_dir)),
+                           capture_output=True, text=True, check=True).stdout
+    counters = {k: int(v) for k, v in (line.split("\t", 1) for line in stats.splitlines() if "\t" in line)}
+    # the compiles really went through ccache (misses on a cold cache, hits if another test filled it)
+    assert counters["cache_miss"] + counters["direct_cache_hit"] + counters["preprocessed_cache_hit"] > 0

@@ -122,3 +122,17 @@ def test_check_compat_reads_what_invoke_convert_writes(tmp_path):
     assert report.status == INCOMPATIBLE
     assert ("tiny-quant_full-nnapi.pt", "_nnapi.Compilation.init2") in {(f.file, f.name) for f in report.missing}
     assert any(u.startswith("quantized:: operators") for u in report.unchecked)
+
+
+def test_pytorch_android_version_with_its_source_or_the_same_release(tmp_path, models):
+    report = check_compat(models, pytorch_android="1.8.0-SNAPSHOT", source_dir=runtime_2020(tmp_path))
+    assert report.status == INCOMPATIBLE and report.runtime == "pytorch_android 1.8.0-SNAPSHOT"
+    assert "_nnapi.Compilation.init2" in {f.name for f in report.missing}
+    import torch
+
+    release = torch.__version__.split("+")[0]
+    same = check_compat(models, pytorch_android=release)
+    assert same.status == OK and f"converted by torch {release}, the runtime's release" in same.reason
+    with pytest.raises(UsageError) as ei:
+        check_compat(models, pytorch_android="1.13.1", source_dir=tmp_path / "no-such-checkout")
+    assert "--source" in str(ei.value) and "is not a directory" in str(ei.value)

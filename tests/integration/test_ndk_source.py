@@ -110,3 +110,20 @@ def test_changes_inside_a_submodule_are_refused_untracked_files_are_not(tmp_path
     with pytest.raises(UsageError) as ei:
         ensure_checkout(git, fake_pytorch.url, fake_pytorch.pinned, dest)
     assert "third_party/fakedep" in str(ei.value)
+
+
+def test_tags_and_branches_resolve_to_their_commit_without_fetching(tmp_path, fake_pytorch):
+    git = Git.locate()
+    assert git.resolve_ref(fake_pytorch.url, "v0.1.0") == (fake_pytorch.pinned, "refs/tags/v0.1.0")  # peeled
+    assert git.resolve_ref(fake_pytorch.url, "release/0.1") == (fake_pytorch.pinned, "refs/heads/release/0.1")
+    assert git.resolve_ref(fake_pytorch.url, "main") == (fake_pytorch.broken, "refs/heads/main")
+    with pytest.raises(UsageError) as ei:
+        git.resolve_ref(fake_pytorch.url, "v9.9.9")
+    assert f"{fake_pytorch.url} has no tag or branch 'v9.9.9'" in str(ei.value)
+    assert "git ls-remote --tags" in str(ei.value)
+    with pytest.raises(UsageError) as ei:
+        git.resolve_ref(fake_pytorch.url, "--upload-pack=touch")
+    assert "neither a full commit SHA nor a tag" in str(ei.value)
+    with pytest.raises(ToolFailed) as ei:
+        git.resolve_ref((tmp_path / "no-such.git").as_uri(), "v0.1.0")
+    assert "`git ls-remote" in str(ei.value) and "pass the full SHA" in str(ei.value)

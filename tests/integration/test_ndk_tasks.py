@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,8 +38,15 @@ def test_build_android_task_builds_then_is_up_to_date(tmp_path, fake_pytorch, fa
     assert "verified: machine Advanced Micro Devices X86-64, API level 28" in first.stdout
     assert "warning: custom commit" in first.stdout
     assert json.loads(info_path.read_text())["api_level"] == 28
-    second = invoke(args, tmp_path / "b")
+    # the console shows progress from the build's [n/N] lines; the full output is only in the log
+    assert re.search(r"^\[\d+/(\d+)\] x86_64: Linking CXX executable speed_benchmark_torch", first.stderr, re.M)
+    assert "-- Configuring done" not in first.stderr + first.stdout
+    assert "-- Configuring done" in (info_path.parent / "build.log").read_text()
+    assert "nearest preset lane 'current'" in first.stdout
+    # --lane on the command line: a custom commit takes that lane's facts (same inputs: nothing rebuilt)
+    second = invoke([*args, "--lane", "current"], tmp_path / "b")
     assert second.returncode == 0 and "up to date" in second.stdout
+    assert "facts come from lane 'current' (v2.8.0)" in second.stdout and "nearest" not in second.stdout
 
 
 def test_build_android_task_without_ndk_exits_3_with_the_fix(tmp_path, fake_pytorch):
@@ -88,3 +96,49 @@ def test_doctor_rows_follow_the_environment(tmp_path):
     seed = {c.name: c for c in run_doctor(DoctorSettings(lane="seed-2020", env={}, adb_port=1))}
     assert seed["host Python for lane seed-2020"].status == "warn"
     assert "pytorch.python" in seed["host Python for lane seed-2020"].fix
+
+
+def test_build_android_task_reads_its_config_keys_and_resolves_a_tag(tmp_path, fake_pytorch, fake_ndk):
+    """pytorch.commit (a tag), pytorch.repo_url, ndk.path, android.abi/api_level/max_jobs from a config file."""
+    cfg = tmp_path / "torchdroid.yaml"
+    cfg.write_text(f"pytorch:\n  commit: {fake_pytorch.tag}\n  repo_url: {fake_pytorch.url}\n"
+                   f"ndk:\n  path: {fake_ndk}\nandroid:\n  abi: x86_64\n  api_level: 27\n  max_jobs: 1\n")
+    res = invoke(["-f", str(cfg), "build-android"], tmp_path / "b")
+    assert res.returncode == 0, res.stderr
+    info = json.loads((tmp_path / "b" / "android" / "x86_64" / "build-info.json").read_text())
+    assert info["commit"] == fake_pytorch.pinned and info["requested_ref"] == "refs/tags/v0.1.0"
+    assert info["repo_url"] == fake_pytorch.url
+    assert info["ndk"]["found_by"] == "config ndk.path"
+    assert info["api_level"] == 27 and info["verification"]["api_level"] == 27
+    assert info["env"]["MAX_JOBS"] == "1"
+    # an unknown tag is a usage error (exit 2) naming the repository
+    cfg.write_text(cfg.read_text().replace(fake_pytorch.tag, "v9.9.9"))
+    bad = invoke(["-f", str(cfg), "build-android"], tmp_path / "b")
+    assert bad.returncode == 2, bad.stderr
+    assert "has no tag or branch 'v9.9.9'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_doctor_lists_attached_devices_and_says_which_are_not_ready(tmp_path):
+    """A real adb server with virtual devices speaking the adb protocol."""
+    from tests.virtual_device.harness import adb_with_devices
+
+    with adb_with_devices(tmp_path, {"ready": {}, "locked": {"authorized": False}}) as (server, devs):
+        ready, locked = devs["ready"].serial, devs["locked"].serial
+        row = {c.name: c for c in run_doctor(DoctorSettings(env={}, adb_port=server.port))}["devices"]
+        assert row.status == "ok"  # one ready phone is enough
+        assert f"{ready} (device)" in row.found and f"{locked} (unauthorized)" in row.found
+        assert row.fix.startswith(f"{locked}: unlock the phone and accept the USB debugging prompt")
+        server.disconnect(ready)
+        rows = {c.name: c for c in run_doctor(DoctorSettings(env={}, adb_port=server.port))}
+        assert rows["devices"].status == "warn" and rows["devices"].found == f"{locked} (unauthorized)"
+        assert rows["devices"] in problems(list(rows.values())) and rows["adb"].status == "ok"
+
+
+def test_config_lane_is_used(tmp_path, fake_ndk):
+    """pytorch.lane from a config file reaches the checks (seed-2020 refuses this host's Python before fetching)."""
+    cfg = tmp_path / "torchdroid.yaml"
+    cfg.write_text(f"pytorch:\n  lane: seed-2020\nndk:\n  path: {fake_ndk}\n")
+    res = invoke(["-f", str(cfg), "build-android"], tmp_path / "b")
+    assert res.returncode == 3, res.stderr
+    assert "newer than lane 'seed-2020' accepts (3.6 to 3.8)" in res.stderr
+    assert not (tmp_path / "b" / "src").exists()

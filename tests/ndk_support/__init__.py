@@ -3,8 +3,9 @@
 * :func:`make_fake_pytorch` creates bare git repositories (served over ``file://``, with
   ``uploadpack.allowReachableSHA1InWant``): a superproject with the files of
   ``pytorch_fixture/`` and a submodule ``third_party/fakedep``.  Its history is
-  ``base`` (with a bulky blob) -> ``pinned`` -> ``broken`` (tip; does not compile), so the
-  pinned commit is not at the tip and a shallow fetch of it skips the bulk.
+  ``base`` (with a bulky blob) -> ``pinned`` (annotated tag ``v0.1.0``, branch ``release/0.1``)
+  -> ``broken`` (tip; does not compile), so the pinned commit is not at the tip and a shallow
+  fetch of it skips the bulk.
 * :func:`make_fake_ndk` writes ``source.properties`` and a ``build/cmake/android.toolchain.cmake``
   that lets CMake use the host compiler (so the "Android" binary is a host x86-64 ELF).
 * :func:`git_test_env` is the git configuration tests need for ``file://`` submodules.
@@ -49,6 +50,7 @@ class FakePytorch:
     base: str
     pinned: str
     broken: str  # the tip
+    tag: str = "v0.1.0"  # an annotated tag on ``pinned``, branch ``release/0.1`` too (only with allow_sha)
 
 
 def _bare_from(work: Path, bare: Path, allow_sha: bool) -> None:
@@ -91,6 +93,9 @@ def make_fake_pytorch(root: Path, bulk_bytes: int = 200_000, allow_sha: bool = T
     _git("add", "-A", cwd=work)
     _git("commit", "-q", "-m", "pinned: drop bulk, add fakedep submodule", cwd=work)
     pinned = _git("rev-parse", "HEAD", cwd=work)
+    if allow_sha:  # an advertised ref on the pinned commit would let even a strict server serve it by SHA
+        _git("tag", "-a", "v0.1.0", "-m", "fixture release", cwd=work)
+        _git("branch", "release/0.1", cwd=work)
     src = work / "binaries" / "speed_benchmark_torch.cc"
     src.write_text(src.read_text() + "\nthis line does not compile;\n")
     _git("commit", "-q", "-am", "broken tip", cwd=work)

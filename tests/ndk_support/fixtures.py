@@ -6,7 +6,7 @@ import pytest
 
 from . import FakePytorch, git_test_env, make_fake_ndk, make_fake_pytorch
 
-__all__ = ["fake_pytorch", "fake_ndk", "git_file_protocol"]
+__all__ = ["fake_pytorch", "fake_ndk", "git_file_protocol", "ccache_dir"]
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +19,13 @@ def fake_ndk(tmp_path_factory):
     return make_fake_ndk(tmp_path_factory.mktemp("ndk") / "android-ndk-r21e", "21.4.7075529")
 
 
+@pytest.fixture(scope="session")
+def ccache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("ccache")
+
+
 @pytest.fixture(autouse=True)
-def git_file_protocol(monkeypatch):
+def git_file_protocol(monkeypatch, ccache_dir):
     for key, value in git_test_env().items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setenv("CCACHE_DIR", str(ccache_dir))  # builds use ccache when it is installed: not ~/.cache
