@@ -334,6 +334,7 @@ def make_app(c, model=None, models=None, out=None, app_name=None, application_id
                 build_dir=_build_dir(c),
             ))
         result = run_make_app(settings)
+        compat = _app_compat(c, models_dir, result.runtime)
     _table(f"app assets ({result.variant})", ["asset", "size"],
            [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()])
     for line in result.notes:
@@ -343,7 +344,29 @@ def make_app(c, model=None, models=None, out=None, app_name=None, application_id
     print(f"project: {result.out} (application id {result.application_id}; runtime "
           f"{result.runtime.source} {result.runtime.pytorch_android or result.runtime.aar_name})")
     print(f"app-info: {result.app_info}")
+    if compat is not None:
+        for line in compat.lines():
+            print(f"check-compat: {line}")
+        if not compat.ok:
+            print(f"WARNING: the app's runtime may not run these models ({compat.status}); see `invoke check-compat`")
     print(f"next: invoke build-app --out {result.out}  (or open {result.out} in Android Studio)")
+
+
+def _app_compat(c, models_dir: Path, runtime):
+    """check-compat for the runtime the app links: a locally built AAR (via its build-info) or a Maven version."""
+    from ndk_build import check_compat as run_check
+    from toolchain.fsutil import sha256_file
+    from toolchain.records import BuildInfo
+
+    if runtime.source == "aar" and runtime.aar:
+        info = _build_dir(c) / "android" / pick(None, c.config, "android.abi") / "build-info.json"
+        if info.is_file():
+            bi = BuildInfo.load(info)
+            arts = [a for a in bi.get("artefacts", []) if a.get("name") == "pytorch_android"]
+            if arts and arts[0].get("sha256") == sha256_file(runtime.aar):
+                return run_check(models_dir, build_info=bi)
+        return None  # an AAR built elsewhere: nothing recorded to compare with
+    return run_check(models_dir, pytorch_android=runtime.pytorch_android) if runtime.pytorch_android else None
 
 
 @task(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +45,9 @@ class Runtime:
         }
 
 
+_AAR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.aar$")
+
+
 def check_aar(path: Path) -> Path:
     path = Path(path).expanduser()
     remedy = "pass the pytorch_android AAR `invoke build-android --aar` wrote (android/pytorch_android/build/outputs/aar/*.aar)"
@@ -50,6 +55,11 @@ def check_aar(path: Path) -> Path:
         raise UsageError(f"--aar {path} does not exist", remedy=remedy)
     if path.suffix != ".aar":
         raise UsageError(f"--aar {path} is not an .aar file", remedy=remedy)
+    if not _AAR_NAME.match(path.name):
+        raise UsageError(f"--aar file name {path.name!r} cannot go into build.gradle",
+                         cause="the name is written into a Gradle string: only letters, digits and . _ + - are allowed",
+                         remedy=f"copy it to a plain name, e.g. cp {shlex.quote(str(path))} /tmp/pytorch_android.aar, "
+                                "and pass that")
     try:
         with zipfile.ZipFile(path) as z:
             names = set(z.namelist())

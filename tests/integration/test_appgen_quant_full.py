@@ -60,3 +60,59 @@ def test_nnapi_asset_is_wrapped_the_same_way(app):
     entry = info["assets"]["mobilenetv2-quant_full-nnapi-uint8.pt"]
     assert entry["backend"] == "nnapi" and entry["input"]["layout"] == "NHWC"
     assert info["lut"]["sha256"] and info["input_mode"] == "uint8_lut"
+
+
+TOPK_PROBE = """package {pkg};
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+
+public class TopKProbe {{
+    public static void main(String[] a) throws Exception {{
+        final ByteBuffer b = ByteBuffer.wrap(Files.readAllBytes(Paths.get(a[0]))).order(ByteOrder.LITTLE_ENDIAN);
+        final float[] scores = new float[b.remaining() / 4];
+        b.asFloatBuffer().get(scores);
+        final String[] labels = new String(Files.readAllBytes(Paths.get(a[1])), StandardCharsets.UTF_8).split("\\n");
+        System.out.print(TopK.describe(scores, labels, 12_345_678L, "nnapi"));
+    }}
+}}
+"""
+
+
+def _java_top5(res, work, scores) -> list:
+    import subprocess
+
+    pkg = res.application_id
+    src = res.out / "app/src/main/java" / pkg.replace(".", "/") / "TopK.java"
+    work.mkdir(parents=True)
+    (work / "TopKProbe.java").write_text(TOPK_PROBE.format(pkg=pkg))
+    subprocess.run(["javac", "-d", work / "classes", src, work / "TopKProbe.java"], check=True)
+    (work / "scores.bin").write_bytes(scores.numpy().astype("<f4").tobytes())
+    out = subprocess.run(["java", "-cp", work / "classes", f"{pkg}.TopKProbe", work / "scores.bin",
+                          res.out / "app/src/main/assets/labels.txt"], check=True, capture_output=True, text=True)
+    return out.stdout.splitlines()
+
+
+def test_the_app_shows_the_models_top5(app, tmp_path):
+    """The generated TopK.java, on the JVM, names the same five classes (with softmax %) as torch for the
+    app model's scores on the sample image, and breaks ties towards the lower index."""
+    res, cpu = app
+    asset_dir = res.out / "app/src/main/assets"
+    pixels = assets.load_pixels(asset_dir / "sample.jpg", cpu.input.shape[-1])
+    app_model = torch.jit.load(str(asset_dir / "mobilenetv2-quant_full-cpu-uint8.pt"))
+    scores = app_model(torch.from_numpy(assets.apply_lut(pixels, (asset_dir / "input_lut.bin").read_bytes())))[0]
+    labels = (asset_dir / "labels.txt").read_text().splitlines()
+    lines = _java_top5(res, tmp_path / "real", scores)
+    assert lines[0] == "12.3 ms on NNAPI"
+    probs = torch.softmax(scores.double(), 0)
+    values = scores.tolist()
+    order = sorted(range(len(values)), key=lambda i: (-values[i], i))[:5]  # quantized scores tie: lower index first
+    assert [values[i] for i in order] == scores.topk(5).values.tolist()
+    assert lines[1:] == [f"{100 * probs[i].item():5.1f}%  {labels[i]}" for i in order]
+
+    tied = torch.tensor([0.5, 2.0, 2.0, -1.0, 2.0, 0.5, 3.0])
+    lines = _java_top5(res, tmp_path / "tied", tied)
+    assert [line.split("%  ", 1)[1] for line in lines[1:]] == [labels[i] for i in (6, 1, 2, 4, 0)]

@@ -108,11 +108,11 @@ def test_every_variant_is_a_complete_project(rendered, models, mode):
     assert res.warnings and "does NOT match" in res.warnings[0]
 
 
-@pytest.mark.parametrize("mode", ["none", "full"])
+@pytest.mark.parametrize("mode", ["none", "core", "full"])
 def test_generated_java_compiles_against_the_stubs(rendered, mode, tmp_path):
     classes = compile_app(rendered[mode].out, APP_ID, tmp_path)
     names = {p.name for p in classes}
-    assert {"MainActivity.class", "Classifier.class", "BenchStats.class", "AppConfig.class"} <= names
+    assert {"MainActivity.class", "Classifier.class", "ModelRunner.class", "AssetCache.class", "TopK.class", "BenchStats.class", "AppConfig.class"} <= names
 
 
 def test_benchmark_line_is_the_deploy_contract(rendered, tmp_path):

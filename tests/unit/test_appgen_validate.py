@@ -1,13 +1,16 @@
 """appgen's validation, escaping filters and runtime choice: every value that lands in Java, XML or Gradle."""
 
 import json
+import re
 import xml.etree.ElementTree as ET
 import zipfile
+from pathlib import Path
 
 import pytest
 
 from appgen import jinja_ext, validate
 from appgen.runtime import choose_runtime
+from appgen.template import TEMPLATE_DIR
 from toolchain import pins
 from toolchain.errors import UsageError
 
@@ -141,7 +144,32 @@ def test_runtime_choice(tmp_path):
     (tmp_path / "notzip.aar").write_text("hello")
     with pytest.raises(UsageError, match="not a zip archive"):
         choose_runtime("current", None, tmp_path / "notzip.aar")
+    evil = _fake_aar(tmp_path / 'x"${rm}.aar')
+    with pytest.raises(UsageError, match="cannot go into build.gradle") as ei:
+        choose_runtime("current", None, evil)
+    assert "letters, digits and . _ + -" in str(ei.value) and "/tmp/pytorch_android.aar" in str(ei.value)
     with pytest.raises(UsageError, match="both given"):
         choose_runtime("current", "1.13.1", tmp_path / "pytorch_android-release.aar")
     with pytest.raises(UsageError, match="unknown lane"):
         choose_runtime("nope", None, None)
+
+
+def test_template_jinja_only_fills_values():
+    """Every {{ }} is one cookiecutter value (with at most one of our filters); every {% %} only switches
+    on a yes/no or source value computed in Python: no loops, no expressions, no logic in the template."""
+    value = re.compile(r"^\{\{ cookiecutter\.[a-z_]+(?: \| ([a-z_]+))? \}\}$")
+    statement = re.compile(r'^\{%-? (?:if cookiecutter\.[a-z_]+ (?:==|!=) "[a-z]+"|else|endif) %\}$')
+    seen = 0
+    for path in sorted(Path(TEMPLATE_DIR).rglob("*")):
+        if not path.is_file() or path.name in ("cookiecutter.json", "gradlew", "gradlew.bat"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"\{\{.*?\}\}", text):
+            hit = value.match(m.group(0))
+            assert hit, f"{path.name}: {m.group(0)}"
+            assert hit.group(1) is None or hit.group(1) in jinja_ext.FILTERS
+            seen += 1
+        for m in re.finditer(r"\{%.*?%\}", text):
+            assert statement.match(m.group(0)), f"{path.name}: {m.group(0)}"
+        assert "{#" not in text
+    assert seen > 30

@@ -22,13 +22,10 @@ import androidx.camera.lifecycle.ProcessCameraProvider;
 import androidx.core.content.ContextCompat;
 import com.google.common.util.concurrent.ListenableFuture;
 import java.io.BufferedReader;
-import java.io.ByteArrayOutputStream;
 import java.io.File;
-import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.InputStreamReader;
-import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -61,8 +58,8 @@ public class MainActivity extends ComponentActivity {
     private ImageView sampleImage;
 
     // worker-thread state
-    private Classifier classifier;
-    private String fallbackReason;
+    private ModelRunner runner;
+    private AssetCache assetCache;
     private byte[] lut;
     private String[] labels;
     private Bitmap frame;
@@ -101,9 +98,8 @@ public class MainActivity extends ComponentActivity {
             cameraProvider.unbindAll();
         }
         worker.execute(() -> {
-            if (classifier != null) {
-                classifier.close();
-                classifier = null;
+            if (runner != null) {
+                runner.close();
             }
         });
         worker.shutdown();
@@ -111,33 +107,16 @@ public class MainActivity extends ComponentActivity {
 
     // ----------------------------------------------------------------------------------- models
 
-    /** Load the requested backend's model, falling back to the CPU model (and saying why) when needed. */
-    private Classifier open(String requested) throws IOException {
-        fallbackReason = null;
-        if ("nnapi".equals(requested)) {
-            if (AppConfig.MODEL_NNAPI_ASSET.isEmpty()) {
-                fallbackReason = "this app has no NNAPI model for " + AppConfig.VARIANT;
-            } else if (Build.VERSION.SDK_INT < AppConfig.NNAPI_MIN_SDK) {
-                fallbackReason = "Android API " + Build.VERSION.SDK_INT + " < " + AppConfig.NNAPI_MIN_SDK
-                        + " (PyTorch's NNAPI needs Android 10)";
-            } else {
-                Classifier nnapi = null;
-                try {
-                    nnapi = new Classifier("nnapi", assetFile(AppConfig.MODEL_NNAPI_ASSET), lut);
-                    // NNAPI compiles the model on the first run: make it fail here rather than later.
-                    nnapi.fill(sampleFrame());
-                    nnapi.run();
-                    return nnapi;
-                } catch (Throwable t) {
-                    fallbackReason = "the NNAPI model failed to load or run: " + t;
-                    if (nnapi != null) {
-                        nnapi.close();
-                    }
-                }
-            }
-            Log.w(TAG, "using the CPU model instead of NNAPI: " + fallbackReason);
+    /** Load the requested backend (NNAPI falls back to the CPU model, see ModelRunner) and say which runs. */
+    private void open(String requested) throws IOException {
+        if (runner == null) {
+            runner = new ModelRunner(assets()::path, lut, Build.VERSION.SDK_INT);
         }
-        return new Classifier("cpu", assetFile(AppConfig.MODEL_CPU_ASSET), lut);
+        runner.open(requested, sampleFrame());
+        if (runner.fallbackReason != null) {
+            Log.w(TAG, "using the CPU model instead of NNAPI: " + runner.fallbackReason);
+        }
+        showBackend();
     }
 
     private void loadCommon() throws IOException {
@@ -145,7 +124,7 @@ public class MainActivity extends ComponentActivity {
             labels = readLabels();
         }
         if (lut == null && "uint8_lut".equals(AppConfig.INPUT_MODE)) {
-            lut = readAsset(AppConfig.LUT_ASSET);
+            lut = assets().read(AppConfig.LUT_ASSET);
         }
         if (frame == null) {
             final int size = AppConfig.INPUT_SIZE;
@@ -155,26 +134,15 @@ public class MainActivity extends ComponentActivity {
         }
     }
 
-    /** Run the current model on {@code input}; if NNAPI fails at run time, switch to the CPU model once. */
+    /** Run the current model on {@code input}; if NNAPI fails at run time, ModelRunner switches to the CPU model. */
     private float[] classify(Bitmap input, long[] nanos) throws IOException {
-        for (int attempt = 0; ; attempt++) {
-            try {
-                classifier.fill(input);
-                final long t0 = SystemClock.elapsedRealtimeNanos();
-                final float[] scores = classifier.run();
-                nanos[0] = SystemClock.elapsedRealtimeNanos() - t0;
-                return scores;
-            } catch (RuntimeException e) {
-                if (!"nnapi".equals(classifier.backend) || attempt > 0) {
-                    throw e;
-                }
-                fallbackReason = "the NNAPI model failed at run time: " + e;
-                Log.w(TAG, "falling back to the CPU model: " + fallbackReason, e);
-                classifier.close();
-                classifier = new Classifier("cpu", assetFile(AppConfig.MODEL_CPU_ASSET), lut);
-                showBackend();
-            }
+        final String before = runner.classifier.backend;
+        final float[] scores = runner.classify(input, nanos);
+        if (!before.equals(runner.classifier.backend)) {
+            Log.w(TAG, "falling back to the CPU model: " + runner.fallbackReason);
+            showBackend();
         }
+        return scores;
     }
 
     // ----------------------------------------------------------------------------------- sample + camera
@@ -184,8 +152,7 @@ public class MainActivity extends ComponentActivity {
             loadCommon();
             final Bitmap sample = readSample();
             runOnUiThread(() -> sampleImage.setImageBitmap(sample));
-            classifier = open("nnapi");
-            showBackend();
+            open("nnapi");
             final long[] nanos = new long[1];
             final float[] scores = classify(toFrame(sample, 0), nanos);
             final String text = describe(scores, nanos[0]);
@@ -240,7 +207,7 @@ public class MainActivity extends ComponentActivity {
     /** CameraX analyzer (runs on the worker thread, like every other model call). */
     private void analyze(ImageProxy image) {
         try {
-            if (classifier == null) {
+            if (runner == null || runner.classifier == null) {
                 return; // still loading
             }
             final Bitmap bitmap = image.toBitmap();
@@ -266,11 +233,9 @@ public class MainActivity extends ComponentActivity {
             if (iters < 1 || warmup < 0) {
                 throw new IllegalArgumentException("iters must be >= 1 and warmup >= 0 (got " + iters + ", " + warmup + ")");
             }
-            if (!"nnapi".equals(requested) && !"cpu".equals(requested)) {
-                throw new IllegalArgumentException("backend must be cpu or nnapi (got " + requested + ")");
-            }
             loadCommon();
-            classifier = open(requested);
+            open(requested);
+            final Classifier classifier = runner.classifier;
             used = classifier.backend;
             classifier.fill(sampleFrame());
             for (int i = 0; i < warmup; i++) {
@@ -287,6 +252,7 @@ public class MainActivity extends ComponentActivity {
             error = t.toString();
             Log.e(TAG, "benchmark failed", t);
         }
+        final String fallbackReason = runner == null ? null : runner.fallbackReason;
         final String line = BenchStats.line(AppConfig.VARIANT, used, requested, fallbackReason != null,
                 fallbackReason, iters, warmup, summary, error);
         Log.i(TAG, line);
@@ -301,8 +267,8 @@ public class MainActivity extends ComponentActivity {
     // ----------------------------------------------------------------------------------- helpers
 
     private void showBackend() {
-        final String backend = classifier.backend;
-        final String reason = fallbackReason;
+        final String backend = runner.classifier.backend;
+        final String reason = runner.fallbackReason;
         final String text = AppConfig.VARIANT + " on " + backend.toUpperCase(Locale.US)
                 + (reason == null ? "" : " (fallback: " + reason + ")");
         runOnUiThread(() -> backendView.setText(text));
@@ -328,76 +294,16 @@ public class MainActivity extends ComponentActivity {
     }
 
     private String describe(float[] scores, long nanos) {
-        final int k = Math.min(5, scores.length);
-        final int[] top = new int[k];
-        final boolean[] taken = new boolean[scores.length];
-        for (int j = 0; j < k; j++) {
-            int best = -1;
-            for (int i = 0; i < scores.length; i++) {
-                if (!taken[i] && (best < 0 || scores[i] > scores[best])) {
-                    best = i;
-                }
-            }
-            taken[best] = true;
-            top[j] = best;
-        }
-        double max = scores[top[0]];
-        double sum = 0;
-        for (float s : scores) {
-            sum += Math.exp(s - max);
-        }
-        final StringBuilder b = new StringBuilder(String.format(Locale.US, "%.1f ms on %s\n", nanos / 1e6,
-                classifier.backend.toUpperCase(Locale.US)));
-        for (int idx : top) {
-            final String label = idx < labels.length ? labels[idx] : ("class " + idx);
-            b.append(String.format(Locale.US, "%5.1f%%  %s\n", 100.0 * Math.exp(scores[idx] - max) / sum, label));
-        }
-        return b.toString();
+        return TopK.describe(scores, labels, nanos, runner.classifier.backend);
     }
 
-    /** Copy an asset to the app's files directory once (again only after the app is updated). */
-    private String assetFile(String name) throws IOException {
-        final File file = new File(getFilesDir(), name);
-        final File stamp = new File(getFilesDir(), name + ".stamp");
-        final String apkStamp = String.valueOf(new File(getPackageCodePath()).lastModified());
-        if (file.isFile() && stamp.isFile() && apkStamp.equals(new String(readFile(stamp), StandardCharsets.UTF_8))) {
-            return file.getAbsolutePath();
+    /** Models are copied from assets to the files directory once (again only after an app update). */
+    private AssetCache assets() {
+        if (assetCache == null) {
+            final String apkStamp = String.valueOf(new File(getPackageCodePath()).lastModified());
+            assetCache = new AssetCache(getFilesDir(), apkStamp, getAssets()::open);
         }
-        final File tmp = new File(getFilesDir(), name + ".partial");
-        try (InputStream in = getAssets().open(name); OutputStream out = new FileOutputStream(tmp)) {
-            copy(in, out);
-        }
-        if (!tmp.renameTo(file)) {
-            throw new IOException("could not move " + tmp + " to " + file);
-        }
-        try (OutputStream out = new FileOutputStream(stamp)) {
-            out.write(apkStamp.getBytes(StandardCharsets.UTF_8));
-        }
-        return file.getAbsolutePath();
-    }
-
-    private byte[] readAsset(String name) throws IOException {
-        try (InputStream in = getAssets().open(name)) {
-            final ByteArrayOutputStream out = new ByteArrayOutputStream();
-            copy(in, out);
-            return out.toByteArray();
-        }
-    }
-
-    private static byte[] readFile(File file) throws IOException {
-        try (InputStream in = new java.io.FileInputStream(file)) {
-            final ByteArrayOutputStream out = new ByteArrayOutputStream();
-            copy(in, out);
-            return out.toByteArray();
-        }
-    }
-
-    private static void copy(InputStream in, OutputStream out) throws IOException {
-        final byte[] buffer = new byte[64 * 1024];
-        int n;
-        while ((n = in.read(buffer)) > 0) {
-            out.write(buffer, 0, n);
-        }
+        return assetCache;
     }
 
     private String[] readLabels() throws IOException {
