@@ -69,11 +69,13 @@ def _table(title: str, columns, rows) -> None:
         "calibration": "directory of images to calibrate quantization with (default: built-in synthetic set)",
         "out": "output directory (default build/models, config convert.out)",
         "force": "rebuild even when the inputs are unchanged",
+        "no_verify": "skip the host NNAPI check of the NNAPI models afterwards (config verify.after_convert: off)",
         "debug": "show tracebacks",
     },
     iterable=["quant"],
 )
-def convert(c, model=None, quant=None, weights=None, calibration=None, out=None, force=False, debug=False):
+def convert(c, model=None, quant=None, weights=None, calibration=None, out=None, force=False, no_verify=False,
+            debug=False):
     """MobileNetV2 (or another model) -> CPU and NNAPI TorchScript models per quantization mode, with a manifest."""
     with _stage(c, "convert", debug):
         from converter import ConvertSettings, convert as run_convert
@@ -91,6 +93,8 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, out=None,
         )
         result = run_convert(settings)
     _print_convert(result)
+    if not no_verify:
+        verify_after_convert(c, result.manifest_path.parent, sorted({f.mode for f in result.files}), debug)
 
 
 def _print_convert(result) -> None:
@@ -594,8 +598,17 @@ def _print_verify(result) -> None:
     print(f"results: {result.json_path}")
 
 
-def verify_after_convert(c, models: Path):
-    """For `invoke convert`: verify the fresh models when the host NNAPI can be built here (returns None otherwise)."""
+def verify_after_convert(c, models: Path, modes=(), debug=False):
+    """For `invoke convert`: verify the fresh models when the host NNAPI can be built here.
+
+    config verify.after_convert: "warn" (default: a failed check is printed, convert still succeeds),
+    "fail" (a failed check fails convert with exit code 8) or "off".  Returns the VerifyResult or None.
+    """
+    mode = str(pick(None, c.config, "verify.after_convert", "warn")).lower()
+    if mode in ("off", "false", "no", "0"):
+        return None
+    if mode not in ("warn", "fail"):
+        raise Exit(f"torchdroid convert: verify.after_convert is {mode!r}: use warn, fail or off", code=2)
     import host_nnapi
 
     ok, why = host_nnapi.availability()
@@ -603,8 +616,18 @@ def verify_after_convert(c, models: Path):
         print(f"note: host NNAPI verification skipped: {why}")
         return None
     from host_nnapi.verify import verify as run_verify
+    from toolchain.errors import VerificationError
 
-    result = run_verify(_verify_settings(c, models=str(models)))
+    with _stage(c, "verify", debug):
+        settings = _verify_settings(c, models=str(models), variant=[f"quant_{m}" for m in modes])
+        try:
+            result = run_verify(settings)
+        except VerificationError as e:
+            if mode == "fail":
+                raise
+            print(f"warning: host NNAPI verification failed (convert still succeeded; verify.after_convert: fail "
+                  f"makes this an error): {e}")
+            return None
     _print_verify(result)
     return result
 
@@ -646,7 +669,7 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, debug=False)
     models_dir = Path(pick(None, c.config, "convert.out"))
     info_path = _build_dir(c) / "android" / pick(None, c.config, "android.abi") / "build-info.json"
     runs = {
-        "convert": lambda: convert(c, weights=used, debug=debug),
+        "convert": lambda: convert(c, weights=used, no_verify=True, debug=debug),  # verify is its own stage
         "verify": lambda: verify(c, debug=debug),
         "make-app": lambda: make_app(c, model=variant, force=bool(replace_app), debug=debug),
         "build-app": lambda: build_app(c, debug=debug),

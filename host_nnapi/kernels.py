@@ -22,7 +22,7 @@ of two roundings:
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from . import nnapi_defs as nn
 from .graph import Graph, Operand, Operation
@@ -439,7 +439,6 @@ def _conv(ctx: _Ctx) -> Step:
 
 @_builder(9)  # FULLY_CONNECTED
 def _fully_connected(ctx: _Ctx) -> Step:
-    import torch
     import torch.nn.functional as F
 
     x, w, b = ctx.operand(0), ctx.operand(1), ctx.operand(2)
@@ -690,7 +689,6 @@ def _mul_requant(a: Operand, b: Operand, out: Operand, rounding: str):
 
 @_builder(19, 20, 21)  # RELU, RELU1, RELU6
 def _relu(ctx: _Ctx) -> Step:
-    import torch
 
     x = ctx.expect_type(0, _DATA)
     out_q = ctx.out
@@ -884,7 +882,6 @@ def _concat(ctx: _Ctx) -> Step:
 
 @_builder(31)  # MEAN
 def _mean(ctx: _Ctx) -> Step:
-    import torch
 
     x = ctx.expect_type(0, _DATA)
     axes = ctx.ints(1)

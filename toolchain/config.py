@@ -89,6 +89,7 @@ DEFAULTS: dict = {
         "random_inputs": 3,  # besides the bundled inputs
         "seed": 0,
         "layerwise": "auto",  # auto: for quantized variants and on failure | always | never
+        "after_convert": "warn",  # after `invoke convert`: warn (print a failed check) | fail (exit 8) | off
         "out": None,  # default: <models>/verify.json
         "cache": None,  # where the host libneuralnetworks.so is built; default ~/.cache/torchdroid/host-nnapi
     },

@@ -186,3 +186,31 @@ def test_libneuralnetworks_path_alone_runs_models_in_a_fresh_process(library, tm
     assert res.returncode == 0, res.stderr[-2000:]
     diff = float(res.stdout.split("DIFF")[1])
     assert diff < 1e-5
+
+
+def test_ld_library_path_alone_lets_torch_dlopen_the_library(tmp_path):
+    """`python -m host_nnapi` prints the library; its directory on LD_LIBRARY_PATH before Python starts is enough."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    where = subprocess.run([sys.executable, "-m", "host_nnapi"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert where.returncode == 0, where.stderr
+    lib = where.stdout.strip()
+    assert lib.endswith("/libneuralnetworks.so") and os.path.isfile(lib)
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import torch\n"
+        "from torch.backends._nnapi.prepare import convert_model_to_nnapi\n"
+        "m = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.Hardtanh(0.0, 6.0)).eval()\n"
+        "x = torch.rand(1, 2, 5, 5)\n"
+        "n = convert_model_to_nnapi(torch.jit.trace(m, x), x)\n"
+        "with torch.no_grad():\n"
+        "    print('DIFF', float((n(x) - m(x)).abs().max()))\n"
+    )
+    base = dict(os.environ, PYTHONPATH="")
+    base.pop("LD_LIBRARY_PATH", None)
+    res = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=dict(base, LD_LIBRARY_PATH=os.path.dirname(lib)),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert float(res.stdout.split("DIFF")[1]) < 1e-5
+    without = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=base, capture_output=True, text=True,
+                             timeout=120)
+    assert without.returncode != 0 and "libneuralnetworks.so" in without.stderr
