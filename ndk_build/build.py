@@ -279,6 +279,10 @@ def build_android(s: BuildSettings) -> BuildResult:
 
     if info_path.exists():
         info_path.unlink()  # it would describe artefacts this build is about to overwrite
+    # CMake's install step skips a file whose size and (second-resolution) time match the copy already
+    # installed, so a quick rebuild with other inputs could leave the previous binary in place.  The
+    # install tree is ours and is rewritten from the build tree in seconds: start it afresh.
+    shutil.rmtree(build_root / "install", ignore_errors=True)
     log_path.write_text("")  # one log per build
     hint = build_hint(lane, str(checkout.path))
     log.info("building PyTorch %s (%s) for %s, API %d with NDK %s; log: %s",
