@@ -469,11 +469,24 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
             timeout=float(pick(None, c.config, "deploy.timeout", 120)),
             app_wait=float(pick(None, c.config, "deploy.app_wait", 120)),
         )
+        if settings.bench and settings.binary is None and settings.build_info.is_file() and not settings.allow_mismatch:
+            _deploy_compat(settings)  # before anything is pushed
         result = run_deploy(settings)
     _print_deploy(result)
     if result.failed:
         raise Exit(f"torchdroid deploy: {len(result.failed)} of {len(result.devices)} device(s) had problems "
                    "(see above; the others were deployed)", code=7)
+
+
+def _deploy_compat(settings) -> None:
+    """check-compat of the models against the runtime deploy is about to push; refuse what cannot run."""
+    from ndk_build import check_compat as run_check
+
+    report = run_check(settings.models, build_info=settings.build_info)
+    if not report.ok:
+        for line in report.lines():
+            print(f"check-compat: {line}")
+    report.raise_for_status()
 
 
 def _print_tables(rows) -> None:

@@ -136,3 +136,31 @@ def test_pytorch_android_version_with_its_source_or_the_same_release(tmp_path, m
     with pytest.raises(UsageError) as ei:
         check_compat(models, pytorch_android="1.13.1", source_dir=tmp_path / "no-such-checkout")
     assert "--source" in str(ei.value) and "is not a directory" in str(ei.value)
+
+
+def test_deploy_runs_check_compat_and_refuses_before_touching_a_device(tmp_path, models):
+    """`invoke deploy` with a 2020 runtime: exit 9 naming init2, before any adb traffic (no server on the port)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    binary = tmp_path / "speed_benchmark_torch"
+    binary.write_bytes(b"\x7fELF")
+    info = write_record(tmp_path / "build-info.json", BUILD_INFO_KIND, BUILD_INFO_SCHEMA, {
+        "lane": "seed-2020", "commit": RUNTIME_COMMIT, "abi": "arm64-v8a",
+        "source_dir": str(runtime_2020(tmp_path)),
+        "artefacts": [{"name": "speed_benchmark_torch", "path": binary.name, "sha256": "0" * 64}]})
+    with socket.socket() as s:  # a port nobody listens on: any adb traffic would fail differently
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = subprocess.run([sys.executable, "-m", "invoke", "deploy", "--models", str(models.parent), "--build-info",
+                        str(info), "--no-install", "--adb-port", str(port), "--results", str(tmp_path / "results")],
+                       cwd=root, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "INVOKE_BUILD_DIR": str(tmp_path / "build")})
+    assert r.returncode == 9, r.stdout + r.stderr
+    assert "check-compat: incompatible" in r.stdout
+    assert "_nnapi.Compilation.init2" in r.stdout + r.stderr
+    assert "cannot run these models" in r.stderr and "invoke build-android --commit" in r.stderr
+    assert not (tmp_path / "results").exists()
