@@ -69,13 +69,7 @@ def quantize(float_model, calibration: List[Any], label: str):
     import torch
 
     torch.backends.quantized.engine = "qnnpack"
-    model = _quantizable(copy.deepcopy(float_model))
-    model.eval()
-    if hasattr(model, "fuse_model"):
-        try:
-            model.fuse_model(is_qat=False)
-        except TypeError:
-            model.fuse_model()
+    model = fused_float(_quantizable(copy.deepcopy(float_model)), copy_model=False)
     model.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
     torch.ao.quantization.prepare(model, inplace=True)
     with torch.no_grad():
@@ -142,9 +136,9 @@ def _save(module, path: Path, fmt: str) -> None:
             module.save(str(tmp))
 
 
-def fused_float(float_model):
+def fused_float(float_model, copy_model: bool = True):
     """The float model with conv+bn(+relu) fused, as the tutorial prepares quant_none."""
-    model = copy.deepcopy(float_model)
+    model = copy.deepcopy(float_model) if copy_model else float_model
     model.eval()
     if hasattr(model, "fuse_model"):
         try:
