@@ -663,6 +663,7 @@ def verify_after_convert(c, models: Path, modes=(), debug=False):
 )
 def all_(c, weights=None, model=None, skip=None, replace_app=False, debug=False):
     """Every stage this machine allows: convert, verify, make-app, bench; build-android, build-app, deploy when possible."""
+    import dataclasses
     import time
 
     from invoke.exceptions import UnexpectedExit
@@ -693,9 +694,9 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, debug=False)
         "report": lambda: report(c, debug=debug),
     }
     for stage in workflow.STAGES:
-        facts = workflow.Facts(**{**facts.__dict__, "build_info": info_path if info_path.is_file() else None,
-                                  "apk": _recorded_apk(c), "failed": summary.failed,
-                                  "ran": tuple(o.stage for o in summary.outcomes if o.status == "ran")})
+        facts = dataclasses.replace(facts, build_info=info_path if info_path.is_file() else None,
+                                    apk=_recorded_apk(c), failed=summary.failed,
+                                    ran=tuple(o.stage for o in summary.outcomes if o.status == "ran"))
         decision = workflow.decide(stage, facts, skipped)
         if decision.run and stage == "make-app" and ConvertManifest.exists(models_dir):
             current, why = workflow.app_is_current(_app_out(c, None), ConvertManifest.load(models_dir), variant)
