@@ -50,6 +50,12 @@ def ensure_writable_dir(path: PathLike, what: str = "output directory") -> Path:
     return path
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(final: PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``final``; move it into place only on success.
@@ -62,6 +68,7 @@ def atomic_path(final: PathLike, suffix: str = "") -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=f"{suffix}.partial", dir=final.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp's 0600 would make artefacts private: use what open() gives
     try:
         yield tmp_path
         if not tmp_path.exists():

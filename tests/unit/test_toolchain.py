@@ -62,6 +62,20 @@ def test_atomic_path_leaves_nothing_on_failure(tmp_path):
     assert final.read_bytes() == b"whole"
 
 
+def test_atomic_path_gives_the_permissions_open_would(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o027)
+    try:
+        with atomic_path(tmp_path / "a.pt") as tmp:
+            with open(tmp, "wb") as f:  # how torch.save writes: into the existing temporary file
+                f.write(b"x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a.pt").stat().st_mode) == 0o640
+
+
 def test_atomic_dir_refuses_nonempty_without_force(tmp_path):
     out = tmp_path / "app"
     out.mkdir()
