@@ -14,6 +14,7 @@ from pathlib import Path
 from invoke import Collection, Exit, task
 
 from toolchain.config import DEFAULTS, pick
+from workflow.plan import STAGES
 
 
 def _build_dir(c) -> Path:
@@ -654,8 +655,7 @@ def verify_after_convert(c, models: Path, modes=(), debug=False):
         "weights": "auto (default: pretrained when they can be had, else random, announced and recorded), "
                    "pretrained, random or PATH",
         "model": "variant the app is made for (default config app.model, quant_full)",
-        "skip": "stages to leave out (repeat or comma-separate): " + ", ".join(
-            ("convert", "verify", "make-app", "build-app", "bench", "build-android", "check-compat", "deploy", "report")),
+        "skip": "stages to leave out (repeat or comma-separate): " + ", ".join(STAGES),
         "replace_app": "regenerate the app directory when it was made from other models (replaces your edits)",
         "debug": "show tracebacks",
     },
