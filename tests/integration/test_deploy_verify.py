@@ -1,0 +1,50 @@
+"""The on-device verify of a batch: a corrupted temporary file is never renamed, a good one in the same batch is."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+
+import pytest
+
+from deploy.adb import AdbServer
+from deploy.push import PushItem, finish_batch, send_to_temp
+from tests.virtual_device.harness import adb_with_devices
+from toolchain.errors import DeviceError, VerificationError
+
+pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
+
+DEVICE_DIR = "/data/local/tmp/torchdroid/verify"
+
+
+def test_batch_verify_renames_only_matching_files(tmp_path):
+    good, bad, gone = tmp_path / "good.bin", tmp_path / "bad.bin", tmp_path / "gone.bin"
+    for i, f in enumerate((good, bad, gone)):
+        f.write_bytes(bytes([i]) * 300_000)
+    with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
+        dev = AdbServer(port=server.port).device(devs["d"].serial)
+        dev.shell(f"mkdir -p {DEVICE_DIR}", check=True)
+        batch = []
+        with dev.sync_session() as session:
+            for f in (good, bad, gone):
+                it = PushItem(f, f.name, 0o640)
+                tmp, sent, digest = send_to_temp(dev, DEVICE_DIR, it, session=session)
+                assert sent == 300_000 and digest == hashlib.sha256(f.read_bytes()).hexdigest()
+                batch.append((it, tmp, sent, digest))
+        d = devs["d"].path(DEVICE_DIR)
+        with open(devs["d"].path(batch[1][1]), "r+b") as fh:  # one flipped byte on the device's storage
+            fh.seek(1000)
+            fh.write(b"\xff")
+        os.unlink(devs["d"].path(batch[2][1]))  # the temporary file vanished before the verify
+
+        ok, corrupt, missing = finish_batch(dev, DEVICE_DIR, batch)
+
+        assert ok.pushed and ok.bytes == 300_000 and ok.size == 300_000 and ok.mtime > 0
+        assert (d / "good.bin").read_bytes() == good.read_bytes()
+        assert (d / "good.bin").stat().st_mode & 0o777 == 0o640
+        assert isinstance(corrupt, VerificationError)
+        assert "bad.bin arrived on" in str(corrupt) and "corrupted" in str(corrupt) and "USB cable" in str(corrupt)
+        assert isinstance(missing, DeviceError) and "could not verify and move gone.bin" in str(missing)
+        assert not (d / "bad.bin").exists() and not (d / "gone.bin").exists()  # never under a final name
+        assert sorted(os.listdir(d)) == ["good.bin"]  # the corrupted temporary file is removed too
