@@ -12,7 +12,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, TorchdroidError, UsageError, VerificationError
 from toolchain.fsutil import sha256_file
@@ -113,9 +113,13 @@ def parse_index(text: str) -> Dict[str, tuple]:
     return out
 
 
+def index_lines(state: Dict[str, tuple]) -> str:
+    return "".join(f"{sha} {size} {mtime} {name}\n" for name, (sha, size, mtime) in sorted(state.items()) if sha)
+
+
 def write_index(device: Device, directory: str, state: Dict[str, tuple]) -> None:
     """Record ``{name: (sha256, size, mtime)}`` on the device (temp name + rename, like every file)."""
-    lines = "".join(f"{sha} {size} {mtime} {name}\n" for name, (sha, size, mtime) in sorted(state.items()) if sha)
+    lines = index_lines(state)
     tmp = f"{directory}/.{INDEX_NAME.lstrip('.')}{PARTIAL_MARK}{os.getpid()}"
     device.shell(f"printf %s {shlex.quote(lines)} > {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} "
                  f"{shlex.quote(directory + '/' + INDEX_NAME)}", check=True, what="writing the hash index")
@@ -140,7 +144,9 @@ def push_all(device: Device, directory: str, items: Sequence[PushItem],
     outcomes: List[Optional[PushOutcome]] = [None] * len(items)
     # largest first: only the last files' verify is not hidden behind another transfer
     order = sorted(range(len(items)), key=lambda k: -items[k].local.stat().st_size)
-    verifier = _BatchVerifier(device, directory)
+    # what the index will hold besides the files verified now (known hashes of files that stay as they are)
+    index = {name: (sha, size, mtime) for name, (sha, _mode, size, mtime) in existing.items() if sha}
+    verifier = _BatchVerifier(device, directory, index)
     session = device.sync_session()
     try:
         for n, i in enumerate(order, 1):
@@ -159,7 +165,7 @@ def push_all(device: Device, directory: str, items: Sequence[PushItem],
             verifier.submit(i, it, tmp, sent, digest)
     finally:
         session.close()
-        results = verifier.close()  # wait for every verify, even when a later push failed
+        results, index_written = verifier.close()  # wait for every verify, even when a later push failed
     errors = []
     for i, res in sorted(results.items()):
         if isinstance(res, BaseException):
@@ -167,9 +173,9 @@ def push_all(device: Device, directory: str, items: Sequence[PushItem],
         else:
             outcomes[i] = res
     done = [o for o in outcomes if o is not None]
-    index = {name: (sha, size, mtime) for name, (sha, _mode, size, mtime) in existing.items() if sha}
     index.update({o.name: (o.sha256, o.size, o.mtime) for o in done})
-    if any(o.pushed for o in done) or any(existing.get(o.name, (None,))[0] is None for o in done):
+    if not index_written and (any(o.pushed for o in done)
+                              or any(existing.get(o.name, (None,))[0] is None for o in done)):
         write_index(device, directory, index)
     if errors:
         raise errors[0]  # the first verify failure
@@ -177,14 +183,21 @@ def push_all(device: Device, directory: str, items: Sequence[PushItem],
 
 
 class _BatchVerifier:
-    """One verify worker per device that checks every file queued since its last call in one shell call."""
+    """One verify worker per device that checks every file queued since its last call in one shell call.
 
-    def __init__(self, device: Device, directory: str):
+    The last batch (the one that starts after every file was sent) also writes the hash index, in the
+    same shell call; ``index`` holds the entries known so far and grows with each batch's outcomes.
+    """
+
+    def __init__(self, device: Device, directory: str, index: Dict[str, tuple]):
         self.device = device
         self.directory = directory
+        self.index = dict(index)
         self.lock = threading.Lock()
         self.queued: List[tuple] = []
         self.results: Dict[int, object] = {}
+        self.sending = True
+        self.index_written = False
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"verify-{device.serial}")
 
     def submit(self, i: int, it: PushItem, tmp: str, sent: int, digest: str) -> None:
@@ -195,18 +208,27 @@ class _BatchVerifier:
     def _drain(self) -> None:
         with self.lock:
             batch, self.queued = self.queued, []
+            last = not self.sending
         if not batch:  # an earlier drain took these files already
             return
         try:
-            got = finish_batch(self.device, self.directory, [b[1:] for b in batch])
+            got = finish_batch(self.device, self.directory, [b[1:] for b in batch],
+                               index=self.index if last else None)
+            self.index_written = last
         except Exception as e:  # the connection dropped: every file of the batch failed with it
             got = [e] * len(batch)
         for (i, *_rest), res in zip(batch, got):
             self.results[i] = res
+            if isinstance(res, PushOutcome):
+                self.index[res.name] = (res.sha256, res.size, res.mtime)
 
-    def close(self) -> Dict[int, object]:
+    def close(self) -> Tuple[Dict[int, object], bool]:
+        """Wait for every verify; return the outcomes and whether the last batch wrote the index."""
+        with self.lock:
+            self.sending = False
+        self.pool.submit(self._drain)  # no-op unless files wait (their drain may have started before)
         self.pool.shutdown(wait=True)
-        return self.results
+        return self.results, self.index_written
 
 
 def send_to_temp(device: Device, directory: str, it: PushItem,
@@ -224,24 +246,35 @@ def send_to_temp(device: Device, directory: str, it: PushItem,
     return tmp, sent, digest
 
 
-# v TMP SHA256 FINAL KEY MODE: hash TMP on the device; only on a match chmod it and rename it to FINAL.
-# One line per file (short lines are written atomically, so parallel jobs do not interleave them):
+# v TMP SHA256 NAME KEY MODE (in the device directory): hash TMP; only on a match chmod it and rename it
+# to NAME.  One line per file (short lines are written atomically, so parallel jobs do not interleave them):
 # "KEY OK SIZE MTIME", "KEY BAD SHA256" (TMP removed) or "KEY E" (TMP removed; the error is on stderr).
+# With $IDX set, a verified file's index line is appended to it (after the known lines: the last line of
+# a name wins, see parse_index).
 _VERIFY_FN = ('v() { h=$(sha256sum "$1") || { rm -f "$1"; echo "$4 E"; return; }; h=${h%% *}; '
               'if [ "$h" = "$2" ]; then if chmod "$5" "$1" && mv -f "$1" "$3"; then '
-              'echo "$4 OK $(stat -c \'%s %Y\' "$3")"; else rm -f "$1"; echo "$4 E"; fi; '
+              's=$(stat -c \'%s %Y\' "$3"); echo "$4 OK $s"; [ -z "$IDX" ] || echo "$h $s $3" >> "$IDX"; '
+              'else rm -f "$1"; echo "$4 E"; fi; '
               'else rm -f "$1"; echo "$4 BAD $h"; fi; }; ')
 _VERIFY_LINE = re.compile(r"^(\d+) (OK|BAD|E)\b ?(.*)$")
 
 
-def finish_batch(device: Device, directory: str, batch: Sequence[tuple]) -> List[object]:
+def finish_batch(device: Device, directory: str, batch: Sequence[tuple],
+                 index: Optional[Dict[str, tuple]] = None) -> List[object]:
     """Verify ``(item, tmp, sent, digest)`` files in one shell call, hashing them in parallel on the device.
 
+    With ``index`` (``{name: (sha256, size, mtime)}`` known before this batch), the same call then writes
+    the hash index: those lines plus one per file verified now, temp name + rename like every file.
     Returns a PushOutcome or the exception to raise, per file, in order.
     """
-    calls = " ".join(f"v {shlex.quote(tmp)} {digest} {shlex.quote(directory + '/' + it.name)} {k} {it.mode:o} &"
+    calls = " ".join(f"v {shlex.quote(tmp.rsplit('/', 1)[1])} {digest} {shlex.quote(it.name)} {k} {it.mode:o} &"
                      for k, (it, tmp, _sent, digest) in enumerate(batch))
-    res = device.shell(f"{_VERIFY_FN}{calls} wait")
+    head, tail = f"cd {shlex.quote(directory)} || exit 1; IDX=; ", ""
+    if index is not None:
+        tmp_index = f".{INDEX_NAME.lstrip('.')}{PARTIAL_MARK}{os.getpid()}"
+        head += f"IDX={tmp_index}; printf %s {shlex.quote(index_lines(index))} > $IDX || exit 1; "
+        tail = f"; mv -f $IDX {INDEX_NAME}"
+    res = device.shell(f"{head}{_VERIFY_FN}{calls} wait{tail}")
     lines = {}
     other = []
     for line in res.output.splitlines():

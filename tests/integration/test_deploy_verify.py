@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from deploy.adb import AdbServer
-from deploy.push import PushItem, finish_batch, send_to_temp
+from deploy.push import INDEX_NAME, PushItem, finish_batch, parse_index, push_all, send_to_temp
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.errors import DeviceError, VerificationError
 
@@ -48,3 +48,25 @@ def test_batch_verify_renames_only_matching_files(tmp_path):
         assert isinstance(missing, DeviceError) and "could not verify and move gone.bin" in str(missing)
         assert not (d / "bad.bin").exists() and not (d / "gone.bin").exists()  # never under a final name
         assert sorted(os.listdir(d)) == ["good.bin"]  # the corrupted temporary file is removed too
+
+
+def test_push_all_writes_the_index_with_the_last_verify_and_the_next_push_trusts_it(tmp_path):
+    files = []
+    for i in range(3):
+        f = tmp_path / f"m{i}.pt"
+        f.write_bytes(bytes([i + 1]) * (200_000 + i))
+        files.append(PushItem(f, f.name))
+    with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
+        dev = AdbServer(port=server.port).device(devs["d"].serial)
+        first = push_all(dev, DEVICE_DIR, files)
+        assert [o.pushed for o in first] == [True] * 3
+        d = devs["d"].path(DEVICE_DIR)
+        index = parse_index((d / INDEX_NAME).read_text())
+        assert index == {it.name: (hashlib.sha256(it.local.read_bytes()).hexdigest(), (d / it.name).stat().st_size,
+                                   int((d / it.name).stat().st_mtime)) for it in files}
+        assert sorted(os.listdir(d)) == sorted([INDEX_NAME] + [it.name for it in files])
+        log = devs["d"].state_dir / "device.log"
+        hashed = log.read_text().count("sha256sum")
+        again = push_all(dev, DEVICE_DIR, files)
+        assert [o.pushed for o in again] == [False] * 3 and [o.sha256 for o in again] == [o.sha256 for o in first]
+        assert log.read_text().count("sha256sum") == hashed  # sizes and mtimes match the index: nothing re-hashed
