@@ -207,11 +207,12 @@ class SyncSession:
             c.close()
 
     def push_file(self, local: Path, remote: str, mode: int = 0o644,
-                  on_bytes: Optional[Callable[[int], None]] = None) -> Tuple[int, str]:
-        """Send ``local`` to ``remote`` with sync SEND; return the bytes sent and their sha256."""
+                  on_bytes: Optional[Callable[[int], None]] = None, with_hash: bool = True) -> Tuple[int, Optional[str]]:
+        """Send ``local`` to ``remote`` with sync SEND; return the bytes sent and their sha256 (None unless
+        ``with_hash``: a caller that knows the hash to expect lets the device check it instead)."""
         serial = self.device.serial
         sent = 0
-        digest = hashlib.sha256()
+        digest = hashlib.sha256() if with_hash else None
         if self._c is None:
             self._c = self.device._sync()
         ok = False
@@ -225,7 +226,8 @@ class SyncSession:
                     if not block:
                         break
                     sock.sendall(b"DATA" + struct.pack("<I", len(block)) + block)
-                    digest.update(block)
+                    if digest is not None:
+                        digest.update(block)
                     sent += len(block)
                     if on_bytes:
                         on_bytes(len(block))
@@ -243,7 +245,7 @@ class SyncSession:
             if reply[:4] != b"OKAY":
                 raise DeviceError(f"unexpected sync reply {reply[:4]!r} from {serial} after pushing {remote}")
             ok = True
-            return sent, digest.hexdigest()
+            return sent, digest.hexdigest() if digest is not None else None
         except (OSError, EOFError) as e:
             raise DeviceError(
                 f"the push of {local.name} to {serial} was interrupted after {sent} bytes",

@@ -233,17 +233,29 @@ class _BatchVerifier:
 
 def send_to_temp(device: Device, directory: str, it: PushItem,
                  on_bytes: Optional[Callable[[int], None]] = None, session: Optional[SyncSession] = None) -> tuple:
-    """Send a file to a temporary name; check the bytes sent against the expected hash."""
+    """Send a file to a temporary name; return it, the bytes sent and the sha256 the device must find.
+
+    With a recorded hash (the manifest's) that is the hash to find: the device checks the file against
+    the record directly, and the host need not hash it again while sending (a mismatch is told apart
+    from a corrupted transfer afterwards, see finish_batch).  Otherwise the bytes are hashed as sent.
+    """
     tmp = f"{directory}/.{it.name}{PARTIAL_MARK}{os.getpid()}-{secrets.token_hex(3)}"
-    sent, digest = (session or device).push_file(it.local, tmp, it.mode, on_bytes)
-    if it.sha256 and digest != it.sha256:
-        device.shell(f"rm -f {shlex.quote(tmp)}")
-        raise VerificationError(
-            f"{it.local} changed after it was recorded (sha256 {digest[:12]}… != {it.sha256[:12]}…)",
-            cause="the file was modified or replaced after `invoke convert` wrote its manifest",
-            remedy="run `invoke convert --force` to regenerate it",
-        )
-    return tmp, sent, digest
+    sent, digest = (session or device).push_file(it.local, tmp, it.mode, on_bytes, with_hash=not it.sha256)
+    return tmp, sent, it.sha256 or digest
+
+
+def changed_locally(it: PushItem) -> Optional[VerificationError]:
+    """The error for a file that no longer matches its recorded hash (None when it still does)."""
+    if not it.sha256:
+        return None
+    digest = sha256_file(it.local)
+    if digest == it.sha256:
+        return None
+    return VerificationError(
+        f"{it.local} changed after it was recorded (sha256 {digest[:12]}… != {it.sha256[:12]}…)",
+        cause="the file was modified or replaced after `invoke convert` wrote its manifest",
+        remedy="run `invoke convert --force` to regenerate it",
+    )
 
 
 # v TMP SHA256 NAME KEY MODE (in the device directory): hash TMP; only on a match chmod it and rename it
@@ -293,7 +305,7 @@ def finish_batch(device: Device, directory: str, batch: Sequence[tuple],
             out.append(PushOutcome(it.name, remote, True, sent, digest, size, mtime))
         elif kind == "BAD":
             got = rest[0] if rest else "?"
-            out.append(VerificationError(
+            out.append(changed_locally(it) or VerificationError(
                 f"{it.name} arrived on {device.serial} corrupted (sha256 {got[:12]}… != {digest[:12]}…)",
                 cause="the transfer was altered on the way (bad cable/hub?) or the device storage is failing",
                 remedy="run the deploy again; if it repeats, try another USB cable or port",

@@ -70,3 +70,16 @@ def test_push_all_writes_the_index_with_the_last_verify_and_the_next_push_trusts
         again = push_all(dev, DEVICE_DIR, files)
         assert [o.pushed for o in again] == [False] * 3 and [o.sha256 for o in again] == [o.sha256 for o in first]
         assert log.read_text().count("sha256sum") == hashed  # sizes and mtimes match the index: nothing re-hashed
+
+
+def test_a_model_changed_after_it_was_recorded_is_refused_on_the_device_and_named_as_such(tmp_path):
+    model = tmp_path / "m.pt"
+    model.write_bytes(b"\x01" * 250_000)
+    recorded = hashlib.sha256(model.read_bytes()).hexdigest()
+    model.write_bytes(b"\x02" * 250_000)  # same size: only the hash tells
+    with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
+        dev = AdbServer(port=server.port).device(devs["d"].serial)
+        with pytest.raises(VerificationError) as e:
+            push_all(dev, DEVICE_DIR, [PushItem(model, model.name, 0o644, recorded)])
+        assert f"{model} changed after it was recorded" in str(e.value) and "invoke convert --force" in str(e.value)
+        assert os.listdir(devs["d"].path(DEVICE_DIR)) == []  # neither a final name nor a temporary file
