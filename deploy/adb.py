@@ -155,12 +155,13 @@ class Device:
             )
         return result
 
-    def probe(self, df_path: str) -> Tuple[Dict[str, str], str]:
-        """Properties and ``df -k PATH`` output in one round trip."""
-        res = self.shell(f"getprop; echo {_SPLIT}; df -k {shlex.quote(df_path)} 2>/dev/null || df -k /data", check=True,
-                         what="reading the device properties")
-        props, _, df = res.output.partition(_SPLIT)
-        return parse_getprop(props), df
+    def probe(self, df_path: str, then: str = "") -> Tuple[Dict[str, str], str, str]:
+        """Properties, ``df -k PATH`` output and the output of the command ``then``, in one round trip."""
+        res = self.shell(f"getprop; echo {_SPLIT}; (df -k {shlex.quote(df_path)} 2>/dev/null || df -k /data); "
+                         f"echo {_SPLIT}; {then or 'true'}", check=True, what="reading the device properties")
+        props, _, rest = res.output.partition(_SPLIT)
+        df, _, then_out = rest.partition(_SPLIT)
+        return parse_getprop(props), df, then_out
 
     # ------------------------------------------------------------------ sync
 

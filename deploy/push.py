@@ -64,28 +64,49 @@ def check_dir(path: str) -> str:
     return path.rstrip("/")
 
 
-def remote_state(device: Device, directory: str, names: Sequence[str]) -> Dict[str, tuple]:
-    """``{name: (sha256, mode, size, mtime)}`` for the names that exist in ``directory``.
+class RemoteState(dict):
+    """``{name: (sha256, mode, size, mtime)}`` of the files there, and whether temporary files of an
+    interrupted deploy are lying around (``leftovers``)."""
+
+    leftovers = False
+
+
+def remote_state(device: Device, directory: str, names: Sequence[str]) -> RemoteState:
+    """What of ``names`` exists in ``directory``: ``{name: (sha256, mode, size, mtime)}``.
 
     Hashes come from the index a previous deploy wrote when size and mtime still
     match (rsync's quick check); every other existing file is hashed on the device.
+    Reading it changes nothing on the device.
     """
+    out = device.shell(state_command(directory, names), check=True, what=f"reading {directory}").output
+    return parse_state(device, directory, out, names)
+
+
+def state_command(directory: str, names: Sequence[str]) -> str:
+    """The read-only shell command behind remote_state, for a caller to run in a round trip it makes anyway."""
     q = " ".join(shlex.quote(n) for n in names)
+    return (f"(cd {shlex.quote(directory)} 2>/dev/null || exit 0; cat {INDEX_NAME} 2>/dev/null; echo {_STAT_MARK}; "
+            f"stat -c '%s %Y %a %n' {q} 2>/dev/null; echo {_STAT_MARK}; "
+            f"for f in .*{PARTIAL_MARK}*; do [ -e \"$f\" ] && echo left; done; exit 0)")
+
+
+def parse_state(device: Device, directory: str, out: str, names: Sequence[str]) -> RemoteState:
+    """remote_state from the output of state_command (for ``names``); files the index does not vouch for
+    are hashed on the device now."""
     qdir = shlex.quote(directory)
-    # creates the directory and removes our own leftovers of an interrupted push (temporary names only)
-    cmd = (f"mkdir -p {qdir} && cd {qdir} && rm -f .*{PARTIAL_MARK}* || exit 1; "
-           f"cat {INDEX_NAME} 2>/dev/null; echo {_STAT_MARK}; "
-           f"stat -c '%s %Y %a %n' {q} 2>/dev/null; exit 0")
-    out = device.shell(cmd, check=True, what=f"preparing {directory}").output
-    index_text, _, stats = out.partition(_STAT_MARK)
+    index_text, _, rest = out.partition(_STAT_MARK)
+    stats, _, left = rest.partition(_STAT_MARK)
     index = parse_index(index_text)
-    state: Dict[str, tuple] = {}
+    state = RemoteState()
+    state.leftovers = "left" in left.split()
     unknown = []
     for line in stats.splitlines():
         parts = line.split(None, 3)
         if len(parts) != 4 or not (parts[0].isdigit() and parts[1].isdigit()):
             continue
         size, mtime, mode, name = int(parts[0]), int(parts[1]), int(parts[2], 8), parts[3]
+        if name not in names:
+            continue
         known = index.get(name)
         sha = known[0] if known and known[1:] == (size, mtime) else None
         state[name] = (sha, mode, size, mtime)
@@ -127,8 +148,13 @@ def write_index(device: Device, directory: str, state: Dict[str, tuple]) -> None
 
 def push_all(device: Device, directory: str, items: Sequence[PushItem],
              on_progress: Optional[Callable[[str], None]] = None,
-             on_bytes: Optional[Callable[[int], None]] = None) -> List[PushOutcome]:
+             on_bytes: Optional[Callable[[int], None]] = None,
+             existing: Optional[RemoteState] = None) -> List[PushOutcome]:
     """Bring ``items`` into ``directory`` on the device; return what was pushed and what skipped.
+
+    ``existing`` is the remote_state() of (at least) these names if the caller read it already.
+    Nothing on the device changes before the first file is sent (sync SEND creates the directory);
+    the first verify call removes what an interrupted deploy left (temporary names only).
 
     Each file goes to a temporary name; the device hashes it and only a match is
     renamed to the final name.  Verification runs while the next files are sent
@@ -140,13 +166,17 @@ def push_all(device: Device, directory: str, items: Sequence[PushItem],
     directory = check_dir(directory)
     for it in items:
         check_name(it.name)
-    existing = remote_state(device, directory, [it.name for it in items])
+    if existing is None:
+        existing = remote_state(device, directory, [it.name for it in items])
+    run = f"{os.getpid()}-{secrets.token_hex(3)}"  # in this deploy's temporary names; leftovers lack it
+    cleanup = (f"for f in .*{PARTIAL_MARK}*; do case \"$f\" in *{PARTIAL_MARK}{run}-*) ;; "
+               f"*) rm -f \"$f\";; esac; done; ") if existing.leftovers else ""
     outcomes: List[Optional[PushOutcome]] = [None] * len(items)
     # largest first: only the last files' verify is not hidden behind another transfer
     order = sorted(range(len(items)), key=lambda k: -items[k].local.stat().st_size)
     # what the index will hold besides the files verified now (known hashes of files that stay as they are)
     index = {name: (sha, size, mtime) for name, (sha, _mode, size, mtime) in existing.items() if sha}
-    verifier = _BatchVerifier(device, directory, index)
+    verifier = _BatchVerifier(device, directory, index, cleanup)
     session = device.sync_session()
     try:
         for n, i in enumerate(order, 1):
@@ -161,11 +191,14 @@ def push_all(device: Device, directory: str, items: Sequence[PushItem],
                 continue
             if on_progress:
                 on_progress(f"pushing {it.name} ({n}/{len(items)}, {it.local.stat().st_size / 1e6:.1f} MB)")
-            tmp, sent, digest = send_to_temp(device, directory, it, on_bytes, session)
+            tmp, sent, digest = send_to_temp(device, directory, it, on_bytes, session, run)
             verifier.submit(i, it, tmp, sent, digest)
     finally:
         session.close()
         results, index_written = verifier.close()  # wait for every verify, even when a later push failed
+        if verifier.cleanup:  # nothing was verified: remove the leftovers on their own
+            device.shell(f"cd {shlex.quote(directory)} && {verifier.cleanup}true", check=True,
+                         what="removing the temporary files of an interrupted deploy")
     errors = []
     for i, res in sorted(results.items()):
         if isinstance(res, BaseException):
@@ -189,9 +222,10 @@ class _BatchVerifier:
     same shell call; ``index`` holds the entries known so far and grows with each batch's outcomes.
     """
 
-    def __init__(self, device: Device, directory: str, index: Dict[str, tuple]):
+    def __init__(self, device: Device, directory: str, index: Dict[str, tuple], cleanup: str = ""):
         self.device = device
         self.directory = directory
+        self.cleanup = cleanup  # run by the first verify call
         self.index = dict(index)
         self.lock = threading.Lock()
         self.queued: List[tuple] = []
@@ -212,8 +246,9 @@ class _BatchVerifier:
         if not batch:  # an earlier drain took these files already
             return
         try:
+            cleanup, self.cleanup = self.cleanup, ""
             got = finish_batch(self.device, self.directory, [b[1:] for b in batch],
-                               index=self.index if last else None)
+                               index=self.index if last else None, cleanup=cleanup)
             self.index_written = last
         except Exception as e:  # the connection dropped: every file of the batch failed with it
             got = [e] * len(batch)
@@ -232,14 +267,15 @@ class _BatchVerifier:
 
 
 def send_to_temp(device: Device, directory: str, it: PushItem,
-                 on_bytes: Optional[Callable[[int], None]] = None, session: Optional[SyncSession] = None) -> tuple:
+                 on_bytes: Optional[Callable[[int], None]] = None, session: Optional[SyncSession] = None,
+                 run: str = "") -> tuple:
     """Send a file to a temporary name; return it, the bytes sent and the sha256 the device must find.
 
     With a recorded hash (the manifest's) that is the hash to find: the device checks the file against
     the record directly, and the host need not hash it again while sending (a mismatch is told apart
     from a corrupted transfer afterwards, see finish_batch).  Otherwise the bytes are hashed as sent.
     """
-    tmp = f"{directory}/.{it.name}{PARTIAL_MARK}{os.getpid()}-{secrets.token_hex(3)}"
+    tmp = f"{directory}/.{it.name}{PARTIAL_MARK}{run or os.getpid()}-{secrets.token_hex(3)}"
     sent, digest = (session or device).push_file(it.local, tmp, it.mode, on_bytes, with_hash=not it.sha256)
     return tmp, sent, it.sha256 or digest
 
@@ -272,7 +308,7 @@ _VERIFY_LINE = re.compile(r"^(\d+) (OK|BAD|E)\b ?(.*)$")
 
 
 def finish_batch(device: Device, directory: str, batch: Sequence[tuple],
-                 index: Optional[Dict[str, tuple]] = None) -> List[object]:
+                 index: Optional[Dict[str, tuple]] = None, cleanup: str = "") -> List[object]:
     """Verify ``(item, tmp, sent, digest)`` files in one shell call, hashing them in parallel on the device.
 
     With ``index`` (``{name: (sha256, size, mtime)}`` known before this batch), the same call then writes
@@ -281,7 +317,7 @@ def finish_batch(device: Device, directory: str, batch: Sequence[tuple],
     """
     calls = " ".join(f"v {shlex.quote(tmp.rsplit('/', 1)[1])} {digest} {shlex.quote(it.name)} {k} {it.mode:o} &"
                      for k, (it, tmp, _sent, digest) in enumerate(batch))
-    head, tail = f"cd {shlex.quote(directory)} || exit 1; IDX=; ", ""
+    head, tail = f"cd {shlex.quote(directory)} || exit 1; {cleanup}IDX=; ", ""
     if index is not None:
         tmp_index = f".{INDEX_NAME.lstrip('.')}{PARTIAL_MARK}{os.getpid()}"
         head += f"IDX={tmp_index}; printf %s {shlex.quote(index_lines(index))} > $IDX || exit 1; "

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from deploy.adb import AdbServer
-from deploy.push import INDEX_NAME, PushItem, finish_batch, parse_index, push_all, send_to_temp
+from deploy.push import INDEX_NAME, PushItem, finish_batch, parse_index, push_all, remote_state, send_to_temp
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.errors import DeviceError, VerificationError
 
@@ -83,3 +83,23 @@ def test_a_model_changed_after_it_was_recorded_is_refused_on_the_device_and_name
             push_all(dev, DEVICE_DIR, [PushItem(model, model.name, 0o644, recorded)])
         assert f"{model} changed after it was recorded" in str(e.value) and "invoke convert --force" in str(e.value)
         assert os.listdir(devs["d"].path(DEVICE_DIR)) == []  # neither a final name nor a temporary file
+
+
+def test_leftovers_of_an_interrupted_deploy_are_removed_even_when_nothing_is_pushed(tmp_path):
+    f = tmp_path / "m.pt"
+    f.write_bytes(b"\x05" * 100_000)
+    with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
+        dev = AdbServer(port=server.port).device(devs["d"].serial)
+        assert remote_state(dev, DEVICE_DIR, ["m.pt"]) == {}
+        assert not devs["d"].path(DEVICE_DIR).exists()  # reading the state changes nothing
+        push_all(dev, DEVICE_DIR, [PushItem(f, f.name)])
+        d = devs["d"].path(DEVICE_DIR)
+        (d / ".m.pt.partial-123-abcdef").write_bytes(b"half")
+        (d / ".torchdroid-index.partial-123").write_bytes(b"half")
+        (d / "keep.partial").write_bytes(b"not ours")
+        state = remote_state(dev, DEVICE_DIR, ["m.pt"])
+        assert state.leftovers and set(state) == {"m.pt"}
+        (again,) = push_all(dev, DEVICE_DIR, [PushItem(f, f.name)], existing=state)
+        assert not again.pushed
+        assert sorted(os.listdir(d)) == [INDEX_NAME, "keep.partial", "m.pt"]
+        assert not remote_state(dev, DEVICE_DIR, ["m.pt"]).leftovers
