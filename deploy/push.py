@@ -196,9 +196,9 @@ def push_all(device: Device, directory: str, items: Sequence[PushItem],
     finally:
         session.close()
         results, index_written = verifier.close()  # wait for every verify, even when a later push failed
-        if verifier.cleanup:  # nothing was verified: remove the leftovers on their own
-            device.shell(f"cd {shlex.quote(directory)} && {verifier.cleanup}true", check=True,
-                         what="removing the temporary files of an interrupted deploy")
+    if verifier.cleanup:  # nothing was verified: remove the leftovers on their own
+        device.shell(f"cd {shlex.quote(directory)} && {verifier.cleanup}true", check=True,
+                     what="removing the temporary files of an interrupted deploy")
     errors = []
     for i, res in sorted(results.items()):
         if isinstance(res, BaseException):
