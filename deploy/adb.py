@@ -155,12 +155,13 @@ class Device:
             )
         return result
 
-    def probe(self, df_path: str) -> Tuple[Dict[str, str], str]:
-        """Properties and ``df -k PATH`` output in one round trip."""
-        res = self.shell(f"getprop; echo {_SPLIT}; df -k {shlex.quote(df_path)} 2>/dev/null || df -k /data", check=True,
-                         what="reading the device properties")
-        props, _, df = res.output.partition(_SPLIT)
-        return parse_getprop(props), df
+    def probe(self, df_path: str, then: str = "") -> Tuple[Dict[str, str], str, str]:
+        """Properties, ``df -k PATH`` output and the output of the command ``then``, in one round trip."""
+        res = self.shell(f"getprop; echo {_SPLIT}; (df -k {shlex.quote(df_path)} 2>/dev/null || df -k /data); "
+                         f"echo {_SPLIT}; {then or 'true'}", check=True, what="reading the device properties")
+        props, _, rest = res.output.partition(_SPLIT)
+        df, _, then_out = rest.partition(_SPLIT)
+        return parse_getprop(props), df, then_out
 
     # ------------------------------------------------------------------ sync
 
@@ -170,18 +171,55 @@ class Device:
         c.check_okay()
         return c
 
+    def sync_session(self) -> "SyncSession":
+        """One sync connection for several pushes (opening one costs a round trip through the server)."""
+        return SyncSession(self)
+
     def push_file(self, local: Path, remote: str, mode: int = 0o644,
                   on_bytes: Optional[Callable[[int], None]] = None) -> Tuple[int, str]:
         """Send ``local`` to ``remote`` with sync SEND; return the bytes sent and their sha256.
 
         Raises DeviceError when the device refuses the file or the connection drops.
         """
+        with self.sync_session() as session:
+            return session.push_file(local, remote, mode, on_bytes)
+
+
+class SyncSession:
+    """A sync connection to one device, opened on first use; every SEND on it is checked (OKAY/FAIL)."""
+
+    def __init__(self, device: Device):
+        self.device = device
+        self._c = None
+
+    def __enter__(self) -> "SyncSession":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._c is not None:
+            c, self._c = self._c, None
+            try:
+                c.conn.sendall(b"QUIT" + b"\0" * 4)
+            except OSError:
+                pass
+            c.close()
+
+    def push_file(self, local: Path, remote: str, mode: int = 0o644,
+                  on_bytes: Optional[Callable[[int], None]] = None, with_hash: bool = True) -> Tuple[int, Optional[str]]:
+        """Send ``local`` to ``remote`` with sync SEND; return the bytes sent and their sha256 (None unless
+        ``with_hash``: a caller that knows the hash to expect lets the device check it instead)."""
+        serial = self.device.serial
         sent = 0
-        digest = hashlib.sha256()
-        c = self._sync()
+        digest = hashlib.sha256() if with_hash else None
+        if self._c is None:
+            self._c = self.device._sync()
+        ok = False
         try:
             raw = f"{remote},{_stat.S_IFREG | mode}".encode()
-            sock = c.conn
+            sock = self._c.conn
             sock.sendall(b"SEND" + struct.pack("<I", len(raw)) + raw)
             with open(local, "rb") as f:
                 while True:
@@ -189,7 +227,8 @@ class Device:
                     if not block:
                         break
                     sock.sendall(b"DATA" + struct.pack("<I", len(block)) + block)
-                    digest.update(block)
+                    if digest is not None:
+                        digest.update(block)
                     sent += len(block)
                     if on_bytes:
                         on_bytes(len(block))
@@ -199,27 +238,27 @@ class Device:
                 n = struct.unpack("<I", reply[4:])[0]
                 msg = _recv_exact(sock, n).decode("utf-8", "replace")
                 raise DeviceError(
-                    f"{self.serial} refused {remote}",
+                    f"{serial} refused {remote}",
                     cause=msg,
                     remedy="check the device directory (deploy.device_dir) is writable: "
-                           f"adb -s {self.serial} shell ls -ld {shlex.quote(str(Path(remote).parent))}",
+                           f"adb -s {serial} shell ls -ld {shlex.quote(str(Path(remote).parent))}",
                 )
             if reply[:4] != b"OKAY":
-                raise DeviceError(f"unexpected sync reply {reply[:4]!r} from {self.serial} after pushing {remote}")
-            try:
-                sock.sendall(b"QUIT" + b"\0" * 4)
-            except OSError:
-                pass
-            return sent, digest.hexdigest()
+                raise DeviceError(f"unexpected sync reply {reply[:4]!r} from {serial} after pushing {remote}")
+            ok = True
+            return sent, digest.hexdigest() if digest is not None else None
         except (OSError, EOFError) as e:
             raise DeviceError(
-                f"the push of {local.name} to {self.serial} was interrupted after {sent} bytes",
+                f"the push of {local.name} to {serial} was interrupted after {sent} bytes",
                 cause=f"{type(e).__name__}: {e}",
                 remedy="reconnect the device and run `invoke deploy` again: finished files are skipped and "
                        "nothing half-pushed is ever left under a final name",
             ) from e
         finally:
-            c.close()
+            if not ok:  # after a FAIL or a drop the connection is in no known state: never reuse it
+                c, self._c = self._c, None
+                if c is not None:
+                    c.close()
 
 
 def _recv_exact(sock, n: int) -> bytes:

@@ -28,7 +28,7 @@ from . import bench as _bench
 from .adb import AdbServer, state_error
 from .checks import DeviceFacts, check_abi, check_commits, check_space, elf_abi, parse_df_available
 from .install import install_apk
-from .push import PushItem, check_dir, push_all
+from .push import PushItem, check_dir, parse_state, push_all, state_command
 from .results import DB_NAME, ResultRow, ResultStore, export
 from .status import device_lines
 
@@ -240,7 +240,9 @@ def _deploy_device(server: AdbServer, rep: DeviceReport, state: str, s: DeploySe
     dev = server.device(rep.serial, s.timeout)
     status("checking")
     parent = str(Path(directory).parent)
-    props, df = dev.probe(parent)
+    # one round trip: the facts, the free space and what is in the directory already (read only)
+    candidates = [_bench.BINARY_NAME, _bench.GATORD_NAME] + [m.file for m in inputs.models]
+    props, df, there = dev.probe(parent, then=state_command(directory, candidates))
     facts = DeviceFacts.from_props(rep.serial, props)
     rep.facts = facts
     if s.bench:
@@ -270,7 +272,8 @@ def _deploy_device(server: AdbServer, rep: DeviceReport, state: str, s: DeploySe
             done[1] = time.monotonic()
             status(f"pushing: {done[0] / 1e6:.1f} of up to {total / 1e6:.1f} MB")
 
-    outcomes = push_all(dev, directory, items, on_progress=status, on_bytes=on_bytes)
+    existing = parse_state(dev, directory, there, [it.name for it in items])
+    outcomes = push_all(dev, directory, items, on_progress=status, on_bytes=on_bytes, existing=existing)
     rep.pushed_bytes = sum(o.bytes for o in outcomes)
     rep.pushed_files = sum(o.pushed for o in outcomes)
     rep.skipped_files = sum(not o.pushed for o in outcomes)

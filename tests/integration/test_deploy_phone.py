@@ -51,7 +51,7 @@ def phone():
 
 def test_phone_facts_and_verified_idempotent_push(phone, tmp_path):
     server, dev = phone
-    props, df = dev.probe("/data/local/tmp")
+    props, df, _ = dev.probe("/data/local/tmp")
     facts = DeviceFacts.from_props(dev.serial, props)
     assert facts.sdk >= 21 and facts.abis and facts.model != "?"
     files = []
