@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from deploy import BenchOptions, DeploySettings, deploy
-from tests.deploy_support.fixtures import APP_ID, build_standin, make_apk, make_inputs, write_app_info
+from tests.deploy_support.fixtures import APP_ID, make_apk, make_inputs, write_app_info
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.errors import ToolNotFound
 from toolchain.fsutil import sha256_file
@@ -19,11 +19,6 @@ pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not 
 
 HERE = Path(__file__).resolve().parent
 DEVICE_DIR = "/data/local/tmp/torchdroid/t"
-
-
-@pytest.fixture(scope="module")
-def standin(tmp_path_factory):
-    return build_standin(tmp_path_factory.mktemp("standin"))
 
 
 def settings(inp, tmp_path, port, **kw) -> DeploySettings:

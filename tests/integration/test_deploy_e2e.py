@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy_support.fixtures import APP_ID, build_standin, make_inputs
+from tests.deploy_support.fixtures import APP_ID, make_inputs
 from tests.deploy_support.fixtures import invoke_cli as invoke
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.fsutil import sha256_file
@@ -21,11 +21,6 @@ pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not 
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE_DIR = "/data/local/tmp/torchdroid/e2e"
-
-
-@pytest.fixture(scope="module")
-def standin(tmp_path_factory):
-    return build_standin(tmp_path_factory.mktemp("standin"))
 
 
 def sends(dev) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy_support.fixtures import APP_ID, build_standin, make_apk, make_inputs
+from tests.deploy_support.fixtures import APP_ID, make_apk, make_inputs
 from tests.deploy_support.fixtures import invoke_cli as invoke
 from tests.virtual_device.harness import adb_with_devices, free_port
 from toolchain.fsutil import sha256_file
@@ -19,11 +19,6 @@ pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not 
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE_DIR = "/data/local/tmp/torchdroid/opts"
-
-
-@pytest.fixture(scope="module")
-def standin(tmp_path_factory):
-    return build_standin(tmp_path_factory.mktemp("standin"))
 
 
 def test_serial_variant_binary_apk_and_parallel_devices(tmp_path, standin):
