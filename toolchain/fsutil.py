@@ -51,6 +51,14 @@ def ensure_writable_dir(path: PathLike, what: str = "output directory") -> Path:
 
 
 def _umask() -> int:
+    """The process umask, read without changing it where Linux shows it (deploy writes from threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
