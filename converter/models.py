@@ -220,13 +220,18 @@ def _call_factory(spec: ModelSpec):
     return model
 
 
+def _cache_path(enum) -> Path:
+    """Where torchvision's download keeps a weights file (torch hub's checkpoints directory)."""
+    import torch
+
+    return Path(torch.hub.get_dir()) / "checkpoints" / enum.url.rsplit("/", 1)[-1]
+
+
 def _download_state_dict(enum):
     import urllib.error
 
-    import torch
 
-    filename = enum.url.rsplit("/", 1)[-1]
-    cached = Path(torch.hub.get_dir()) / "checkpoints" / filename
+    cached = _cache_path(enum)
     try:
         return enum.get_state_dict(progress=False, check_hash=True)
     except (urllib.error.URLError, OSError, RuntimeError) as e:
@@ -281,13 +286,12 @@ def pretrained_status(model: str, timeout: float = 5.0) -> Tuple[bool, str]:
     import urllib.error
     import urllib.request
 
-    import torch
 
     spec = parse_model(model)
     if spec.source != "torchvision":
         return False, f"{model} is not a torchvision model, so torchvision has no pretrained weights for it"
     enum = pretrained_enum(spec)
-    cached = Path(torch.hub.get_dir()) / "checkpoints" / enum.url.rsplit("/", 1)[-1]
+    cached = _cache_path(enum)
     if cached.is_file():
         return True, f"cached at {cached}"
     try:
