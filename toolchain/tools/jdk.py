@@ -5,7 +5,8 @@ Java version (15: 6.7, 16: 7.0, 17: 7.3, ...), so Gradle 6.8.3 -- what PyTorch's
 ``--aar`` -- runs on Java 8 to 15 and not on JDK 17.  AGP 7.x needs Java 11 and AGP 8.x Java 17.
 
 JDKs are found without running them: ``JAVA_HOME``, the ``javac`` on PATH, then the usual install
-places (``/usr/lib/jvm/*``, ``~/.sdkman/candidates/java/*``, ``~/.jdks/*``); the version comes from the
+places (``/usr/lib/jvm/*``, ``~/.sdkman/candidates/java/*``, ``~/.jdks/*``; ``TORCHDROID_JDK_DIRS``, a
+``:``-separated list, replaces them); the version comes from the
 JDK's ``release`` file (``JAVA_VERSION="17.0.15"``, ``"1.8.0_392"`` for Java 8).
 """
 
@@ -84,7 +85,8 @@ class Jdk:
         javac = shutil.which("javac", path=env.get("PATH"))
         if javac:
             out.append(("javac on PATH", Path(javac).resolve().parent.parent))
-        for base in SEARCH_DIRS:
+        dirs = env["TORCHDROID_JDK_DIRS"].split(os.pathsep) if "TORCHDROID_JDK_DIRS" in env else SEARCH_DIRS
+        for base in filter(None, dirs):
             d = Path(base).expanduser()
             if d.is_dir():
                 for home in sorted(d.iterdir()):
