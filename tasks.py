@@ -481,6 +481,10 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
     if result.failed:
         raise Exit(f"torchdroid deploy: {len(result.failed)} of {len(result.devices)} device(s) had problems "
                    "(see above; the others were deployed)", code=7)
+    failed_rows = [r for r in result.rows if r.status == "failed"]
+    if failed_rows:
+        raise Exit(f"torchdroid deploy: {len(failed_rows)} benchmark(s) failed (reasons in the table above; the "
+                   "results are recorded)", code=7)
 
 
 def _deploy_compat(settings) -> None:
@@ -514,6 +518,9 @@ def _print_deploy(result) -> None:
                                                 f", app {'installed' if d.installed else 'already installed'}"))
         for n in d.notes:
             print(f"  note: {n}")
+        for r in d.rows:
+            if r.status == "failed" and r.source != "device":
+                print(f"  failed: {r.model_file} ({r.backend}, {r.source}): {r.reason}")
         for e in d.errors:
             print("  problem: " + e.replace("\n", "\n    "))
     print(f"device directory: {result.directory}")

@@ -28,7 +28,7 @@ SECONDS_PER_ITERATION = 2.0  # ceiling per iteration between two progress lines 
 POLL_S = 0.5
 _AM_ERROR = re.compile(r"^(Error( type \d+)?:?|Exception|java\.lang\.\w+|Warning: Activity not started|"
                        r"Security exception)", re.M)
-_FATAL = re.compile(r"FATAL EXCEPTION|Process: ([\w.]+)")
+_SPECIFIC = re.compile(r"^(java\.[\w.$]+(Exception|Error)\b|Error: |Warning: Activity not started)")
 
 
 @dataclass
@@ -70,7 +70,8 @@ def am_start_problem(code: int, output: str) -> Optional[str]:
     m = _AM_ERROR.search(output)
     if m or code != 0:
         lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
-        detail = next((ln for ln in lines if _AM_ERROR.match(ln) and not ln.startswith("Error type")), None)
+        specific = [ln for ln in lines if _SPECIFIC.match(ln)]
+        detail = specific[0] if specific else next((ln for ln in lines if _AM_ERROR.match(ln)), None)
         return detail or (lines[-1] if lines else f"exit code {code}")
     return None
 

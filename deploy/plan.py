@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Tuple
@@ -171,21 +172,25 @@ def _recorded_apk(info_path: Path, info: dict) -> Optional[Path]:
     return apk
 
 
-def app_variant(facts: ApkFacts, info: dict, recorded: bool) -> Tuple[str, str]:
-    """``(variant, stem)`` of the app: from its app-info when this is the recorded APK, else its asset names."""
-    if recorded and info.get("variant"):
-        m = _VARIANT_RE.search(str(info["variant"]))
-        stems = sorted({str(k).split("-quant_")[0] for k in (info.get("models") or {}) if "-quant_" in str(k)})
-        if m:
-            return m.group(2), m.group(1) or (stems[0] if stems else "app")
-    import zipfile
-
+def _asset_variant(facts: ApkFacts) -> Tuple[Optional[str], Optional[str]]:
+    """``(variant, stem)`` from the model asset names in the APK (``mobilenetv2-quant_full-cpu.pt``)."""
     with zipfile.ZipFile(facts.path) as z:
         for name in z.namelist():
             m = _VARIANT_RE.search(os.path.basename(name)) if name.startswith("assets/") else None
             if m:
-                return m.group(2), m.group(1) or "app"
-    return "unknown", "app"
+                return m.group(2), m.group(1)
+    return None, None
+
+
+def app_variant(facts: ApkFacts, info: dict, recorded: bool) -> Tuple[str, str]:
+    """``(variant, stem)`` of the app: its app-info's when this is the recorded APK, else from its assets."""
+    variant, stem = _asset_variant(facts)
+    if recorded and info.get("variant"):
+        m = _VARIANT_RE.search(str(info["variant"]))
+        stems = sorted({str(k).split("-quant_")[0] for k in (info.get("models") or {}) if "-quant_" in str(k)})
+        if m:
+            return m.group(2), m.group(1) or (stems[0] if stems else stem or "app")
+    return variant or "unknown", stem or "app"
 
 
 def plan_app(s: DeploySettings, have_binary: bool) -> Optional[AppPlan]:
