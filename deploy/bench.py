@@ -157,14 +157,19 @@ class BenchStats:
                 "the device may be throttling or busy: let it cool down (--cooldown) and use more --repeat")
 
 
+def _samples(good: Sequence[ParsedRun]) -> Tuple[List[float], List[float]]:
+    """Every iteration's latency and each run's median; without --report_pep lines each run's mean only."""
+    lats = [x for r in good for x in r.latencies_us]
+    if lats:
+        return lats, [statistics.median(r.latencies_us) for r in good if r.latencies_us]
+    means = [r.per_iter_us for r in good if r.per_iter_us]
+    return means, means
+
+
 def summarize(runs: Sequence[ParsedRun]) -> Optional[BenchStats]:
     """Statistics over every good run's per-iteration latencies; None when no run gave any."""
     good = [r for r in runs if r.ok]
-    lats = [x for r in good for x in r.latencies_us]
-    if lats:
-        per_run = [statistics.median(r.latencies_us) for r in good if r.latencies_us]
-    else:  # no --report_pep lines: only the per-iteration mean of each run
-        lats = per_run = [r.per_iter_us for r in good if r.per_iter_us]
+    lats, per_run = _samples(good)
     if not lats:
         return None
     centre = statistics.median(per_run)

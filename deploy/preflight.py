@@ -9,9 +9,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from toolchain.errors import CompatibilityError, DeviceError, UsageError
-from toolchain.pins import NNAPI_MIN_SDK
-
-NNAPI_DEPRECATED_SDK = 35  # Android 15: the NDK marks NNAPI __NNAPI_DEPRECATED_IN(35)
+from toolchain.pins import NNAPI_DEPRECATED_SDK, NNAPI_MIN_SDK
 
 log = logging.getLogger(__name__)
 

@@ -69,28 +69,33 @@ def _short(reason: str, n: int = 28) -> str:
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
+def _bar(ax, r: ResultRow, pos: float, width: float, top: float, label: Optional[str]) -> None:
+    """One latency bar with its min..p90 whisker, or a hatched stub labelled with the reason it has no number."""
+    if r.status != "ok":
+        ax.bar(pos, top * 0.04, width, color="#bbbbbb", hatch="//")
+        ax.annotate(f"{r.status}: {_short(r.reason)}", (pos, top * 0.05), ha="center", va="bottom",
+                    fontsize=7, rotation=90, color="#c44e52" if r.status == "failed" else "#555555")
+        return
+    low = max(0.0, r.median_ms - (r.min_ms or r.median_ms))
+    high = max(0.0, (r.p90_ms or r.median_ms) - r.median_ms)
+    ax.bar(pos, r.median_ms, width, yerr=[[low], [high]], capsize=3, color=COLORS[r.backend], label=label)
+    ax.annotate(f"{r.median_ms:.1f}{' ⚠' if r.flags else ''}", (pos, r.median_ms + high), ha="center",
+                va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
+
+
 def _latency_panel(ax, rows: List[ResultRow], groups: list, title: str) -> None:
     index = {(r.serial, r.stem, r.mode, r.backend): r for r in rows}
     width = 0.38
-    xs = list(range(len(groups)))
     top = max([r.p90_ms or r.median_ms or 0 for r in rows if r.status == "ok"] or [1.0])
     for k, backend in enumerate(("cpu", "nnapi")):
-        for x, (serial, _model, stem, mode) in zip(xs, groups):
+        labelled = False
+        for x, (serial, _model, stem, mode) in enumerate(groups):
             r = index.get((serial, stem, mode, backend))
-            pos = x + (k - 0.5) * width
-            if r is None:
-                continue
-            if r.status != "ok":  # the reason instead of an empty bar
-                ax.bar(pos, top * 0.04, width, color="#bbbbbb", hatch="//")
-                ax.annotate(f"{r.status}: {_short(r.reason)}", (pos, top * 0.05), ha="center", va="bottom",
-                            fontsize=7, rotation=90, color="#c44e52" if r.status == "failed" else "#555555")
-                continue
-            low, high = r.median_ms - (r.min_ms or r.median_ms), (r.p90_ms or r.median_ms) - r.median_ms
-            ax.bar(pos, r.median_ms, width, yerr=[[max(0.0, low)], [max(0.0, high)]], capsize=3,
-                   color=COLORS[backend], label=f"{backend.upper()} median (whisker: min..p90)" if x == 0 else None)
-            mark = " ⚠" if r.flags else ""
-            ax.annotate(f"{r.median_ms:.1f}{mark}", (pos, r.median_ms + max(0.0, high)), ha="center", va="bottom",
-                        fontsize=8, xytext=(0, 2), textcoords="offset points")
+            if r is not None:
+                first_ok = r.status == "ok" and not labelled
+                labelled = labelled or first_ok
+                _bar(ax, r, x + (k - 0.5) * width, width, top,
+                     f"{backend.upper()} median (whisker: min..p90)" if first_ok else None)
     ax.set_ylabel("latency per inference (ms)")
     ax.set_title(title)
     handles, labels = ax.get_legend_handles_labels()

@@ -1,6 +1,6 @@
 """The report as an HTML page beside its PNG: the chart, then the tables people compare.
 
-Plain HTML with inline CSS (no scripts from anywhere, opens from disk): latency per device × model ×
+Plain HTML with inline CSS (opens from disk; one inline line of script marks whether the chart loaded): latency per device × model ×
 backend with its spread, cold start and peak memory; CPU vs NNAPI speed-ups; every failed or skipped
 row with its reason; the conditions of each device (SoC, governor, thermal, battery, before/after).
 """
@@ -81,9 +81,16 @@ def _conditions_table(devices: Sequence[dict]) -> str:
     return _table(cols, out, text_cols=(0, 1, 3, 6, 7, 10, 11))
 
 
+def _failures_table(rows: Sequence[ResultRow]) -> str:
+    bad = [r for r in rows if r.status != "ok"]
+    body = _table(["device", "model", "backend", "source", "status", "reason"],
+                  [[f"{r.device_model} ({r.serial})", r.model_file or r.stem or "-", r.backend or "-", r.source,
+                    r.status, r.reason] for r in bad], [r.status for r in bad], text_cols=(0, 1, 2, 3, 4, 5))
+    return f"<h2>Failed and skipped ({len(bad)})</h2>" + (body if bad else "<p>none</p>")
+
+
 def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict]) -> str:
     img = os.path.relpath(png, html_path.parent)
-    bad = [r for r in rows if r.status != "ok"]
     throttled = [d for d in devices if d.get("warnings")]
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style>"
              f"</head><body><h1>{_e(title)}</h1>",
@@ -95,12 +102,11 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
     parts.append(_table(LATENCY_COLUMNS, latency_rows(rows), [r.status if r.status != "ok" else "" for r in rows],
                         text_cols=(0, 1, 2, 3, 4, 5, 18, 19)))
     parts.append("<h2>NNAPI speed-up over CPU</h2>" + _speedup_table(rows))
-    parts.append(f"<h2>Failed and skipped ({len(bad)})</h2>")
-    parts.append(_table(["device", "model", "backend", "source", "status", "reason"],
-                        [[f"{r.device_model} ({r.serial})", r.model_file or r.stem or "-", r.backend or "-", r.source,
-                          r.status, r.reason] for r in bad], [r.status for r in bad], text_cols=(0, 1, 2, 3, 4, 5))
-                 if bad else "<p>none</p>")
+    parts.append(_failures_table(rows))
     parts.append("<h2>Device conditions</h2>" + (_conditions_table(devices) if devices else "<p>not recorded</p>"))
+    # the page says whether the browser could show the chart (a broken image has naturalWidth 0)
+    parts.append("<script>window.addEventListener('load', function () { var c = document.getElementById('chart'); "
+                 "document.body.setAttribute('data-chart-width', String(c.naturalWidth)); });</script>")
     parts.append("</body></html>\n")
     return "".join(parts)
 
