@@ -81,15 +81,19 @@ class Gradle:
 @dataclass(frozen=True)
 class AndroidSdk:
     root: Path
-    source: str  # where it was found: ANDROID_HOME, ANDROID_SDK_ROOT or local.properties
+    source: str  # where it was found: config android.sdk, ANDROID_HOME, ANDROID_SDK_ROOT or local.properties
 
     REMEDY = ("install the Android SDK command-line tools (https://developer.android.com/studio#command-tools), "
               "then `sdkmanager \"platform-tools\" \"platforms;android-{api}\" \"build-tools;{api}.0.0\"` and "
               "`export ANDROID_HOME=/path/to/sdk` (or put sdk.dir=/path/to/sdk in {props})")
 
     @classmethod
-    def locate(cls, project: Path, env: Optional[Mapping[str, str]] = None) -> Optional["AndroidSdk"]:
+    def locate(cls, project: Path, env: Optional[Mapping[str, str]] = None,
+               configured: Optional[str] = None) -> Optional["AndroidSdk"]:
+        """The SDK in the order doctor checks it: config android.sdk, ANDROID_HOME, ANDROID_SDK_ROOT, local.properties."""
         env = os.environ if env is None else env
+        if configured:
+            return cls(Path(str(configured)).expanduser(), "config android.sdk")
         for var in ("ANDROID_HOME", "ANDROID_SDK_ROOT"):
             if env.get(var):
                 return cls(Path(env[var]).expanduser(), var)

@@ -4,7 +4,8 @@ import numpy as np
 
 from appgen import assets
 from appgen.gradle import AndroidSdk, Gradle, gradle_hint
-from appgen.make import needs_convert
+from toolchain.errors import RecordError
+from appgen.make import convert_command, find_variant
 
 
 def test_sdk_location_order(tmp_path):
@@ -64,10 +65,30 @@ def test_labels_for_other_class_counts():
     assert labels[3] == "class 3" and "10 classes" in source
 
 
-def test_needs_convert_reasons(tmp_path):
-    assert "no convert manifest" in needs_convert(tmp_path, "quant_full")
-    (tmp_path / "manifest.json").write_text("{broken")
-    assert "unusable" in needs_convert(tmp_path, "quant_full")
-    (tmp_path / "manifest.json").write_text(
-        '{"kind": "torchdroid.convert-manifest", "schema": 1, "conversions": {}, "files": []}')
-    assert "quant_full is not converted" in needs_convert(tmp_path, "quant_full")
+def test_missing_models_are_a_record_error_with_the_exact_convert_command(tmp_path):
+    """make-app never converts by itself: it names what is missing and the command (exit 5)."""
+    models = tmp_path / "my models"
+    models.mkdir()
+    cmd = "invoke convert --quant full --out " + f"'{models}'"
+    assert convert_command(models, "quant_full") == cmd
+    cases = [
+        (None, f"no converted models in {models}"),
+        ("{broken", "cannot be used"),
+        ('{"kind": "torchdroid.convert-manifest", "schema": 1, "conversions": {}, "files": []}',
+         f"quant_full is not converted in {models}"),
+    ]
+    for text, what in cases:
+        if text is not None:
+            (models / "manifest.json").write_text(text)
+        try:
+            find_variant(models, "quant_full")
+        except RecordError as e:
+            assert what in e.what and cmd in e.remedy and e.exit_code == 5
+        else:
+            raise AssertionError(f"no RecordError for {what}")
+    assert "--model MODEL" in convert_command(models, "resnet18-quant_core")
+
+
+def test_sdk_from_the_config_wins(tmp_path):
+    sdk = AndroidSdk.locate(tmp_path, env={"ANDROID_HOME": "/elsewhere"}, configured=str(tmp_path / "cfg"))
+    assert sdk.source == "config android.sdk" and sdk.root == tmp_path / "cfg"
