@@ -11,12 +11,11 @@ channels-last memory, runs the model and dequantizes its output.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import torch
 
-from toolchain.fsutil import atomic_write_bytes
+from toolchain.fsutil import save_torch_module
 
 
 class Uint8Input(torch.nn.Module):
@@ -37,11 +36,10 @@ class Uint8Input(torch.nn.Module):
 def wrap_uint8_input(src: Path, dst: Path, scale: float, zero_point: int) -> Path:
     """Script :class:`Uint8Input` around the TorchScript model ``src`` and save it to ``dst`` atomically.
 
-    torch serialises into memory and Python writes the file, so a full disk is a clean ENOSPC
-    ``OSError`` (torch's own file writer aborts the process there).
+    torch serialises into memory and Python writes the file, so a full disk is a clean NoSpaceError
+    (torch's own file writer aborts the process there).
     """
     inner = torch.jit.load(str(src), map_location="cpu")
     scripted = torch.jit.script(Uint8Input(inner, scale, zero_point))
-    buffer = io.BytesIO()
-    torch.jit.save(scripted, buffer)
-    return atomic_write_bytes(dst, buffer.getvalue())
+    save_torch_module(scripted, dst)
+    return Path(dst)

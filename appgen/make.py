@@ -12,11 +12,9 @@ Four steps, each testable alone:
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import shlex
-import shutil
 import stat
 import tempfile
 from dataclasses import dataclass, field
@@ -26,7 +24,19 @@ from typing import Any, Dict, List, Optional, Tuple
 from toolchain import __version__ as TORCHDROID_VERSION
 from toolchain import pins, records
 from toolchain.errors import RecordError, UsageError
-from toolchain.fsutil import atomic_copy, atomic_dir, atomic_write_bytes, atomic_write_text, sha256_file
+from toolchain.fsutil import (
+    atomic_copy,
+    atomic_dir,
+    atomic_write_bytes,
+    atomic_write_text,
+    check_not_inputs,
+    ensure_space,
+    foreign_files,
+    is_owned,
+    mark_owned,
+    output_lock,
+    sha256_file,
+)
 from toolchain.progress import progress
 
 from . import assets, validate
@@ -252,18 +262,15 @@ def up_to_date(p: AppPlan) -> Tuple[bool, str]:
         return False, f"it was made with other {', '.join(differs)}"
     if p.gradle is not None and not info.wrapper_jar:
         return False, "it has no Gradle wrapper jar and a local Gradle can now write one"
-    for name, asset in info.assets.items():
+    if not info.asset_files:
+        return False, f"its {records.APP_INFO_NAME} lists no asset files"
+    for name, digest in info.asset_files.items():
         path = out / ASSETS_DIR / name
-        if not path.is_file() or sha256_file(path) != asset.get("sha256"):
+        if not path.is_file() or sha256_file(path) != digest:
             return False, f"its asset {name} is missing or was changed"
     if not (out / "gradlew").is_file():
         return False, "its gradlew is missing"
     return True, f"{out} was made from these models with these settings"
-
-
-def _inside(path: Path, root: Path) -> bool:
-    path, root = Path(os.path.realpath(path)), Path(os.path.realpath(root))
-    return path == root or root in path.parents
 
 
 def guard_out(p: AppPlan, stale_reason: str) -> None:
@@ -271,41 +278,25 @@ def guard_out(p: AppPlan, stale_reason: str) -> None:
     out = p.out
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory", remedy="choose another --out directory")
-    inputs = [p.manifest_path, *(f.path for f in p.model_files().values()), Path(p.settings.build_dir) / "logs"]
-    if p.checked.runtime.aar:
-        inputs.append(p.checked.runtime.aar)
-    clash = [x for x in inputs if _inside(x, out)]
-    if clash:
-        raise UsageError(f"--out {out} holds inputs of this command: {', '.join(str(x) for x in clash[:3])}",
-                         cause="make-app replaces its --out directory as a whole, and --force never deletes "
-                               "the inputs of the same command",
-                         remedy="choose an --out directory that holds none of them (the default is build/app)")
+    inputs = [p.manifest_path, *(f.path for f in p.model_files().values()), Path(p.settings.build_dir) / "logs",
+              p.checked.runtime.aar]
+    check_not_inputs(out, inputs, "--out")  # even with --force
     if not out.exists() or not any(out.iterdir()) or p.settings.force:
         return
-    if records.AppInfo.exists(out):
+    if records.AppInfo.exists(out) or is_owned(out):
         raise UsageError(f"{out} holds an app torchdroid made from other inputs: {stale_reason}",
                          cause="regenerating replaces the whole project, with any edits you made in it",
-                         remedy=f"pass --force to regenerate it (local.properties is kept), or choose another --out")
-    raise UsageError(f"{out} already exists and holds files torchdroid did not write",
+                         remedy="pass --force to regenerate it (local.properties is kept), or choose another --out")
+    shown = ", ".join(foreign_files(out)[:5])
+    raise UsageError(f"{out} already exists and holds files torchdroid did not write: {shown}",
                      cause=f"there is no {records.APP_INFO_NAME} in it, so it is not a project make-app made",
                      remedy="choose a new or empty --out directory, or pass --force to replace it")
 
 
 def check_space(p: AppPlan) -> None:
-    """Enough free space beside ``--out`` for the models (twice for wrapped quant_full ones) and the rest."""
+    """Enough free space beside ``--out`` for the models (wrapped quant_full ones are as large) and the rest."""
     need = sum(f.size for f in p.model_files().values()) + SPACE_MARGIN
-    where = p.out.parent if not p.out.exists() else p.out
-    while not where.exists():
-        where = where.parent
-    free = shutil.disk_usage(where).free
-    if free < need:
-        raise _no_space(p.out, f"{need / 1e6:.1f} MB needed, {free / 1e6:.1f} MB free on the file system of {where}")
-
-
-def _no_space(out: Path, detail: str) -> UsageError:
-    return UsageError(f"not enough disk space to write the app project {out}", cause=detail,
-                      remedy="free some space (or choose an --out on another disk), then run make-app again; "
-                             "nothing was left half-written")
+    ensure_space(p.out.parent, need, f"the app project {p.out.name}")
 
 
 # --------------------------------------------------------------------------- execute and record
@@ -430,6 +421,7 @@ def record(p: AppPlan, project: Path, asset_records: Dict[str, Dict[str, Any]], 
         abi_filters=c.abi_filters, min_sdk=c.min_sdk, target_sdk=c.target_sdk,
         pins={**c.lane.to_dict(), "camerax": pins.CAMERAX_VERSION, "androidx_activity": pins.ANDROIDX_ACTIVITY_VERSION},
         runtime=c.runtime.to_dict(), wrapper_jar=has_jar, torchdroid=TORCHDROID_VERSION, request=p.request,
+        asset_files={f.name: sha256_file(f) for f in sorted((project / ASSETS_DIR).iterdir()) if f.is_file()},
         extra={**extras,
                "manifest": {"path": str(p.manifest_path.resolve()), "sha256": sha256_file(p.manifest_path)},
                "converter_torch": p.cpu.conversion.get("torch"),
@@ -448,6 +440,7 @@ def execute(p: AppPlan) -> MakeAppResult:
     with progress(f"make-app {p.qualified_variant}", total=4) as bar, \
             atomic_dir(p.out, force=True) as tmp:
         bar.describe("rendering the Gradle project")
+        mark_owned(tmp, "make-app")
         render(p, tmp, work)
         bar.advance()
         bar.describe("packaging models, labels and the sample image")
@@ -474,17 +467,13 @@ def make_app(settings: AppSettings) -> MakeAppResult:
     current, why = up_to_date(p)
     if current and not settings.force:
         info = records.AppInfo.load(p.out)
-        sizes = {name: (p.out / ASSETS_DIR / name).stat().st_size for name in sorted(info.assets)}
+        sizes = {name: (p.out / ASSETS_DIR / name).stat().st_size for name in sorted(info.asset_files)}
         return MakeAppResult(p.out, info.path, p.qualified_variant, info.application_id, sizes, p.checked.runtime,
                              info.wrapper_jar, [f"up to date: {why}"], list(p.warnings), up_to_date=True)
-    guard_out(p, why)
-    check_space(p)
-    try:
+    with output_lock(p.out, "make-app"):
+        guard_out(p, why)
+        check_space(p)
         return execute(p)
-    except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise _no_space(p.out, f"{type(e).__name__}: {e}") from e
-        raise
 
 
 def _agp_has_namespace(agp: str) -> bool:

@@ -329,13 +329,14 @@ class AppInfo:
     wrapper_jar: bool
     torchdroid: str
     request: Dict[str, Any] = field(default_factory=dict)
+    asset_files: Dict[str, str] = field(default_factory=dict)  # every file in app/src/main/assets -> sha256
     extra: Dict[str, Any] = field(default_factory=dict)  # labels, sample, lut, manifest, converter_torch, bench
     apk: Optional[AppApk] = None
 
     REMEDY = "run `invoke make-app` first (or point --out / --app at a project it wrote)"
     _TYPED = ("application_id", "activity", "app_name", "variant", "qualified_variant", "input_mode", "models",
               "assets", "abi_filters", "min_sdk", "target_sdk", "pins", "runtime", "wrapper_jar", "torchdroid",
-              "request", "apk")
+              "request", "asset_files", "apk")
 
     @staticmethod
     def exists(app_dir: Path) -> bool:
@@ -377,6 +378,7 @@ class AppInfo:
             wrapper_jar=bool(d.get("wrapper_jar")),
             torchdroid=str(d.get("torchdroid", "")),
             request=dict(d.get("request") or {}),
+            asset_files={str(k): str(v) for k, v in dict(d.get("asset_files") or {}).items()},
             extra={k: v for k, v in d.items() if k not in cls._TYPED and k not in ("kind", "schema", "written")},
             apk=AppApk(str(apk["path"]), str(apk["sha256"]), int(apk.get("size") or 0), str(apk.get("built", "")))
             if apk else None,
@@ -389,7 +391,7 @@ class AppInfo:
             "models": dict(self.models), "assets": dict(self.assets), "abi_filters": list(self.abi_filters),
             "min_sdk": self.min_sdk, "target_sdk": self.target_sdk, "pins": dict(self.pins),
             "runtime": dict(self.runtime), "wrapper_jar": self.wrapper_jar, "torchdroid": self.torchdroid,
-            "request": dict(self.request),
+            "request": dict(self.request), "asset_files": dict(self.asset_files),
         }
         body.update(self.extra)
         body["apk"] = self.apk.to_dict() if self.apk else None
