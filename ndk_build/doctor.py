@@ -140,8 +140,9 @@ def _sdk_checks(s: DoctorSettings) -> List[Check]:
                  "" if sdk else "install the command-line tools and set ANDROID_HOME (needed for build-app and --aar)")]
     gradle = shutil.which("gradle")
     out.append(Check("make-app", "Gradle", OK if gradle else INFO, gradle or "not on PATH",
-                     "" if gradle else f"optional: the generated app ships a Gradle "
-                                       f"{pins.LANES[pins.DEFAULT_LANE].gradle} wrapper"))
+                     "" if gradle else f"optional: without it make-app writes gradlew but no gradle-wrapper.jar; "
+                                       f"install Gradle (make-app then adds the jar for Gradle "
+                                       f"{pins.LANES[pins.DEFAULT_LANE].gradle}) or open the app in Android Studio"))
     return out
 
 
