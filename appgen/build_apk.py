@@ -15,7 +15,10 @@ from toolchain.errors import ToolNotFound, VerificationError
 from toolchain.fsutil import sha256_file
 from toolchain.runner import run
 
-from .gradle import WRAPPER_JAR, AndroidSdk, gradle_hint, wrapper_jar_howto
+from toolchain.tools.sdk import INSTALL as SDK_INSTALL
+from toolchain.tools.sdk import AndroidSdk
+
+from .gradle import WRAPPER_JAR, gradle_hint, wrapper_jar_howto
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +51,14 @@ def missing_tools(project: Path, env: Optional[Mapping[str, str]] = None,
     gradle_version = info.pins.get("gradle", "8.7")
     compile_sdk = info.pins.get("compile_sdk", 34)
     props = project / "local.properties"
-    sdk_fix = AndroidSdk.REMEDY.format(api=compile_sdk, props=props)
+    sdk_fix = SDK_INSTALL.format(api=compile_sdk) + f" or sdk.dir=/path/to/sdk in {props}"
     problems = []
-    sdk = AndroidSdk.locate(project, env, configured_sdk)
-    if sdk is None:
-        problems.append(("the Android SDK", "config android.sdk is not set, neither ANDROID_HOME nor "
-                         f"ANDROID_SDK_ROOT is set and {props} has no sdk.dir", sdk_fix))
-    elif sdk.problem():
-        problems.append(("the Android SDK", sdk.problem(), sdk_fix))
+    if AndroidSdk.find(configured_sdk, env, project) is None:
+        refused = [AndroidSdk(path, source).problem() for source, path in
+                   AndroidSdk.candidates(configured_sdk, env, project)]
+        cause = "; ".join(r for r in refused if r) or (
+            f"config android.sdk is not set, neither ANDROID_HOME nor ANDROID_SDK_ROOT is set and {props} has no sdk.dir")
+        problems.append(("the Android SDK", cause, sdk_fix))
     if not (project / WRAPPER_JAR).is_file():
         problems.append(("the Gradle wrapper jar", f"{project / WRAPPER_JAR} does not exist",
                          wrapper_jar_howto(project, gradle_version)))
@@ -77,7 +80,7 @@ def build_app(settings: BuildAppSettings, env: Optional[Mapping[str, str]] = Non
             cause="; ".join(p[1] for p in problems),
             remedy="".join(f"\n    - {p[2]}" for p in problems) + f"\n    then run `invoke build-app --out {settings.project}` again",
         )
-    sdk = AndroidSdk.locate(project, env, settings.sdk)
+    sdk = AndroidSdk.find(settings.sdk, env, project)
     log_path = Path(settings.build_dir) / "logs" / f"gradle-assembleDebug-{time.strftime('%Y%m%d-%H%M%S')}.log"
     log.info("building %s with ./gradlew assembleDebug (SDK %s from %s; full output in %s)",
              project, sdk.root, sdk.source, log_path)

@@ -68,15 +68,18 @@ def check_aar(path: Path) -> Path:
     return path.resolve()
 
 
-def _refuse_snapshot(version: str, lane: pins.Lane, given: bool) -> None:
-    """A -SNAPSHOT runtime came from the OSSRH snapshot repository, which no longer serves anything."""
-    if not version.endswith("-SNAPSHOT"):
+def _refuse_unavailable(version: str, lane: pins.Lane, given: bool) -> None:
+    """A runtime no Maven repository serves any more (the lane's, or any -SNAPSHOT): make-app needs --aar."""
+    if not given and not lane.app_runtime_available:
+        where, cause = f"lane {lane.name}'s runtime {version}", lane.app_runtime_unavailable_reason
+    elif version.endswith("-SNAPSHOT"):
+        where = f"--pytorch-android {version}"
+        cause = (f"-SNAPSHOT versions of org.pytorch:pytorch_android were only published to the OSSRH snapshot "
+                 f"repository, which Sonatype shut down on {pins.OSSRH_SHUTDOWN}; no Maven repository serves them")
+    else:
         return
-    where = f"--pytorch-android {version}" if given else f"lane {lane.name}'s runtime {version}"
     raise UsageError(
-        f"{where} cannot be downloaded: make-app for this lane needs --aar",
-        cause=f"org.pytorch:pytorch_android:{version} was only ever published to the OSSRH snapshot repository "
-              f"({pins.OSSRH_SNAPSHOTS_URL}), which shut down on {pins.OSSRH_SHUTDOWN}; no Maven repository serves it",
+        f"{where} cannot be downloaded: make-app for this lane needs --aar", cause=cause,
         remedy=f"build the lane's runtime with `invoke build-android --lane {lane.name} --aar` and pass the AAR: "
                f"`invoke make-app --lane {lane.name} --aar PATH`",
     )
@@ -88,7 +91,7 @@ def choose_runtime(lane_name: str, pytorch_android: Optional[str], aar: Optional
         raise UsageError("--aar and --pytorch-android both given",
                          remedy="pass one: --aar for a locally built runtime, --pytorch-android for a Maven version")
     if not aar:
-        _refuse_snapshot(pytorch_android or lane.pytorch_android or "", lane, bool(pytorch_android))
+        _refuse_unavailable(pytorch_android or lane.pytorch_android or "", lane, bool(pytorch_android))
     if aar:
         path = check_aar(aar)
         note = (f"the app links the local AAR {path.name}; make sure it was built from the lane's PyTorch "

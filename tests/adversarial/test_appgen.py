@@ -232,7 +232,7 @@ def test_build_app_honours_the_configured_sdk(user):
     assert run_invoke(["make-app", "--model", "quant_none"], user).code == 0
     out = run_invoke(["build-app"], user, env={"INVOKE_ANDROID_SDK": str(user / "no-sdk"),
                                                "ANDROID_HOME": "/somewhere/else"})
-    assert_clean(out, "tool", mentions=[f"{user / 'no-sdk'} (from config android.sdk) does not exist"], root=user)
+    assert_clean(out, "tool", mentions=[f"{user / 'no-sdk'} (from android.sdk) does not exist"], root=user)
 
 
 @adversarial("build-app", "tampered record")

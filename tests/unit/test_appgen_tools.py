@@ -3,26 +3,27 @@
 import numpy as np
 
 from appgen import assets
-from appgen.gradle import AndroidSdk, Gradle, gradle_hint
+from appgen.gradle import Gradle, gradle_hint
+from toolchain.tools import AndroidSdk
 from toolchain.errors import RecordError
 from appgen.make import convert_command, find_variant
 
 
 def test_sdk_location_order(tmp_path):
+    """build-app uses the one AndroidSdk of toolchain.tools: android.sdk, ANDROID_HOME, ANDROID_SDK_ROOT, sdk.dir."""
     project = tmp_path / "p"
     project.mkdir()
-    assert AndroidSdk.locate(project, env={}) is None
-    (project / "local.properties").write_text("# comment\nsdk.dir=C\\:\\\\Android\\\\sdk\n")
-    assert str(AndroidSdk.locate(project, env={}).root) == "C:\\Android\\sdk"
-    sdk = AndroidSdk.locate(project, env={"ANDROID_SDK_ROOT": str(tmp_path / "sdk2")})
-    assert sdk.source == "ANDROID_SDK_ROOT"
-    sdk = AndroidSdk.locate(project, env={"ANDROID_HOME": str(tmp_path / "sdk"), "ANDROID_SDK_ROOT": "x"})
-    assert sdk.source == "ANDROID_HOME"
-    assert "does not exist" in sdk.problem()
-    (tmp_path / "sdk").mkdir()
-    assert "does not look like an Android SDK" in sdk.problem()
-    (tmp_path / "sdk" / "platforms").mkdir()
-    assert sdk.problem() is None
+    assert AndroidSdk.find(None, {}, project) is None
+    props_sdk = tmp_path / "props-sdk"
+    (props_sdk / "platforms").mkdir(parents=True)
+    (project / "local.properties").write_text(f"# comment\nsdk.dir={props_sdk}\n")
+    assert AndroidSdk.find(None, {}, project).root == props_sdk.resolve()
+    env_sdk = tmp_path / "env-sdk"
+    (env_sdk / "build-tools").mkdir(parents=True)
+    assert AndroidSdk.find(None, {"ANDROID_SDK_ROOT": str(env_sdk)}, project).source == "ANDROID_SDK_ROOT"
+    # the configured one wins, and when it is not an SDK nothing else is silently used instead
+    assert AndroidSdk.find(str(tmp_path / "cfg"), {"ANDROID_HOME": str(env_sdk)}, project) is None
+    assert "does not exist" in AndroidSdk(tmp_path / "cfg", "android.sdk").problem()
 
 
 def test_no_gradle_on_an_empty_path(tmp_path):
@@ -87,8 +88,3 @@ def test_missing_models_are_a_record_error_with_the_exact_convert_command(tmp_pa
         else:
             raise AssertionError(f"no RecordError for {what}")
     assert "--model MODEL" in convert_command(models, "resnet18-quant_core")
-
-
-def test_sdk_from_the_config_wins(tmp_path):
-    sdk = AndroidSdk.locate(tmp_path, env={"ANDROID_HOME": "/elsewhere"}, configured=str(tmp_path / "cfg"))
-    assert sdk.source == "config android.sdk" and sdk.root == tmp_path / "cfg"
