@@ -334,6 +334,32 @@ class AppApk:
         return {"path": self.path, "sha256": self.sha256, "size": self.size, "built": self.built}
 
 
+class _Fields:
+    """Typed reads of a record's optional keys (a missing key gets the type's empty value)."""
+
+    def __init__(self, data: Dict[str, Any]):
+        self.data = data
+
+    def text(self, key: str, default: str = "") -> str:
+        value = self.data.get(key)
+        return default if value in (None, "") else str(value)
+
+    def number(self, key: str) -> int:
+        return int(self.data.get(key) or 0)
+
+    def mapping(self, key: str) -> Dict[str, Any]:
+        return dict(self.data.get(key) or {})
+
+    def text_map(self, key: str) -> Dict[str, str]:
+        return {str(k): str(v) for k, v in self.mapping(key).items()}
+
+
+def _apk_from(apk: Optional[Dict[str, Any]]) -> Optional[AppApk]:
+    if not apk:
+        return None
+    return AppApk(str(apk["path"]), str(apk["sha256"]), int(apk.get("size") or 0), str(apk.get("built", "")))
+
+
 @dataclass(frozen=True)
 class AppInfo:
     """``<app>/torchdroid-app.json``: written by `invoke make-app`, the APK added by `invoke build-app`.
@@ -389,30 +415,28 @@ class AppInfo:
 
     @classmethod
     def _from_dict(cls, project: Path, d: Dict[str, Any]) -> "AppInfo":
-        apk = d.get("apk")
-        models = {str(k): str(v) for k, v in dict(d.get("models") or {}).items()}
+        g = _Fields(d)
         return cls(
             dir=Path(project),
             application_id=str(d["application_id"]),
-            activity=str(d.get("activity") or ".MainActivity"),
-            app_name=str(d.get("app_name", "")),
+            activity=g.text("activity", ".MainActivity"),
+            app_name=g.text("app_name"),
             variant=str(d["variant"]),
-            qualified_variant=str(d.get("qualified_variant") or d["variant"]),
-            input_mode=str(d.get("input_mode", "")),
-            models=models,
-            assets={str(k): dict(v) for k, v in dict(d.get("assets") or {}).items()},
+            qualified_variant=g.text("qualified_variant", str(d["variant"])),
+            input_mode=g.text("input_mode"),
+            models=g.text_map("models"),
+            assets={str(k): dict(v) for k, v in g.mapping("assets").items()},
             abi_filters=tuple(str(a) for a in d.get("abi_filters") or ()),
-            min_sdk=int(d.get("min_sdk") or 0),
-            target_sdk=int(d.get("target_sdk") or 0),
-            pins=dict(d.get("pins") or {}),
-            runtime=dict(d.get("runtime") or {}),
+            min_sdk=g.number("min_sdk"),
+            target_sdk=g.number("target_sdk"),
+            pins=g.mapping("pins"),
+            runtime=g.mapping("runtime"),
             wrapper_jar=bool(d.get("wrapper_jar")),
-            torchdroid=str(d.get("torchdroid", "")),
-            request=dict(d.get("request") or {}),
-            asset_files={str(k): str(v) for k, v in dict(d.get("asset_files") or {}).items()},
+            torchdroid=g.text("torchdroid"),
+            request=g.mapping("request"),
+            asset_files=g.text_map("asset_files"),
             extra={k: v for k, v in d.items() if k not in cls._TYPED and k not in ("kind", "schema", "written")},
-            apk=AppApk(str(apk["path"]), str(apk["sha256"]), int(apk.get("size") or 0), str(apk.get("built", "")))
-            if apk else None,
+            apk=_apk_from(d.get("apk")),
         )
 
     def to_dict(self) -> Dict[str, Any]:
