@@ -23,9 +23,9 @@ def _build_dir(c) -> Path:
 
 
 def _split(values) -> list:
-    """Accept repeated flags and comma lists alike: --quant none,core --quant full."""
+    """Accept repeated flags and comma lists alike: --quant none,core --quant full (a config string too)."""
     out = []
-    for v in values or []:
+    for v in [values] if isinstance(values, str) else values or []:
         out.extend(p.strip() for p in str(v).split(",") if p.strip())
     return out
 
@@ -249,23 +249,26 @@ def check_compat(c, models=None, build_info=None, pytorch_android=None, source=N
         "strict": "exit non-zero when anything is missing or does not fit the lane",
         "lane": "lane to check the NDK and host Python against (default: config pytorch.lane)",
         "ndk": "Android NDK directory to check",
+        "adb_server": "HOST:PORT of an adb server to list devices on (repeatable; default: config deploy.servers, "
+                      "else the one adb itself would use)",
         "debug": "show tracebacks",
-    }
+    },
+    iterable=["adb_server"],
 )
-def doctor(c, strict=False, lane=None, ndk=None, debug=False):
+def doctor(c, strict=False, lane=None, ndk=None, adb_server=None, debug=False):
     """What this machine has for every stage, what is missing, and how to get it."""
     with _stage(c, "doctor", debug):
         from ndk_build import DoctorSettings, problems, run_doctor
 
-        port = pick(None, c.config, "deploy.adb_port")
         checks = run_doctor(DoctorSettings(
             lane=pick(lane, c.config, "pytorch.lane"),
             ndk=ndk,
             ndk_config=pick(None, c.config, "ndk.path"),
             sdk=pick(None, c.config, "android.sdk"),
             python=pick(None, c.config, "pytorch.python"),
-            adb_host=pick(None, c.config, "deploy.adb_host", "127.0.0.1"),
-            adb_port=int(port) if port else None,
+            adb_host=pick(None, c.config, "deploy.adb_host"),
+            adb_port=pick(None, c.config, "deploy.adb_port"),
+            servers=tuple(_split(adb_server) or _split(pick(None, c.config, "deploy.servers", []))),
         ))
     _table("torchdroid doctor", ["stage", "tool", "status", "found", "fix"],
            [(ch.stage, ch.name, ch.status, ch.found, ch.fix) for ch in checks])
@@ -423,17 +426,20 @@ def _opt_path(value):
         "device_dir": "parent directory on the device (default /data/local/tmp/torchdroid)",
         "project": "sub-directory name on the device (default: this directory's name)",
         "results": "results directory: SQLite history + CSV/JSON (default build/results)",
-        "adb_host": "adb server host (default 127.0.0.1)",
+        "adb_host": "adb server host (default ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1)",
         "adb_port": "adb server port (default ANDROID_ADB_SERVER_PORT or 5037)",
+        "adb_server": "HOST:PORT of an adb server (repeatable: deploy to the devices of all of them in parallel; "
+                      "default: config deploy.servers, else --adb-host/--adb-port)",
         "debug": "show tracebacks",
     },
-    iterable=["serial", "variant"],
+    iterable=["serial", "variant", "adb_server"],
     auto_shortflags=False,
 )
 def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=None, apk=None, app=None,
            bench=True, app_bench=True, install=True, warmup=None, iter=None, repeat=None, threads=None,
            caching_allocator=False, bundled_input=None, allow_mismatch=False, profile_with_gatord=None,
-           device_dir=None, project=None, results=None, adb_host=None, adb_port=None, debug=False):
+           device_dir=None, project=None, results=None, adb_host=None, adb_port=None, adb_server=None,
+           debug=False):
     """Push the benchmark binary and models, install the app, benchmark on every device, record and report."""
     with _stage(c, "deploy", debug):
         from deploy import BenchOptions, DeploySettings
@@ -462,8 +468,10 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
             application_id=pick(None, c.config, "app.application_id"),
             variants=tuple(_split(variant) or pick(None, c.config, "deploy.variants", [])),
             serials=tuple(_split(serial) or pick(None, c.config, "deploy.serials", [])),
-            adb_host=str(pick(adb_host, c.config, "deploy.adb_host", "127.0.0.1")),
-            adb_port=int(pick(adb_port, c.config, "deploy.adb_port", 0)) or None,
+            adb_host=pick(adb_host, c.config, "deploy.adb_host"),
+            adb_port=pick(adb_port, c.config, "deploy.adb_port"),
+            servers=tuple(_split(adb_server) or _split(pick(None, c.config, "deploy.servers", []))),
+            servers_from="--adb-server" if adb_server else "deploy.servers",
             device_dir=str(pick(device_dir, c.config, "deploy.device_dir")),
             project=str(pick(project, c.config, "deploy.project", Path.cwd().name)),
             # on/off flags: the CLI can switch off what the config has on, and on what it has off
@@ -749,7 +757,8 @@ def _all_facts(c):
     from toolchain.runner import run
 
     port = pick(None, c.config, "deploy.adb_port")
-    if shutil.which("adb") and pick(None, c.config, "deploy.adb_host", "127.0.0.1") in ("127.0.0.1", "localhost"):
+    if shutil.which("adb") and pick(None, c.config, "deploy.adb_host", "127.0.0.1") in ("127.0.0.1", "localhost") \
+            and not pick(None, c.config, "deploy.servers", []):
         env = {"ANDROID_ADB_SERVER_PORT": str(port)} if port else None
         run(["adb", "start-server"], env=env, check=False, timeout=60, what="`adb start-server`")
     checks = run_doctor(DoctorSettings(
@@ -757,8 +766,9 @@ def _all_facts(c):
         ndk_config=pick(None, c.config, "ndk.path"),
         sdk=pick(None, c.config, "android.sdk"),
         python=pick(None, c.config, "pytorch.python"),
-        adb_host=pick(None, c.config, "deploy.adb_host", "127.0.0.1"),
-        adb_port=int(port) if port else None,
+        adb_host=pick(None, c.config, "deploy.adb_host"),
+        adb_port=pick(None, c.config, "deploy.adb_port"),
+        servers=tuple(_split(pick(None, c.config, "deploy.servers", []))),
     ))
     return workflow.facts_from_doctor(checks, host_nnapi=host_nnapi.availability())
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.metadata as md
 import logging
 import os
-import socket
 import sys
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional
@@ -56,9 +55,10 @@ class DoctorSettings:
     ndk_config: Optional[str] = None
     sdk: Optional[str] = None
     python: Optional[str] = None
-    adb_host: str = "127.0.0.1"
+    adb_host: Optional[str] = None  # None: ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1
     adb_port: Optional[int] = None
     env: Optional[Mapping[str, str]] = None
+    servers: tuple = ()  # HOST:PORT of every adb server (deploy.servers / --adb-server)
 
     @property
     def environ(self) -> Mapping[str, str]:
@@ -190,29 +190,12 @@ def _sdk_checks(s: DoctorSettings) -> List[Check]:
     return out
 
 
-def _device_states(host: str, port: int) -> List[tuple]:
-    import adbutils
-
-    client = adbutils.AdbClient(host=host, port=port, socket_timeout=5)
-    return [(d.serial, d.state) for d in client.list()]
-
-
-def _adb_checks(s: DoctorSettings) -> List[Check]:
-    out = [_program("deploy", "adb", Adb.locate(s.environ), False, WARN, "deploy.adb")]
-    port = int(s.adb_port or s.environ.get("ANDROID_ADB_SERVER_PORT") or 5037)
-    try:
-        with socket.create_connection((s.adb_host, port), timeout=1.0):
-            pass
-    except OSError:
-        out.append(Check("deploy", "devices", INFO, f"no adb server on {s.adb_host}:{port} (not started by doctor)",
-                         "`adb start-server`, then `adb devices`", False, "deploy.devices"))
-        return out
-    try:
-        states = _device_states(s.adb_host, port)
-    except Exception as e:
-        out.append(Check("deploy", "devices", WARN, f"adb server on port {port} did not answer: {e}",
-                         "`adb kill-server`", False, "deploy.devices"))
-        return out
+def _devices_check(name: str, listing) -> Check:
+    if not listing.up:
+        return Check("deploy", name, INFO, f"no adb server on {listing.address} (not started by doctor)",
+                     "`adb start-server` (or `adb -P PORT start-server` on that host), then `adb devices`", False,
+                     "deploy.devices")
+    states = sorted(listing.devices.items())
     not_ready = [serial for serial, state in states if state != "device"]
     if not states:
         fix = "connect a phone with USB debugging on and accept the prompt"
@@ -222,9 +205,26 @@ def _adb_checks(s: DoctorSettings) -> List[Check]:
     else:
         fix = ""
     ready = len(states) - len(not_ready)  # one ready phone is enough to deploy; the others get the fix
-    out.append(Check("deploy", "devices", OK if ready else WARN,
-                     ", ".join(f"{serial} ({state})" for serial, state in states) or "none attached", fix, False,
-                     "deploy.devices"))
+    return Check("deploy", name, OK if ready else WARN,
+                 ", ".join(f"{serial} ({state})" for serial, state in states) or "none attached", fix, False,
+                 "deploy.devices")
+
+
+def _adb_checks(s: DoctorSettings) -> List[Check]:
+    """adb itself, then one "devices" row per adb server (the deploy's own resolution of the servers)."""
+    from deploy.adb import Adb as AdbServers  # deploy owns how servers are resolved
+    from deploy.servers import list_servers
+
+    out = [_program("deploy", "adb", Adb.locate(s.environ), False, WARN, "deploy.adb")]
+    try:
+        adb = AdbServers.locate(s.servers, s.adb_host, s.adb_port, env=s.environ, timeout=5)
+    except TorchdroidError as e:
+        out.append(Check("deploy", "devices", WARN, e.what, e.remedy or "", False, "deploy.devices"))
+        return out
+    several = len(adb.addresses) > 1
+    for listing in list_servers(adb):
+        check = _devices_check(f"devices ({listing.address})" if several else "devices", listing)
+        out.append(check if not several else Check(**{**check.to_dict(), "id": f"deploy.devices@{listing.address}"}))
     return out
 
 
