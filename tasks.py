@@ -14,6 +14,7 @@ from pathlib import Path
 from invoke import Collection, Exit, task
 
 from toolchain.config import DEFAULTS, pick
+from toolchain.records import build_info_path
 from workflow.plan import STAGES
 
 
@@ -164,12 +165,14 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
         "clean": "start the build over (removes the ABI's CMake tree, build-info and AAR under build/android/<abi>)",
         "aar": "also build the pytorch_android AAR from the same checkout (needs an Android SDK)",
         "cmake_arg": "extra CMake argument for build_android.sh (repeatable)",
+        "vulkan": "keep PyTorch's Vulkan backend (default off: -DUSE_VULKAN=OFF; needs an NDK <= r22 with vulkan_wrapper)",
+        "java_home": "JDK for --aar's Gradle (default: one it accepts, found in JAVA_HOME/PATH/usr/lib/jvm; config android.java_home)",
         "debug": "show tracebacks",
     },
     iterable=["cmake_arg"],
 )
 def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, api_level=None, python=None,
-                  max_jobs=None, clean=False, aar=False, cmake_arg=None, debug=False):
+                  max_jobs=None, clean=False, aar=False, cmake_arg=None, vulkan=False, java_home=None, debug=False):
     """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
     with _stage(c, "build-android", debug):
         from ndk_build import BuildSettings, build_android as run_build
@@ -192,6 +195,8 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
             max_jobs=int(jobs) if jobs else None,
             clean=bool(clean),
             aar=bool(aar),
+            vulkan=bool(vulkan),
+            java_home=pick(java_home, c.config, "android.java_home"),
             cmake_args=tuple(cmake_arg or ()),
             git_jobs=int(pick(None, c.config, "pytorch.git_jobs", 4)),
         )
@@ -202,7 +207,8 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
            f"{info['abi']} API {info['api_level']}, NDK {info['ndk']['revision']}",
            ["artefact", "kind", "sha256", "path"], rows)
     ver = info.get("verification", {})
-    print(f"verified: machine {ver.get('machine')}, API level {ver.get('api_level')}")
+    print(f"verified: machine {ver.get('machine')}, API level {ver.get('api_level')}, "
+          f"LOAD alignment {ver.get('load_alignment')} bytes (16 KB pages: {ver.get('page_16k_ok')})")
     for w in result.warnings:
         print(f"warning: {w}")
     print(f"build-info: {result.build_info_path} ({result.seconds:.1f}s; log {result.log_path})")
@@ -226,7 +232,7 @@ def check_compat(c, models=None, build_info=None, pytorch_android=None, source=N
         from ndk_build import check_compat as run_check
 
         if build_info is None and pytorch_android is None:
-            build_info = _build_dir(c) / "android" / pick(abi, c.config, "android.abi") / "build-info.json"
+            build_info = build_info_path(_build_dir(c), pick(abi, c.config, "android.abi"))
         report = run_check(
             Path(pick(models, c.config, "convert.out")),
             build_info=Path(build_info) if build_info else None,
@@ -352,7 +358,7 @@ def _app_compat(c, models_dir: Path, runtime):
     from toolchain.records import BuildInfo
 
     if runtime.source == "aar" and runtime.aar:
-        info = _build_dir(c) / "android" / pick(None, c.config, "android.abi") / "build-info.json"
+        info = build_info_path(_build_dir(c), pick(None, c.config, "android.abi"))
         if info.is_file():
             bi = BuildInfo.load(info)
             arts = [a for a in bi.get("artefacts", []) if a.get("name") == "pytorch_android"]
@@ -445,7 +451,7 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
             models=Path(pick(models, c.config, "convert.out")),
             results=Path(pick(results, c.config, "deploy.results")),
             build_info=Path(pick(build_info, c.config, "deploy.build_info",
-                                 str(_build_dir(c) / "android" / abi / "build-info.json"))),
+                                 str(build_info_path(_build_dir(c), abi)))),
             binary=_opt_path(pick(binary, c.config, "deploy.binary")),
             app_dir=Path(pick(app, c.config, "deploy.app_dir", pick(None, c.config, "app.out", "build/app"))),
             apk=_opt_path(pick(apk, c.config, "deploy.apk")),
@@ -679,7 +685,7 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, debug=False)
     summary = workflow.AllSummary(weights={"requested": weights or "auto", "used": used, "note": note})
     variant = pick(model, c.config, "app.model")
     models_dir = Path(pick(None, c.config, "convert.out"))
-    info_path = _build_dir(c) / "android" / pick(None, c.config, "android.abi") / "build-info.json"
+    info_path = build_info_path(_build_dir(c), pick(None, c.config, "android.abi"))
     runs = {
         "convert": lambda: convert(c, weights=used, no_verify=True, debug=debug),  # verify is its own stage
         "verify": lambda: verify(c, debug=debug),

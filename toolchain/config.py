@@ -36,7 +36,7 @@ DEFAULTS: dict = {
         "git_jobs": 4,  # submodules fetched in parallel
     },
     "ndk": {"path": None},
-    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None, "sdk": None},
+    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None, "sdk": None, "java_home": None},
     "app": {
         "out": "build/app",
         "name": "torchdroid demo",
