@@ -16,7 +16,7 @@ from toolchain.records import ModelFile, ResultRow
 
 from . import app_bench as _app
 from . import bench as _bench
-from .adb import AdbServer, Device, state_error
+from .adb import Device, state_error
 from .environment import READ_COMMAND, SECTION, Conditions, parse_snapshot, throttle_warnings
 from .install import install_apk
 from .lock import device_lock
@@ -24,6 +24,7 @@ from .plan import DeployPlan, DeploySettings
 from .preflight import DeviceFacts, check_abi, check_page_size, check_space, parse_df_available, parse_page_size
 from .push import PushItem, parse_state, push_all, state_command
 from .rows import app_row, failed_device_row, model_row
+from .servers import Target
 
 log = logging.getLogger(__name__)
 _PAGE_MARK = "--torchdroid-page--"
@@ -31,7 +32,8 @@ _PAGE_MARK = "--torchdroid-page--"
 
 @dataclass
 class DeviceReport:
-    serial: str
+    serial: str  # unique in the run (SERIAL@HOST:PORT when two servers list the same serial)
+    server: str = ""  # HOST:PORT of its adb server
     facts: Optional[DeviceFacts] = None
     conditions: Optional[Conditions] = None
     pushed_bytes: int = 0
@@ -58,11 +60,11 @@ class DeviceRun:
     there: str = ""  # state_command output: what the directory holds already
 
 
-def run_device(server: AdbServer, rep: DeviceReport, state: str, s: DeploySettings, plan: DeployPlan,
-               directory: str, status: Callable[[str], None]) -> None:
-    if state != "device":
-        raise state_error(rep.serial, state)
-    run = DeviceRun(server.device(rep.serial, s.timeout), rep, s, plan, directory, status)
+def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: DeployPlan, directory: str,
+               status: Callable[[str], None]) -> None:
+    if target.state != "device":
+        raise state_error(rep.serial, target.state)
+    run = DeviceRun(target.server.device(target.serial, s.timeout), rep, s, plan, directory, status)
     probe(run)
     with device_lock(run.dev, directory):
         push(run)
@@ -143,7 +145,8 @@ def push(run: DeviceRun) -> None:
             run.status(f"pushing: {done[0] / 1e6:.1f} of up to {total / 1e6:.1f} MB")
 
     existing = parse_state(run.dev, run.directory, run.there, [it.name for it in items])
-    outcomes = push_all(run.dev, run.directory, items, on_progress=run.status, on_bytes=on_bytes, existing=existing)
+    outcomes = push_all(run.dev, run.directory, items, on_progress=run.status, on_bytes=on_bytes, existing=existing,
+                        hashes=run.plan.hashes)
     rep = run.rep
     rep.pushed_bytes = sum(o.bytes for o in outcomes)
     rep.pushed_files = sum(o.pushed for o in outcomes)
@@ -220,4 +223,4 @@ def conditions_after(run: DeviceRun) -> None:
 def record_failure(rep: DeviceReport, reason: str) -> None:
     """A device that failed is a row with status ``failed`` and the reason (the report shows it)."""
     rep.errors.append(reason)
-    rep.rows.append(failed_device_row(rep.serial, rep.facts, reason))
+    rep.rows.append(failed_device_row(rep.serial, rep.facts, reason, rep.server))

@@ -90,12 +90,20 @@ def _try_take(device: Device, path: str, me: Owner) -> Optional[str]:
     return None if res.output.strip().endswith(TAKEN) else res.output.strip()
 
 
+def _ours_in_use(owner: Optional[Owner], me: Owner) -> bool:
+    """Held by another worker of this very process (the same device listed by two adb servers)."""
+    return owner is not None and owner.pid == me.pid and owner.host == me.host and owner.token in _HELD
+
+
 @contextlib.contextmanager
 def device_lock(device: Device, directory: str) -> Iterator[Owner]:
     """Hold the lock of ``directory`` on ``device`` for the block; DeviceBusy when another run holds it."""
     path = lock_path(directory)
     me = Owner(os.getpid(), socket.gethostname().split(".")[0] or "host", time.time(), secrets.token_hex(4))
     held = _try_take(device, path, me)
+    while held is not None and _ours_in_use(Owner.parse(held), me):
+        time.sleep(0.5)  # this run reaches the same device through another adb server: take turns
+        held = _try_take(device, path, me)
     if held is not None:
         owner = Owner.parse(held)
         if not is_stale(owner, time.time(), me.host):

@@ -1,4 +1,5 @@
-"""``invoke deploy``: plan on the host → one worker per device → record every device's rows, failed ones too."""
+"""``invoke deploy``: plan on the host → one worker per device on every adb server → record every device's rows,
+failed ones too."""
 
 from __future__ import annotations
 
@@ -8,16 +9,17 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, TorchdroidError
 from toolchain.records import ResultRow, now_iso
 
-from .adb import AdbServer
+from .adb import Adb
 from .device_run import DeviceReport, record_failure, run_device
 from .plan import DeployPlan, DeploySettings, make_plan, project_name
 from .push import check_dir
 from .results import DB_NAME, ResultStore, export
+from .servers import Target, Unreachable, list_servers, select
 from .status import device_lines
 
 log = logging.getLogger(__name__)
@@ -49,22 +51,17 @@ def wanted_serials(serials: Sequence[str]) -> List[str]:
     return list(dict.fromkeys(asked))
 
 
-def select_devices(server: AdbServer, serials: Sequence[str]) -> Dict[str, str]:
-    known = server.devices()
-    asked = wanted_serials(serials)
-    if asked:
-        missing = [s for s in asked if s not in known]
-        if missing:
-            origin = "ANDROID_SERIAL" if not [s for s in serials if s] else "--serial"
-            raise DeviceError(f"no device {', '.join(missing)} on the adb server {server.host}:{server.port}",
-                              cause=f"it knows: {', '.join(known) or 'no devices'}",
-                              remedy=f"check `adb devices -l` and the {origin} value")
-        return {s: known[s] for s in asked}
-    if not known:
-        raise DeviceError(f"no devices on the adb server {server.host}:{server.port}",
-                          remedy="connect a phone with USB debugging enabled (or `adb connect HOST:PORT`) "
-                                 "and check `adb devices`")
-    return known
+def pick_targets(s: DeploySettings) -> Tuple[List[Target], List[Unreachable]]:
+    """The devices of the run on every adb server (``--serial``, else ``ANDROID_SERIAL``, else all)."""
+    adb = Adb.locate(s.servers, s.adb_host, s.adb_port, timeout=s.timeout, source=s.servers_from)
+    asked = wanted_serials(s.serials)
+    try:
+        return select(list_servers(adb), asked)
+    except DeviceError as e:
+        if asked and not [x for x in s.serials if x]:  # the serial came from the environment: say so
+            raise DeviceError(e.what, cause=e.cause, remedy="the serial came from ANDROID_SERIAL: check it against "
+                              "`adb devices -l`, or unset it to deploy to every device") from e
+        raise
 
 
 def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = None) -> DeployResult:
@@ -73,23 +70,32 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     for w in plan.warnings:
         log.warning("%s", w)
     directory = check_dir(f"{s.device_dir.rstrip('/')}/{project_name(s.project)}")
-    server = AdbServer.locate(s.adb_host, s.adb_port, s.timeout)
-    selected = select_devices(server, s.serials)
-    reports = [DeviceReport(serial) for serial in selected]
+    targets, unreachable = pick_targets(s)
+    reports = [DeviceReport(t.label, str(t.address)) for t in targets]
     started = now_iso()
-    with contextlib.ExitStack() as stack:
-        status = on_status or stack.enter_context(device_lines())
-        run_workers(server, reports, selected, s, plan, directory, status)
+    try:
+        with contextlib.ExitStack() as stack:
+            status = on_status or stack.enter_context(device_lines())
+            run_workers(reports, targets, s, plan, directory, status)
+    finally:
+        plan.hashes.close()
+    for u in unreachable:  # a server that is down, and the named devices it may hold: rows with the reason
+        rep = DeviceReport(u.serial or f"(adb server {u.address})", str(u.address))
+        record_failure(rep, str(u.error))
+        reports.append(rep)
+    for rep in reports:
+        for r in rep.rows:
+            r.server = rep.server
     return record(s, plan, reports, started, directory)
 
 
-def run_workers(server: AdbServer, reports: List[DeviceReport], selected: Dict[str, str], s: DeploySettings,
-                plan: DeployPlan, directory: str, status: Callable[[str, str], None]) -> None:
-    """One worker thread per device; whatever one device does, the others go on."""
+def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySettings, plan: DeployPlan,
+                directory: str, status: Callable[[str, str], None]) -> None:
+    """One worker thread per device (whichever adb server it is on); whatever one device does, the others go on."""
 
-    def work(rep: DeviceReport) -> None:
+    def work(rep: DeviceReport, target: Target) -> None:
         try:
-            run_device(server, rep, selected[rep.serial], s, plan, directory, lambda t: status(rep.serial, t))
+            run_device(target, rep, s, plan, directory, lambda t: status(rep.serial, t))
         except TorchdroidError as e:
             record_failure(rep, str(e))
             status(rep.serial, f"failed: {e.what}")
@@ -99,7 +105,7 @@ def run_workers(server: AdbServer, reports: List[DeviceReport], selected: Dict[s
             status(rep.serial, f"failed: {type(e).__name__}: {e}")
 
     with ThreadPoolExecutor(max_workers=max(1, len(reports)), thread_name_prefix="deploy") as pool:
-        list(pool.map(work, reports))
+        list(pool.map(work, reports, targets))
 
 
 def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], started: str,

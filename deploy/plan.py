@@ -16,11 +16,11 @@ from typing import List, Optional, Tuple
 
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import sha256_file
-from toolchain.records import APP_INFO_KIND, APP_INFO_NAME, APP_INFO_SCHEMA, BuildInfo, ConvertManifest, ModelFile, \
-    read_record
+from toolchain.records import AppInfo, BuildInfo, ConvertManifest, ModelFile
 
 from . import bench as _bench
 from .apk import ApkFacts, read_apk
+from .hashes import LocalHashes
 from .preflight import check_commits, elf_abi, load_alignment
 
 _PROJECT_RE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -35,12 +35,14 @@ class DeploySettings:
     binary: Optional[Path] = None  # --binary overrides the build-info's artefact
     app_dir: Optional[Path] = None  # directory with torchdroid-app.json
     apk: Optional[Path] = None  # --apk overrides the app-info's APK
-    application_id: Optional[str] = None  # only checked against the APK's own package
+    application_id: Optional[str] = None  # unused: the package is the APK's own (kept for the settings)
     activity: str = ".MainActivity"  # used only when the APK declares no launchable activity
     variants: Tuple[str, ...] = ()  # () = all
     serials: Tuple[str, ...] = ()  # () = ANDROID_SERIAL, else every connected device
-    adb_host: str = "127.0.0.1"
-    adb_port: Optional[int] = None
+    adb_host: Optional[str] = None  # None: ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1 (adb's -H)
+    adb_port: Optional[int] = None  # None: ANDROID_ADB_SERVER_PORT or 5037 (adb's -P)
+    servers: Tuple[str, ...] = ()  # HOST:PORT of every adb server (--adb-server); () = the one above
+    servers_from: str = "--adb-server"  # where ``servers`` came from (for messages): or "deploy.servers"
     device_dir: str = "/data/local/tmp/torchdroid"
     project: str = "default"
     bench: bool = True
@@ -84,6 +86,7 @@ class DeployPlan:
     models: List[ModelFile]
     app: Optional[AppPlan]
     warnings: List[str] = field(default_factory=list)
+    hashes: LocalHashes = field(default_factory=LocalHashes)  # each local file hashed once for all devices
 
     @property
     def commit(self) -> str:
@@ -152,24 +155,8 @@ def plan_models(s: DeploySettings, needed: bool) -> List[ModelFile]:
 # --------------------------------------------------------------------------- app
 
 
-def _app_info(s: DeploySettings) -> Tuple[Optional[Path], dict]:
-    path = Path(s.app_dir) / APP_INFO_NAME if s.app_dir else None
-    if path is None or not path.is_file():
-        return path, {}
-    return path, read_record(path, APP_INFO_KIND, APP_INFO_SCHEMA, "run `invoke make-app` and `invoke build-app`")
-
-
-def _recorded_apk(info_path: Path, info: dict) -> Optional[Path]:
-    entry = info.get("apk") or {}
-    if not entry.get("path"):
-        return None
-    apk = (info_path.parent / entry["path"]).resolve()
-    if not apk.is_file():
-        raise RecordError(f"{info_path} names the APK {apk}, which does not exist",
-                          remedy="run `invoke build-app` again, or pass --apk PATH")
-    if entry.get("sha256") and sha256_file(apk) != entry["sha256"]:
-        raise RecordError(f"{apk} does not match its app-info record", remedy="run `invoke build-app` again")
-    return apk
+def _app_info(s: DeploySettings) -> Optional[AppInfo]:
+    return AppInfo.load(s.app_dir) if s.app_dir and AppInfo.exists(s.app_dir) else None
 
 
 def _asset_variant(facts: ApkFacts) -> Tuple[Optional[str], Optional[str]]:
@@ -182,54 +169,51 @@ def _asset_variant(facts: ApkFacts) -> Tuple[Optional[str], Optional[str]]:
     return None, None
 
 
-def app_variant(facts: ApkFacts, info: dict, recorded: bool) -> Tuple[str, str]:
+def app_variant(facts: ApkFacts, info: Optional[AppInfo], recorded: bool) -> Tuple[str, str]:
     """``(variant, stem)`` of the app: its app-info's when this is the recorded APK, else from its assets."""
     variant, stem = _asset_variant(facts)
-    if recorded and info.get("variant"):
-        m = _VARIANT_RE.search(str(info["variant"]))
-        stems = sorted({str(k).split("-quant_")[0] for k in (info.get("models") or {}) if "-quant_" in str(k)})
+    if recorded and info is not None and info.variant:
+        m = _VARIANT_RE.search(info.qualified_variant or info.variant)
         if m:
-            return m.group(2), m.group(1) or (stems[0] if stems else stem or "app")
+            return m.group(2), m.group(1) or stem or "app"
     return variant or "unknown", stem or "app"
+
+
+def _chosen_apk(s: DeploySettings, info: Optional[AppInfo], have_binary: bool) -> Tuple[Optional[Path], bool]:
+    """``(APK, is it the app-info's)``: --apk, else the app-info's (checked against its hash), else None."""
+    if s.apk:
+        apk = Path(s.apk)
+        if not apk.is_file():
+            raise UsageError(f"the APK {apk} does not exist", remedy="run `invoke build-app` or pass --apk PATH")
+        recorded = info is not None and info.apk_file is not None and info.apk_file == apk.resolve()
+        return apk, recorded
+    if info is not None and info.apk is not None:
+        return info.check_apk(), True
+    if have_binary:
+        return None, False
+    raise UsageError("nothing to deploy: no benchmark binary and no APK",
+                     cause=f"no build-info at {s.build_info} and no app-info with an APK in {s.app_dir}",
+                     remedy="run `invoke build-android` (binary) or `invoke build-app` (APK), or pass "
+                            "--binary PATH / --apk PATH")
 
 
 def plan_app(s: DeploySettings, have_binary: bool) -> Optional[AppPlan]:
     """The APK to install: --apk, else the app-info's; None (with the binary only) when there is none."""
     if not s.install:
         return None
-    info_path, info = _app_info(s)
-    recorded = False
-    if s.apk:
-        apk = Path(s.apk)
-        if not apk.is_file():
-            raise UsageError(f"the APK {apk} does not exist", remedy="run `invoke build-app` or pass --apk PATH")
-        recorded = bool(info) and _same_file(apk, info_path, info)
-    else:
-        apk = _recorded_apk(info_path, info) if info else None
-        recorded = apk is not None
-        if apk is None:
-            if have_binary:
-                return None
-            raise UsageError("nothing to deploy: no benchmark binary and no APK",
-                             cause=f"no build-info at {s.build_info} and no app-info with an APK at {info_path}",
-                             remedy="run `invoke build-android` (binary) or `invoke build-app` (APK), or pass "
-                                    "--binary PATH / --apk PATH")
+    info = _app_info(s)
+    apk, recorded = _chosen_apk(s, info, have_binary)
+    if apk is None:
+        return None
     facts = read_apk(apk)
     if facts.activity is None:
         raise UsageError(f"{apk} has no launchable activity (no MAIN/LAUNCHER intent filter)",
                          remedy="install an app made by `invoke make-app`, or deploy with --no-app-bench")
-    if s.application_id and s.application_id != facts.package and not s.apk:
-        raise RecordError(f"the APK {apk} is {facts.package}, the config says {s.application_id}",
-                          remedy="run `invoke make-app` and `invoke build-app` again")
+    if recorded and info.application_id != facts.package:
+        raise RecordError(f"the APK {apk} is {facts.package}, its app-info says {info.application_id}",
+                          remedy="run `invoke build-app` again")
     variant, stem = app_variant(facts, info, recorded)
     return AppPlan(apk, facts, variant, stem)
-
-
-def _same_file(apk: Path, info_path: Optional[Path], info: dict) -> bool:
-    entry = info.get("apk") or {}
-    if not entry.get("path") or info_path is None:
-        return False
-    return (info_path.parent / entry["path"]).resolve() == apk.resolve()
 
 
 # --------------------------------------------------------------------------- the plan

@@ -53,7 +53,7 @@ def make_report(s: ReportSettings) -> ReportResult:
                                  "why they failed, or pick another run with --run")
     png = Path(s.out) if s.out else Path(s.results) / f"report-run-{run_id:04d}.png"
     title = f"torchdroid run {run_id} ({rows[0].started}), {s.source} benchmark"
-    draw(chosen + [r for r in rows if r.source == "device"], png, title=title)
+    draw(chosen + [r for r in rows if r.source == "deploy"], png, title=title)
     html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id))
     exports = export(rows, Path(s.results), f"run-{run_id:04d}", store.devices(run_id))
     return ReportResult(png, html, run_id, rows, exports)
@@ -127,7 +127,7 @@ def draw(rows: List[ResultRow], png: Path, title: str) -> Path:
     import matplotlib.pyplot as plt
 
     groups = _groups(rows)
-    failed_devices = [r for r in rows if r.source == "device"]
+    failed_devices = [r for r in rows if r.source == "deploy"]
     labels = [f"{model}\n{serial}\n{stem} {mode}" for serial, model, stem, mode in groups]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(7.0, 1.3 * len(groups) + 2), 8.5), constrained_layout=True)
     _latency_panel(ax1, rows, groups, title)

@@ -100,6 +100,7 @@ def app_row(facts: DeviceFacts, plan: DeployPlan, ab: AppBench, opts: BenchOptio
         **_app_numbers(rec, ok))
 
 
-def failed_device_row(serial: str, facts: Optional[DeviceFacts], reason: str) -> ResultRow:
-    return ResultRow(**_device(facts, serial), abi="", stem="", variant="", mode="", backend="", source="device",
-                     status="failed", model_file="", reason=reason)
+def failed_device_row(serial: str, facts: Optional[DeviceFacts], reason: str, server: str = "") -> ResultRow:
+    """A device (or adb server) the run could not work on: ``source = deploy``, the whole reason."""
+    return ResultRow(**_device(facts, serial), abi="", stem="", variant="", mode="", backend="", source="deploy",
+                     status="failed", model_file="", reason=reason, server=server)

@@ -42,7 +42,8 @@ def device_tables(rows: Sequence[ResultRow]) -> List[Tuple[str, List[str], List[
     """``[(title, columns, rows)]``, one table per device; a device that failed as a whole is one row."""
     by_dev: Dict[str, List[ResultRow]] = {}
     for r in rows:
-        by_dev.setdefault(r.serial, []).append(r)
+        if r.source != "deploy":  # a device or server the run could not work on: its problem is printed apart
+            by_dev.setdefault(r.serial, []).append(r)
     tables = []
     for serial, drows in by_dev.items():
         index = {(r.stem, r.mode, r.source, r.backend): r for r in drows}
@@ -53,7 +54,7 @@ def device_tables(rows: Sequence[ResultRow]) -> List[Tuple[str, List[str], List[
             out.append([sp["stem"], sp["mode"], sp["source"], *_cells(cpu), *_cells(nn),
                         "-" if sp["speedup"] is None else f"{sp['speedup']:.2f}x", _notes(sp, cpu, nn)])
         for r in drows:
-            if r.source == "device":
+            if r.source == "deploy":
                 out.append(["-", "-", "device", "failed", "-", "-", "-", "-", "-", "-", r.reason])
         tables.append((device_title(drows[0]), COLUMNS, out))
     return tables

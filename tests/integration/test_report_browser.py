@@ -20,8 +20,8 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 def _row(serial, backend, status, median=None, reason="", source="binary", sdk=30, mode="full", flags=""):
     ok = status == "ok"
     return ResultRow(serial=serial, device_model=f"Phone {serial}", board="b", release="11", sdk=sdk, abi="arm64-v8a",
-                     stem="mobilenetv2" if source != "device" else "", variant=f"quant_{mode}",
-                     mode=mode if source != "device" else "", backend=backend, source=source, status=status,
+                     stem="mobilenetv2" if source != "deploy" else "", variant=f"quant_{mode}",
+                     mode=mode if source != "deploy" else "", backend=backend, source=source, status=status,
                      model_file=f"mobilenetv2-quant_{mode}-{backend}.pt", median_ms=median,
                      p90_ms=median * 1.1 if ok else None, min_ms=median * 0.9 if ok else None,
                      max_ms=median * 1.3 if ok else None, mean_ms=median if ok else None,
@@ -36,7 +36,7 @@ ROWS = [
     _row("A", "cpu", "ok", 30.0, mode="none"),
     _row("A", "nnapi", "failed", reason="exit code 139: SIGSEGV (crashed)", mode="none"),
     _row("B", "cpu", "ok", 25.0), _row("B", "nnapi", "skipped", reason="Android 9 (SDK 28) < SDK 29"),
-    _row("C", "", "failed", reason="device C is 'unauthorized', not ready for adb", source="device"),
+    _row("C", "", "failed", reason="device C is 'unauthorized', not ready for adb", source="deploy"),
 ]
 DEVICES = [{"serial": "A", "soc": "Google Tensor G3", "page_size": 16384, "throttled": True,
             "warnings": ["thermal status moderate after the benchmark: the device throttled"],
