@@ -142,8 +142,13 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
             out=Path(pick(None, c.config, "bench.out")),
         )
         result = run_host_bench(settings)
-    _table("host benchmark (CPU models, bundled input)", ["model", "mode", "median ms", "p90 ms", "min ms", "iters"],
-           [(r.file, r.mode, f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}", f"{r.min_ms:.2f}", r.iters) for r in result.rows])
+    _table("host benchmark (CPU models, bundled input)",
+           ["model", "mode", "load ms", "first ms", "median ms", "p90 ms", "min ms", "max ms", "mean ms", "std ms",
+            "spread %", "peak MB"],
+           [(r.file, r.mode, f"{r.load_ms:.0f}", f"{r.first_ms:.2f}", f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}",
+             f"{r.min_ms:.2f}", f"{r.max_ms:.2f}", f"{r.mean_ms:.2f}", f"{r.std_ms:.2f}",
+             f"{r.spread_pct:.1f}" + (" !" if r.unstable else ""), f"{r.peak_rss_kb / 1024:.0f}")
+            for r in result.rows])
     for line in result.notes:
         print(f"note: {line}")
     print(f"results: {result.json_path}")
