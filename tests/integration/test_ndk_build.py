@@ -240,3 +240,18 @@ def test_ccache_is_the_compiler_launcher_when_installed(built, ccache_dir):
     counters = {k: int(v) for k, v in (line.split("\t", 1) for line in stats.splitlines() if "\t" in line)}
     # the compiles really went through ccache (misses on a cold cache, hits if another test filled it)
     assert counters["cache_miss"] + counters["direct_cache_hit"] + counters["preprocessed_cache_hit"] > 0
+
+
+def test_a_commit_without_the_build_script_is_refused_with_the_lanes(tmp_path):
+    """docs/facts.md F17: v2.9.0+ has no scripts/build_android.sh; the plan step says which commits do."""
+    from ndk_build.build import make_plan, resolve_target
+    from ndk_build.gitsource import Checkout
+
+    s = BuildSettings(build_dir=tmp_path / "build", commit="a" * 40, abi="x86_64")
+    target = resolve_target(s)
+    bare = tmp_path / "pytorch-v2.9.0"
+    bare.mkdir()
+    with pytest.raises(UsageError) as ei:
+        make_plan(s, target, None, Checkout(bare, "a" * 40, "file:///x", False, ()))
+    assert "scripts/build_android.sh does not exist" in ei.value.what and "v2.9.0" in ei.value.cause
+    assert "--lane current" in ei.value.remedy
