@@ -196,8 +196,8 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
             sdk=pick(None, c.config, "android.sdk"),
             python=pick(python, c.config, "pytorch.python"),
             abi=pick(abi, c.config, "android.abi"),
-            api_level=int(pick(api_level, c.config, "android.api_level")),
-            max_jobs=int(jobs) if jobs else None,
+            api_level=pick(api_level, c.config, "android.api_level"),  # validated by build-android
+            max_jobs=jobs or None,
             clean=bool(clean),
             aar=bool(aar),
             vulkan=bool(vulkan),
@@ -292,7 +292,7 @@ def _app_out(c, out) -> Path:
 @task(
     help={
         "model": "converted variant: quant_none, quant_core, quant_full (or <model>-quant_full); default quant_full",
-        "models": "directory `invoke convert` wrote (default: config app.models, else convert.out); converted first when missing",
+        "models": "directory `invoke convert` wrote (default: config app.models, else convert.out)",
         "out": "where the Gradle project goes (default build/app, config app.out); must be new or empty unless --force",
         "app_name": "name on the launcher (default 'torchdroid demo')",
         "application_id": "Android application id = Java package (default org.torchdroid.demo)",
@@ -302,7 +302,7 @@ def _app_out(c, out) -> Path:
         "lane": "pin lane for Gradle / AGP / compileSdk / pytorch_android (default: config pytorch.lane)",
         "pytorch_android": "Maven version of org.pytorch:pytorch_android (default: the lane's, else the pinned fallback)",
         "aar": "link a locally built pytorch_android AAR instead of Maven (from `invoke build-android --aar`)",
-        "force": "replace a non-empty --out directory",
+        "force": "replace a non-empty --out directory (never the inputs of this command; local.properties is kept)",
         "debug": "show tracebacks",
     },
     iterable=["abi_filters"],
@@ -312,7 +312,6 @@ def make_app(c, model=None, models=None, out=None, app_name=None, application_id
     """A Gradle Android app (CameraX + NNAPI with CPU fallback + in-app benchmark) around one converted variant."""
     with _stage(c, "make-app", debug):
         from appgen import AppSettings, make_app as run_make_app
-        from appgen.make import check, needs_convert
 
         models_dir = Path(pick(models, c.config, "app.models", None) or pick(None, c.config, "convert.out"))
         aar_path = pick(aar, c.config, "app.aar")
@@ -331,29 +330,19 @@ def make_app(c, model=None, models=None, out=None, app_name=None, application_id
             force=bool(force),
             build_dir=_build_dir(c),
         )
-        check(settings)  # bad input fails before any conversion
-        reason = needs_convert(models_dir, settings.model)
-        if reason:
-            print(f"make-app: {reason}: running `invoke convert` first")
-            from converter import ConvertSettings, convert as run_convert
-
-            calibration = pick(None, c.config, "convert.calibration")
-            run_convert(ConvertSettings(
-                model=pick(None, c.config, "convert.model"),
-                modes=(settings.model.rsplit("_", 1)[-1],),
-                weights=str(pick(None, c.config, "convert.weights")),
-                calibration=Path(calibration) if calibration else None,
-                calibration_count=int(pick(None, c.config, "convert.calibration_count", 32)),
-                seed=int(pick(None, c.config, "convert.seed", 0)),
-                out=models_dir,
-                build_dir=_build_dir(c),
-            ))
         result = run_make_app(settings)
         compat = _app_compat(c, models_dir, result.runtime)
-    _table(f"app assets ({result.variant})", ["asset", "size"],
-           [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()])
-    for line in result.notes:
-        print(f"note: {line}")
+    _print_make_app(result, compat)
+
+
+def _print_make_app(result, compat) -> None:
+    if result.up_to_date:
+        print(f"make-app: {result.out} is up to date ({result.notes[0].split(': ', 1)[-1]}); nothing written")
+    else:
+        _table(f"app assets ({result.variant})", ["asset", "size"],
+               [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()])
+        for line in result.notes:
+            print(f"note: {line}")
     for line in result.warnings:
         print(f"WARNING: {line}")
     print(f"project: {result.out} (application id {result.application_id}; runtime "
@@ -396,7 +385,8 @@ def build_app(c, out=None, debug=False):
         from appgen import BuildAppSettings, build_app as run_build_app
 
         result = run_build_app(BuildAppSettings(project=_app_out(c, out), build_dir=_build_dir(c),
-                                                timeout=float(pick(None, c.config, "app.gradle_timeout", 3600))))
+                                                timeout=float(pick(None, c.config, "app.gradle_timeout", 3600)),
+                                                sdk=pick(None, c.config, "android.sdk")))
     print(f"APK: {result.apk} ({result.size / 1e6:.1f} MB, sha256 {result.sha256[:16]}…, {result.seconds:.0f} s)")
     print(f"gradle log: {result.log_path}")
 
@@ -780,13 +770,12 @@ def _all_facts(c):
 
 def _recorded_apk(c):
     """The APK `invoke build-app` recorded in the app-info, if it exists."""
-    from toolchain.records import APP_INFO_KIND, APP_INFO_NAME, APP_INFO_SCHEMA, read_record
+    from toolchain.records import AppInfo
 
-    info_path = _app_out(c, None) / APP_INFO_NAME
-    if not info_path.is_file():
+    if not AppInfo.exists(_app_out(c, None)):
         return None
-    apk = (read_record(info_path, APP_INFO_KIND, APP_INFO_SCHEMA, "").get("apk") or {}).get("path")
-    return (info_path.parent / apk).resolve() if apk and (info_path.parent / apk).is_file() else None
+    apk = AppInfo.load(_app_out(c, None)).apk_file
+    return apk if apk and apk.is_file() else None
 
 
 ns = Collection(all_, convert, bench, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify)

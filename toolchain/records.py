@@ -3,7 +3,9 @@
 * the **convert manifest** (``<models>/manifest.json``), written by ``converter``,
   read by make-app, deploy, verify, check-compat and the host benchmark;
 * the **build-info** (``build/android/<abi>/build-info.json``), written by
-  ``ndk_build``, read by deploy and check-compat.
+  ``ndk_build``, read by deploy and check-compat;
+* the **app-info** (``<app>/torchdroid-app.json``, :class:`AppInfo`), written by
+  make-app (the APK added by build-app), read by make-app, deploy and ``all``.
 
 Stages never import each other; they read and write these through this
 module.  Every record has ``kind`` and ``schema`` so a stale or foreign file is
@@ -385,9 +387,6 @@ class BuildInfo:
 APP_INFO_NAME = "torchdroid-app.json"  # at the root of the generated Gradle project
 APP_INFO_KIND = "torchdroid.app-info"
 APP_INFO_SCHEMA = 1
-# Written by `invoke make-app`: application_id, activity (".MainActivity"), variant, models
-# (asset name -> manifest sha256), pins; `invoke build-app` adds "apk": {"path", "sha256"}.
-# Read by `invoke deploy` to install the APK and launch the in-app benchmark.
 
 # The in-app benchmark contract between the generated app and `invoke deploy`:
 #   am start -W -n <application_id>/.MainActivity --ez benchmark true --ei iters N --ei warmup N --es backend cpu|nnapi
@@ -396,3 +395,180 @@ APP_INFO_SCHEMA = 1
 #                     "median_ms": 12.3, "p90_ms": 13.0, "min_ms": 11.9, "mean_ms": 12.4, "error": null}
 APP_BENCH_TAG = "torchdroid"
 APP_BENCH_PREFIX = "TORCHDROID_BENCH "
+
+
+def app_info_path(app_dir: Path) -> Path:
+    """Where the app-info of the Gradle project in ``app_dir`` lives."""
+    return Path(app_dir) / APP_INFO_NAME
+
+
+@dataclass(frozen=True)
+class AppApk:
+    """The APK `invoke build-app` built from the project (``path`` relative to the project)."""
+
+    path: str
+    sha256: str
+    size: int
+    built: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"path": self.path, "sha256": self.sha256, "size": self.size, "built": self.built}
+
+
+class _Fields:
+    """Typed reads of a record's optional keys (a missing key gets the type's empty value)."""
+
+    def __init__(self, data: Dict[str, Any]):
+        self.data = data
+
+    def text(self, key: str, default: str = "") -> str:
+        value = self.data.get(key)
+        return default if value in (None, "") else str(value)
+
+    def number(self, key: str) -> int:
+        return int(self.data.get(key) or 0)
+
+    def mapping(self, key: str) -> Dict[str, Any]:
+        return dict(self.data.get(key) or {})
+
+    def text_map(self, key: str) -> Dict[str, str]:
+        return {str(k): str(v) for k, v in self.mapping(key).items()}
+
+
+def _apk_from(apk: Optional[Dict[str, Any]]) -> Optional[AppApk]:
+    if not apk:
+        return None
+    return AppApk(str(apk["path"]), str(apk["sha256"]), int(apk.get("size") or 0), str(apk.get("built", "")))
+
+
+@dataclass(frozen=True)
+class AppInfo:
+    """``<app>/torchdroid-app.json``: written by `invoke make-app`, the APK added by `invoke build-app`.
+
+    Read by make-app (is the project up to date?), build-app, deploy (which APK, which package and
+    activity) and `invoke all`.  ``request`` is what make-app was asked for (settings and input
+    hashes): the project is up to date when a new request equals it and the assets are intact.
+    """
+
+    dir: Path  # the Gradle project directory (not stored)
+    application_id: str
+    activity: str  # ".MainActivity"
+    app_name: str
+    variant: str  # quant_full
+    qualified_variant: str  # mobilenetv2-quant_full
+    input_mode: str  # float32 | uint8_lut
+    models: Dict[str, str]  # asset file name -> sha256 of the converted model it was made from
+    assets: Dict[str, Dict[str, Any]]  # asset file name -> {backend, source, source_sha256, sha256, input, ...}
+    abi_filters: Tuple[str, ...]
+    min_sdk: int
+    target_sdk: int
+    pins: Dict[str, Any]
+    runtime: Dict[str, Any]
+    wrapper_jar: bool
+    torchdroid: str
+    request: Dict[str, Any] = field(default_factory=dict)
+    asset_files: Dict[str, str] = field(default_factory=dict)  # every file in app/src/main/assets -> sha256
+    extra: Dict[str, Any] = field(default_factory=dict)  # labels, sample, lut, manifest, converter_torch, bench
+    apk: Optional[AppApk] = None
+
+    REMEDY = "run `invoke make-app` first (or point --out / --app at a project it wrote)"
+    _TYPED = ("application_id", "activity", "app_name", "variant", "qualified_variant", "input_mode", "models",
+              "assets", "abi_filters", "min_sdk", "target_sdk", "pins", "runtime", "wrapper_jar", "torchdroid",
+              "request", "asset_files", "apk")
+
+    @staticmethod
+    def exists(app_dir: Path) -> bool:
+        return app_info_path(app_dir).is_file()
+
+    @classmethod
+    def load(cls, app_dir: Path) -> "AppInfo":
+        """The app-info of ``app_dir`` (or of the file itself); RecordError when missing, foreign or tampered."""
+        path = Path(app_dir)
+        if path.name != APP_INFO_NAME:
+            path = app_info_path(path)
+        data = read_record(path, APP_INFO_KIND, APP_INFO_SCHEMA, cls.REMEDY)
+        try:
+            return cls._from_dict(path.parent, data)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise RecordError(f"the app-info {path} is incomplete or malformed",
+                              cause=f"{type(e).__name__}: {e}",
+                              remedy="regenerate the project: `invoke make-app --force`") from e
+
+    @classmethod
+    def _from_dict(cls, project: Path, d: Dict[str, Any]) -> "AppInfo":
+        g = _Fields(d)
+        return cls(
+            dir=Path(project),
+            application_id=str(d["application_id"]),
+            activity=g.text("activity", ".MainActivity"),
+            app_name=g.text("app_name"),
+            variant=str(d["variant"]),
+            qualified_variant=g.text("qualified_variant", str(d["variant"])),
+            input_mode=g.text("input_mode"),
+            models=g.text_map("models"),
+            assets={str(k): dict(v) for k, v in g.mapping("assets").items()},
+            abi_filters=tuple(str(a) for a in d.get("abi_filters") or ()),
+            min_sdk=g.number("min_sdk"),
+            target_sdk=g.number("target_sdk"),
+            pins=g.mapping("pins"),
+            runtime=g.mapping("runtime"),
+            wrapper_jar=bool(d.get("wrapper_jar")),
+            torchdroid=g.text("torchdroid"),
+            request=g.mapping("request"),
+            asset_files=g.text_map("asset_files"),
+            extra={k: v for k, v in d.items() if k not in cls._TYPED and k not in ("kind", "schema", "written")},
+            apk=_apk_from(d.get("apk")),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        body: Dict[str, Any] = {
+            "application_id": self.application_id, "activity": self.activity, "app_name": self.app_name,
+            "variant": self.variant, "qualified_variant": self.qualified_variant, "input_mode": self.input_mode,
+            "models": dict(self.models), "assets": dict(self.assets), "abi_filters": list(self.abi_filters),
+            "min_sdk": self.min_sdk, "target_sdk": self.target_sdk, "pins": dict(self.pins),
+            "runtime": dict(self.runtime), "wrapper_jar": self.wrapper_jar, "torchdroid": self.torchdroid,
+            "request": dict(self.request), "asset_files": dict(self.asset_files),
+        }
+        body.update(self.extra)
+        body["apk"] = self.apk.to_dict() if self.apk else None
+        return body
+
+    @property
+    def path(self) -> Path:
+        return app_info_path(self.dir)
+
+    def write(self) -> Path:
+        """The one writer (atomic)."""
+        return write_record(self.path, APP_INFO_KIND, APP_INFO_SCHEMA, self.to_dict())
+
+    @property
+    def apk_file(self) -> Optional[Path]:
+        """The recorded APK's absolute path (None when build-app has not run)."""
+        return (self.dir / self.apk.path).resolve() if self.apk else None
+
+    def check_apk(self) -> Path:
+        """The recorded APK, which must exist and still match its recorded sha256."""
+        if self.apk is None:
+            raise RecordError(f"{self.path} records no APK", cause="`invoke build-app` has not run for this project",
+                              remedy=f"run `invoke build-app --out {self.dir}` (or pass --apk PATH)")
+        apk = self.apk_file
+        if not apk.is_file():
+            raise RecordError(f"the APK {apk} recorded in {self.path} is missing",
+                              remedy=f"run `invoke build-app --out {self.dir}` again")
+        if sha256_file(apk) != self.apk.sha256:
+            raise RecordError(f"{apk} does not match its app-info record",
+                              cause="the APK was rebuilt or replaced outside torchdroid",
+                              remedy=f"run `invoke build-app --out {self.dir}` again")
+        return apk
+
+    def source_hashes(self) -> List[str]:
+        """sha256 of the converted models the app packages (sorted)."""
+        return sorted(self.models.values())
+
+    def made_from(self, files: Dict[str, "ModelFile"], variant: str) -> Tuple[bool, str]:
+        """Was this app generated from exactly these converted ``files`` of ``variant``?"""
+        if variant not in (self.variant, self.qualified_variant):
+            return False, f"generated for {self.qualified_variant}, not {variant}"
+        if sorted(f.sha256 for f in files.values()) != self.source_hashes():
+            return False, "generated from other model files"
+        return True, f"{self.dir} was generated from these models"
