@@ -312,6 +312,17 @@ Manifest = ConvertManifest
 # --------------------------------------------------------------------------- build-info
 
 
+@dataclass(frozen=True)
+class BuildArtefact:
+    """One artefact of a build-info: ``speed_benchmark_torch``, a library, the headers or the AAR."""
+
+    name: str
+    path: Path  # absolute
+    kind: str  # binary | static-library | shared-library | headers | aar
+    sha256: str
+    load_alignment: Optional[int] = None  # LOAD p_align of an ELF (binary, shared library), when recorded
+
+
 def build_info_path(build_dir: Path, abi: str) -> Path:
     """Where build-android writes (and deploy, check-compat, all read) the build-info of ``abi``."""
     return Path(build_dir) / "android" / abi / BUILD_INFO_NAME
@@ -361,6 +372,21 @@ class BuildInfo:
     @property
     def ndk_revision(self) -> Optional[str]:
         return (self.data.get("ndk") or {}).get("revision")
+
+    @property
+    def source_dir(self) -> Optional[Path]:
+        value = self.data.get("source_dir")
+        return Path(value) if value else None
+
+    @property
+    def warnings(self) -> List[str]:
+        return list(self.data.get("warnings") or [])
+
+    @property
+    def artefacts(self) -> List[BuildArtefact]:
+        aligns = self.page_alignment
+        return [BuildArtefact(a["name"], (self.dir / a["path"]).resolve(), a.get("kind", ""), a.get("sha256", ""),
+                              aligns.get(a["name"])) for a in self.data.get("artefacts", [])]
 
     @property
     def abi(self) -> str:
