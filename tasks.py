@@ -30,6 +30,11 @@ def _split(values) -> list:
     return out
 
 
+def _listed(value) -> list:
+    """A config value that should be a list: a YAML scalar is one item, not a string to split into characters."""
+    return [value] if isinstance(value, (str, int, float)) else list(value or [])
+
+
 @contextlib.contextmanager
 def _stage(c, name: str, debug: bool = False):
     """Log to build/logs, turn a TorchdroidError into a clean message and exit code."""
@@ -84,10 +89,10 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, out=None,
 
         settings = ConvertSettings(
             model=pick(model, c.config, "convert.model"),
-            modes=tuple(_split(quant) or pick(None, c.config, "convert.quant")),
+            modes=tuple(_split(quant) if quant else _split(_listed(pick(None, c.config, "convert.quant")))),
             weights=str(pick(weights, c.config, "convert.weights")),
             calibration=Path(pick(calibration, c.config, "convert.calibration")) if pick(calibration, c.config, "convert.calibration") else None,
-            calibration_count=int(pick(None, c.config, "convert.calibration_count", 32)),
+            calibration_count=pick(None, c.config, "convert.calibration_count", 32),  # checked by the converter
             seed=int(pick(None, c.config, "convert.seed", 0)),
             out=Path(pick(out, c.config, "convert.out")),
             build_dir=_build_dir(c),
@@ -196,8 +201,8 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
             sdk=pick(None, c.config, "android.sdk"),
             python=pick(python, c.config, "pytorch.python"),
             abi=pick(abi, c.config, "android.abi"),
-            api_level=int(pick(api_level, c.config, "android.api_level")),
-            max_jobs=int(jobs) if jobs else None,
+            api_level=pick(api_level, c.config, "android.api_level"),  # validated by build-android
+            max_jobs=jobs or None,
             clean=bool(clean),
             aar=bool(aar),
             vulkan=bool(vulkan),

@@ -14,6 +14,7 @@ refused with a clear message instead of being half-understood.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 from dataclasses import dataclass, field, fields
@@ -88,7 +89,7 @@ class TensorSpec:
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "TensorSpec":
         return cls(
-            shape=list(d["shape"]),
+            shape=[int(x) for x in d["shape"]],
             dtype=d["dtype"],
             memory_format=d.get("memory_format", "contiguous"),
             scale=d.get("scale"),
@@ -136,6 +137,14 @@ class ModelFile:
     def torch_git_version(self) -> Optional[str]:
         return (self.conversion.get("torch") or {}).get("git_version")
 
+    def to_entry(self) -> Dict[str, Any]:
+        """The manifest's ``files`` entry for this file."""
+        entry = {"file": self.file, "sha256": self.sha256, "size": self.size, "model": self.model, "stem": self.stem,
+                 "mode": self.mode, "variant": self.variant, "backend": self.backend,
+                 "input": self.input.to_dict(), "output": self.output.to_dict()}
+        entry.update(self.extra)
+        return entry
+
     def check_hash(self) -> None:
         if not self.path.is_file():
             raise RecordError(
@@ -151,25 +160,111 @@ class ModelFile:
             )
 
 
+def manifest_path(models_dir: Path) -> Path:
+    """The one place a manifest lives: ``<models_dir>/manifest.json`` (a path ending in .json is taken as is)."""
+    models_dir = Path(models_dir)
+    if models_dir.suffix == ".json" and not models_dir.is_dir():
+        return models_dir
+    return models_dir / MANIFEST_NAME
+
+
+def model_file_names(stem: str, mode: str) -> Tuple[str, str]:
+    """``(cpu, nnapi)`` file names of one mode, as the PyTorch NNAPI tutorial names them."""
+    return f"{stem}-quant_{mode}-cpu.pt", f"{stem}-quant_{mode}-nnapi.pt"
+
+
+def manifest_owner(models_dir: Path) -> str:
+    """Who wrote ``manifest.json`` there: ``absent``, ``ours`` (kind matches) or ``foreign`` (anything else).
+
+    Decided from the file's ``kind`` alone, so a damaged or tampered torchdroid manifest is still ours
+    (it may be rebuilt), and a file someone else named manifest.json is never overwritten.
+    """
+    path = manifest_path(models_dir)
+    if not path.exists():
+        return "absent"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return "foreign"
+    return "ours" if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND else "foreign"
+
+
+_ENTRY_KEYS = {"file", "sha256", "size", "model", "stem", "mode", "backend", "input", "output", "variant"}
+
+
+def _model_file(models_dir: Path, entry: Any, conversions: Dict[str, Any], path: Path) -> ModelFile:
+    """One ``files`` entry, checked: a tampered entry is a RecordError, never a KeyError deep in a stage."""
+    try:
+        if not isinstance(entry, dict):
+            raise TypeError(f"entry is a {type(entry).__name__}")
+        name = str(entry["file"])
+        if Path(name).name != name or name in ("", ".", ".."):
+            raise ValueError(f"file name {name!r} is not a plain name in the manifest's directory")
+        if entry["mode"] not in MODES or entry["backend"] not in BACKENDS:
+            raise ValueError(f"mode {entry['mode']!r} / backend {entry['backend']!r}")
+        conv = conversions.get(entry["stem"], {})
+        return ModelFile(
+            file=name, path=(models_dir / name).resolve(), sha256=str(entry["sha256"]), size=int(entry["size"]),
+            model=str(entry["model"]), stem=str(entry["stem"]), mode=entry["mode"], backend=entry["backend"],
+            input=TensorSpec.from_dict(entry["input"]), output=TensorSpec.from_dict(entry["output"]),
+            conversion=conv if isinstance(conv, dict) else {},
+            extra={k: v for k, v in entry.items() if k not in _ENTRY_KEYS},
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise RecordError(
+            f"{path} has a malformed file entry",
+            cause=f"{type(e).__name__}: {e}",
+            remedy="run `invoke convert --force` to rewrite it (the manifest was edited or damaged)",
+        ) from e
+
+
 class ConvertManifest:
-    """Reader for ``manifest.json`` written by ``invoke convert``."""
+    """The convert manifest (``<models>/manifest.json``): one reader (:meth:`load`), one writer (:meth:`write`).
+
+    ``data`` holds ``conversions`` (per model stem: weights, calibration, torch, host check, mode keys...)
+    and ``files`` (one entry per ``.pt`` file, read as typed :class:`ModelFile`).
+    """
+
+    REMEDY = "run `invoke convert` first (or point --models at a directory that `invoke convert` wrote)"
 
     def __init__(self, path: Path, data: Dict[str, Any]):
         self.path = Path(path)
         self.dir = self.path.parent
         self.data = data
-
-    REMEDY = "run `invoke convert` first (or point --models at a directory that `invoke convert` wrote)"
+        if not isinstance(data.get("conversions", {}), dict) or not isinstance(data.get("files", []), list):
+            raise RecordError(f"{self.path} has malformed conversions/files",
+                              remedy="run `invoke convert --force` to rewrite it")
+        self._files = [_model_file(self.dir, e, self.conversions, self.path) for e in data.get("files", [])]
 
     @classmethod
     def load(cls, location: Path) -> "ConvertManifest":
-        location = Path(location)
-        path = location / MANIFEST_NAME if location.is_dir() or not location.suffix else location
+        path = manifest_path(location)
         return cls(path, read_record(path, MANIFEST_KIND, MANIFEST_SCHEMA, cls.REMEDY))
 
     @classmethod
+    def empty(cls, models_dir: Path) -> "ConvertManifest":
+        return cls(manifest_path(models_dir), {"conversions": {}, "files": []})
+
+    @classmethod
     def exists(cls, location: Path) -> bool:
-        return (Path(location) / MANIFEST_NAME).is_file()
+        return manifest_path(location).is_file()
+
+    def write(self) -> Path:
+        """Write atomically (files sorted by stem, mode, backend)."""
+        files = sorted(self._files, key=lambda f: (f.stem, MODES.index(f.mode), f.backend))
+        return write_record(self.path, MANIFEST_KIND, MANIFEST_SCHEMA,
+                            {"conversions": self.conversions, "files": [f.to_entry() for f in files]})
+
+    def replace_modes(self, stem: str, conversion: Dict[str, Any], files: List["ModelFile"]) -> "ConvertManifest":
+        """A copy where ``stem``'s conversion record is ``conversion`` and the modes of ``files`` are replaced."""
+        modes = {f.mode for f in files}
+        kept = [f for f in self._files if not (f.stem == stem and f.mode in modes)]
+        conversions = dict(self.conversions)
+        conversions[stem] = conversion
+        out = ConvertManifest(self.path, {"conversions": conversions, "files": []})
+        out._files = kept + [dataclasses.replace(f, conversion=conversion) for f in files]
+        out.data["files"] = [f.to_entry() for f in out._files]
+        return out
 
     @property
     def conversions(self) -> Dict[str, Dict[str, Any]]:
@@ -177,32 +272,15 @@ class ConvertManifest:
 
     @property
     def files(self) -> List[ModelFile]:
-        out = []
-        for entry in self.data.get("files", []):
-            conv = self.conversions.get(entry["stem"], {})
-            known = {"file", "sha256", "size", "model", "stem", "mode", "backend", "input", "output", "variant"}
-            out.append(
-                ModelFile(
-                    file=entry["file"],
-                    path=(self.dir / entry["file"]).resolve(),
-                    sha256=entry["sha256"],
-                    size=entry["size"],
-                    model=entry["model"],
-                    stem=entry["stem"],
-                    mode=entry["mode"],
-                    backend=entry["backend"],
-                    input=TensorSpec.from_dict(entry["input"]),
-                    output=TensorSpec.from_dict(entry["output"]),
-                    conversion=conv,
-                    extra={k: v for k, v in entry.items() if k not in known},
-                )
-            )
-        return out
+        return list(self._files)
+
+    def files_of(self, stem: str, mode: Optional[str] = None) -> List[ModelFile]:
+        return [f for f in self._files if f.stem == stem and (mode is None or f.mode == mode)]
 
     def variants(self) -> Dict[str, Dict[str, ModelFile]]:
         """``{"mobilenetv2-quant_full": {"cpu": ModelFile, "nnapi": ModelFile}, ...}``."""
         out: Dict[str, Dict[str, ModelFile]] = {}
-        for f in self.files:
+        for f in self._files:
             out.setdefault(f.qualified_variant, {})[f.backend] = f
         return out
 
@@ -228,7 +306,21 @@ class ConvertManifest:
         )
 
 
+Manifest = ConvertManifest
+
+
 # --------------------------------------------------------------------------- build-info
+
+
+@dataclass(frozen=True)
+class BuildArtefact:
+    """One artefact of a build-info: ``speed_benchmark_torch``, a library, the headers or the AAR."""
+
+    name: str
+    path: Path  # absolute
+    kind: str  # binary | static-library | shared-library | headers | aar
+    sha256: str
+    load_alignment: Optional[int] = None  # LOAD p_align of an ELF (binary, shared library), when recorded
 
 
 def build_info_path(build_dir: Path, abi: str) -> Path:
@@ -280,6 +372,21 @@ class BuildInfo:
     @property
     def ndk_revision(self) -> Optional[str]:
         return (self.data.get("ndk") or {}).get("revision")
+
+    @property
+    def source_dir(self) -> Optional[Path]:
+        value = self.data.get("source_dir")
+        return Path(value) if value else None
+
+    @property
+    def warnings(self) -> List[str]:
+        return list(self.data.get("warnings") or [])
+
+    @property
+    def artefacts(self) -> List[BuildArtefact]:
+        aligns = self.page_alignment
+        return [BuildArtefact(a["name"], (self.dir / a["path"]).resolve(), a.get("kind", ""), a.get("sha256", ""),
+                              aligns.get(a["name"])) for a in self.data.get("artefacts", [])]
 
     @property
     def abi(self) -> str:
