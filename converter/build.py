@@ -20,6 +20,7 @@ from .calibration import CalibrationSpec, load_batch
 from .export import export_mode, fused_float, quantize, xnnpack_available
 from .models import ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
 from .pipeline import file_entry, file_names
+from .precheck import check_model, describe, refuse
 
 log = logging.getLogger(__name__)
 _warned_xnnpack = False
@@ -88,6 +89,9 @@ def _build_modes(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, 
     with progress(f"converting {spec.stem}", total=2 + 2 * len(modes)) as bar:
         bar.describe(f"{spec.stem}: loading the float model ({weights.origin} weights)")
         model, built.weights_record = build_float_model(spec, weights)
+        check = check_model(model, spec.input_hw, modes)  # refuse what NNAPI would get wrong, before any work
+        refuse(check, spec.stem)
+        built.notes.extend(describe(check))
         if weights.origin == "random":
             built.notes.append("weights are explicitly random (untrained): latencies are real, predictions are not")
         bar.advance()
@@ -158,7 +162,12 @@ def _host_check(path: Path, mode: str, fmt: str) -> Dict[str, Any]:
             cause=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
             remedy="run with --debug and report it; the file was written but is not usable",
         ) from e
-    yf = _as_float(y)
+    outputs = _output_tensors(y)
+    if not outputs:
+        raise ConversionError(f"the saved CPU model {path.name} returns no tensor",
+                              remedy="return a tensor or a tuple of tensors from forward()")
+    y = outputs[0]  # the manifest describes the first output; the others are compared by `invoke verify`
+    yf = torch.cat([_as_float(t).flatten().to(torch.float32) for t in outputs])
     constant = bool((yf.max() - yf.min()).abs().item() == 0.0)
     if constant:
         raise ConversionError(
@@ -171,14 +180,25 @@ def _host_check(path: Path, mode: str, fmt: str) -> Dict[str, Any]:
             "constant": constant, "ms": ms, "output_spec": s.to_dict()}
 
 
+def _output_tensors(y) -> List[torch.Tensor]:
+    """A model's output(s) as a flat list of tensors (tuples/lists flattened, None dropped)."""
+    if isinstance(y, (list, tuple)):
+        return [t for item in y for t in _output_tensors(item)]
+    return [y] if isinstance(y, torch.Tensor) else []
+
+
+def _first(y) -> torch.Tensor:
+    return _output_tensors(y)[0]
+
+
 def _predict(module, batch: torch.Tensor, qparams=None) -> List[int]:
     """Top-1 per row; one batched call (per-row calls when a traced model fixed the batch size)."""
     if qparams:
         batch = torch.quantize_per_tensor(batch, qparams["scale"], qparams["zero_point"], torch.quint8)
     try:
-        return [int(i) for i in _as_float(module(batch)).argmax(dim=1)]
+        return [int(i) for i in _as_float(_first(module(batch))).argmax(dim=1)]
     except RuntimeError:
-        return [int(_as_float(module(batch[i:i + 1])).argmax()) for i in range(batch.shape[0])]
+        return [int(_as_float(_first(module(batch[i:i + 1]))).argmax()) for i in range(batch.shape[0])]
 
 
 def _agreement(out: Path, spec: ModelSpec, batch, exported, fmt: str) -> Dict[str, Dict[str, int]]:

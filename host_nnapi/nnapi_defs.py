@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+
 # Result codes
 NO_ERROR = 0
 OUT_OF_MEMORY = 1
@@ -51,6 +53,7 @@ OPERATION_NAMES = {
     71: "PRELU", 72: "QUANTIZE", 91: "TRANSPOSE_CONV_2D", 94: "RESIZE_NEAREST_NEIGHBOR",
 }
 OPERATION_CODES = {v: k for k, v in OPERATION_NAMES.items()}
+Op = enum.IntEnum("Op", OPERATION_CODES)  # named operation codes: Op.CONV_2D == 3
 
 
 def operation_api_level(code: int) -> int:
