@@ -14,6 +14,7 @@ from pathlib import Path
 from invoke import Collection, Exit, task
 
 from toolchain.config import DEFAULTS, pick
+from toolchain.records import build_info_path
 from workflow.plan import STAGES
 
 
@@ -22,11 +23,16 @@ def _build_dir(c) -> Path:
 
 
 def _split(values) -> list:
-    """Accept repeated flags and comma lists alike: --quant none,core --quant full."""
+    """Accept repeated flags and comma lists alike: --quant none,core --quant full (a config string too)."""
     out = []
-    for v in values or []:
+    for v in [values] if isinstance(values, str) else values or []:
         out.extend(p.strip() for p in str(v).split(",") if p.strip())
     return out
+
+
+def _listed(value) -> list:
+    """A config value that should be a list: a YAML scalar is one item, not a string to split into characters."""
+    return [value] if isinstance(value, (str, int, float)) else list(value or [])
 
 
 @contextlib.contextmanager
@@ -83,10 +89,10 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, out=None,
 
         settings = ConvertSettings(
             model=pick(model, c.config, "convert.model"),
-            modes=tuple(_split(quant) or pick(None, c.config, "convert.quant")),
+            modes=tuple(_split(quant) if quant else _split(_listed(pick(None, c.config, "convert.quant")))),
             weights=str(pick(weights, c.config, "convert.weights")),
             calibration=Path(pick(calibration, c.config, "convert.calibration")) if pick(calibration, c.config, "convert.calibration") else None,
-            calibration_count=int(pick(None, c.config, "convert.calibration_count", 32)),
+            calibration_count=pick(None, c.config, "convert.calibration_count", 32),  # checked by the converter
             seed=int(pick(None, c.config, "convert.seed", 0)),
             out=Path(pick(out, c.config, "convert.out")),
             build_dir=_build_dir(c),
@@ -164,12 +170,14 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
         "clean": "start the build over (removes the ABI's CMake tree, build-info and AAR under build/android/<abi>)",
         "aar": "also build the pytorch_android AAR from the same checkout (needs an Android SDK)",
         "cmake_arg": "extra CMake argument for build_android.sh (repeatable)",
+        "vulkan": "keep PyTorch's Vulkan backend (default off: -DUSE_VULKAN=OFF; needs an NDK <= r22 with vulkan_wrapper)",
+        "java_home": "JDK for --aar's Gradle (default: one it accepts, found in JAVA_HOME/PATH/usr/lib/jvm; config android.java_home)",
         "debug": "show tracebacks",
     },
     iterable=["cmake_arg"],
 )
 def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, api_level=None, python=None,
-                  max_jobs=None, clean=False, aar=False, cmake_arg=None, debug=False):
+                  max_jobs=None, clean=False, aar=False, cmake_arg=None, vulkan=False, java_home=None, debug=False):
     """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
     with _stage(c, "build-android", debug):
         from ndk_build import BuildSettings, build_android as run_build
@@ -188,10 +196,12 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
             sdk=pick(None, c.config, "android.sdk"),
             python=pick(python, c.config, "pytorch.python"),
             abi=pick(abi, c.config, "android.abi"),
-            api_level=int(pick(api_level, c.config, "android.api_level")),
-            max_jobs=int(jobs) if jobs else None,
+            api_level=pick(api_level, c.config, "android.api_level"),  # validated by build-android
+            max_jobs=jobs or None,
             clean=bool(clean),
             aar=bool(aar),
+            vulkan=bool(vulkan),
+            java_home=pick(java_home, c.config, "android.java_home"),
             cmake_args=tuple(cmake_arg or ()),
             git_jobs=int(pick(None, c.config, "pytorch.git_jobs", 4)),
         )
@@ -202,7 +212,8 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
            f"{info['abi']} API {info['api_level']}, NDK {info['ndk']['revision']}",
            ["artefact", "kind", "sha256", "path"], rows)
     ver = info.get("verification", {})
-    print(f"verified: machine {ver.get('machine')}, API level {ver.get('api_level')}")
+    print(f"verified: machine {ver.get('machine')}, API level {ver.get('api_level')}, "
+          f"LOAD alignment {ver.get('load_alignment')} bytes (16 KB pages: {ver.get('page_16k_ok')})")
     for w in result.warnings:
         print(f"warning: {w}")
     print(f"build-info: {result.build_info_path} ({result.seconds:.1f}s; log {result.log_path})")
@@ -226,7 +237,7 @@ def check_compat(c, models=None, build_info=None, pytorch_android=None, source=N
         from ndk_build import check_compat as run_check
 
         if build_info is None and pytorch_android is None:
-            build_info = _build_dir(c) / "android" / pick(abi, c.config, "android.abi") / "build-info.json"
+            build_info = build_info_path(_build_dir(c), pick(abi, c.config, "android.abi"))
         report = run_check(
             Path(pick(models, c.config, "convert.out")),
             build_info=Path(build_info) if build_info else None,
@@ -243,23 +254,26 @@ def check_compat(c, models=None, build_info=None, pytorch_android=None, source=N
         "strict": "exit non-zero when anything is missing or does not fit the lane",
         "lane": "lane to check the NDK and host Python against (default: config pytorch.lane)",
         "ndk": "Android NDK directory to check",
+        "adb_server": "HOST:PORT of an adb server to list devices on (repeatable; default: config deploy.servers, "
+                      "else the one adb itself would use)",
         "debug": "show tracebacks",
-    }
+    },
+    iterable=["adb_server"],
 )
-def doctor(c, strict=False, lane=None, ndk=None, debug=False):
+def doctor(c, strict=False, lane=None, ndk=None, adb_server=None, debug=False):
     """What this machine has for every stage, what is missing, and how to get it."""
     with _stage(c, "doctor", debug):
         from ndk_build import DoctorSettings, problems, run_doctor
 
-        port = pick(None, c.config, "deploy.adb_port")
         checks = run_doctor(DoctorSettings(
             lane=pick(lane, c.config, "pytorch.lane"),
             ndk=ndk,
             ndk_config=pick(None, c.config, "ndk.path"),
             sdk=pick(None, c.config, "android.sdk"),
             python=pick(None, c.config, "pytorch.python"),
-            adb_host=pick(None, c.config, "deploy.adb_host", "127.0.0.1"),
-            adb_port=int(port) if port else None,
+            adb_host=pick(None, c.config, "deploy.adb_host"),
+            adb_port=pick(None, c.config, "deploy.adb_port"),
+            servers=tuple(_split(adb_server) or _split(pick(None, c.config, "deploy.servers", []))),
         ))
     _table("torchdroid doctor", ["stage", "tool", "status", "found", "fix"],
            [(ch.stage, ch.name, ch.status, ch.found, ch.fix) for ch in checks])
@@ -278,7 +292,7 @@ def _app_out(c, out) -> Path:
 @task(
     help={
         "model": "converted variant: quant_none, quant_core, quant_full (or <model>-quant_full); default quant_full",
-        "models": "directory `invoke convert` wrote (default: config app.models, else convert.out); converted first when missing",
+        "models": "directory `invoke convert` wrote (default: config app.models, else convert.out)",
         "out": "where the Gradle project goes (default build/app, config app.out); must be new or empty unless --force",
         "app_name": "name on the launcher (default 'torchdroid demo')",
         "application_id": "Android application id = Java package (default org.torchdroid.demo)",
@@ -288,7 +302,7 @@ def _app_out(c, out) -> Path:
         "lane": "pin lane for Gradle / AGP / compileSdk / pytorch_android (default: config pytorch.lane)",
         "pytorch_android": "Maven version of org.pytorch:pytorch_android (default: the lane's, else the pinned fallback)",
         "aar": "link a locally built pytorch_android AAR instead of Maven (from `invoke build-android --aar`)",
-        "force": "replace a non-empty --out directory",
+        "force": "replace a non-empty --out directory (never the inputs of this command; local.properties is kept)",
         "debug": "show tracebacks",
     },
     iterable=["abi_filters"],
@@ -298,7 +312,6 @@ def make_app(c, model=None, models=None, out=None, app_name=None, application_id
     """A Gradle Android app (CameraX + NNAPI with CPU fallback + in-app benchmark) around one converted variant."""
     with _stage(c, "make-app", debug):
         from appgen import AppSettings, make_app as run_make_app
-        from appgen.make import check, needs_convert
 
         models_dir = Path(pick(models, c.config, "app.models", None) or pick(None, c.config, "convert.out"))
         aar_path = pick(aar, c.config, "app.aar")
@@ -317,29 +330,19 @@ def make_app(c, model=None, models=None, out=None, app_name=None, application_id
             force=bool(force),
             build_dir=_build_dir(c),
         )
-        check(settings)  # bad input fails before any conversion
-        reason = needs_convert(models_dir, settings.model)
-        if reason:
-            print(f"make-app: {reason}: running `invoke convert` first")
-            from converter import ConvertSettings, convert as run_convert
-
-            calibration = pick(None, c.config, "convert.calibration")
-            run_convert(ConvertSettings(
-                model=pick(None, c.config, "convert.model"),
-                modes=(settings.model.rsplit("_", 1)[-1],),
-                weights=str(pick(None, c.config, "convert.weights")),
-                calibration=Path(calibration) if calibration else None,
-                calibration_count=int(pick(None, c.config, "convert.calibration_count", 32)),
-                seed=int(pick(None, c.config, "convert.seed", 0)),
-                out=models_dir,
-                build_dir=_build_dir(c),
-            ))
         result = run_make_app(settings)
         compat = _app_compat(c, models_dir, result.runtime)
-    _table(f"app assets ({result.variant})", ["asset", "size"],
-           [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()])
-    for line in result.notes:
-        print(f"note: {line}")
+    _print_make_app(result, compat)
+
+
+def _print_make_app(result, compat) -> None:
+    if result.up_to_date:
+        print(f"make-app: {result.out} is up to date ({result.notes[0].split(': ', 1)[-1]}); nothing written")
+    else:
+        _table(f"app assets ({result.variant})", ["asset", "size"],
+               [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()])
+        for line in result.notes:
+            print(f"note: {line}")
     for line in result.warnings:
         print(f"WARNING: {line}")
     print(f"project: {result.out} (application id {result.application_id}; runtime "
@@ -360,7 +363,7 @@ def _app_compat(c, models_dir: Path, runtime):
     from toolchain.records import BuildInfo
 
     if runtime.source == "aar" and runtime.aar:
-        info = _build_dir(c) / "android" / pick(None, c.config, "android.abi") / "build-info.json"
+        info = build_info_path(_build_dir(c), pick(None, c.config, "android.abi"))
         if info.is_file():
             bi = BuildInfo.load(info)
             arts = [a for a in bi.get("artefacts", []) if a.get("name") == "pytorch_android"]
@@ -382,7 +385,8 @@ def build_app(c, out=None, debug=False):
         from appgen import BuildAppSettings, build_app as run_build_app
 
         result = run_build_app(BuildAppSettings(project=_app_out(c, out), build_dir=_build_dir(c),
-                                                timeout=float(pick(None, c.config, "app.gradle_timeout", 3600))))
+                                                timeout=float(pick(None, c.config, "app.gradle_timeout", 3600)),
+                                                sdk=pick(None, c.config, "android.sdk")))
     print(f"APK: {result.apk} ({result.size / 1e6:.1f} MB, sha256 {result.sha256[:16]}…, {result.seconds:.0f} s)")
     print(f"gradle log: {result.log_path}")
 
@@ -417,17 +421,20 @@ def _opt_path(value):
         "device_dir": "parent directory on the device (default /data/local/tmp/torchdroid)",
         "project": "sub-directory name on the device (default: this directory's name)",
         "results": "results directory: SQLite history + CSV/JSON (default build/results)",
-        "adb_host": "adb server host (default 127.0.0.1)",
+        "adb_host": "adb server host (default ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1)",
         "adb_port": "adb server port (default ANDROID_ADB_SERVER_PORT or 5037)",
+        "adb_server": "HOST:PORT of an adb server (repeatable: deploy to the devices of all of them in parallel; "
+                      "default: config deploy.servers, else --adb-host/--adb-port)",
         "debug": "show tracebacks",
     },
-    iterable=["serial", "variant"],
+    iterable=["serial", "variant", "adb_server"],
     auto_shortflags=False,
 )
 def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=None, apk=None, app=None,
            bench=True, app_bench=True, install=True, warmup=None, iter=None, repeat=None, threads=None,
            caching_allocator=False, bundled_input=None, allow_mismatch=False, profile_with_gatord=None,
-           device_dir=None, project=None, results=None, adb_host=None, adb_port=None, debug=False):
+           device_dir=None, project=None, results=None, adb_host=None, adb_port=None, adb_server=None,
+           debug=False):
     """Push the benchmark binary and models, install the app, benchmark on every device, record and report."""
     with _stage(c, "deploy", debug):
         from deploy import BenchOptions, DeploySettings
@@ -449,15 +456,17 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
             models=Path(pick(models, c.config, "convert.out")),
             results=Path(pick(results, c.config, "deploy.results")),
             build_info=Path(pick(build_info, c.config, "deploy.build_info",
-                                 str(_build_dir(c) / "android" / abi / "build-info.json"))),
+                                 str(build_info_path(_build_dir(c), abi)))),
             binary=_opt_path(pick(binary, c.config, "deploy.binary")),
             app_dir=Path(pick(app, c.config, "deploy.app_dir", pick(None, c.config, "app.out", "build/app"))),
             apk=_opt_path(pick(apk, c.config, "deploy.apk")),
             application_id=pick(None, c.config, "app.application_id"),
             variants=tuple(_split(variant) or pick(None, c.config, "deploy.variants", [])),
             serials=tuple(_split(serial) or pick(None, c.config, "deploy.serials", [])),
-            adb_host=str(pick(adb_host, c.config, "deploy.adb_host", "127.0.0.1")),
-            adb_port=int(pick(adb_port, c.config, "deploy.adb_port", 0)) or None,
+            adb_host=pick(adb_host, c.config, "deploy.adb_host"),
+            adb_port=pick(adb_port, c.config, "deploy.adb_port"),
+            servers=tuple(_split(adb_server) or _split(pick(None, c.config, "deploy.servers", []))),
+            servers_from="--adb-server" if adb_server else "deploy.servers",
             device_dir=str(pick(device_dir, c.config, "deploy.device_dir")),
             project=str(pick(project, c.config, "deploy.project", Path.cwd().name)),
             # on/off flags: the CLI can switch off what the config has on, and on what it has off
@@ -681,7 +690,7 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, debug=False)
     summary = workflow.AllSummary(weights={"requested": weights or "auto", "used": used, "note": note})
     variant = pick(model, c.config, "app.model")
     models_dir = Path(pick(None, c.config, "convert.out"))
-    info_path = _build_dir(c) / "android" / pick(None, c.config, "android.abi") / "build-info.json"
+    info_path = build_info_path(_build_dir(c), pick(None, c.config, "android.abi"))
     runs = {
         "convert": lambda: convert(c, weights=used, no_verify=True, debug=debug),  # verify is its own stage
         "verify": lambda: verify(c, debug=debug),
@@ -743,7 +752,8 @@ def _all_facts(c):
     from toolchain.runner import run
 
     port = pick(None, c.config, "deploy.adb_port")
-    if shutil.which("adb") and pick(None, c.config, "deploy.adb_host", "127.0.0.1") in ("127.0.0.1", "localhost"):
+    if shutil.which("adb") and pick(None, c.config, "deploy.adb_host", "127.0.0.1") in ("127.0.0.1", "localhost") \
+            and not pick(None, c.config, "deploy.servers", []):
         env = {"ANDROID_ADB_SERVER_PORT": str(port)} if port else None
         run(["adb", "start-server"], env=env, check=False, timeout=60, what="`adb start-server`")
     checks = run_doctor(DoctorSettings(
@@ -751,21 +761,21 @@ def _all_facts(c):
         ndk_config=pick(None, c.config, "ndk.path"),
         sdk=pick(None, c.config, "android.sdk"),
         python=pick(None, c.config, "pytorch.python"),
-        adb_host=pick(None, c.config, "deploy.adb_host", "127.0.0.1"),
-        adb_port=int(port) if port else None,
+        adb_host=pick(None, c.config, "deploy.adb_host"),
+        adb_port=pick(None, c.config, "deploy.adb_port"),
+        servers=tuple(_split(pick(None, c.config, "deploy.servers", []))),
     ))
     return workflow.facts_from_doctor(checks, host_nnapi=host_nnapi.availability())
 
 
 def _recorded_apk(c):
     """The APK `invoke build-app` recorded in the app-info, if it exists."""
-    from toolchain.records import APP_INFO_KIND, APP_INFO_NAME, APP_INFO_SCHEMA, read_record
+    from toolchain.records import AppInfo
 
-    info_path = _app_out(c, None) / APP_INFO_NAME
-    if not info_path.is_file():
+    if not AppInfo.exists(_app_out(c, None)):
         return None
-    apk = (read_record(info_path, APP_INFO_KIND, APP_INFO_SCHEMA, "").get("apk") or {}).get("path")
-    return (info_path.parent / apk).resolve() if apk and (info_path.parent / apk).is_file() else None
+    apk = AppInfo.load(_app_out(c, None)).apk_file
+    return apk if apk and apk.is_file() else None
 
 
 ns = Collection(all_, convert, bench, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify)

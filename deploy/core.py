@@ -11,25 +11,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from toolchain.errors import DeviceError, RecordError, TorchdroidError, UsageError
-from toolchain.fsutil import sha256_file
-from toolchain.records import (
-    APP_INFO_KIND,
-    APP_INFO_NAME,
-    APP_INFO_SCHEMA,
-    BuildInfo,
-    ConvertManifest,
-    ModelFile,
-    now_iso,
-    read_record,
-)
+from toolchain.errors import RecordError, TorchdroidError, UsageError
+from toolchain.records import AppInfo, BuildInfo, ConvertManifest, ModelFile, app_info_path, now_iso
 
 from . import bench as _bench
-from .adb import AdbServer, state_error
+from .adb import Adb, state_error
 from .checks import DeviceFacts, check_abi, check_commits, check_space, elf_abi, parse_df_available
+from .hashes import LocalHashes
 from .install import install_apk
 from .push import PushItem, check_dir, parse_state, push_all, state_command
 from .results import DB_NAME, ResultRow, ResultStore, export
+from .servers import Target, list_servers, problem_row, select
 from .status import device_lines
 
 log = logging.getLogger(__name__)
@@ -49,8 +41,10 @@ class DeploySettings:
     activity: str = ".MainActivity"
     variants: Tuple[str, ...] = ()  # () = all
     serials: Tuple[str, ...] = ()  # () = every connected device
-    adb_host: str = "127.0.0.1"
-    adb_port: Optional[int] = None
+    adb_host: Optional[str] = None  # None: ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1 (adb's -H)
+    adb_port: Optional[int] = None  # None: ANDROID_ADB_SERVER_PORT or 5037 (adb's -P)
+    servers: Tuple[str, ...] = ()  # HOST:PORT of every adb server (--adb-server); () = the one above
+    servers_from: str = "--adb-server"  # where ``servers`` came from (for messages): or "deploy.servers"
     device_dir: str = "/data/local/tmp/torchdroid"
     project: str = "default"
     bench: bool = True
@@ -65,7 +59,8 @@ class DeploySettings:
 
 @dataclass
 class DeviceReport:
-    serial: str
+    serial: str  # unique in the run (SERIAL@HOST:PORT when two servers list the same serial)
+    server: str = ""  # HOST:PORT of its adb server
     facts: Optional[DeviceFacts] = None
     pushed_bytes: int = 0
     pushed_files: int = 0
@@ -109,6 +104,7 @@ class _Inputs:
     apk: Optional[Path]
     application_id: Optional[str]
     activity: str
+    hashes: LocalHashes = field(default_factory=LocalHashes)  # each local file hashed once for all devices
 
 
 def _load_inputs(s: DeploySettings) -> Tuple[_Inputs, List[str]]:
@@ -148,61 +144,48 @@ def _load_inputs(s: DeploySettings) -> Tuple[_Inputs, List[str]]:
         warnings += check_commits(commit, {f.file: f.torch_git_version for f in models}, s.allow_mismatch)
     apk, app_id, activity = None, s.application_id, s.activity
     if s.install:
-        info_path = Path(s.app_dir) / APP_INFO_NAME if s.app_dir else None
-        app = None
-        if info_path is not None and info_path.is_file():
-            app = read_record(info_path, APP_INFO_KIND, APP_INFO_SCHEMA, "run `invoke make-app` and `invoke build-app`")
+        info_path = app_info_path(s.app_dir) if s.app_dir else None
+        app = AppInfo.load(s.app_dir) if s.app_dir and AppInfo.exists(s.app_dir) else None
         if s.apk:
             apk = Path(s.apk)
-        elif app and app.get("apk"):
-            apk = (info_path.parent / app["apk"]["path"]).resolve()
-            if apk.is_file() and app["apk"].get("sha256") and sha256_file(apk) != app["apk"]["sha256"]:
-                raise RecordError(f"{apk} does not match its app-info record",
-                                  remedy="run `invoke build-app` again")
+        elif app and app.apk:
+            apk = app.check_apk()
         else:
             raise UsageError("no APK to install", cause=f"no app-info with an \"apk\" entry at {info_path}",
                              remedy="run `invoke build-app`, pass --apk PATH, or --no-install")
         if not apk.is_file():
             raise UsageError(f"the APK {apk} does not exist", remedy="run `invoke build-app` or pass --apk PATH")
         if app:
-            app_id = app_id or app.get("application_id")
-            activity = app.get("activity") or activity
+            app_id = app_id or app.application_id
+            activity = app.activity or activity
         if not app_id:
             raise UsageError("the app's application id is unknown",
                              remedy="set app.application_id in the config (or use the app-info of `invoke make-app`)")
     return _Inputs(binary, abi, commit, models, apk, app_id, activity), warnings
 
 
-def _select_devices(server: AdbServer, serials: Sequence[str]) -> Dict[str, str]:
-    known = server.devices()
-    if serials:
-        missing = [s for s in serials if s not in known]
-        if missing:
-            raise DeviceError(f"no device {', '.join(missing)} on the adb server {server.host}:{server.port}",
-                              cause=f"it knows: {', '.join(known) or 'no devices'}",
-                              remedy="check `adb devices -l` and the --serial values")
-        return {s: known[s] for s in serials}
-    if not known:
-        raise DeviceError(f"no devices on the adb server {server.host}:{server.port}",
-                          remedy="connect a phone with USB debugging enabled (or `adb connect HOST:PORT`) "
-                                 "and check `adb devices`")
-    return known
-
-
 def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = None) -> DeployResult:
     """Deploy to every selected device in parallel; a failing device never stops the others."""
+    adb = Adb.locate(s.servers, s.adb_host, s.adb_port, timeout=s.timeout, source=s.servers_from)
     inputs, warnings = _load_inputs(s)
     for w in warnings:
         log.warning("%s", w)
     directory = check_dir(f"{s.device_dir.rstrip('/')}/{project_name(s.project)}")
-    server = AdbServer.locate(s.adb_host, s.adb_port, s.timeout)
-    selected = _select_devices(server, s.serials)
-    reports = [DeviceReport(serial) for serial in selected]
+    targets, unreachable = select(list_servers(adb), s.serials)
+    reports = [DeviceReport(t.label, str(t.address)) for t in targets]
     started = now_iso()
     with contextlib.ExitStack() as stack:
         status = on_status or stack.enter_context(device_lines())
-        _run_workers(server, reports, selected, s, inputs, directory, status)
+        _run_workers(reports, targets, s, inputs, directory, status)
+    inputs.hashes.close()
 
+    for u in unreachable:  # a server that is down, and the named devices it may hold: rows with the reason
+        reports.append(DeviceReport(u.serial or f"(adb server {u.address})", str(u.address), errors=[str(u.error)]))
+    for rep in reports:
+        for r in rep.rows:
+            r.server = rep.server
+        if rep.errors and not rep.rows:
+            rep.rows.append(problem_row(rep.serial, rep.server, rep.errors[0]))
     rows = [r for rep in reports for r in rep.rows]
     store = ResultStore(Path(s.results) / DB_NAME)
     run_id, exports = None, {}
@@ -214,13 +197,13 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     return DeployResult(reports, run_id, store.path, exports, warnings, directory)
 
 
-def _run_workers(server: AdbServer, reports: List[DeviceReport], selected: Dict[str, str], s: DeploySettings,
+def _run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySettings,
                  inputs: _Inputs, directory: str, status: Callable[[str, str], None]) -> None:
-    """One worker thread per device; whatever one device does, the others go on."""
+    """One worker thread per device (whichever adb server it is on); whatever one device does, the others go on."""
 
-    def work(rep: DeviceReport) -> None:
+    def work(rep: DeviceReport, target: Target) -> None:
         try:
-            _deploy_device(server, rep, selected[rep.serial], s, inputs, directory, lambda t: status(rep.serial, t))
+            _deploy_device(target, rep, s, inputs, directory, lambda t: status(rep.serial, t))
         except TorchdroidError as e:
             rep.errors.append(str(e))
             status(rep.serial, f"failed: {e.what}")
@@ -230,14 +213,14 @@ def _run_workers(server: AdbServer, reports: List[DeviceReport], selected: Dict[
             status(rep.serial, f"failed: {type(e).__name__}: {e}")
 
     with ThreadPoolExecutor(max_workers=max(1, len(reports)), thread_name_prefix="deploy") as pool:
-        list(pool.map(work, reports))
+        list(pool.map(work, reports, targets))
 
 
-def _deploy_device(server: AdbServer, rep: DeviceReport, state: str, s: DeploySettings, inputs: _Inputs,
+def _deploy_device(target: Target, rep: DeviceReport, s: DeploySettings, inputs: _Inputs,
                    directory: str, status: Callable[[str], None]) -> None:
-    if state != "device":
-        raise state_error(rep.serial, state)
-    dev = server.device(rep.serial, s.timeout)
+    if target.state != "device":
+        raise state_error(rep.serial, target.state)
+    dev = target.server.device(target.serial, s.timeout)
     status("checking")
     parent = str(Path(directory).parent)
     # one round trip: the facts, the free space and what is in the directory already (read only)
@@ -273,7 +256,8 @@ def _deploy_device(server: AdbServer, rep: DeviceReport, state: str, s: DeploySe
             status(f"pushing: {done[0] / 1e6:.1f} of up to {total / 1e6:.1f} MB")
 
     existing = parse_state(dev, directory, there, [it.name for it in items])
-    outcomes = push_all(dev, directory, items, on_progress=status, on_bytes=on_bytes, existing=existing)
+    outcomes = push_all(dev, directory, items, on_progress=status, on_bytes=on_bytes, existing=existing,
+                        hashes=inputs.hashes)
     rep.pushed_bytes = sum(o.bytes for o in outcomes)
     rep.pushed_files = sum(o.pushed for o in outcomes)
     rep.skipped_files = sum(not o.pushed for o in outcomes)

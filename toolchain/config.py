@@ -36,7 +36,7 @@ DEFAULTS: dict = {
         "git_jobs": 4,  # submodules fetched in parallel
     },
     "ndk": {"path": None},
-    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None, "sdk": None},
+    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None, "sdk": None, "java_home": None},
     "app": {
         "out": "build/app",
         "name": "torchdroid demo",
@@ -51,8 +51,9 @@ DEFAULTS: dict = {
         "gradle_timeout": 3600,
     },
     "deploy": {
-        "adb_host": "127.0.0.1",
-        "adb_port": None,  # None: ANDROID_ADB_SERVER_PORT or 5037
+        "adb_host": None,  # None: ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1 (adb's -H)
+        "adb_port": None,  # None: ANDROID_ADB_SERVER_PORT or 5037 (adb's -P)
+        "servers": [],  # HOST:PORT of every adb server to deploy through; [] = the one above
         "device_dir": "/data/local/tmp/torchdroid",
         "warmup": 5,
         "iter": 200,
