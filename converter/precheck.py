@@ -90,10 +90,10 @@ def check_model(model, input_hw: Tuple[int, int], modes: Sequence[str], target_a
         try:
             traced = torch.jit.trace(m, x, check_trace=False)
         except Exception as e:  # noqa: BLE001 - a user's model can raise anything; say it plainly
-            return Precheck([Problem("trace", "the model", f"cannot be traced: {type(e).__name__}: "
-                                     f"{str(e).splitlines()[0][:200] if str(e) else ''}",
-                                     "make forward() traceable: tensors in, a tensor or a tuple of tensors out, "
-                                     "no data-dependent control flow")], 29, {})
+            # not blocking here: the conversion's own probe and trace name the cause with its remedy
+            return Precheck([Problem("trace", "the model", f"could not be checked before converting (tracing failed: "
+                                     f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})",
+                                     "", blocking=False)], 29, {})
     graph = traced.inlined_graph
     quantized = any(mode != "none" for mode in modes)
     problems = _unsupported(graph) + _attributes(graph) + _outputs(graph, modes)
@@ -327,7 +327,8 @@ def _plain_arithmetic(graph, calls: Dict[str, int]) -> List[Problem]:
 
 def _two_tensors(node) -> bool:
     ins = list(node.inputs())
-    return len(ins) >= 2 and all(i.type().kind() == "TensorType" for i in ins[:2])
+    return len(ins) >= 2 and all(i.type().kind() == "TensorType" and i.node().kind() != "prim::Constant"
+                                 for i in ins[:2])
 
 
 def _nnapi_ops(graph) -> Dict[str, int]:

@@ -105,6 +105,7 @@ def verify(settings: VerifySettings) -> VerifyResult:
     if settings.rounding not in ROUNDING_MODES:
         raise UsageError(f"unknown rounding {settings.rounding!r}", remedy=f"use one of: {', '.join(ROUNDING_MODES)}")
     manifest = ConvertManifest.load(settings.models)
+    out = _results_path(settings, manifest)
     selected = _select(manifest, settings.variants)
     for _, pair in selected:  # a file that is not what the manifest recorded is a record problem (exit 5)
         pair["cpu"].check_hash()
@@ -116,13 +117,22 @@ def verify(settings: VerifySettings) -> VerifyResult:
     for name, pair in selected:
         log.info("verifying %s", name)
         rows.append(verify_pair(name, pair["cpu"], pair["nnapi"], settings))
-    out = Path(settings.out) if settings.out else verify_path(manifest.dir)
     VerifyRecord(out, str(manifest.path), str(lib), sha256_file(Path(lib)), settings.rounding,
                  _thresholds(settings), [r.to_dict() for r in rows]).write()
     result = VerifyResult(out, rows, str(lib))
     if not result.ok:
         raise _failure(rows, out)
     return result
+
+
+def _results_path(settings: VerifySettings, manifest: ConvertManifest) -> Path:
+    out = Path(settings.out) if settings.out else verify_path(manifest.dir)
+    if out.is_dir():
+        raise UsageError(f"the results file {out} is a directory", remedy="give a file name: --out path/to/verify.json")
+    if out.parent.exists() and not out.parent.is_dir():
+        raise UsageError(f"the results file's directory {out.parent} is a file", remedy="choose another --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def _select(manifest: ConvertManifest, wanted) -> List[Tuple[str, Dict[str, ModelFile]]]:
