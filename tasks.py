@@ -147,8 +147,13 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
             out=Path(pick(None, c.config, "bench.out")),
         )
         result = run_host_bench(settings)
-    _table("host benchmark (CPU models, bundled input)", ["model", "mode", "median ms", "p90 ms", "min ms", "iters"],
-           [(r.file, r.mode, f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}", f"{r.min_ms:.2f}", r.iters) for r in result.rows])
+    _table("host benchmark (CPU models, bundled input)",
+           ["model", "mode", "load ms", "first ms", "median ms", "p90 ms", "min ms", "max ms", "mean ms", "std ms",
+            "spread %", "peak MB"],
+           [(r.file, r.mode, f"{r.load_ms:.0f}", f"{r.first_ms:.2f}", f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}",
+             f"{r.min_ms:.2f}", f"{r.max_ms:.2f}", f"{r.mean_ms:.2f}", f"{r.std_ms:.2f}",
+             f"{r.spread_pct:.1f}" + (" !" if r.unstable else ""), f"{r.peak_rss_kb / 1024:.0f}")
+            for r in result.rows])
     for line in result.notes:
         print(f"note: {line}")
     print(f"results: {result.json_path}")
@@ -400,19 +405,21 @@ def _opt_path(value):
 
 @task(
     help={
-        "serial": "device serial to use (repeatable; default: every connected device)",
+        "serial": "device serial to use (repeatable; default: ANDROID_SERIAL, else every connected device)",
         "models": "directory written by `invoke convert` (default: config convert.out)",
         "variant": "variants to deploy, e.g. quant_full (repeat or comma-separate; default all)",
-        "binary": "speed_benchmark_torch to push instead of the one in the build-info",
+        "binary": "speed_benchmark_torch to push instead of the one in the build-info (a binary alone is enough)",
         "build_info": "build-info.json of `invoke build-android` (default build/android/<abi>/build-info.json)",
-        "apk": "APK to install instead of the one `invoke build-app` recorded",
+        "apk": "APK to install instead of the one `invoke build-app` recorded (an APK alone is enough); its "
+               "package and launchable activity are read from the APK itself",
         "app": "directory of the generated app (with torchdroid-app.json; default config app.out)",
         "bench": "run the benchmarks (default on; --no-bench only pushes and installs)",
         "app_bench": "also run the in-app benchmark via its intent and logcat (default on)",
         "install": "install the APK (default on; --no-install skips the app entirely)",
         "warmup": "warm-up iterations per run (default 5)",
         "iter": "timed iterations per run (default 200)",
-        "repeat": "runs per model; median/p90/min/spread are over all of them (default 3)",
+        "repeat": "timed runs per model after one cold start; the statistics are over all of them (default 3)",
+        "cooldown": "seconds to wait between models so a hot phone cools down (default 0)",
         "threads": "--pthreadpool_size (default 1; 0 leaves the flag out)",
         "caching_allocator": "pass --use_caching_allocator=true to CPU models",
         "bundled_input": "--use_bundled_input index (default 0); -1 passes --input_dims/--input_type from the manifest",
@@ -431,7 +438,7 @@ def _opt_path(value):
     auto_shortflags=False,
 )
 def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=None, apk=None, app=None,
-           bench=True, app_bench=True, install=True, warmup=None, iter=None, repeat=None, threads=None,
+           bench=True, app_bench=True, install=True, warmup=None, iter=None, repeat=None, cooldown=None, threads=None,
            caching_allocator=False, bundled_input=None, allow_mismatch=False, profile_with_gatord=None,
            device_dir=None, project=None, results=None, adb_host=None, adb_port=None, adb_server=None,
            debug=False):
@@ -451,6 +458,7 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
             timeout=float(pick(None, c.config, "deploy.bench_timeout", 600)),
             gatord=bool(pick(profile_with_gatord, c.config, "deploy.gatord")),
             bundled_input=int(pick(bundled_input, c.config, "deploy.bundled_input", 0)),
+            cooldown=float(pick(cooldown, c.config, "deploy.cooldown", 0)),
         )
         settings = DeploySettings(
             models=Path(pick(models, c.config, "convert.out")),
@@ -477,15 +485,20 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
             allow_mismatch=bool(allow_mismatch or pick(None, c.config, "deploy.allow_mismatch", False)),
             gatord=_opt_path(pick(profile_with_gatord, c.config, "deploy.gatord")),
             timeout=float(pick(None, c.config, "deploy.timeout", 120)),
-            app_wait=float(pick(None, c.config, "deploy.app_wait", 120)),
+            app_wait=float(pick(None, c.config, "deploy.app_wait", 60)),
         )
-        if settings.bench and settings.binary is None and settings.build_info.is_file() and not settings.allow_mismatch:
+        if settings.bench and settings.binary is None and settings.build_info.is_file() and not settings.allow_mismatch \
+                and settings.models.is_dir():
             _deploy_compat(settings)  # before anything is pushed
         result = run_deploy(settings)
     _print_deploy(result)
     if result.failed:
         raise Exit(f"torchdroid deploy: {len(result.failed)} of {len(result.devices)} device(s) had problems "
                    "(see above; the others were deployed)", code=7)
+    failed_rows = [r for r in result.rows if r.status == "failed"]
+    if failed_rows:
+        raise Exit(f"torchdroid deploy: {len(failed_rows)} benchmark(s) failed (reasons in the table above; the "
+                   "results are recorded)", code=7)
 
 
 def _deploy_compat(settings) -> None:
@@ -519,6 +532,9 @@ def _print_deploy(result) -> None:
                                                 f", app {'installed' if d.installed else 'already installed'}"))
         for n in d.notes:
             print(f"  note: {n}")
+        for r in d.rows:
+            if r.status == "failed" and r.source != "deploy":
+                print(f"  failed: {r.model_file} ({r.backend}, {r.source}): {r.reason}")
         for e in d.errors:
             print("  problem: " + e.replace("\n", "\n    "))
     print(f"device directory: {result.directory}")
@@ -551,6 +567,7 @@ def report(c, run=None, results=None, out=None, source=None, debug=False):
         ))
     _print_tables(result.rows)
     print(f"picture: {result.png}")
+    print(f"page: {result.html} (chart and tables; open it in a browser)")
     print("exports: " + ", ".join(str(p) for p in result.exports.values()))
 
 
@@ -699,11 +716,13 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, debug=False)
         "bench": lambda: bench(c, debug=debug),
         "build-android": lambda: build_android(c, debug=debug),
         "check-compat": lambda: check_compat(c, debug=debug),
-        "deploy": lambda: deploy(c, bench=info_path.is_file(), install=bool(_recorded_apk(c)), debug=debug),
+        "deploy": lambda: deploy(c, debug=debug),
         "report": lambda: report(c, debug=debug),
     }
     for stage in workflow.STAGES:
-        facts = dataclasses.replace(facts, build_info=info_path if info_path.is_file() else None,
+        binary = pick(None, c.config, "deploy.binary")
+        facts = dataclasses.replace(facts, build_info=info_path if info_path.is_file() else
+                                    Path(binary) if binary and Path(binary).is_file() else None,
                                     apk=_recorded_apk(c), failed=summary.failed,
                                     ran=tuple(o.stage for o in summary.outcomes if o.status == "ran"))
         decision = workflow.decide(stage, facts, skipped)
