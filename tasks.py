@@ -720,10 +720,11 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, debug=False)
         "report": lambda: report(c, debug=debug),
     }
     for stage in workflow.STAGES:
-        binary = pick(None, c.config, "deploy.binary")
+        binary, apk = pick(None, c.config, "deploy.binary"), pick(None, c.config, "deploy.apk")
         facts = dataclasses.replace(facts, build_info=info_path if info_path.is_file() else
                                     Path(binary) if binary and Path(binary).is_file() else None,
-                                    apk=_recorded_apk(c), failed=summary.failed,
+                                    apk=_recorded_apk(c) or (Path(apk) if apk and Path(apk).is_file() else None),
+                                    failed=summary.failed,
                                     ran=tuple(o.stage for o in summary.outcomes if o.status == "ran"))
         decision = workflow.decide(stage, facts, skipped)
         if decision.run and stage == "make-app" and ConvertManifest.exists(models_dir):
