@@ -134,7 +134,7 @@ def test_make_app_task_converts_first_when_models_are_missing(tmp_path):
     # make-app runs check-compat against the runtime the app links (Maven 1.13.1 vs this torch: not provable)
     assert "check-compat: unknown: different converter and runtime versions" in res.stdout
     assert "check-compat: runtime: pytorch_android 1.13.1" in res.stdout
-    assert "WARNING: the app's runtime may not run these models (unknown)" in res.stdout
+    assert "warning: the app's runtime may not run these models (unknown)" in res.stdout
 
 
 def test_wrapper_jar_from_a_local_gradle(monkeypatch):
