@@ -81,10 +81,11 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, out=None,
         result = run_convert(resolve.convert(c.config, model=model, quant=quant, weights=weights,
                                              calibration=calibration, out=out, force=force))
     show.convert(result, json)
-    if not no_verify and not json:
+    if not no_verify:
         from workflow.stage_flows import verify_after_convert
 
-        verify_after_convert(c.config, result.manifest_path.parent, sorted({f.mode for f in result.files}), debug)
+        with show.quiet_stdout(json):  # the JSON on stdout stays one document
+            verify_after_convert(c.config, result.manifest_path.parent, sorted({f.mode for f in result.files}), debug)
 
 
 @task(help=helps(host="run the CPU models on this machine (the only place `bench` runs; phones: `invoke deploy`)",
@@ -274,10 +275,10 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, 
                                    debug=debug),
         "report": lambda f: report(c, debug=debug),
     }
-    with adb_server_for_run(plan.adb_host, plan.adb_port, say=show.note):
+    with show.quiet_stdout(json), adb_server_for_run(plan.adb_host, plan.adb_port, say=show.note):
         with stage(c.config, "all", debug):
             facts = chain.machine_facts(c.config)
-        chain.run_chain(plan, facts, runs, summary)
+        chain.run_chain(plan, facts, runs, summary)  # with --json the stages' own output goes to stderr
     machine = {k: list(getattr(facts, k)) for k in ("host_nnapi", "ndk", "sdk", "devices")}
     path = summary.write(plan.build_dir / "all.json", machine)
     show.all_summary(summary, path, plan.substituted, json)

@@ -13,6 +13,7 @@ from typing import List, Optional, Sequence
 
 from toolchain.errors import TorchdroidError, UsageError
 from toolchain.records import APP_BENCH_PREFIX, APP_BENCH_TAG
+from toolchain.settings import default
 
 from .adb import Device
 
@@ -26,12 +27,12 @@ _MAIN = re.compile(r"Main run finished\. Microseconds per iter: ([0-9.eE+-]+)\. 
 
 @dataclass(frozen=True)
 class BenchOptions:
-    warmup: int = 5
-    iters: int = 200
-    repeat: int = 3
+    warmup: int = default("deploy.warmup")
+    iters: int = default("deploy.iter")
+    repeat: int = default("deploy.repeat")
     threads: Optional[int] = 1  # --pthreadpool_size; None leaves the flag out (binaries older than it)
     caching_allocator: bool = False  # --use_caching_allocator=true for CPU models
-    timeout: float = 600.0
+    timeout: float = default("deploy.bench_timeout")
     gatord: bool = False  # run under `gatord --app ...`
     bundled_input: int = 0  # --use_bundled_input=N; < 0: --input_dims/--input_type from the manifest instead
 

@@ -13,6 +13,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, RecordError, TorchdroidError, UsageError
 from toolchain.fsutil import sha256_file
+from toolchain.settings import default
 from toolchain.records import (
     APP_INFO_KIND,
     APP_INFO_NAME,
@@ -49,18 +50,18 @@ class DeploySettings:
     activity: str = ".MainActivity"
     variants: Tuple[str, ...] = ()  # () = all
     serials: Tuple[str, ...] = ()  # () = every connected device
-    adb_host: str = "127.0.0.1"
+    adb_host: str = default("deploy.adb_host")
     adb_port: Optional[int] = None
-    device_dir: str = "/data/local/tmp/torchdroid"
-    project: str = "default"
+    device_dir: str = default("deploy.device_dir")
+    project: str = field(default_factory=lambda: Path.cwd().name)  # like the task: this directory's name
     bench: bool = True
     app_bench: bool = True
     install: bool = True
     options: _bench.BenchOptions = field(default_factory=_bench.BenchOptions)
     allow_mismatch: bool = False
     gatord: Optional[Path] = None
-    timeout: float = 120.0  # per adb call (benchmarks use options.timeout)
-    app_wait: float = 120.0
+    timeout: float = default("deploy.timeout")  # per adb call (benchmarks use options.timeout)
+    app_wait: float = default("deploy.app_wait")
 
 
 @dataclass

@@ -189,7 +189,7 @@ KEYS: Tuple[Key, ...] = (
     Key("app.models", PathKind(), None, "directory `invoke convert` wrote (default: convert.out)"),
     Key("app.aar", PathKind(), None, "a local pytorch_android AAR (from `invoke build-android --aar`) instead "
                                      "of Maven"),
-    Key("app.gradle_timeout", Num(min=1), 3600, "seconds build-app waits for Gradle"),
+    Key("app.gradle_timeout", Num(min=1), 3600.0, "seconds build-app waits for Gradle"),
     Key("app.force", Flag(), False, "replace a non-empty --out directory", cli_only=True),
     # ---- deploy
     Key("deploy.adb_host", Text(), "127.0.0.1", "adb server host"),
@@ -215,9 +215,9 @@ KEYS: Tuple[Key, ...] = (
     Key("deploy.caching_allocator", Flag(), False, "pass --use_caching_allocator=true to CPU models"),
     Key("deploy.bundled_input", Int(min=-1, max=1000), 0, "--use_bundled_input index; -1 passes "
                                                           "--input_dims/--input_type from the manifest"),
-    Key("deploy.timeout", Num(min=1, max=86400), 120, "seconds per adb call"),
-    Key("deploy.bench_timeout", Num(min=1, max=86400), 600, "seconds per benchmark run"),
-    Key("deploy.app_wait", Num(min=1, max=86400), 120, "seconds to wait for the app's result line"),
+    Key("deploy.timeout", Num(min=1, max=86400), 120.0, "seconds per adb call"),
+    Key("deploy.bench_timeout", Num(min=1, max=86400), 600.0, "seconds per benchmark run"),
+    Key("deploy.app_wait", Num(min=1, max=86400), 120.0, "seconds to wait for the app's result line"),
     Key("deploy.gatord", PathKind(), None, "PATH to Arm's gatord: push it and run each benchmark under "
                                            "`gatord --app`"),
     Key("deploy.allow_mismatch", Flag(), False, "benchmark even when the models' torch commit differs from "
@@ -252,7 +252,7 @@ KEYS: Tuple[Key, ...] = (
         "what to remove: logs (older than clean.log_days), outputs (models, bench, app, android, all.json), "
         "caches (PyTorch checkouts), results (the benchmark history); repeat or comma-separate"),
     Key("clean.dry_run", Flag(), False, "list what would be removed, remove nothing", cli_only=True),
-    Key("clean.log_days", Num(min=0), 14, "`invoke clean` removes logs older than this many days"),
+    Key("clean.log_days", Num(min=0), 14.0, "`invoke clean` removes logs older than this many days"),
     Key("clean.keep_logs", Int(min=1, max=100000), 50, "logs kept per task; older ones are removed after "
                                                        "each run"),
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from typing import Any
 
 from toolchain.console import emit_json, note, table, warning
@@ -170,3 +172,8 @@ def _read(path: Any) -> Any:
     from pathlib import Path
 
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def quiet_stdout(as_json: bool):
+    """With --json, what the stages print goes to stderr so stdout holds only the JSON."""
+    return contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
