@@ -229,8 +229,14 @@ class ConvertManifest:
 # --------------------------------------------------------------------------- build-info
 
 
+def build_info_path(build_dir: Path, abi: str) -> Path:
+    """Where build-android writes (and deploy, check-compat, all read) the build-info of ``abi``."""
+    return Path(build_dir) / "android" / abi / BUILD_INFO_NAME
+
+
 class BuildInfo:
-    """Reader for ``build/android/<abi>/build-info.json`` written by ``invoke build-android``."""
+    """The build-info (``build/android/<abi>/build-info.json``): one reader (:meth:`load`), one writer
+    (:meth:`write`), one path helper (:func:`build_info_path`)."""
 
     REMEDY = "run `invoke build-android` first (or pass the file with --build-info / the binary with --binary)"
 
@@ -245,8 +251,33 @@ class BuildInfo:
         path = location / BUILD_INFO_NAME if location.is_dir() else location
         return cls(path, read_record(path, BUILD_INFO_KIND, BUILD_INFO_SCHEMA, cls.REMEDY))
 
+    @classmethod
+    def write(cls, path: Path, body: Dict[str, Any]) -> "BuildInfo":
+        """Write the record atomically (kind, schema and time added) and return it as read back."""
+        write_record(Path(path), BUILD_INFO_KIND, BUILD_INFO_SCHEMA, body)
+        return cls.load(Path(path))
+
     def get(self, key: str, default: Any = None) -> Any:
         return self.data.get(key, default)
+
+    @property
+    def api_level(self) -> Optional[int]:
+        return self.data.get("api_level")
+
+    @property
+    def page_alignment(self) -> Dict[str, int]:
+        """LOAD alignment (bytes) of the binary and each built shared library; {} for records made before."""
+        return dict(self.data.get("page_alignment") or {})
+
+    def min_page_alignment(self, name: Optional[str] = None) -> Optional[int]:
+        """The smallest recorded LOAD alignment (of ``name`` only, if given); None when not recorded."""
+        aligns = self.page_alignment
+        values = [aligns[name]] if name in aligns else ([] if name else list(aligns.values()))
+        return min(values) if values else None
+
+    @property
+    def ndk_revision(self) -> Optional[str]:
+        return (self.data.get("ndk") or {}).get("revision")
 
     @property
     def abi(self) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from appgen import AppSettings, BuildAppSettings, build_app, make_app
 from tests.appgen_support.models import scratch, tiny_models
-from toolchain import records
+from toolchain import pins, records
 from toolchain.errors import RecordError, ToolFailed, ToolNotFound
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,7 +133,7 @@ def test_make_app_task_converts_first_when_models_are_missing(tmp_path):
     assert f"next: invoke build-app --out {out}" in res.stdout
     # make-app runs check-compat against the runtime the app links (Maven 1.13.1 vs this torch: not provable)
     assert "check-compat: unknown: different converter and runtime versions" in res.stdout
-    assert "check-compat: runtime: pytorch_android 1.13.1" in res.stdout
+    assert f"check-compat: runtime: pytorch_android {pins.PYTORCH_ANDROID_DEFAULT}" in res.stdout
     assert "warning: the app's runtime may not run these models (unknown)" in res.stdout
 
 

@@ -65,7 +65,13 @@ def test_build_records_verified_artefacts(built, fake_pytorch, fake_ndk):
     assert "-DANDROID_NATIVE_API_LEVEL=29" in info["cmake_args"] and "-DBUILD_BINARY=ON" in info["cmake_args"]
     assert info["env"]["ANDROID_ABI"] == "x86_64" and info["env"]["MAX_JOBS"] == "2"
     assert info["verification"] == {"machine": "Advanced Micro Devices X86-64", "api_level": 29,
-                                    "machine_ok": True, "api_level_ok": True}
+                                    "machine_ok": True, "api_level_ok": True, "load_alignment": 16384,
+                                    "page_16k_ok": True}
+    # 16 KB pages: r21e has no flexible page size option, so the linker flag is passed; alignment recorded
+    assert "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-z,max-page-size=16384" in info["cmake_args"]
+    assert info["page_alignment"] == {"speed_benchmark_torch": 16384}
+    assert BuildInfo.load(res.build_info_path).min_page_alignment() == 16384
+    assert "-DUSE_VULKAN=OFF" in info["cmake_args"] and info["vulkan"] is False
     names = {a["name"]: a for a in info["artefacts"]}
     assert {"speed_benchmark_torch", "libc10.a", "libtorch_cpu.a", "libfakedep.a", "headers"} <= set(names)
     for a in info["artefacts"]:
@@ -176,8 +182,8 @@ def test_seed_lane_refuses_this_hosts_python_with_the_remedy(tmp_path, fake_pyto
     assert "pytorch.python" in msg and "--python" in msg
 
 
-def test_aar_needs_an_sdk_and_is_recorded(tmp_path, fake_pytorch, fake_ndk):
-    s = settings(tmp_path, fake_pytorch, fake_ndk, aar=True)
+def test_aar_needs_an_sdk_and_is_recorded(tmp_path, fake_pytorch, fake_ndk, fake_jdk11):
+    s = settings(tmp_path, fake_pytorch, fake_ndk, aar=True, java_home=str(fake_jdk11))
     with pytest.raises(ToolNotFound) as ei:
         build_android(s)
     assert "no Android SDK found (--aar builds the pytorch_android AAR" in str(ei.value)
@@ -187,6 +193,14 @@ def test_aar_needs_an_sdk_and_is_recorded(tmp_path, fake_pytorch, fake_ndk):
     aar = BuildInfo.load(res.build_info_path).artefact("pytorch_android")
     assert aar.name == "pytorch_android-release.aar"
     assert "jni/x86_64/libpytorch_jni.so" in zipfile.ZipFile(aar).namelist()
+    # upstream's AAR script configured its own tree, seeded by torchdroid with Vulkan off and 16 KB pages
+    tree = s.build_dir / "android" / "x86_64" / "aar" / "build_android_x86_64"
+    cache = (tree / "CMakeCache.txt").read_text()
+    assert "USE_VULKAN:BOOL=OFF" in cache and "CMAKE_HOME_DIRECTORY" in cache
+    assert res.info["jdk"]["major"] == 11
+    # the JNI library Gradle linked is 4 KB aligned: recorded and warned about, not hidden
+    assert res.info["page_alignment"]["pytorch_android-release.aar:jni/x86_64/libpytorch_jni.so"] == 4096
+    assert any("not 16 KB aligned" in w for w in res.info["warnings"])
     # the AAR build left the checkout clean, so the next run reuses it
     assert build_android(replace(s, env={"PATH": os.environ["PATH"], "ANDROID_HOME": str(sdk)})).reused
 
@@ -200,14 +214,17 @@ def test_bad_inputs_are_usage_errors(tmp_path, fake_pytorch, fake_ndk):
     assert "unknown lane 'nightly'" in str(ei.value)
 
 
-def test_without_readelf_the_checks_are_recorded_as_unchecked(built):
+def test_verification_needs_no_readelf_program(built):
+    """The ELF checks are pure Python now: without readelf they still run (and still refuse)."""
     _, res = built
-    facts = Readelf(None).verify(res.binary, "arm64-v8a", 29)
-    assert facts.to_dict() == {"machine": "unchecked", "api_level": "unchecked", "machine_ok": None,
-                               "api_level_ok": None}
+    facts = Readelf(None).verify(res.binary, "x86_64", 29)
+    assert facts.machine_ok is True and facts.api_level == 29 and facts.load_alignment == 16384
+    with pytest.raises(VerificationError) as ei:
+        Readelf(None).verify(res.binary, "arm64-v8a", 29)
+    assert "not AArch64" in str(ei.value)
     with pytest.raises(VerificationError) as ei:
         Readelf(None).verify(res.build_info_path, "x86_64", 29)
-    assert "is not an ELF file" in str(ei.value)
+    assert "not a readable ELF" in str(ei.value)
 
 
 @pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed (`./run test` installs it)")
