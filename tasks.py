@@ -155,13 +155,14 @@ def check_compat(c, models=None, build_info=None, pytorch_android=None, source=N
         report.raise_for_status(strict_unknown=strict_unknown)
 
 
-@task(help=helps(strict="doctor.strict", lane="pytorch.lane", ndk="ndk.path"))
-def doctor(c, strict=False, lane=None, ndk=None, json=False, debug=False):
+@task(help=helps(strict="doctor.strict", lane="pytorch.lane", ndk="ndk.path", adb_server="deploy.servers"),
+      iterable=["adb_server"])
+def doctor(c, strict=False, lane=None, ndk=None, adb_server=None, json=False, debug=False):
     """What this machine has for every stage, what is missing, and how to get it."""
     with stage(c.config, "doctor", debug):
         from ndk_build import problems, run_doctor
 
-        checks = run_doctor(resolve.doctor(c.config, lane=lane, ndk=ndk))
+        checks = run_doctor(resolve.doctor(c.config, lane=lane, ndk=ndk, adb_server=adb_server))
     show.doctor(checks, json)
     bad = problems(checks)
     if bad and strict:
@@ -214,13 +215,14 @@ def build_app(c, out=None, debug=False):
                  no_caching_allocator="do not pass --use_caching_allocator", bundled_input="deploy.bundled_input",
                  allow_mismatch="deploy.allow_mismatch", no_allow_mismatch="refuse a torch commit mismatch",
                  profile_with_gatord="deploy.gatord", device_dir="deploy.device_dir", project="deploy.project",
-                 results="deploy.results", adb_host="deploy.adb_host", adb_port="deploy.adb_port"),
-      iterable=["serial", "variant"])
+                 results="deploy.results", adb_host="deploy.adb_host", adb_port="deploy.adb_port",
+                 adb_server="deploy.servers"),
+      iterable=["serial", "variant", "adb_server"])
 def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=None, apk=None, app=None,
            bench=False, no_bench=False, app_bench=False, no_app_bench=False, install=False, no_install=False,
            warmup=None, iter=None, repeat=None, threads=None, caching_allocator=False, no_caching_allocator=False,
            bundled_input=None, allow_mismatch=False, no_allow_mismatch=False, profile_with_gatord=None,
-           device_dir=None, project=None, results=None, adb_host=None, adb_port=None, debug=False):
+           device_dir=None, project=None, results=None, adb_host=None, adb_port=None, adb_server=None, debug=False):
     """Push the benchmark binary and models, install the app, benchmark on every device, record and report."""
     cli = {k: v for k, v in locals().items() if k not in ("c", "debug")}
     with stage(c.config, "deploy", debug):
@@ -275,7 +277,8 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, 
                                    debug=debug),
         "report": lambda f: report(c, debug=debug),
     }
-    with show.quiet_stdout(json), adb_server_for_run(plan.adb_host, plan.adb_port, say=show.note):
+    with show.quiet_stdout(json), adb_server_for_run(plan.adb_host, plan.adb_port, show.note,
+                                                             plan.adb_servers):
         with stage(c.config, "all", debug):
             facts = chain.machine_facts(c.config)
         chain.run_chain(plan, facts, runs, summary)  # with --json the stages' own output goes to stderr

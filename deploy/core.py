@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from toolchain.errors import DeviceError, RecordError, TorchdroidError, UsageError
+from toolchain.errors import RecordError, TorchdroidError, UsageError
 from toolchain.fsutil import sha256_file
 from toolchain.settings import default
 from toolchain.records import (
@@ -26,11 +26,13 @@ from toolchain.records import (
 )
 
 from . import bench as _bench
-from .adb import AdbServer, state_error
+from .adb import Adb, state_error
 from .checks import DeviceFacts, check_abi, check_commits, check_space, elf_abi, parse_df_available
+from .hashes import LocalHashes
 from .install import install_apk
 from .push import PushItem, check_dir, parse_state, push_all, state_command
 from .results import DB_NAME, ResultRow, ResultStore, export
+from .servers import Target, list_servers, problem_row, select
 from .status import device_lines
 
 log = logging.getLogger(__name__)
@@ -50,8 +52,10 @@ class DeploySettings:
     activity: str = ".MainActivity"
     variants: Tuple[str, ...] = ()  # () = all
     serials: Tuple[str, ...] = ()  # () = every connected device
-    adb_host: str = default("deploy.adb_host")
-    adb_port: Optional[int] = None
+    adb_host: Optional[str] = None  # None: ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1 (adb's -H)
+    adb_port: Optional[int] = None  # None: ANDROID_ADB_SERVER_PORT or 5037 (adb's -P)
+    servers: Tuple[str, ...] = ()  # HOST:PORT of every adb server (--adb-server); () = the one above
+    servers_from: str = "--adb-server"  # where ``servers`` came from (for messages): or "deploy.servers"
     device_dir: str = default("deploy.device_dir")
     project: str = field(default_factory=lambda: Path.cwd().name)  # like the task: this directory's name
     bench: bool = True
@@ -66,7 +70,8 @@ class DeploySettings:
 
 @dataclass
 class DeviceReport:
-    serial: str
+    serial: str  # unique in the run (SERIAL@HOST:PORT when two servers list the same serial)
+    server: str = ""  # HOST:PORT of its adb server
     facts: Optional[DeviceFacts] = None
     pushed_bytes: int = 0
     pushed_files: int = 0
@@ -110,6 +115,7 @@ class _Inputs:
     apk: Optional[Path]
     application_id: Optional[str]
     activity: str
+    hashes: LocalHashes = field(default_factory=LocalHashes)  # each local file hashed once for all devices
 
 
 def _load_inputs(s: DeploySettings) -> Tuple[_Inputs, List[str]]:
@@ -174,36 +180,28 @@ def _load_inputs(s: DeploySettings) -> Tuple[_Inputs, List[str]]:
     return _Inputs(binary, abi, commit, models, apk, app_id, activity), warnings
 
 
-def _select_devices(server: AdbServer, serials: Sequence[str]) -> Dict[str, str]:
-    known = server.devices()
-    if serials:
-        missing = [s for s in serials if s not in known]
-        if missing:
-            raise DeviceError(f"no device {', '.join(missing)} on the adb server {server.host}:{server.port}",
-                              cause=f"it knows: {', '.join(known) or 'no devices'}",
-                              remedy="check `adb devices -l` and the --serial values")
-        return {s: known[s] for s in serials}
-    if not known:
-        raise DeviceError(f"no devices on the adb server {server.host}:{server.port}",
-                          remedy="connect a phone with USB debugging enabled (or `adb connect HOST:PORT`) "
-                                 "and check `adb devices`")
-    return known
-
-
 def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = None) -> DeployResult:
     """Deploy to every selected device in parallel; a failing device never stops the others."""
+    adb = Adb.locate(s.servers, s.adb_host, s.adb_port, timeout=s.timeout, source=s.servers_from)
     inputs, warnings = _load_inputs(s)
     for w in warnings:
         log.warning("%s", w)
     directory = check_dir(f"{s.device_dir.rstrip('/')}/{project_name(s.project)}")
-    server = AdbServer.locate(s.adb_host, s.adb_port, s.timeout)
-    selected = _select_devices(server, s.serials)
-    reports = [DeviceReport(serial) for serial in selected]
+    targets, unreachable = select(list_servers(adb), s.serials)
+    reports = [DeviceReport(t.label, str(t.address)) for t in targets]
     started = now_iso()
     with contextlib.ExitStack() as stack:
         status = on_status or stack.enter_context(device_lines())
-        _run_workers(server, reports, selected, s, inputs, directory, status)
+        _run_workers(reports, targets, s, inputs, directory, status)
+    inputs.hashes.close()
 
+    for u in unreachable:  # a server that is down, and the named devices it may hold: rows with the reason
+        reports.append(DeviceReport(u.serial or f"(adb server {u.address})", str(u.address), errors=[str(u.error)]))
+    for rep in reports:
+        for r in rep.rows:
+            r.server = rep.server
+        if rep.errors and not rep.rows:
+            rep.rows.append(problem_row(rep.serial, rep.server, rep.errors[0]))
     rows = [r for rep in reports for r in rep.rows]
     store = ResultStore(Path(s.results) / DB_NAME)
     run_id, exports = None, {}
@@ -215,13 +213,13 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     return DeployResult(reports, run_id, store.path, exports, warnings, directory)
 
 
-def _run_workers(server: AdbServer, reports: List[DeviceReport], selected: Dict[str, str], s: DeploySettings,
+def _run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySettings,
                  inputs: _Inputs, directory: str, status: Callable[[str, str], None]) -> None:
-    """One worker thread per device; whatever one device does, the others go on."""
+    """One worker thread per device (whichever adb server it is on); whatever one device does, the others go on."""
 
-    def work(rep: DeviceReport) -> None:
+    def work(rep: DeviceReport, target: Target) -> None:
         try:
-            _deploy_device(server, rep, selected[rep.serial], s, inputs, directory, lambda t: status(rep.serial, t))
+            _deploy_device(target, rep, s, inputs, directory, lambda t: status(rep.serial, t))
         except TorchdroidError as e:
             rep.errors.append(str(e))
             status(rep.serial, f"failed: {e.what}")
@@ -231,14 +229,14 @@ def _run_workers(server: AdbServer, reports: List[DeviceReport], selected: Dict[
             status(rep.serial, f"failed: {type(e).__name__}: {e}")
 
     with ThreadPoolExecutor(max_workers=max(1, len(reports)), thread_name_prefix="deploy") as pool:
-        list(pool.map(work, reports))
+        list(pool.map(work, reports, targets))
 
 
-def _deploy_device(server: AdbServer, rep: DeviceReport, state: str, s: DeploySettings, inputs: _Inputs,
+def _deploy_device(target: Target, rep: DeviceReport, s: DeploySettings, inputs: _Inputs,
                    directory: str, status: Callable[[str], None]) -> None:
-    if state != "device":
-        raise state_error(rep.serial, state)
-    dev = server.device(rep.serial, s.timeout)
+    if target.state != "device":
+        raise state_error(rep.serial, target.state)
+    dev = target.server.device(target.serial, s.timeout)
     status("checking")
     parent = str(Path(directory).parent)
     # one round trip: the facts, the free space and what is in the directory already (read only)
@@ -274,7 +272,8 @@ def _deploy_device(server: AdbServer, rep: DeviceReport, state: str, s: DeploySe
             status(f"pushing: {done[0] / 1e6:.1f} of up to {total / 1e6:.1f} MB")
 
     existing = parse_state(dev, directory, there, [it.name for it in items])
-    outcomes = push_all(dev, directory, items, on_progress=status, on_bytes=on_bytes, existing=existing)
+    outcomes = push_all(dev, directory, items, on_progress=status, on_bytes=on_bytes, existing=existing,
+                        hashes=inputs.hashes)
     rep.pushed_bytes = sum(o.bytes for o in outcomes)
     rep.pushed_files = sum(o.pushed for o in outcomes)
     rep.skipped_files = sum(not o.pushed for o in outcomes)

@@ -44,6 +44,7 @@ class ResultRow:
     binary_commit: str = ""
     reason: str = ""
     output_tail: str = ""
+    server: str = ""  # HOST:PORT of the device's adb server
     run_id: Optional[int] = None
     started: str = ""
 
@@ -85,6 +86,10 @@ class ResultStore:
         cols = ", ".join(f"{c} {_TYPES.get(c, 'TEXT')}" for c in COLUMNS if c not in ("run_id", "started"))
         con.execute(f"CREATE TABLE IF NOT EXISTS results (id INTEGER PRIMARY KEY AUTOINCREMENT, "
                     f"run_id INTEGER REFERENCES runs(id), {cols})")
+        have = {row[1] for row in con.execute("PRAGMA table_info(results)")}
+        for c in COLUMNS:  # a database of an older torchdroid: columns added since (e.g. server) start empty
+            if c not in have and c not in ("run_id", "started"):
+                con.execute(f"ALTER TABLE results ADD COLUMN {c} {_TYPES.get(c, 'TEXT')}")
         con.commit()
         return con
 
@@ -164,7 +169,8 @@ def speedups(rows: Sequence[ResultRow]) -> List[dict]:
     """CPU vs NNAPI per device, model, mode and source: ``speedup = cpu_median / nnapi_median``."""
     by: Dict[tuple, Dict[str, ResultRow]] = {}
     for r in rows:
-        by.setdefault((r.run_id, r.serial, r.stem, r.mode, r.source), {})[r.backend] = r
+        if r.backend in ("cpu", "nnapi"):  # not the rows of a device or server the run could not work on
+            by.setdefault((r.run_id, r.serial, r.stem, r.mode, r.source), {})[r.backend] = r
     out = []
     for (run_id, serial, stem, mode, source), pair in by.items():
         cpu, nnapi = pair.get("cpu"), pair.get("nnapi")

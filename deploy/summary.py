@@ -27,7 +27,8 @@ def device_tables(rows: Sequence[ResultRow]) -> List[Tuple[str, List[str], List[
     """``[(title, columns, rows)]``, one table per device."""
     by_dev: Dict[str, List[ResultRow]] = {}
     for r in rows:
-        by_dev.setdefault(r.serial, []).append(r)
+        if r.source != "deploy":  # a device or server the run could not work on: its problem is printed apart
+            by_dev.setdefault(r.serial, []).append(r)
     tables = []
     for serial, drows in by_dev.items():
         first = drows[0]

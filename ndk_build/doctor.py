@@ -10,7 +10,6 @@ import importlib.metadata as md
 import logging
 import os
 import shutil
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,9 +48,10 @@ class DoctorSettings:
     ndk_config: Optional[str] = None
     sdk: Optional[str] = None
     python: Optional[str] = None
-    adb_host: str = "127.0.0.1"
+    adb_host: Optional[str] = None  # None: ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1
     adb_port: Optional[int] = None
     env: Optional[Mapping[str, str]] = None
+    servers: tuple = ()  # HOST:PORT of every adb server (deploy.servers / --adb-server)
 
 
 def _first_line(argv: List[str]) -> Optional[str]:
@@ -146,26 +146,30 @@ def _sdk_checks(s: DoctorSettings) -> List[Check]:
 
 
 def _adb_checks(s: DoctorSettings) -> List[Check]:
+    """adb itself, then one "devices" row per adb server (the deploy's own resolution of the servers)."""
+    from deploy.adb import Adb
+    from deploy.servers import list_servers
+
     env = os.environ if s.env is None else s.env
     out = [_tool("deploy", "adb", "adb", ["version"], "sudo apt-get install adb (or the SDK's platform-tools)",
                  False, WARN)]
-    port = int(s.adb_port or env.get("ANDROID_ADB_SERVER_PORT") or 5037)
     try:
-        with socket.create_connection((s.adb_host, port), timeout=1.0):
-            pass
-    except OSError:
-        out.append(Check("deploy", "devices", INFO, f"no adb server on {s.adb_host}:{port} (not started by doctor)",
-                         "`adb start-server`, then `adb devices`"))
+        adb = Adb.locate(s.servers, s.adb_host, s.adb_port, env=env, timeout=5)
+    except TorchdroidError as e:
+        out.append(Check("deploy", "devices", WARN, e.what, e.remedy or ""))
         return out
-    try:
-        import adbutils
+    several = len(adb.addresses) > 1
+    for listing in list_servers(adb):
+        name = f"devices ({listing.address})" if several else "devices"
+        out.append(_devices_check(name, listing))
+    return out
 
-        client = adbutils.AdbClient(host=s.adb_host, port=port, socket_timeout=5)
-        states = [(d.serial, d.state) for d in client.list()]
-    except Exception as e:
-        out.append(Check("deploy", "devices", WARN, f"adb server on port {port} did not answer: {e}",
-                         "`adb kill-server`"))
-        return out
+
+def _devices_check(name: str, listing) -> Check:
+    if not listing.up:
+        return Check("deploy", name, INFO, f"no adb server on {listing.address} (not started by doctor)",
+                     "`adb start-server` (or `adb -P PORT start-server` on that host), then `adb devices`")
+    states = sorted(listing.devices.items())
     not_ready = [serial for serial, state in states if state != "device"]
     if not states:
         fix = "connect a phone with USB debugging on and accept the prompt"
@@ -175,9 +179,8 @@ def _adb_checks(s: DoctorSettings) -> List[Check]:
     else:
         fix = ""
     ready = len(states) - len(not_ready)  # one ready phone is enough to deploy; the others get the fix
-    out.append(Check("deploy", "devices", OK if ready else WARN,
-                     ", ".join(f"{serial} ({state})" for serial, state in states) or "none attached", fix))
-    return out
+    return Check("deploy", name, OK if ready else WARN,
+                 ", ".join(f"{serial} ({state})" for serial, state in states) or "none attached", fix)
 
 
 def run_doctor(s: DoctorSettings) -> List[Check]:

@@ -192,9 +192,11 @@ KEYS: Tuple[Key, ...] = (
     Key("app.gradle_timeout", Num(min=1), 3600.0, "seconds build-app waits for Gradle"),
     Key("app.force", Flag(), False, "replace a non-empty --out directory", cli_only=True),
     # ---- deploy
-    Key("deploy.adb_host", Text(), "127.0.0.1", "adb server host"),
+    Key("deploy.adb_host", Text(), None, "adb server host (default ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1)"),
     Key("deploy.adb_port", Int(min=1, max=65535), None, "adb server port (default ANDROID_ADB_SERVER_PORT or "
                                                         "5037)"),
+    Key("deploy.servers", ListOf(), [], "HOST:PORT of every adb server to deploy through (repeatable: the "
+                                        "devices of all of them in parallel; default: the one above)"),
     Key("deploy.device_dir", Text(), "/data/local/tmp/torchdroid", "parent directory on the device"),
     Key("deploy.project", Text(), None, "sub-directory name on the device (default: this directory's name)"),
     Key("deploy.warmup", Int(min=0, max=100000), 5, "warm-up iterations per run"),

@@ -11,7 +11,7 @@ import contextlib
 import os
 import shutil
 import socket
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -32,11 +32,16 @@ def answers(host: str, port: int, timeout: float = 2.0) -> bool:
 
 
 @contextlib.contextmanager
-def adb_server_for_run(host: str, port: Optional[int], say: Callable[[str], None]) -> Iterator[bool]:
-    """Yield True when this run started the server (and will stop it), False when it uses one or none."""
+def adb_server_for_run(host: Optional[str], port: Optional[int], say: Callable[[str], None],
+                       servers: Sequence[str] = ()) -> Iterator[bool]:
+    """Yield True when this run started the server (and will stop it), False when it uses one or none.
+
+    With explicit ``servers`` (deploy.servers) nothing is started: those are the user's servers.
+    """
+    host = host or os.environ.get("ANDROID_ADB_SERVER_ADDRESS") or "127.0.0.1"
     port = server_port(port)
     adb = shutil.which("adb")
-    if host not in LOCAL_HOSTS or adb is None or answers(host, port):
+    if servers or host not in LOCAL_HOSTS or adb is None or answers(host, port):
         yield False
         return
     from toolchain.runner import run

@@ -39,8 +39,9 @@ class AllPlan:
     binary: Optional[Path]  # deploy.binary (INVOKE_DEPLOY_BINARY, invoke.yaml)
     apk: Optional[Path]  # deploy.apk
     replace_app: bool
-    adb_host: str
+    adb_host: Optional[str]
     adb_port: Optional[int]
+    adb_servers: Tuple[str, ...]
 
 
 def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = None, skip: Any = None,
@@ -61,7 +62,7 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
     return AllPlan(skip=skipped, weights=used, weights_note=why, substituted=substituted, variant=variant,
                    models=r.path("convert.out"), app_dir=r.path("app.out"), build_dir=r.path("build_dir"),
                    build_info=deploy.build_info, binary=deploy.binary, apk=deploy.apk, replace_app=bool(replace_app),
-                   adb_host=deploy.adb_host, adb_port=deploy.adb_port)
+                   adb_host=deploy.adb_host, adb_port=deploy.adb_port, adb_servers=tuple(deploy.servers))
 
 
 def machine_facts(config: Any) -> Facts:

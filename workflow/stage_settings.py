@@ -156,6 +156,7 @@ def doctor(config: Any, **cli):
         python=r.get("pytorch.python"),
         adb_host=r.get("deploy.adb_host"),
         adb_port=r.get("deploy.adb_port"),
+        servers=tuple(r.get("deploy.servers", "adb_server")),
     )
 
 
@@ -238,6 +239,8 @@ def deploy(config: Any, **cli):
         serials=tuple(r.get("deploy.serials", "serial")),
         adb_host=r.get("deploy.adb_host", "adb_host"),
         adb_port=r.get("deploy.adb_port", "adb_port"),
+        servers=tuple(r.get("deploy.servers", "adb_server")),
+        servers_from="--adb-server" if cli.get("adb_server") else "deploy.servers",
         device_dir=r.get("deploy.device_dir", "device_dir"),
         project=r.get("deploy.project", "project") or Path.cwd().name,
         bench=r.get_flag("deploy.bench", on="bench", off="no_bench"),

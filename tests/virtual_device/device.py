@@ -18,6 +18,8 @@ prints ``LISTENING <port>`` once it accepts connections.  Config keys:
 * ``free_kb``: what ``df`` reports as available on /data;
 * ``cut_send``: ``{"match": "substr", "after": BYTES, "times": 1}`` drops the
   connection half-way through a matching sync SEND (an interrupted push);
+* ``corrupt_send``: ``{"match": "substr", "at": BYTE, "times": 1}`` flips the byte at offset ``at`` of
+  a matching sync SEND as it is stored (a bad cable or flash: the file arrives, its content differs);
 * ``install_failure``: a ``pm install`` failure reason to report (e.g.
   ``INSTALL_FAILED_INSUFFICIENT_STORAGE``);
 * ``app_bench``: ``{"cpu": ms, "nnapi": ms, "fell_back": bool}`` for ``am start``;
@@ -248,6 +250,7 @@ class VirtualDevice:
         (self.state / "free_kb").write_text(str(int(config.get("free_kb", 20 * 1024 * 1024))))
         (self.state / "device.json").write_text(json.dumps(config))
         self.cut = dict(config.get("cut_send") or {})
+        self.corrupt = dict(config.get("corrupt_send") or {})
         self.connections: list = []
 
     # ------------------------------------------------------------------ helpers
@@ -371,6 +374,7 @@ class VirtualDevice:
         target = self.host_path(path)
         self.log(f"sync SEND {path}")
         cut = self.cut if self.cut.get("times", 0) > 0 and self.cut.get("match", "") in path else None
+        bad = self.corrupt if self.corrupt.get("times", 0) > 0 and self.corrupt.get("match", "") in path else None
         written = 0
         error = None
         rate = float(self.config.get("link_mb_s") or 0) * 1e6  # emulate a USB link's speed
@@ -389,6 +393,11 @@ class VirtualDevice:
                         error = f"sync data chunk of {n} bytes is larger than {SYNC_MAX_DATA}"
                         break
                     data = stream.read_exact(n)
+                    if bad is not None and written <= int(bad.get("at", 0)) < written + n:
+                        k = int(bad["at"]) - written
+                        data = data[:k] + bytes([data[k] ^ 0xFF]) + data[k + 1:]
+                        bad["times"] -= 1
+                        self.log(f"corrupting byte {bad['at']} of {path}")
                     if f is not None:
                         f.write(data)
                     written += n
