@@ -202,6 +202,13 @@ def run_doctor(s: DoctorSettings) -> List[Check]:
     return checks
 
 
+def machine_checks(s: DoctorSettings) -> List[Check]:
+    """Only the rows `invoke all` decides by (NDK, SDK, adb devices): no torch import, no other tool probed."""
+    return (_guard(lambda: _ndk_checks(s), "build-android", "Android NDK")
+            + _guard(lambda: _sdk_checks(s), "make-app", "Android SDK")
+            + _guard(lambda: _adb_checks(s), "deploy", "adb"))
+
+
 def problems(checks: List[Check]) -> List[Check]:
     """What --strict fails on: anything missing or not fitting."""
     return [c for c in checks if c.status in (MISSING, WARN)]

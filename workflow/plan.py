@@ -60,20 +60,30 @@ class StageOutcome:
         return {"stage": self.stage, "status": self.status, "detail": self.detail, "seconds": round(self.seconds, 2)}
 
 
+def _doctor_id(name: str) -> Optional[str]:
+    """A row's stable id from its display name ("devices (HOST:PORT)" rows are all "devices")."""
+    for row_id, display in DOCTOR_IDS.items():
+        if name == display or name.startswith(display + " ("):
+            return row_id
+    return None
+
+
 def facts_from_doctor(checks: Sequence, **extra) -> Facts:
     """Facts from `invoke doctor`'s checks (ndk_build.doctor.Check rows) plus the ones only `all` knows."""
-    by_id: Dict[str, object] = {}
+    by_id: Dict[str, list] = {}
     for c in checks:
-        row_id = getattr(c, "id", None) or next((i for i, n in DOCTOR_IDS.items() if n == c.name), None)
-        if row_id and row_id not in by_id:
-            by_id[row_id] = c
+        row_id = getattr(c, "id", None) or _doctor_id(c.name)
+        if row_id:
+            by_id.setdefault(row_id, []).append(c)
 
     def fact(row_id: str, fix_default: str) -> Tuple[bool, str]:
-        c = by_id.get(row_id)
-        if c is None:
+        rows = by_id.get(row_id) or []
+        if not rows:
             return False, f"not checked ({fix_default})"
-        ok = c.status == "ok"
-        return ok, c.found if ok else f"{c.found}; {c.fix or fix_default}"
+        good = [c for c in rows if c.status == "ok"]
+        if good:  # one adb server with a ready phone is enough
+            return True, "; ".join(c.found for c in good)
+        return False, "; ".join(f"{c.found}; {c.fix or fix_default}" for c in rows)
 
     return Facts(
         ndk=fact("ndk", "install the NDK and set ANDROID_NDK"),

@@ -114,3 +114,24 @@ def test_the_summary_is_a_record(tmp_path):
     assert data["kind"] == "torchdroid-all" and data["ok"] is False
     assert [st["stage"] for st in data["stages"]] == ["convert", "deploy"] and data["stages"][0]["seconds"] == 3.21
     assert s.failed == ("deploy",)
+
+
+def test_deploy_runs_with_only_a_configured_binary():
+    """INVOKE_DEPLOY_BINARY with a phone attached: no build-info, no APK, still something to deploy."""
+    import dataclasses
+
+    f = dataclasses.replace(NOTHING, devices=(True, "emulator-5554"), binary=Path("speed_benchmark_torch"))
+    assert workflow.decide("deploy", f).run
+    assert not workflow.decide("deploy", dataclasses.replace(f, binary=None)).run
+
+
+def test_doctor_rows_are_found_by_stable_id_and_every_adb_server_counts():
+    from ndk_build.doctor import Check
+
+    rows = [Check("build-android", "Android NDK", "warn", "not found", "set ANDROID_NDK"),
+            Check("deploy", "devices (127.0.0.1:5037)", "info", "no adb server", "adb start-server"),
+            Check("deploy", "devices (10.0.0.2:5037)", "ok", "R58N (device)", "")]
+    f = workflow.facts_from_doctor(rows, host_nnapi=(True, ""))
+    assert f.devices == (True, "R58N (device)")
+    assert f.ndk[0] is False and "set ANDROID_NDK" in f.ndk[1]
+    assert f.sdk[0] is False and "not checked" in f.sdk[1]
