@@ -125,17 +125,18 @@ def verify(c, models=None, variant=None, rounding=None, random_inputs=None, laye
 @task(help=helps(lane="pytorch.lane", commit="pytorch.commit", repo_url="pytorch.repo_url", ndk="ndk.path",
                  abi="android.abi", api_level="android.api_level", python="pytorch.python",
                  max_jobs="android.max_jobs", clean="build_android.clean", aar="build_android.aar",
-                 cmake_arg="build_android.cmake_args"),
+                 cmake_arg="build_android.cmake_args", vulkan="build_android.vulkan", java_home="android.java_home"),
       iterable=["cmake_arg"])
 def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, api_level=None, python=None,
-                  max_jobs=None, clean=False, aar=False, cmake_arg=None, debug=False):
+                  max_jobs=None, clean=False, aar=False, cmake_arg=None, vulkan=False, java_home=None, debug=False):
     """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
     with stage(c.config, "build-android", debug):
         from ndk_build import build_android as run_build
 
         result = run_build(resolve.build_android(c.config, lane=lane, commit=commit, repo_url=repo_url, ndk=ndk,
                                                  abi=abi, api_level=api_level, python=python, max_jobs=max_jobs,
-                                                 clean=clean, aar=aar, cmake_arg=cmake_arg))
+                                                 clean=clean, aar=aar, cmake_arg=cmake_arg, vulkan=vulkan,
+                                                 java_home=java_home))
     show.build_android(result)
 
 

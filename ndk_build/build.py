@@ -38,7 +38,7 @@ from . import aar as aar_build
 from .elfcheck import ElfFacts, verify_binary, verify_page_alignment
 from .gitsource import SHA_RE, Checkout, Git, ensure_checkout
 from .hints import build_hint, parse_step
-from .hostpython import HostPython
+from toolchain.tools.hostpython import HostPython
 from .ndk import Ndk, validate_api_level
 
 log = logging.getLogger(__name__)

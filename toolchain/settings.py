@@ -158,10 +158,14 @@ KEYS: Tuple[Key, ...] = (
                                                                           "built and checked for"),
     Key("android.max_jobs", Int(min=1, max=1024), None, "parallel compile jobs (default: all cores)"),
     Key("android.sdk", PathKind(), None, "Android SDK directory (else ANDROID_HOME, ANDROID_SDK_ROOT)"),
+    Key("android.java_home", PathKind(), None, "JDK for --aar's Gradle (default: one it accepts, found in "
+                                               "JAVA_HOME/PATH/usr/lib/jvm)"),
     Key("build_android.clean", Flag(), False, "start the build over (removes the ABI's CMake tree, build-info "
                                               "and AAR under build/android/<abi>)", cli_only=True),
     Key("build_android.aar", Flag(), False, "also build the pytorch_android AAR from the same checkout (needs "
                                             "an Android SDK)", cli_only=True),
+    Key("build_android.vulkan", Flag(), False, "keep PyTorch's Vulkan backend (default off: -DUSE_VULKAN=OFF; "
+                                               "needs an NDK <= r22 with vulkan_wrapper)", cli_only=True),
     Key("build_android.cmake_args", ListOf(), [], "extra CMake argument for build_android.sh (repeatable)",
         cli_only=True),
     # ---- check-compat, doctor

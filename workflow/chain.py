@@ -68,7 +68,7 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
 def machine_facts(config: Any) -> Facts:
     """What `all` can do here: the doctor's NDK, SDK and device rows, and whether a host NNAPI can be built."""
     import host_nnapi
-    from ndk_build.doctor import machine_checks
+    from toolchain.doctor.checks import machine_checks
 
     checks = machine_checks(stage_settings.doctor(config))
     return plan.facts_from_doctor(checks, host_nnapi=host_nnapi.availability())

@@ -22,8 +22,8 @@ ALL_NAME = "all.json"
 
 RAN, SKIPPED, UP_TO_DATE, FAILED, INTERRUPTED = "ran", "skipped", "up to date", "failed", "interrupted"
 
-# Doctor rows `all` reads, by stable id (older doctors only had display names).
-DOCTOR_IDS = {"ndk": "Android NDK", "sdk": "Android SDK", "devices": "devices"}
+# Doctor rows `all` reads: fact -> the doctor's stable id ("deploy.devices@HOST:PORT" rows count as devices).
+DOCTOR_IDS = {"ndk": "build-android.ndk", "sdk": "make-app.sdk", "devices": "deploy.devices"}
 
 
 @dataclass(frozen=True)
@@ -60,11 +60,12 @@ class StageOutcome:
         return {"stage": self.stage, "status": self.status, "detail": self.detail, "seconds": round(self.seconds, 2)}
 
 
-def _doctor_id(name: str) -> Optional[str]:
-    """A row's stable id from its display name ("devices (HOST:PORT)" rows are all "devices")."""
-    for row_id, display in DOCTOR_IDS.items():
-        if name == display or name.startswith(display + " ("):
-            return row_id
+def _fact_of(check) -> Optional[str]:
+    """Which fact a doctor row feeds, by its stable id (every adb server's devices row feeds "devices")."""
+    row_id = getattr(check, "id", "") or ""
+    for fact, wanted in DOCTOR_IDS.items():
+        if row_id == wanted or row_id.startswith(wanted + "@"):
+            return fact
     return None
 
 
@@ -72,9 +73,9 @@ def facts_from_doctor(checks: Sequence, **extra) -> Facts:
     """Facts from `invoke doctor`'s checks (ndk_build.doctor.Check rows) plus the ones only `all` knows."""
     by_id: Dict[str, list] = {}
     for c in checks:
-        row_id = getattr(c, "id", None) or _doctor_id(c.name)
-        if row_id:
-            by_id.setdefault(row_id, []).append(c)
+        fact_name = _fact_of(c)
+        if fact_name:
+            by_id.setdefault(fact_name, []).append(c)
 
     def fact(row_id: str, fix_default: str) -> Tuple[bool, str]:
         rows = by_id.get(row_id) or []

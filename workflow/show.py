@@ -47,7 +47,8 @@ def build_android(result: Any) -> None:
           f"{info['abi']} API {info['api_level']}, NDK {info['ndk']['revision']}",
           ["artefact", "kind", "sha256", "path"], rows)
     ver = info.get("verification", {})
-    print(f"verified: machine {ver.get('machine')}, API level {ver.get('api_level')}")
+    print(f"verified: machine {ver.get('machine')}, API level {ver.get('api_level')}, "
+          f"LOAD alignment {ver.get('load_alignment')} bytes (16 KB pages: {ver.get('page_16k_ok')})")
     for w in result.warnings:
         warning(w)
     print(f"build-info: {result.build_info_path} ({result.seconds:.1f}s; log {result.log_path})")

@@ -19,6 +19,10 @@ def _r(config: Any, cli: dict) -> Resolver:
     return Resolver(config, cli)
 
 
+def _text(path: Optional[Path]) -> Optional[str]:
+    return str(path) if path is not None else None
+
+
 def build_dir(config: Any) -> Path:
     return Resolver(config).path("build_dir")
 
@@ -29,9 +33,9 @@ def debug(config: Any, cli_debug: Optional[bool] = None) -> bool:
 
 def build_info_path(r: Resolver, abi_param: Optional[str] = None) -> Path:
     """<build_dir>/android/<abi>/build-info.json, the one place the path is joined."""
-    from toolchain.records import BUILD_INFO_NAME
+    from toolchain.records import build_info_path as joined
 
-    return r.path("build_dir") / "android" / r.get("android.abi", abi_param) / BUILD_INFO_NAME
+    return joined(r.path("build_dir"), r.get("android.abi", abi_param))
 
 
 # --------------------------------------------------------------------------- convert, bench, verify
@@ -121,6 +125,8 @@ def build_android(config: Any, **cli):
         max_jobs=r.get("android.max_jobs", "max_jobs"),
         clean=r.get_flag("build_android.clean", on="clean"),
         aar=r.get_flag("build_android.aar", on="aar"),
+        vulkan=r.get_flag("build_android.vulkan", on="vulkan"),
+        java_home=_text(r.path("android.java_home", "java_home")),
         cmake_args=tuple(cli.get("cmake_arg") or ()),
         git_jobs=r.get("pytorch.git_jobs"),
     )

@@ -126,11 +126,13 @@ def test_deploy_runs_with_only_a_configured_binary():
 
 
 def test_doctor_rows_are_found_by_stable_id_and_every_adb_server_counts():
-    from ndk_build.doctor import Check
+    from toolchain.doctor import Check
 
-    rows = [Check("build-android", "Android NDK", "warn", "not found", "set ANDROID_NDK"),
-            Check("deploy", "devices (127.0.0.1:5037)", "info", "no adb server", "adb start-server"),
-            Check("deploy", "devices (10.0.0.2:5037)", "ok", "R58N (device)", "")]
+    rows = [Check("build-android", "NDK (renamed for people)", "warn", "not found", "set ANDROID_NDK", False,
+                  "build-android.ndk"),
+            Check("deploy", "devices (127.0.0.1:5037)", "info", "no adb server", "adb start-server", False,
+                  "deploy.devices@127.0.0.1:5037"),
+            Check("deploy", "devices (10.0.0.2:5037)", "ok", "R58N (device)", "", False, "deploy.devices@10.0.0.2:5037")]
     f = workflow.facts_from_doctor(rows, host_nnapi=(True, ""))
     assert f.devices == (True, "R58N (device)")
     assert f.ndk[0] is False and "set ANDROID_NDK" in f.ndk[1]
