@@ -42,6 +42,7 @@ class AllPlan:
     adb_host: Optional[str]
     adb_port: Optional[int]
     adb_servers: Tuple[str, ...]
+    bench: Any = None  # HostBenchSettings
 
 
 def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = None, skip: Any = None,
@@ -50,9 +51,10 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
     r = Resolver(config, {"weights": weights, "model": model, "skip": skip})
     skipped = tuple(plan.check_stage_names(r.get("all.skip", "skip")))
     variant = r.get("app.model", "model")
-    for build in (stage_settings.convert, stage_settings.verify, stage_settings.host_bench,
-                  stage_settings.build_android, stage_settings.build_app, stage_settings.report):
+    for build in (stage_settings.convert, stage_settings.verify, stage_settings.build_android,
+                  stage_settings.build_app, stage_settings.report):
         build(config)
+    bench = stage_settings.host_bench(config)
     stage_settings.make_app(config, model=model)
     deploy = stage_settings.deploy(config)
     requested = r.get("all.weights", "weights")
@@ -62,7 +64,7 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
     return AllPlan(skip=skipped, weights=used, weights_note=why, substituted=substituted, variant=variant,
                    models=r.path("convert.out"), app_dir=r.path("app.out"), build_dir=r.path("build_dir"),
                    build_info=deploy.build_info, binary=deploy.binary, apk=deploy.apk, replace_app=bool(replace_app),
-                   adb_host=deploy.adb_host, adb_port=deploy.adb_port, adb_servers=tuple(deploy.servers))
+                   adb_host=deploy.adb_host, adb_port=deploy.adb_port, adb_servers=tuple(deploy.servers), bench=bench)
 
 
 def machine_facts(config: Any) -> Facts:
@@ -97,8 +99,32 @@ def current_facts(p: AllPlan, facts: Facts, summary: AllSummary) -> Facts:
     )
 
 
+def bench_is_current(p: AllPlan) -> Optional[str]:
+    """host-bench.json measured exactly these CPU model files with the same warm-up, iterations and threads."""
+    import json
+
+    from toolchain.records import ConvertManifest
+
+    if p.bench is None:
+        return None
+    path = Path(p.bench.out) / "host-bench.json"
+    if not path.is_file() or not ConvertManifest.exists(p.bench.models):
+        return None
+    try:
+        done = json.loads(path.read_text(encoding="utf-8"))
+        manifest = ConvertManifest.load(p.bench.models)
+    except Exception:  # unreadable, foreign or stale records: measure again (bench then says what is wrong)
+        return None
+    wanted = {f.file: f.sha256 for f in manifest.files if f.backend == "cpu"}
+    same = (done.get("models") == wanted and done.get("warmup") == p.bench.warmup
+            and done.get("iters") == p.bench.iters and done.get("threads") == p.bench.threads)
+    return f"{path} measured these models with these settings" if same and wanted else None
+
+
 def up_to_date(stage: str, p: AllPlan) -> Optional[str]:
     """Why ``stage`` has nothing to do (from the records alone, without torch), or None."""
+    if stage == "bench":
+        return bench_is_current(p)
     if stage == "make-app":
         from toolchain.records import ConvertManifest
 
