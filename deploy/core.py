@@ -12,18 +12,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import RecordError, TorchdroidError, UsageError
-from toolchain.fsutil import sha256_file
+from toolchain.records import AppInfo, BuildInfo, ConvertManifest, ModelFile, app_info_path, now_iso
 from toolchain.settings import default
-from toolchain.records import (
-    APP_INFO_KIND,
-    APP_INFO_NAME,
-    APP_INFO_SCHEMA,
-    BuildInfo,
-    ConvertManifest,
-    ModelFile,
-    now_iso,
-    read_record,
-)
 
 from . import bench as _bench
 from .adb import Adb, state_error
@@ -155,25 +145,20 @@ def _load_inputs(s: DeploySettings) -> Tuple[_Inputs, List[str]]:
         warnings += check_commits(commit, {f.file: f.torch_git_version for f in models}, s.allow_mismatch)
     apk, app_id, activity = None, s.application_id, s.activity
     if s.install:
-        info_path = Path(s.app_dir) / APP_INFO_NAME if s.app_dir else None
-        app = None
-        if info_path is not None and info_path.is_file():
-            app = read_record(info_path, APP_INFO_KIND, APP_INFO_SCHEMA, "run `invoke make-app` and `invoke build-app`")
+        info_path = app_info_path(s.app_dir) if s.app_dir else None
+        app = AppInfo.load(s.app_dir) if s.app_dir and AppInfo.exists(s.app_dir) else None
         if s.apk:
             apk = Path(s.apk)
-        elif app and app.get("apk"):
-            apk = (info_path.parent / app["apk"]["path"]).resolve()
-            if apk.is_file() and app["apk"].get("sha256") and sha256_file(apk) != app["apk"]["sha256"]:
-                raise RecordError(f"{apk} does not match its app-info record",
-                                  remedy="run `invoke build-app` again")
+        elif app and app.apk:
+            apk = app.check_apk()
         else:
             raise UsageError("no APK to install", cause=f"no app-info with an \"apk\" entry at {info_path}",
                              remedy="run `invoke build-app`, pass --apk PATH, or --no-install")
         if not apk.is_file():
             raise UsageError(f"the APK {apk} does not exist", remedy="run `invoke build-app` or pass --apk PATH")
         if app:
-            app_id = app_id or app.get("application_id")
-            activity = app.get("activity") or activity
+            app_id = app_id or app.application_id
+            activity = app.activity or activity
         if not app_id:
             raise UsageError("the app's application id is unknown",
                              remedy="set app.application_id in the config (or use the app-info of `invoke make-app`)")

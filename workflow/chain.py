@@ -78,13 +78,12 @@ def machine_facts(config: Any) -> Facts:
 
 def recorded_apk(app_dir: Path) -> Optional[Path]:
     """The APK `invoke build-app` recorded in the app's app-info, if that file exists."""
-    from toolchain.records import APP_INFO_KIND, APP_INFO_NAME, APP_INFO_SCHEMA, read_record
+    from toolchain.records import AppInfo
 
-    info_path = Path(app_dir) / APP_INFO_NAME
-    if not info_path.is_file():
+    if not AppInfo.exists(app_dir):
         return None
-    apk = (read_record(info_path, APP_INFO_KIND, APP_INFO_SCHEMA, "").get("apk") or {}).get("path")
-    return (info_path.parent / apk).resolve() if apk and (info_path.parent / apk).is_file() else None
+    apk = AppInfo.load(app_dir).apk_file
+    return apk if apk and apk.is_file() else None
 
 
 def current_facts(p: AllPlan, facts: Facts, summary: AllSummary) -> Facts:

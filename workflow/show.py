@@ -69,11 +69,14 @@ def doctor(checks: Any, as_json: bool = False) -> None:
 
 
 def make_app(result: Any, compat_report: Any) -> None:
-    table(f"app assets ({result.variant})", ["asset", "size"],
-          [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()],
-          numeric=("size",))
-    for line in result.notes:
-        note(line)
+    if getattr(result, "up_to_date", False):
+        print(f"make-app: {result.out} is up to date ({result.notes[0].split(': ', 1)[-1]}); nothing written")
+    else:
+        table(f"app assets ({result.variant})", ["asset", "size"],
+              [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()],
+              numeric=("size",))
+        for line in result.notes:
+            note(line)
     for line in result.warnings:
         warning(line)
     print(f"project: {result.out} (application id {result.application_id}; runtime "

@@ -47,17 +47,9 @@ def verify_after_convert(config: Any, models: Path, modes: Sequence[str] = (), d
 
 
 def make_app(config: Any, settings: Any):
-    """Check the input, convert the variant first when its models are missing, generate, check the runtime."""
+    """Generate (or find up to date) the app, then check-compat the runtime it links.  Never converts."""
     from appgen import make_app as run_make_app
-    from appgen.make import check, needs_convert
 
-    check(settings)  # bad input fails before any conversion
-    reason = needs_convert(settings.models, settings.model)
-    if reason:
-        note(f"make-app: {reason}: running `invoke convert` first")
-        from converter import convert as run_convert
-
-        run_convert(stage_settings.convert_for_app(config, settings.models, settings.model))
     result = run_make_app(settings)
     return result, app_compat(config, settings.models, result.runtime)
 

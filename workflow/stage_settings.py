@@ -194,20 +194,13 @@ def make_app(config: Any, **cli):
     )
 
 
-def convert_for_app(config: Any, models: Path, variant: str):
-    """The conversion make-app runs when the models it needs are missing: only that variant's mode."""
-    settings = convert(config)
-    import dataclasses
-
-    return dataclasses.replace(settings, modes=(variant.rsplit("_", 1)[-1],), out=models, force=False)
-
-
 def build_app(config: Any, **cli):
     from appgen import BuildAppSettings
 
     r = _r(config, cli)
+    sdk = r.path("android.sdk")
     return BuildAppSettings(project=r.path("app.out", "out"), build_dir=r.path("build_dir"),
-                            timeout=float(r.get("app.gradle_timeout")))
+                            timeout=float(r.get("app.gradle_timeout")), sdk=str(sdk) if sdk else None)
 
 
 # --------------------------------------------------------------------------- deploy, report

@@ -184,8 +184,10 @@ def _sdk_checks(s: DoctorSettings) -> List[Check]:
     gradle = GradleOnPath.locate(s.environ)
     out.append(Check("make-app", "Gradle", OK if gradle.found else INFO,
                      str(gradle.path) if gradle.found else "not on PATH",
-                     "" if gradle.found else f"optional: the generated app ships a Gradle "
-                                             f"{pins.LANES[pins.DEFAULT_LANE].gradle} wrapper", False,
+                     "" if gradle.found else "optional: without it make-app writes gradlew but no "
+                                             "gradle-wrapper.jar; install Gradle (make-app then adds the jar for "
+                                             f"Gradle {pins.LANES[pins.DEFAULT_LANE].gradle}) or open the app in "
+                                             "Android Studio", False,
                      "make-app.gradle"))
     return out
 
