@@ -6,21 +6,21 @@ from typing import Dict, List, Sequence, Tuple
 
 from .results import ResultRow, speedups
 
-COLUMNS = ["model", "mode", "source", "CPU median ms", "NNAPI median ms", "speed-up", "CPU p90/min/spread",
-           "NNAPI p90/min/spread", "note"]
+COLUMNS = ["model", "mode", "source", "CPU median ms", "NNAPI median ms", "speed-up",
+           "CPU p90 ms", "CPU min ms", "CPU spread %", "NNAPI p90 ms", "NNAPI min ms", "NNAPI spread %", "note"]
 
 
 def _fmt(v, spec=".2f") -> str:
     return "-" if v is None else format(v, spec)
 
 
-def _detail(r) -> str:
+def _detail(r) -> List[str]:
+    """p90, min and spread: one number per cell (a failed or skipped row says so in the first)."""
     if r is None:
-        return "-"
+        return ["-", "-", "-"]
     if r.status != "ok":
-        return r.status
-    spread = "-" if r.spread_pct is None else f"{r.spread_pct:.1f}%"
-    return f"{_fmt(r.p90_ms)}/{_fmt(r.min_ms)}/{spread}"
+        return [r.status, "-", "-"]
+    return [_fmt(r.p90_ms), _fmt(r.min_ms), _fmt(r.spread_pct, ".1f")]
 
 
 def device_tables(rows: Sequence[ResultRow]) -> List[Tuple[str, List[str], List[list]]]:
@@ -49,7 +49,7 @@ def device_tables(rows: Sequence[ResultRow]) -> List[Tuple[str, List[str], List[
                     notes.append(f"{r.backend}: {r.reason}")
             out.append([sp["stem"], sp["mode"], sp["source"],
                         _fmt(cpu.median_ms if cpu else None), _fmt(nn.median_ms if nn else None),
-                        "-" if sp["speedup"] is None else f"{sp['speedup']:.2f}x", _detail(cpu), _detail(nn),
+                        "-" if sp["speedup"] is None else f"{sp['speedup']:.2f}x", *_detail(cpu), *_detail(nn),
                         "; ".join(notes)])
         tables.append((title, COLUMNS, out))
     return tables
