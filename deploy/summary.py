@@ -23,6 +23,18 @@ def _detail(r) -> List[str]:
     return [_fmt(r.p90_ms), _fmt(r.min_ms), _fmt(r.spread_pct, ".1f")]
 
 
+def _notes(sp, cpu, nn) -> List[str]:
+    notes = []
+    if sp["nnapi_slower"]:
+        notes.append(f"NNAPI SLOWER than CPU ({1 / sp['speedup']:.2f}x)")
+    for r in (cpu, nn):
+        if r is not None and r.status != "ok" and r.reason:
+            notes.append(f"{r.backend}: {r.status}: {r.reason}")
+        elif r is not None and r.reason:
+            notes.append(f"{r.backend}: {r.reason}")
+    return notes
+
+
 def device_tables(rows: Sequence[ResultRow]) -> List[Tuple[str, List[str], List[list]]]:
     """``[(title, columns, rows)]``, one table per device."""
     by_dev: Dict[str, List[ResultRow]] = {}
@@ -39,14 +51,7 @@ def device_tables(rows: Sequence[ResultRow]) -> List[Tuple[str, List[str], List[
         for sp in speedups(drows):
             cpu = index.get((sp["stem"], sp["mode"], sp["source"], "cpu"))
             nn = index.get((sp["stem"], sp["mode"], sp["source"], "nnapi"))
-            notes = []
-            if sp["nnapi_slower"]:
-                notes.append(f"NNAPI SLOWER than CPU ({1 / sp['speedup']:.2f}x)")
-            for r in (cpu, nn):
-                if r is not None and r.status != "ok" and r.reason:
-                    notes.append(f"{r.backend}: {r.status}: {r.reason}")
-                elif r is not None and r.reason:
-                    notes.append(f"{r.backend}: {r.reason}")
+            notes = _notes(sp, cpu, nn)
             out.append([sp["stem"], sp["mode"], sp["source"],
                         _fmt(cpu.median_ms if cpu else None), _fmt(nn.median_ms if nn else None),
                         "-" if sp["speedup"] is None else f"{sp['speedup']:.2f}x", *_detail(cpu), *_detail(nn),

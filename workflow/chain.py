@@ -59,7 +59,10 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
     deploy = stage_settings.deploy(config)
     requested = r.get("all.weights", "weights")
     if pretrained_status is None:
-        from converter.models import pretrained_status
+        from . import weights
+
+        def pretrained_status(model: str):
+            return weights.pretrained_status(model, r.path("build_dir"))
     used, why, substituted = plan.resolve_weights(requested, r.get("convert.model"), pretrained_status)
     return AllPlan(skip=skipped, weights=used, weights_note=why, substituted=substituted, variant=variant,
                    models=r.path("convert.out"), app_dir=r.path("app.out"), build_dir=r.path("build_dir"),

@@ -20,7 +20,7 @@ from toolchain.errors import UsageError
 KINDS = {
     "logs": (),  # logs/*.log older than the limit
     "outputs": ("models", "bench", "app", "android", "all.json"),
-    "caches": ("src",),  # PyTorch checkouts of build-android
+    "caches": ("src", "cache"),  # PyTorch checkouts of build-android, remembered facts (cache/)
     "results": ("results",),  # the benchmark history: only when asked for by name
 }
 DEFAULT_KINDS = ("logs",)

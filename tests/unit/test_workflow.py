@@ -137,3 +137,24 @@ def test_doctor_rows_are_found_by_stable_id_and_every_adb_server_counts():
     assert f.devices == (True, "R58N (device)")
     assert f.ndk[0] is False and "set ANDROID_NDK" in f.ndk[1]
     assert f.sdk[0] is False and "not checked" in f.sdk[1]
+
+
+def test_all_remembers_where_pretrained_weights_live_and_still_checks_the_file(tmp_path, monkeypatch):
+    import converter.models as models
+    from workflow import weights
+
+    calls = []
+    cached = tmp_path / "hub" / "m.pth"
+
+    def location(model):
+        calls.append(model)
+        return "http://127.0.0.1:1/m.pth", cached
+
+    monkeypatch.setattr(models, "pretrained_location", location)
+    ok, why = weights.pretrained_status("mobilenet_v2", tmp_path / "build")
+    assert not ok and "unreachable" in why
+    cached.parent.mkdir()
+    cached.write_bytes(b"w")
+    ok, why = weights.pretrained_status("mobilenet_v2", tmp_path / "build")
+    assert ok and str(cached) in why
+    assert calls == ["mobilenet_v2"]  # torchvision asked once, the file checked every time
