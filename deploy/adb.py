@@ -355,13 +355,14 @@ class SyncSession:
             if on_bytes:
                 on_bytes(len(block))
 
-        sent = self.send(local, remote, mode, count)
+        sent, _mtime = self.send(local, remote, mode, count)
         self.reply(remote, Path(local).name)
         return sent, digest.hexdigest() if digest is not None else None
 
     def send(self, local: Path, remote: str, mode: int = 0o644,
-             on_block: Optional[Callable[[bytes], None]] = None) -> int:
-        """SEND ``local`` as ``remote`` without waiting for the answer; return the bytes sent."""
+             on_block: Optional[Callable[[bytes], None]] = None) -> Tuple[int, int]:
+        """SEND ``local`` as ``remote`` without waiting for the answer; return the bytes sent and the mtime
+        sent with DONE (the device gives the file that modification time, as `adb push` does)."""
         serial = self.device.serial
         sent = 0
         if self._c is None:
@@ -376,8 +377,9 @@ class SyncSession:
                     sent += len(block)
                     if on_block:
                         on_block(block)
-            sock.sendall(b"DONE" + struct.pack("<I", int(time.time())))
-            return sent
+            mtime = int(time.time())
+            sock.sendall(b"DONE" + struct.pack("<I", mtime))
+            return sent, mtime
         except (OSError, EOFError, AttributeError) as e:  # AttributeError: aborted by the reply reader
             self.abort()
             raise _interrupted(serial, Path(local).name, sent, e) from e

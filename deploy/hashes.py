@@ -37,9 +37,12 @@ _READ = 1 << 20
 
 
 def probe_command() -> str:
-    """A read-only shell command that hashes empty input with each candidate tool (one line per tool)."""
+    """A read-only shell command that hashes empty input with the candidate tools, cheapest first, one line
+    per tool, and stops at the first that prints the right digest (one process on most devices)."""
     tools = " ".join(tool for tool, _algo in HASH_TOOLS)
-    return f"for h in {tools}; do echo \"$h $($h </dev/null 2>/dev/null)\"; done"
+    right = "|".join(f'"{tool} {hashlib.new(algo, b"").hexdigest()}"*' for tool, algo in HASH_TOOLS)
+    return (f'for h in {tools}; do r="$h $($h </dev/null 2>/dev/null)"; echo "$r"; '
+            f'case "$r" in {right}) break;; esac; done')
 
 
 def pick_algo(probe_output: str) -> Optional[str]:

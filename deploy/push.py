@@ -13,7 +13,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, TorchdroidError, UsageError, VerificationError
 from toolchain.fsutil import sha256_file
@@ -210,7 +210,8 @@ def _push_planned(device: Device, directory: str, items: Sequence[PushItem], exi
                f"*) rm -f \"$f\";; esac; done; ") if existing.leftovers else ""
     # what the index will hold besides the files verified now (known hashes of files that stay as they are)
     index = {o.name: (o.sha256, o.size, o.mtime) for o in skipped.values()}
-    verifier = _BatchVerifier(device, directory, existing.algo, index, cleanup)
+    verifier = _BatchVerifier(device, directory, existing.algo, index, cleanup,
+                              total=sum(items[i].local.stat().st_size for i in order))
     try:
         _send_all(device, directory, items, order, hashes, verifier, run, on_progress, on_bytes)
     finally:
@@ -288,8 +289,8 @@ def _send_all(device: Device, directory: str, items: Sequence[PushItem], order: 
                 on_progress(f"pushing {it.name} ({n}/{len(order)}, {it.local.stat().st_size / 1e6:.1f} MB)")
             digests = hashes.request(it.local, verifier.algo)  # hashed on the host while it is sent
             tmp = temp_name(directory, it, run)
-            sent = session.send(it.local, tmp, it.mode, (lambda b: on_bytes(len(b))) if on_bytes else None)
-            acks.put((i, it, tmp, sent, digests, n == len(order)))
+            sent, mtime = session.send(it.local, tmp, it.mode, (lambda b: on_bytes(len(b))) if on_bytes else None)
+            acks.put((i, it, tmp, sent, mtime, digests, n == len(order), n >= len(order) - 1))
             if acks.error is not None:
                 break
     except BaseException:
@@ -327,23 +328,27 @@ class _AckReader:
                 if entry is None:
                     return
                 continue  # after a failure: drain, never verify what may not have arrived
-            i, it, tmp, sent, digests, last = entry
+            i, it, tmp, sent, mtime, digests, last, urgent = entry
             try:
                 self.session.reply(tmp, it.name)
             except BaseException as e:
                 self.error = e
                 continue
-            self.verifier.submit(i, it, tmp, sent, digests, last=last)
+            self.verifier.submit(i, it, tmp, (sent, mtime), digests, last=last, urgent=urgent)
 
 
 class _BatchVerifier:
-    """One verify worker per device that checks every file queued since its last call in one shell call.
+    """One verify worker per device that checks the files queued since its last call in one shell call.
 
-    The last batch (the one that starts after every file was sent) also writes the hash index, in the
-    same shell call; ``index`` holds the entries known so far and grows with each batch's outcomes.
+    A batch starts when the worker is free and a quarter of the bytes to send is waiting, or the file
+    before the last one or the last one arrived (so the last batch, the only one not hidden behind a
+    transfer, holds one file): few shell calls (each costs a round trip and a few processes on the
+    device) and a short tail.  The last batch also writes the hash index, in the same shell call;
+    ``index`` holds the entries known so far and grows with each batch's outcomes.
     """
 
-    def __init__(self, device: Device, directory: str, algo: str, index: Dict[str, tuple], cleanup: str = ""):
+    def __init__(self, device: Device, directory: str, algo: str, index: Dict[str, tuple], cleanup: str = "",
+                 total: int = 0):
         self.device = device
         self.directory = directory
         self.algo = algo
@@ -351,26 +356,35 @@ class _BatchVerifier:
         self.index = dict(index)
         self.lock = threading.Lock()
         self.queued: List[tuple] = []
+        self.queued_bytes = 0
+        self.threshold = total // 4
+        self.urgent = False
         self.results: Dict[int, object] = {}
         self.sending = True
         self.index_written = False
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"verify-{device.serial}")
 
-    def submit(self, i: int, it: PushItem, tmp: str, sent: int, digests: Future, last: bool = False) -> None:
-        """Queue a sent file; with ``last`` (nothing follows it) its batch also writes the hash index."""
+    def submit(self, i: int, it: PushItem, tmp: str, sent: Tuple[int, int], digests: Future, last: bool = False,
+               urgent: bool = False) -> None:
+        """Queue a sent file (``sent``: its size and the mtime sent with it); ``urgent``: verify without
+        waiting for more; ``last`` (nothing follows it): its batch also writes the hash index."""
         with self.lock:
             self.queued.append((i, it, tmp, sent, digests))
+            self.queued_bytes += sent[0]
             self.sending = self.sending and not last
+            self.urgent = self.urgent or urgent or last
         self.pool.submit(self._drain)
 
     def _take(self) -> Tuple[List[tuple], bool]:
         with self.lock:
-            batch, self.queued = self.queued, []
+            if self.sending and not self.urgent and self.queued_bytes < self.threshold:
+                return [], False  # wait for more: a later submit (or close) drains them
+            batch, self.queued, self.queued_bytes = self.queued, [], 0
             return batch, not self.sending
 
     def _drain(self) -> None:
         batch, last = self._take()
-        if not batch:  # an earlier drain took these files already
+        if not batch:  # an earlier drain took these files already, or too few are waiting
             return
         checks, discard = [], ""
         for i, it, tmp, sent, fut in batch:
@@ -385,7 +399,7 @@ class _BatchVerifier:
             if i in self.results:  # never verified: the temporary file goes
                 discard += f"rm -f {shlex.quote(tmp.rsplit('/', 1)[1])}; "
             else:
-                checks.append((i, (it, tmp, sent, digest, sha)))
+                checks.append((i, SentFile(it, tmp, sent[0], sent[1], digest, sha)))
         try:
             cleanup, self.cleanup = self.cleanup + discard, ""
             write = last and bool(checks)  # nothing verified: push_all decides whether an index is due
@@ -415,12 +429,19 @@ def temp_name(directory: str, it: PushItem, run: str = "") -> str:
 
 def send_to_temp(device: Device, directory: str, it: PushItem,
                  on_bytes: Optional[Callable[[int], None]] = None, session: Optional[SyncSession] = None,
-                 run: str = "") -> Tuple[str, int]:
-    """Send a file to a temporary name and wait for the device's answer; return that name and the bytes
-    sent (the digests to check it against come from the local file, see LocalHashes)."""
+                 run: str = "") -> Tuple[str, int, int]:
+    """Send a file to a temporary name and wait for the device's answer; return that name, the bytes sent
+    and the mtime it was given (the digests to check it against come from the local file, see LocalHashes)."""
     tmp = temp_name(directory, it, run)
-    sent, _ = (session or device).push_file(it.local, tmp, it.mode, on_bytes, with_hash=False)
-    return tmp, sent
+    own = session is None
+    session = session or device.sync_session()
+    try:
+        sent, mtime = session.send(it.local, tmp, it.mode, (lambda b: on_bytes(len(b))) if on_bytes else None)
+        session.reply(tmp, it.name)
+    finally:
+        if own:
+            session.close()
+    return tmp, sent, mtime
 
 
 def changed_error(it: PushItem, digest: str) -> VerificationError:
@@ -439,70 +460,104 @@ def changed_locally(it: PushItem) -> Optional[VerificationError]:
     return None if digest == it.sha256 else changed_error(it, digest)
 
 
-# v TMP DIGEST NAME KEY MODE SHA256 (in the device directory): hash TMP with $T; only on a match chmod it
-# and rename it to NAME.  One line per file (short lines are written atomically, so parallel jobs do not
-# interleave them): "KEY OK SIZE MTIME", "KEY BAD DIGEST" (TMP removed) or "KEY E" (TMP removed; the error
-# is on stderr).  With $IDX set, a verified file's index line (its sha256) is appended to it (after the
-# known lines: the last line of a name wins, see parse_index).
-_VERIFY_FN = ('v() { h=$($T "$1") || { rm -f "$1"; echo "$4 E"; return; }; h=${h%% *}; '
-              'if [ "$h" = "$2" ]; then if chmod "$5" "$1" && mv -f "$1" "$3"; then '
-              's=$(stat -c \'%s %Y\' "$3"); echo "$4 OK $s"; [ -z "$IDX" ] || echo "$6 $s $3" >> "$IDX"; '
-              'else rm -f "$1"; echo "$4 E"; fi; '
-              'else rm -f "$1"; echo "$4 BAD $h"; fi; }; ')
-_VERIFY_LINE = re.compile(r"^(\d+) (OK|BAD|E)\b ?(.*)$")
+class SentFile(NamedTuple):
+    """A file on the device under its temporary name, waiting for its check."""
+
+    item: PushItem
+    tmp: str  # the temporary path on the device
+    size: int  # bytes sent
+    mtime: int  # the modification time sent with it (sync DONE)
+    digest: str  # the host's digest of the file with the device's hash tool
+    sha256: str  # the host's sha256 of the file (what the index records)
 
 
-def verify_command(directory: str, batch: Sequence[tuple], algo: str,
+_H_MARK = "--torchdroid-hashes--"
+_DONE_MARK = "--torchdroid-verified--"
+_VERIFY_LINE = re.compile(r"^(\d+) (OK|E)$")
+_NL = "nl='\n'"
+
+
+def verify_command(directory: str, batch: Sequence[SentFile], algo: str,
                    index: Optional[Dict[str, tuple]] = None, cleanup: str = "") -> str:
-    """The one shell command that verifies ``(item, tmp, sent, digest, sha256)`` files in parallel."""
-    calls = " ".join(f"v {shlex.quote(tmp.rsplit('/', 1)[1])} {digest} {shlex.quote(it.name)} {k} {it.mode:o} "
-                     f"{sha} &" for k, (it, tmp, _sent, digest, sha) in enumerate(batch))
-    head, tail = f"cd {shlex.quote(directory)} || exit 1; {cleanup}IDX=; T={TOOL_OF[algo]}; ", ""
+    """The one shell command that verifies a batch of sent files: hash them all with ONE run of the
+    device's tool, remove those whose digest differs, set the modes of the others (one chmod per mode)
+    and rename them to their final names; with ``index``, the hash index is rewritten in the same call
+    (the known lines and one per renamed file; temp name + rename).
+
+    Output: the tool's lines between two _H_MARK lines (the host reads a mismatch's digest there), a
+    ``K OK`` or ``K E`` line per file that matched, then _DONE_MARK (every file had its turn).  A few
+    processes per batch (sh, the hash tool, chmod, one mv per file) instead of several per file: on a
+    phone each costs little, on a host running many virtual devices it adds up.
+    """
+    tmp = [f.tmp.rsplit("/", 1)[1] for f in batch]  # SAFE_NAME-based: no quoting needed
+    modes = sorted({f.item.mode for f in batch})
+    idx = f".{INDEX_NAME.lstrip('.')}{PARTIAL_MARK}{os.getpid()}"
+    script = [f"cd {shlex.quote(directory)} || exit 1", cleanup + "true", _NL,
+              " ".join(f"M{m:o}=" for m in modes)]
     if index is not None:
-        tmp_index = f".{INDEX_NAME.lstrip('.')}{PARTIAL_MARK}{os.getpid()}"
-        head += f"IDX={tmp_index}; printf %s {shlex.quote(index_lines(index))} > $IDX || exit 1; "
-        tail = f"; mv -f $IDX {INDEX_NAME}"
-    return f"{head}{_VERIFY_FN}{calls} wait{tail}"
+        script.append(f"printf %s {shlex.quote(index_lines(index))} > {idx} || exit 1")
+    script += [f"H=$({TOOL_OF[algo]} {' '.join(tmp)} 2>/dev/null)", f"echo {_H_MARK}", 'echo "$H"',
+               f"echo {_H_MARK}", 'H="${nl}${H}${nl}"']
+    for f, t in zip(batch, tmp):  # a match joins its mode's group, a mismatch goes
+        script.append(f'case "$H" in *"${{nl}}{f.digest}  {t}${{nl}}"*) M{f.item.mode:o}="$M{f.item.mode:o} {t}";; '
+                      f'*) rm -f {t};; esac')
+    for m in modes:  # one chmod per mode; if it fails, none of its files is renamed
+        script.append(f'[ -z "$M{m:o}" ] || chmod {m:o} $M{m:o} || {{ rm -f $M{m:o}; M{m:o}=; }}')
+    for k, (f, t) in enumerate(zip(batch, tmp)):
+        record = f'; echo "{f.sha256} {f.size} {f.mtime} {f.item.name}" >> {idx}' if index is not None else ""
+        script.append(f'case " $M{f.item.mode:o} " in *" {t} "*) if mv -f {t} {f.item.name}; then '
+                      f'echo "{k} OK"{record}; else rm -f {t}; echo "{k} E"; fi;; esac')
+    script.append(f"echo {_DONE_MARK}")
+    if index is not None:
+        script.append(f"mv -f {idx} {INDEX_NAME}")
+    return "\n".join(script)
 
 
-def finish_batch(device: Device, directory: str, batch: Sequence[tuple], algo: str = "sha256",
+def parse_verify(output: str) -> Tuple[Dict[int, str], Dict[str, str], List[str], bool]:
+    """``({key: OK|E}, {tmp name: digest the device found}, other lines, every file had its turn)``."""
+    before, _, rest = output.partition(_H_MARK + "\n")
+    hashes_text, _, rest = rest.partition(_H_MARK + "\n")
+    results_text, done, _after = rest.partition(_DONE_MARK)
+    found = {}
+    for line in hashes_text.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2:
+            found[parts[1].strip().lstrip("*")] = parts[0]
+    lines = {int(m.group(1)): m.group(2) for m in map(_VERIFY_LINE.match, results_text.splitlines()) if m}
+    other = [ln for ln in before.splitlines() + results_text.splitlines()
+             if ln.strip() and not _VERIFY_LINE.match(ln)]
+    return lines, found, other, bool(done)
+
+
+def finish_batch(device: Device, directory: str, batch: Sequence[SentFile], algo: str = "sha256",
                  index: Optional[Dict[str, tuple]] = None, cleanup: str = "") -> List[object]:
-    """Verify ``(item, tmp, sent, digest, sha256)`` files in one shell call, hashing them in parallel on the
-    device with ``algo``'s tool (``digest`` is the host's ``algo`` digest of the file, ``sha256`` its sha256).
+    """Verify sent files in one shell call (see verify_command), with the device's ``algo`` tool.
 
     With ``index`` (``{name: (sha256, size, mtime)}`` known before this batch), the same call then writes
     the hash index: those lines plus one per file verified now, temp name + rename like every file.
     Returns a PushOutcome or the exception to raise, per file, in order.
     """
     res = device.shell(verify_command(directory, batch, algo, index, cleanup))
-    lines, other = {}, []
-    for line in res.output.splitlines():
-        m = _VERIFY_LINE.match(line.strip())
-        if m and int(m.group(1)) < len(batch):
-            lines[int(m.group(1))] = (m.group(2), m.group(3).split())
-        elif line.strip():
-            other.append(line)
-    return [_batch_outcome(device, directory, entry, algo, lines.get(k), other, res.code)
-            for k, entry in enumerate(batch)]
+    lines, found, other, hashed = parse_verify(res.output)
+    return [_batch_outcome(device, directory, f, algo, lines.get(k), found, other, res.code, hashed)
+            for k, f in enumerate(batch)]
 
 
-def _batch_outcome(device: Device, directory: str, entry: tuple, algo: str, line: Optional[tuple],
-                   other: List[str], code: int) -> object:
-    it, tmp, sent, digest, sha = entry
+def _batch_outcome(device: Device, directory: str, f: SentFile, algo: str, line: Optional[str],
+                   found: Dict[str, str], other: List[str], code: int, hashed: bool) -> object:
+    it, tmp, digest = f.item, f.tmp, f.digest
     remote = f"{directory}/{it.name}"
-    kind, rest = line or ("E", [])
-    if kind == "OK":
-        log.info("[%s] pushed %s (%d bytes)", device.serial, remote, sent)
-        size, mtime = (int(rest[0]), int(rest[1])) if len(rest) == 2 and all(x.isdigit() for x in rest) else (0, 0)
-        return PushOutcome(it.name, remote, True, sent, sha, size, mtime)
-    if kind == "BAD":
-        got = rest[0] if rest else "?"
+    if line == "OK":
+        log.info("[%s] pushed %s (%d bytes)", device.serial, remote, f.size)
+        return PushOutcome(it.name, remote, True, f.size, f.sha256, f.size, f.mtime)
+    got = found.get(tmp.rsplit("/", 1)[1])
+    if line is None and hashed and got and got != digest:  # hashed, no match: the shell removed it
         return changed_locally(it) or VerificationError(
             f"{it.name} arrived on {device.serial} corrupted ({algo} {got[:12]}… != {digest[:12]}…)",
             cause="the transfer was altered on the way (bad cable/hub?) or the device storage is failing",
             remedy="run the deploy again; if it repeats, try another USB cable or port",
         )
-    if line is None:  # the shell died before this file's line: do not leave its temporary file
+    if line is None and not hashed:  # the shell died before this file's turn: do not leave its temporary file
         with contextlib.suppress(TorchdroidError):
             device.shell(f"rm -f {shlex.quote(tmp)}")
     return DeviceError(
