@@ -27,7 +27,7 @@ from toolchain.records import (
 from . import bench as _bench
 from .adb import Adb, state_error
 from .checks import DeviceFacts, check_abi, check_commits, check_space, elf_abi, parse_df_available
-from .hashes import LocalHashes
+from .hashes import HASH_CACHE_NAME, LocalHashes
 from .install import install_apk
 from .push import PushItem, check_dir, parse_state, push_all, state_command
 from .results import DB_NAME, ResultRow, ResultStore, export
@@ -183,6 +183,7 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     """Deploy to every selected device in parallel; a failing device never stops the others."""
     adb = Adb.locate(s.servers, s.adb_host, s.adb_port, timeout=s.timeout, source=s.servers_from)
     inputs, warnings = _load_inputs(s)
+    inputs.hashes.load(Path(s.results) / HASH_CACHE_NAME)  # local files' digests: not read again when unchanged
     for w in warnings:
         log.warning("%s", w)
     directory = check_dir(f"{s.device_dir.rstrip('/')}/{project_name(s.project)}")

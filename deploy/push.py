@@ -226,7 +226,8 @@ def _push_planned(device: Device, directory: str, items: Sequence[PushItem], exi
     index.update({o.name: (o.sha256, o.size, o.mtime) for o in done})
     vouched = all(existing[o.name].sha256 is not None for o in done if not o.pushed)
     if not index_written and (any(o.pushed for o in done) or not vouched):
-        write_index(device, directory, index)
+        with contextlib.suppress(*((TorchdroidError,) if errors else ())):  # never mask the first failure
+            write_index(device, directory, index)
     if errors:
         raise errors[0]  # the first verify failure
     return done
@@ -338,13 +339,14 @@ class _AckReader:
 
 
 class _BatchVerifier:
-    """One verify worker per device that checks the files queued since its last call in one shell call.
+    """The verify calls of one device: each checks the files queued since the previous one, in one shell call.
 
-    A batch starts when the worker is free and a quarter of the bytes to send is waiting, or the file
-    before the last one or the last one arrived (so the last batch, the only one not hidden behind a
-    transfer, holds one file): few shell calls (each costs a round trip and a few processes on the
-    device) and a short tail.  The last batch also writes the hash index, in the same shell call;
-    ``index`` holds the entries known so far and grows with each batch's outcomes.
+    A batch starts when a quarter of the bytes to send is waiting, or the file before the last one or the
+    last one arrived (so the last batch, the only one not hidden behind a transfer, holds one file): few
+    shell calls (each costs a round trip and a few processes on the device) and a short tail.  Up to two
+    run at once (a phone has several cores), except the first, which runs alone: it removes the leftovers
+    of an interrupted deploy and rewrites the hash index with the ``index`` entries of the files that stay;
+    every batch then appends the entries of the files it renamed (see verify_command).
     """
 
     def __init__(self, device: Device, directory: str, algo: str, index: Dict[str, tuple], cleanup: str = "",
@@ -352,40 +354,59 @@ class _BatchVerifier:
         self.device = device
         self.directory = directory
         self.algo = algo
-        self.cleanup = cleanup  # run by the first verify call
+        self.cleanup = cleanup
         self.index = dict(index)
-        self.lock = threading.Lock()
+        self.cond = threading.Condition()
         self.queued: List[tuple] = []
         self.queued_bytes = 0
         self.threshold = total // 4
         self.urgent = False
         self.results: Dict[int, object] = {}
         self.sending = True
-        self.index_written = False
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"verify-{device.serial}")
+        self.started = 0  # batches taken
+        self.running = 0  # batches in flight
+        self.index_written = False  # the first batch's shell rewrote the index
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"verify-{device.serial}")
 
     def submit(self, i: int, it: PushItem, tmp: str, sent: Tuple[int, int], digests: Future, last: bool = False,
                urgent: bool = False) -> None:
         """Queue a sent file (``sent``: its size and the mtime sent with it); ``urgent``: verify without
-        waiting for more; ``last`` (nothing follows it): its batch also writes the hash index."""
-        with self.lock:
+        waiting for more (``last``: nothing follows it)."""
+        with self.cond:
             self.queued.append((i, it, tmp, sent, digests))
             self.queued_bytes += sent[0]
             self.sending = self.sending and not last
             self.urgent = self.urgent or urgent or last
         self.pool.submit(self._drain)
 
-    def _take(self) -> Tuple[List[tuple], bool]:
-        with self.lock:
-            if self.sending and not self.urgent and self.queued_bytes < self.threshold:
-                return [], False  # wait for more: a later submit (or close) drains them
+    def _take(self) -> Tuple[List[tuple], bool, str]:
+        """``(files to verify now, whether the index is still to be rewritten, the cleanup it runs first)``."""
+        with self.cond:
+            if not self.queued or self.sending and not self.urgent and self.queued_bytes < self.threshold:
+                return [], False, ""  # wait for more: a later submit (or close) drains them
+            if self.started and not self.index_written and self.running:
+                return [], False, ""  # the first batch (index, leftovers) runs alone; its end drains again
             batch, self.queued, self.queued_bytes = self.queued, [], 0
-            return batch, not self.sending
+            cleanup, self.cleanup = self.cleanup, ""
+            self.started += 1
+            self.running += 1
+            return batch, not self.index_written, cleanup
 
     def _drain(self) -> None:
-        batch, last = self._take()
-        if not batch:  # an earlier drain took these files already, or too few are waiting
+        batch, first, cleanup = self._take()
+        if not batch:  # an earlier drain took these files already, or they wait for more
             return
+        try:
+            self._verify(batch, first, cleanup)
+        finally:
+            with self.cond:
+                self.running -= 1
+                self.cond.notify_all()
+            if self.queued:
+                with contextlib.suppress(RuntimeError):  # the pool is shut down: close() drains them
+                    self.pool.submit(self._drain)
+
+    def _verify(self, batch: List[tuple], first: bool, cleanup: str) -> None:
         checks, discard = [], ""
         for i, it, tmp, sent, fut in batch:
             try:
@@ -400,24 +421,27 @@ class _BatchVerifier:
                 discard += f"rm -f {shlex.quote(tmp.rsplit('/', 1)[1])}; "
             else:
                 checks.append((i, SentFile(it, tmp, sent[0], sent[1], digest, sha)))
+        rewrite = first and bool(checks)  # nothing to rename: the index can wait for a batch that has
         try:
-            cleanup, self.cleanup = self.cleanup + discard, ""
-            write = last and bool(checks)  # nothing verified: push_all decides whether an index is due
             got = finish_batch(self.device, self.directory, [c[1] for c in checks], self.algo,
-                               index=self.index if write else None, cleanup=cleanup)
-            self.index_written = write
+                               index=self.index if rewrite else None, cleanup=cleanup + discard)
+            self.index_written = self.index_written or rewrite
         except Exception as e:  # the connection dropped: every file of the batch failed with it
             got = [e] * len(checks)
-        for (i, _check), res in zip(checks, got):
-            self.results[i] = res
-            if isinstance(res, PushOutcome):
-                self.index[res.name] = (res.sha256, res.size, res.mtime)
+        with self.cond:
+            for (i, _check), res in zip(checks, got):
+                self.results[i] = res
 
     def close(self) -> Tuple[Dict[int, object], bool]:
-        """Wait for every verify; return the outcomes and whether the last batch wrote the index."""
-        with self.lock:
+        """Wait for every verify; return the outcomes and whether the index was rewritten."""
+        with self.cond:
             self.sending = False
-        self.pool.submit(self._drain)  # no-op unless files wait (their drain may have started before)
+        while True:
+            self.pool.submit(self._drain).result()
+            with self.cond:
+                if not self.queued and not self.running:
+                    break
+                self.cond.wait(0.5)
         self.pool.shutdown(wait=True)
         return self.results, self.index_written
 
@@ -479,10 +503,11 @@ _NL = "nl='\n'"
 
 def verify_command(directory: str, batch: Sequence[SentFile], algo: str,
                    index: Optional[Dict[str, tuple]] = None, cleanup: str = "") -> str:
-    """The one shell command that verifies a batch of sent files: hash them all with ONE run of the
-    device's tool, remove those whose digest differs, set the modes of the others (one chmod per mode)
-    and rename them to their final names; with ``index``, the hash index is rewritten in the same call
-    (the known lines and one per renamed file; temp name + rename).
+    """The one shell command that verifies a batch of sent files: hash them all with the device's tool
+    (in parallel), remove those whose digest differs, set the modes of the others (one chmod per mode),
+    rename them to their final names and append their entries to the hash index.  With ``index`` (the
+    first batch) the index is first rewritten with those entries (temp name + rename): the files that
+    stay.  An entry is appended only after its file was renamed, and the last line of a name wins.
 
     Output: the tool's lines between two _H_MARK lines (the host reads a mismatch's digest there), a
     ``K OK`` or ``K E`` line per file that matched, then _DONE_MARK (every file had its turn).  A few
@@ -491,25 +516,26 @@ def verify_command(directory: str, batch: Sequence[SentFile], algo: str,
     """
     tmp = [f.tmp.rsplit("/", 1)[1] for f in batch]  # SAFE_NAME-based: no quoting needed
     modes = sorted({f.item.mode for f in batch})
-    idx = f".{INDEX_NAME.lstrip('.')}{PARTIAL_MARK}{os.getpid()}"
     script = [f"cd {shlex.quote(directory)} || exit 1", cleanup + "true", _NL,
               " ".join(f"M{m:o}=" for m in modes)]
     if index is not None:
-        script.append(f"printf %s {shlex.quote(index_lines(index))} > {idx} || exit 1")
-    script += [f"H=$({TOOL_OF[algo]} {' '.join(tmp)} 2>/dev/null)", f"echo {_H_MARK}", 'echo "$H"',
-               f"echo {_H_MARK}", 'H="${nl}${H}${nl}"']
+        idx = f".{INDEX_NAME.lstrip('.')}{PARTIAL_MARK}{os.getpid()}"
+        script.append(f"printf %s {shlex.quote(index_lines(index))} > {idx} && mv -f {idx} {INDEX_NAME} || exit 1")
+    if batch:
+        tool = TOOL_OF[algo]  # several files: hashed in parallel (one line each, written whole)
+        hashing = f"{tool} {tmp[0]}" if len(tmp) == 1 else " ".join(f"{tool} {t} &" for t in tmp) + " wait"
+        script += [f"H=$({{ {hashing}; }} 2>/dev/null)", f"echo {_H_MARK}", 'echo "$H"', f"echo {_H_MARK}",
+                   'H="${nl}${H}${nl}"']
     for f, t in zip(batch, tmp):  # a match joins its mode's group, a mismatch goes
         script.append(f'case "$H" in *"${{nl}}{f.digest}  {t}${{nl}}"*) M{f.item.mode:o}="$M{f.item.mode:o} {t}";; '
                       f'*) rm -f {t};; esac')
     for m in modes:  # one chmod per mode; if it fails, none of its files is renamed
         script.append(f'[ -z "$M{m:o}" ] || chmod {m:o} $M{m:o} || {{ rm -f $M{m:o}; M{m:o}=; }}')
     for k, (f, t) in enumerate(zip(batch, tmp)):
-        record = f'; echo "{f.sha256} {f.size} {f.mtime} {f.item.name}" >> {idx}' if index is not None else ""
         script.append(f'case " $M{f.item.mode:o} " in *" {t} "*) if mv -f {t} {f.item.name}; then '
-                      f'echo "{k} OK"{record}; else rm -f {t}; echo "{k} E"; fi;; esac')
+                      f'echo "{k} OK"; echo "{f.sha256} {f.size} {f.mtime} {f.item.name}" >> {INDEX_NAME}; '
+                      f'else rm -f {t}; echo "{k} E"; fi;; esac')
     script.append(f"echo {_DONE_MARK}")
-    if index is not None:
-        script.append(f"mv -f {idx} {INDEX_NAME}")
     return "\n".join(script)
 
 
@@ -533,8 +559,8 @@ def finish_batch(device: Device, directory: str, batch: Sequence[SentFile], algo
                  index: Optional[Dict[str, tuple]] = None, cleanup: str = "") -> List[object]:
     """Verify sent files in one shell call (see verify_command), with the device's ``algo`` tool.
 
-    With ``index`` (``{name: (sha256, size, mtime)}`` known before this batch), the same call then writes
-    the hash index: those lines plus one per file verified now, temp name + rename like every file.
+    With ``index`` (``{name: (sha256, size, mtime)}`` of the files that stay), the same call first rewrites
+    the hash index with those lines; the entries of the files renamed now are appended.
     Returns a PushOutcome or the exception to raise, per file, in order.
     """
     res = device.shell(verify_command(directory, batch, algo, index, cleanup))

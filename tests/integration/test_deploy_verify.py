@@ -49,7 +49,10 @@ def test_batch_verify_renames_only_matching_files(tmp_path):
         assert "bad.bin arrived on" in str(corrupt) and "corrupted" in str(corrupt) and "USB cable" in str(corrupt)
         assert isinstance(missing, DeviceError) and "could not verify and move gone.bin" in str(missing)
         assert not (d / "bad.bin").exists() and not (d / "gone.bin").exists()  # never under a final name
-        assert sorted(os.listdir(d)) == ["good.bin"]  # the corrupted temporary file is removed too
+        assert sorted(os.listdir(d)) == [INDEX_NAME, "good.bin"]  # the corrupted temporary file is removed too
+        # only the renamed file has an index entry, with the size and mtime it has on the device
+        assert parse_index((d / INDEX_NAME).read_text()) == {
+            "good.bin": (batch[0].sha256, 300_000, int((d / "good.bin").stat().st_mtime))}
 
 
 def test_push_all_writes_the_index_with_the_last_verify_and_the_next_push_trusts_it(tmp_path):
