@@ -82,7 +82,7 @@ def run(tmp: Path, args) -> int:
         single, fleet = [], []
         warm = DeploySettings(models=inp.models, results=tmp / "results", build_info=inp.build_info, servers=addrs,
                               project="warm", bench=False, install=False, serials=(one.serial,))
-        deploy(warm, on_status=lambda serial, text: None)  # imports (adbutils) and first connections: not measured
+        deploy(warm, on_status=lambda serial, text: None)  # first connections, caches: not measured
         for i in range(args.repeat):
             for kind, serials, out in (("one", (one.serial,), single), ("all", (), fleet)):
                 s = DeploySettings(models=inp.models, results=tmp / "results", build_info=inp.build_info,

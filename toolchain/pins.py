@@ -190,6 +190,11 @@ CAMERAX_VERSION = "1.3.4"
 ANDROIDX_ACTIVITY_VERSION = "1.8.2"
 FBJNI_VERSION = "0.2.2"
 SOLOADER_VERSION = "0.10.5"
+# `-SNAPSHOT` runtimes came from the OSSRH snapshot repository, which shut down on this date (docs/facts.md):
+# make-app refuses them and asks for a locally built AAR.
+OSSRH_SHUTDOWN = "2025-06-30"
+# Every org.pytorch:pytorch_android on Maven Central (newest 2.1.0) links its .so files for 4 KB pages.
+MAVEN_RUNTIME_PAGE_ALIGNMENT_SOURCE = "pytorch/pytorch#154449"
 
 
 def lane(name: str) -> Lane:

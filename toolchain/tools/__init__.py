@@ -10,7 +10,7 @@ and says how to get it.  Stages and doctor ask these; nothing else looks for too
 
 from .jdk import Jdk, agp_min_java, gradle_java_range
 from .ndk import Ndk
-from .programs import CCompiler, CMake, GitTool, Ninja
+from .programs import Adb, CCompiler, Ccache, CMake, GitTool, GradleOnPath, Ninja
 from .sdk import AndroidSdk
 
-__all__ = ["AndroidSdk", "CCompiler", "CMake", "GitTool", "Jdk", "Ndk", "Ninja", "agp_min_java", "gradle_java_range"]
+__all__ = ["Adb", "AndroidSdk", "CCompiler", "Ccache", "CMake", "GitTool", "GradleOnPath", "Jdk", "Ndk", "Ninja", "agp_min_java", "gradle_java_range"]

@@ -84,3 +84,22 @@ class GitTool(Program):
     NAME = "git"
     EXE = ("git",)
     INSTALL = "sudo apt-get install git"
+
+
+class Ccache(Program):
+    NAME = "ccache"
+    EXE = ("ccache",)
+    INSTALL = "sudo apt-get install ccache"
+
+
+class GradleOnPath(Program):
+    NAME = "Gradle"
+    EXE = ("gradle",)
+    INSTALL = "optional: generated apps ship a Gradle wrapper"
+
+
+class Adb(Program):
+    NAME = "adb"
+    EXE = ("adb",)
+    VERSION_ARGS = ("version",)
+    INSTALL = "sudo apt-get install adb (or the SDK's platform-tools)"
