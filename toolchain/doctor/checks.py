@@ -157,8 +157,8 @@ def _aar_jdk_check(s: DoctorSettings) -> List[Check]:
                       "build-android.aar-jdk")]
     found = ", ".join(f"{j.major}" for j in Jdk.all(s.environ)) or "none"
     return [Check("build-android", name, INFO, f"no JDK {low}-{high} (found: {found})",
-                  f"optional, for --aar only: install a JDK 11 (e.g. Temurin 11) and pass --java-home or set "
-                  f"JAVA_HOME", False, "build-android.aar-jdk")]
+                  "optional, for --aar only: install a JDK 11 (e.g. Temurin 11) and pass --java-home or set "
+                  "JAVA_HOME", False, "build-android.aar-jdk")]
 
 
 def _app_jdk_check(s: DoctorSettings) -> List[Check]:
