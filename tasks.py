@@ -212,7 +212,7 @@ def build_app(c, out=None, debug=False):
                  no_app_bench="do not run the in-app benchmark",
                  install="install the APK (config deploy.install, default on)",
                  no_install="skip the app entirely", warmup="deploy.warmup", iter="deploy.iter",
-                 repeat="deploy.repeat", threads="deploy.threads", caching_allocator="deploy.caching_allocator",
+                 repeat="deploy.repeat", cooldown="deploy.cooldown", threads="deploy.threads", caching_allocator="deploy.caching_allocator",
                  no_caching_allocator="do not pass --use_caching_allocator", bundled_input="deploy.bundled_input",
                  allow_mismatch="deploy.allow_mismatch", no_allow_mismatch="refuse a torch commit mismatch",
                  profile_with_gatord="deploy.gatord", device_dir="deploy.device_dir", project="deploy.project",
@@ -221,7 +221,8 @@ def build_app(c, out=None, debug=False):
       iterable=["serial", "variant", "adb_server"])
 def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=None, apk=None, app=None,
            bench=False, no_bench=False, app_bench=False, no_app_bench=False, install=False, no_install=False,
-           warmup=None, iter=None, repeat=None, threads=None, caching_allocator=False, no_caching_allocator=False,
+           warmup=None, iter=None, repeat=None, cooldown=None, threads=None, caching_allocator=False,
+           no_caching_allocator=False,
            bundled_input=None, allow_mismatch=False, no_allow_mismatch=False, profile_with_gatord=None,
            device_dir=None, project=None, results=None, adb_host=None, adb_port=None, adb_server=None, debug=False):
     """Push the benchmark binary and models, install the app, benchmark on every device, record and report."""
@@ -237,6 +238,10 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
     if result.failed:
         raise Exit(f"torchdroid deploy: {len(result.failed)} of {len(result.devices)} device(s) had problems "
                    "(see above; the others were deployed)", code=7)
+    failed_rows = [r for r in result.rows if r.status == "failed"]
+    if failed_rows:
+        raise Exit(f"torchdroid deploy: {len(failed_rows)} benchmark(s) failed (reasons in the table above; the "
+                   "results are recorded)", code=7)
 
 
 @task(help=helps(run="report.run", results="deploy.results", out="report.out", source="deploy.report_source"))
@@ -274,8 +279,7 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, 
         "bench": lambda f: bench(c, debug=debug),
         "build-android": lambda f: build_android(c, debug=debug),
         "check-compat": lambda f: check_compat(c, debug=debug),
-        "deploy": lambda f: deploy(c, no_bench=f.build_info is None and f.binary is None, no_install=f.apk is None,
-                                   debug=debug),
+        "deploy": lambda f: deploy(c, debug=debug),  # binary only, APK only or both: deploy decides
         "report": lambda f: report(c, debug=debug),
     }
     with show.quiet_stdout(json), adb_server_for_run(plan.adb_host, plan.adb_port, show.note,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -421,6 +421,180 @@ APP_INFO_SCHEMA = 1
 #                     "median_ms": 12.3, "p90_ms": 13.0, "min_ms": 11.9, "mean_ms": 12.4, "error": null}
 APP_BENCH_TAG = "torchdroid"
 APP_BENCH_PREFIX = "TORCHDROID_BENCH "
+# Progress lines of the in-app benchmark (same tag), so deploy can wait on the app instead of a clock:
+#   TORCHDROID_PROGRESS {"backend": "cpu", "stage": "loaded" | "warmup" | "iter", "done": 20, "of": 200}
+APP_PROGRESS_PREFIX = "TORCHDROID_PROGRESS "
+
+
+# --------------------------------------------------------------------------- deploy results
+
+DEPLOY_RESULTS_KIND = "torchdroid.deploy-results"
+DEPLOY_RESULTS_SCHEMA = 1
+RESULT_STATUSES = ("ok", "failed", "skipped")
+
+
+@dataclass
+class ResultRow:
+    """One benchmark result (or one failure) of one device: a row of the results store and its exports."""
+
+    serial: str
+    device_model: str
+    board: str
+    release: str
+    sdk: int
+    abi: str
+    stem: str  # mobilenetv2 ("" for a device that failed before any model)
+    variant: str  # quant_full
+    mode: str  # none | core | full
+    backend: str  # cpu | nnapi
+    source: str  # binary | app | deploy (a device or server the run could not work on)
+    status: str  # ok | failed | skipped
+    model_file: str = ""
+    median_ms: Optional[float] = None
+    p90_ms: Optional[float] = None
+    min_ms: Optional[float] = None
+    spread_pct: Optional[float] = None
+    samples: int = 0
+    repeats: int = 0
+    iters: int = 0
+    warmup: int = 0
+    torch_commit: str = ""
+    binary_commit: str = ""
+    reason: str = ""
+    output_tail: str = ""
+    server: str = ""  # HOST:PORT of the device's adb server
+    run_id: Optional[int] = None
+    started: str = ""
+    mean_ms: Optional[float] = None
+    std_ms: Optional[float] = None
+    max_ms: Optional[float] = None
+    load_ms: Optional[float] = None  # process start + model load (cold run)
+    first_ms: Optional[float] = None  # the first inference after loading
+    warmup_ms: Optional[float] = None  # mean of the warm-up iterations
+    peak_kb: Optional[int] = None  # VmHWM of the benchmark process
+    flags: str = ""  # comma-separated: unstable, throttled, nnapi-deprecated, fell-back
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "ResultRow":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def problems(self) -> List[str]:
+        """What makes this row nonsense (an ``ok`` row without real numbers, an unknown status)."""
+        out = []
+        if self.status not in RESULT_STATUSES:
+            out.append(f"unknown status {self.status!r}")
+        if self.status == "ok":
+            values = (self.median_ms, self.p90_ms, self.min_ms)
+            if any(v is None or not (v > 0) or v != v for v in values) or self.samples < 1:
+                out.append(f"an ok row needs positive latencies from at least one sample (median {self.median_ms}, "
+                           f"{self.samples} samples)")
+        elif not self.reason:
+            out.append(f"a {self.status} row needs its reason")
+        return out
+
+    def has_flag(self, flag: str) -> bool:
+        return flag in self.flags.split(",")
+
+
+def deploy_results_path(results_dir: Path, stem: str) -> Path:
+    """``<results>/<stem>.json``: ``run-0007`` for one run, ``latest`` for the newest."""
+    return Path(results_dir) / f"{stem}.json"
+
+
+@dataclass
+class DeployResults:
+    """The JSON export of one deploy run: rows, CPU/NNAPI speed-ups and each device's conditions."""
+
+    run_id: Optional[int]
+    started: str
+    rows: List[ResultRow]
+    speedups: List[Dict[str, Any]] = field(default_factory=list)
+    devices: List[Dict[str, Any]] = field(default_factory=list)  # serial, soc, governor, thermal, battery ...
+
+    REMEDY = "run `invoke deploy` again (it writes <results>/run-NNNN.json and latest.json)"
+
+    def write(self, path: Path) -> Path:
+        return write_record(path, DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA, {
+            "run_id": self.run_id, "started": self.started, "speedups": self.speedups, "devices": self.devices,
+            "results": [r.to_dict() for r in self.rows]})
+
+    @classmethod
+    def load(cls, path: Path) -> "DeployResults":
+        data = read_record(path, DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA, cls.REMEDY)
+        try:
+            rows = [ResultRow.from_dict(r) for r in data.get("results", [])]
+        except TypeError as e:
+            raise RecordError(f"{path} has a malformed result row", cause=str(e), remedy=cls.REMEDY) from e
+        return cls(data.get("run_id"), data.get("started", ""), rows, data.get("speedups", []),
+                   data.get("devices", []))
+
+
+# --------------------------------------------------------------------------- verify
+
+VERIFY_NAME = "verify.json"  # next to the manifest it verified, unless --out says otherwise
+VERIFY_KIND = "torchdroid.host-nnapi-verify"
+VERIFY_SCHEMA = 1
+
+
+def verify_path(models_dir: Path) -> Path:
+    """Where `invoke verify` writes its record for the models in ``models_dir``."""
+    return Path(models_dir) / VERIFY_NAME
+
+
+@dataclass
+class VerifyRecord:
+    """``verify.json``: what `invoke verify` checked, with what, and the verdict per variant.
+
+    Stable fields (other stages rely on them; keep their names and meaning):
+    ``manifest`` (path), ``library`` (path of the host libneuralnetworks.so), ``library_sha256``,
+    ``rounding``, ``ok``, and per entry of ``variants``: ``variant``, ``ok`` and ``files`` =
+    ``{"cpu": {"file", "sha256"}, "nnapi": {"file", "sha256"}}`` -- the sha256 of each file as verified.
+    """
+
+    path: Path
+    manifest: str
+    library: str
+    library_sha256: Optional[str]
+    rounding: str
+    thresholds: Dict[str, Any]
+    variants: List[Dict[str, Any]]
+    written: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return all(v.get("ok") for v in self.variants)
+
+    def files(self) -> Dict[str, str]:
+        """file name -> sha256 of every model file this record verified."""
+        out: Dict[str, str] = {}
+        for v in self.variants:
+            for f in (v.get("files") or {}).values():
+                out[f["file"]] = f["sha256"]
+        return out
+
+    REMEDY = "run `invoke verify` (it writes <models>/verify.json)"
+
+    @classmethod
+    def load(cls, path: Path) -> "VerifyRecord":
+        path = Path(path)
+        path = verify_path(path) if path.is_dir() else path
+        data = read_record(path, VERIFY_KIND, VERIFY_SCHEMA, cls.REMEDY)
+        return cls(path, data.get("manifest", ""), data.get("library", ""), data.get("library_sha256"),
+                   data.get("rounding", ""), data.get("thresholds", {}), list(data.get("variants", [])),
+                   data.get("written", ""))
+
+    def write(self) -> Path:
+        return write_record(self.path, VERIFY_KIND, VERIFY_SCHEMA, {
+            "manifest": self.manifest, "library": self.library, "library_sha256": self.library_sha256,
+            "rounding": self.rounding, "thresholds": self.thresholds, "ok": self.ok, "variants": self.variants,
+        })
+
+
+# --------------------------------------------------------------------------- app-info (typed)
 
 
 def app_info_path(app_dir: Path) -> Path:

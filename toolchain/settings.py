@@ -208,7 +208,8 @@ KEYS: Tuple[Key, ...] = (
     Key("deploy.repeat", Int(min=1, max=1000), 3, "runs per model; median/p90/min/spread are over all of them"),
     Key("deploy.threads", Int(min=0, max=1024), 1, "--pthreadpool_size (0 leaves the flag out)"),
     Key("deploy.results", PathKind(), "build/results", "results directory: SQLite history + CSV/JSON"),
-    Key("deploy.serials", ListOf(), [], "device serials to use (default: every connected device)"),
+    Key("deploy.serials", ListOf(), [], "device serials to use (default: ANDROID_SERIAL, else every connected "
+                                        "device)"),
     Key("deploy.variants", ListOf(), [], "variants to deploy, e.g. quant_full (default: all)"),
     Key("deploy.build_info", PathKind(), None, "build-info.json of `invoke build-android` (default "
                                                "<build_dir>/android/<abi>/build-info.json)"),
@@ -223,7 +224,9 @@ KEYS: Tuple[Key, ...] = (
                                                           "--input_dims/--input_type from the manifest"),
     Key("deploy.timeout", Num(min=1, max=86400), 120.0, "seconds per adb call"),
     Key("deploy.bench_timeout", Num(min=1, max=86400), 600.0, "seconds per benchmark run"),
-    Key("deploy.app_wait", Num(min=1, max=86400), 120.0, "seconds to wait for the app's result line"),
+    Key("deploy.app_wait", Num(min=1, max=86400), 60.0, "seconds for the app's first progress line (start + "
+                                                        "model load); later lines scale with iter"),
+    Key("deploy.cooldown", Num(min=0, max=3600), 0.0, "seconds to wait between models so a hot phone cools down"),
     Key("deploy.gatord", PathKind(), None, "PATH to Arm's gatord: push it and run each benchmark under "
                                            "`gatord --app`"),
     Key("deploy.allow_mismatch", Flag(), False, "benchmark even when the models' torch commit differs from "
@@ -235,8 +238,8 @@ KEYS: Tuple[Key, ...] = (
     # ---- verify (host NNAPI)
     Key("verify.float_atol", Num(min=0), 1e-4, "absolute tolerance of float outputs"),
     Key("verify.float_rtol", Num(min=0), 1e-5, "plus this fraction of the largest reference output magnitude"),
-    Key("verify.max_lsb", Int(min=0, max=255), 2, "quantized outputs: allowed difference per NNAPI operation "
-                                                  "run in isolation"),
+    Key("verify.max_lsb", Int(min=0, max=255), 1, "quantized outputs: allowed difference per NNAPI operation "
+                                                  "on the CPU model's values (nnapi rounding)"),
     Key("verify.min_top1_agreement", Num(min=0, max=1), 0.75, "top-1 agreement NNAPI vs CPU needed"),
     Key("verify.min_top5_agreement", Num(min=0, max=1), 0.8, "top-5 agreement NNAPI vs CPU needed"),
     Key("verify.rounding", Choice("qnnpack", "nnapi"), "qnnpack", "quantized kernels: qnnpack (match the CPU "

@@ -32,9 +32,13 @@ def convert(result: Any, as_json: bool = False) -> None:
 def host_bench(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
-    table("host benchmark (CPU models, bundled input)", ["model", "mode", "median ms", "p90 ms", "min ms", "iters"],
-          [(r.file, r.mode, f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}", f"{r.min_ms:.2f}", r.iters) for r in result.rows],
-          numeric=("median ms", "p90 ms", "min ms", "iters"))
+    columns = ["model", "mode", "load ms", "first ms", "median ms", "p90 ms", "min ms", "max ms", "mean ms", "std ms",
+               "spread %", "peak MB"]
+    table("host benchmark (CPU models, bundled input)", columns,
+          [(r.file, r.mode, f"{r.load_ms:.0f}", f"{r.first_ms:.2f}", f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}",
+            f"{r.min_ms:.2f}", f"{r.max_ms:.2f}", f"{r.mean_ms:.2f}", f"{r.std_ms:.2f}",
+            f"{r.spread_pct:.1f}" + (" !" if r.unstable else ""), f"{r.peak_rss_kb / 1024:.0f}") for r in result.rows],
+          numeric=columns[2:])
     for line in result.notes:
         note(line)
     print(f"results: {result.json_path}")
@@ -116,13 +120,16 @@ def deploy(result: Any) -> None:
                                                 f", app {'installed' if d.installed else 'already installed'}"))
         for n in d.notes:
             print(f"  note: {n}")
+        for r in d.rows:
+            if r.status == "failed" and r.source != "deploy":
+                print(f"  failed: {r.model_file} ({r.backend}, {r.source}): {r.reason}")
         for e in d.errors:
             print("  problem: " + e.replace("\n", "\n    "))
     print(f"device directory: {result.directory}")
     if result.run_id is not None:
         print(f"results: run {result.run_id} in {result.db_path}; "
               + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
-        print("next: invoke report")
+        print("next: invoke report  (the chart and an HTML page of this run)")
 
 
 def report(result: Any, as_json: bool = False) -> None:
@@ -130,6 +137,7 @@ def report(result: Any, as_json: bool = False) -> None:
         return emit_json(result)
     result_tables(result.rows)
     print(f"picture: {result.png}")
+    print(f"page: {result.html} (chart and tables; open it in a browser)")
     print("exports: " + ", ".join(str(p) for p in result.exports.values()))
 
 

@@ -79,7 +79,7 @@ def built_aar_info(build_info: Path, aar: Path) -> Optional[Any]:
 def deploy_compat(settings: Any) -> None:
     """check-compat of the models against the runtime deploy is about to push; refuse what cannot run."""
     if not (settings.bench and settings.binary is None and settings.build_info.is_file()
-            and not settings.allow_mismatch):
+            and not settings.allow_mismatch and settings.models.is_dir()):
         return
     from ndk_build import check_compat as run_check
 

@@ -219,6 +219,7 @@ def bench_options(r: Resolver):
         timeout=float(r.get("deploy.bench_timeout")),
         gatord=r.path("deploy.gatord", "profile_with_gatord") is not None,
         bundled_input=r.get("deploy.bundled_input", "bundled_input"),
+        cooldown=float(r.get("deploy.cooldown", "cooldown")),
     )
 
 

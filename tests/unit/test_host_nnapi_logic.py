@@ -82,3 +82,28 @@ def test_feature_level_check_names_operations_newer_than_the_target():
     msgs = [f.message for f in checks.errors(checks.static_checks(g, api_level=28))]
     assert any("EXPAND_DIMS needs API level 29" in m for m in msgs)
     assert not [f for f in checks.static_checks(g, api_level=29) if f.check == "feature-level"]
+
+
+def test_nnapi_rounding_multiplies_input_and_filter_scales_as_float_like_aosp():
+    """AOSP: ``const double input_product_scale = inputShape.scale * filterShape.scale;`` with float scales
+    (docs/facts.md V1): the product is rounded to float before it is widened.  For some scales that changes
+    the Q31 multiplier, i.e. the integer results."""
+    import random
+    import struct
+
+    from host_nnapi.graph import Operand
+    from host_nnapi.kernels.conv import input_product_scale
+
+    def f32(v):
+        return struct.unpack("<f", struct.pack("<f", v))[0]
+
+    rng = random.Random(0)
+    for _ in range(10000):
+        a, b, out = f32(rng.uniform(1e-3, 0.05)), f32(rng.uniform(1e-3, 0.05)), f32(rng.uniform(1e-3, 0.1))
+        if quantize_multiplier(f32(a * b) / out) != quantize_multiplier(a * b / out):
+            break
+    else:
+        raise AssertionError("no pair of scales where the float product changes the multiplier")
+    x = Operand(0, 5, (1, 1, 1, 1), a, 0)
+    w = Operand(1, 5, (1, 1, 1, 1), b, 0)
+    assert input_product_scale(x, w) == f32(a * b) != a * b
