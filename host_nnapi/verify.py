@@ -250,24 +250,31 @@ def _judge(row: VariantResult, s: VerifySettings, findings, al: Optional[Alignme
            e2e: EndToEnd, graph: Graph) -> None:
     row.max_abs_diff, row.max_lsb_diff, row.lsb_vs_reference = e2e.max_abs, e2e.max_lsb, e2e.lsb_vs_reference
     row.top1_agreement, row.top5_agreement = e2e.top1, e2e.top5
-    row.cpu_kernel_issues = [f"{x.describe()}: {x.note}" for x in layers if x.cpu_kernel_suspect]
+    suspects = [x for x in layers if x.cpu_kernel_suspect]
+    row.cpu_kernel_issues = [f"{x.describe()}: {x.note}" for x in suspects]
     row.findings.extend(checks.Finding("cpu-kernel", "warning", f"the CPU model is wrong at {issue}", x.operation).to_dict()
-                        for issue, x in zip(row.cpu_kernel_issues, [x for x in layers if x.cpu_kernel_suspect]))
+                        for issue, x in zip(row.cpu_kernel_issues, suspects))
     first = _first_divergence(al.differences if al else [], layers)
     row.first_divergence = row.first_divergence or first
     where = f" (first differing: {first})" if first else ""
     if e2e.error:
         row.failures.append(e2e.error + where)
-    if al and al.differences:
-        row.failures.append(f"{len(al.differences)} difference(s) from the CPU model's conversion; first: "
-                            f"{al.differences[0].describe()}")
-    bad = [x for x in layers if not x.ok]
-    if bad:
-        row.failures.append(f"{len(bad)} operation(s) differ from the CPU model when run on its values; first: "
-                            f"{bad[0].describe()}: {_layer_detail(bad[0])}")
+    row.failures.extend(_operation_failures(al, layers))
     row.failures.extend(f + where for f in _end_to_end_failures(row, s, e2e, graph))
     row.failures.extend(f.message for f in checks.errors(findings))
     row.ok = not row.failures
+
+
+def _operation_failures(al: Optional[Alignment], layers: List[LayerResult]) -> List[str]:
+    out = []
+    if al and al.differences:
+        out.append(f"{len(al.differences)} difference(s) from the CPU model's conversion; first: "
+                   f"{al.differences[0].describe()}")
+    bad = [x for x in layers if not x.ok]
+    if bad:
+        out.append(f"{len(bad)} operation(s) differ from the CPU model when run on its values; first: "
+                   f"{bad[0].describe()}: {_layer_detail(bad[0])}")
+    return out
 
 
 def _layer_detail(x: LayerResult) -> str:
