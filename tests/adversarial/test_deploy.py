@@ -384,3 +384,21 @@ def test_report_of_a_run_that_only_failed(tmp_path, standin, lab):
     assert deploy(tmp_path, server, "--serial", devs["locked"].serial).code == 7
     out = run_invoke(["report"], tmp_path / "work")
     assert_clean(out, "record", mentions=["no successful binary benchmarks", "unauthorized"], root=tmp_path)
+
+
+@adversarial("deploy", "bad value: a negative cool-down")
+def test_negative_cooldown(tmp_path, standin, lab):
+    server, devs = lab
+    user(tmp_path, standin)
+    out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--cooldown", "-1")
+    assert_clean(out, "usage", mentions=["cool-down", "--cooldown"], root=tmp_path)
+
+
+def test_cooldown_waits_between_models(tmp_path, standin, lab):
+    server, devs = lab
+    user(tmp_path, standin)
+    t0 = time.monotonic()
+    out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--no-install", "--cooldown", "2")
+    assert_clean(out, "ok", root=tmp_path)
+    assert out.text.count("cooling down 2s") == 1  # two models: one pause between them, none before the first
+    assert time.monotonic() - t0 >= 2
