@@ -43,6 +43,7 @@ class AllPlan:
     adb_port: Optional[int]
     adb_servers: Tuple[str, ...]
     bench: Any = None  # HostBenchSettings
+    verify: Any = None  # VerifySettings
 
 
 def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = None, skip: Any = None,
@@ -51,10 +52,10 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
     r = Resolver(config, {"weights": weights, "model": model, "skip": skip})
     skipped = tuple(plan.check_stage_names(r.get("all.skip", "skip")))
     variant = r.get("app.model", "model")
-    for build in (stage_settings.convert, stage_settings.verify, stage_settings.build_android,
-                  stage_settings.build_app, stage_settings.report):
+    for build in (stage_settings.convert, stage_settings.build_android, stage_settings.build_app,
+                  stage_settings.report):
         build(config)
-    bench = stage_settings.host_bench(config)
+    bench, verify = stage_settings.host_bench(config), stage_settings.verify(config)
     stage_settings.make_app(config, model=model)
     deploy = stage_settings.deploy(config)
     requested = r.get("all.weights", "weights")
@@ -67,7 +68,8 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
     return AllPlan(skip=skipped, weights=used, weights_note=why, substituted=substituted, variant=variant,
                    models=r.path("convert.out"), app_dir=r.path("app.out"), build_dir=r.path("build_dir"),
                    build_info=deploy.build_info, binary=deploy.binary, apk=deploy.apk, replace_app=bool(replace_app),
-                   adb_host=deploy.adb_host, adb_port=deploy.adb_port, adb_servers=tuple(deploy.servers), bench=bench)
+                   adb_host=deploy.adb_host, adb_port=deploy.adb_port, adb_servers=tuple(deploy.servers), bench=bench,
+                   verify=verify)
 
 
 def machine_facts(config: Any) -> Facts:
@@ -127,6 +129,11 @@ def up_to_date(stage: str, p: AllPlan) -> Optional[str]:
     """Why ``stage`` has nothing to do (from the records alone, without torch), or None."""
     if stage == "bench":
         return bench_is_current(p)
+    if stage == "verify" and p.verify is not None:
+        from host_nnapi.verify import is_current
+
+        current, why = is_current(p.verify)  # hashes and records only: no torch, nothing built
+        return why if current else None
     if stage == "make-app":
         from toolchain.records import ConvertManifest
 

@@ -29,11 +29,15 @@ def verify_after_convert(config: Any, models: Path, modes: Sequence[str] = (), d
     if not ok:
         note(f"host NNAPI verification skipped: {why}")
         return None
-    from host_nnapi.verify import verify as run_verify
+    from host_nnapi.verify import is_current, verify as run_verify
     from toolchain.errors import VerificationError
 
     with stage(config, "verify", debug):
         settings = stage_settings.verify(config, models=str(models), variant=[f"quant_{m}" for m in modes])
+        current, why = is_current(settings)
+        if current:
+            print(f"verify: up to date: {why}")
+            return None
         try:
             result = run_verify(settings)
         except VerificationError as e:
