@@ -655,11 +655,15 @@ def verify_after_convert(c, models: Path, modes=(), debug=False):
     if not ok:
         print(f"note: host NNAPI verification skipped: {why}")
         return None
-    from host_nnapi.verify import verify as run_verify
+    from host_nnapi.verify import is_current, verify as run_verify
     from toolchain.errors import VerificationError
 
     with _stage(c, "verify", debug):
         settings = _verify_settings(c, models=str(models), variant=[f"quant_{m}" for m in modes])
+        current, why = is_current(settings)
+        if current:
+            print(f"verify: up to date: {why}")
+            return None
         try:
             result = run_verify(settings)
         except VerificationError as e:

@@ -97,7 +97,7 @@ def test_a_failing_stage_fails_the_run_but_not_the_others_and_keeps_user_files(m
     r = invoke_all(env, "--weights", "random", "--skip", "verify")
     assert r.returncode == 1
     st = stages(tmp)
-    assert st["make-app"]["status"] == "failed" and "not empty" in st["make-app"]["detail"]
+    assert st["make-app"]["status"] == "failed" and "did not write" in st["make-app"]["detail"]
     assert st["bench"]["status"] == "ran"
     assert "failed: make-app" in r.stderr
     assert (tmp / "mine" / "notes.txt").read_text() == "my notes"
