@@ -207,31 +207,47 @@ def _attributes(graph) -> List[Problem]:
 
 
 def _pool_problems(node, k: str, args: List[Any]) -> List[Problem]:
-    out = []
+    checks = (_ceil_mode_problem, _dilated_pool_problem, _avg_pool_problem, _adaptive_pool_problem)
+    return [p for check in checks for p in [check(node, k, args)] if p is not None]
+
+
+def _ceil_mode_problem(node, k: str, args: List[Any]) -> Optional[Problem]:
     ceil_at = {"aten::max_pool2d": 5, "aten::avg_pool2d": 4}.get(k)
-    if ceil_at is not None and len(args) > ceil_at and args[ceil_at]:
-        out.append(Problem("ignored-attribute", _where(node),
-                           "ceil_mode=True is ignored by torch's NNAPI converter: the NNAPI model pools in floor "
-                           "mode and gets a smaller output (e.g. 55x55 instead of 56x56)",
-                           "use ceil_mode=False with explicit padding that gives the same output size"))
+    if ceil_at is None or len(args) <= ceil_at or not args[ceil_at]:
+        return None
+    return Problem("ignored-attribute", _where(node),
+                   "ceil_mode=True is ignored by torch's NNAPI converter: the NNAPI model pools in floor "
+                   "mode and gets a smaller output (e.g. 55x55 instead of 56x56)",
+                   "use ceil_mode=False with explicit padding that gives the same output size")
+
+
+def _dilated_pool_problem(node, k: str, args: List[Any]) -> Optional[Problem]:
     if k == "aten::max_pool2d" and len(args) > 4 and args[4] and any(d != 1 for d in args[4]):
-        out.append(Problem("refused-attribute", _where(node), "dilated max pooling: NNAPI has none",
-                           "use dilation 1"))
-    if k == "aten::avg_pool2d" and len(args) > 5:
-        padding, include_pad = args[3] or [0], args[5]
-        if any(padding) and include_pad is not False:
-            out.append(Problem("avg-pool-padding", _where(node),
-                               f"average pooling with padding {list(padding)}: NNAPI averages over the valid elements "
-                               "only, PyTorch divides by the whole window, so the borders differ",
-                               "pad explicitly before the pooling, or pool without padding"))
-        elif include_pad is False or (len(args) > 6 and args[6]):
-            out.append(Problem("refused-attribute", _where(node),
-                               "count_include_pad=False / divisor_override: torch's NNAPI converter refuses them",
-                               "use count_include_pad=True without divisor_override"))
+        return Problem("refused-attribute", _where(node), "dilated max pooling: NNAPI has none", "use dilation 1")
+    return None
+
+
+def _avg_pool_problem(node, k: str, args: List[Any]) -> Optional[Problem]:
+    if k != "aten::avg_pool2d" or len(args) <= 5:
+        return None
+    padding, include_pad = args[3] or [0], args[5]
+    if any(padding) and include_pad is not False:
+        return Problem("avg-pool-padding", _where(node),
+                       f"average pooling with padding {list(padding)}: NNAPI averages over the valid elements "
+                       "only, PyTorch divides by the whole window, so the borders differ",
+                       "pad explicitly before the pooling, or pool without padding")
+    if include_pad is False or (len(args) > 6 and args[6]):
+        return Problem("refused-attribute", _where(node),
+                       "count_include_pad=False / divisor_override: torch's NNAPI converter refuses them",
+                       "use count_include_pad=True without divisor_override")
+    return None
+
+
+def _adaptive_pool_problem(node, k: str, args: List[Any]) -> Optional[Problem]:
     if k == "aten::adaptive_avg_pool2d" and len(args) >= 2 and args[1] not in ([1, 1], (1, 1), None):
-        out.append(Problem("refused-attribute", _where(node), f"adaptive average pooling to {args[1]}: NNAPI conversion "
-                           "supports only 1x1", "pool to 1x1 or use avg_pool2d with a fixed window"))
-    return out
+        return Problem("refused-attribute", _where(node), f"adaptive average pooling to {args[1]}: NNAPI conversion "
+                       "supports only 1x1", "pool to 1x1 or use avg_pool2d with a fixed window")
+    return None
 
 
 def _conv_problems(node, k: str, args: List[Any]) -> List[Problem]:

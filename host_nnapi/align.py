@@ -155,3 +155,22 @@ def _value_difference(a: Operand, b: Operand) -> str:
     va, vb = a.value or b"", b.value or b""
     changed = sum(1 for x, y in zip(va, vb) if x != y) + abs(len(va) - len(vb))
     return f"{changed} of {max(len(va), len(vb))} bytes differ"
+
+
+def interface_differences(nnapi_module, shipped: Graph, channels_last: Dict[int, bool], al: Alignment) -> List[Difference]:
+    """The NnapiModule's memory formats (how torch hands inputs to NNAPI and takes outputs back) against the
+    dimension order of the CPU model's operands: 1 = NHWC (channels_last), 0 = contiguous, 2 = as is."""
+    out = []
+    for what, fmts, ids in (("input", "inp_mem_fmts", shipped.inputs), ("output", "out_mem_fmts", shipped.outputs)):
+        got = list(getattr(nnapi_module, fmts, []) or [])
+        for k, s in enumerate(ids):
+            if k >= len(got) or s not in al.operands:
+                continue
+            want_nhwc = bool(channels_last.get(al.operands[s]))
+            if (got[k] == 1) != want_nhwc:
+                op = _first_reader(shipped, [s]) if what == "input" else _producer(shipped, s)
+                out.append(Difference(op, _label(shipped, op),
+                                      f"the NNAPI module passes {what} {k} in memory format {got[k]} "
+                                      f"({'NHWC' if got[k] == 1 else 'as is'}); the operand is "
+                                      f"{'NHWC' if want_nhwc else 'not NHWC'} in the CPU model's conversion"))
+    return out

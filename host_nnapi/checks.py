@@ -117,7 +117,7 @@ def _scale_finding(graph: Graph, o) -> Finding:
 
 def wrapper_checks(scripted, graph: Graph) -> List[Finding]:
     """quant_core: the Quantize module in front of the NNAPI model must quantize exactly as its input operand says."""
-    out = []
+    out = _relaxed(scripted)
     first = graph.inputs[0] if graph.inputs else None
     if first is None or not graph.operands[first].is_quant:
         return out
@@ -132,6 +132,16 @@ def wrapper_checks(scripted, graph: Graph) -> List[Finding]:
                                f"point {zp}, but the model's input {o.describe()} expects {o.scale:.9g} / {o.zero_point}",
                                0, first))
     return out
+
+
+def _relaxed(scripted) -> List[Finding]:
+    from .graph import find_nnapi_module
+
+    mod = find_nnapi_module(scripted)
+    if mod is not None and bool(getattr(mod, "relax_f32_to_f16", False)):
+        return [Finding("relaxed-float", "error", "the NNAPI module asks for relax_f32_to_f16: a device may compute "
+                        "float32 operations in float16, which `invoke convert` never asks for", 0)]
+    return []
 
 
 def _f32(x: float) -> float:

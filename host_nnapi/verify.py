@@ -30,9 +30,9 @@ from toolchain.fsutil import sha256_file
 from toolchain.records import ConvertManifest, ModelFile, VerifyRecord, verify_path
 
 from . import checks, rules
-from .align import Alignment, Difference, align, compare_operands
+from .align import Alignment, Difference, align, compare_operands, interface_differences
 from .endtoend import EndToEnd, end_to_end, make_inputs
-from .graph import Graph, decode_module
+from .graph import Graph, decode_module, find_nnapi_module
 from .kernels import ROUNDING_MODES
 from .layerwise import FloatTolerance, LayerResult, compare_operations
 from .reference import Reference, build_reference
@@ -117,12 +117,35 @@ def verify(settings: VerifySettings) -> VerifyResult:
     for name, pair in selected:
         log.info("verifying %s", name)
         rows.append(verify_pair(name, pair["cpu"], pair["nnapi"], settings))
+    from .build import code_digest
+
     VerifyRecord(out, str(manifest.path), str(lib), sha256_file(Path(lib)), settings.rounding,
-                 _thresholds(settings), [r.to_dict() for r in rows]).write()
+                 _thresholds(settings), [r.to_dict() for r in rows], code=code_digest()).write()
     result = VerifyResult(out, rows, str(lib))
     if not result.ok:
         raise _failure(rows, out)
     return result
+
+
+def is_current(settings: VerifySettings) -> Tuple[bool, str]:
+    """Is the verify record already what verifying these models again would write?  From hashes and records
+    alone: no torch, nothing built or run (see ``VerifyRecord.current_for``)."""
+    from .build import built_library, code_digest
+
+    try:
+        manifest = ConvertManifest.load(settings.models)
+        out = Path(settings.out) if settings.out else verify_path(manifest.dir)
+        if not out.is_file():
+            return False, f"no {out.name} yet"
+        record = VerifyRecord.load(out)
+        files = [f for _, pair in _select(manifest, settings.variants) for f in (pair["cpu"], pair["nnapi"])]
+        for f in files:
+            f.check_hash()
+    except (RecordError, UsageError) as e:
+        return False, e.what
+    lib = built_library(settings.cache)
+    return record.current_for(files, sha256_file(lib) if lib else None, code_digest(), settings.rounding,
+                              _thresholds(settings))
 
 
 def _results_path(settings: VerifySettings, manifest: ConvertManifest) -> Path:
@@ -194,7 +217,7 @@ def verify_pair(name: str, cpu_file: ModelFile, nnapi_file: ModelFile, s: Verify
         row.findings = [f.to_dict() for f in findings]
         inputs, row.calibrated_inputs = make_inputs(cpu, nnapi_file, s.random_inputs, s.seed)
         row.inputs = len(inputs)
-        ref, al, layers = _operation_by_operation(cpu, nnapi_file, graph, inputs, s, row)
+        ref, al, layers = _operation_by_operation(cpu, nnapi, nnapi_file, graph, inputs, s, row)
         e2e = end_to_end(cpu, nnapi, inputs, row.calibrated_inputs, ref, al, graph, s.rounding)
     _judge(row, s, findings, al, layers, e2e, graph)
     return row
@@ -218,7 +241,7 @@ def _load(cpu_file: ModelFile, nnapi_file: ModelFile, row: VariantResult):
     return cpu, nnapi, graph
 
 
-def _operation_by_operation(cpu, nnapi_file: ModelFile, graph: Graph, inputs, s: VerifySettings, row: VariantResult
+def _operation_by_operation(cpu, nnapi, nnapi_file: ModelFile, graph: Graph, inputs, s: VerifySettings, row: VariantResult
                             ) -> Tuple[Optional[Reference], Optional[Alignment], List[LayerResult]]:
     import torch
 
@@ -233,7 +256,10 @@ def _operation_by_operation(cpu, nnapi_file: ModelFile, graph: Graph, inputs, s:
                               f"again ({type(e).__name__}: {str(e)[:200]}); only the end-to-end checks ran")
         return None, None, []
     al = align(graph, ref.graph)
-    al.differences.extend(compare_operands(graph, ref.graph, al) if al.ok else [])
+    if al.ok:
+        al.differences.extend(compare_operands(graph, ref.graph, al))
+        al.differences.extend(interface_differences(find_nnapi_module(nnapi), graph, ref.channels_last, al))
+        al.differences.sort(key=lambda d: (d.operation < 0, d.operation))
     row.differences = [d.to_dict() for d in al.differences]
     if al.differences and not al.operands:
         row.layerwise_note = "the shipped model's structure differs from the CPU model's conversion"
@@ -250,24 +276,31 @@ def _judge(row: VariantResult, s: VerifySettings, findings, al: Optional[Alignme
            e2e: EndToEnd, graph: Graph) -> None:
     row.max_abs_diff, row.max_lsb_diff, row.lsb_vs_reference = e2e.max_abs, e2e.max_lsb, e2e.lsb_vs_reference
     row.top1_agreement, row.top5_agreement = e2e.top1, e2e.top5
-    row.cpu_kernel_issues = [f"{x.describe()}: {x.note}" for x in layers if x.cpu_kernel_suspect]
+    suspects = [x for x in layers if x.cpu_kernel_suspect]
+    row.cpu_kernel_issues = [f"{x.describe()}: {x.note}" for x in suspects]
     row.findings.extend(checks.Finding("cpu-kernel", "warning", f"the CPU model is wrong at {issue}", x.operation).to_dict()
-                        for issue, x in zip(row.cpu_kernel_issues, [x for x in layers if x.cpu_kernel_suspect]))
-    first = _first_divergence(al.differences if al else [], layers)
+                        for issue, x in zip(row.cpu_kernel_issues, suspects))
+    first = _first_divergence(al.differences if al else [], layers, checks.errors(findings), graph)
     row.first_divergence = row.first_divergence or first
     where = f" (first differing: {first})" if first else ""
     if e2e.error:
         row.failures.append(e2e.error + where)
-    if al and al.differences:
-        row.failures.append(f"{len(al.differences)} difference(s) from the CPU model's conversion; first: "
-                            f"{al.differences[0].describe()}")
-    bad = [x for x in layers if not x.ok]
-    if bad:
-        row.failures.append(f"{len(bad)} operation(s) differ from the CPU model when run on its values; first: "
-                            f"{bad[0].describe()}: {_layer_detail(bad[0])}")
+    row.failures.extend(_operation_failures(al, layers))
     row.failures.extend(f + where for f in _end_to_end_failures(row, s, e2e, graph))
     row.failures.extend(f.message for f in checks.errors(findings))
     row.ok = not row.failures
+
+
+def _operation_failures(al: Optional[Alignment], layers: List[LayerResult]) -> List[str]:
+    out = []
+    if al and al.differences:
+        out.append(f"{len(al.differences)} difference(s) from the CPU model's conversion; first: "
+                   f"{al.differences[0].describe()}")
+    bad = [x for x in layers if not x.ok]
+    if bad:
+        out.append(f"{len(bad)} operation(s) differ from the CPU model when run on its values; first: "
+                   f"{bad[0].describe()}: {_layer_detail(bad[0])}")
+    return out
 
 
 def _layer_detail(x: LayerResult) -> str:
@@ -278,9 +311,11 @@ def _layer_detail(x: LayerResult) -> str:
     return f"max abs diff {x.max_abs:.3g}"
 
 
-def _first_divergence(differences: List[Difference], layers: List[LayerResult]) -> Optional[str]:
+def _first_divergence(differences: List[Difference], layers: List[LayerResult], errors, graph: Graph) -> Optional[str]:
     cands = [(d.operation, d.name) for d in differences]
     cands += [(x.operation, x.describe()) for x in layers if not x.ok]
+    cands += [(f.operation, f"operation {f.operation} {graph.operations[f.operation].name}") for f in errors
+              if 0 <= f.operation < len(graph.operations)]
     if not cands:
         return None
     return min(cands, key=lambda c: (c[0] < 0, c[0]))[1]

@@ -181,6 +181,20 @@ class ShippedNnapi:
             flat[element] += delta
         self.weights[num] = _like(w, raw)
 
+    def set_memory_format(self, which: str, k: int, value: int) -> None:
+        """``which``: "inp" or "out"; 0 contiguous, 1 NHWC (how torch hands tensors to and from NNAPI)."""
+        attr = f"{which}_mem_fmts"
+        fmts = list(getattr(self.nnapi, attr))
+        fmts[k] = value
+        setattr(self.nnapi, attr, fmts)
+
+    def set_relaxed(self) -> None:
+        self.nnapi.relax_f32_to_f16 = True
+
+    def quantize_step(self):
+        """quant_core: the Quantize module in front of the NNAPI model."""
+        return next(m for _, m in self.module.named_modules() if m.original_name == "Quantize")
+
     # ------------------------------------------------------------------ writing
 
     def save(self, manifest_dir: Optional[Path] = None, record: bool = True) -> None:

@@ -160,6 +160,23 @@ def operation_rewired(sh):
     return op
 
 
+def input_memory_format_flipped(sh):
+    fmt = list(sh.nnapi.inp_mem_fmts)[0]
+    sh.set_memory_format("inp", 0, 0 if fmt == 1 else 1)
+    return sh.first_reader(sh.inputs[0])
+
+
+def relaxed_to_float16(sh):
+    sh.set_relaxed()
+    return sh.operations[0]
+
+
+def quantize_step_scale_times_1_2(sh):
+    q = sh.quantize_step()
+    q.scale = q.scale * 1.2
+    return sh.first_reader(sh.inputs[0])
+
+
 CORRUPTIONS = [
     (output_zero_point_plus_10, ("core", "full")),
     (_mid_zero_point(5), ("core", "full")),
@@ -178,6 +195,9 @@ CORRUPTIONS = [
     (padding_changed, MODES),
     (layout_flag_flipped, MODES),
     (operation_rewired, MODES),
+    (input_memory_format_flipped, MODES),
+    (relaxed_to_float16, MODES),
+    (quantize_step_scale_times_1_2, ("core",)),
 ]
 CASES = [pytest.param(fn, mode, id=f"{fn.__name__}-{mode}") for fn, modes in CORRUPTIONS for mode in modes]
 
