@@ -86,6 +86,7 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, out=None,
 
         with show.quiet_stdout(json):  # the JSON on stdout stays one document
             verify_after_convert(c.config, result.manifest_path.parent, sorted({f.mode for f in result.files}), debug)
+    return result  # `invoke all` reads whether it was reused
 
 
 @task(help=helps(host="run the CPU models on this machine (the only place `bench` runs; phones: `invoke deploy`)",
@@ -138,6 +139,7 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
                                                  clean=clean, aar=aar, cmake_arg=cmake_arg, vulkan=vulkan,
                                                  java_home=java_home))
     show.build_android(result)
+    return result
 
 
 @task(help=helps(models="convert.out", build_info="compat.build_info", pytorch_android="compat.pytorch_android",
@@ -189,6 +191,7 @@ def make_app(c, model=None, models=None, out=None, app_name=None, application_id
             abi_filters=abi_filters, min_sdk=min_sdk, target_sdk=target_sdk, lane=lane,
             pytorch_android=pytorch_android, aar=aar, force=force))
     show.make_app(result, compat)
+    return result
 
 
 @task(help=helps(out="the Gradle project `invoke make-app` wrote (config app.out, default build/app)"))
@@ -269,7 +272,6 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, 
 
     with stage(c.config, "all", debug):
         plan = chain.prepare(c.config, weights=weights, model=model, skip=skip, replace_app=replace_app)
-    chain.announce_weights(plan)
     summary = AllSummary(weights={"requested": weights or "auto", "used": plan.weights, "note": plan.weights_note})
     runs = {
         "convert": lambda f: convert(c, weights=plan.weights, no_verify=True, debug=debug),  # verify is a stage
@@ -284,6 +286,7 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, 
     }
     with show.quiet_stdout(json), adb_server_for_run(plan.adb_host, plan.adb_port, show.note,
                                                              plan.adb_servers):
+        chain.announce_weights(plan)
         with stage(c.config, "all", debug):
             facts = chain.machine_facts(c.config)
         chain.run_chain(plan, facts, runs, summary)  # with --json the stages' own output goes to stderr

@@ -168,12 +168,14 @@ def run_chain(p: AllPlan, facts: Facts, runs: Dict[str, Callable[[Facts], None]]
 def _run_one(stage: str, run: Callable[[Facts], None], facts: Facts, say: Callable[[str], None]) -> StageOutcome:
     t0 = time.monotonic()
     try:
-        run(facts)
+        result = run(facts)
     except (Exit, UnexpectedExit) as e:
         message = e.message if isinstance(e, Exit) else str(e)
         say(str(message or e))
         status = plan.INTERRUPTED if isinstance(e, Exit) and e.code == 130 else plan.FAILED
         return StageOutcome(stage, status, str(message or e), time.monotonic() - t0)
+    if getattr(result, "reused", False) or getattr(result, "up_to_date", False):
+        return StageOutcome(stage, plan.UP_TO_DATE, "reused: its inputs are unchanged", time.monotonic() - t0)
     return StageOutcome(stage, plan.RAN, "", time.monotonic() - t0)
 
 
