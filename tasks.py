@@ -384,6 +384,7 @@ def build_app(c, out=None, debug=False):
                                                 sdk=pick(None, c.config, "android.sdk")))
     print(f"APK: {result.apk} ({result.size / 1e6:.1f} MB, sha256 {result.sha256[:16]}…, {result.seconds:.0f} s)")
     print(f"gradle log: {result.log_path}")
+    print("next: invoke deploy  (installs this APK and runs its in-app benchmark on every connected phone)")
 
 
 # --------------------------------------------------------------------------- deploy / report
