@@ -29,7 +29,7 @@ from toolchain import pins
 from toolchain.errors import RecordError, ToolFailed, UsageError
 from toolchain.fsutil import ensure_space, output_lock, sha256_file
 from toolchain.progress import progress
-from toolchain.records import BuildInfo, build_info_path, now_iso
+from toolchain.records import BUILD_INFO_NAME, BuildInfo, build_info_path, now_iso
 from toolchain.runner import run
 from toolchain.tools import CMake, Jdk, Ninja
 from toolchain.tools.sdk import AndroidSdk
@@ -132,7 +132,7 @@ class BuildPlan:
 
     @property
     def info_path(self) -> Path:
-        return self.target.out_dir / "build-info.json"
+        return self.target.out_dir / BUILD_INFO_NAME
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,21 @@ def _resolve_commit(requested: str, repo_url: str, out_dir: Path) -> Tuple[str, 
     return commit, ref, warnings
 
 
+def validate_jobs(value) -> Optional[int]:
+    if value is None or value == "":
+        return None
+    try:
+        jobs = int(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"--max-jobs {value!r} is not a number", remedy="pass e.g. --max-jobs 4 "
+                         "(config android.max_jobs)") from None
+    if jobs < 1:
+        raise UsageError(f"--max-jobs {jobs} must be at least 1", remedy="pass e.g. --max-jobs 4")
+    return jobs
+
+
 def resolve_target(s: BuildSettings) -> Target:
+    validate_jobs(s.max_jobs)
     if s.abi not in pins.ABIS:
         raise UsageError(f"unknown ABI {s.abi!r}", remedy=f"use one of: {', '.join(pins.ABIS)} (--abi)")
     api_level = validate_api_level(s.api_level)
@@ -259,7 +273,7 @@ def build_environment(target: Target, tools: Tools, max_jobs: Optional[int]) -> 
         # build_android.sh overwrites this with 21; the CMake argument is what counts.
         "ANDROID_NATIVE_API_LEVEL": str(target.api_level),
         "BUILD_ROOT": str(target.build_root),
-        "MAX_JOBS": str(int(max_jobs or os.cpu_count() or 1)),
+        "MAX_JOBS": str(validate_jobs(max_jobs) or os.cpu_count() or 1),
         "PYTHON": str(tools.python.path),
     }
     env.update(dict(target.lane.build_env))

@@ -14,9 +14,10 @@ refused with a clear message instead of being half-understood.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -88,7 +89,7 @@ class TensorSpec:
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "TensorSpec":
         return cls(
-            shape=list(d["shape"]),
+            shape=[int(x) for x in d["shape"]],
             dtype=d["dtype"],
             memory_format=d.get("memory_format", "contiguous"),
             scale=d.get("scale"),
@@ -136,6 +137,14 @@ class ModelFile:
     def torch_git_version(self) -> Optional[str]:
         return (self.conversion.get("torch") or {}).get("git_version")
 
+    def to_entry(self) -> Dict[str, Any]:
+        """The manifest's ``files`` entry for this file."""
+        entry = {"file": self.file, "sha256": self.sha256, "size": self.size, "model": self.model, "stem": self.stem,
+                 "mode": self.mode, "variant": self.variant, "backend": self.backend,
+                 "input": self.input.to_dict(), "output": self.output.to_dict()}
+        entry.update(self.extra)
+        return entry
+
     def check_hash(self) -> None:
         if not self.path.is_file():
             raise RecordError(
@@ -151,25 +160,111 @@ class ModelFile:
             )
 
 
+def manifest_path(models_dir: Path) -> Path:
+    """The one place a manifest lives: ``<models_dir>/manifest.json`` (a path ending in .json is taken as is)."""
+    models_dir = Path(models_dir)
+    if models_dir.suffix == ".json" and not models_dir.is_dir():
+        return models_dir
+    return models_dir / MANIFEST_NAME
+
+
+def model_file_names(stem: str, mode: str) -> Tuple[str, str]:
+    """``(cpu, nnapi)`` file names of one mode, as the PyTorch NNAPI tutorial names them."""
+    return f"{stem}-quant_{mode}-cpu.pt", f"{stem}-quant_{mode}-nnapi.pt"
+
+
+def manifest_owner(models_dir: Path) -> str:
+    """Who wrote ``manifest.json`` there: ``absent``, ``ours`` (kind matches) or ``foreign`` (anything else).
+
+    Decided from the file's ``kind`` alone, so a damaged or tampered torchdroid manifest is still ours
+    (it may be rebuilt), and a file someone else named manifest.json is never overwritten.
+    """
+    path = manifest_path(models_dir)
+    if not path.exists():
+        return "absent"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return "foreign"
+    return "ours" if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND else "foreign"
+
+
+_ENTRY_KEYS = {"file", "sha256", "size", "model", "stem", "mode", "backend", "input", "output", "variant"}
+
+
+def _model_file(models_dir: Path, entry: Any, conversions: Dict[str, Any], path: Path) -> ModelFile:
+    """One ``files`` entry, checked: a tampered entry is a RecordError, never a KeyError deep in a stage."""
+    try:
+        if not isinstance(entry, dict):
+            raise TypeError(f"entry is a {type(entry).__name__}")
+        name = str(entry["file"])
+        if Path(name).name != name or name in ("", ".", ".."):
+            raise ValueError(f"file name {name!r} is not a plain name in the manifest's directory")
+        if entry["mode"] not in MODES or entry["backend"] not in BACKENDS:
+            raise ValueError(f"mode {entry['mode']!r} / backend {entry['backend']!r}")
+        conv = conversions.get(entry["stem"], {})
+        return ModelFile(
+            file=name, path=(models_dir / name).resolve(), sha256=str(entry["sha256"]), size=int(entry["size"]),
+            model=str(entry["model"]), stem=str(entry["stem"]), mode=entry["mode"], backend=entry["backend"],
+            input=TensorSpec.from_dict(entry["input"]), output=TensorSpec.from_dict(entry["output"]),
+            conversion=conv if isinstance(conv, dict) else {},
+            extra={k: v for k, v in entry.items() if k not in _ENTRY_KEYS},
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise RecordError(
+            f"{path} has a malformed file entry",
+            cause=f"{type(e).__name__}: {e}",
+            remedy="run `invoke convert --force` to rewrite it (the manifest was edited or damaged)",
+        ) from e
+
+
 class ConvertManifest:
-    """Reader for ``manifest.json`` written by ``invoke convert``."""
+    """The convert manifest (``<models>/manifest.json``): one reader (:meth:`load`), one writer (:meth:`write`).
+
+    ``data`` holds ``conversions`` (per model stem: weights, calibration, torch, host check, mode keys...)
+    and ``files`` (one entry per ``.pt`` file, read as typed :class:`ModelFile`).
+    """
+
+    REMEDY = "run `invoke convert` first (or point --models at a directory that `invoke convert` wrote)"
 
     def __init__(self, path: Path, data: Dict[str, Any]):
         self.path = Path(path)
         self.dir = self.path.parent
         self.data = data
-
-    REMEDY = "run `invoke convert` first (or point --models at a directory that `invoke convert` wrote)"
+        if not isinstance(data.get("conversions", {}), dict) or not isinstance(data.get("files", []), list):
+            raise RecordError(f"{self.path} has malformed conversions/files",
+                              remedy="run `invoke convert --force` to rewrite it")
+        self._files = [_model_file(self.dir, e, self.conversions, self.path) for e in data.get("files", [])]
 
     @classmethod
     def load(cls, location: Path) -> "ConvertManifest":
-        location = Path(location)
-        path = location / MANIFEST_NAME if location.is_dir() or not location.suffix else location
+        path = manifest_path(location)
         return cls(path, read_record(path, MANIFEST_KIND, MANIFEST_SCHEMA, cls.REMEDY))
 
     @classmethod
+    def empty(cls, models_dir: Path) -> "ConvertManifest":
+        return cls(manifest_path(models_dir), {"conversions": {}, "files": []})
+
+    @classmethod
     def exists(cls, location: Path) -> bool:
-        return (Path(location) / MANIFEST_NAME).is_file()
+        return manifest_path(location).is_file()
+
+    def write(self) -> Path:
+        """Write atomically (files sorted by stem, mode, backend)."""
+        files = sorted(self._files, key=lambda f: (f.stem, MODES.index(f.mode), f.backend))
+        return write_record(self.path, MANIFEST_KIND, MANIFEST_SCHEMA,
+                            {"conversions": self.conversions, "files": [f.to_entry() for f in files]})
+
+    def replace_modes(self, stem: str, conversion: Dict[str, Any], files: List["ModelFile"]) -> "ConvertManifest":
+        """A copy where ``stem``'s conversion record is ``conversion`` and the modes of ``files`` are replaced."""
+        modes = {f.mode for f in files}
+        kept = [f for f in self._files if not (f.stem == stem and f.mode in modes)]
+        conversions = dict(self.conversions)
+        conversions[stem] = conversion
+        out = ConvertManifest(self.path, {"conversions": conversions, "files": []})
+        out._files = kept + [dataclasses.replace(f, conversion=conversion) for f in files]
+        out.data["files"] = [f.to_entry() for f in out._files]
+        return out
 
     @property
     def conversions(self) -> Dict[str, Dict[str, Any]]:
@@ -177,32 +272,15 @@ class ConvertManifest:
 
     @property
     def files(self) -> List[ModelFile]:
-        out = []
-        for entry in self.data.get("files", []):
-            conv = self.conversions.get(entry["stem"], {})
-            known = {"file", "sha256", "size", "model", "stem", "mode", "backend", "input", "output", "variant"}
-            out.append(
-                ModelFile(
-                    file=entry["file"],
-                    path=(self.dir / entry["file"]).resolve(),
-                    sha256=entry["sha256"],
-                    size=entry["size"],
-                    model=entry["model"],
-                    stem=entry["stem"],
-                    mode=entry["mode"],
-                    backend=entry["backend"],
-                    input=TensorSpec.from_dict(entry["input"]),
-                    output=TensorSpec.from_dict(entry["output"]),
-                    conversion=conv,
-                    extra={k: v for k, v in entry.items() if k not in known},
-                )
-            )
-        return out
+        return list(self._files)
+
+    def files_of(self, stem: str, mode: Optional[str] = None) -> List[ModelFile]:
+        return [f for f in self._files if f.stem == stem and (mode is None or f.mode == mode)]
 
     def variants(self) -> Dict[str, Dict[str, ModelFile]]:
         """``{"mobilenetv2-quant_full": {"cpu": ModelFile, "nnapi": ModelFile}, ...}``."""
         out: Dict[str, Dict[str, ModelFile]] = {}
-        for f in self.files:
+        for f in self._files:
             out.setdefault(f.qualified_variant, {})[f.backend] = f
         return out
 
@@ -228,7 +306,21 @@ class ConvertManifest:
         )
 
 
+Manifest = ConvertManifest
+
+
 # --------------------------------------------------------------------------- build-info
+
+
+@dataclass(frozen=True)
+class BuildArtefact:
+    """One artefact of a build-info: ``speed_benchmark_torch``, a library, the headers or the AAR."""
+
+    name: str
+    path: Path  # absolute
+    kind: str  # binary | static-library | shared-library | headers | aar
+    sha256: str
+    load_alignment: Optional[int] = None  # LOAD p_align of an ELF (binary, shared library), when recorded
 
 
 def build_info_path(build_dir: Path, abi: str) -> Path:
@@ -282,6 +374,21 @@ class BuildInfo:
         return (self.data.get("ndk") or {}).get("revision")
 
     @property
+    def source_dir(self) -> Optional[Path]:
+        value = self.data.get("source_dir")
+        return Path(value) if value else None
+
+    @property
+    def warnings(self) -> List[str]:
+        return list(self.data.get("warnings") or [])
+
+    @property
+    def artefacts(self) -> List[BuildArtefact]:
+        aligns = self.page_alignment
+        return [BuildArtefact(a["name"], (self.dir / a["path"]).resolve(), a.get("kind", ""), a.get("sha256", ""),
+                              aligns.get(a["name"])) for a in self.data.get("artefacts", [])]
+
+    @property
     def abi(self) -> str:
         return self.data["abi"]
 
@@ -314,6 +421,207 @@ APP_INFO_SCHEMA = 1
 #                     "median_ms": 12.3, "p90_ms": 13.0, "min_ms": 11.9, "mean_ms": 12.4, "error": null}
 APP_BENCH_TAG = "torchdroid"
 APP_BENCH_PREFIX = "TORCHDROID_BENCH "
+# Progress lines of the in-app benchmark (same tag), so deploy can wait on the app instead of a clock:
+#   TORCHDROID_PROGRESS {"backend": "cpu", "stage": "loaded" | "warmup" | "iter", "done": 20, "of": 200}
+APP_PROGRESS_PREFIX = "TORCHDROID_PROGRESS "
+
+
+# --------------------------------------------------------------------------- deploy results
+
+DEPLOY_RESULTS_KIND = "torchdroid.deploy-results"
+DEPLOY_RESULTS_SCHEMA = 1
+RESULT_STATUSES = ("ok", "failed", "skipped")
+
+
+@dataclass
+class ResultRow:
+    """One benchmark result (or one failure) of one device: a row of the results store and its exports."""
+
+    serial: str
+    device_model: str
+    board: str
+    release: str
+    sdk: int
+    abi: str
+    stem: str  # mobilenetv2 ("" for a device that failed before any model)
+    variant: str  # quant_full
+    mode: str  # none | core | full
+    backend: str  # cpu | nnapi
+    source: str  # binary | app | deploy (a device or server the run could not work on)
+    status: str  # ok | failed | skipped
+    model_file: str = ""
+    median_ms: Optional[float] = None
+    p90_ms: Optional[float] = None
+    min_ms: Optional[float] = None
+    spread_pct: Optional[float] = None
+    samples: int = 0
+    repeats: int = 0
+    iters: int = 0
+    warmup: int = 0
+    torch_commit: str = ""
+    binary_commit: str = ""
+    reason: str = ""
+    output_tail: str = ""
+    server: str = ""  # HOST:PORT of the device's adb server
+    run_id: Optional[int] = None
+    started: str = ""
+    mean_ms: Optional[float] = None
+    std_ms: Optional[float] = None
+    max_ms: Optional[float] = None
+    load_ms: Optional[float] = None  # process start + model load (cold run)
+    first_ms: Optional[float] = None  # the first inference after loading
+    warmup_ms: Optional[float] = None  # mean of the warm-up iterations
+    peak_kb: Optional[int] = None  # VmHWM of the benchmark process
+    flags: str = ""  # comma-separated: unstable, throttled, nnapi-deprecated, fell-back
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "ResultRow":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def problems(self) -> List[str]:
+        """What makes this row nonsense (an ``ok`` row without real numbers, an unknown status)."""
+        out = []
+        if self.status not in RESULT_STATUSES:
+            out.append(f"unknown status {self.status!r}")
+        if self.status == "ok":
+            values = (self.median_ms, self.p90_ms, self.min_ms)
+            if any(v is None or not (v > 0) or v != v for v in values) or self.samples < 1:
+                out.append(f"an ok row needs positive latencies from at least one sample (median {self.median_ms}, "
+                           f"{self.samples} samples)")
+        elif not self.reason:
+            out.append(f"a {self.status} row needs its reason")
+        return out
+
+    def has_flag(self, flag: str) -> bool:
+        return flag in self.flags.split(",")
+
+
+def deploy_results_path(results_dir: Path, stem: str) -> Path:
+    """``<results>/<stem>.json``: ``run-0007`` for one run, ``latest`` for the newest."""
+    return Path(results_dir) / f"{stem}.json"
+
+
+@dataclass
+class DeployResults:
+    """The JSON export of one deploy run: rows, CPU/NNAPI speed-ups and each device's conditions."""
+
+    run_id: Optional[int]
+    started: str
+    rows: List[ResultRow]
+    speedups: List[Dict[str, Any]] = field(default_factory=list)
+    devices: List[Dict[str, Any]] = field(default_factory=list)  # serial, soc, governor, thermal, battery ...
+
+    REMEDY = "run `invoke deploy` again (it writes <results>/run-NNNN.json and latest.json)"
+
+    def write(self, path: Path) -> Path:
+        return write_record(path, DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA, {
+            "run_id": self.run_id, "started": self.started, "speedups": self.speedups, "devices": self.devices,
+            "results": [r.to_dict() for r in self.rows]})
+
+    @classmethod
+    def load(cls, path: Path) -> "DeployResults":
+        data = read_record(path, DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA, cls.REMEDY)
+        try:
+            rows = [ResultRow.from_dict(r) for r in data.get("results", [])]
+        except TypeError as e:
+            raise RecordError(f"{path} has a malformed result row", cause=str(e), remedy=cls.REMEDY) from e
+        return cls(data.get("run_id"), data.get("started", ""), rows, data.get("speedups", []),
+                   data.get("devices", []))
+
+
+# --------------------------------------------------------------------------- verify
+
+VERIFY_NAME = "verify.json"  # next to the manifest it verified, unless --out says otherwise
+VERIFY_KIND = "torchdroid.host-nnapi-verify"
+VERIFY_SCHEMA = 1
+
+
+def verify_path(models_dir: Path) -> Path:
+    """Where `invoke verify` writes its record for the models in ``models_dir``."""
+    return Path(models_dir) / VERIFY_NAME
+
+
+@dataclass
+class VerifyRecord:
+    """``verify.json``: what `invoke verify` checked, with what, and the verdict per variant.
+
+    Stable fields (other stages rely on them; keep their names and meaning):
+    ``manifest`` (path), ``library`` (path of the host libneuralnetworks.so), ``library_sha256``,
+    ``rounding``, ``ok``, and per entry of ``variants``: ``variant``, ``ok`` and ``files`` =
+    ``{"cpu": {"file", "sha256"}, "nnapi": {"file", "sha256"}}`` -- the sha256 of each file as verified.
+    """
+
+    path: Path
+    manifest: str
+    library: str
+    library_sha256: Optional[str]
+    rounding: str
+    thresholds: Dict[str, Any]
+    variants: List[Dict[str, Any]]
+    written: str = ""
+    code: Optional[str] = None  # digest of host_nnapi's own code (its Python kernels run inside the library)
+
+    @property
+    def ok(self) -> bool:
+        return all(v.get("ok") for v in self.variants)
+
+    def current_for(self, files: List["ModelFile"], library_sha256: Optional[str], code: Optional[str],
+                    rounding: str, thresholds: Dict[str, Any]) -> Tuple[bool, str]:
+        """Would `invoke verify` of ``files`` write this record again?  ``(True, why)`` or ``(False, why not)``.
+
+        Decided from hashes alone (nothing is built, loaded or run): the same model files (sha256), the same
+        host NNAPI library (sha256 of the .so and digest of its code) and the same rounding and thresholds,
+        and the record says every variant passed.
+        """
+        if not self.ok:
+            return False, f"{self.path.name} records a failed check"
+        if not library_sha256 or library_sha256 != self.library_sha256 or code != self.code:
+            return False, "the host NNAPI library changed (or is not built) since the last check"
+        if rounding != self.rounding or _as_json(thresholds) != _as_json(self.thresholds):
+            return False, "the verify settings changed since the last check"
+        recorded = self.files()
+        for f in files:
+            if recorded.get(f.file) != f.sha256:
+                return False, f"{f.file} is not the file checked last"
+        return True, f"{self.path} is current (same model files, host NNAPI library and settings)"
+
+    def files(self) -> Dict[str, str]:
+        """file name -> sha256 of every model file this record verified."""
+        out: Dict[str, str] = {}
+        for v in self.variants:
+            for f in (v.get("files") or {}).values():
+                out[f["file"]] = f["sha256"]
+        return out
+
+    REMEDY = "run `invoke verify` (it writes <models>/verify.json)"
+
+    @classmethod
+    def load(cls, path: Path) -> "VerifyRecord":
+        path = Path(path)
+        path = verify_path(path) if path.is_dir() else path
+        data = read_record(path, VERIFY_KIND, VERIFY_SCHEMA, cls.REMEDY)
+        return cls(path, data.get("manifest", ""), data.get("library", ""), data.get("library_sha256"),
+                   data.get("rounding", ""), data.get("thresholds", {}), list(data.get("variants", [])),
+                   data.get("written", ""), data.get("code"))
+
+    def write(self) -> Path:
+        return write_record(self.path, VERIFY_KIND, VERIFY_SCHEMA, {
+            "manifest": self.manifest, "library": self.library, "library_sha256": self.library_sha256,
+            "rounding": self.rounding, "thresholds": self.thresholds, "ok": self.ok, "variants": self.variants,
+            "code": self.code,
+        })
+
+
+def _as_json(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists), for comparing with a stored record."""
+    return json.loads(json.dumps(value, sort_keys=True))
+
+
+# --------------------------------------------------------------------------- app-info (typed)
 
 
 def app_info_path(app_dir: Path) -> Path:

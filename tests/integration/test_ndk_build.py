@@ -16,6 +16,7 @@ import pytest
 from ndk_build import BuildSettings, build_android
 from ndk_build.elfcheck import Readelf
 from tests.ndk_support import make_fake_ndk, make_fake_sdk
+from tests.ndk_support import build_settings
 from tests.ndk_support.fixtures import *  # noqa: F403 (pytest fixtures: fake_pytorch, fake_ndk)
 from toolchain.errors import ToolFailed, ToolNotFound, UsageError, VerificationError
 from toolchain.fsutil import sha256_file
@@ -24,11 +25,7 @@ from toolchain.records import BuildInfo
 CLEAN_ENV = {"PATH": os.environ["PATH"]}  # no ANDROID_* from this machine
 
 
-def settings(tmp_path, remote, ndk, **kw) -> BuildSettings:
-    base = dict(build_dir=tmp_path / "build", commit=remote.pinned, repo_url=remote.url, ndk=str(ndk) if ndk else None,
-                abi="x86_64", api_level=29, max_jobs=2, env=CLEAN_ENV)
-    base.update(kw)
-    return BuildSettings(**base)
+settings = build_settings
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +67,10 @@ def test_build_records_verified_artefacts(built, fake_pytorch, fake_ndk):
     # 16 KB pages: r21e has no flexible page size option, so the linker flag is passed; alignment recorded
     assert "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-z,max-page-size=16384" in info["cmake_args"]
     assert info["page_alignment"] == {"speed_benchmark_torch": 16384}
-    assert BuildInfo.load(res.build_info_path).min_page_alignment() == 16384
+    typed = BuildInfo.load(res.build_info_path)
+    assert typed.min_page_alignment() == 16384 and typed.source_dir == Path(info["source_dir"])
+    binary_art = next(a for a in typed.artefacts if a.kind == "binary")
+    assert binary_art.load_alignment == 16384 and binary_art.path == res.binary
     assert "-DUSE_VULKAN=OFF" in info["cmake_args"] and info["vulkan"] is False
     names = {a["name"]: a for a in info["artefacts"]}
     assert {"speed_benchmark_torch", "libc10.a", "libtorch_cpu.a", "libfakedep.a", "headers"} <= set(names)
@@ -240,3 +240,32 @@ def test_ccache_is_the_compiler_launcher_when_installed(built, ccache_dir):
     counters = {k: int(v) for k, v in (line.split("\t", 1) for line in stats.splitlines() if "\t" in line)}
     # the compiles really went through ccache (misses on a cold cache, hits if another test filled it)
     assert counters["cache_miss"] + counters["direct_cache_hit"] + counters["preprocessed_cache_hit"] > 0
+
+
+def test_a_commit_without_the_build_script_is_refused_with_the_lanes(tmp_path):
+    """docs/facts.md F17: v2.9.0+ has no scripts/build_android.sh; the plan step says which commits do."""
+    from ndk_build.build import make_plan, resolve_target
+    from ndk_build.gitsource import Checkout
+
+    s = BuildSettings(build_dir=tmp_path / "build", commit="a" * 40, abi="x86_64")
+    target = resolve_target(s)
+    bare = tmp_path / "pytorch-v2.9.0"
+    bare.mkdir()
+    with pytest.raises(UsageError) as ei:
+        make_plan(s, target, None, Checkout(bare, "a" * 40, "file:///x", False, ()))
+    assert "scripts/build_android.sh does not exist" in ei.value.what and "v2.9.0" in ei.value.cause
+    assert "--lane current" in ei.value.remedy
+
+
+def test_too_little_disk_is_refused_before_fetching(tmp_path, fake_pytorch, fake_ndk, monkeypatch):
+    """The checkout and build tree sizes are checked before the fetch (the real ones are ~3 + ~5 GB)."""
+    from toolchain import pins
+    from toolchain.errors import NoSpaceError
+    from toolchain.fsutil import free_bytes
+
+    monkeypatch.setattr(pins, "CHECKOUT_BYTES", free_bytes(tmp_path) * 2)
+    s = settings(tmp_path, fake_pytorch, fake_ndk)
+    with pytest.raises(NoSpaceError) as ei:
+        build_android(s)
+    assert "not enough disk space for the PyTorch" in ei.value.what and "free on the filesystem" in ei.value.cause
+    assert not (s.build_dir / "src").exists()

@@ -22,7 +22,14 @@ prints ``LISTENING <port>`` once it accepts connections.  Config keys:
   a matching sync SEND as it is stored (a bad cable or flash: the file arrives, its content differs);
 * ``install_failure``: a ``pm install`` failure reason to report (e.g.
   ``INSTALL_FAILED_INSUFFICIENT_STORAGE``);
-* ``app_bench``: ``{"cpu": ms, "nnapi": ms, "fell_back": bool}`` for ``am start``;
+* ``app_bench``: ``{"cpu": ms, "nnapi": ms, "fell_back": bool, "crash": bool, "hang": bool}`` for
+  ``am start`` (a crash logs a FATAL EXCEPTION, a hang stops after the warm-up progress line);
+* ``am_error``: what ``am start`` prints instead of starting the activity (e.g. a SecurityException);
+* ``logcat_fail``: ``logcat`` exits 1 with this message;
+* ``page_size``: what ``getconf PAGE_SIZE`` answers (4096; 16384 on a 16 KB-page device);
+* ``cpus``/``thermal_zones``: the cpufreq and thermal sysfs files; ``thermal_status`` (a list: the n-th
+  ``dumpsys thermalservice`` answers the n-th entry, the last one after that) and ``battery``
+  (``{"level", "status", "usb"}``) for ``dumpsys``;
 * ``link_mb_s``: limit sync SEND to this many MB/s (a USB 2 phone pushes ~40 MB/s).
 """
 
@@ -53,7 +60,7 @@ SYNC_MAX_DATA = 64 * 1024
 AUTH_TOKEN, AUTH_SIGNATURE, AUTH_RSAPUBLICKEY = 1, 2, 3
 
 HERE = Path(__file__).resolve().parent
-MAPPED = ("data", "sdcard", "storage")
+MAPPED = ("data", "sdcard", "storage", "sys")
 _PATH_RE = re.compile(r"(^|[\s'\"=:;|&(<>])/(" + "|".join(MAPPED) + r")(?=/|\s|$|['\"])")
 
 
@@ -70,24 +77,28 @@ class Stream:
         self.remote_id = remote_id
         self.incoming: "queue.Queue[bytes | None]" = queue.Queue()
         self.buf = bytearray()
+        self.pos = 0  # bytes of buf already read (compacted when more arrives: no memmove per small read)
         self.okay = threading.Event()
         self.okay.set()
         self.closed = False
 
     def read_exact(self, n: int) -> bytes:
-        while len(self.buf) < n:
+        while len(self.buf) - self.pos < n:
             chunk = self.incoming.get()
             if chunk is None:
                 raise Closed()
+            del self.buf[:self.pos]
+            self.pos = 0
             self.buf += chunk
-        out = bytes(self.buf[:n])
-        del self.buf[:n]
+        out = bytes(memoryview(self.buf)[self.pos:self.pos + n])
+        self.pos += n
         return out
 
     def read_some(self, timeout=None) -> bytes:
-        if self.buf:
-            out = bytes(self.buf)
+        if len(self.buf) > self.pos:
+            out = bytes(memoryview(self.buf)[self.pos:])
             self.buf.clear()
+            self.pos = 0
             return out
         chunk = self.incoming.get(timeout=timeout)
         if chunk is None:
@@ -134,13 +145,14 @@ class Connection:
                 raise Closed() from None
 
     def recv_exact(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
+        out = bytearray(n)
+        view, got = memoryview(out), 0
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if not k:
                 raise Closed()
-            out += chunk
-        return bytes(out)
+            got += k
+        return bytes(out) if n <= 64 else out  # payloads stay bytearrays: one copy less per packet
 
     def drop(self) -> None:
         """Cut the transport, as a yanked cable would."""
@@ -249,9 +261,27 @@ class VirtualDevice:
         (self.state / "props.txt").write_text("".join(f"[{k}]: [{v}]\n" for k, v in sorted(props.items())))
         (self.state / "free_kb").write_text(str(int(config.get("free_kb", 20 * 1024 * 1024))))
         (self.state / "device.json").write_text(json.dumps(config))
+        (self.state / "page_size").write_text(str(int(config.get("page_size", 4096))) + "\n")
+        self.write_sysfs(config)
         self.cut = dict(config.get("cut_send") or {})
         self.corrupt = dict(config.get("corrupt_send") or {})
         self.connections: list = []
+
+    def write_sysfs(self, config: dict) -> None:
+        """The sysfs files a shell user reads on a phone: cpufreq per CPU (kHz), thermal zones (millidegrees)."""
+        cpus = config.get("cpus", [{"governor": "schedutil", "cur": 1785600, "max": 2016000}] * 4)
+        for i, cpu in enumerate(cpus):
+            d = self.root / f"sys/devices/system/cpu/cpu{i}/cpufreq"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "scaling_governor").write_text(f"{cpu.get('governor', 'schedutil')}\n")
+            (d / "scaling_cur_freq").write_text(f"{int(cpu.get('cur', 1785600))}\n")
+            (d / "cpuinfo_max_freq").write_text(f"{int(cpu.get('max', 2016000))}\n")
+        zones = config.get("thermal_zones", [{"type": "cpu-0-0-usr", "temp": 38500}, {"type": "battery", "temp": 29000}])
+        for i, zone in enumerate(zones):
+            d = self.root / f"sys/class/thermal/thermal_zone{i}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "type").write_text(f"{zone['type']}\n")
+            (d / "temp").write_text(f"{int(zone['temp'])}\n")
 
     # ------------------------------------------------------------------ helpers
 
