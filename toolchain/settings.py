@@ -142,6 +142,8 @@ KEYS: Tuple[Key, ...] = (
     Key("bench.iter", Int(min=1, max=1000000), 50, "timed iterations"),
     Key("bench.threads", Int(min=1, max=1024), 1, "intra-op threads (like --pthreadpool_size)"),
     Key("bench.out", PathKind(), "build/bench", "where host benchmark results go"),
+    Key("bench.repeat", Int(min=1, max=1000), 3, "timed runs of iter; their medians disagreeing by > 10 % flags "
+                                                 "the row unstable"),
     # ---- pytorch, ndk, android
     Key("pytorch.lane", Choice(*pins.LANES), pins.DEFAULT_LANE, "pin set: " + ", ".join(pins.LANES)),
     Key("pytorch.commit", Text(), None, "build another PyTorch commit: full SHA or tag (lane facts from the "
