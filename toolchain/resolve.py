@@ -157,7 +157,8 @@ def _parse_list(kind: Kind, raw: Any) -> List[str]:
         raise BadValue(f"{_show(raw)} is not {kind.describe()}")
     bad = [i for i in items if kind.choices and i not in kind.choices]
     if bad:
-        raise BadValue(f"unknown {', '.join(repr(b) for b in bad)}: each item must be one of "
+        raise BadValue(f"unknown {kind.item + ' ' if kind.item else ''}{', '.join(repr(b) for b in bad)}: "
+                       f"each item must be one of "
                        f"{', '.join(kind.choices)}" + _did_you_mean(bad[0], kind.choices))
     return items
 

@@ -129,7 +129,7 @@ def test_a_yaml_scalar_where_a_list_is_expected_is_one_item_never_characters():
 
 def test_lists_from_repeated_flags_and_commas_alike_and_their_items_are_checked():
     assert Resolver({}, {"quant": ["none,core", "full"]}).get("convert.quant", "quant") == ["none", "core", "full"]
-    with pytest.raises(UsageError, match="unknown 'x'"):
+    with pytest.raises(UsageError, match="unknown ABI 'x'"):
         Resolver({"app": {"abi_filters": ["x"]}}).get("app.abi_filters")
     with pytest.raises(UsageError, match="not a list"):
         Resolver({"deploy": {"serials": {"a": 1}}}).get("deploy.serials")
