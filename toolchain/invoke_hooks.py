@@ -51,6 +51,9 @@ def _checked_loader(original: Callable, kind: str) -> Callable:
         yaml_error = invoke_config.yaml.YAMLError  # Invoke's own (vendored) PyYAML
         try:
             data = original(self, path)
+        except OSError as e:
+            _unreadable(self, path, e)
+            raise  # a project or user file that does not exist: Invoke skips it
         except (yaml_error, json.JSONDecodeError, UnicodeDecodeError) as e:
             if isinstance(e, yaml_error):
                 _exit(_yaml_problem(str(path), e))
@@ -68,6 +71,20 @@ def _checked_loader(original: Callable, kind: str) -> Callable:
     return load
 
 
+def _unreadable(config, path, e: OSError) -> None:
+    """`-f FILE` that does not exist would be skipped silently by Invoke; a directory or no permission traces back."""
+    import errno
+
+    from .errors import UsageError
+
+    asked = getattr(config, "_runtime_path", None)
+    if e.errno == errno.ENOENT and (asked is None or str(asked) != str(path)):
+        return
+    why = "it does not exist" if e.errno == errno.ENOENT else (e.strerror or str(e))
+    _exit(UsageError(f"cannot read the config file {path}: {why}",
+                     remedy="give `invoke -f` (or INVOKE_RUNTIME_CONFIG) a readable YAML or JSON file"))
+
+
 def _check_sections(config, data: dict, where: str) -> None:
     from .errors import TorchdroidError
     from .resolve import check_known_keys
@@ -77,6 +94,20 @@ def _check_sections(config, data: dict, where: str) -> None:
         check_known_keys(data, where, invoke_keys)
     except TorchdroidError as e:
         _exit(e)
+
+
+def _checked_runtime(original: Callable) -> Callable:
+    def load_runtime(self, merge: bool = True) -> None:
+        from .errors import UsageError
+
+        path = getattr(self, "_runtime_path", None)
+        kinds = tuple(getattr(self, "_file_suffixes", ("yaml", "yml", "json", "py")))
+        if path and str(path).rsplit(".", 1)[-1] not in kinds:
+            _exit(UsageError(f"the config file {path} is not a .yaml, .yml, .json or .py file",
+                             remedy="rename it (e.g. mine.yaml) or give `invoke -f` a YAML or JSON file"))
+        return original(self, merge)
+
+    return load_runtime
 
 
 def _raw_env_value(self, old: Any, new: Any) -> Any:  # noqa: ARG001 - Invoke's signature
@@ -95,5 +126,6 @@ def install() -> None:
     Config._load_yaml = _checked_loader(Config._load_yaml, "yaml")
     Config._load_yml = _checked_loader(Config._load_yml, "yml")
     Config._load_json = _checked_loader(Config._load_json, "json")
+    Config.load_runtime = _checked_runtime(Config.load_runtime)
     Environment._cast = _raw_env_value
     _INSTALLED = True

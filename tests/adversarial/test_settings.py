@@ -125,6 +125,19 @@ def test_a_broken_config_file_is_a_usage_error_naming_the_file(tmp_path, text, m
 
 
 @adversarial("settings", "values are not typed")
+@pytest.mark.parametrize("what", ["missing", "directory", "suffix"])
+def test_a_runtime_config_file_that_cannot_be_read_is_named_not_skipped(tmp_path, what):
+    target = tmp_path / ("mine.yaml.txt" if what == "suffix" else "mine.yaml")
+    if what == "directory":
+        target.mkdir()
+    if what == "suffix":
+        target.write_text("bench: {iter: 5}\n")
+    out = run_invoke(["-f", str(target), "bench"], tmp_path)
+    assert_clean(out, "usage", mentions=["mine.yaml", "config file"], root=tmp_path)
+    nothing_written(tmp_path)
+
+
+@adversarial("settings", "values are not typed")
 def test_a_broken_project_invoke_yaml_next_to_tasks_py_names_file_and_line(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
