@@ -64,6 +64,7 @@ def _checked_loader(original: Callable, kind: str) -> Callable:
             _exit(UsageError(f"the config file {path} holds a {type(data).__name__}, not a mapping of sections",
                              remedy="write `section:` headers with indented `key: value` lines, e.g. "
                                     "`deploy:` then `  iter: 200`"))
+        _empty_sections_as_mappings(self, data)
         _check_sections(self, data, str(path))
         return data
 
@@ -83,6 +84,16 @@ def _unreadable(config, path, e: OSError) -> None:
     why = "it does not exist" if e.errno == errno.ENOENT else (e.strerror or str(e))
     _exit(UsageError(f"cannot read the config file {path}: {why}",
                      remedy="give `invoke -f` (or INVOKE_RUNTIME_CONFIG) a readable YAML or JSON file"))
+
+
+def _empty_sections_as_mappings(config, data: dict) -> None:
+    """`convert:` with every key commented out is an empty section, not a value that cannot be merged."""
+    from .settings import SECTIONS
+
+    invoke_sections = {k for k, v in type(config).global_defaults().items() if isinstance(v, dict)}
+    for top in list(data):
+        if data[top] is None and (top in SECTIONS or top in invoke_sections):
+            data[top] = {}
 
 
 def _check_sections(config, data: dict, where: str) -> None:

@@ -109,6 +109,10 @@ YAML_CASES = [
     ("deploy:\n  serials: {a: 1}\n", "deploy.serials"),
     ("app:\n  abi_filters: mips\n", "'mips'"),
     ("verify:\n  max_lsb: -1\n", "verify.max_lsb"),
+    ("build_dir:\n  path: b\n", "build_dir"),  # a mapping where a path is expected
+    ("convert:\n  quant: []\n", "convert.quant"),  # an empty list where one mode is needed
+    ("bench:\n  iter: 5.5\n", "bench.iter"),
+    ("deploy:\n  install: perhaps\n", "deploy.install"),
 ]
 
 
@@ -147,6 +151,14 @@ def test_a_broken_project_invoke_yaml_next_to_tasks_py_names_file_and_line(tmp_p
                          capture_output=True, text=True, timeout=120)
     out = Outcome(res.returncode, res.stdout, res.stderr)
     assert_clean(out, "usage", mentions=["invoke.yaml, line", "not valid YAML"], root=tmp_path)
+
+
+@adversarial("settings", "values are not typed")
+def test_an_empty_section_with_its_keys_commented_out_is_fine(tmp_path):
+    cfg = tmp_path / "mine.yaml"
+    cfg.write_text("convert:\n  # weights: random\nrun:\nbench:\n  iter: 7\n")
+    out = run_invoke(["-f", str(cfg), "clean", "-n"], tmp_path)
+    assert_clean(out, "ok")
 
 
 @adversarial("settings", "values are not typed")
