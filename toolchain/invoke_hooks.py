@@ -121,6 +121,34 @@ def _checked_runtime(original: Callable) -> Callable:
     return load_runtime
 
 
+def _checked_parse(original: Callable) -> Callable:
+    """A command line Invoke cannot parse (unknown task or flag, a missing value) is a usage error, exit 2."""
+
+    def parse_tasks(self) -> None:
+        from invoke.exceptions import ParseError
+
+        from .errors import UsageError
+
+        try:
+            return original(self)
+        except ParseError as e:
+            names = sorted(getattr(self.collection, "task_names", {}) or ()) if self.collection else []
+            _exit(UsageError(str(e), remedy=_parse_fix(str(e), names)))
+
+    return parse_tasks
+
+
+def _parse_fix(message: str, tasks) -> str:
+    import difflib
+    import re
+
+    word = re.search(r"'([^']+)'", message)
+    close = difflib.get_close_matches(word.group(1), list(tasks), n=1) if word else []
+    if close:
+        return f"did you mean `invoke {close[0]}`? `invoke --list` lists the tasks"
+    return "`invoke TASK --help` lists a task's options; `invoke --list` lists the tasks"
+
+
 def _raw_env_value(self, old: Any, new: Any) -> Any:  # noqa: ARG001 - Invoke's signature
     """Keep the variable's text; toolchain.resolve types it and names the variable when it is wrong."""
     return new
@@ -133,10 +161,12 @@ def install() -> None:
         return
     from invoke.config import Config
     from invoke.env import Environment
+    from invoke.program import Program
 
     Config._load_yaml = _checked_loader(Config._load_yaml, "yaml")
     Config._load_yml = _checked_loader(Config._load_yml, "yml")
     Config._load_json = _checked_loader(Config._load_json, "json")
     Config.load_runtime = _checked_runtime(Config.load_runtime)
+    Program.parse_tasks = _checked_parse(Program.parse_tasks)
     Environment._cast = _raw_env_value
     _INSTALLED = True

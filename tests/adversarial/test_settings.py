@@ -55,6 +55,11 @@ CLI_CASES = [
     (["clean", "--what", "everything"], "--what"),
     (["deploy", "--install", "--no-install"], "--no-install"),
     (["all", "--skip", "deplyo"], "deplyo"),
+    (["covnert"], "invoke convert"),  # a misspelt task: did you mean
+    (["bench", "--iter"], "needed value"),  # a flag without its value
+    (["bench", "--itr", "5"], "--itr"),  # an unknown flag
+    (["convert", "--quant", ""], "--quant"),  # an empty list
+    (["convert", "--weights", ""], "--weights"),  # an empty text
 ]
 
 
