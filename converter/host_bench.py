@@ -22,6 +22,7 @@ from toolchain.errors import UsageError
 from toolchain.fsutil import atomic_write_json, atomic_write_text
 from toolchain.progress import progress
 from toolchain.records import ConvertManifest, now_iso
+from toolchain.settings import default
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +30,11 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class HostBenchSettings:
     models: Path
-    warmup: int = 5
-    iters: int = 50
-    threads: int = 1
-    out: Path = Path("build/bench")
-    repeat: int = 3  # timed runs of ``iters``; their medians disagreeing by > 10 % flags the row ``unstable``
+    warmup: int = default("bench.warmup")
+    iters: int = default("bench.iter")
+    threads: int = default("bench.threads")
+    out: Path = Path(default("bench.out"))
+    repeat: int = default("bench.repeat")  # timed runs of ``iters``; their medians disagreeing by > 10 % flags the row ``unstable``
 
 
 @dataclass
@@ -150,7 +151,9 @@ def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
         notes.append("CPU models were converted without optimize_for_mobile (no XNNPACK in that torch)")
     out = Path(settings.out)
     body = {"kind": "torchdroid.host-bench", "written": now_iso(), "manifest": str(manifest.path),
-            "torch": torch.__version__, "threads": settings.threads, "rows": [asdict(r) for r in rows], "notes": notes}
+            "torch": torch.__version__, "threads": settings.threads, "warmup": settings.warmup, "iters": settings.iters,
+            "models": {f.file: f.sha256 for f in cpu_files},  # what was measured (`invoke all` reuses it)
+            "rows": [asdict(r) for r in rows], "notes": notes}
     json_path = atomic_write_json(out / "host-bench.json", body)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(asdict(rows[0]).keys()))

@@ -219,6 +219,13 @@ def _push_planned(device: Device, directory: str, items: Sequence[PushItem], exi
     if verifier.cleanup:  # nothing was verified: remove the leftovers on their own
         device.shell(f"cd {shlex.quote(directory)} && {verifier.cleanup}true", check=True,
                      what="removing the temporary files of an interrupted deploy")
+    return _outcomes(device, directory, existing, skipped, index, results, index_written)
+
+
+def _outcomes(device: Device, directory: str, existing: RemoteState, skipped: Dict[int, PushOutcome],
+              index: Dict[str, tuple], results: Dict[int, object], index_written: bool) -> List[PushOutcome]:
+    """The outcomes in item order; the index written when no verify call did and it is due; the first
+    verify failure raised."""
     outcomes = dict(skipped)
     errors = [res for _i, res in sorted(results.items()) if isinstance(res, BaseException)]
     outcomes.update({i: res for i, res in results.items() if isinstance(res, PushOutcome)})
@@ -229,7 +236,7 @@ def _push_planned(device: Device, directory: str, items: Sequence[PushItem], exi
         with contextlib.suppress(*((TorchdroidError,) if errors else ())):  # never mask the first failure
             write_index(device, directory, index)
     if errors:
-        raise errors[0]  # the first verify failure
+        raise errors[0]
     return done
 
 
@@ -341,7 +348,7 @@ class _AckReader:
 class _BatchVerifier:
     """The verify calls of one device: each checks the files queued since the previous one, in one shell call.
 
-    A batch starts when a quarter of the bytes to send is waiting, or the file before the last one or the
+    A batch starts when a third of the bytes to send is waiting, or the file before the last one or the
     last one arrived (so the last batch, the only one not hidden behind a transfer, holds one file): few
     shell calls (each costs a round trip and a few processes on the device) and a short tail.  Up to two
     run at once (a phone has several cores), except the first, which runs alone: it removes the leftovers
@@ -359,7 +366,7 @@ class _BatchVerifier:
         self.cond = threading.Condition()
         self.queued: List[tuple] = []
         self.queued_bytes = 0
-        self.threshold = total // 4
+        self.threshold = total // 3
         self.urgent = False
         self.results: Dict[int, object] = {}
         self.sending = True

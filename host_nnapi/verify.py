@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from toolchain.errors import RecordError, UsageError, VerificationError
 from toolchain.fsutil import sha256_file
 from toolchain.records import ConvertManifest, ModelFile, VerifyRecord, verify_path
+from toolchain.settings import default
 
 from . import checks, rules
 from .align import Alignment, Difference, align, compare_operands, interface_differences
@@ -48,16 +49,16 @@ class VerifySettings:
     models: Path
     out: Optional[Path] = None  # default: <models>/verify.json
     variants: Tuple[str, ...] = ()  # default: all
-    rounding: str = "qnnpack"
-    float_atol: float = 1e-4
-    float_rtol: float = 1e-5
-    max_lsb: int = 1  # per operation under nnapi rounding (qnnpack: rules.op_bound)
-    min_top1_agreement: float = 0.75
-    min_top5_agreement: float = 0.8
-    random_inputs: int = 3
-    seed: int = 0
-    api_level: int = 29
-    layerwise: str = "auto"  # "auto"/"always": operation by operation (every mode); "never": end to end only
+    rounding: str = default("verify.rounding")
+    float_atol: float = default("verify.float_atol")
+    float_rtol: float = default("verify.float_rtol")
+    max_lsb: int = default("verify.max_lsb")  # per operation under nnapi rounding (qnnpack: rules.op_bound)
+    min_top1_agreement: float = default("verify.min_top1_agreement")
+    min_top5_agreement: float = default("verify.min_top5_agreement")
+    random_inputs: int = default("verify.random_inputs")
+    seed: int = default("verify.seed")
+    api_level: int = default("android.api_level")
+    layerwise: str = default("verify.layerwise")  # "auto"/"always": operation by operation (every mode); "never": end to end only
     cache: Optional[Path] = None
 
 
@@ -117,12 +118,35 @@ def verify(settings: VerifySettings) -> VerifyResult:
     for name, pair in selected:
         log.info("verifying %s", name)
         rows.append(verify_pair(name, pair["cpu"], pair["nnapi"], settings))
+    from .build import code_digest
+
     VerifyRecord(out, str(manifest.path), str(lib), sha256_file(Path(lib)), settings.rounding,
-                 _thresholds(settings), [r.to_dict() for r in rows]).write()
+                 _thresholds(settings), [r.to_dict() for r in rows], code=code_digest()).write()
     result = VerifyResult(out, rows, str(lib))
     if not result.ok:
         raise _failure(rows, out)
     return result
+
+
+def is_current(settings: VerifySettings) -> Tuple[bool, str]:
+    """Is the verify record already what verifying these models again would write?  From hashes and records
+    alone: no torch, nothing built or run (see ``VerifyRecord.current_for``)."""
+    from .build import built_library, code_digest
+
+    try:
+        manifest = ConvertManifest.load(settings.models)
+        out = Path(settings.out) if settings.out else verify_path(manifest.dir)
+        if not out.is_file():
+            return False, f"no {out.name} yet"
+        record = VerifyRecord.load(out)
+        files = [f for _, pair in _select(manifest, settings.variants) for f in (pair["cpu"], pair["nnapi"])]
+        for f in files:
+            f.check_hash()
+    except (RecordError, UsageError) as e:
+        return False, e.what
+    lib = built_library(settings.cache)
+    return record.current_for(files, sha256_file(lib) if lib else None, code_digest(), settings.rounding,
+                              _thresholds(settings))
 
 
 def _results_path(settings: VerifySettings, manifest: ConvertManifest) -> Path:

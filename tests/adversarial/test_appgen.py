@@ -146,7 +146,7 @@ def test_rerun_is_up_to_date_and_ends_with_the_next_command(user):
     (["--app-name", "{{ cookiecutter.x }}"], {}, ["characters it cannot have"]),
     (["--app-name", "bad \ufffe"], {}, ["characters it cannot have"]),
     (["--app-name", "x" * 80], {}, ["at most 64"]),
-    (["--min-sdk", "twenty"], {}, ["must be integers"]),
+    (["--min-sdk", "twenty"], {}, ["--min-sdk", "'twenty' is not a whole number"]),
     (["--min-sdk", "19"], {}, ["below 21"]),
     (["--target-sdk", "99"], {}, ["above the lane's compileSdk"]),
     (["--abi-filters", "arm64"], {}, ["unknown ABI 'arm64'"]),
