@@ -71,31 +71,59 @@ def _table(title: str, columns, rows) -> None:
         "out": "output directory (default build/models, config convert.out)",
         "force": "rebuild even when the inputs are unchanged",
         "no_verify": "skip the host NNAPI check of the NNAPI models afterwards (config verify.after_convert: off)",
+        "format": "torchscript (default), lite, executorch, or a comma list: torchscript,executorch (config convert.format)",
+        "delegates": "ExecuTorch delegates: xnnpack, portable, vulkan (default all; config convert.executorch_delegates)",
         "debug": "show tracebacks",
     },
-    iterable=["quant"],
+    iterable=["quant", "delegates"],
 )
 def convert(c, model=None, quant=None, weights=None, calibration=None, out=None, force=False, no_verify=False,
-            debug=False):
+            format=None, delegates=None, debug=False):
     """MobileNetV2 (or another model) -> CPU and NNAPI TorchScript models per quantization mode, with a manifest."""
     with _stage(c, "convert", debug):
         from converter import ConvertSettings, convert as run_convert
+        from converter.executorch_lane import LEGACY_FORMATS, ExecutorchSettings, convert_executorch, parse_formats
 
-        settings = ConvertSettings(
+        formats = parse_formats(pick(format, c.config, "convert.format"))
+        common = dict(
             model=pick(model, c.config, "convert.model"),
-            modes=tuple(_split(quant) or pick(None, c.config, "convert.quant")),
             weights=str(pick(weights, c.config, "convert.weights")),
             calibration=Path(pick(calibration, c.config, "convert.calibration")) if pick(calibration, c.config, "convert.calibration") else None,
             calibration_count=int(pick(None, c.config, "convert.calibration_count", 32)),
             seed=int(pick(None, c.config, "convert.seed", 0)),
             out=Path(pick(out, c.config, "convert.out")),
-            build_dir=_build_dir(c),
             force=bool(force),
         )
-        result = run_convert(settings)
-    _print_convert(result)
-    if not no_verify:
+        legacy = [f for f in formats if f in LEGACY_FORMATS]
+        result = pte = None
+        if legacy:
+            result = run_convert(ConvertSettings(**common, fmt=legacy[0], build_dir=_build_dir(c),
+                                                 modes=tuple(_split(quant) or pick(None, c.config, "convert.quant"))))
+        if "executorch" in formats:
+            pte = convert_executorch(ExecutorchSettings(
+                **common, delegates=tuple(_split(delegates) or pick(None, c.config, "convert.executorch_delegates"))))
+    if result:
+        _print_convert(result)
+    if pte:
+        _print_pte(pte)
+    if result and not no_verify:
         verify_after_convert(c, result.manifest_path.parent, sorted({f.mode for f in result.files}), debug)
+
+
+def _print_pte(result) -> None:
+    _table(f"ExecuTorch programs in {result.manifest_path.parent} ({'built ' + ', '.join(result.built) if result.built else 'reused'})",
+           ["file", "delegate", "precision", "size", "host check"],
+           [(f.file, f.delegate, f.precision, f"{f.size / 1e6:.1f} MB", _pte_check(f)) for f in result.files])
+    for name, reason in sorted(result.skipped.items()):
+        print(f"skipped delegate {name}: {reason}")
+    for line in result.notes:
+        print(f"note: {line}")
+    print(f"manifest: {result.manifest_path}")
+
+
+def _pte_check(f) -> str:
+    check = f.extra.get("host_check") or {}
+    return f"max |diff| {check['max_abs_diff']:.2e}" if check.get("ran") else f"not run: {check.get('reason', '?')}"
 
 
 def _print_convert(result) -> None:
@@ -143,6 +171,61 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
         result = run_host_bench(settings)
     _table("host benchmark (CPU models, bundled input)", ["model", "mode", "median ms", "p90 ms", "min ms", "iters"],
            [(r.file, r.mode, f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}", f"{r.min_ms:.2f}", r.iters) for r in result.rows])
+    for line in result.notes:
+        print(f"note: {line}")
+    print(f"results: {result.json_path}")
+
+
+@task(
+    help={
+        "models": "directory written by `invoke convert --format ...,executorch` (default: config convert.out)",
+        "warmup": "warm-up iterations (default: config bench.warmup)",
+        "iter": "timed iterations (default: config bench.iter)",
+        "threads": "intra-op threads for every runtime (default: config bench.threads)",
+        "no_legacy": "time only the .pte programs, not the legacy TorchScript CPU and host NNAPI models",
+        "no_per_operator": "skip the per-operator comparison (ETDump + ETRecord through ExecuTorch's Inspector)",
+        "debug": "show tracebacks",
+    }
+)
+def bench_executorch(c, models=None, warmup=None, iter=None, threads=None, no_legacy=False, no_per_operator=False,
+                     debug=False):
+    """Check each .pte against its reference in ExecuTorch's host runtime and time it beside the legacy models."""
+    with _stage(c, "bench-executorch", debug):
+        from converter.pte_host import PteBenchSettings, run_pte_bench
+
+        result = run_pte_bench(PteBenchSettings(
+            models=Path(pick(models, c.config, "convert.out")),
+            warmup=int(pick(warmup, c.config, "bench.warmup")),
+            iters=int(pick(iter, c.config, "bench.iter")),
+            threads=int(pick(threads, c.config, "bench.threads")),
+            out=Path(pick(None, c.config, "bench.out")),
+            float_atol=float(pick(None, c.config, "verify.float_atol")),
+            float_rtol=float(pick(None, c.config, "verify.float_rtol")),
+            max_lsb=int(pick(None, c.config, "verify.max_lsb")),
+            per_operator=not no_per_operator,
+            legacy=not no_legacy,
+        ))
+    _print_pte_bench(result)
+
+
+def _print_pte_bench(result) -> None:
+    from converter.pte_host import speedups
+
+    _table("ExecuTorch programs against their reference (host runtime)",
+           ["program", "reference", "max |diff|", "limit", "top-1", "per operator", "result"],
+           [(c.variant, c.reference, f"{c.max_abs_diff:.2e}" if c.max_abs_diff is not None else "-",
+             f"{c.limit:.2e}" if c.limit is not None else "-",
+             f"{c.top1_agreement:.0%}" if c.top1_agreement is not None else "-",
+             f"{len(c.operators)} rows" if c.operators else (c.operator_note or "-")[:40],
+             "ok" if c.ok else ("not run: " + c.reason if not c.ran else "FAILED: " + c.reason)) for c in result.checks])
+    ups = speedups(result.lines)
+    _table("host latency, same protocol and threads (speed-up over legacy TorchScript CPU of the same precision)",
+           ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up"],
+           [(x.label, x.file, *(f"{v:.2f}" for v in (x.timing.median_ms, x.timing.p90_ms, x.timing.min_ms)), f"{ups[x.label]:.2f}x" if x.label in ups else "-")
+            if x.timing else (x.label, x.file, "-", "-", "-", x.note) for x in result.lines])
+    for c in result.checks:
+        if c.operator_note:
+            print(f"per operator, {c.variant}: {c.operator_note}")
     for line in result.notes:
         print(f"note: {line}")
     print(f"results: {result.json_path}")
@@ -768,5 +851,5 @@ def _recorded_apk(c):
     return (info_path.parent / apk).resolve() if apk and (info_path.parent / apk).is_file() else None
 
 
-ns = Collection(all_, convert, bench, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify)
+ns = Collection(all_, convert, bench, bench_executorch, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify)
 ns.configure(DEFAULTS)

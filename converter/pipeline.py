@@ -213,7 +213,9 @@ def convert(settings: ConvertSettings) -> ConvertResult:
     entries.sort(key=lambda e: (e["stem"], MODES.index(e["mode"]), e["backend"]))
     conversions = dict(existing.get("conversions", {}))
     conversions[spec.stem] = conv
-    path = write_record(out / MANIFEST_NAME, MANIFEST_KIND, MANIFEST_SCHEMA, {"conversions": conversions, "files": entries})
+    kept = {k: v for k, v in existing.items() if k == "executorch"}  # the .pte section (toolchain/pte_records.py)
+    path = write_record(out / MANIFEST_NAME, MANIFEST_KIND, MANIFEST_SCHEMA,
+                        {"conversions": conversions, "files": entries, **kept})
     man = ConvertManifest.load(out)
     files = [f for f in man.files if f.stem == spec.stem and f.mode in modes]
     log.info("wrote %s", path)

@@ -19,7 +19,8 @@ DEFAULTS: dict = {
         "calibration": None,  # a directory of images; None: the built-in synthetic set
         "calibration_count": 32,
         "seed": 0,
-        "format": "torchscript",
+        "format": "torchscript",  # torchscript | lite, plus executorch for .pte programs (comma list)
+        "executorch_delegates": ["xnnpack", "portable", "vulkan"],
     },
     "bench": {
         "warmup": 5,

@@ -1,0 +1,318 @@
+"""``invoke bench-executorch``: each ``.pte`` in ExecuTorch's host runtime, checked and timed beside the legacy models.
+
+Check: every program the host runtime can run is run on the recorded reference inputs and compared with
+the recorded expected outputs (fp32: the eager model, within ``float_atol + float_rtol * max|ref|``; int8:
+the PT2E reference graph, within ``max_lsb`` steps of the output quantization).  Per operator: ETDump with
+a debug buffer plus the ETRecord written at convert time go through ExecuTorch's Inspector
+(``calculate_numeric_gap``); a delegate is opaque to it, so an XNNPACK program compares per delegated
+block, the portable program per operator.
+
+Timing: the protocol and statistics of ``invoke bench --host`` (converter/host_bench.py: warm-up, timed
+iterations, median / p90 / min / mean, ``threads`` intra-op threads), for the ``.pte`` programs, the legacy
+TorchScript CPU models and, when the host NNAPI builds here, the legacy NNAPI models.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import tempfile
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from toolchain import executorch_pins
+from toolchain.errors import UsageError, VerificationError
+from toolchain.fsutil import atomic_write_json
+from toolchain.progress import progress
+from toolchain.pte_records import PteFile, load_section, pte_files, reference_path
+from toolchain.records import ConvertManifest, ModelFile, now_iso
+
+from .host_bench import percentile
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PteBenchSettings:
+    models: Path
+    warmup: int = 5
+    iters: int = 50
+    threads: int = 1
+    out: Path = Path("build/bench")
+    float_atol: float = 1e-4
+    float_rtol: float = 1e-5
+    max_lsb: int = 2
+    per_operator: bool = True
+    legacy: bool = True  # time the legacy CPU (and host NNAPI) models beside the .pte programs
+    host_nnapi: bool = True
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    p90_ms: float
+    min_ms: float
+    mean_ms: float
+
+    @classmethod
+    def of(cls, times: List[float]) -> "Timing":
+        return cls(statistics.median(times), percentile(times, 90), min(times), statistics.fmean(times))
+
+
+@dataclass
+class CheckRow:
+    variant: str
+    file: str
+    ran: bool
+    reference: str = ""
+    inputs: int = 0
+    max_abs_diff: Optional[float] = None
+    limit: Optional[float] = None
+    max_lsb_diff: Optional[int] = None
+    top1_agreement: Optional[float] = None
+    ok: bool = False
+    reason: str = ""
+    operators: List[Dict[str, Any]] = field(default_factory=list)
+    operator_note: str = ""
+
+
+@dataclass
+class BenchLine:
+    """One row of the side-by-side table: a legacy model or a .pte program, same protocol."""
+
+    label: str  # "TorchScript CPU quant_none", "ExecuTorch fp32-xnnpack", ...
+    file: str
+    runtime: str  # torchscript-cpu | host-nnapi | executorch
+    precision: str  # fp32 | int8
+    timing: Optional[Timing] = None
+    note: str = ""
+
+
+@dataclass
+class PteBenchResult:
+    checks: List[CheckRow]
+    lines: List[BenchLine]
+    json_path: Path
+    notes: List[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks if c.ran)
+
+
+# --------------------------------------------------------------------------- running a program
+
+
+def load_method(path: Path, etdump: bool = False):
+    """The program's ``forward`` in the host runtime; with ``etdump``, the pybindings module that records one."""
+    if etdump:
+        from executorch.extension.pybindings import portable_lib
+
+        return portable_lib._load_for_executorch(str(path), enable_etdump=True, debug_buffer_size=64 << 20)
+    from executorch.runtime import Runtime
+
+    return Runtime.get().load_program(str(path)).load_method("forward")
+
+
+def set_threads(threads: int) -> None:
+    """Intra-op threads for torch and ExecuTorch's threadpool (XNNPACK), like --pthreadpool_size."""
+    import torch
+    from executorch.extension.pybindings import portable_lib
+
+    torch.set_num_threads(threads)
+    portable_lib._unsafe_reset_threadpool(threads)
+
+
+def time_calls(call: Callable[[], Any], warmup: int, iters: int) -> List[float]:
+    """host_bench.time_model's protocol for any zero-argument call."""
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return times
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def _compare(f: PteFile, got, ref, qparams, s: PteBenchSettings, row: CheckRow) -> None:
+    diff = float((got - ref).abs().max())
+    row.max_abs_diff = max(row.max_abs_diff or 0.0, diff)
+    if f.precision == "int8" and qparams:
+        row.max_lsb_diff = max(row.max_lsb_diff or 0, int(round(diff / qparams["scale"])))
+        row.limit = s.max_lsb * qparams["scale"]
+    else:
+        row.limit = max(row.limit or 0.0, s.float_atol + s.float_rtol * max(float(ref.abs().max()), 1.0))
+
+
+def check_program(f: PteFile, reference: Dict[str, Any], s: PteBenchSettings) -> CheckRow:
+    import torch
+
+    row = CheckRow(f.variant, f.file, ran=f.runs_on_host,
+                   reference="eager model" if f.precision == "fp32" else "PT2E int8 reference graph")
+    if not f.runs_on_host:
+        row.reason = (f.extra.get("host_check") or {}).get("reason", "its delegate is not in this host runtime")
+        return row
+    f.check_hash()
+    method = load_method(f.path)
+    agree = 0
+    for x, ref in zip(reference["inputs"], reference["expected"][f.precision]):
+        got = method.execute([x])[0]
+        _compare(f, got, ref, reference.get("int8_output"), s, row)
+        agree += int(torch.equal(got.argmax(dim=-1), ref.argmax(dim=-1)))
+    row.inputs = len(reference["inputs"])
+    row.top1_agreement = agree / max(1, row.inputs)
+    row.ok = row.max_abs_diff is not None and row.max_abs_diff <= row.limit
+    if not row.ok:
+        row.reason = f"max |diff| {row.max_abs_diff:.3g} > {row.limit:.3g} against the {row.reference}"
+    return row
+
+
+def per_operator(f: PteFile, example, models_dir: Path) -> tuple:
+    """(rows, note): the Inspector's numeric gap per operator (per delegated block for a delegate)."""
+    etrecord = f.extra.get("etrecord") or {}
+    if not etrecord:
+        return [], "no ETRecord recorded for this program (convert again with --force)"
+    from executorch.devtools import Inspector
+
+    module = load_method(f.path, etdump=True)
+    module.forward([example])
+    with tempfile.TemporaryDirectory(prefix="torchdroid-etdump-") as tmp:
+        etdump, debug = Path(tmp) / "run.etdp", Path(tmp) / "run.debug"
+        module.write_etdump_result_to_file(str(etdump), str(debug))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            inspector = Inspector(etdump_path=str(etdump), etrecord=str(models_dir / etrecord["file"]),
+                                  debug_buffer_path=str(debug))
+            gap = inspector.calculate_numeric_gap("MSE")
+    rows = [{"aot_ops": list(r["aot_ops"]), "runtime_ops": list(r["runtime_ops"]), "mse": float(r["gap"][0])}
+            for r in gap.to_dict("records")]
+    note = ("the XNNPACK delegate is opaque to the Inspector: its graph compares as one block per delegate call"
+            if f.delegate == "xnnpack" else "per operator (portable kernels)")
+    return rows, note
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def bench_program(f: PteFile, example, s: PteBenchSettings) -> BenchLine:
+    line = BenchLine(f"ExecuTorch {f.variant}", f.file, "executorch", f.precision)
+    if not f.runs_on_host:
+        line.note = "not runnable here: " + (f.extra.get("host_check") or {}).get("reason", "delegate not registered")
+        return line
+    method = load_method(f.path)
+    line.timing = Timing.of(time_calls(lambda: method.execute([example]), s.warmup, s.iters))
+    return line
+
+
+def bench_legacy(mf: ModelFile, s: PteBenchSettings, runtime: str) -> BenchLine:
+    """A legacy TorchScript model on its first bundled input, exactly as host_bench loads and runs it."""
+    import torch
+
+    from .host_bench import time_model
+
+    label = f"{'TorchScript CPU' if runtime == 'torchscript-cpu' else 'host NNAPI'} {mf.variant}"
+    line = BenchLine(label, mf.file, runtime, "fp32" if mf.mode == "none" else "int8")
+    mf.check_hash()
+    module = torch.jit.load(str(mf.path), map_location="cpu")
+    inputs = module.get_all_bundled_inputs()[0]
+    line.timing = Timing.of(time_model(module, inputs, s.warmup, s.iters))
+    return line
+
+
+def legacy_lines(models_dir: Path, stems: List[str], s: PteBenchSettings, notes: List[str]) -> List[BenchLine]:
+    man = ConvertManifest.load(models_dir)
+    wanted = [f for f in man.files if f.stem in stems and f.variant in ("quant_none", "quant_full")]
+    if not wanted:
+        notes.append("no legacy TorchScript models in the manifest to compare with: run `invoke convert` "
+                     "with --format torchscript,executorch")
+        return []
+    nnapi_ok, why = _host_nnapi(s)
+    if not nnapi_ok:
+        notes.append(f"host NNAPI not timed: {why}")
+    lines = []
+    for f in wanted:
+        if f.backend == "cpu":
+            lines.append(bench_legacy(f, s, "torchscript-cpu"))
+        elif nnapi_ok:
+            lines.append(bench_legacy(f, s, "host-nnapi"))
+    return lines
+
+
+def _host_nnapi(s: PteBenchSettings) -> tuple:
+    if not s.host_nnapi:
+        return False, "turned off"
+    import host_nnapi
+
+    ok, why = host_nnapi.availability()
+    if ok:
+        host_nnapi.load()
+    return ok, why
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
+    if s.iters < 1 or s.warmup < 0 or s.threads < 1:
+        raise UsageError("bench-executorch needs iter >= 1, warmup >= 0 and threads >= 1",
+                         remedy="e.g. invoke bench-executorch --warmup 5 --iter 50 --threads 1")
+    files = pte_files(s.models)
+    executorch_pins.require_executorch()
+    import torch
+
+    section = load_section(s.models)
+    refs = {stem: torch.load(reference_path(s.models, stem, section), weights_only=True)
+            for stem in sorted({f.stem for f in files})}
+    set_threads(s.threads)
+    checks, lines, notes = [], [], []
+    with progress("ExecuTorch host check and benchmark", total=len(files)) as bar:
+        for f in files:
+            bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}")
+            row = check_program(f, refs[f.stem], s)
+            if row.ran and s.per_operator:
+                row.operators, row.operator_note = _safe_per_operator(f, refs[f.stem]["inputs"][0], s.models)
+            checks.append(row)
+            bar.describe(f"{f.file}: {s.warmup} warm-up + {s.iters} timed iterations")
+            lines.append(bench_program(f, refs[f.stem]["inputs"][0], s))
+            bar.advance()
+    if s.legacy:
+        lines = legacy_lines(s.models, sorted(refs), s, notes) + lines
+    path = _write(s, checks, lines, notes)
+    result = PteBenchResult(checks, lines, path, notes)
+    bad = [c for c in checks if c.ran and not c.ok]
+    if bad:
+        raise VerificationError(f"{len(bad)} ExecuTorch program(s) differ from their reference: "
+                                + "; ".join(f"{c.variant}: {c.reason}" for c in bad),
+                                remedy=f"see {path}; convert again with --force, or report the delegate's numerics")
+    return result
+
+
+def _safe_per_operator(f: PteFile, example, models_dir: Path) -> tuple:
+    try:
+        return per_operator(f, example, models_dir)
+    except Exception as e:  # noqa: BLE001 - the per-operator view is a diagnosis; say why it is missing
+        return [], f"per-operator comparison not possible: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+
+
+def _write(s: PteBenchSettings, checks, lines, notes) -> Path:
+    import torch
+
+    body = {"kind": "torchdroid.executorch-host-bench", "written": now_iso(), "models": str(s.models),
+            "torch": torch.__version__, "executorch": executorch_pins.identity(), "threads": s.threads,
+            "warmup": s.warmup, "iters": s.iters, "checks": [asdict(c) for c in checks],
+            "rows": [asdict(x) for x in lines], "speedups": speedups(lines), "notes": notes}
+    return atomic_write_json(Path(s.out) / "executorch-host-bench.json", body)
+
+
+def speedups(lines: List[BenchLine]) -> Dict[str, float]:
+    """Legacy TorchScript CPU median of the same precision / each line's median (> 1: faster than legacy CPU)."""
+    base = {x.precision: x.timing.median_ms for x in lines if x.runtime == "torchscript-cpu" and x.timing}
+    return {x.label: round(base[x.precision] / x.timing.median_ms, 3)
+            for x in lines if x.timing and x.precision in base}
