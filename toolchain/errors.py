@@ -55,6 +55,18 @@ class UsageError(TorchdroidError):
     label = "bad input"
 
 
+class BusyError(UsageError):
+    """Another torchdroid run holds the lock of the output directory (exit 2: wait and run again)."""
+
+    label = "busy"
+
+
+class NoSpaceError(UsageError):
+    """Not enough disk space for a write (checked before, or ENOSPC during it); exit 2: free space or use another place."""
+
+    label = "no space"
+
+
 class ToolNotFound(TorchdroidError):
     """An external tool (NDK, adb, javac, gradle, a C compiler...) is missing or unusable."""
 

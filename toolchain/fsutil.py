@@ -1,19 +1,66 @@
-"""Atomic writes and hashing: no half-written file under a final name, ever."""
+"""File safety for every stage: atomic writes, owned output directories, one writer, disk space.
+
+Nothing half-written under a final name, nothing of the user's overwritten, no two runs writing
+into one place, and a full disk is a clean error.  Each helper in one line:
+
+* **atomic writes**: ``with atomic_path(final) as tmp: write(tmp)`` (or ``atomic_write_bytes``/
+  ``_text``/``_json``, ``atomic_copy``, ``atomic_dir``): the data goes to a temporary
+  ``.<name>.td<pid>.<random>.partial`` beside ``final`` and is renamed into place only on success.
+  ENOSPC/EDQUOT while writing becomes :class:`NoSpaceError` (exit 2) naming the file, what is free
+  where and the fix; the temporary is removed.
+* **output-directory ownership**: ``claim_output_dir(out, "convert", force=force, inputs=[models])``.
+  torchdroid writes an ownership marker (``.torchdroid-owned``) in a directory it creates or finds
+  empty; a directory with files it did not write (no marker, and ``adopt(dir)`` does not recognise
+  it as an older torchdroid output) is refused with exit 2 unless ``force``.  ``inputs`` are the
+  command's input paths: an output directory equal to an input, or containing one, is refused
+  even with ``force`` (``make-app --force --out X --models X`` must not destroy the models).
+  ``check_not_inputs(out, inputs)`` does only the latter.
+* **one writer per output directory**: ``with output_lock(out, "convert"):`` takes an OS file lock
+  (``fcntl.flock`` on ``<parent>/.<name>.torchdroid.lock``, beside the directory so ``atomic_dir``
+  can replace it) and records pid, command and start time in it.  A second run gets
+  :class:`BusyError` (exit 2): "busy: another torchdroid run (pid …, convert, since …) is writing
+  here", with ``wait=SECONDS`` to wait instead.  Re-entrant within one process; the kernel
+  releases the lock when a process dies, so a killed run never blocks the next.
+* **disk space before large writes**: ``ensure_space(out, need_bytes, "the quant_full models")``
+  raises :class:`NoSpaceError` naming what needs how much, where, and what is free.
+* **torch's save**: ``save_torch_module(module, path, fmt)`` serialises a TorchScript module
+  (``torch.jit.save`` or the lite interpreter's buffer) in memory first, checks the space for
+  exactly those bytes, then writes atomically: a full disk is a clean error, never torch's C++
+  abort (exit 134) and never a partial file.
+* **stale partials**: ``remove_stale_partials(dir)`` removes ``*.partial`` temporaries of dead runs
+  (ours by name: ``.td<pid>.`` with a pid that no longer runs, or the older pid-less names once
+  older than an hour); ``output_lock`` calls it for the directory it locks.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
+import errno
 import hashlib
+import io
 import json
 import os
+import re
 import shutil
 import tempfile
+import threading
+import time
 from pathlib import Path
-from typing import Any, Iterator, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
-from .errors import UsageError
+from .errors import BusyError, NoSpaceError, UsageError
 
 PathLike = Union[str, os.PathLike]
+
+OWNER_MARKER = ".torchdroid-owned"
+OWNER_KIND = "torchdroid.output-dir"
+LOCK_SUFFIX = ".torchdroid.lock"
+PARTIAL_SUFFIX = ".partial"
+SPACE_RESERVE = 1 << 20  # keep 1 MiB free beyond what a write needs (metadata, the manifest after it)
+_PID_IN_PARTIAL = re.compile(r"\.td(\d+)\.")
+_PIDLESS_STALE_SECONDS = 3600
+_FULL_ERRNOS = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
 
 def sha256_file(path: PathLike, chunk: int = 1 << 20) -> str:
@@ -26,6 +73,14 @@ def sha256_file(path: PathLike, chunk: int = 1 << 20) -> str:
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024.0
+    return f"{n:.1f} TB"
 
 
 def ensure_writable_dir(path: PathLike, what: str = "output directory") -> Path:
@@ -42,12 +97,52 @@ def ensure_writable_dir(path: PathLike, what: str = "output directory") -> Path:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
+        if e.errno in _FULL_ERRNOS:
+            raise _no_space_error(path, f"the {what}", e) from e
         raise UsageError(
             f"the {what} {path} is not writable",
             cause=f"{type(e).__name__}: {e.strerror or e}",
             remedy="choose another directory with --out (or fix its permissions)",
         ) from e
     return path
+
+
+# --------------------------------------------------------------------------- disk space
+
+
+def _existing_ancestor(path: Path) -> Path:
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def free_bytes(path: PathLike) -> int:
+    """Bytes available to this user on the filesystem that holds (or would hold) ``path``."""
+    return shutil.disk_usage(_existing_ancestor(Path(path))).free
+
+
+def _no_space_error(where: Path, what: str, err: Optional[BaseException] = None, need: Optional[int] = None):
+    free = free_bytes(where)
+    needs = f"needs about {human_bytes(need)}, " if need is not None else ""
+    cause = f"{needs}{human_bytes(free)} free on the filesystem of {_existing_ancestor(Path(where))}"
+    if err is not None:
+        cause = f"{cause} ({os.strerror(getattr(err, 'errno', errno.ENOSPC) or errno.ENOSPC)})"
+    return NoSpaceError(
+        f"not enough disk space for {what} in {where}",
+        cause=cause,
+        remedy="free some space on that filesystem, or write elsewhere (--out DIR / build_dir); "
+               "nothing half-written was left behind",
+    )
+
+
+def ensure_space(where: PathLike, need: int, what: str) -> None:
+    """Raise :class:`NoSpaceError` unless ``need`` bytes (+1 MiB reserve) fit where ``where`` lives."""
+    if free_bytes(where) < need + SPACE_RESERVE:
+        raise _no_space_error(Path(where), what, need=need)
+
+
+# --------------------------------------------------------------------------- atomic writes
 
 
 def _umask() -> int:
@@ -64,30 +159,48 @@ def _umask() -> int:
     return mask
 
 
+def _partial_prefix(name: str) -> str:
+    return f".{name}.td{os.getpid()}."
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink()
+
+
 @contextlib.contextmanager
 def atomic_path(final: PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``final``; move it into place only on success.
 
-    The temporary name starts with ``.`` and ends with ``.partial`` so it can
-    never be mistaken for an artefact; on any exception it is removed.
+    The temporary name starts with ``.``, carries ``td<pid>`` and ends with ``.partial`` so it can
+    never be mistaken for an artefact and a later run can tell a dead run's leftover; on any
+    exception it is removed.  A full disk becomes :class:`NoSpaceError`.
     """
     final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=f"{suffix}.partial", dir=final.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp's 0600 would make artefacts private: use what open() gives
+    tmp_path: Optional[Path] = None
     try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(final.name), suffix=f"{suffix}{PARTIAL_SUFFIX}",
+                                   dir=final.parent)
+        os.close(fd)
+        tmp_path = Path(tmp)
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp's 0600 would make artefacts private: use what open() gives
         yield tmp_path
         if not tmp_path.exists():
             raise FileNotFoundError(f"nothing was written to {tmp_path}")
         os.replace(tmp_path, final)
+    except OSError as e:
+        if tmp_path is not None:
+            _remove(tmp_path)
+        if e.errno in _FULL_ERRNOS:
+            raise _no_space_error(final.parent, final.name, e) from e
+        raise
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            if tmp_path.is_dir():
-                shutil.rmtree(tmp_path)
-            else:
-                tmp_path.unlink()
+        if tmp_path is not None:
+            _remove(tmp_path)
         raise
 
 
@@ -133,16 +246,255 @@ def atomic_dir(final: PathLike, force: bool = False) -> Iterator[Path]:
                 remedy="choose a new --out directory, or pass --force to replace it",
             )
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(final.name), suffix=PARTIAL_SUFFIX, dir=final.parent))
     try:
         yield tmp
         if final.exists():
-            old = final.with_name(f".{final.name}.old-{os.getpid()}")
+            old = final.with_name(f"{_partial_prefix(final.name)}old{PARTIAL_SUFFIX}")
             os.replace(final, old)
             os.replace(tmp, final)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, final)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if e.errno in _FULL_ERRNOS:
+            raise _no_space_error(final.parent, f"the directory {final.name}", e) from e
+        raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def save_torch_module(module: Any, path: PathLike, fmt: str = "torchscript") -> int:
+    """Save a TorchScript module atomically: serialise in memory, check the space, write; returns the size.
+
+    ``fmt`` is ``torchscript`` (``torch.jit.save``) or ``lite`` (``_save_for_lite_interpreter``'s bytes).
+    torch writing straight to a file aborts the process (C++ exception, exit 134) when the disk fills up;
+    here a full disk is a :class:`NoSpaceError` and no partial file is left.
+    """
+    path = Path(path)
+    if fmt == "lite":
+        data = bytes(module._save_to_buffer_for_lite_interpreter())
+    else:
+        import torch
+
+        buf = io.BytesIO()
+        torch.jit.save(module, buf)
+        data = buf.getvalue()
+    ensure_space(path.parent, len(data), path.name)
+    atomic_write_bytes(path, data)
+    return len(data)
+
+
+# --------------------------------------------------------------------------- stale partials
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a killed child nobody has reaped yet is dead for our purposes
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _is_stale_partial(entry: Path, now: float) -> bool:
+    name = entry.name
+    if not (name.startswith(".") and name.endswith(PARTIAL_SUFFIX)):
+        return False
+    m = _PID_IN_PARTIAL.search(name)
+    if m:
+        return not _pid_alive(int(m.group(1)))
+    try:  # written before temporaries carried a pid: only when clearly abandoned
+        return now - entry.lstat().st_mtime > _PIDLESS_STALE_SECONDS
+    except FileNotFoundError:
+        return False
+
+
+def remove_stale_partials(directory: PathLike, only_for: Optional[str] = None) -> List[Path]:
+    """Remove temporaries (files or directories) of dead torchdroid runs in ``directory``; returns them.
+
+    ``only_for``: only the temporaries of that one name (``atomic_dir``'s, beside the directory it replaces).
+    """
+    directory = Path(directory)
+    removed: List[Path] = []
+    if not directory.is_dir():
+        return removed
+    now = time.time()
+    for entry in list(directory.iterdir()):
+        if only_for is not None and not entry.name.startswith(f".{only_for}."):
+            continue
+        if _is_stale_partial(entry, now):
+            _remove(entry)
+            removed.append(entry)
+    return removed
+
+
+# --------------------------------------------------------------------------- one writer at a time
+
+_held: Dict[str, int] = {}
+_held_guard = threading.Lock()
+
+
+def lock_path_for(directory: PathLike) -> Path:
+    """Where the lock of an output directory lives: beside it (so the directory itself can be replaced)."""
+    directory = Path(os.path.abspath(directory))
+    return directory.parent / f".{directory.name}{LOCK_SUFFIX}"
+
+
+def _lock_holder(fd: int) -> str:
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode("utf-8", "replace") or "{}")
+    except (OSError, ValueError):
+        info = {}
+    if not isinstance(info, dict) or "pid" not in info:
+        return "pid unknown"
+    return f"pid {info.get('pid')}, {info.get('command', '?')}, since {info.get('since', '?')}"
+
+
+def _try_flock(fd: int, wait: float) -> bool:
+    import fcntl
+
+    deadline = time.monotonic() + max(0.0, wait)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def output_lock(directory: PathLike, command: str, wait: float = 0.0) -> Iterator[Path]:
+    """Hold the one-writer lock of ``directory`` (see the module docstring); yields the lock file's path."""
+    directory = Path(directory)
+    lock = lock_path_for(directory)
+    key = str(lock)
+    with _held_guard:
+        if _held.get(key):
+            _held[key] += 1
+            reentered = True
+        else:
+            reentered = False
+    if reentered:
+        try:
+            yield lock
+        finally:
+            with _held_guard:
+                _held[key] -= 1
+        return
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+    except OSError as e:
+        if e.errno in _FULL_ERRNOS:
+            raise _no_space_error(lock.parent, "the lock file", e) from e
+        raise UsageError(f"cannot create the lock file {lock} for {directory}", cause=f"{e.strerror or e}",
+                         remedy="choose an output directory whose parent is writable (--out)") from e
+    try:
+        if not _try_flock(fd, wait):
+            raise BusyError(
+                f"busy: another torchdroid run ({_lock_holder(fd)}) is writing here: {directory}",
+                cause="two runs writing one directory would mix their files and records",
+                remedy="wait for that run to finish and run again (or use another --out)",
+            )
+        info = {"pid": os.getpid(), "command": command,
+                "since": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        with _held_guard:
+            _held[key] = 1
+        try:
+            remove_stale_partials(directory)
+            remove_stale_partials(directory.parent, only_for=directory.name)
+            yield lock
+        finally:
+            with _held_guard:
+                _held.pop(key, None)
+    finally:
+        os.close(fd)  # releases the flock
+
+
+# --------------------------------------------------------------------------- ownership
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    try:
+        child.relative_to(parent)
+        return True
+    except ValueError:
+        return False
+
+
+def check_not_inputs(out: PathLike, inputs: Iterable[Optional[PathLike]], what: str = "--out") -> None:
+    """Refuse an output directory that is, or contains, one of the command's inputs (exit 2)."""
+    out_r = Path(out).expanduser().resolve()
+    for item in inputs:
+        if item is None:
+            continue
+        inp = Path(item).expanduser().resolve()
+        if inp == out_r or _inside(inp, out_r):
+            raise UsageError(
+                f"the output directory {out} ({what}) {'is' if inp == out_r else 'contains'} an input of this command: {item}",
+                cause="writing or replacing it would destroy the input",
+                remedy=f"choose a different {what} (e.g. a new directory next to it); --force never deletes inputs",
+            )
+
+
+def is_owned(directory: PathLike) -> bool:
+    return (Path(directory) / OWNER_MARKER).is_file()
+
+
+def mark_owned(directory: PathLike, stage: str) -> Path:
+    """Write the ownership marker into ``directory`` (e.g. into ``atomic_dir``'s temporary before the rename)."""
+    body = {"kind": OWNER_KIND, "stage": stage,
+            "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "note": "torchdroid wrote this directory; it may replace its own files here"}
+    return atomic_write_json(Path(directory) / OWNER_MARKER, body)
+
+
+def _ours(entry: Path) -> bool:
+    """Hidden names torchdroid itself leaves in a directory: marker, probes, its temporaries."""
+    name = entry.name
+    return name == OWNER_MARKER or name.startswith(".torchdroid-") or (
+        name.startswith(".") and name.endswith(PARTIAL_SUFFIX))
+
+
+def foreign_files(directory: PathLike) -> List[str]:
+    """Names in ``directory`` torchdroid did not put there (empty when the directory is owned)."""
+    directory = Path(directory)
+    if not directory.is_dir() or is_owned(directory):
+        return []
+    return sorted(e.name for e in directory.iterdir() if not _ours(e))
+
+
+def claim_output_dir(directory: PathLike, stage: str, *, force: bool = False,
+                     inputs: Iterable[Optional[PathLike]] = (), adopt: Optional[Callable[[Path], bool]] = None,
+                     what: str = "--out") -> Path:
+    """Make ``directory`` an output directory torchdroid owns (see the module docstring); returns it."""
+    directory = Path(directory)
+    check_not_inputs(directory, inputs, what)
+    ensure_writable_dir(directory)
+    if is_owned(directory):
+        return directory
+    foreign = foreign_files(directory)
+    if foreign and not (adopt is not None and adopt(directory)) and not force:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise UsageError(
+            f"the output directory {directory} ({what}) has files torchdroid did not write: {shown}",
+            cause=f"torchdroid marks the directories it writes ({OWNER_MARKER}); this one is someone else's",
+            remedy=f"choose a new or empty directory with {what}, or pass --force to write into it anyway "
+                   "(torchdroid then writes only its own file names there)",
+        )
+    mark_owned(directory, stage)
+    return directory
