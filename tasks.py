@@ -201,21 +201,23 @@ def bench_executorch(c, models=None, warmup=None, iter=None, threads=None, no_le
             out=Path(pick(None, c.config, "bench.out")),
             float_atol=float(pick(None, c.config, "verify.float_atol")),
             float_rtol=float(pick(None, c.config, "verify.float_rtol")),
-            max_lsb=int(pick(None, c.config, "verify.max_lsb")),
+            min_top1=float(pick(None, c.config, "verify.min_top1_agreement")),
+            min_top5=float(pick(None, c.config, "verify.min_top5_agreement")),
             per_operator=not no_per_operator,
             legacy=not no_legacy,
         ))
-    _print_pte_bench(result)
+        _print_pte_bench(result)
+        result.raise_for_failures()
 
 
 def _print_pte_bench(result) -> None:
     from converter.pte_host import speedups
 
     _table("ExecuTorch programs against their reference (host runtime)",
-           ["program", "reference", "max |diff|", "limit", "top-1", "per operator", "result"],
+           ["program", "reference", "max |diff|", "limit / LSBs", "top-1/top-5", "per operator", "result"],
            [(c.variant, c.reference, f"{c.max_abs_diff:.2e}" if c.max_abs_diff is not None else "-",
-             f"{c.limit:.2e}" if c.limit is not None else "-",
-             f"{c.top1_agreement:.0%}" if c.top1_agreement is not None else "-",
+             f"{c.limit:.2e}" if c.limit is not None else (f"{c.max_lsb_diff} LSB" if c.max_lsb_diff is not None else "-"),
+             f"{c.top1_agreement:.0%}/{c.top5_agreement:.0%}" if c.top1_agreement is not None else "-",
              f"{len(c.operators)} rows" if c.operators else (c.operator_note or "-")[:40],
              "ok" if c.ok else ("not run: " + c.reason if not c.ran else "FAILED: " + c.reason)) for c in result.checks])
     ups = speedups(result.lines)
