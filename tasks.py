@@ -211,20 +211,17 @@ def bench_executorch(c, models=None, warmup=None, iter=None, threads=None, no_le
 
 
 def _print_pte_bench(result) -> None:
-    from converter.pte_host import speedups
+    from converter.pte_host import check_cells, speedups
 
     _table("ExecuTorch programs against their reference (host runtime)",
            ["program", "reference", "max |diff|", "limit / LSBs", "top-1/top-5", "per operator", "result"],
-           [(c.variant, c.reference, f"{c.max_abs_diff:.2e}" if c.max_abs_diff is not None else "-",
-             f"{c.limit:.2e}" if c.limit is not None else (f"{c.max_lsb_diff} LSB" if c.max_lsb_diff is not None else "-"),
-             f"{c.top1_agreement:.0%}/{c.top5_agreement:.0%}" if c.top1_agreement is not None else "-",
-             f"{len(c.operators)} rows" if c.operators else (c.operator_note or "-")[:40],
-             "ok" if c.ok else ("not run: " + c.reason if not c.ran else "FAILED: " + c.reason)) for c in result.checks])
+           [check_cells(c) for c in result.checks])
     ups = speedups(result.lines)
     _table("host latency, same protocol and threads (speed-up over legacy TorchScript CPU of the same precision)",
            ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up"],
-           [(x.label, x.file, *(f"{v:.2f}" for v in (x.timing.median_ms, x.timing.p90_ms, x.timing.min_ms)), f"{ups[x.label]:.2f}x" if x.label in ups else "-")
-            if x.timing else (x.label, x.file, "-", "-", "-", x.note) for x in result.lines])
+           [(x.label, x.file, *(f"{v:.2f}" for v in (x.timing.median_ms, x.timing.p90_ms, x.timing.min_ms)),
+             f"{ups[x.label]:.2f}x" if x.label in ups else "-") if x.timing else (x.label, x.file, "-", "-", "-", x.note)
+            for x in result.lines])
     for c in result.checks:
         if c.operator_note:
             print(f"per operator, {c.variant}: {c.operator_note}")

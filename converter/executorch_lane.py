@@ -160,37 +160,43 @@ def _reference_current(section: Dict[str, Any], out: Path, stem: str) -> bool:
     return bool(ref) and (out / ref["file"]).is_file() and sha256_file(out / ref["file"]) == ref.get("sha256")
 
 
-def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
-    t0 = time.monotonic()
+def validate(settings: ExecutorchSettings) -> tuple:
+    """Everything that can be checked without torch: (spec, weights, calibration, variants, notes)."""
     spec = parse_model(settings.model)
     weights = parse_weights(settings.weights, settings.seed)
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
     delegates = parse_delegates(list(settings.delegates))
-    out = ensure_writable_dir(Path(settings.out)) or Path(settings.out)
+    ensure_writable_dir(Path(settings.out))
     version = executorch_pins.require_executorch()
     notes = [n for n in [executorch_pins.version_note(version)] if n]
-    variants = [v for v in VARIANTS if v.delegate in delegates]
+    return spec, weights, calib, [v for v in VARIANTS if v.delegate in delegates], notes
+
+
+def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
+    t0 = time.monotonic()
+    spec, weights, calib, variants, notes = validate(settings)
+    out = Path(settings.out)
     versions = _versions()
     keys = {v.name: variant_key(spec, weights, calib, v, settings.check_inputs, versions) for v in variants}
     section = _existing_section(out)
     todo = [v for v in variants if settings.force or not _entry_current(section, out, spec.stem, v, keys[v.name])]
+    built: List[str] = []
     if todo or not _reference_current(section, out, spec.stem):
         from . import executorch_export  # torch and executorch are imported only from here on
 
-        built = executorch_export.build_programs(spec, weights, calib, todo, out, settings.check_inputs)
-        section = _merge(section, spec, calib, built, keys, versions)
-        notes.extend(built.notes)
+        programs = executorch_export.build_programs(spec, weights, calib, todo, out, settings.check_inputs)
+        section = _merge(section, spec, calib, programs, keys, versions)
+        notes.extend(programs.notes)
         path = write_section(out, section)
+        built = [v.name for v in todo]
     else:
         log.info("all %d requested .pte programs of %s are up to date in %s (use --force to rebuild)",
                  len(variants), spec.stem, out)
         path = ConvertManifest.load(out).path
-        built = None
     names = {pte_name(spec.stem, v.precision, v.delegate) for v in variants}
     files = [PteFile.from_entry(out.resolve(), e) for e in section.get("files", []) if e["file"] in names]
     skipped = dict((section.get("conversions") or {}).get(spec.stem, {}).get("skipped", {}))
-    return ExecutorchResult(path, files, [v.name for v in todo] if built else [], skipped, notes,
-                            time.monotonic() - t0)
+    return ExecutorchResult(path, files, built, skipped, notes, time.monotonic() - t0)
 
 
 def _merge(section: Dict[str, Any], spec: ModelSpec, calib: CalibrationSpec, built, keys: Dict[str, str],

@@ -21,7 +21,6 @@ import logging
 import statistics
 import tempfile
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
@@ -50,6 +49,7 @@ class PteBenchSettings:
     min_top1: float = 0.75
     min_top5: float = 0.8
     per_operator: bool = True
+    debug_buffer_mb: int = 512  # ETDump's buffer for every intermediate output of one run
     legacy: bool = True  # time the legacy CPU (and host NNAPI) models beside the .pte programs
     host_nnapi: bool = True
 
@@ -207,25 +207,31 @@ def check_program(f: PteFile, reference: Dict[str, Any], s: PteBenchSettings) ->
     return row
 
 
-def per_operator(f: PteFile, example, models_dir: Path) -> tuple:
-    """(rows, note): the Inspector's numeric gap per operator (per delegated block for a delegate)."""
+def per_operator(f: PteFile, reference: Path, models_dir: Path, debug_buffer_mb: int) -> tuple:
+    """(rows, note): the Inspector's numeric gap per operator (per delegated block for a delegate).
+
+    Runs in a child process (converter/pte_operators.py): ETDump aborts the process when its debug
+    buffer overflows, and that must not take the stage down.
+    """
+    import json
+    import sys
+
+    from toolchain.runner import run
+
     etrecord = f.extra.get("etrecord") or {}
     if not etrecord:
         return [], "no ETRecord recorded for this program (convert again with --force)"
-    from executorch.devtools import Inspector
-
-    module = load_method(f.path, etdump=True)
-    module.forward([example])
-    with tempfile.TemporaryDirectory(prefix="torchdroid-etdump-") as tmp:
-        etdump, debug = Path(tmp) / "run.etdp", Path(tmp) / "run.debug"
-        module.write_etdump_result_to_file(str(etdump), str(debug))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            inspector = Inspector(etdump_path=str(etdump), etrecord=str(models_dir / etrecord["file"]),
-                                  debug_buffer_path=str(debug))
-            gap = inspector.calculate_numeric_gap("MSE")
-    rows = [{"aot_ops": list(r["aot_ops"]), "runtime_ops": list(r["runtime_ops"]), "mse": float(r["gap"][0])}
-            for r in gap.to_dict("records")]
+    with tempfile.TemporaryDirectory(prefix="torchdroid-ops-") as tmp:
+        out = Path(tmp) / "ops.json"
+        res = run([sys.executable, "-m", "converter.pte_operators", f.path, models_dir / etrecord["file"], reference,
+                   out, str(debug_buffer_mb)], cwd=Path(__file__).resolve().parents[1], check=False,
+                  what=f"per-operator comparison of {f.file}")
+        if res.returncode != 0 or not out.is_file():
+            overflow = "Ran out of space" in res.output
+            why = (f"the ETDump debug buffer ({debug_buffer_mb} MB) is too small for this program's intermediate "
+                   "outputs" if overflow else f"the comparison exited with {res.returncode}")
+            return [], f"per-operator comparison not possible: {why}"
+        rows = json.loads(out.read_text())["rows"]
     note = ("the XNNPACK delegate is opaque to the Inspector: its graph compares as one block per delegate call"
             if f.delegate == "xnnpack" else "per operator (portable kernels)")
     return rows, note
@@ -298,29 +304,31 @@ def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
                          remedy="e.g. invoke bench-executorch --warmup 5 --iter 50 --threads 1")
     files = pte_files(s.models)
     executorch_pins.require_executorch()
-    import torch
-
     for f in files:
         if f.runs_on_host:
             f.check_hash()  # every tampered or missing program is refused before anything runs
     section = load_section(s.models)
-    refs = {stem: load_reference(reference_path(s.models, stem, section)) for stem in sorted({f.stem for f in files})}
+    ref_paths = {stem: reference_path(s.models, stem, section) for stem in sorted({f.stem for f in files})}
+    refs = {stem: load_reference(path) for stem, path in ref_paths.items()}
     set_threads(s.threads)
     checks, lines, notes = [], [], []
     with progress("ExecuTorch host check and benchmark", total=len(files)) as bar:
         for f in files:
             bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}")
-            row = check_program(f, refs[f.stem], s)
-            if row.ran and s.per_operator:
-                row.operators, row.operator_note = _safe_per_operator(f, refs[f.stem]["inputs"][0], s.models)
-            checks.append(row)
+            checks.append(_check_with_operators(f, refs[f.stem], ref_paths[f.stem], s))
             bar.describe(f"{f.file}: {s.warmup} warm-up + {s.iters} timed iterations")
             lines.append(bench_program(f, refs[f.stem]["inputs"][0], s))
             bar.advance()
     if s.legacy:
         lines = legacy_lines(s.models, sorted(refs), s, notes) + lines
-    path = _write(s, checks, lines, notes)
-    return PteBenchResult(checks, lines, path, notes)
+    return PteBenchResult(checks, lines, _write(s, checks, lines, notes), notes)
+
+
+def _check_with_operators(f: PteFile, reference: Dict[str, Any], ref_path: Path, s: PteBenchSettings) -> CheckRow:
+    row = check_program(f, reference, s)
+    if row.ran and s.per_operator:
+        row.operators, row.operator_note = per_operator(f, ref_path, s.models, s.debug_buffer_mb)
+    return row
 
 
 def load_reference(path: Path) -> Dict[str, Any]:
@@ -338,13 +346,6 @@ def load_reference(path: Path) -> Dict[str, Any]:
                           remedy="run `invoke convert --format executorch --force`") from e
 
 
-def _safe_per_operator(f: PteFile, example, models_dir: Path) -> tuple:
-    try:
-        return per_operator(f, example, models_dir)
-    except Exception as e:  # noqa: BLE001 - the per-operator view is a diagnosis; say why it is missing
-        return [], f"per-operator comparison not possible: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
-
-
 def _write(s: PteBenchSettings, checks, lines, notes) -> Path:
     import torch
 
@@ -353,6 +354,16 @@ def _write(s: PteBenchSettings, checks, lines, notes) -> Path:
             "warmup": s.warmup, "iters": s.iters, "checks": [asdict(c) for c in checks],
             "rows": [asdict(x) for x in lines], "speedups": speedups(lines), "notes": notes}
     return atomic_write_json(Path(s.out) / "executorch-host-bench.json", body)
+
+
+def check_cells(c: CheckRow) -> tuple:
+    """One row of the check table, as text."""
+    diff = f"{c.max_abs_diff:.2e}" if c.max_abs_diff is not None else "-"
+    limit = f"{c.limit:.2e}" if c.limit is not None else (f"{c.max_lsb_diff} LSB" if c.max_lsb_diff is not None else "-")
+    top = f"{c.top1_agreement:.0%}/{c.top5_agreement:.0%}" if c.top1_agreement is not None else "-"
+    ops = f"{len(c.operators)} rows" if c.operators else (c.operator_note or "-")[:40]
+    verdict = "ok" if c.ok else (f"not run: {c.reason}" if not c.ran else f"FAILED: {c.reason}")
+    return c.variant, c.reference, diff, limit, top, ops, verdict
 
 
 def speedups(lines: List[BenchLine]) -> Dict[str, float]:
