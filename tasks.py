@@ -14,6 +14,7 @@ from pathlib import Path
 from invoke import Collection, Exit, task
 
 from toolchain.config import DEFAULTS, pick
+from toolchain.records import build_info_path
 from workflow.plan import STAGES
 
 
@@ -22,11 +23,16 @@ def _build_dir(c) -> Path:
 
 
 def _split(values) -> list:
-    """Accept repeated flags and comma lists alike: --quant none,core --quant full."""
+    """Accept repeated flags and comma lists alike: --quant none,core --quant full (a config string too)."""
     out = []
-    for v in values or []:
+    for v in [values] if isinstance(values, str) else values or []:
         out.extend(p.strip() for p in str(v).split(",") if p.strip())
     return out
+
+
+def _listed(value) -> list:
+    """A config value that should be a list: a YAML scalar is one item, not a string to split into characters."""
+    return [value] if isinstance(value, (str, int, float)) else list(value or [])
 
 
 @contextlib.contextmanager
@@ -89,7 +95,7 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, out=None,
             model=pick(model, c.config, "convert.model"),
             weights=str(pick(weights, c.config, "convert.weights")),
             calibration=Path(pick(calibration, c.config, "convert.calibration")) if pick(calibration, c.config, "convert.calibration") else None,
-            calibration_count=int(pick(None, c.config, "convert.calibration_count", 32)),
+            calibration_count=pick(None, c.config, "convert.calibration_count", 32),  # checked by the converter
             seed=int(pick(None, c.config, "convert.seed", 0)),
             out=Path(pick(out, c.config, "convert.out")),
             force=bool(force),
@@ -98,10 +104,10 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, out=None,
         result = pte = None
         if legacy:
             result = run_convert(ConvertSettings(**common, fmt=legacy[0], build_dir=_build_dir(c),
-                                                 modes=tuple(_split(quant) or pick(None, c.config, "convert.quant"))))
+                                                 modes=tuple(_split(quant) if quant else _split(_listed(pick(None, c.config, "convert.quant"))))))
         if "executorch" in formats:
             pte = convert_executorch(ExecutorchSettings(
-                **common, delegates=tuple(_split(delegates) or pick(None, c.config, "convert.executorch_delegates"))))
+                **common, delegates=tuple(_split(delegates) or _split(_listed(pick(None, c.config, "convert.executorch_delegates"))))))
     if result:
         _print_convert(result)
     if pte:
@@ -169,8 +175,13 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, debug
             out=Path(pick(None, c.config, "bench.out")),
         )
         result = run_host_bench(settings)
-    _table("host benchmark (CPU models, bundled input)", ["model", "mode", "median ms", "p90 ms", "min ms", "iters"],
-           [(r.file, r.mode, f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}", f"{r.min_ms:.2f}", r.iters) for r in result.rows])
+    _table("host benchmark (CPU models, bundled input)",
+           ["model", "mode", "load ms", "first ms", "median ms", "p90 ms", "min ms", "max ms", "mean ms", "std ms",
+            "spread %", "peak MB"],
+           [(r.file, r.mode, f"{r.load_ms:.0f}", f"{r.first_ms:.2f}", f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}",
+             f"{r.min_ms:.2f}", f"{r.max_ms:.2f}", f"{r.mean_ms:.2f}", f"{r.std_ms:.2f}",
+             f"{r.spread_pct:.1f}" + (" !" if r.unstable else ""), f"{r.peak_rss_kb / 1024:.0f}")
+            for r in result.rows])
     for line in result.notes:
         print(f"note: {line}")
     print(f"results: {result.json_path}")
@@ -246,12 +257,14 @@ def _print_pte_bench(result) -> None:
         "clean": "start the build over (removes the ABI's CMake tree, build-info and AAR under build/android/<abi>)",
         "aar": "also build the pytorch_android AAR from the same checkout (needs an Android SDK)",
         "cmake_arg": "extra CMake argument for build_android.sh (repeatable)",
+        "vulkan": "keep PyTorch's Vulkan backend (default off: -DUSE_VULKAN=OFF; needs an NDK <= r22 with vulkan_wrapper)",
+        "java_home": "JDK for --aar's Gradle (default: one it accepts, found in JAVA_HOME/PATH/usr/lib/jvm; config android.java_home)",
         "debug": "show tracebacks",
     },
     iterable=["cmake_arg"],
 )
 def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, api_level=None, python=None,
-                  max_jobs=None, clean=False, aar=False, cmake_arg=None, debug=False):
+                  max_jobs=None, clean=False, aar=False, cmake_arg=None, vulkan=False, java_home=None, debug=False):
     """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
     with _stage(c, "build-android", debug):
         from ndk_build import BuildSettings, build_android as run_build
@@ -270,10 +283,12 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
             sdk=pick(None, c.config, "android.sdk"),
             python=pick(python, c.config, "pytorch.python"),
             abi=pick(abi, c.config, "android.abi"),
-            api_level=int(pick(api_level, c.config, "android.api_level")),
-            max_jobs=int(jobs) if jobs else None,
+            api_level=pick(api_level, c.config, "android.api_level"),  # validated by build-android
+            max_jobs=jobs or None,
             clean=bool(clean),
             aar=bool(aar),
+            vulkan=bool(vulkan),
+            java_home=pick(java_home, c.config, "android.java_home"),
             cmake_args=tuple(cmake_arg or ()),
             git_jobs=int(pick(None, c.config, "pytorch.git_jobs", 4)),
         )
@@ -284,7 +299,8 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
            f"{info['abi']} API {info['api_level']}, NDK {info['ndk']['revision']}",
            ["artefact", "kind", "sha256", "path"], rows)
     ver = info.get("verification", {})
-    print(f"verified: machine {ver.get('machine')}, API level {ver.get('api_level')}")
+    print(f"verified: machine {ver.get('machine')}, API level {ver.get('api_level')}, "
+          f"LOAD alignment {ver.get('load_alignment')} bytes (16 KB pages: {ver.get('page_16k_ok')})")
     for w in result.warnings:
         print(f"warning: {w}")
     print(f"build-info: {result.build_info_path} ({result.seconds:.1f}s; log {result.log_path})")
@@ -308,7 +324,7 @@ def check_compat(c, models=None, build_info=None, pytorch_android=None, source=N
         from ndk_build import check_compat as run_check
 
         if build_info is None and pytorch_android is None:
-            build_info = _build_dir(c) / "android" / pick(abi, c.config, "android.abi") / "build-info.json"
+            build_info = build_info_path(_build_dir(c), pick(abi, c.config, "android.abi"))
         report = run_check(
             Path(pick(models, c.config, "convert.out")),
             build_info=Path(build_info) if build_info else None,
@@ -325,23 +341,26 @@ def check_compat(c, models=None, build_info=None, pytorch_android=None, source=N
         "strict": "exit non-zero when anything is missing or does not fit the lane",
         "lane": "lane to check the NDK and host Python against (default: config pytorch.lane)",
         "ndk": "Android NDK directory to check",
+        "adb_server": "HOST:PORT of an adb server to list devices on (repeatable; default: config deploy.servers, "
+                      "else the one adb itself would use)",
         "debug": "show tracebacks",
-    }
+    },
+    iterable=["adb_server"],
 )
-def doctor(c, strict=False, lane=None, ndk=None, debug=False):
+def doctor(c, strict=False, lane=None, ndk=None, adb_server=None, debug=False):
     """What this machine has for every stage, what is missing, and how to get it."""
     with _stage(c, "doctor", debug):
         from ndk_build import DoctorSettings, problems, run_doctor
 
-        port = pick(None, c.config, "deploy.adb_port")
         checks = run_doctor(DoctorSettings(
             lane=pick(lane, c.config, "pytorch.lane"),
             ndk=ndk,
             ndk_config=pick(None, c.config, "ndk.path"),
             sdk=pick(None, c.config, "android.sdk"),
             python=pick(None, c.config, "pytorch.python"),
-            adb_host=pick(None, c.config, "deploy.adb_host", "127.0.0.1"),
-            adb_port=int(port) if port else None,
+            adb_host=pick(None, c.config, "deploy.adb_host"),
+            adb_port=pick(None, c.config, "deploy.adb_port"),
+            servers=tuple(_split(adb_server) or _split(pick(None, c.config, "deploy.servers", []))),
         ))
     _table("torchdroid doctor", ["stage", "tool", "status", "found", "fix"],
            [(ch.stage, ch.name, ch.status, ch.found, ch.fix) for ch in checks])
@@ -360,7 +379,7 @@ def _app_out(c, out) -> Path:
 @task(
     help={
         "model": "converted variant: quant_none, quant_core, quant_full (or <model>-quant_full); default quant_full",
-        "models": "directory `invoke convert` wrote (default: config app.models, else convert.out); converted first when missing",
+        "models": "directory `invoke convert` wrote (default: config app.models, else convert.out)",
         "out": "where the Gradle project goes (default build/app, config app.out); must be new or empty unless --force",
         "app_name": "name on the launcher (default 'torchdroid demo')",
         "application_id": "Android application id = Java package (default org.torchdroid.demo)",
@@ -370,7 +389,7 @@ def _app_out(c, out) -> Path:
         "lane": "pin lane for Gradle / AGP / compileSdk / pytorch_android (default: config pytorch.lane)",
         "pytorch_android": "Maven version of org.pytorch:pytorch_android (default: the lane's, else the pinned fallback)",
         "aar": "link a locally built pytorch_android AAR instead of Maven (from `invoke build-android --aar`)",
-        "force": "replace a non-empty --out directory",
+        "force": "replace a non-empty --out directory (never the inputs of this command; local.properties is kept)",
         "debug": "show tracebacks",
     },
     iterable=["abi_filters"],
@@ -380,7 +399,6 @@ def make_app(c, model=None, models=None, out=None, app_name=None, application_id
     """A Gradle Android app (CameraX + NNAPI with CPU fallback + in-app benchmark) around one converted variant."""
     with _stage(c, "make-app", debug):
         from appgen import AppSettings, make_app as run_make_app
-        from appgen.make import check, needs_convert
 
         models_dir = Path(pick(models, c.config, "app.models", None) or pick(None, c.config, "convert.out"))
         aar_path = pick(aar, c.config, "app.aar")
@@ -399,29 +417,19 @@ def make_app(c, model=None, models=None, out=None, app_name=None, application_id
             force=bool(force),
             build_dir=_build_dir(c),
         )
-        check(settings)  # bad input fails before any conversion
-        reason = needs_convert(models_dir, settings.model)
-        if reason:
-            print(f"make-app: {reason}: running `invoke convert` first")
-            from converter import ConvertSettings, convert as run_convert
-
-            calibration = pick(None, c.config, "convert.calibration")
-            run_convert(ConvertSettings(
-                model=pick(None, c.config, "convert.model"),
-                modes=(settings.model.rsplit("_", 1)[-1],),
-                weights=str(pick(None, c.config, "convert.weights")),
-                calibration=Path(calibration) if calibration else None,
-                calibration_count=int(pick(None, c.config, "convert.calibration_count", 32)),
-                seed=int(pick(None, c.config, "convert.seed", 0)),
-                out=models_dir,
-                build_dir=_build_dir(c),
-            ))
         result = run_make_app(settings)
         compat = _app_compat(c, models_dir, result.runtime)
-    _table(f"app assets ({result.variant})", ["asset", "size"],
-           [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()])
-    for line in result.notes:
-        print(f"note: {line}")
+    _print_make_app(result, compat)
+
+
+def _print_make_app(result, compat) -> None:
+    if result.up_to_date:
+        print(f"make-app: {result.out} is up to date ({result.notes[0].split(': ', 1)[-1]}); nothing written")
+    else:
+        _table(f"app assets ({result.variant})", ["asset", "size"],
+               [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()])
+        for line in result.notes:
+            print(f"note: {line}")
     for line in result.warnings:
         print(f"WARNING: {line}")
     print(f"project: {result.out} (application id {result.application_id}; runtime "
@@ -442,7 +450,7 @@ def _app_compat(c, models_dir: Path, runtime):
     from toolchain.records import BuildInfo
 
     if runtime.source == "aar" and runtime.aar:
-        info = _build_dir(c) / "android" / pick(None, c.config, "android.abi") / "build-info.json"
+        info = build_info_path(_build_dir(c), pick(None, c.config, "android.abi"))
         if info.is_file():
             bi = BuildInfo.load(info)
             arts = [a for a in bi.get("artefacts", []) if a.get("name") == "pytorch_android"]
@@ -464,7 +472,8 @@ def build_app(c, out=None, debug=False):
         from appgen import BuildAppSettings, build_app as run_build_app
 
         result = run_build_app(BuildAppSettings(project=_app_out(c, out), build_dir=_build_dir(c),
-                                                timeout=float(pick(None, c.config, "app.gradle_timeout", 3600))))
+                                                timeout=float(pick(None, c.config, "app.gradle_timeout", 3600)),
+                                                sdk=pick(None, c.config, "android.sdk")))
     print(f"APK: {result.apk} ({result.size / 1e6:.1f} MB, sha256 {result.sha256[:16]}…, {result.seconds:.0f} s)")
     print(f"gradle log: {result.log_path}")
 
@@ -478,19 +487,21 @@ def _opt_path(value):
 
 @task(
     help={
-        "serial": "device serial to use (repeatable; default: every connected device)",
+        "serial": "device serial to use (repeatable; default: ANDROID_SERIAL, else every connected device)",
         "models": "directory written by `invoke convert` (default: config convert.out)",
         "variant": "variants to deploy, e.g. quant_full (repeat or comma-separate; default all)",
-        "binary": "speed_benchmark_torch to push instead of the one in the build-info",
+        "binary": "speed_benchmark_torch to push instead of the one in the build-info (a binary alone is enough)",
         "build_info": "build-info.json of `invoke build-android` (default build/android/<abi>/build-info.json)",
-        "apk": "APK to install instead of the one `invoke build-app` recorded",
+        "apk": "APK to install instead of the one `invoke build-app` recorded (an APK alone is enough); its "
+               "package and launchable activity are read from the APK itself",
         "app": "directory of the generated app (with torchdroid-app.json; default config app.out)",
         "bench": "run the benchmarks (default on; --no-bench only pushes and installs)",
         "app_bench": "also run the in-app benchmark via its intent and logcat (default on)",
         "install": "install the APK (default on; --no-install skips the app entirely)",
         "warmup": "warm-up iterations per run (default 5)",
         "iter": "timed iterations per run (default 200)",
-        "repeat": "runs per model; median/p90/min/spread are over all of them (default 3)",
+        "repeat": "timed runs per model after one cold start; the statistics are over all of them (default 3)",
+        "cooldown": "seconds to wait between models so a hot phone cools down (default 0)",
         "threads": "--pthreadpool_size (default 1; 0 leaves the flag out)",
         "caching_allocator": "pass --use_caching_allocator=true to CPU models",
         "bundled_input": "--use_bundled_input index (default 0); -1 passes --input_dims/--input_type from the manifest",
@@ -499,17 +510,20 @@ def _opt_path(value):
         "device_dir": "parent directory on the device (default /data/local/tmp/torchdroid)",
         "project": "sub-directory name on the device (default: this directory's name)",
         "results": "results directory: SQLite history + CSV/JSON (default build/results)",
-        "adb_host": "adb server host (default 127.0.0.1)",
+        "adb_host": "adb server host (default ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1)",
         "adb_port": "adb server port (default ANDROID_ADB_SERVER_PORT or 5037)",
+        "adb_server": "HOST:PORT of an adb server (repeatable: deploy to the devices of all of them in parallel; "
+                      "default: config deploy.servers, else --adb-host/--adb-port)",
         "debug": "show tracebacks",
     },
-    iterable=["serial", "variant"],
+    iterable=["serial", "variant", "adb_server"],
     auto_shortflags=False,
 )
 def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=None, apk=None, app=None,
-           bench=True, app_bench=True, install=True, warmup=None, iter=None, repeat=None, threads=None,
+           bench=True, app_bench=True, install=True, warmup=None, iter=None, repeat=None, cooldown=None, threads=None,
            caching_allocator=False, bundled_input=None, allow_mismatch=False, profile_with_gatord=None,
-           device_dir=None, project=None, results=None, adb_host=None, adb_port=None, debug=False):
+           device_dir=None, project=None, results=None, adb_host=None, adb_port=None, adb_server=None,
+           debug=False):
     """Push the benchmark binary and models, install the app, benchmark on every device, record and report."""
     with _stage(c, "deploy", debug):
         from deploy import BenchOptions, DeploySettings
@@ -526,20 +540,23 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
             timeout=float(pick(None, c.config, "deploy.bench_timeout", 600)),
             gatord=bool(pick(profile_with_gatord, c.config, "deploy.gatord")),
             bundled_input=int(pick(bundled_input, c.config, "deploy.bundled_input", 0)),
+            cooldown=float(pick(cooldown, c.config, "deploy.cooldown", 0)),
         )
         settings = DeploySettings(
             models=Path(pick(models, c.config, "convert.out")),
             results=Path(pick(results, c.config, "deploy.results")),
             build_info=Path(pick(build_info, c.config, "deploy.build_info",
-                                 str(_build_dir(c) / "android" / abi / "build-info.json"))),
+                                 str(build_info_path(_build_dir(c), abi)))),
             binary=_opt_path(pick(binary, c.config, "deploy.binary")),
             app_dir=Path(pick(app, c.config, "deploy.app_dir", pick(None, c.config, "app.out", "build/app"))),
             apk=_opt_path(pick(apk, c.config, "deploy.apk")),
             application_id=pick(None, c.config, "app.application_id"),
             variants=tuple(_split(variant) or pick(None, c.config, "deploy.variants", [])),
             serials=tuple(_split(serial) or pick(None, c.config, "deploy.serials", [])),
-            adb_host=str(pick(adb_host, c.config, "deploy.adb_host", "127.0.0.1")),
-            adb_port=int(pick(adb_port, c.config, "deploy.adb_port", 0)) or None,
+            adb_host=pick(adb_host, c.config, "deploy.adb_host"),
+            adb_port=pick(adb_port, c.config, "deploy.adb_port"),
+            servers=tuple(_split(adb_server) or _split(pick(None, c.config, "deploy.servers", []))),
+            servers_from="--adb-server" if adb_server else "deploy.servers",
             device_dir=str(pick(device_dir, c.config, "deploy.device_dir")),
             project=str(pick(project, c.config, "deploy.project", Path.cwd().name)),
             # on/off flags: the CLI can switch off what the config has on, and on what it has off
@@ -550,15 +567,20 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
             allow_mismatch=bool(allow_mismatch or pick(None, c.config, "deploy.allow_mismatch", False)),
             gatord=_opt_path(pick(profile_with_gatord, c.config, "deploy.gatord")),
             timeout=float(pick(None, c.config, "deploy.timeout", 120)),
-            app_wait=float(pick(None, c.config, "deploy.app_wait", 120)),
+            app_wait=float(pick(None, c.config, "deploy.app_wait", 60)),
         )
-        if settings.bench and settings.binary is None and settings.build_info.is_file() and not settings.allow_mismatch:
+        if settings.bench and settings.binary is None and settings.build_info.is_file() and not settings.allow_mismatch \
+                and settings.models.is_dir():
             _deploy_compat(settings)  # before anything is pushed
         result = run_deploy(settings)
     _print_deploy(result)
     if result.failed:
         raise Exit(f"torchdroid deploy: {len(result.failed)} of {len(result.devices)} device(s) had problems "
                    "(see above; the others were deployed)", code=7)
+    failed_rows = [r for r in result.rows if r.status == "failed"]
+    if failed_rows:
+        raise Exit(f"torchdroid deploy: {len(failed_rows)} benchmark(s) failed (reasons in the table above; the "
+                   "results are recorded)", code=7)
 
 
 def _deploy_compat(settings) -> None:
@@ -592,6 +614,9 @@ def _print_deploy(result) -> None:
                                                 f", app {'installed' if d.installed else 'already installed'}"))
         for n in d.notes:
             print(f"  note: {n}")
+        for r in d.rows:
+            if r.status == "failed" and r.source != "deploy":
+                print(f"  failed: {r.model_file} ({r.backend}, {r.source}): {r.reason}")
         for e in d.errors:
             print("  problem: " + e.replace("\n", "\n    "))
     print(f"device directory: {result.directory}")
@@ -624,6 +649,7 @@ def report(c, run=None, results=None, out=None, source=None, debug=False):
         ))
     _print_tables(result.rows)
     print(f"picture: {result.png}")
+    print(f"page: {result.html} (chart and tables; open it in a browser)")
     print("exports: " + ", ".join(str(p) for p in result.exports.values()))
 
 
@@ -763,7 +789,7 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, debug=False)
     summary = workflow.AllSummary(weights={"requested": weights or "auto", "used": used, "note": note})
     variant = pick(model, c.config, "app.model")
     models_dir = Path(pick(None, c.config, "convert.out"))
-    info_path = _build_dir(c) / "android" / pick(None, c.config, "android.abi") / "build-info.json"
+    info_path = build_info_path(_build_dir(c), pick(None, c.config, "android.abi"))
     runs = {
         "convert": lambda: convert(c, weights=used, no_verify=True, debug=debug),  # verify is its own stage
         "verify": lambda: verify(c, debug=debug),
@@ -772,11 +798,13 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, debug=False)
         "bench": lambda: bench(c, debug=debug),
         "build-android": lambda: build_android(c, debug=debug),
         "check-compat": lambda: check_compat(c, debug=debug),
-        "deploy": lambda: deploy(c, bench=info_path.is_file(), install=bool(_recorded_apk(c)), debug=debug),
+        "deploy": lambda: deploy(c, debug=debug),
         "report": lambda: report(c, debug=debug),
     }
     for stage in workflow.STAGES:
-        facts = dataclasses.replace(facts, build_info=info_path if info_path.is_file() else None,
+        binary = pick(None, c.config, "deploy.binary")
+        facts = dataclasses.replace(facts, build_info=info_path if info_path.is_file() else
+                                    Path(binary) if binary and Path(binary).is_file() else None,
                                     apk=_recorded_apk(c), failed=summary.failed,
                                     ran=tuple(o.stage for o in summary.outcomes if o.status == "ran"))
         decision = workflow.decide(stage, facts, skipped)
@@ -825,7 +853,8 @@ def _all_facts(c):
     from toolchain.runner import run
 
     port = pick(None, c.config, "deploy.adb_port")
-    if shutil.which("adb") and pick(None, c.config, "deploy.adb_host", "127.0.0.1") in ("127.0.0.1", "localhost"):
+    if shutil.which("adb") and pick(None, c.config, "deploy.adb_host", "127.0.0.1") in ("127.0.0.1", "localhost") \
+            and not pick(None, c.config, "deploy.servers", []):
         env = {"ANDROID_ADB_SERVER_PORT": str(port)} if port else None
         run(["adb", "start-server"], env=env, check=False, timeout=60, what="`adb start-server`")
     checks = run_doctor(DoctorSettings(
@@ -833,21 +862,21 @@ def _all_facts(c):
         ndk_config=pick(None, c.config, "ndk.path"),
         sdk=pick(None, c.config, "android.sdk"),
         python=pick(None, c.config, "pytorch.python"),
-        adb_host=pick(None, c.config, "deploy.adb_host", "127.0.0.1"),
-        adb_port=int(port) if port else None,
+        adb_host=pick(None, c.config, "deploy.adb_host"),
+        adb_port=pick(None, c.config, "deploy.adb_port"),
+        servers=tuple(_split(pick(None, c.config, "deploy.servers", []))),
     ))
     return workflow.facts_from_doctor(checks, host_nnapi=host_nnapi.availability())
 
 
 def _recorded_apk(c):
     """The APK `invoke build-app` recorded in the app-info, if it exists."""
-    from toolchain.records import APP_INFO_KIND, APP_INFO_NAME, APP_INFO_SCHEMA, read_record
+    from toolchain.records import AppInfo
 
-    info_path = _app_out(c, None) / APP_INFO_NAME
-    if not info_path.is_file():
+    if not AppInfo.exists(_app_out(c, None)):
         return None
-    apk = (read_record(info_path, APP_INFO_KIND, APP_INFO_SCHEMA, "").get("apk") or {}).get("path")
-    return (info_path.parent / apk).resolve() if apk and (info_path.parent / apk).is_file() else None
+    apk = AppInfo.load(_app_out(c, None)).apk_file
+    return apk if apk and apk.is_file() else None
 
 
 ns = Collection(all_, convert, bench, bench_executorch, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify)

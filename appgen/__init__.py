@@ -8,7 +8,7 @@ and the wrapper jar exist.  torch is imported only inside the functions that
 need it.
 """
 
-from .build import BuildAppResult, BuildAppSettings, build_app
+from .build_apk import BuildAppResult, BuildAppSettings, build_app
 from .make import AppSettings, MakeAppResult, make_app
 
 __all__ = ["AppSettings", "BuildAppResult", "BuildAppSettings", "MakeAppResult", "build_app", "make_app"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from toolchain.fsutil import atomic_path
+from toolchain.fsutil import save_torch_module
 
 
 class Uint8Input(torch.nn.Module):
@@ -34,9 +34,12 @@ class Uint8Input(torch.nn.Module):
 
 
 def wrap_uint8_input(src: Path, dst: Path, scale: float, zero_point: int) -> Path:
-    """Script :class:`Uint8Input` around the TorchScript model ``src`` and save it to ``dst`` atomically."""
+    """Script :class:`Uint8Input` around the TorchScript model ``src`` and save it to ``dst`` atomically.
+
+    torch serialises into memory and Python writes the file, so a full disk is a clean NoSpaceError
+    (torch's own file writer aborts the process there).
+    """
     inner = torch.jit.load(str(src), map_location="cpu")
     scripted = torch.jit.script(Uint8Input(inner, scale, zero_point))
-    with atomic_path(dst, suffix=".pt") as tmp:
-        scripted.save(str(tmp))
+    save_torch_module(scripted, dst)
     return Path(dst)

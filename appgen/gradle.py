@@ -1,4 +1,6 @@
-"""The Gradle side: a local Gradle (to create the wrapper jar), the Android SDK, ./gradlew assembleDebug."""
+"""The Gradle side: a local Gradle (to create the wrapper jar) and the hints for ./gradlew failures.
+
+The Android SDK is :class:`toolchain.tools.AndroidSdk` (one class for every stage)."""
 
 from __future__ import annotations
 
@@ -76,40 +78,6 @@ class Gradle:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(jar, dst)
         return dst
-
-
-@dataclass(frozen=True)
-class AndroidSdk:
-    root: Path
-    source: str  # where it was found: ANDROID_HOME, ANDROID_SDK_ROOT or local.properties
-
-    REMEDY = ("install the Android SDK command-line tools (https://developer.android.com/studio#command-tools), "
-              "then `sdkmanager \"platform-tools\" \"platforms;android-{api}\" \"build-tools;{api}.0.0\"` and "
-              "`export ANDROID_HOME=/path/to/sdk` (or put sdk.dir=/path/to/sdk in {props})")
-
-    @classmethod
-    def locate(cls, project: Path, env: Optional[Mapping[str, str]] = None) -> Optional["AndroidSdk"]:
-        env = os.environ if env is None else env
-        for var in ("ANDROID_HOME", "ANDROID_SDK_ROOT"):
-            if env.get(var):
-                return cls(Path(env[var]).expanduser(), var)
-        props = Path(project) / "local.properties"
-        if props.is_file():
-            for line in props.read_text(encoding="utf-8", errors="replace").splitlines():
-                m = re.match(r"^\s*sdk\.dir\s*=\s*(.+?)\s*$", line)
-                if m:
-                    value = m.group(1).replace("\\:", ":").replace("\\\\", "\\")
-                    return cls(Path(value).expanduser(), f"sdk.dir in {props}")
-        return None
-
-    def problem(self) -> Optional[str]:
-        """Why this SDK cannot be used, or None."""
-        if not self.root.is_dir():
-            return f"the Android SDK directory {self.root} (from {self.source}) does not exist"
-        if not any((self.root / d).is_dir() for d in ("platforms", "build-tools", "cmdline-tools", "platform-tools")):
-            return (f"{self.root} (from {self.source}) does not look like an Android SDK "
-                    "(no platforms/, build-tools/, cmdline-tools/ or platform-tools/)")
-        return None
 
 
 def gradle_hint(output: str) -> Optional[str]:

@@ -1,9 +1,20 @@
-"""``invoke make-app``: render the Gradle project around one converted variant."""
+"""``invoke make-app``: render the Gradle project around one converted variant.
+
+Four steps, each testable alone:
+
+* :func:`plan` checks every value and reads the convert manifest (nothing is written);
+* :func:`up_to_date` compares the plan with the app-info of an existing project;
+* :func:`guard_out` decides whether ``--out`` may be (re)written: never over files torchdroid did not
+  write (without ``--force``), never over the command's own inputs (even with ``--force``);
+* :func:`execute` renders the template and packages the assets into a temporary directory, and
+  :func:`record` writes the app-info there; the directory gets its final name only when complete.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 import stat
 import tempfile
 from dataclasses import dataclass, field
@@ -13,12 +24,24 @@ from typing import Any, Dict, List, Optional, Tuple
 from toolchain import __version__ as TORCHDROID_VERSION
 from toolchain import pins, records
 from toolchain.errors import RecordError, UsageError
-from toolchain.fsutil import atomic_copy, atomic_dir, atomic_write_bytes, atomic_write_text, sha256_file
+from toolchain.fsutil import (
+    atomic_copy,
+    atomic_dir,
+    atomic_write_bytes,
+    atomic_write_text,
+    check_not_inputs,
+    ensure_space,
+    foreign_files,
+    is_owned,
+    mark_owned,
+    output_lock,
+    sha256_file,
+)
 from toolchain.progress import progress
 
 from . import assets, validate
 from .gradle import WRAPPER_JAR, Gradle, wrapper_jar_howto
-from .runtime import Runtime, choose_runtime
+from .runtime import Runtime, choose_runtime, page_size_warnings
 from .template import AppTemplate
 
 log = logging.getLogger(__name__)
@@ -27,6 +50,8 @@ LABELS_ASSET = "labels.txt"
 SAMPLE_ASSET = "sample.jpg"
 LUT_ASSET = "input_lut.bin"
 ASSETS_DIR = Path("app/src/main/assets")
+KEPT_ON_REGENERATE = ("local.properties",)  # the user's SDK path survives `make-app --force`
+SPACE_MARGIN = 8 << 20  # template, labels, sample image, record: a few MB on top of the models
 
 
 @dataclass(frozen=True)
@@ -58,6 +83,7 @@ class MakeAppResult:
     wrapper_jar: bool
     notes: List[str] = field(default_factory=list)
     warnings: List[str] = field(default_factory=list)
+    up_to_date: bool = False  # True: nothing was written, the project already matches the request
 
 
 @dataclass(frozen=True)
@@ -72,198 +98,382 @@ class _Checked:
     runtime: Runtime
 
 
+@dataclass(frozen=True)
+class AppPlan:
+    """Everything make-app will write, decided before anything is written."""
+
+    settings: AppSettings
+    checked: _Checked
+    cpu: records.ModelFile
+    nnapi: Optional[records.ModelFile]
+    manifest_path: Path
+    template: AppTemplate
+    gradle: Optional[Gradle]  # a local Gradle that can write the wrapper jar
+    request: Dict[str, Any]  # what the app-info records as the request (the up-to-date key)
+    notes: Tuple[str, ...]
+    warnings: Tuple[str, ...]
+
+    @property
+    def out(self) -> Path:
+        return Path(self.settings.out)
+
+    @property
+    def uint8(self) -> bool:
+        return self.cpu.input.dtype == "quint8"
+
+    @property
+    def qualified_variant(self) -> str:
+        return self.cpu.qualified_variant
+
+    def asset_name(self, backend: str) -> str:
+        return f"{self.qualified_variant}-{backend}{'-uint8' if self.uint8 else ''}.pt"
+
+    def model_files(self) -> Dict[str, records.ModelFile]:
+        return {b: f for b, f in (("cpu", self.cpu), ("nnapi", self.nnapi)) if f is not None}
+
+
+# --------------------------------------------------------------------------- plan
+
+
 def check(settings: AppSettings) -> _Checked:
     """Everything that can be validated before torch or the manifest is touched."""
     lane = pins.lane(settings.lane)
     target = lane.compile_sdk if settings.target_sdk in (None, "") else settings.target_sdk
     min_sdk, target_sdk = validate.sdk_levels(settings.min_sdk, target, lane.compile_sdk)
+    runtime = choose_runtime(lane.name, settings.pytorch_android, settings.aar)
+    abis = validate.abi_filters(settings.abi_filters)
     return _Checked(
         variant=validate.variant_name(settings.model),
         application_id=validate.application_id(settings.application_id),
         app_name=validate.app_name(settings.app_name),
-        abi_filters=validate.abi_filters(settings.abi_filters),
+        abi_filters=abis,
         min_sdk=min_sdk,
         target_sdk=target_sdk,
         lane=lane,
-        runtime=choose_runtime(lane.name, settings.pytorch_android, settings.aar),
+        runtime=runtime,
     )
 
 
+def convert_command(models: Path, variant: str, manifest: Optional[records.ConvertManifest] = None) -> str:
+    """The exact `invoke convert` command that produces ``variant`` in ``models``."""
+    prefix, _, quant = variant.rpartition("-")
+    argv = ["invoke", "convert"]
+    model = None
+    if prefix and manifest is not None:
+        model = next((f.model for f in manifest.files if f.stem == prefix), None)
+    if model:
+        argv += ["--model", model]
+    argv += ["--quant", quant.rsplit("_", 1)[-1], "--out", str(models)]
+    command = " ".join(shlex.quote(a) for a in argv)
+    if prefix and not model:
+        command += f" --model MODEL  (MODEL: the one whose files are named {prefix}-*)"
+    return command
+
+
 def find_variant(models: Path, variant: str) -> Dict[str, records.ModelFile]:
-    """The variant's ``{"cpu": ModelFile, "nnapi": ModelFile}`` from the convert manifest (hashes checked)."""
-    found = records.ConvertManifest.load(models).find(variant)
+    """The variant's ``{"cpu": ModelFile, "nnapi": ModelFile}`` from the convert manifest (hashes checked).
+
+    make-app never converts by itself: a missing manifest, an unreadable one or a missing variant is a
+    record error (exit 5) that names what is missing and the exact convert command.
+    """
+    models = Path(models)
+    why = "make-app packages the models `invoke convert` wrote; it does not convert anything itself"
+    if not records.ConvertManifest.exists(models):
+        raise RecordError(f"no converted models in {models} (no {records.MANIFEST_NAME})", cause=why,
+                          remedy=f"run `{convert_command(models, variant)}`, then make-app again "
+                                 "(or point --models at the directory convert wrote)")
+    try:
+        manifest = records.ConvertManifest.load(models)
+        found = manifest.find(variant)
+    except RecordError as e:
+        raise RecordError(f"the convert manifest in {models} cannot be used ({e.what})", cause=e.cause or why,
+                          remedy=f"run `{convert_command(models, variant)}` to write it again") from e
+    except UsageError as e:
+        if "ambiguous" in e.what:
+            raise
+        raise RecordError(f"{variant} is not converted in {models}", cause=e.cause,
+                          remedy=f"run `{convert_command(models, variant, manifest)}`, then make-app again") from e
     if "cpu" not in found:
         raise RecordError(f"the manifest in {models} has no CPU model for {variant}",
-                          remedy=f"run `invoke convert --quant {variant.rsplit('_', 1)[-1]} --force`")
+                          remedy=f"run `{convert_command(models, variant, manifest)} --force`")
     for f in found.values():
         f.check_hash()
     return found
 
 
-def make_app(settings: AppSettings) -> MakeAppResult:
+def plan(settings: AppSettings) -> AppPlan:
+    """Check the settings, find the models and decide what the project will contain (writes nothing)."""
     checked = check(settings)
     template = AppTemplate.locate()
     files = find_variant(Path(settings.models), checked.variant)
-    cpu = files["cpu"]
-    nnapi = files.get("nnapi")
+    cpu, nnapi = files["cpu"], files.get("nnapi")
+    if cpu.input.dtype == "quint8" and (cpu.input.scale is None or cpu.input.zero_point is None):
+        raise RecordError(f"the manifest gives {cpu.file} a quint8 input without scale/zero point",
+                          remedy=f"run `{convert_command(Path(settings.models), checked.variant)} --force` "
+                                 "to rewrite the manifest")
+    notes, warnings = _plan_messages(checked, nnapi is not None)
+    gradle = Gradle.locate() if settings.wrapper_jar else None
+    request = {
+        "variant": cpu.qualified_variant,
+        "sources": sorted(f.sha256 for f in files.values()),
+        "app_name": checked.app_name,
+        "application_id": checked.application_id,
+        "abi_filters": list(checked.abi_filters),
+        "min_sdk": checked.min_sdk,
+        "target_sdk": checked.target_sdk,
+        "lane": checked.lane.name,
+        "runtime": {"source": checked.runtime.source, "pytorch_android": checked.runtime.pytorch_android,
+                    "aar_sha256": sha256_file(checked.runtime.aar) if checked.runtime.aar else None},
+        "template": template.digest(),
+        "torchdroid": TORCHDROID_VERSION,
+    }
+    return AppPlan(settings, checked, cpu, nnapi, Path(settings.models) / records.MANIFEST_NAME, template, gradle,
+                   request, tuple(notes), tuple(warnings))
+
+
+def _plan_messages(checked: _Checked, has_nnapi: bool) -> Tuple[List[str], List[str]]:
     notes: List[str] = []
     warnings: List[str] = list(checked.runtime.warnings)
-    if nnapi is None:
+    warnings += page_size_warnings(checked.runtime, checked.abi_filters)
+    if not has_nnapi:
         warnings.append(f"{checked.variant} has no NNAPI model: the app runs the CPU model only")
     if checked.min_sdk < pins.NNAPI_MIN_SDK:
         notes.append(f"on devices below API {pins.NNAPI_MIN_SDK} the app runs the CPU model (NNAPI needs Android 10)")
     if checked.lane.compile_sdk < 34:
         warnings.append(f"lane {checked.lane.name} compiles against API {checked.lane.compile_sdk}, but CameraX "
                         f"{pins.CAMERAX_VERSION} needs compileSdk 34 and AGP 7.4+: this project will not build as is")
+    return notes, warnings
 
-    uint8 = cpu.input.dtype == "quint8"
-    if uint8 and (cpu.input.scale is None or cpu.input.zero_point is None):
-        raise RecordError(f"the manifest gives {cpu.file} a quint8 input without scale/zero point",
-                          remedy="run `invoke convert --force` to rewrite the manifest")
-    size = int(cpu.input.shape[-1])
-    num_classes = int(cpu.output.shape[-1])
+
+# --------------------------------------------------------------------------- up to date? may we write?
+
+
+def up_to_date(p: AppPlan) -> Tuple[bool, str]:
+    """Is the project in ``--out`` exactly what this plan would write (same request, intact assets)?"""
+    out = p.out
+    if not records.AppInfo.exists(out):
+        return False, "not generated yet" if not out.exists() else f"{out} holds no {records.APP_INFO_NAME}"
+    try:
+        info = records.AppInfo.load(out)
+    except RecordError as e:
+        return False, f"its {records.APP_INFO_NAME} cannot be read ({e.what})"
+    differs = sorted(k for k in p.request if info.request.get(k) != p.request[k])
+    if differs:
+        return False, f"it was made with other {', '.join(differs)}"
+    if p.gradle is not None and not info.wrapper_jar:
+        return False, "it has no Gradle wrapper jar and a local Gradle can now write one"
+    if not info.asset_files:
+        return False, f"its {records.APP_INFO_NAME} lists no asset files"
+    for name, digest in info.asset_files.items():
+        path = out / ASSETS_DIR / name
+        if not path.is_file() or sha256_file(path) != digest:
+            return False, f"its asset {name} is missing or was changed"
+    if not (out / "gradlew").is_file():
+        return False, "its gradlew is missing"
+    return True, f"{out} was made from these models with these settings"
+
+
+def guard_out(p: AppPlan, stale_reason: str) -> None:
+    """Refuse to replace ``--out`` when that would lose something; see the module docstring."""
+    out = p.out
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a directory", remedy="choose another --out directory")
+    inputs = [p.manifest_path, *(f.path for f in p.model_files().values()), Path(p.settings.build_dir) / "logs",
+              p.checked.runtime.aar]
+    check_not_inputs(out, inputs, "--out")  # even with --force
+    if not out.exists() or not any(out.iterdir()) or p.settings.force:
+        return
+    if records.AppInfo.exists(out) or is_owned(out):
+        raise UsageError(f"{out} holds an app torchdroid made from other inputs: {stale_reason}",
+                         cause="regenerating replaces the whole project, with any edits you made in it",
+                         remedy="pass --force to regenerate it (local.properties is kept), or choose another --out")
+    shown = ", ".join(foreign_files(out)[:5])
+    raise UsageError(f"{out} already exists and holds files torchdroid did not write: {shown}",
+                     cause=f"there is no {records.APP_INFO_NAME} in it, so it is not a project make-app made",
+                     remedy="choose a new or empty --out directory, or pass --force to replace it")
+
+
+def check_space(p: AppPlan) -> None:
+    """Enough free space beside ``--out`` for the models (wrapped quant_full ones are as large) and the rest."""
+    need = sum(f.size for f in p.model_files().values()) + SPACE_MARGIN
+    ensure_space(p.out.parent, need, f"the app project {p.out.name}")
+
+
+# --------------------------------------------------------------------------- execute and record
+
+
+def _context(p: AppPlan) -> Dict[str, Any]:
+    c, cpu = p.checked, p.cpu
     mean, std = assets.normalization(cpu.conversion)
-    stem_variant = cpu.qualified_variant
-    asset_names = {
-        "cpu": f"{stem_variant}-cpu{'-uint8' if uint8 else ''}.pt",
-        "nnapi": f"{stem_variant}-nnapi{'-uint8' if uint8 else ''}.pt" if nnapi else "",
+    return {
+        "project_dir": "project",
+        "app_name": c.app_name,
+        "gradle_project_name": validate.gradle_project_name(c.app_name),
+        "application_id": c.application_id,
+        "package_dir": c.application_id.replace(".", "/"),
+        "variant": c.variant,
+        "input_mode": "uint8_lut" if p.uint8 else "float32",
+        "input_size": int(cpu.input.shape[-1]),
+        "mean": ",".join(repr(float(x)) for x in mean),
+        "std": ",".join(repr(float(x)) for x in std),
+        "num_classes": int(cpu.output.shape[-1]),
+        "min_sdk": c.min_sdk,
+        "target_sdk": c.target_sdk,
+        "compile_sdk": c.lane.compile_sdk,
+        "nnapi_min_sdk": pins.NNAPI_MIN_SDK,
+        "abi_filters": ",".join(c.abi_filters),
+        "gradle_version": c.lane.gradle,
+        "agp_version": c.lane.android_gradle_plugin,
+        "use_namespace": "yes" if _agp_has_namespace(c.lane.android_gradle_plugin) else "no",
+        "runtime_source": c.runtime.source,
+        "pytorch_android": c.runtime.pytorch_android or "",
+        "aar_file": c.runtime.aar_name,
+        "camerax_version": pins.CAMERAX_VERSION,
+        "activity_version": pins.ANDROIDX_ACTIVITY_VERSION,
+        "fbjni_version": pins.FBJNI_VERSION,
+        "soloader_version": pins.SOLOADER_VERSION,
+        "model_cpu_asset": p.asset_name("cpu"),
+        "model_nnapi_asset": p.asset_name("nnapi") if p.nnapi else "",
+        "labels_asset": LABELS_ASSET,
+        "sample_asset": SAMPLE_ASSET,
+        "lut_asset": LUT_ASSET if p.uint8 else "",
+        "bench_tag": records.APP_BENCH_TAG,
+        "bench_prefix": records.APP_BENCH_PREFIX,
     }
-    gradle_dir = Path(settings.out)
-    work = Path(settings.build_dir) / "make-app"
+
+
+def render(p: AppPlan, tmp: Path, work: Path) -> None:
+    """The cookiecutter template, rendered into ``tmp`` (the project's temporary directory)."""
+    with tempfile.TemporaryDirectory(prefix=".render-", dir=tmp) as render_dir:
+        rendered = p.template.render(_context(p), Path(render_dir), work)
+        for child in rendered.iterdir():
+            os.replace(child, tmp / child.name)
+    for script in ("gradlew", "gradlew.bat"):
+        path = tmp / script
+        if path.exists():
+            path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    for name in KEPT_ON_REGENERATE:
+        if (p.out / name).is_file():
+            atomic_copy(p.out / name, tmp / name)
+
+
+def package_models(p: AppPlan, asset_dir: Path) -> Dict[str, Dict[str, Any]]:
+    """Copy (float variants) or wrap (quant_full: uint8 input) each model into the assets; their records."""
+    out: Dict[str, Dict[str, Any]] = {}
+    size = int(p.cpu.input.shape[-1])
+    for backend, f in p.model_files().items():
+        name = p.asset_name(backend)
+        if p.uint8:
+            from .app_model import wrap_uint8_input  # imports torch
+
+            wrap_uint8_input(f.path, asset_dir / name, f.input.scale, f.input.zero_point)
+        else:
+            atomic_copy(f.path, asset_dir / name)
+        out[name] = {"backend": backend, "source": f.file, "source_sha256": f.sha256,
+                     "sha256": sha256_file(asset_dir / name),
+                     "input": {"shape": [1, size, size, 3], "dtype": "uint8", "layout": "NHWC",
+                               "through": LUT_ASSET} if p.uint8 else f.input.to_dict(),
+                     "wrapped": "appgen.app_model.Uint8Input" if p.uint8 else None}
+    return out
+
+
+def package_extras(p: AppPlan, asset_dir: Path, notes: List[str]) -> Dict[str, Any]:
+    """Labels, the sample image, the quant_full lookup table and a local AAR; what the app-info says of them."""
+    labels, labels_source = assets.labels_for(int(p.cpu.output.shape[-1]))
+    atomic_write_text(asset_dir / LABELS_ASSET, "\n".join(labels) + "\n")
+    atomic_copy(assets.sample_image(), asset_dir / SAMPLE_ASSET)
+    lut = None
+    if p.uint8:
+        mean, std = assets.normalization(p.cpu.conversion)
+        scale, zp = p.cpu.input.scale, p.cpu.input.zero_point
+        atomic_write_bytes(asset_dir / LUT_ASSET, assets.input_lut(mean, std, scale, zp))
+        lut = {"file": LUT_ASSET, "sha256": sha256_file(asset_dir / LUT_ASSET)}
+        notes.append(f"quant_full: the app maps pixels through {LUT_ASSET} (normalisation + quantization, "
+                     f"scale {scale:.6g}, zero point {zp}) into a uint8 NHWC tensor; "
+                     "the packaged models take it and quantize inside TorchScript")
+    aar = p.checked.runtime.aar
+    if aar:
+        atomic_copy(aar, asset_dir.parents[2] / "libs" / aar.name)  # app/libs/
+    return {"labels": {"file": LABELS_ASSET, "count": len(labels), "source": labels_source},
+            "sample": {"file": SAMPLE_ASSET, "source": f"matplotlib {assets.SAMPLE_IMAGE}"}, "lut": lut}
+
+
+def add_wrapper_jar(p: AppPlan, tmp: Path, work: Path, notes: List[str]) -> bool:
+    gradle_version = p.checked.lane.gradle
+    if p.gradle is not None:
+        p.gradle.write_wrapper_jar(tmp, gradle_version, work / "gradle-wrapper.log")
+        notes.append(f"wrapper jar written by the local Gradle {p.gradle.version} ({p.gradle.executable}); "
+                     f"it runs Gradle {gradle_version}")
+        return True
+    notes.append(f"no {WRAPPER_JAR} (no Gradle installed here): " + wrapper_jar_howto(p.out, gradle_version))
+    return False
+
+
+def record(p: AppPlan, project: Path, asset_records: Dict[str, Dict[str, Any]], extras: Dict[str, Any],
+           has_jar: bool) -> records.AppInfo:
+    """The app-info of the new project (written into ``project``, the temporary directory)."""
+    c = p.checked
+    info = records.AppInfo(
+        dir=project, application_id=c.application_id, activity=".MainActivity", app_name=c.app_name,
+        variant=c.variant, qualified_variant=p.qualified_variant,
+        input_mode="uint8_lut" if p.uint8 else "float32",
+        models={name: a["source_sha256"] for name, a in asset_records.items()}, assets=asset_records,
+        abi_filters=c.abi_filters, min_sdk=c.min_sdk, target_sdk=c.target_sdk,
+        pins={**c.lane.to_dict(), "camerax": pins.CAMERAX_VERSION, "androidx_activity": pins.ANDROIDX_ACTIVITY_VERSION},
+        runtime=c.runtime.to_dict(), wrapper_jar=has_jar, torchdroid=TORCHDROID_VERSION, request=p.request,
+        asset_files={f.name: sha256_file(f) for f in sorted((project / ASSETS_DIR).iterdir()) if f.is_file()},
+        extra={**extras,
+               "manifest": {"path": str(p.manifest_path.resolve()), "sha256": sha256_file(p.manifest_path)},
+               "converter_torch": p.cpu.conversion.get("torch"),
+               "bench": {"tag": records.APP_BENCH_TAG, "prefix": records.APP_BENCH_PREFIX,
+                         "extras": {"benchmark": "bool", "iters": "int", "warmup": "int", "backend": "cpu|nnapi"}}},
+    )
+    info.write()
+    return info
+
+
+def execute(p: AppPlan) -> MakeAppResult:
+    """Write the project into a temporary directory and give it its final name when complete."""
+    notes, warnings = list(p.notes), list(p.warnings)
+    work = Path(p.settings.build_dir) / "make-app"
     work.mkdir(parents=True, exist_ok=True)
-
-    with progress(f"make-app {stem_variant}", total=4) as bar, atomic_dir(gradle_dir, force=settings.force) as tmp:
+    with progress(f"make-app {p.qualified_variant}", total=4) as bar, \
+            atomic_dir(p.out, force=True) as tmp:
         bar.describe("rendering the Gradle project")
-        context = {
-            "project_dir": "project",
-            "app_name": checked.app_name,
-            "gradle_project_name": validate.gradle_project_name(checked.app_name),
-            "application_id": checked.application_id,
-            "package_dir": checked.application_id.replace(".", "/"),
-            "variant": checked.variant,
-            "input_mode": "uint8_lut" if uint8 else "float32",
-            "input_size": size,
-            "mean": ",".join(repr(float(x)) for x in mean),
-            "std": ",".join(repr(float(x)) for x in std),
-            "num_classes": num_classes,
-            "min_sdk": checked.min_sdk,
-            "target_sdk": checked.target_sdk,
-            "compile_sdk": checked.lane.compile_sdk,
-            "nnapi_min_sdk": pins.NNAPI_MIN_SDK,
-            "abi_filters": ",".join(checked.abi_filters),
-            "gradle_version": checked.lane.gradle,
-            "agp_version": checked.lane.android_gradle_plugin,
-            "use_namespace": "yes" if _agp_has_namespace(checked.lane.android_gradle_plugin) else "no",
-            "runtime_source": checked.runtime.source,
-            "pytorch_android": checked.runtime.pytorch_android or "",
-            "aar_file": checked.runtime.aar_name,
-            "snapshot_repo": "yes" if checked.runtime.snapshot_repo else "no",
-            "camerax_version": pins.CAMERAX_VERSION,
-            "activity_version": pins.ANDROIDX_ACTIVITY_VERSION,
-            "fbjni_version": pins.FBJNI_VERSION,
-            "soloader_version": pins.SOLOADER_VERSION,
-            "model_cpu_asset": asset_names["cpu"],
-            "model_nnapi_asset": asset_names["nnapi"],
-            "labels_asset": LABELS_ASSET,
-            "sample_asset": SAMPLE_ASSET,
-            "lut_asset": LUT_ASSET if uint8 else "",
-            "bench_tag": records.APP_BENCH_TAG,
-            "bench_prefix": records.APP_BENCH_PREFIX,
-        }
-        with tempfile.TemporaryDirectory(prefix=".render-", dir=tmp) as render_dir:
-            rendered = template.render(context, Path(render_dir), work)
-            for child in rendered.iterdir():
-                os.replace(child, tmp / child.name)
-        _make_executable(tmp / "gradlew")
-        _make_executable(tmp / "gradlew.bat")
+        mark_owned(tmp, "make-app")
+        render(p, tmp, work)
         bar.advance()
-
         bar.describe("packaging models, labels and the sample image")
         asset_dir = tmp / ASSETS_DIR
         asset_dir.mkdir(parents=True, exist_ok=True)
-        model_records: Dict[str, str] = {}
-        asset_records: Dict[str, Dict[str, Any]] = {}
-        for backend, f in (("cpu", cpu), ("nnapi", nnapi)):
-            if f is None:
-                continue
-            name = asset_names[backend]
-            if uint8:
-                from .app_model import wrap_uint8_input  # imports torch
-
-                wrap_uint8_input(f.path, asset_dir / name, f.input.scale, f.input.zero_point)
-            else:
-                atomic_copy(f.path, asset_dir / name)
-            model_records[name] = f.sha256
-            asset_records[name] = {"backend": backend, "source": f.file, "source_sha256": f.sha256,
-                                   "sha256": sha256_file(asset_dir / name),
-                                   "input": {"shape": [1, size, size, 3], "dtype": "uint8", "layout": "NHWC",
-                                             "through": LUT_ASSET} if uint8 else f.input.to_dict(),
-                                   "wrapped": "appgen.app_model.Uint8Input" if uint8 else None}
-        labels, labels_source = assets.labels_for(num_classes)
-        atomic_write_text(asset_dir / LABELS_ASSET, "\n".join(labels) + "\n")
-        atomic_copy(assets.sample_image(), asset_dir / SAMPLE_ASSET)
-        if uint8:
-            lut = assets.input_lut(mean, std, cpu.input.scale, cpu.input.zero_point)
-            atomic_write_bytes(asset_dir / LUT_ASSET, lut)
-            notes.append(f"quant_full: the app maps pixels through {LUT_ASSET} (normalisation + quantization, "
-                         f"scale {cpu.input.scale:.6g}, zero point {cpu.input.zero_point}) into a uint8 NHWC tensor; "
-                         "the packaged models take it and quantize inside TorchScript")
-        if checked.runtime.aar:
-            libs = tmp / "app" / "libs"
-            libs.mkdir(parents=True, exist_ok=True)
-            atomic_copy(checked.runtime.aar, libs / checked.runtime.aar.name)
+        asset_records = package_models(p, asset_dir)
+        extras = package_extras(p, asset_dir, notes)
         bar.advance()
-
         bar.describe("gradle wrapper jar")
-        has_jar = False
-        if settings.wrapper_jar:
-            gradle = Gradle.locate()
-            if gradle:
-                gradle.write_wrapper_jar(tmp, checked.lane.gradle, work / "gradle-wrapper.log")
-                has_jar = True
-                notes.append(f"wrapper jar written by the local Gradle {gradle.version} ({gradle.executable}); "
-                             f"it runs Gradle {checked.lane.gradle}")
-        if not has_jar:
-            notes.append(f"no {WRAPPER_JAR} (no Gradle installed here): " + wrapper_jar_howto(gradle_dir, checked.lane.gradle))
+        has_jar = add_wrapper_jar(p, tmp, work, notes)
         bar.advance()
-
         bar.describe("app-info record")
-        info_path = tmp / records.APP_INFO_NAME
-        records.write_record(info_path, records.APP_INFO_KIND, records.APP_INFO_SCHEMA, {
-            "application_id": checked.application_id,
-            "activity": ".MainActivity",
-            "app_name": checked.app_name,
-            "variant": checked.variant,
-            "qualified_variant": stem_variant,
-            "input_mode": "uint8_lut" if uint8 else "float32",
-            "models": model_records,
-            "assets": asset_records,
-            "labels": {"file": LABELS_ASSET, "count": len(labels), "source": labels_source},
-            "sample": {"file": SAMPLE_ASSET, "source": f"matplotlib {assets.SAMPLE_IMAGE}"},
-            "lut": {"file": LUT_ASSET, "sha256": sha256_file(asset_dir / LUT_ASSET)} if uint8 else None,
-            "manifest": {"path": str(Path(settings.models).resolve() / records.MANIFEST_NAME),
-                         "sha256": sha256_file(Path(settings.models) / records.MANIFEST_NAME)},
-            "abi_filters": list(checked.abi_filters),
-            "min_sdk": checked.min_sdk,
-            "target_sdk": checked.target_sdk,
-            "pins": {**checked.lane.to_dict(), "camerax": pins.CAMERAX_VERSION,
-                     "androidx_activity": pins.ANDROIDX_ACTIVITY_VERSION},
-            "runtime": checked.runtime.to_dict(),
-            "converter_torch": cpu.conversion.get("torch"),
-            "wrapper_jar": has_jar,
-            "bench": {"tag": records.APP_BENCH_TAG, "prefix": records.APP_BENCH_PREFIX,
-                      "extras": {"benchmark": "bool", "iters": "int", "warmup": "int", "backend": "cpu|nnapi"}},
-            "apk": None,
-            "torchdroid": TORCHDROID_VERSION,
-        })
+        record(p, tmp, asset_records, extras, has_jar)
         bar.advance()
-        sizes = {p.name: p.stat().st_size for p in sorted(asset_dir.iterdir())}
+        sizes = {f.name: f.stat().st_size for f in sorted(asset_dir.iterdir())}
+    log.info("wrote the Gradle project %s", p.out)
+    return MakeAppResult(p.out, records.app_info_path(p.out), p.qualified_variant, p.checked.application_id,
+                         sizes, p.checked.runtime, has_jar, notes, warnings)
 
-    for w in warnings:
-        log.debug("warning: %s", w)
-    log.info("wrote the Gradle project %s", gradle_dir)
-    return MakeAppResult(gradle_dir, gradle_dir / records.APP_INFO_NAME, stem_variant, checked.application_id,
-                         sizes, checked.runtime, has_jar, notes, warnings)
+
+def make_app(settings: AppSettings) -> MakeAppResult:
+    """plan -> up to date? -> may we write? -> execute (and record)."""
+    p = plan(settings)
+    current, why = up_to_date(p)
+    if current and not settings.force:
+        info = records.AppInfo.load(p.out)
+        sizes = {name: (p.out / ASSETS_DIR / name).stat().st_size for name in sorted(info.asset_files)}
+        return MakeAppResult(p.out, info.path, p.qualified_variant, info.application_id, sizes, p.checked.runtime,
+                             info.wrapper_jar, [f"up to date: {why}"], list(p.warnings), up_to_date=True)
+    with output_lock(p.out, "make-app"):
+        guard_out(p, why)
+        check_space(p)
+        return execute(p)
 
 
 def _agp_has_namespace(agp: str) -> bool:
@@ -272,25 +482,3 @@ def _agp_has_namespace(agp: str) -> bool:
         return int(agp.split(".")[0]) >= 7
     except ValueError:
         return True
-
-
-def _make_executable(path: Path) -> None:
-    if path.exists():
-        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-
-
-def needs_convert(models: Path, variant: str) -> Optional[str]:
-    """Why ``invoke convert`` must run before make-app can package ``variant``, or None."""
-    models = Path(models)
-    if not records.ConvertManifest.exists(models):
-        return f"no convert manifest in {models}"
-    try:
-        found = records.ConvertManifest.load(models).find(variant)
-    except RecordError as e:
-        return f"the manifest in {models} is unusable ({e.what})"
-    except UsageError:
-        return f"{variant} is not converted in {models}"
-    for f in found.values():
-        if not f.path.is_file():
-            return f"{f.file} is missing"
-    return None

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import shlex
+import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import pins
-from toolchain.errors import UsageError
+from toolchain.errors import TorchdroidError, UsageError
 from toolchain.fsutil import sha256_file
 
 from . import validate
@@ -24,10 +25,6 @@ class Runtime:
     lane: str
     matches_converter: Optional[bool]  # None: cannot tell (a local AAR of unknown origin)
     warnings: Tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def snapshot_repo(self) -> bool:
-        return bool(self.pytorch_android and self.pytorch_android.endswith("-SNAPSHOT"))
 
     @property
     def aar_name(self) -> str:
@@ -71,11 +68,30 @@ def check_aar(path: Path) -> Path:
     return path.resolve()
 
 
+def _refuse_unavailable(version: str, lane: pins.Lane, given: bool) -> None:
+    """A runtime no Maven repository serves any more (the lane's, or any -SNAPSHOT): make-app needs --aar."""
+    if not given and not lane.app_runtime_available:
+        where, cause = f"lane {lane.name}'s runtime {version}", lane.app_runtime_unavailable_reason
+    elif version.endswith("-SNAPSHOT"):
+        where = f"--pytorch-android {version}"
+        cause = (f"-SNAPSHOT versions of org.pytorch:pytorch_android were only published to the OSSRH snapshot "
+                 f"repository, which Sonatype shut down on {pins.OSSRH_SHUTDOWN}; no Maven repository serves them")
+    else:
+        return
+    raise UsageError(
+        f"{where} cannot be downloaded: make-app for this lane needs --aar", cause=cause,
+        remedy=f"build the lane's runtime with `invoke build-android --lane {lane.name} --aar` and pass the AAR: "
+               f"`invoke make-app --lane {lane.name} --aar PATH`",
+    )
+
+
 def choose_runtime(lane_name: str, pytorch_android: Optional[str], aar: Optional[Path]) -> Runtime:
     lane = pins.lane(lane_name)
     if aar and pytorch_android:
         raise UsageError("--aar and --pytorch-android both given",
                          remedy="pass one: --aar for a locally built runtime, --pytorch-android for a Maven version")
+    if not aar:
+        _refuse_unavailable(pytorch_android or lane.pytorch_android or "", lane, bool(pytorch_android))
     if aar:
         path = check_aar(aar)
         note = (f"the app links the local AAR {path.name}; make sure it was built from the lane's PyTorch "
@@ -95,3 +111,44 @@ def choose_runtime(lane_name: str, pytorch_android: Optional[str], aar: Optional
             f"({lane.converter_torch}): models it converted may fail to load on the phone. For a matching runtime "
             "build the lane's AAR with `invoke build-android --aar` and pass it with `invoke make-app --aar PATH`")
     return Runtime("maven", pins.PYTORCH_ANDROID_DEFAULT, None, lane.name, False, (note,))
+
+
+def _aar_libraries_below(aar: Path, abis: Sequence[str], page_size: int) -> List[str]:
+    """``jni/<abi>/lib*.so`` entries of the AAR whose LOAD segments are aligned below ``page_size``."""
+    from toolchain.elf import read_elf
+
+    low = []
+    with zipfile.ZipFile(aar) as z, tempfile.TemporaryDirectory(prefix="torchdroid-aar-") as tmp:
+        for name in sorted(z.namelist()):
+            parts = name.split("/")
+            if len(parts) != 3 or parts[0] != "jni" or parts[1] not in abis or not parts[2].endswith(".so"):
+                continue
+            target = Path(tmp) / f"{parts[1]}-{parts[2]}"
+            target.write_bytes(z.read(name))
+            try:
+                elf = read_elf(target)
+            except TorchdroidError:
+                low.append(f"{name} (not an ELF file)")
+                continue
+            if elf.load_alignment < page_size:
+                low.append(f"{name} ({elf.load_alignment} B)")
+    return low
+
+
+def page_size_warnings(runtime: Runtime, abis: Sequence[str]) -> List[str]:
+    """A warning when the runtime's native libraries cannot load on devices with 16 KB pages (Android 15+)."""
+    from toolchain.elf import ABIS_16K, PAGE_16K
+
+    abis_16k = [a for a in abis if a in ABIS_16K]
+    if not abis_16k:
+        return []
+    if runtime.aar:
+        low = _aar_libraries_below(runtime.aar, abis_16k, PAGE_16K)
+        if not low:
+            return []
+        return [f"the AAR's native libraries are 4 KB aligned: {', '.join(low[:4])}{' …' if len(low) > 4 else ''}. "
+                "They do not load on Android 15+ devices with 16 KB pages; rebuild the AAR with "
+                "`invoke build-android --aar` (it links with 16 KB alignment) and pass that"]
+    return [f"org.pytorch:pytorch_android:{runtime.pytorch_android} from Maven Central has 4 KB aligned native "
+            f"libraries ({pins.MAVEN_RUNTIME_PAGE_ALIGNMENT_SOURCE}): the app does not load on Android 15+ devices "
+            "with 16 KB pages. For those, build the runtime with `invoke build-android --aar` and pass it with --aar"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -47,6 +48,13 @@ class AppTemplate:
         if PROJECT_KEY not in self.variables:
             raise ToolFailed(f"{self.path}/cookiecutter.json has no {PROJECT_KEY!r} variable",
                              remedy="restore the template with git checkout")
+
+    def digest(self) -> str:
+        """sha256 over every template file's path and bytes: a changed template makes apps out of date."""
+        h = hashlib.sha256()
+        for f in sorted(p for p in self.path.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            h.update(f.relative_to(self.path).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+        return h.hexdigest()
 
     def render(self, context: Dict[str, Any], output_dir: Path, work_dir: Path) -> Path:
         """Render into ``output_dir/<project_dir>`` and return that directory.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Iterable, List, Tuple
 
 from toolchain import pins
@@ -50,14 +51,22 @@ def app_name(value: str) -> str:
     if len(value) > MAX_APP_NAME:
         raise UsageError(f"the app name is {len(value)} characters long (at most {MAX_APP_NAME})",
                          remedy="pass a shorter --app-name")
-    bad = sorted({c for c in value if ord(c) < 0x20 or c in "{}"})
+    bad = sorted({c for c in value if _unfit_for_a_label(c)})
     if bad:
         raise UsageError(
             f"the app name {value!r} contains characters it cannot have: {', '.join(repr(c) for c in bad)}",
-            cause="control characters do not fit on a launcher; braces would be read as template code",
+            cause="control characters do not fit on a launcher, XML (so Android's resource compiler) cannot hold "
+                  "surrogates or U+FFFE/U+FFFF, and braces would be read as template code",
             remedy="pass an --app-name without them",
         )
     return value
+
+
+def _unfit_for_a_label(c: str) -> bool:
+    """Control characters, braces, and what XML 1.0's Char production excludes (aapt rejects those)."""
+    code = ord(c)
+    return (code < 0x20 or 0x7F <= code <= 0x9F or c in "{}" or 0xD800 <= code <= 0xDFFF
+            or code in (0xFFFE, 0xFFFF) or unicodedata.category(c) == "Cs")
 
 
 def gradle_project_name(name: str) -> str:

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Deploy throughput as a ratio to a plain `adb push` of the same files to the same device (target >= 0.8),
-and the time of an unchanged re-deploy.
+"""Deploy throughput as a ratio to a plain `adb push` of the same files to the same device, and the time
+of an unchanged re-deploy.  Targets (issue 14): >= 0.95 on a 40 MB/s link (USB 2), >= 0.85 at 150 MB/s
+(USB 3 class), >= 0.7 on the unlimited loopback (reported: there it measures this machine's CPU).
 
 Uses the real adb server and the virtual device of the tests (127.0.0.1 only).  The files are six
 model files of a float MobileNetV2's size (~14 MB each at --scale 1).
 
-    /work/venv/bin/python benchmarks/bench_deploy.py [--scale 1.0] [--repeat 3]
+    /work/venv/bin/python benchmarks/bench_deploy.py [--scale 1.0] [--repeat 3] [--link MB/s ...]
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ from deploy import DeploySettings, deploy  # noqa: E402
 from tests.deploy_support.fixtures import make_inputs  # noqa: E402
 from tests.virtual_device.harness import adb_with_devices  # noqa: E402
 
-TARGET = 0.8
+TARGETS = {40.0: 0.95, 150.0: 0.85, 0.0: 0.7}  # link MB/s (0: unlimited) -> minimum ratio
+
+
+def target(link: float) -> float:
+    """The issue's target for a link speed (the nearest one at or below it; unlimited: 0.7)."""
+    if not link:
+        return TARGETS[0.0]
+    return min((v for k, v in TARGETS.items() if k and k <= link), default=TARGETS[40.0])
 
 
 def main(argv=None) -> int:
@@ -32,11 +40,11 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="model size multiplier (1.0: ~14 MB per model file)")
     ap.add_argument("--repeat", type=int, default=3, help="measurements per method (median reported)")
     ap.add_argument("--link", type=float, action="append", default=None,
-                    help="virtual device link speed in MB/s, 0 = unlimited loopback (repeatable; default: 0 and 40, "
-                         "a USB 2 phone)")
+                    help="virtual device link speed in MB/s, 0 = unlimited loopback (repeatable; default: 40 (USB 2), "
+                         "150 (USB 3 class) and 0)")
     args = ap.parse_args(argv)
     ok = True
-    for link in args.link or [0.0, 40.0]:
+    for link in args.link or [40.0, 150.0, 0.0]:
         ok &= measure(args.scale, args.repeat, link)
     return 0 if ok else 1
 
@@ -73,14 +81,15 @@ def measure(scale: float, repeat: int, link: float) -> bool:
                 assert res.devices[0].pushed_bytes == 0 and not res.failed
     p, f, a = statistics.median(plain), statistics.median(fresh), statistics.median(again)
     ratio = p / f
+    goal = target(link)
     where = f"link limited to {link:g} MB/s" if link else "unlimited loopback link"
     print(f"== virtual device, {where}: {len(files)} files, {total / 1e6:.1f} MB; median of {repeat}")
     print(f"plain adb push:        {p:6.3f} s  ({total / p / 1e6:7.1f} MB/s)")
     print(f"invoke deploy (fresh): {f:6.3f} s  ({total / f / 1e6:7.1f} MB/s)  incl. checks, hashes, verify, rename")
-    print(f"deploy throughput / adb push throughput: {ratio:.2f} (target >= {TARGET}) "
-          f"{'OK' if ratio >= TARGET else 'BELOW TARGET'}")
+    print(f"deploy throughput / adb push throughput: {ratio:.2f} (target >= {goal}) "
+          f"{'OK' if ratio >= goal else 'BELOW TARGET'}")
     print(f"unchanged re-deploy:   {a:6.3f} s  (0 bytes pushed)")
-    return ratio >= TARGET
+    return ratio >= goal
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ from toolchain.errors import UsageError
 log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".webp", ".tif", ".tiff")
+MIN_SIDE = 32  # smaller images, upscaled to the model's input, are flat colour fields: they calibrate nothing
+FEW_IMAGES = 8  # fewer calibration inputs than this: activation ranges are a guess (warned, recorded)
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 
@@ -40,14 +42,30 @@ class CalibrationSpec:
             out.update(path=str(self.path), digest=self.digest)
         else:
             out.update(seed=self.seed, kind="smooth random colour fields with edges, ImageNet-normalised")
+        warning = few_images_warning(self)
+        if warning:
+            out["warning"] = warning
         return out
 
 
-def parse_calibration(path: Optional[Path], count: int, seed: int) -> CalibrationSpec:
+def _whole_number(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        return int(value.strip())
+    raise UsageError(f"calibration count must be a whole number (got {value!r})",
+                     cause="from convert.calibration_count (invoke.yaml or INVOKE_CONVERT_CALIBRATION_COUNT)",
+                     remedy="set convert.calibration_count to an integer >= 1, e.g. 32")
+
+
+def parse_calibration(path: Optional[Path], count: Any, seed: int) -> CalibrationSpec:
+    count = _whole_number(count)
     if count < 1:
         raise UsageError(f"calibration count must be at least 1 (got {count})", remedy="set convert.calibration_count >= 1")
     if path is None:
-        return CalibrationSpec("synthetic", count, seed)
+        spec = CalibrationSpec("synthetic", count, seed)
+        warn_if_few(spec)
+        return spec
     path = Path(path).expanduser()
     if not path.is_dir():
         raise UsageError(
@@ -68,11 +86,51 @@ def parse_calibration(path: Optional[Path], count: int, seed: int) -> Calibratio
     h = hashlib.sha256()
     for f in files:
         try:
-            h.update(str(f.relative_to(path)).encode())
-            h.update(f.read_bytes())
+            data = f.read_bytes()
         except OSError as e:
             raise UsageError(f"calibration image {f} is not readable", cause=str(e), remedy="fix or remove it") from e
-    return CalibrationSpec("dir", len(files), seed, path.resolve(), tuple(files), h.hexdigest())
+        _check_image(f, data)
+        h.update(str(f.relative_to(path)).encode())
+        h.update(data)
+    spec = CalibrationSpec("dir", len(files), seed, path.resolve(), tuple(files), h.hexdigest())
+    warn_if_few(spec)
+    return spec
+
+
+def few_images_warning(spec: CalibrationSpec) -> Optional[str]:
+    """Why a calibration set is too small to trust, or None."""
+    if spec.count >= FEW_IMAGES:
+        return None
+    return (f"calibration uses only {spec.count} input(s) ({spec.source}): the quantization ranges are estimated from "
+            f"that little data and may clip real inputs; use at least {FEW_IMAGES} (a few dozen is better)")
+
+
+def warn_if_few(spec: CalibrationSpec) -> None:
+    text = few_images_warning(spec)
+    if text:
+        log.warning("warning: %s", text)
+
+
+def _check_image(path: Path, data: bytes) -> None:
+    """Decodable and large enough to say something about real inputs (header only: cheap, no torch)."""
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            w, h = im.size
+    except (UnidentifiedImageError, OSError, ValueError) as e:
+        raise UsageError(f"calibration image {path} cannot be decoded", cause=str(e),
+                         remedy="fix or remove it (or pass another --calibration directory)") from e
+    if min(w, h) < MIN_SIDE:
+        raise UsageError(
+            f"calibration image {path} is {w}x{h} pixels",
+            cause=f"images smaller than {MIN_SIDE}x{MIN_SIDE} become flat colour fields when resized to the model's "
+                  "input, so the observers would calibrate on nothing like a real image",
+            remedy=f"use real photos of at least {MIN_SIDE}x{MIN_SIDE} (ideally the model's input size or larger), "
+                   "or leave --calibration out for the built-in synthetic set",
+        )
 
 
 def load_batch(spec: CalibrationSpec, hw: Tuple[int, int]) -> List[Any]:

@@ -129,7 +129,7 @@ def variant_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, v
 
 
 def _versions() -> Dict[str, Any]:
-    from .pipeline import torch_identity
+    from .reuse import torch_identity
 
     return {"executorch": executorch_pins.identity(), "torch": torch_identity()}
 

@@ -15,13 +15,14 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from toolchain.errors import ConversionError
-from toolchain.fsutil import atomic_path
+from toolchain.fsutil import save_torch_module
 
 log = logging.getLogger(__name__)
 
+CALIBRATION_CHUNK = 16
 FLOAT_FLOOR = 1.2e-7  # torch.finfo(torch.float32).eps: the smallest scale an observer returns
 
 
@@ -36,6 +37,10 @@ class ExportedVariant:
     mobile_optimized: bool
     core_qparams: Optional[Dict[str, Any]] = None
     notes: List[str] = field(default_factory=list)
+    cpu_size: int = 0
+    cpu_sha256: str = ""
+    nnapi_size: int = 0
+    nnapi_sha256: str = ""
 
 
 def xnnpack_available() -> bool:
@@ -73,8 +78,12 @@ def quantize(float_model, calibration: List[Any], label: str):
     model.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
     torch.ao.quantization.prepare(model, inplace=True)
     with torch.no_grad():
-        for x in calibration:
-            model(x)
+        for i in range(0, len(calibration), CALIBRATION_CHUNK):  # batched: one call per chunk, not per image
+            chunk = torch.cat(list(calibration[i:i + CALIBRATION_CHUNK]), 0)
+            try:
+                model(chunk)
+            except Exception as e:  # a user's model can raise anything
+                raise input_error(e, label, calibration[0]) from e
     degenerate = degenerate_observers(model)
     if degenerate:
         shown = ", ".join(f"{n} (range {lo:.3g}..{hi:.3g})" for n, lo, hi in degenerate[:4])
@@ -88,6 +97,29 @@ def quantize(float_model, calibration: List[Any], label: str):
         )
     torch.ao.quantization.convert(model, inplace=True)
     return model
+
+
+def input_error(e: Exception, label: str, example) -> ConversionError:
+    """The model failed on torchdroid's input: say which input it got, not "make it traceable"."""
+    first = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+    shape = "x".join(str(d) for d in example.shape)
+    return ConversionError(
+        f"{label} does not accept torchdroid's input: a {shape} float32 image batch (N, C, H, W)",
+        cause=f"{type(e).__name__} in forward(): {first}",
+        remedy="make the model take 3-channel images of that size (torchvision's ImageNet layout), e.g. adapt its "
+        "first layer or put a resize in front; a factory's model gets 224x224 inputs",
+    )
+
+
+def probe(model, example, label: str) -> None:
+    """One forward pass on an example input, so a shape mismatch is named before quantizing or tracing."""
+    import torch
+
+    with torch.no_grad():
+        try:
+            model(example)
+        except Exception as e:  # a user's model can raise anything
+            raise input_error(e, label, example) from e
 
 
 def degenerate_observers(model) -> List[tuple]:
@@ -128,14 +160,6 @@ def _nnapi_error(e: Exception, label: str) -> ConversionError:
     )
 
 
-def _save(module, path: Path, fmt: str) -> None:
-    with atomic_path(path) as tmp:
-        if fmt == "lite":
-            module._save_for_lite_interpreter(str(tmp))
-        else:
-            module.save(str(tmp))
-
-
 def fused_float(float_model, copy_model: bool = True):
     """The float model with conv+bn(+relu) fused, as the tutorial prepares quant_none."""
     model = copy.deepcopy(float_model) if copy_model else float_model
@@ -148,40 +172,26 @@ def fused_float(float_model, copy_model: bool = True):
     return model
 
 
-def export_mode(
-    prepared_model,
-    mode: str,
-    bundled_float_input,
-    cpu_path: Path,
-    nnapi_path: Path,
-    fmt: str,
-    label: str,
-    optimize: bool,
-) -> ExportedVariant:
-    """Export one mode; ``prepared_model`` is ``fused_float()`` for none, a ``quantize()`` result otherwise.
+def _bundle_wrapper(module):
+    """``module`` in a class made afresh per call: TorchScript shares compiled types between instances of one
+    class, and bundled inputs can be added to a type only once, so every exported model gets its own type."""
+    import torch
 
-    The model is consumed (its quant/dequant stubs are swapped while tracing).
-    """
+    class BundleWrapper(torch.nn.Module):
+        def __init__(self, mod):
+            super().__init__()
+            self.mod = mod
+
+        def forward(self, arg):
+            return self.mod(arg)
+
+    return BundleWrapper(module)
+
+
+def trace_to_nnapi(model, input_tensor, label: str):
+    """Trace ``model`` on the NHWC-flagged ``input_tensor`` and convert it with torch's NNAPI converter."""
     import torch
     import torch.backends._nnapi.prepare as nnapi_prepare
-    import torch.utils.bundled_inputs as bundled
-
-    notes: List[str] = []
-    model = prepared_model
-    quantize_core = mode != "none"
-    _replace_dropout(model)
-
-    input_float = bundled_float_input
-    input_tensor = input_float
-    quantizer = dequantizer = None
-    core_qparams = None
-    if quantize_core:
-        quantizer, dequantizer = model.quant, model.dequant
-        model.quant = torch.nn.Identity()
-        model.dequant = torch.nn.Identity()
-        input_tensor = quantizer(input_float)
-    input_tensor = input_tensor.contiguous(memory_format=torch.channels_last)
-    input_tensor.nnapi_nhwc = True
 
     with torch.no_grad():
         try:
@@ -190,56 +200,98 @@ def export_mode(
             raise ConversionError(
                 f"tracing {label} failed",
                 cause=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
-                remedy="make the model traceable (no data-dependent control flow on tensors)",
+                remedy="make forward() traceable: one tensor in, a tensor (or tuple of tensors) out, "
+                "no Python-side branching on tensor values",
             ) from e
         try:
-            nnapi_model = nnapi_prepare.convert_model_to_nnapi(traced, input_tensor)
+            return nnapi_prepare.convert_model_to_nnapi(traced, input_tensor)
         except ConversionError:
             raise
         except Exception as e:
             raise _nnapi_error(e, label) from e
 
-    if quantize_core:
-        core_qparams = {
-            "input": {"scale": float(quantizer.scale), "zero_point": int(quantizer.zero_point)},
-        }
-    if mode == "core":
-        nnapi_model = torch.nn.Sequential(quantizer, nnapi_model, dequantizer)
-        model.quant = quantizer
-        model.dequant = dequantizer
-        input_tensor = input_float.contiguous(memory_format=torch.channels_last)
 
-    class BundleWrapper(torch.nn.Module):
-        """A class made afresh per call: TorchScript shares compiled types between instances of one class, and
-        bundled inputs can be added to a type only once, so every exported model gets its own top-level type."""
+def script_cpu(model, input_tensor, label: str, optimize: bool):
+    """The CPU TorchScript model: scripted (traced when scripting fails), optimised when XNNPACK is there.
 
-        def __init__(self, mod):
-            super().__init__()
-            self.mod = mod
+    Returns ``(module, "script" | "trace", notes)``.
+    """
+    import torch
 
-        def forward(self, arg):
-            return self.mod(arg)
-
-    cpu_export = "script"
+    notes: List[str] = []
     try:
-        cpu_model = torch.jit.script(BundleWrapper(model))
+        cpu_model, how = torch.jit.script(_bundle_wrapper(model)), "script"
     except Exception as e:  # scripting fails on some user modules: fall back to tracing
         log.debug("scripting %s failed (%s); tracing it instead", label, e)
         with torch.no_grad():
-            cpu_model = torch.jit.trace(BundleWrapper(model), input_tensor)
-        cpu_export = "trace"
+            cpu_model, how = torch.jit.trace(_bundle_wrapper(model), input_tensor), "trace"
         notes.append(f"{label}: CPU model traced (scripting failed: {str(e).splitlines()[0][:120]})")
-    mobile_optimized = False
     if optimize:
         from torch.utils.mobile_optimizer import optimize_for_mobile
 
         cpu_model = optimize_for_mobile(cpu_model)
-        mobile_optimized = True
+    return cpu_model, how, notes
 
-    nnapi_model = torch.jit.script(BundleWrapper(nnapi_model))
-    bundled.augment_model_with_bundled_inputs(cpu_model, [(bundled.bundle_large_tensor(input_tensor),)])
-    bundled.augment_model_with_bundled_inputs(nnapi_model, [(bundled.bundle_large_tensor(input_tensor),)])
-    _save(cpu_model, cpu_path, fmt)
-    _save(nnapi_model, nnapi_path, fmt)
-    return ExportedVariant(mode, cpu_path, nnapi_path, input_tensor, input_tensor, cpu_export, mobile_optimized,
-                           core_qparams, notes)
+
+def bundle_and_save(scripted, input_tensor, path: Path, fmt: str) -> Tuple[int, str]:
+    """Bundle ``input_tensor`` (speed_benchmark_torch's --use_bundled_input) and save; returns (size, sha256)."""
+    import torch.utils.bundled_inputs as bundled
+
+    bundled.augment_model_with_bundled_inputs(scripted, [(bundled.bundle_large_tensor(input_tensor),)])
+    return save_torch_module(scripted, path, fmt)
+
+
+def _nhwc(t):
+    import torch
+
+    t = t.contiguous(memory_format=torch.channels_last)
+    t.nnapi_nhwc = True
+    return t
+
+
+def _saved(mode, cpu_path, nnapi_path, cpu_saved, nnapi_saved, cpu_in, nnapi_in, how, optimize, qparams, notes):
+    return ExportedVariant(mode, cpu_path, nnapi_path, cpu_in, nnapi_in, how, optimize, qparams, notes,
+                           cpu_saved[0], cpu_saved[1], nnapi_saved[0], nnapi_saved[1])
+
+
+def export_float(fused, float_input, paths: Tuple[Path, Path], fmt: str, label: str, optimize: bool) -> ExportedVariant:
+    """quant_none: the fused float model for the CPU and through NNAPI."""
+    import torch
+
+    _replace_dropout(fused)
+    x = _nhwc(float_input)
+    nnapi_model = torch.jit.script(_bundle_wrapper(trace_to_nnapi(fused, x, label)))
+    cpu_model, how, notes = script_cpu(fused, x, label, optimize)
+    return _saved("none", *paths, bundle_and_save(cpu_model, x, paths[0], fmt),
+                  bundle_and_save(nnapi_model, x, paths[1], fmt), x, x, how, optimize, None, notes)
+
+
+def export_quantized(quantized, modes: List[str], float_input, paths: Dict[str, Tuple[Path, Path]], fmt: str,
+                     label: str, optimize: bool) -> Iterator[ExportedVariant]:
+    """quant_full and/or quant_core from one quantized model, yielded as each is saved.
+
+    The NNAPI core is the same for both modes (full takes quint8 in and out; core wraps it in quant/dequant),
+    so it is traced and converted once.  ``quantized`` is consumed.
+    """
+    import torch
+
+    _replace_dropout(quantized)
+    quantizer, dequantizer = quantized.quant, quantized.dequant
+    quantized.quant, quantized.dequant = torch.nn.Identity(), torch.nn.Identity()
+    q_input = _nhwc(quantizer(float_input))
+    qparams = {"input": {"scale": float(quantizer.scale), "zero_point": int(quantizer.zero_point)}}
+    nnapi_core = trace_to_nnapi(quantized, q_input, f"{label} (quantized core)")
+    if "full" in modes:
+        cpu_model, how, notes = script_cpu(quantized, q_input, f"{label} quant_full", optimize)
+        nnapi_model = torch.jit.script(_bundle_wrapper(nnapi_core))
+        yield _saved("full", *paths["full"], bundle_and_save(cpu_model, q_input, paths["full"][0], fmt),
+                             bundle_and_save(nnapi_model, q_input, paths["full"][1], fmt), q_input, q_input, how,
+                             optimize, qparams, notes)
+    if "core" in modes:
+        quantized.quant, quantized.dequant = quantizer, dequantizer
+        x = _nhwc(float_input)
+        cpu_model, how, notes = script_cpu(quantized, x, f"{label} quant_core", optimize)
+        nnapi_model = torch.jit.script(_bundle_wrapper(torch.nn.Sequential(quantizer, nnapi_core, dequantizer)))
+        yield _saved("core", *paths["core"], bundle_and_save(cpu_model, x, paths["core"][0], fmt),
+                             bundle_and_save(nnapi_model, x, paths["core"][1], fmt), x, x, how, optimize, qparams,
+                             notes)

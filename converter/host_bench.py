@@ -33,6 +33,7 @@ class HostBenchSettings:
     iters: int = 50
     threads: int = 1
     out: Path = Path("build/bench")
+    repeat: int = 3  # timed runs of ``iters``; their medians disagreeing by > 10 % flags the row ``unstable``
 
 
 @dataclass
@@ -49,6 +50,15 @@ class BenchRow:
     min_ms: float
     mean_ms: float
     mobile_optimized: bool
+    max_ms: float = 0.0
+    std_ms: float = 0.0
+    load_ms: float = 0.0  # torch.jit.load
+    first_ms: float = 0.0  # the first inference after loading
+    warmup_ms: float = 0.0  # mean of the warm-up iterations
+    spread_pct: float = 0.0  # range of the per-run medians relative to their median
+    unstable: bool = False  # spread_pct > VARIANCE_LIMIT_PCT: the repeats disagree
+    repeats: int = 1
+    peak_rss_kb: int = 0  # VmHWM of this (Python + torch) process after the model ran
 
 
 @dataclass
@@ -66,23 +76,51 @@ def percentile(values: List[float], q: float) -> float:
     return s[k]
 
 
-def time_model(module, inputs, warmup: int, iters: int) -> List[float]:
+VARIANCE_LIMIT_PCT = 10.0
+
+
+def _timed(module, inputs) -> float:
+    t0 = time.perf_counter()
+    module(*inputs)
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def peak_rss_kb() -> int:
+    """VmHWM of this process (Linux /proc; 0 elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def measure(path: Path, settings: HostBenchSettings) -> dict:
+    """Load, first inference, warm-up, then ``repeat`` runs of ``iters``: every number of a BenchRow."""
     import torch
 
-    times = []
+    t0 = time.perf_counter()
+    module = torch.jit.load(str(path), map_location="cpu")
+    load_ms = (time.perf_counter() - t0) * 1000.0
+    inputs = module.get_all_bundled_inputs()[0]
     with torch.no_grad():
-        for _ in range(warmup):
-            module(*inputs)
-        for _ in range(iters):
-            t0 = time.perf_counter()
-            module(*inputs)
-            times.append((time.perf_counter() - t0) * 1000.0)
-    return times
+        first = _timed(module, inputs)
+        warm = [_timed(module, inputs) for _ in range(settings.warmup)]
+        runs = [[_timed(module, inputs) for _ in range(settings.iters)] for _ in range(max(1, settings.repeat))]
+    times = [t for run in runs for t in run]
+    medians = [statistics.median(run) for run in runs]
+    spread = 100.0 * (max(medians) - min(medians)) / statistics.median(medians)
+    return dict(median_ms=statistics.median(times), p90_ms=percentile(times, 90), min_ms=min(times),
+                mean_ms=statistics.fmean(times), max_ms=max(times),
+                std_ms=statistics.stdev(times) if len(times) > 1 else 0.0, load_ms=load_ms, first_ms=first,
+                warmup_ms=statistics.fmean(warm) if warm else 0.0, spread_pct=spread,
+                unstable=len(runs) > 1 and spread > VARIANCE_LIMIT_PCT, repeats=len(runs), peak_rss_kb=peak_rss_kb())
 
 
 def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
-    if settings.iters < 1 or settings.warmup < 0 or settings.threads < 1:
-        raise UsageError("bench needs iter >= 1, warmup >= 0 and threads >= 1",
+    if settings.iters < 1 or settings.warmup < 0 or settings.threads < 1 or settings.repeat < 1:
+        raise UsageError("bench needs iter >= 1, warmup >= 0, threads >= 1 and repeat >= 1",
                          remedy="e.g. invoke bench --host --warmup 5 --iter 50 --threads 1")
     manifest = ConvertManifest.load(settings.models)
     cpu_files = [f for f in manifest.files if f.backend == "cpu"]
@@ -95,17 +133,19 @@ def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
     with warnings.catch_warnings(), progress("host benchmark", total=len(cpu_files)) as bar:
         warnings.filterwarnings("ignore", category=FutureWarning)
         for f in cpu_files:
-            bar.describe(f"benchmarking {f.file} ({settings.warmup} warm-up + {settings.iters} iterations)")
+            bar.describe(f"benchmarking {f.file} (load, {settings.warmup} warm-up, {settings.repeat}x{settings.iters} "
+                         "iterations)")
             f.check_hash()
-            module = torch.jit.load(str(f.path), map_location="cpu")
-            inputs = module.get_all_bundled_inputs()[0]
-            times = time_model(module, inputs, settings.warmup, settings.iters)
             rows.append(BenchRow(f.file, f.qualified_variant, f.mode, f.backend, settings.iters, settings.warmup,
-                                 settings.threads, statistics.median(times), percentile(times, 90), min(times),
-                                 statistics.fmean(times), bool(f.extra.get("mobile_optimized", False))))
+                                 settings.threads, mobile_optimized=bool(f.extra.get("mobile_optimized", False)),
+                                 **measure(f.path, settings)))
             bar.advance()
     notes = ["NNAPI models are not run by the host benchmark: they need a phone (`invoke deploy`) "
              "or torchdroid's host NNAPI (`invoke verify`)"]
+    for r in rows:
+        if r.unstable:
+            notes.append(f"{r.file}: the {r.repeats} runs disagree (their medians differ by {r.spread_pct:.0f}% > "
+                         f"{VARIANCE_LIMIT_PCT:.0f}%): the machine is busy or throttling; close other work and rerun")
     if any(not r.mobile_optimized for r in rows):
         notes.append("CPU models were converted without optimize_for_mobile (no XNNPACK in that torch)")
     out = Path(settings.out)

@@ -1,37 +1,28 @@
-"""``invoke convert``: validate, reuse what is up to date, export the rest, check, record."""
+"""``invoke convert``: validate → plan (what is up to date?) → convert the rest → record each mode.
+
+Everything up to the decision is torch-free (:mod:`converter.reuse`); torch is imported only when a
+mode must be built (:mod:`converter.convert_modes`).  Writing happens under the output directory's
+lock, in a directory torchdroid owns, and the manifest is rewritten after every finished mode, so a
+killed run keeps what it finished and the next run converts only the rest.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
-import importlib.util
-import json
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from toolchain import __version__ as TORCHDROID_VERSION
-from toolchain.errors import RecordError, UsageError
-from toolchain.fsutil import ensure_writable_dir, sha256_file
+from toolchain.errors import UsageError
+from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock, remove_stale_partials
 from toolchain.progress import progress
-from toolchain.records import (
-    MANIFEST_KIND,
-    MANIFEST_NAME,
-    MANIFEST_SCHEMA,
-    MODES,
-    ConvertManifest,
-    ModelFile,
-    TensorSpec,
-    now_iso,
-    read_record,
-    write_record,
-)
+from toolchain.records import MODES, ConvertManifest, ModelFile, manifest_owner, manifest_path, model_file_names, now_iso
 
 from .calibration import CalibrationSpec, parse_calibration
 from .models import ModelSpec, WeightsSpec, parse_model, parse_weights
+from .reuse import mode_key, read_existing, torch_identity, up_to_date
 
 log = logging.getLogger(__name__)
 FORMATS = ("torchscript", "lite")
@@ -72,9 +63,28 @@ class ConvertResult:
         return lines
 
 
-def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, CalibrationSpec, Tuple[str, ...]]:
-    """Everything that can be checked without torch, so bad input fails at once."""
-    modes = tuple(dict.fromkeys(m.strip().lower() for m in settings.modes if m and m.strip()))
+@dataclass
+class Plan:
+    """The validated request and what of it is already converted."""
+
+    settings: ConvertSettings
+    spec: ModelSpec
+    weights: WeightsSpec
+    calib: CalibrationSpec
+    modes: Tuple[str, ...]
+    keys: Dict[str, str]
+    manifest: ConvertManifest
+    todo: List[str]
+
+    @property
+    def out(self) -> Path:
+        return Path(self.settings.out)
+
+
+def _check_modes(requested) -> Tuple[str, ...]:
+    if isinstance(requested, str):  # "none,full" from a config scalar: never split into characters
+        requested = requested.split(",")
+    modes = tuple(dict.fromkeys(str(m).strip().lower() for m in requested if m and str(m).strip()))
     if not modes:
         raise UsageError("no quantization mode given", remedy=f"use --quant with one or more of: {', '.join(MODES)}")
     bad = [m for m in modes if m not in MODES]
@@ -84,160 +94,137 @@ def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, Calibra
             cause="none: float; core: quantized core, float interface; full: quantized tensors in and out",
             remedy=f"use --quant with one or more of: {', '.join(MODES)}",
         )
+    return tuple(m for m in MODES if m in modes)
+
+
+def _check_inputs_not_overwritten(out: Path, spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec,
+                                  modes) -> None:
+    """None of the files convert writes may be one of its inputs (a weights file named like a model...)."""
+    written = {manifest_path(out).resolve()}
+    for mode in modes:
+        written.update((out / name).resolve() for name in model_file_names(spec.stem, mode))
+    inputs = [weights.path, spec.factory_file, *calib.files]
+    for item in inputs:
+        if item is not None and Path(item).resolve() in written:
+            raise UsageError(
+                f"convert would overwrite its own input {item}",
+                cause="that input has the name and place of a file convert writes",
+                remedy="choose another --out, or move/rename that input",
+            )
+
+
+def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, CalibrationSpec, Tuple[str, ...]]:
+    """Everything that can be checked without torch, so bad input fails at once."""
+    modes = _check_modes(settings.modes)
     if settings.fmt not in FORMATS:
         raise UsageError(f"unknown model format {settings.fmt!r}", remedy=f"set convert.format to one of {FORMATS}")
     spec = parse_model(settings.model)
     weights = parse_weights(settings.weights, settings.seed)
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
+    _check_inputs_not_overwritten(Path(settings.out), spec, weights, calib, modes)
     ensure_writable_dir(settings.out)
-    return spec, weights, calib, tuple(m for m in MODES if m in modes)
+    return spec, weights, calib, modes
 
 
-def torch_identity() -> Dict[str, Any]:
-    """torch's version and git commit, read without importing torch (keeps warm re-runs fast)."""
-    out: Dict[str, Any] = {"version": None, "git_version": None, "torchvision": None}
-    try:
-        out["version"] = importlib.metadata.version("torch")
-        out["torchvision"] = importlib.metadata.version("torchvision")
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    spec = importlib.util.find_spec("torch")
-    if spec and spec.origin:
-        vfile = Path(spec.origin).parent / "version.py"
-        if vfile.is_file():
-            m = re.search(r"^git_version\s*=\s*['\"]([0-9a-f]+)['\"]", vfile.read_text(), re.M)
-            if m:
-                out["git_version"] = m.group(1)
-    return out
+def plan(settings: ConvertSettings, spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec,
+         modes: Tuple[str, ...]) -> Plan:
+    """Which requested modes must be (re)built: from keys, the manifest and the files' hashes (no torch)."""
+    torch_id = torch_identity()
+    keys = {m: mode_key(spec, weights, calib, m, settings.fmt, torch_id) for m in modes}
+    manifest = read_existing(Path(settings.out))
+    todo = [m for m in modes if settings.force or not up_to_date(manifest, spec.stem, m, keys[m])]
+    return Plan(settings, spec, weights, calib, modes, keys, manifest, todo)
 
 
-def _code_digest() -> str:
-    h = hashlib.sha256()
-    for p in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(p.name.encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()[:16]
+def _result(p: Plan, manifest: ConvertManifest, built: List[str], notes: Optional[List[str]], t0: float) -> ConvertResult:
+    files = [f for f in manifest.files_of(p.spec.stem) if f.mode in p.modes]
+    conv = manifest.conversions.get(p.spec.stem, {})
+    return ConvertResult(manifest.path, files, not built, built,
+                         list(conv.get("notes", []) if notes is None else notes), conv.get("host_check", {}),
+                         time.monotonic() - t0)
 
 
-def mode_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, mode: str, fmt: str,
-             torch_id: Dict[str, Any]) -> str:
-    body = {
-        "model": spec.key(),
-        "weights": weights.key(),
-        "calibration": calib.key(),
-        "mode": mode,
-        "format": fmt,
-        "torch": [torch_id.get("version"), torch_id.get("git_version"), torch_id.get("torchvision")],
-        "converter": _code_digest(),
-    }
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-def file_names(stem: str, mode: str) -> Tuple[str, str]:
-    return f"{stem}-quant_{mode}-cpu.pt", f"{stem}-quant_{mode}-nnapi.pt"
-
-
-def _load_existing(out: Path) -> Dict[str, Any]:
-    path = out / MANIFEST_NAME
-    if not path.exists():
-        return {"conversions": {}, "files": []}
-    try:
-        return read_record(path, MANIFEST_KIND, MANIFEST_SCHEMA, ConvertManifest.REMEDY)
-    except RecordError as e:
-        log.warning("ignoring the unreadable manifest %s (%s); everything will be rebuilt", path, e.what)
-        return {"conversions": {}, "files": []}
-
-
-def _up_to_date(existing: Dict[str, Any], out: Path, stem: str, mode: str, key: str) -> bool:
-    conv = existing.get("conversions", {}).get(stem, {})
-    if conv.get("mode_keys", {}).get(mode) != key:
-        return False
-    entries = [e for e in existing.get("files", []) if e.get("stem") == stem and e.get("mode") == mode]
-    if len(entries) != 2:
-        return False
-    for e in entries:
-        p = out / e["file"]
-        if not p.is_file() or p.stat().st_size != e.get("size"):
-            return False
-        if sha256_file(p) != e.get("sha256"):
-            return False
-    return True
+def _adopt(out: Path) -> bool:
+    """A directory an older torchdroid wrote (before ownership markers): it holds our manifest."""
+    return manifest_owner(out) == "ours"
 
 
 def convert(settings: ConvertSettings) -> ConvertResult:
     t0 = time.monotonic()
     spec, weights, calib, modes = validate(settings)
+    p = plan(settings, spec, weights, calib, modes)
+    if not p.todo:
+        log.info("all %d requested %s variants are up to date in %s (use --force to rebuild)", len(modes), spec.stem,
+                 settings.out)
+        remove_stale_partials(settings.out)  # a dead run's temporaries go even when nothing is rebuilt
+        return _result(p, p.manifest, [], None, t0)
     out = Path(settings.out)
-    torch_id = torch_identity()
-    keys = {m: mode_key(spec, weights, calib, m, settings.fmt, torch_id) for m in modes}
-    existing = _load_existing(out)
-    todo = [m for m in modes if settings.force or not _up_to_date(existing, out, spec.stem, m, keys[m])]
+    with output_lock(out, "invoke convert"):
+        claim_output_dir(out, "convert", force=settings.force, adopt=_adopt)
+        p = plan(settings, spec, weights, calib, modes)  # again under the lock: another run may have finished
+        if not p.todo:
+            return _result(p, p.manifest, [], None, t0)
+        manifest, notes = _convert_and_record(p)
+    log.info("wrote %s", manifest.path)
+    return _result(p, manifest, p.todo, notes, t0)
 
-    if not todo:
-        log.info("all %d requested %s variants are up to date in %s (use --force to rebuild)", len(modes), spec.stem, out)
-        man = ConvertManifest.load(out)
-        files = [f for f in man.files if f.stem == spec.stem and f.mode in modes]
-        conv = man.conversions.get(spec.stem, {})
-        return ConvertResult(man.path, files, True, [], list(conv.get("notes", [])),
-                             conv.get("host_check", {}), time.monotonic() - t0)
 
-    from . import build  # torch is imported only from here on
-
-    built = build.build_modes(spec, weights, calib, todo, out, settings.fmt)
-    conv = dict(existing.get("conversions", {}).get(spec.stem, {}))
-    mode_keys = dict(conv.get("mode_keys", {}))
-    mode_keys.update({m: keys[m] for m in todo})
-    host_check = dict(conv.get("host_check", {}))
-    host_check["models"] = [m for m in host_check.get("models", []) if m["mode"] not in todo] + built.host_models
-    agreement = dict(host_check.get("top1_agreement", {}))
-    agreement.update(built.agreement)
-    host_check["top1_agreement"] = agreement
+def _conversion_record(p: Plan, facts, previous: Dict[str, Any]) -> Dict[str, Any]:
+    """The per-model record shared by its files (mode keys and host check are carried over per mode)."""
+    conv = dict(previous) if isinstance(previous, dict) else {}
+    host_check = dict(conv.get("host_check") or {})
+    host_check["models"] = [m for m in host_check.get("models", []) if m.get("mode") not in p.todo]
+    host_check["top1_agreement"] = {k: v for k, v in (host_check.get("top1_agreement") or {}).items()
+                                    if k not in p.todo}
     conv.update(
-        model=spec.name,
-        source=spec.source,
-        factory_file=str(spec.factory_file) if spec.factory_file else None,
-        weights=built.weights_record,
-        calibration=calib.record(),
-        torch={**torch_id, "xnnpack": built.xnnpack},
-        mobile_optimization=built.mobile_optimization,
-        format=settings.fmt,
-        bundled_input=built.bundled_input,
-        mode_keys=mode_keys,
+        model=p.spec.name,
+        source=p.spec.source,
+        factory_file=str(p.spec.factory_file) if p.spec.factory_file else None,
+        weights=facts.weights_record,
+        calibration=p.calib.record(),
+        torch={**torch_identity(), "xnnpack": facts.xnnpack},
+        mobile_optimization=facts.mobile_optimization,
+        format=p.settings.fmt,
+        bundled_input=facts.bundled_input,
+        mode_keys={k: v for k, v in (conv.get("mode_keys") or {}).items() if k not in p.todo},
         host_check=host_check,
-        notes=built.notes,
+        notes=list(facts.notes),
         converted=now_iso(),
         torchdroid=TORCHDROID_VERSION,
     )
-    entries = [e for e in existing.get("files", []) if not (e.get("stem") == spec.stem and e.get("mode") in todo)]
-    entries.extend(built.entries)
-    entries.sort(key=lambda e: (e["stem"], MODES.index(e["mode"]), e["backend"]))
-    conversions = dict(existing.get("conversions", {}))
-    conversions[spec.stem] = conv
-    kept = {k: v for k, v in existing.items() if k == "executorch"}  # the .pte section (toolchain/pte_records.py)
-    path = write_record(out / MANIFEST_NAME, MANIFEST_KIND, MANIFEST_SCHEMA,
-                        {"conversions": conversions, "files": entries, **kept})
-    man = ConvertManifest.load(out)
-    files = [f for f in man.files if f.stem == spec.stem and f.mode in modes]
-    log.info("wrote %s", path)
-    return ConvertResult(path, files, False, todo, built.notes, host_check, time.monotonic() - t0)
+    return conv
 
 
-def file_entry(path: Path, spec: ModelSpec, mode: str, backend: str, inp: TensorSpec, outp: TensorSpec,
-               extra: Dict[str, Any]) -> Dict[str, Any]:
-    entry = {
-        "file": path.name,
-        "sha256": sha256_file(path),
-        "size": path.stat().st_size,
-        "model": spec.name,
-        "stem": spec.stem,
-        "mode": mode,
-        "variant": f"quant_{mode}",
-        "backend": backend,
-        "input": inp.to_dict(),
-        "output": outp.to_dict(),
-    }
-    entry.update(extra)
-    return entry
+def _with_mode(conv: Dict[str, Any], done, key: str) -> Dict[str, Any]:
+    conv = dict(conv)
+    conv["mode_keys"] = {**conv["mode_keys"], done.mode: key}
+    host_check = dict(conv["host_check"])
+    host_check["models"] = sorted(host_check["models"] + [done.host_model], key=lambda m: MODES.index(m["mode"]))
+    if done.agreement is not None:
+        host_check["top1_agreement"] = {**host_check["top1_agreement"], done.mode: done.agreement}
+    conv["host_check"] = host_check
+    conv["notes"] = conv["notes"] + done.notes
+    return conv
 
 
-__all__ = ["ConvertSettings", "ConvertResult", "convert", "validate", "file_names", "progress"]
+def _convert_and_record(p: Plan) -> Tuple[ConvertManifest, List[str]]:
+    """Convert the modes still to do; rewrite the manifest after each one."""
+    from .convert_modes import ModeConverter, quiet_torch  # torch is imported only from here on
+
+    converter = ModeConverter(p.spec, p.weights, p.calib, p.out, p.settings.fmt)
+    manifest = p.manifest
+    with quiet_torch(), progress(f"converting {p.spec.stem}", total=1 + len(p.todo)) as bar:
+        facts = converter.prepare(bar.describe)
+        conv = _conversion_record(p, facts, manifest.conversions.get(p.spec.stem, {}))
+        bar.advance()
+        bar.describe(f"{p.spec.stem}: {', '.join('quant_' + m for m in p.todo)}: quantize, trace, convert, save, check")
+        for done in converter.run(p.todo):
+            conv = _with_mode(conv, done, p.keys[done.mode])
+            manifest = manifest.replace_modes(p.spec.stem, conv, done.files)
+            manifest.write()
+            log.info("quant_%s of %s saved and recorded", done.mode, p.spec.stem)
+            bar.advance()
+    return manifest, conv["notes"]
+
+
+__all__ = ["ConvertSettings", "ConvertResult", "Plan", "convert", "validate", "plan", "progress"]

@@ -7,9 +7,11 @@ socket timeout, a byte counter) because adbutils' sync has no timeout.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
+import re
 import shlex
 import socket
 import stat as _stat
@@ -17,9 +19,9 @@ import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from toolchain.errors import DeviceError, ToolFailed, ToolNotFound
+from toolchain.errors import DeviceError, ToolFailed, ToolNotFound, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +42,127 @@ STATE_REMEDIES = {
 }
 
 
+DEFAULT_HOST = "127.0.0.1"
+_HOST_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})$")  # a host name or an IPv4 address
+_IPV6_RE = re.compile(r"^[0-9A-Fa-f:.]{2,45}$")
+ADDRESS_REMEDY = ("give adb servers as HOST:PORT, e.g. --adb-server 127.0.0.1:5037 or --adb-server lab-pc2:5038 "
+                  "(an IPv6 address in brackets: [::1]:5037); the port is 1-65535")
+
+
+@dataclass(frozen=True)
+class AdbAddress:
+    """Where an adb server listens, and where that was said (for messages)."""
+
+    host: str
+    port: int
+    source: str = "default"
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def key(self) -> Tuple[str, int]:
+        return self.host.lower(), self.port
+
+    @classmethod
+    def parse(cls, text: object, source: str = "--adb-server") -> "AdbAddress":
+        """``HOST:PORT``, ``[IPV6]:PORT`` or adb's ``tcp:HOST:PORT``; anything else is a UsageError."""
+        raw = str(text).strip()
+        value = raw[4:] if raw.startswith("tcp:") else raw
+        if value.startswith("["):
+            host, sep, port = value[1:].partition("]:")
+            ok_host = bool(_IPV6_RE.match(host))
+        else:
+            host, sep, port = value.rpartition(":")
+            ok_host = bool(_HOST_RE.match(host)) and not host.endswith(".")
+        if not sep or not host:
+            raise UsageError(f"adb server {raw!r} ({source}) has no port", remedy=ADDRESS_REMEDY)
+        if not ok_host:
+            raise UsageError(f"adb server {raw!r} ({source}): {host!r} is not a host name or address",
+                             remedy=ADDRESS_REMEDY)
+        return cls(host, parse_port(port, f"adb server {raw!r} ({source})"), source)
+
+
+def parse_port(text: object, what: str) -> int:
+    value = str(text).strip()
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise UsageError(f"{what}: the port {value!r} is not a number from 1 to 65535", remedy=ADDRESS_REMEDY)
+    return int(value)
+
+
+def default_address(host: Optional[str] = None, port: Optional[int] = None,
+                    env: Optional[Mapping[str, str]] = None) -> AdbAddress:
+    """The one server when none is listed, resolved as the adb client does (-H/-P, then its variables).
+
+    ``host``/``port`` play adb's ``-H``/``-P`` (deploy.adb_host / deploy.adb_port): given either, adb
+    ignores ``ADB_SERVER_SOCKET``; otherwise ``ADB_SERVER_SOCKET=tcp:HOST:PORT`` wins.  What is still
+    missing comes from ``ANDROID_ADB_SERVER_ADDRESS`` / ``ANDROID_ADB_SERVER_PORT``, then 127.0.0.1:5037.
+    """
+    env = os.environ if env is None else env
+    if not host and not port and env.get("ADB_SERVER_SOCKET", "").startswith("tcp:"):
+        spec = env["ADB_SERVER_SOCKET"]
+        if spec.count(":") >= 2:
+            return AdbAddress.parse(spec, "ADB_SERVER_SOCKET")
+        return AdbAddress(DEFAULT_HOST, parse_port(spec[4:], "ADB_SERVER_SOCKET"), "ADB_SERVER_SOCKET")
+    host_from = "deploy.adb_host" if host else None
+    if not host and env.get("ANDROID_ADB_SERVER_ADDRESS"):
+        host, host_from = env["ANDROID_ADB_SERVER_ADDRESS"], "ANDROID_ADB_SERVER_ADDRESS"
+    port_from = "deploy.adb_port" if port else None
+    if not port and env.get("ANDROID_ADB_SERVER_PORT"):
+        port, port_from = env["ANDROID_ADB_SERVER_PORT"], "ANDROID_ADB_SERVER_PORT"
+    source = " and ".join(x for x in (host_from, port_from) if x) or "default"
+    port = parse_port(port, port_from) if port else None
+    host = host or DEFAULT_HOST
+    if not _HOST_RE.match(host) and not _IPV6_RE.match(host):
+        raise UsageError(f"the adb server host {host!r} ({host_from}) is not a host name or address",
+                         remedy=ADDRESS_REMEDY)
+    return AdbAddress(host, port or DEFAULT_PORT, source)
+
+
+def resolve_servers(servers: Sequence[object] = (), host: Optional[str] = None, port: Optional[int] = None,
+                    env: Optional[Mapping[str, str]] = None, source: str = "--adb-server") -> Tuple[AdbAddress, ...]:
+    """Every adb server of a run: ``servers`` (--adb-server / deploy.servers) or the one default_address."""
+    if not servers:
+        return (default_address(host, port, env),)
+    out: Dict[Tuple[str, int], AdbAddress] = {}
+    for text in servers:
+        address = AdbAddress.parse(text, source)
+        if address.key in out:
+            raise UsageError(f"the adb server {address} is listed twice ({source})",
+                             cause=f"two of the values given name the same server: {out[address.key]} and {text!r}",
+                             remedy="list every adb server once; " + ADDRESS_REMEDY)
+        out[address.key] = address
+    return tuple(out.values())
+
+
 def resolve_port(port: Optional[int]) -> int:
-    if port:
-        return int(port)
-    env = os.environ.get("ANDROID_ADB_SERVER_PORT")
-    return int(env) if env and env.isdigit() else DEFAULT_PORT
+    """The port of the default server (deploy.adb_port, ANDROID_ADB_SERVER_PORT, 5037)."""
+    return default_address(None, port).port
+
+
+class Adb:
+    """The adb tool of a run: the servers it talks to, resolved once (see resolve_servers).
+
+    torchdroid never starts an adb server itself; ``server(address)`` is a client of one, whose
+    ``verify()`` says whether it answers.
+    """
+
+    def __init__(self, addresses: Sequence[AdbAddress], timeout: float = 30.0):
+        if not addresses:
+            raise UsageError("no adb server to talk to", remedy=ADDRESS_REMEDY)
+        self.addresses = tuple(addresses)
+        self.timeout = timeout
+
+    @classmethod
+    def locate(cls, servers: Sequence[object] = (), host: Optional[str] = None, port: Optional[int] = None,
+               env: Optional[Mapping[str, str]] = None, timeout: float = 30.0, source: str = "--adb-server") -> "Adb":
+        return cls(resolve_servers(servers, host, port, env, source), timeout)
+
+    def server(self, address: AdbAddress) -> "AdbServer":
+        return AdbServer(address.host, address.port, self.timeout, address=address)
+
+    def servers(self) -> List["AdbServer"]:
+        return [self.server(a) for a in self.addresses]
 
 
 @dataclass(frozen=True)
@@ -64,9 +182,11 @@ class ShellResult:
 class AdbServer:
     """The adb server the user already runs (host/port configurable; ANDROID_ADB_SERVER_PORT honoured)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: Optional[int] = None, timeout: float = 30.0):
-        self.host = host
-        self.port = resolve_port(port)
+    def __init__(self, host: str = DEFAULT_HOST, port: Optional[int] = None, timeout: float = 30.0,
+                 address: Optional[AdbAddress] = None):
+        self.address = address or (AdbAddress(host, int(port), "deploy.adb_port") if port else default_address(host))
+        self.host = self.address.host
+        self.port = self.address.port
         self.timeout = timeout
         self._client = None
 
@@ -84,18 +204,20 @@ class AdbServer:
             self._client = adbutils.AdbClient(host=self.host, port=self.port, socket_timeout=self.timeout)
         return self._client
 
-    def verify(self) -> int:
+    def verify(self, connect_timeout: float = 5.0) -> int:
         """Return the server's version; refuse politely when nothing listens."""
         try:
-            with socket.create_connection((self.host, self.port), timeout=5):
+            with socket.create_connection((self.host, self.port), timeout=connect_timeout):
                 pass
             return int(self.client.server_version())
         except (OSError, Exception) as e:  # adbutils raises its own AdbError/AdbTimeout
             raise ToolNotFound(
-                f"no adb server answers on {self.host}:{self.port}",
+                f"no adb server answers on {self.address} (from {self.address.source})",
                 cause=f"{type(e).__name__}: {e}",
-                remedy="start it with `adb start-server` (Debian: apt-get install adb), or point "
-                       "deploy.adb_host / deploy.adb_port (or ANDROID_ADB_SERVER_PORT) at the one you run",
+                remedy="start it with `adb start-server` (another port or host: `adb -P PORT start-server` there; "
+                       "Debian: apt-get install adb), or "
+                       "point --adb-server / deploy.servers (or deploy.adb_host / deploy.adb_port, "
+                       "ANDROID_ADB_SERVER_PORT) at the servers you run",
             ) from e
 
     def devices(self) -> Dict[str, str]:
@@ -186,7 +308,12 @@ class Device:
 
 
 class SyncSession:
-    """A sync connection to one device, opened on first use; every SEND on it is checked (OKAY/FAIL)."""
+    """A sync connection to one device, opened on first use; every SEND on it is checked (OKAY/FAIL).
+
+    ``send`` does not wait for the device's answer (adb's own push pipelines the same way): a caller
+    that sends several files reads the answers with ``reply``, in order, from another thread, so the
+    link never idles for a round trip between files.  ``push_file`` is both, for one file.
+    """
 
     def __init__(self, device: Device):
         self.device = device
@@ -207,36 +334,67 @@ class SyncSession:
                 pass
             c.close()
 
+    def abort(self) -> None:
+        """Drop the connection without a goodbye (after a failure it is in no known state)."""
+        c, self._c = self._c, None
+        if c is not None:
+            with contextlib.suppress(OSError):
+                c.conn.shutdown(socket.SHUT_RDWR)
+            c.close()
+
     def push_file(self, local: Path, remote: str, mode: int = 0o644,
-                  on_bytes: Optional[Callable[[int], None]] = None, with_hash: bool = True) -> Tuple[int, Optional[str]]:
-        """Send ``local`` to ``remote`` with sync SEND; return the bytes sent and their sha256 (None unless
-        ``with_hash``: a caller that knows the hash to expect lets the device check it instead)."""
+                  on_bytes: Optional[Callable[[int], None]] = None,
+                  with_hash: bool = True) -> Tuple[int, Optional[str]]:
+        """Send ``local`` to ``remote`` with sync SEND and wait for the answer; return the bytes sent and
+        their sha256 (None unless ``with_hash``)."""
+        digest = hashlib.sha256() if with_hash else None
+
+        def count(block: bytes) -> None:
+            if digest is not None:
+                digest.update(block)
+            if on_bytes:
+                on_bytes(len(block))
+
+        sent = self.send(local, remote, mode, count)
+        self.reply(remote, Path(local).name)
+        return sent, digest.hexdigest() if digest is not None else None
+
+    def send(self, local: Path, remote: str, mode: int = 0o644,
+             on_block: Optional[Callable[[bytes], None]] = None) -> int:
+        """SEND ``local`` as ``remote`` without waiting for the answer; return the bytes sent."""
         serial = self.device.serial
         sent = 0
-        digest = hashlib.sha256() if with_hash else None
         if self._c is None:
             self._c = self.device._sync()
-        ok = False
         try:
             raw = f"{remote},{_stat.S_IFREG | mode}".encode()
             sock = self._c.conn
             sock.sendall(b"SEND" + struct.pack("<I", len(raw)) + raw)
             with open(local, "rb") as f:
-                while True:
-                    block = f.read(SYNC_CHUNK)
-                    if not block:
-                        break
+                for block in iter(lambda: f.read(SYNC_CHUNK), b""):
                     sock.sendall(b"DATA" + struct.pack("<I", len(block)) + block)
-                    if digest is not None:
-                        digest.update(block)
                     sent += len(block)
-                    if on_bytes:
-                        on_bytes(len(block))
+                    if on_block:
+                        on_block(block)
             sock.sendall(b"DONE" + struct.pack("<I", int(time.time())))
-            reply = _recv_exact(sock, 8)
+            return sent
+        except (OSError, EOFError, AttributeError) as e:  # AttributeError: aborted by the reply reader
+            self.abort()
+            raise _interrupted(serial, Path(local).name, sent, e) from e
+
+    def reply(self, remote: str, name: Optional[str] = None) -> None:
+        """Read the device's answer to the oldest SEND not answered yet (of ``remote``, the file ``name``);
+        raise DeviceError unless OKAY."""
+        serial = self.device.serial
+        c = self._c
+        try:
+            if c is None:
+                raise EOFError("the sync connection is closed")
+            reply = _recv_exact(c.conn, 8)
             if reply[:4] == b"FAIL":
                 n = struct.unpack("<I", reply[4:])[0]
-                msg = _recv_exact(sock, n).decode("utf-8", "replace")
+                msg = _recv_exact(c.conn, n).decode("utf-8", "replace")
+                self.abort()
                 raise DeviceError(
                     f"{serial} refused {remote}",
                     cause=msg,
@@ -244,21 +402,21 @@ class SyncSession:
                            f"adb -s {serial} shell ls -ld {shlex.quote(str(Path(remote).parent))}",
                 )
             if reply[:4] != b"OKAY":
+                self.abort()
                 raise DeviceError(f"unexpected sync reply {reply[:4]!r} from {serial} after pushing {remote}")
-            ok = True
-            return sent, digest.hexdigest() if digest is not None else None
         except (OSError, EOFError) as e:
-            raise DeviceError(
-                f"the push of {local.name} to {serial} was interrupted after {sent} bytes",
-                cause=f"{type(e).__name__}: {e}",
-                remedy="reconnect the device and run `invoke deploy` again: finished files are skipped and "
-                       "nothing half-pushed is ever left under a final name",
-            ) from e
-        finally:
-            if not ok:  # after a FAIL or a drop the connection is in no known state: never reuse it
-                c, self._c = self._c, None
-                if c is not None:
-                    c.close()
+            self.abort()
+            raise _interrupted(serial, name or Path(remote).name, None, e) from e
+
+
+def _interrupted(serial: str, name: str, sent: Optional[int], e: BaseException) -> DeviceError:
+    after = f" after {sent} bytes" if sent is not None else ""
+    return DeviceError(
+        f"the push of {name} to {serial} was interrupted{after}",
+        cause=f"{type(e).__name__}: {e}",
+        remedy="reconnect the device and run `invoke deploy` again: finished files are skipped and "
+               "nothing half-pushed is ever left under a final name",
+    )
 
 
 def _recv_exact(sock, n: int) -> bytes:

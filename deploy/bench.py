@@ -1,18 +1,22 @@
-"""speed_benchmark_torch runs on a device, their output parsed; the in-app benchmark through logcat."""
+"""speed_benchmark_torch on a device: the command, its output parsed, and statistics people can trust.
+
+Per model: one cold run (a fresh process: load, first inference, warm-up iterations), then ``repeat``
+timed runs; every run's peak memory (VmHWM) sampled by a shell wrapper.  The in-app benchmark is in
+``app_bench``.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import shlex
 import statistics
-import time
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from toolchain.errors import TorchdroidError, UsageError
-from toolchain.records import APP_BENCH_PREFIX, APP_BENCH_TAG
 
 from .adb import Device
 
@@ -21,6 +25,8 @@ log = logging.getLogger(__name__)
 BINARY_NAME = "speed_benchmark_torch"
 GATORD_NAME = "gatord"
 _PEP = re.compile(r'^PyTorchObserver (\{.*\})\s*$')
+RUN_MARK = "TORCHDROID_RUN"
+_WRAP = re.compile(RUN_MARK + r" ([0-9.]+) ([0-9.]+)[ \t]*(\d*)[ \t]*$", re.M)
 _MAIN = re.compile(r"Main run finished\. Microseconds per iter: ([0-9.eE+-]+)\. Iters per second: ([0-9.eE+-]+|inf|nan)")
 
 
@@ -34,6 +40,16 @@ class BenchOptions:
     timeout: float = 600.0
     gatord: bool = False  # run under `gatord --app ...`
     bundled_input: int = 0  # --use_bundled_input=N; < 0: --input_dims/--input_type from the manifest instead
+    cooldown: float = 0.0  # seconds to wait between models (lets a hot phone cool down)
+
+    def __post_init__(self) -> None:
+        for name, low in (("iters", 1), ("repeat", 1), ("warmup", 0)):
+            if int(getattr(self, name)) < low:
+                raise UsageError(f"deploy {name} must be at least {low} (got {getattr(self, name)})",
+                                 remedy=f"pass --{'iter' if name == 'iters' else name} with a value >= {low}")
+        if self.timeout <= 0 or self.cooldown < 0:
+            raise UsageError("deploy timeouts must be > 0 and the cool-down >= 0 seconds",
+                             remedy="check deploy.bench_timeout and --cooldown")
 
 
 @dataclass
@@ -42,33 +58,60 @@ class ParsedRun:
     latencies_us: List[float]
     per_iter_us: Optional[float]
     problem: Optional[str] = None
+    peak_kb: Optional[int] = None  # VmHWM of the benchmark process (sampled while it ran)
+    wall_s: Optional[float] = None  # process start to exit on the device's clock (/proc/uptime, 10 ms steps)
 
 
 def parse_output(output: str, exit_code: int) -> ParsedRun:
-    """Parse one run of speed_benchmark_torch (with or without --report_pep)."""
+    """Parse one run of speed_benchmark_torch (with or without --report_pep) and our wrapper's line."""
     lats: List[float] = []
     per_iter = None
     for line in output.splitlines():
         line = line.strip()
         m = _PEP.match(line)
         if m:
-            try:
-                rec = json.loads(m.group(1))
-            except json.JSONDecodeError:
-                continue
-            if rec.get("type") == "NET" and rec.get("metric") == "latency":
-                value = float(rec["value"])
-                lats.append(value * 1000.0 if rec.get("unit") == "ms" else value)
+            value = _pep_latency_us(m.group(1))
+            if value is not None:
+                lats.append(value)
             continue
         m = _MAIN.search(line)
         if m:
             per_iter = float(m.group(1))
+    peak, wall = parse_wrapper(output)
     if exit_code != 0:
-        return ParsedRun(False, lats, per_iter, _exit_problem(exit_code))
+        return ParsedRun(False, lats, per_iter, _exit_problem(exit_code), peak, wall)
     if not lats and per_iter is None:
         return ParsedRun(False, lats, None, "no latency in the output (neither PyTorchObserver lines nor "
-                                            "'Main run finished')")
-    return ParsedRun(True, lats, per_iter)
+                                            "'Main run finished')", peak, wall)
+    bad = [x for x in lats if not (x > 0 and math.isfinite(x))]
+    if bad or (per_iter is not None and not (per_iter > 0 and math.isfinite(per_iter))):
+        return ParsedRun(False, lats, per_iter, "the benchmark reported a latency of 0 or less (no iterations "
+                                                "ran?)", peak, wall)
+    return ParsedRun(True, lats, per_iter, None, peak, wall)
+
+
+def _pep_latency_us(payload: str) -> Optional[float]:
+    try:
+        rec = json.loads(payload)
+    except json.JSONDecodeError:
+        return None
+    if rec.get("type") != "NET" or rec.get("metric") != "latency":
+        return None
+    try:
+        value = float(rec["value"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return value * 1000.0 if rec.get("unit") == "ms" else value
+
+
+def parse_wrapper(output: str) -> Tuple[Optional[int], Optional[float]]:
+    """``(VmHWM kB, wall seconds)`` from the line our shell wrapper prints after the benchmark exits."""
+    m = _WRAP.search(output)
+    if not m:
+        return None, None
+    start, end, hwm = m.group(1), m.group(2), m.group(3)
+    wall = float(end) - float(start) if start and end else None
+    return (int(hwm) if hwm else None), wall
 
 
 def _exit_problem(code: int) -> str:
@@ -86,6 +129,9 @@ def percentile(values: Sequence[float], p: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
+VARIANCE_LIMIT_PCT = 10.0  # repeats whose medians differ by more than this (relative) are flagged
+
+
 @dataclass
 class BenchStats:
     median_ms: float
@@ -94,22 +140,70 @@ class BenchStats:
     spread_pct: float  # range of the per-run medians relative to their median
     samples: int
     runs: int
+    mean_ms: float = 0.0
+    std_ms: float = 0.0
+    max_ms: float = 0.0
+    peak_kb: Optional[int] = None
+
+    @property
+    def unstable(self) -> bool:
+        """The repeats disagree: their medians differ by more than VARIANCE_LIMIT_PCT."""
+        return self.runs > 1 and self.spread_pct > VARIANCE_LIMIT_PCT
+
+    def variance_note(self) -> str:
+        if not self.unstable:
+            return ""
+        return (f"repeats disagree: their medians differ by {self.spread_pct:.0f}% (> {VARIANCE_LIMIT_PCT:.0f}%); "
+                "the device may be throttling or busy: let it cool down (--cooldown) and use more --repeat")
+
+
+def _samples(good: Sequence[ParsedRun]) -> Tuple[List[float], List[float]]:
+    """Every iteration's latency and each run's median; without --report_pep lines each run's mean only."""
+    lats = [x for r in good for x in r.latencies_us]
+    if lats:
+        return lats, [statistics.median(r.latencies_us) for r in good if r.latencies_us]
+    means = [r.per_iter_us for r in good if r.per_iter_us]
+    return means, means
 
 
 def summarize(runs: Sequence[ParsedRun]) -> Optional[BenchStats]:
+    """Statistics over every good run's per-iteration latencies; None when no run gave any."""
     good = [r for r in runs if r.ok]
-    if not good:
+    lats, per_run = _samples(good)
+    if not lats:
         return None
-    lats = [x for r in good for x in r.latencies_us]
-    if lats:
-        per_run = [statistics.median(r.latencies_us) for r in good if r.latencies_us]
-        med, p90, mn = statistics.median(lats), percentile(lats, 90), min(lats)
-    else:  # no --report_pep lines: only the per-iteration mean of each run
-        per_run = [r.per_iter_us for r in good]
-        med, p90, mn = statistics.median(per_run), max(per_run), min(per_run)
     centre = statistics.median(per_run)
     spread = 100.0 * (max(per_run) - min(per_run)) / centre if centre else 0.0
-    return BenchStats(med / 1000.0, p90 / 1000.0, mn / 1000.0, spread, len(lats) or len(per_run), len(good))
+    peaks = [r.peak_kb for r in runs if r.peak_kb]
+    return BenchStats(
+        median_ms=statistics.median(lats) / 1000.0, p90_ms=percentile(lats, 90) / 1000.0, min_ms=min(lats) / 1000.0,
+        spread_pct=spread, samples=len(lats), runs=len(good), mean_ms=statistics.fmean(lats) / 1000.0,
+        std_ms=(statistics.stdev(lats) if len(lats) > 1 else 0.0) / 1000.0, max_ms=max(lats) / 1000.0,
+        peak_kb=max(peaks) if peaks else None)
+
+
+@dataclass
+class ColdStart:
+    """One fresh process: load (process start + model load), the first inference, the warm-up iterations."""
+
+    load_ms: Optional[float] = None
+    first_ms: Optional[float] = None
+    warmup_ms: Optional[float] = None  # mean of the warm-up iterations after the first
+    peak_kb: Optional[int] = None
+    problem: Optional[str] = None
+
+
+def cold_start(run: ParsedRun) -> ColdStart:
+    """From a run with ``--warmup=0 --iter=1+W``: iteration 1 is the first inference, 2..W+1 the warm-up."""
+    if not run.ok or not run.latencies_us:
+        return ColdStart(problem=run.problem or "no per-iteration latencies (--report_pep) in the cold run",
+                         peak_kb=run.peak_kb)
+    first = run.latencies_us[0] / 1000.0
+    rest = run.latencies_us[1:]
+    load = None
+    if run.wall_s is not None:  # what the wall clock saw minus the inferences the binary timed itself
+        load = max(0.0, run.wall_s * 1000.0 - sum(run.latencies_us) / 1000.0)
+    return ColdStart(load, first, statistics.fmean(rest) / 1000.0 if rest else None, run.peak_kb)
 
 
 _INPUT_TYPES = {"float32": "float", "float": "float", "uint8": "uint8_t", "int64": "int64"}
@@ -129,17 +223,30 @@ def input_args(spec) -> List[str]:
     return args
 
 
-def bench_command(directory: str, model_name: str, backend: str, opts: BenchOptions, input_spec=None) -> str:
+def bench_args(model_name: str, backend: str, opts: BenchOptions, input_spec=None,
+               warmup: Optional[int] = None, iters: Optional[int] = None) -> List[str]:
     inputs = ([f"--use_bundled_input={opts.bundled_input}"] if opts.bundled_input >= 0 else input_args(input_spec))
     args = [f"./{BINARY_NAME}", f"--model=./{model_name}", *inputs,
-            f"--warmup={opts.warmup}", f"--iter={opts.iters}", "--report_pep=true"]
+            f"--warmup={opts.warmup if warmup is None else warmup}",
+            f"--iter={opts.iters if iters is None else iters}", "--report_pep=true"]
     if opts.threads is not None:
         args.append(f"--pthreadpool_size={opts.threads}")
     if opts.caching_allocator and backend == "cpu":
         args.append("--use_caching_allocator=true")
     if opts.gatord:
         args = [f"./{GATORD_NAME}", "--app"] + args
-    return f"cd {shlex.quote(directory)} && " + " ".join(shlex.quote(a) for a in args)
+    return args
+
+
+def bench_command(directory: str, model_name: str, backend: str, opts: BenchOptions, input_spec=None,
+                  warmup: Optional[int] = None, iters: Optional[int] = None) -> str:
+    """The benchmark in the background, its VmHWM sampled every 0.2 s, and one TORCHDROID_RUN line at the end
+    (start and end on /proc/uptime, the last VmHWM in kB); the exit code is the benchmark's."""
+    argv = " ".join(shlex.quote(a) for a in bench_args(model_name, backend, opts, input_spec, warmup, iters))
+    return (f"cd {shlex.quote(directory)} && {{ read s _ < /proc/uptime; {argv} & p=$!; h=; "
+            "while kill -0 $p 2>/dev/null; do x=$(grep VmHWM /proc/$p/status 2>/dev/null) && h=${x#VmHWM:}; "
+            "sleep 0.2; done; wait $p; c=$?; read e _ < /proc/uptime; "
+            f"echo \"{RUN_MARK} $s $e ${{h% kB}}\"; exit $c; }}")
 
 
 @dataclass
@@ -149,6 +256,7 @@ class ModelBench:
     runs: List[ParsedRun] = field(default_factory=list)
     outputs: List[str] = field(default_factory=list)
     command: str = ""
+    cold: Optional[ColdStart] = None
 
     @property
     def stats(self) -> Optional[BenchStats]:
@@ -162,70 +270,32 @@ class ModelBench:
         return f"{len(bad)} of {len(self.runs)} runs failed: {bad[0]}"
 
 
+def _run_once(device: Device, command: str, timeout: float) -> Tuple[ParsedRun, str]:
+    try:
+        res = device.shell(command, timeout=timeout)
+    except TorchdroidError as e:  # timeout or lost device: recorded, the caller decides what next
+        return ParsedRun(False, [], None, e.what), str(e)
+    return parse_output(res.output, res.code), res.output
+
+
 def run_model(device: Device, directory: str, model_name: str, backend: str, opts: BenchOptions,
               input_spec=None) -> ModelBench:
-    """Run the benchmark ``opts.repeat`` times; a crash is recorded with its output, never raised."""
+    """A cold run (load, first inference, warm-up), then ``opts.repeat`` timed runs; a crash is recorded with
+    its output, never raised."""
     mb = ModelBench(model_name, backend, command=bench_command(directory, model_name, backend, opts, input_spec))
+    cold_cmd = bench_command(directory, model_name, backend, opts, input_spec, warmup=0, iters=1 + opts.warmup)
+    cold, out = _run_once(device, cold_cmd, opts.timeout)
+    mb.cold = cold_start(cold)
+    if not cold.ok:  # a model that cannot load fails the same way every time
+        mb.runs.append(cold)
+        mb.outputs.append(out)
+        log.warning("[%s] %s (%s): %s", device.serial, model_name, backend, cold.problem)
+        return mb
     for _ in range(max(1, opts.repeat)):
-        try:
-            res = device.shell(mb.command, timeout=opts.timeout)
-        except TorchdroidError as e:  # timeout or lost device: recorded, the caller decides what next
-            mb.runs.append(ParsedRun(False, [], None, e.what))
-            mb.outputs.append(str(e))
-            break
-        parsed = parse_output(res.output, res.code)
+        parsed, out = _run_once(device, mb.command, opts.timeout)
         mb.runs.append(parsed)
-        mb.outputs.append(res.output)
+        mb.outputs.append(out)
         if not parsed.ok:
             log.warning("[%s] %s (%s): %s", device.serial, model_name, backend, parsed.problem)
             break  # a crash repeats; keep the output and move on to the next model
     return mb
-
-
-# --------------------------------------------------------------------------- in-app benchmark
-
-
-@dataclass
-class AppBench:
-    backend: str
-    record: Optional[dict]
-    problem: Optional[str] = None
-
-
-def parse_app_lines(output: str) -> List[dict]:
-    out = []
-    for line in output.splitlines():
-        idx = line.find(APP_BENCH_PREFIX)
-        if idx < 0:
-            continue
-        try:
-            out.append(json.loads(line[idx + len(APP_BENCH_PREFIX):]))
-        except json.JSONDecodeError:
-            continue
-    return out
-
-
-def app_command(application_id: str, activity: str, backend: str, opts: BenchOptions) -> str:
-    component = f"{application_id}/{activity}"
-    return (f"am start -W -n {shlex.quote(component)} --ez benchmark true --ei iters {int(opts.iters)} "
-            f"--ei warmup {int(opts.warmup)} --es backend {shlex.quote(backend)}")
-
-
-def run_app(device: Device, application_id: str, activity: str, backend: str, opts: BenchOptions,
-            wait: float = 120.0) -> AppBench:
-    """Launch the app's benchmark intent and wait for its TORCHDROID_BENCH logcat line."""
-    device.shell("logcat -c")
-    res = device.shell(app_command(application_id, activity, backend, opts), timeout=60)
-    if not res.ok or "Error" in res.output:
-        return AppBench(backend, None, "the benchmark intent could not be started: " + " / ".join(res.tail(3)))
-    deadline = time.monotonic() + wait
-    while True:
-        out = device.shell(f"logcat -d -s {APP_BENCH_TAG}:I").output
-        lines = [r for r in parse_app_lines(out) if r.get("backend") == backend]
-        if lines:
-            rec = lines[-1]
-            return AppBench(backend, rec, rec.get("error"))
-        if time.monotonic() > deadline:
-            return AppBench(backend, None, f"no {APP_BENCH_PREFIX.strip()} line in logcat within {wait:g}s "
-                                           f"(see `adb -s {device.serial} logcat -s {APP_BENCH_TAG}`)")
-        time.sleep(0.5)

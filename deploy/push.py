@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
 import re
 import secrets
 import shlex
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -18,6 +19,7 @@ from toolchain.errors import DeviceError, TorchdroidError, UsageError, Verificat
 from toolchain.fsutil import sha256_file
 
 from .adb import Device, SyncSession
+from .hashes import HEX_LEN, TOOL_OF, LocalHashes, no_hash_tool, pick_algo, probe_command
 
 log = logging.getLogger(__name__)
 
@@ -64,15 +66,28 @@ def check_dir(path: str) -> str:
     return path.rstrip("/")
 
 
+@dataclass(frozen=True)
+class RemoteFile:
+    """A file in the device directory: its sha256 when the hash index vouches for it (size and mtime
+    unchanged), else its digest with the device's hash tool (``digest``, hashed while reading the state)."""
+
+    sha256: Optional[str]
+    mode: int
+    size: int
+    mtime: int
+    digest: Optional[str] = None
+
+
 class RemoteState(dict):
-    """``{name: (sha256, mode, size, mtime)}`` of the files there, and whether temporary files of an
-    interrupted deploy are lying around (``leftovers``)."""
+    """``{name: RemoteFile}`` of the files there; ``leftovers``: temporary files of an interrupted deploy
+    lie around; ``algo``: the hash the device checks with (hashes.pick_algo; None: it has no tool)."""
 
     leftovers = False
+    algo: Optional[str] = None
 
 
 def remote_state(device: Device, directory: str, names: Sequence[str]) -> RemoteState:
-    """What of ``names`` exists in ``directory``: ``{name: (sha256, mode, size, mtime)}``.
+    """What of ``names`` exists in ``directory``, and which hash tool the device has.
 
     Hashes come from the index a previous deploy wrote when size and mtime still
     match (rsync's quick check); every other existing file is hashed on the device.
@@ -85,43 +100,49 @@ def remote_state(device: Device, directory: str, names: Sequence[str]) -> Remote
 def state_command(directory: str, names: Sequence[str]) -> str:
     """The read-only shell command behind remote_state, for a caller to run in a round trip it makes anyway."""
     q = " ".join(shlex.quote(n) for n in names)
-    return (f"(cd {shlex.quote(directory)} 2>/dev/null || exit 0; cat {INDEX_NAME} 2>/dev/null; echo {_STAT_MARK}; "
+    return (f"{probe_command()}; echo {_STAT_MARK}; "
+            f"(cd {shlex.quote(directory)} 2>/dev/null || exit 0; cat {INDEX_NAME} 2>/dev/null; echo {_STAT_MARK}; "
             f"stat -c '%s %Y %a %n' {q} 2>/dev/null; echo {_STAT_MARK}; "
             f"for f in .*{PARTIAL_MARK}*; do [ -e \"$f\" ] && echo left; done; exit 0)")
 
 
 def parse_state(device: Device, directory: str, out: str, names: Sequence[str]) -> RemoteState:
     """remote_state from the output of state_command (for ``names``); files the index does not vouch for
-    are hashed on the device now."""
-    qdir = shlex.quote(directory)
+    are hashed on the device now (with the cheapest sound tool it has)."""
+    probe, _, out = out.partition(_STAT_MARK)
     index_text, _, rest = out.partition(_STAT_MARK)
     stats, _, left = rest.partition(_STAT_MARK)
     index = parse_index(index_text)
     state = RemoteState()
+    state.algo = pick_algo(probe)
     state.leftovers = "left" in left.split()
-    unknown = []
     for line in stats.splitlines():
         parts = line.split(None, 3)
-        if len(parts) != 4 or not (parts[0].isdigit() and parts[1].isdigit()):
+        if len(parts) != 4 or not (parts[0].isdigit() and parts[1].isdigit()) or parts[3] not in names:
             continue
         size, mtime, mode, name = int(parts[0]), int(parts[1]), int(parts[2], 8), parts[3]
-        if name not in names:
-            continue
         known = index.get(name)
-        sha = known[0] if known and known[1:] == (size, mtime) else None
-        state[name] = (sha, mode, size, mtime)
-        if sha is None:
-            unknown.append(name)
-    if unknown:
-        qu = " ".join(shlex.quote(n) for n in unknown)
-        out = device.shell(f"cd {qdir} && sha256sum {qu}", check=True, what="hashing the files on the device").output
-        for line in out.splitlines():
-            parts = line.split(None, 1)
-            if len(parts) == 2 and re.fullmatch(r"[0-9a-f]{64}", parts[0]):
-                name = parts[1].strip().lstrip("*")
-                if name in state:
-                    state[name] = (parts[0],) + state[name][1:]
+        state[name] = RemoteFile(known[0] if known and known[1:] == (size, mtime) else None, mode, size, mtime)
+    unknown = [n for n, f in state.items() if f.sha256 is None]
+    if unknown and state.algo:
+        for name, digest in hash_on_device(device, directory, unknown, state.algo).items():
+            if name in state:
+                state[name] = replace(state[name], digest=digest)
     return state
+
+
+def hash_on_device(device: Device, directory: str, names: Sequence[str], algo: str) -> Dict[str, str]:
+    """``{name: digest}`` of files in ``directory``, hashed on the device with ``algo``'s tool."""
+    qu = " ".join(shlex.quote(n) for n in names)
+    out = device.shell(f"cd {shlex.quote(directory)} && {TOOL_OF[algo]} {qu}", check=True,
+                       what="hashing the files on the device").output
+    pattern = re.compile(rf"[0-9a-f]{{{HEX_LEN[algo]}}}")
+    got = {}
+    for line in out.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and pattern.fullmatch(parts[0]):
+            got[parts[1].strip().lstrip("*")] = parts[0]
+    return got
 
 
 def parse_index(text: str) -> Dict[str, tuple]:
@@ -149,70 +170,170 @@ def write_index(device: Device, directory: str, state: Dict[str, tuple]) -> None
 def push_all(device: Device, directory: str, items: Sequence[PushItem],
              on_progress: Optional[Callable[[str], None]] = None,
              on_bytes: Optional[Callable[[int], None]] = None,
-             existing: Optional[RemoteState] = None) -> List[PushOutcome]:
+             existing: Optional[RemoteState] = None,
+             hashes: Optional[LocalHashes] = None) -> List[PushOutcome]:
     """Bring ``items`` into ``directory`` on the device; return what was pushed and what skipped.
 
-    ``existing`` is the remote_state() of (at least) these names if the caller read it already.
+    ``existing`` is the remote_state() of (at least) these names if the caller read it already;
+    ``hashes`` the LocalHashes shared by the deploy's device workers (each local file hashed once).
     Nothing on the device changes before the first file is sent (sync SEND creates the directory);
     the first verify call removes what an interrupted deploy left (temporary names only).
 
-    Each file goes to a temporary name; the device hashes it and only a match is
-    renamed to the final name.  Verification runs while the next files are sent
-    (the device's CPU hashes while the cable carries): whenever the verifier is
-    free it takes every file sent since, in ONE shell call that hashes them in
-    parallel on the device (a phone has 4-8 cores; one round trip per batch
-    instead of one per file).
+    Each file goes to a temporary name; the device hashes it and only a match is renamed to the
+    final name.  The host hashes the files in the background while they are sent, and verification
+    runs while the next files are sent: whenever the verifier is free it takes every file sent since,
+    in ONE shell call that hashes them in parallel on the device.
     """
     directory = check_dir(directory)
     for it in items:
         check_name(it.name)
     if existing is None:
         existing = remote_state(device, directory, [it.name for it in items])
+    if existing.algo is None:
+        raise no_hash_tool(device.serial)
+    own = hashes is None
+    hashes = hashes or LocalHashes()
+    try:
+        return _push_planned(device, directory, items, existing, hashes, on_progress, on_bytes)
+    finally:
+        if own:
+            hashes.close()
+
+
+def _push_planned(device: Device, directory: str, items: Sequence[PushItem], existing: RemoteState,
+                  hashes: LocalHashes, on_progress: Optional[Callable[[str], None]],
+                  on_bytes: Optional[Callable[[int], None]]) -> List[PushOutcome]:
+    """plan (what is there already) -> send and verify the rest -> write the index -> outcomes in order."""
+    skipped, order = plan_push(device, directory, items, existing, hashes)
     run = f"{os.getpid()}-{secrets.token_hex(3)}"  # in this deploy's temporary names; leftovers lack it
     cleanup = (f"for f in .*{PARTIAL_MARK}*; do case \"$f\" in *{PARTIAL_MARK}{run}-*) ;; "
                f"*) rm -f \"$f\";; esac; done; ") if existing.leftovers else ""
-    outcomes: List[Optional[PushOutcome]] = [None] * len(items)
-    # largest first: only the last files' verify is not hidden behind another transfer
-    order = sorted(range(len(items)), key=lambda k: -items[k].local.stat().st_size)
     # what the index will hold besides the files verified now (known hashes of files that stay as they are)
-    index = {name: (sha, size, mtime) for name, (sha, _mode, size, mtime) in existing.items() if sha}
-    verifier = _BatchVerifier(device, directory, index, cleanup)
-    session = device.sync_session()
+    index = {o.name: (o.sha256, o.size, o.mtime) for o in skipped.values()}
+    verifier = _BatchVerifier(device, directory, existing.algo, index, cleanup)
     try:
-        for n, i in enumerate(order, 1):
-            it = items[i]
-            remote = f"{directory}/{it.name}"
-            have_hash, have_mode, size, mtime = existing.get(it.name, (None, None, 0, 0))
-            if it.sha256 and have_hash == it.sha256 or not it.sha256 and have_hash == it.digest():
-                if have_mode is not None and have_mode != it.mode:
-                    device.shell(f"chmod {it.mode:o} {shlex.quote(remote)}", check=True, what=f"chmod {it.name}")
-                log.debug("[%s] %s is up to date", device.serial, remote)
-                outcomes[i] = PushOutcome(it.name, remote, False, 0, have_hash, size, mtime)
-                continue
-            if on_progress:
-                on_progress(f"pushing {it.name} ({n}/{len(items)}, {it.local.stat().st_size / 1e6:.1f} MB)")
-            tmp, sent, digest = send_to_temp(device, directory, it, on_bytes, session, run)
-            verifier.submit(i, it, tmp, sent, digest)
+        _send_all(device, directory, items, order, hashes, verifier, run, on_progress, on_bytes)
     finally:
-        session.close()
         results, index_written = verifier.close()  # wait for every verify, even when a later push failed
     if verifier.cleanup:  # nothing was verified: remove the leftovers on their own
         device.shell(f"cd {shlex.quote(directory)} && {verifier.cleanup}true", check=True,
                      what="removing the temporary files of an interrupted deploy")
-    errors = []
-    for i, res in sorted(results.items()):
-        if isinstance(res, BaseException):
-            errors.append(res)
-        else:
-            outcomes[i] = res
-    done = [o for o in outcomes if o is not None]
+    outcomes = dict(skipped)
+    errors = [res for _i, res in sorted(results.items()) if isinstance(res, BaseException)]
+    outcomes.update({i: res for i, res in results.items() if isinstance(res, PushOutcome)})
+    done = [outcomes[i] for i in sorted(outcomes)]
     index.update({o.name: (o.sha256, o.size, o.mtime) for o in done})
-    if not index_written and (any(o.pushed for o in done)
-                              or any(existing.get(o.name, (None,))[0] is None for o in done)):
+    vouched = all(existing[o.name].sha256 is not None for o in done if not o.pushed)
+    if not index_written and (any(o.pushed for o in done) or not vouched):
         write_index(device, directory, index)
     if errors:
         raise errors[0]  # the first verify failure
     return done
+
+
+def plan_push(device: Device, directory: str, items: Sequence[PushItem], existing: RemoteState,
+              hashes: LocalHashes) -> Tuple[Dict[int, PushOutcome], List[int]]:
+    """``({index: outcome} of the items already there, indices to send, largest first)``.
+
+    A file already there keeps its place when its hash matches (a wrong mode is fixed with chmod);
+    the largest files go first, so that only the last, small files' verify is not hidden behind
+    another transfer.
+    """
+    skipped: Dict[int, PushOutcome] = {}
+    chmods = []
+    send = []
+    for i, it in enumerate(items):
+        have = existing.get(it.name)
+        sha = _matching_sha(it, have, hashes, existing.algo) if have else None
+        remote = f"{directory}/{it.name}"
+        if sha is None:
+            send.append(i)
+            continue
+        if have.mode != it.mode:
+            chmods.append(f"chmod {it.mode:o} {shlex.quote(remote)}")
+        log.debug("[%s] %s is up to date", device.serial, remote)
+        skipped[i] = PushOutcome(it.name, remote, False, 0, sha, have.size, have.mtime)
+    if chmods:
+        device.shell(" && ".join(chmods), check=True, what="fixing the mode of files already there")
+    send.sort(key=lambda k: -items[k].local.stat().st_size)
+    return skipped, send
+
+
+def _matching_sha(it: PushItem, have: RemoteFile, hashes: LocalHashes, algo: str) -> Optional[str]:
+    """The sha256 of the file on the device when it is the item's content, else None."""
+    if have.sha256 is not None:  # the index vouches (size and mtime unchanged since it was verified)
+        want = it.sha256 or hashes.get(it.local, algo)[0]
+        return want if have.sha256 == want else None
+    if have.digest is None:
+        return None
+    sha, digest = hashes.get(it.local, algo)
+    if have.digest != digest:
+        return None
+    if it.sha256 and sha != it.sha256:
+        raise changed_error(it, sha)
+    return sha
+
+
+def _send_all(device: Device, directory: str, items: Sequence[PushItem], order: Sequence[int],
+              hashes: LocalHashes, verifier: "_BatchVerifier", run: str,
+              on_progress: Optional[Callable[[str], None]], on_bytes: Optional[Callable[[int], None]]) -> None:
+    """Send ``order`` over one sync connection without waiting between files; a reader thread takes the
+    device's answers in order and hands each file that arrived to the verifier."""
+    session = device.sync_session()
+    acks = _AckReader(session, verifier)
+    try:
+        for n, i in enumerate(order, 1):
+            it = items[i]
+            if on_progress:
+                on_progress(f"pushing {it.name} ({n}/{len(order)}, {it.local.stat().st_size / 1e6:.1f} MB)")
+            digests = hashes.request(it.local, verifier.algo)  # hashed on the host while it is sent
+            tmp = temp_name(directory, it, run)
+            sent = session.send(it.local, tmp, it.mode, (lambda b: on_bytes(len(b))) if on_bytes else None)
+            acks.put((i, it, tmp, sent, digests, n == len(order)))
+            if acks.error is not None:
+                break
+    except BaseException:
+        session.abort()  # wakes the reader up if it waits for an answer that will never come
+        acks.finish()
+        raise
+    acks.finish()
+    session.close()
+    if acks.error is not None:
+        raise acks.error
+
+
+class _AckReader:
+    """Reads the device's OKAY/FAIL for each sent file, in order, and submits the file to the verifier."""
+
+    def __init__(self, session: SyncSession, verifier: "_BatchVerifier"):
+        self.session = session
+        self.verifier = verifier
+        self.queue: "queue.Queue[Optional[tuple]]" = queue.Queue()
+        self.error: Optional[BaseException] = None
+        self.thread = threading.Thread(target=self._run, name=f"acks-{verifier.device.serial}", daemon=True)
+        self.thread.start()
+
+    def put(self, entry: tuple) -> None:
+        self.queue.put(entry)
+
+    def finish(self) -> None:
+        self.queue.put(None)
+        self.thread.join()
+
+    def _run(self) -> None:
+        while True:
+            entry = self.queue.get()
+            if entry is None or self.error is not None:
+                if entry is None:
+                    return
+                continue  # after a failure: drain, never verify what may not have arrived
+            i, it, tmp, sent, digests, last = entry
+            try:
+                self.session.reply(tmp, it.name)
+            except BaseException as e:
+                self.error = e
+                continue
+            self.verifier.submit(i, it, tmp, sent, digests, last=last)
 
 
 class _BatchVerifier:
@@ -222,9 +343,10 @@ class _BatchVerifier:
     same shell call; ``index`` holds the entries known so far and grows with each batch's outcomes.
     """
 
-    def __init__(self, device: Device, directory: str, index: Dict[str, tuple], cleanup: str = ""):
+    def __init__(self, device: Device, directory: str, algo: str, index: Dict[str, tuple], cleanup: str = ""):
         self.device = device
         self.directory = directory
+        self.algo = algo
         self.cleanup = cleanup  # run by the first verify call
         self.index = dict(index)
         self.lock = threading.Lock()
@@ -234,25 +356,45 @@ class _BatchVerifier:
         self.index_written = False
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"verify-{device.serial}")
 
-    def submit(self, i: int, it: PushItem, tmp: str, sent: int, digest: str) -> None:
+    def submit(self, i: int, it: PushItem, tmp: str, sent: int, digests: Future, last: bool = False) -> None:
+        """Queue a sent file; with ``last`` (nothing follows it) its batch also writes the hash index."""
         with self.lock:
-            self.queued.append((i, it, tmp, sent, digest))
+            self.queued.append((i, it, tmp, sent, digests))
+            self.sending = self.sending and not last
         self.pool.submit(self._drain)
 
-    def _drain(self) -> None:
+    def _take(self) -> Tuple[List[tuple], bool]:
         with self.lock:
             batch, self.queued = self.queued, []
-            last = not self.sending
+            return batch, not self.sending
+
+    def _drain(self) -> None:
+        batch, last = self._take()
         if not batch:  # an earlier drain took these files already
             return
+        checks, discard = [], ""
+        for i, it, tmp, sent, fut in batch:
+            try:
+                sha, digest = fut.result()
+            except OSError as e:  # the local file vanished after it was sent
+                sha, digest = None, None
+                self.results[i] = DeviceError(f"cannot read {it.local} any more", cause=str(e),
+                                              remedy="keep the inputs in place while deploying; deploy again")
+            if sha is not None and it.sha256 and sha != it.sha256:
+                self.results[i] = changed_error(it, sha)
+            if i in self.results:  # never verified: the temporary file goes
+                discard += f"rm -f {shlex.quote(tmp.rsplit('/', 1)[1])}; "
+            else:
+                checks.append((i, (it, tmp, sent, digest, sha)))
         try:
-            cleanup, self.cleanup = self.cleanup, ""
-            got = finish_batch(self.device, self.directory, [b[1:] for b in batch],
-                               index=self.index if last else None, cleanup=cleanup)
-            self.index_written = last
+            cleanup, self.cleanup = self.cleanup + discard, ""
+            write = last and bool(checks)  # nothing verified: push_all decides whether an index is due
+            got = finish_batch(self.device, self.directory, [c[1] for c in checks], self.algo,
+                               index=self.index if write else None, cleanup=cleanup)
+            self.index_written = write
         except Exception as e:  # the connection dropped: every file of the batch failed with it
-            got = [e] * len(batch)
-        for (i, *_rest), res in zip(batch, got):
+            got = [e] * len(checks)
+        for (i, _check), res in zip(checks, got):
             self.results[i] = res
             if isinstance(res, PushOutcome):
                 self.index[res.name] = (res.sha256, res.size, res.mtime)
@@ -266,27 +408,22 @@ class _BatchVerifier:
         return self.results, self.index_written
 
 
+def temp_name(directory: str, it: PushItem, run: str = "") -> str:
+    """Where ``it`` is sent before its hash matched (leftovers of other runs lack this run's ``run``)."""
+    return f"{directory}/.{it.name}{PARTIAL_MARK}{run or os.getpid()}-{secrets.token_hex(3)}"
+
+
 def send_to_temp(device: Device, directory: str, it: PushItem,
                  on_bytes: Optional[Callable[[int], None]] = None, session: Optional[SyncSession] = None,
-                 run: str = "") -> tuple:
-    """Send a file to a temporary name; return it, the bytes sent and the sha256 the device must find.
-
-    With a recorded hash (the manifest's) that is the hash to find: the device checks the file against
-    the record directly, and the host need not hash it again while sending (a mismatch is told apart
-    from a corrupted transfer afterwards, see finish_batch).  Otherwise the bytes are hashed as sent.
-    """
-    tmp = f"{directory}/.{it.name}{PARTIAL_MARK}{run or os.getpid()}-{secrets.token_hex(3)}"
-    sent, digest = (session or device).push_file(it.local, tmp, it.mode, on_bytes, with_hash=not it.sha256)
-    return tmp, sent, it.sha256 or digest
+                 run: str = "") -> Tuple[str, int]:
+    """Send a file to a temporary name and wait for the device's answer; return that name and the bytes
+    sent (the digests to check it against come from the local file, see LocalHashes)."""
+    tmp = temp_name(directory, it, run)
+    sent, _ = (session or device).push_file(it.local, tmp, it.mode, on_bytes, with_hash=False)
+    return tmp, sent
 
 
-def changed_locally(it: PushItem) -> Optional[VerificationError]:
-    """The error for a file that no longer matches its recorded hash (None when it still does)."""
-    if not it.sha256:
-        return None
-    digest = sha256_file(it.local)
-    if digest == it.sha256:
-        return None
+def changed_error(it: PushItem, digest: str) -> VerificationError:
     return VerificationError(
         f"{it.local} changed after it was recorded (sha256 {digest[:12]}… != {it.sha256[:12]}…)",
         cause="the file was modified or replaced after `invoke convert` wrote its manifest",
@@ -294,64 +431,81 @@ def changed_locally(it: PushItem) -> Optional[VerificationError]:
     )
 
 
-# v TMP SHA256 NAME KEY MODE (in the device directory): hash TMP; only on a match chmod it and rename it
-# to NAME.  One line per file (short lines are written atomically, so parallel jobs do not interleave them):
-# "KEY OK SIZE MTIME", "KEY BAD SHA256" (TMP removed) or "KEY E" (TMP removed; the error is on stderr).
-# With $IDX set, a verified file's index line is appended to it (after the known lines: the last line of
-# a name wins, see parse_index).
-_VERIFY_FN = ('v() { h=$(sha256sum "$1") || { rm -f "$1"; echo "$4 E"; return; }; h=${h%% *}; '
+def changed_locally(it: PushItem) -> Optional[VerificationError]:
+    """The error for a file that no longer matches its recorded hash (None when it still does)."""
+    if not it.sha256:
+        return None
+    digest = sha256_file(it.local)
+    return None if digest == it.sha256 else changed_error(it, digest)
+
+
+# v TMP DIGEST NAME KEY MODE SHA256 (in the device directory): hash TMP with $T; only on a match chmod it
+# and rename it to NAME.  One line per file (short lines are written atomically, so parallel jobs do not
+# interleave them): "KEY OK SIZE MTIME", "KEY BAD DIGEST" (TMP removed) or "KEY E" (TMP removed; the error
+# is on stderr).  With $IDX set, a verified file's index line (its sha256) is appended to it (after the
+# known lines: the last line of a name wins, see parse_index).
+_VERIFY_FN = ('v() { h=$($T "$1") || { rm -f "$1"; echo "$4 E"; return; }; h=${h%% *}; '
               'if [ "$h" = "$2" ]; then if chmod "$5" "$1" && mv -f "$1" "$3"; then '
-              's=$(stat -c \'%s %Y\' "$3"); echo "$4 OK $s"; [ -z "$IDX" ] || echo "$h $s $3" >> "$IDX"; '
+              's=$(stat -c \'%s %Y\' "$3"); echo "$4 OK $s"; [ -z "$IDX" ] || echo "$6 $s $3" >> "$IDX"; '
               'else rm -f "$1"; echo "$4 E"; fi; '
               'else rm -f "$1"; echo "$4 BAD $h"; fi; }; ')
 _VERIFY_LINE = re.compile(r"^(\d+) (OK|BAD|E)\b ?(.*)$")
 
 
-def finish_batch(device: Device, directory: str, batch: Sequence[tuple],
+def verify_command(directory: str, batch: Sequence[tuple], algo: str,
+                   index: Optional[Dict[str, tuple]] = None, cleanup: str = "") -> str:
+    """The one shell command that verifies ``(item, tmp, sent, digest, sha256)`` files in parallel."""
+    calls = " ".join(f"v {shlex.quote(tmp.rsplit('/', 1)[1])} {digest} {shlex.quote(it.name)} {k} {it.mode:o} "
+                     f"{sha} &" for k, (it, tmp, _sent, digest, sha) in enumerate(batch))
+    head, tail = f"cd {shlex.quote(directory)} || exit 1; {cleanup}IDX=; T={TOOL_OF[algo]}; ", ""
+    if index is not None:
+        tmp_index = f".{INDEX_NAME.lstrip('.')}{PARTIAL_MARK}{os.getpid()}"
+        head += f"IDX={tmp_index}; printf %s {shlex.quote(index_lines(index))} > $IDX || exit 1; "
+        tail = f"; mv -f $IDX {INDEX_NAME}"
+    return f"{head}{_VERIFY_FN}{calls} wait{tail}"
+
+
+def finish_batch(device: Device, directory: str, batch: Sequence[tuple], algo: str = "sha256",
                  index: Optional[Dict[str, tuple]] = None, cleanup: str = "") -> List[object]:
-    """Verify ``(item, tmp, sent, digest)`` files in one shell call, hashing them in parallel on the device.
+    """Verify ``(item, tmp, sent, digest, sha256)`` files in one shell call, hashing them in parallel on the
+    device with ``algo``'s tool (``digest`` is the host's ``algo`` digest of the file, ``sha256`` its sha256).
 
     With ``index`` (``{name: (sha256, size, mtime)}`` known before this batch), the same call then writes
     the hash index: those lines plus one per file verified now, temp name + rename like every file.
     Returns a PushOutcome or the exception to raise, per file, in order.
     """
-    calls = " ".join(f"v {shlex.quote(tmp.rsplit('/', 1)[1])} {digest} {shlex.quote(it.name)} {k} {it.mode:o} &"
-                     for k, (it, tmp, _sent, digest) in enumerate(batch))
-    head, tail = f"cd {shlex.quote(directory)} || exit 1; {cleanup}IDX=; ", ""
-    if index is not None:
-        tmp_index = f".{INDEX_NAME.lstrip('.')}{PARTIAL_MARK}{os.getpid()}"
-        head += f"IDX={tmp_index}; printf %s {shlex.quote(index_lines(index))} > $IDX || exit 1; "
-        tail = f"; mv -f $IDX {INDEX_NAME}"
-    res = device.shell(f"{head}{_VERIFY_FN}{calls} wait{tail}")
-    lines = {}
-    other = []
+    res = device.shell(verify_command(directory, batch, algo, index, cleanup))
+    lines, other = {}, []
     for line in res.output.splitlines():
         m = _VERIFY_LINE.match(line.strip())
         if m and int(m.group(1)) < len(batch):
             lines[int(m.group(1))] = (m.group(2), m.group(3).split())
         elif line.strip():
             other.append(line)
-    out: List[object] = []
-    for k, (it, tmp, sent, digest) in enumerate(batch):
-        remote = f"{directory}/{it.name}"
-        kind, rest = lines.get(k, ("E", []))
-        if kind == "OK":
-            log.info("[%s] pushed %s (%d bytes)", device.serial, remote, sent)
-            size, mtime = (int(rest[0]), int(rest[1])) if len(rest) == 2 and all(x.isdigit() for x in rest) else (0, 0)
-            out.append(PushOutcome(it.name, remote, True, sent, digest, size, mtime))
-        elif kind == "BAD":
-            got = rest[0] if rest else "?"
-            out.append(changed_locally(it) or VerificationError(
-                f"{it.name} arrived on {device.serial} corrupted (sha256 {got[:12]}… != {digest[:12]}…)",
-                cause="the transfer was altered on the way (bad cable/hub?) or the device storage is failing",
-                remedy="run the deploy again; if it repeats, try another USB cable or port",
-            ))
-        else:
-            if k not in lines:  # the shell died before this file's line: do not leave its temporary file
-                with contextlib.suppress(TorchdroidError):
-                    device.shell(f"rm -f {shlex.quote(tmp)}")
-            out.append(DeviceError(
-                f"could not verify and move {it.name} into place on {device.serial}",
-                cause="\n".join(other[-5:]) or f"exit code {res.code}",
-                remedy=f"check the directory: adb -s {device.serial} shell ls -la {shlex.quote(directory)}"))
-    return out
+    return [_batch_outcome(device, directory, entry, algo, lines.get(k), other, res.code)
+            for k, entry in enumerate(batch)]
+
+
+def _batch_outcome(device: Device, directory: str, entry: tuple, algo: str, line: Optional[tuple],
+                   other: List[str], code: int) -> object:
+    it, tmp, sent, digest, sha = entry
+    remote = f"{directory}/{it.name}"
+    kind, rest = line or ("E", [])
+    if kind == "OK":
+        log.info("[%s] pushed %s (%d bytes)", device.serial, remote, sent)
+        size, mtime = (int(rest[0]), int(rest[1])) if len(rest) == 2 and all(x.isdigit() for x in rest) else (0, 0)
+        return PushOutcome(it.name, remote, True, sent, sha, size, mtime)
+    if kind == "BAD":
+        got = rest[0] if rest else "?"
+        return changed_locally(it) or VerificationError(
+            f"{it.name} arrived on {device.serial} corrupted ({algo} {got[:12]}… != {digest[:12]}…)",
+            cause="the transfer was altered on the way (bad cable/hub?) or the device storage is failing",
+            remedy="run the deploy again; if it repeats, try another USB cable or port",
+        )
+    if line is None:  # the shell died before this file's line: do not leave its temporary file
+        with contextlib.suppress(TorchdroidError):
+            device.shell(f"rm -f {shlex.quote(tmp)}")
+    return DeviceError(
+        f"could not verify and move {it.name} into place on {device.serial}",
+        cause="\n".join(other[-5:]) or f"exit code {code}",
+        remedy=f"check the directory: adb -s {device.serial} shell ls -la {shlex.quote(directory)}")

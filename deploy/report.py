@@ -1,4 +1,5 @@
-"""``invoke report``: a PNG of latency and CPU-vs-NNAPI speed-up per device and mode."""
+"""``invoke report``: latency per device × model × backend with its spread, the NNAPI speed-up, failed and
+skipped rows with their reason; a PNG and an HTML page (charts and tables) beside it."""
 
 from __future__ import annotations
 
@@ -10,43 +11,113 @@ from typing import Dict, List, Optional
 from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_path
 
+from .report_html import write_html
 from .results import DB_NAME, ResultRow, ResultStore, export, speedups
 
 log = logging.getLogger(__name__)
 
 MODE_ORDER = {"none": 0, "core": 1, "full": 2}
 COLORS = {"cpu": "#4c72b0", "nnapi": "#dd8452"}
+SOURCES = ("binary", "app")
 
 
 @dataclass(frozen=True)
 class ReportSettings:
     results: Path
     run_id: Optional[int] = None  # None: the latest run
-    out: Optional[Path] = None  # PNG path; default <results>/report-run-NNNN.png
+    out: Optional[Path] = None  # PNG path; default <results>/report-run-NNNN.png (the HTML goes beside it)
     source: str = "binary"  # binary | app
 
 
 @dataclass
 class ReportResult:
     png: Path
+    html: Path
     run_id: int
     rows: List[ResultRow]
     exports: Dict[str, Path]
 
 
 def make_report(s: ReportSettings) -> ReportResult:
+    if s.source not in SOURCES:
+        raise RecordError(f"unknown report source {s.source!r}", remedy="use --source binary or --source app")
     store = ResultStore(Path(s.results) / DB_NAME)
     rows = store.rows(s.run_id)
     run_id = rows[0].run_id
     chosen = [r for r in rows if r.source == s.source]
     if not any(r.status == "ok" for r in chosen):
-        raise RecordError(f"run {run_id} has no successful {s.source} benchmarks to draw",
-                          remedy="look at the table of `invoke deploy` for why they failed, or pick "
-                                 "another run with --run")
+        failures = [r for r in rows if r.status != "ok"]
+        why = f" ({failures[0].serial}: {failures[0].reason})" if failures else ""
+        raise RecordError(f"run {run_id} has no successful {s.source} benchmarks to draw{why}",
+                          remedy="look at the table of `invoke deploy` (or `invoke report --source app|binary`) for "
+                                 "why they failed, or pick another run with --run")
     png = Path(s.out) if s.out else Path(s.results) / f"report-run-{run_id:04d}.png"
-    draw(chosen, png, title=f"torchdroid run {run_id} ({rows[0].started}), {s.source} benchmark")
-    exports = export(rows, Path(s.results), f"run-{run_id:04d}")
-    return ReportResult(png, run_id, rows, exports)
+    title = f"torchdroid run {run_id} ({rows[0].started}), {s.source} benchmark"
+    draw(chosen + [r for r in rows if r.source == "deploy"], png, title=title)
+    html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id))
+    exports = export(rows, Path(s.results), f"run-{run_id:04d}", store.devices(run_id))
+    return ReportResult(png, html, run_id, rows, exports)
+
+
+def _groups(rows: List[ResultRow]) -> list:
+    return sorted({(r.serial, r.device_model, r.stem, r.mode) for r in rows if r.backend},
+                  key=lambda g: (g[0], g[2], MODE_ORDER.get(g[3], 9)))
+
+
+def _short(reason: str, n: int = 28) -> str:
+    text = reason.split(";")[0].strip()
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def _bar(ax, r: ResultRow, pos: float, width: float, top: float, label: Optional[str]) -> None:
+    """One latency bar with its min..p90 whisker, or a hatched stub labelled with the reason it has no number."""
+    if r.status != "ok":
+        ax.bar(pos, top * 0.04, width, color="#bbbbbb", hatch="//")
+        ax.annotate(f"{r.status}: {_short(r.reason)}", (pos, top * 0.05), ha="center", va="bottom",
+                    fontsize=7, rotation=90, color="#c44e52" if r.status == "failed" else "#555555")
+        return
+    low = max(0.0, r.median_ms - (r.min_ms or r.median_ms))
+    high = max(0.0, (r.p90_ms or r.median_ms) - r.median_ms)
+    ax.bar(pos, r.median_ms, width, yerr=[[low], [high]], capsize=3, color=COLORS[r.backend], label=label)
+    ax.annotate(f"{r.median_ms:.1f}{' ⚠' if r.flags else ''}", (pos, r.median_ms + high), ha="center",
+                va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
+
+
+def _latency_panel(ax, rows: List[ResultRow], groups: list, title: str) -> None:
+    index = {(r.serial, r.stem, r.mode, r.backend): r for r in rows}
+    width = 0.38
+    top = max([r.p90_ms or r.median_ms or 0 for r in rows if r.status == "ok"] or [1.0])
+    for k, backend in enumerate(("cpu", "nnapi")):
+        labelled = False
+        for x, (serial, _model, stem, mode) in enumerate(groups):
+            r = index.get((serial, stem, mode, backend))
+            if r is not None:
+                first_ok = r.status == "ok" and not labelled
+                labelled = labelled or first_ok
+                _bar(ax, r, x + (k - 0.5) * width, width, top,
+                     f"{backend.upper()} median (whisker: min..p90)" if first_ok else None)
+    ax.set_ylabel("latency per inference (ms)")
+    ax.set_title(title)
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _speedup_panel(ax, rows: List[ResultRow], groups: list) -> None:
+    sp_index = {(d["serial"], d["stem"], d["mode"]): d["speedup"] for d in speedups(rows)}
+    xs = list(range(len(groups)))
+    for x, (serial, _m, stem, mode) in zip(xs, groups):
+        v = sp_index.get((serial, stem, mode))
+        if v is None:
+            ax.annotate("no pair of ok CPU and NNAPI rows", (x, 0.05), ha="center", va="bottom", fontsize=7,
+                        rotation=90, color="#555555")
+            continue
+        ax.bar(x, v, 0.6, color="#55a868" if v >= 1 else "#c44e52")
+        ax.annotate(f"{v:.2f}x", (x, v), ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
+    ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
+    ax.set_ylabel("NNAPI speed-up over CPU (x)\n(>1: NNAPI faster, red: slower)")
+    ax.grid(axis="y", alpha=0.3)
 
 
 def draw(rows: List[ResultRow], png: Path, title: str) -> Path:
@@ -55,42 +126,17 @@ def draw(rows: List[ResultRow], png: Path, title: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = sorted({(r.serial, r.device_model, r.stem, r.mode) for r in rows},
-                    key=lambda g: (g[0], g[2], MODE_ORDER.get(g[3], 9)))
-    index = {(r.serial, r.stem, r.mode, r.backend): r for r in rows if r.status == "ok"}
+    groups = _groups(rows)
+    failed_devices = [r for r in rows if r.source == "deploy"]
     labels = [f"{model}\n{serial}\n{stem} {mode}" for serial, model, stem, mode in groups]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(7.0, 1.3 * len(groups) + 2), 8.5), constrained_layout=True)
-    width = 0.38
-    xs = list(range(len(groups)))
-    for k, backend in enumerate(("cpu", "nnapi")):
-        vals, errs = [], []
-        for serial, _model, stem, mode in groups:
-            r = index.get((serial, stem, mode, backend))
-            vals.append(r.median_ms if r else 0.0)
-            errs.append(max(0.0, (r.p90_ms or r.median_ms) - r.median_ms) if r else 0.0)
-        pos = [x + (k - 0.5) * width for x in xs]
-        bars = ax1.bar(pos, vals, width, yerr=[[0] * len(errs), errs], capsize=3, color=COLORS[backend],
-                       label=f"{backend.upper()} median (whisker: p90)")
-        for b, v, e in zip(bars, vals, errs):
-            ax1.annotate("n/a" if v == 0 else f"{v:.1f}", (b.get_x() + b.get_width() / 2, v + e),
-                         ha="center", va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
-    ax1.set_ylabel("latency per inference (ms)")
-    ax1.set_xticks(xs, labels, fontsize=8)
-    ax1.set_title(title)
-    ax1.legend(fontsize=8)
-    ax1.grid(axis="y", alpha=0.3)
-
-    sp_index = {(d["serial"], d["stem"], d["mode"]): d["speedup"] for d in speedups(rows)}
-    sps = [sp_index.get((serial, stem, mode)) for serial, _m, stem, mode in groups]
-    colors = ["#55a868" if (v or 0) >= 1 else "#c44e52" for v in sps]
-    bars = ax2.bar(xs, [v or 0 for v in sps], 0.6, color=colors)
-    for b, v in zip(bars, sps):
-        ax2.annotate("n/a" if v is None else f"{v:.2f}x", (b.get_x() + b.get_width() / 2, v or 0),
-                     ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
-    ax2.axhline(1.0, color="black", linewidth=1, linestyle="--")
-    ax2.set_ylabel("NNAPI speed-up over CPU (x)\n(>1: NNAPI faster, red: slower)")
-    ax2.set_xticks(xs, labels, fontsize=8)
-    ax2.grid(axis="y", alpha=0.3)
+    _latency_panel(ax1, rows, groups, title)
+    _speedup_panel(ax2, rows, groups)
+    for ax in (ax1, ax2):
+        ax.set_xticks(list(range(len(groups))), labels, fontsize=8)
+    if failed_devices:
+        fig.text(0.01, 0.005, "failed devices: " + "; ".join(f"{r.serial}: {_short(r.reason, 60)}"
+                                                             for r in failed_devices), fontsize=7, color="#c44e52")
     with atomic_path(png, suffix=".png") as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)

@@ -6,54 +6,24 @@ import csv
 import io
 import json
 import sqlite3
-from dataclasses import asdict, dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_write_text
+from toolchain.records import DeployResults, ResultRow, deploy_results_path
+
+__all__ = ["DB_NAME", "ResultRow", "ResultStore", "export", "speedups", "to_csv"]
 
 DB_NAME = "results.sqlite"
 SCHEMA = 1
 
 
-@dataclass
-class ResultRow:
-    serial: str
-    device_model: str
-    board: str
-    release: str
-    sdk: int
-    abi: str
-    stem: str  # mobilenetv2
-    variant: str  # quant_full
-    mode: str  # none | core | full
-    backend: str  # cpu | nnapi
-    source: str  # binary | app
-    status: str  # ok | failed | skipped
-    model_file: str = ""
-    median_ms: Optional[float] = None
-    p90_ms: Optional[float] = None
-    min_ms: Optional[float] = None
-    spread_pct: Optional[float] = None
-    samples: int = 0
-    repeats: int = 0
-    iters: int = 0
-    warmup: int = 0
-    torch_commit: str = ""
-    binary_commit: str = ""
-    reason: str = ""
-    output_tail: str = ""
-    run_id: Optional[int] = None
-    started: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 COLUMNS = [f.name for f in fields(ResultRow)]
-_TYPES = {"sdk": "INTEGER", "samples": "INTEGER", "repeats": "INTEGER", "iters": "INTEGER", "warmup": "INTEGER",
-          "median_ms": "REAL", "p90_ms": "REAL", "min_ms": "REAL", "spread_pct": "REAL", "run_id": "INTEGER"}
+_TYPES = {f.name: {int: "INTEGER", float: "REAL"}.get(_t, "TEXT") for f in fields(ResultRow)
+          for _t in [{"int": int, "Optional[int]": int, "float": float, "Optional[float]": float}.get(str(f.type))]}
+_STORED = [c for c in COLUMNS if c not in ("run_id", "started")]
 
 
 class ResultStore:
@@ -82,23 +52,31 @@ class ResultStore:
                               remedy="set deploy.results to a new directory")
         con.execute("CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, "
                     "project TEXT, binary_commit TEXT, settings TEXT)")
-        cols = ", ".join(f"{c} {_TYPES.get(c, 'TEXT')}" for c in COLUMNS if c not in ("run_id", "started"))
+        cols = ", ".join(f"{c} {_TYPES[c]}" for c in _STORED)
         con.execute(f"CREATE TABLE IF NOT EXISTS results (id INTEGER PRIMARY KEY AUTOINCREMENT, "
                     f"run_id INTEGER REFERENCES runs(id), {cols})")
+        have = {r[1] for r in con.execute("PRAGMA table_info(results)")}
+        for c in _STORED:  # a store written before a column existed: add it (old rows read NULL)
+            if c not in have:
+                con.execute(f"ALTER TABLE results ADD COLUMN {c} {_TYPES[c]}")
+        con.execute("CREATE TABLE IF NOT EXISTS devices (run_id INTEGER REFERENCES runs(id), serial TEXT, facts TEXT)")
         con.commit()
         return con
 
-    def add_run(self, started: str, project: str, binary_commit: str, settings: dict, rows: Sequence[ResultRow]) -> int:
+    def add_run(self, started: str, project: str, binary_commit: str, settings: dict, rows: Sequence[ResultRow],
+                devices: Sequence[dict] = ()) -> int:
+        check_rows(rows)
         con = self._connect()
         try:
             with con:
                 cur = con.execute("INSERT INTO runs (started, project, binary_commit, settings) VALUES (?,?,?,?)",
                                   (started, project, binary_commit, json.dumps(settings, default=str)))
                 run_id = int(cur.lastrowid)
-                names = [c for c in COLUMNS if c not in ("run_id", "started")]
                 con.executemany(
-                    f"INSERT INTO results (run_id, {', '.join(names)}) VALUES (?, {', '.join('?' * len(names))})",
-                    [(run_id, *[getattr(r, c) for c in names]) for r in rows])
+                    f"INSERT INTO results (run_id, {', '.join(_STORED)}) VALUES (?, {', '.join('?' * len(_STORED))})",
+                    [(run_id, *[getattr(r, c) for c in _STORED]) for r in rows])
+                con.executemany("INSERT INTO devices (run_id, serial, facts) VALUES (?,?,?)",
+                                [(run_id, d.get("serial", ""), json.dumps(d, default=str)) for d in devices])
             for r in rows:
                 r.run_id, r.started = run_id, started
             return run_id
@@ -112,6 +90,14 @@ class ResultStore:
         try:
             return [dict(zip(("id", "started", "project", "binary_commit"), r))
                     for r in con.execute("SELECT id, started, project, binary_commit FROM runs ORDER BY id")]
+        finally:
+            con.close()
+
+    def devices(self, run_id: int) -> List[dict]:
+        """The device conditions recorded with a run (SoC, governor, thermal, battery before and after)."""
+        con = self._connect()
+        try:
+            return [json.loads(f) for (f,) in con.execute("SELECT facts FROM devices WHERE run_id = ?", (run_id,))]
         finally:
             con.close()
 
@@ -151,12 +137,23 @@ def to_csv(rows: Sequence[ResultRow]) -> str:
     return buf.getvalue()
 
 
-def export(rows: Sequence[ResultRow], out_dir: Path, stem: str) -> Dict[str, Path]:
+def check_rows(rows: Sequence[ResultRow]) -> None:
+    """Refuse to store nonsense: an ``ok`` row without positive latencies, a failed row without a reason."""
+    bad = [(r, p) for r in rows for p in r.problems()]
+    if bad:
+        r, p = bad[0]
+        raise RecordError(f"refusing to store {len(bad)} invalid result row(s): {r.serial} {r.model_file or r.source}: "
+                          f"{p}", cause="the benchmark produced no usable numbers (0 iterations?) or a bug",
+                          remedy="run the deploy again with --iter >= 1; report it if it repeats")
+
+
+def export(rows: Sequence[ResultRow], out_dir: Path, stem: str, devices: Sequence[dict] = ()) -> Dict[str, Path]:
     out_dir = Path(out_dir)
     csv_path = atomic_write_text(out_dir / f"{stem}.csv", to_csv(rows))
-    json_path = atomic_write_text(out_dir / f"{stem}.json", json.dumps(
-        {"kind": "torchdroid.deploy-results", "schema": SCHEMA, "speedups": [s for s in speedups(rows)],
-         "results": [r.to_dict() for r in rows]}, indent=2) + "\n")
+    run_id = rows[0].run_id if rows else None
+    started = rows[0].started if rows else ""
+    json_path = DeployResults(run_id, started, list(rows), speedups(rows), list(devices)).write(
+        deploy_results_path(out_dir, stem))
     return {"csv": csv_path, "json": json_path}
 
 
@@ -164,7 +161,8 @@ def speedups(rows: Sequence[ResultRow]) -> List[dict]:
     """CPU vs NNAPI per device, model, mode and source: ``speedup = cpu_median / nnapi_median``."""
     by: Dict[tuple, Dict[str, ResultRow]] = {}
     for r in rows:
-        by.setdefault((r.run_id, r.serial, r.stem, r.mode, r.source), {})[r.backend] = r
+        if r.backend in ("cpu", "nnapi"):  # a failed device's row has no backend
+            by.setdefault((r.run_id, r.serial, r.stem, r.mode, r.source), {})[r.backend] = r
     out = []
     for (run_id, serial, stem, mode, source), pair in by.items():
         cpu, nnapi = pair.get("cpu"), pair.get("nnapi")

@@ -1,56 +1,62 @@
-"""Console tables: per device, CPU vs NNAPI latency and speed-up per mode, NNAPI slowdowns called out."""
+"""Console tables: per device, CPU vs NNAPI latency and speed-up per mode (one number per cell), NNAPI
+slowdowns, failures and skips called out with their reason."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .results import ResultRow, speedups
 
-COLUMNS = ["model", "mode", "source", "CPU median ms", "NNAPI median ms", "speed-up", "CPU p90/min/spread",
-           "NNAPI p90/min/spread", "note"]
+COLUMNS = ["model", "mode", "source", "CPU ms", "CPU p90", "CPU ±%", "NNAPI ms", "NNAPI p90", "NNAPI ±%", "speed-up",
+           "note"]
 
 
 def _fmt(v, spec=".2f") -> str:
     return "-" if v is None else format(v, spec)
 
 
-def _detail(r) -> str:
+def _cells(r: Optional[ResultRow]) -> List[str]:
+    """median, p90, spread of an ok row; the status word (failed / skipped) otherwise."""
     if r is None:
-        return "-"
+        return ["-", "-", "-"]
     if r.status != "ok":
-        return r.status
-    spread = "-" if r.spread_pct is None else f"{r.spread_pct:.1f}%"
-    return f"{_fmt(r.p90_ms)}/{_fmt(r.min_ms)}/{spread}"
+        return [r.status, "-", "-"]
+    return [_fmt(r.median_ms), _fmt(r.p90_ms), _fmt(r.spread_pct, ".1f")]
+
+
+def _notes(sp: dict, cpu: Optional[ResultRow], nn: Optional[ResultRow]) -> str:
+    notes = []
+    if sp["nnapi_slower"]:
+        notes.append(f"NNAPI SLOWER than CPU ({1 / sp['speedup']:.2f}x)")
+    for r in (cpu, nn):
+        if r is not None and r.reason:
+            notes.append(f"{r.backend}: {r.status + ': ' if r.status != 'ok' else ''}{r.reason}")
+    return "; ".join(notes)
+
+
+def device_title(r: ResultRow) -> str:
+    return f"{r.serial}: {r.device_model} ({r.board}), Android {r.release} (SDK {r.sdk}), {r.abi or '-'}"
 
 
 def device_tables(rows: Sequence[ResultRow]) -> List[Tuple[str, List[str], List[list]]]:
-    """``[(title, columns, rows)]``, one table per device."""
+    """``[(title, columns, rows)]``, one table per device; a device that failed as a whole is one row."""
     by_dev: Dict[str, List[ResultRow]] = {}
     for r in rows:
-        by_dev.setdefault(r.serial, []).append(r)
+        if r.source != "deploy":  # a device or server the run could not work on: its problem is printed apart
+            by_dev.setdefault(r.serial, []).append(r)
     tables = []
     for serial, drows in by_dev.items():
-        first = drows[0]
-        title = (f"{serial}: {first.device_model} ({first.board}), Android {first.release} "
-                 f"(SDK {first.sdk}), {first.abi}")
         index = {(r.stem, r.mode, r.source, r.backend): r for r in drows}
         out = []
         for sp in speedups(drows):
             cpu = index.get((sp["stem"], sp["mode"], sp["source"], "cpu"))
             nn = index.get((sp["stem"], sp["mode"], sp["source"], "nnapi"))
-            notes = []
-            if sp["nnapi_slower"]:
-                notes.append(f"NNAPI SLOWER than CPU ({1 / sp['speedup']:.2f}x)")
-            for r in (cpu, nn):
-                if r is not None and r.status != "ok" and r.reason:
-                    notes.append(f"{r.backend}: {r.status}: {r.reason}")
-                elif r is not None and r.reason:
-                    notes.append(f"{r.backend}: {r.reason}")
-            out.append([sp["stem"], sp["mode"], sp["source"],
-                        _fmt(cpu.median_ms if cpu else None), _fmt(nn.median_ms if nn else None),
-                        "-" if sp["speedup"] is None else f"{sp['speedup']:.2f}x", _detail(cpu), _detail(nn),
-                        "; ".join(notes)])
-        tables.append((title, COLUMNS, out))
+            out.append([sp["stem"], sp["mode"], sp["source"], *_cells(cpu), *_cells(nn),
+                        "-" if sp["speedup"] is None else f"{sp['speedup']:.2f}x", _notes(sp, cpu, nn)])
+        for r in drows:
+            if r.source == "deploy":
+                out.append(["-", "-", "device", "failed", "-", "-", "-", "-", "-", "-", r.reason])
+        tables.append((device_title(drows[0]), COLUMNS, out))
     return tables
 
 

@@ -1,4 +1,5 @@
-"""build-android: PyTorch Mobile from a lane's pinned commit, lane compatibility and the doctor.
+"""build-android: PyTorch Mobile from a lane's pinned commit (compat and doctor live in their own packages
+and are re-exported here for old callers).
 
 Entry points (plain values in, typed results out; tasks.py only wires them):
 :func:`build_android` (``invoke build-android``), :func:`check_compat`
@@ -6,9 +7,10 @@ Entry points (plain values in, typed results out; tasks.py only wires them):
 (``invoke doctor``).  torch is imported only inside the compat checks.
 """
 
+from toolchain.compat import CompatReport, check_compat
+from toolchain.doctor import Check, DoctorSettings, problems, run_doctor
+
 from .build import BuildResult, BuildSettings, build_android
-from .compat import CompatReport, check_compat
-from .doctor import Check, DoctorSettings, problems, run_doctor
 
 __all__ = [
     "BuildResult", "BuildSettings", "build_android",

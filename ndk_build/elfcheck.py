@@ -1,16 +1,19 @@
-"""ELF facts of a built binary via ``readelf``: machine (``-h``) and the Android API level (``-n``)."""
+"""Verify what build-android built: machine, Android API level and 16 KB page alignment.
+
+The ELF facts come from :mod:`toolchain.elf` (pure Python, so no check is ever skipped for a missing
+``readelf``).  The readelf-output parsers stay for tools and tests that read ``readelf`` logs.
+"""
 
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Dict, Iterable, Optional
 
+from toolchain.elf import ABIS_16K, PAGE_16K, read_elf
 from toolchain.errors import VerificationError
 from toolchain.pins import ABI_ELF_MACHINE
-from toolchain.runner import run
 
 UNCHECKED = "unchecked"
 
@@ -21,7 +24,7 @@ def parse_machine(readelf_h: str) -> Optional[str]:
 
 
 def parse_android_api_level(readelf_n: str) -> Optional[int]:
-    """The API level from the ``.note.android.ident`` note (owner ``Android``, first 4 desc bytes, LE)."""
+    """The API level from ``readelf -n`` output of a ``.note.android.ident`` note (owner ``Android``)."""
     lines = readelf_n.splitlines()
     for i, line in enumerate(lines):
         if not re.match(r"^\s*Android\s+0x[0-9a-f]+", line):
@@ -32,8 +35,7 @@ def parse_android_api_level(readelf_n: str) -> Optional[int]:
                 data = bytes(int(b, 16) for b in m.group(1).split())
                 if len(data) >= 4:
                     return int.from_bytes(data[:4], "little")
-        # newer binutils decode the note themselves
-        for follow in lines[i + 1:i + 4]:
+        for follow in lines[i + 1:i + 4]:  # newer binutils decode the note themselves
             m = re.search(r"(?:API level|api[_ ]level)\D*(\d+)", follow, re.I)
             if m:
                 return int(m.group(1))
@@ -42,55 +44,71 @@ def parse_android_api_level(readelf_n: str) -> Optional[int]:
 
 @dataclass(frozen=True)
 class ElfFacts:
-    machine: str  # readelf's name, or "unchecked"
-    api_level: object  # int, or "unchecked" / "no Android note"
+    machine: str
+    api_level: object  # int, or "no Android note"
     machine_ok: Optional[bool]
     api_level_ok: Optional[bool]
+    load_alignment: Optional[int] = None  # the binary's smallest LOAD p_align
+    page_16k_ok: Optional[bool] = None  # None: the ABI has no 16 KB page devices
 
     def to_dict(self) -> dict:
         return {"machine": self.machine, "api_level": self.api_level,
-                "machine_ok": self.machine_ok, "api_level_ok": self.api_level_ok}
+                "machine_ok": self.machine_ok, "api_level_ok": self.api_level_ok,
+                "load_alignment": self.load_alignment, "page_16k_ok": self.page_16k_ok}
+
+
+def verify_binary(binary: Path, abi: str, api_level: int) -> ElfFacts:
+    """``binary`` is an ELF for ``abi`` built for ``api_level``; VerificationError with the remedy otherwise."""
+    binary = Path(binary)
+    elf = read_elf(binary)
+    want = ABI_ELF_MACHINE[abi]
+    if elf.machine != want:
+        raise VerificationError(
+            f"{binary.name} is an ELF for {elf.machine}, not {want} as ABI {abi} needs",
+            cause="the compiler the build used does not target that ABI (is CMAKE_TOOLCHAIN_FILE the NDK's "
+                  "android.toolchain.cmake, and did -DANDROID_ABI reach CMake?)",
+            remedy=f"rebuild with `invoke build-android --abi {abi} --clean` and check the NDK (`invoke doctor`)",
+        )
+    level = elf.android_api_level
+    if level is not None and level != api_level:
+        raise VerificationError(
+            f"{binary.name} was built for Android API level {level}, not the requested {api_level}",
+            cause="scripts/build_android.sh sets ANDROID_NATIVE_API_LEVEL=21 itself; only a CMake argument "
+                  "-DANDROID_NATIVE_API_LEVEL=... (which torchdroid passes) overrides it",
+            remedy="rebuild with `invoke build-android --clean`; if it persists, the lane's build script "
+                   "ignores the CMake argument: report it",
+        )
+    page_ok = elf.load_alignment >= PAGE_16K if abi in ABIS_16K else None
+    return ElfFacts(elf.machine, level if level is not None else "no Android note", True,
+                    None if level is None else True, elf.load_alignment, page_ok)
+
+
+def verify_page_alignment(files: Iterable[Path], abi: str) -> Dict[str, int]:
+    """LOAD alignment of every file (name -> bytes); on a 16 KB-page ABI each must be >= 16384."""
+    aligns = {Path(f).name: read_elf(f).load_alignment for f in files}
+    short = {name: a for name, a in aligns.items() if a < PAGE_16K}
+    if abi in ABIS_16K and short:
+        listed = ", ".join(f"{name} ({a} bytes)" for name, a in sorted(short.items()))
+        raise VerificationError(
+            f"not 16 KB aligned: {listed}",
+            cause="Android 15+ devices with 16 KB memory pages cannot load native code whose LOAD segments are "
+                  "aligned to 4 KB; the linker flags for 16 KB pages (-DANDROID_SUPPORT_FLEXIBLE_PAGE_SIZES=ON on "
+                  "NDK r27+, -Wl,-z,max-page-size=16384 before) did not reach these files",
+            remedy="rebuild with `invoke build-android --clean`; if a --cmake-arg overrides "
+                   "CMAKE_SHARED_LINKER_FLAGS / CMAKE_EXE_LINKER_FLAGS, add -Wl,-z,max-page-size=16384 to it",
+        )
+    return aligns
 
 
 class Readelf:
-    def __init__(self, exe: Optional[str]):
+    """Kept for callers of the old interface: the checks no longer need the readelf program."""
+
+    def __init__(self, exe: Optional[str] = None):
         self.exe = exe
 
     @classmethod
     def locate(cls) -> "Readelf":
-        return cls(shutil.which("readelf") or shutil.which("llvm-readelf"))
+        return cls()
 
     def verify(self, binary: Path, abi: str, api_level: int, log_path: Optional[Path] = None) -> ElfFacts:
-        """Check ``binary`` is an ELF for ``abi`` built for ``api_level``; "unchecked" where readelf is missing."""
-        binary = Path(binary)
-        with open(binary, "rb") as f:
-            if f.read(4) != b"\x7fELF":
-                raise VerificationError(
-                    f"{binary} is not an ELF file",
-                    cause="the build did not produce an Android executable under that name",
-                    remedy="look at the build log; rebuild with `invoke build-android --clean`",
-                )
-        if not self.exe:
-            return ElfFacts(UNCHECKED, UNCHECKED, None, None)
-        want = ABI_ELF_MACHINE[abi]
-        machine = parse_machine(run([self.exe, "-h", binary], log_path=log_path, what="`readelf -h`").output) or "?"
-        if machine != want:
-            raise VerificationError(
-                f"{binary.name} is an ELF for {machine}, not {want} as ABI {abi} needs",
-                cause="the compiler the build used does not target that ABI (is CMAKE_TOOLCHAIN_FILE the NDK's "
-                      "android.toolchain.cmake, and did -DANDROID_ABI reach CMake?)",
-                remedy=f"rebuild with `invoke build-android --abi {abi} --clean` and check the NDK (`invoke doctor`)",
-            )
-        notes = run([self.exe, "-n", binary], log_path=log_path, what="`readelf -n`", check=False).output
-        level = parse_android_api_level(notes)
-        if level is None:
-            return ElfFacts(machine, "no Android note", True, None)
-        if level != api_level:
-            raise VerificationError(
-                f"{binary.name} was built for Android API level {level}, not the requested {api_level}",
-                cause="scripts/build_android.sh sets ANDROID_NATIVE_API_LEVEL=21 itself; only a CMake argument "
-                      "-DANDROID_NATIVE_API_LEVEL=... (which torchdroid passes) overrides it",
-                remedy="rebuild with `invoke build-android --clean`; if it persists, the lane's build script "
-                       "ignores the CMake argument: report it",
-            )
-        return ElfFacts(machine, level, True, True)
+        return verify_binary(binary, abi, api_level)

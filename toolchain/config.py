@@ -37,7 +37,7 @@ DEFAULTS: dict = {
         "git_jobs": 4,  # submodules fetched in parallel
     },
     "ndk": {"path": None},
-    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None, "sdk": None},
+    "android": {"abi": "arm64-v8a", "api_level": 29, "max_jobs": None, "sdk": None, "java_home": None},
     "app": {
         "out": "build/app",
         "name": "torchdroid demo",
@@ -52,8 +52,9 @@ DEFAULTS: dict = {
         "gradle_timeout": 3600,
     },
     "deploy": {
-        "adb_host": "127.0.0.1",
-        "adb_port": None,  # None: ANDROID_ADB_SERVER_PORT or 5037
+        "adb_host": None,  # None: ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1 (adb's -H)
+        "adb_port": None,  # None: ANDROID_ADB_SERVER_PORT or 5037 (adb's -P)
+        "servers": [],  # HOST:PORT of every adb server to deploy through; [] = the one above
         "device_dir": "/data/local/tmp/torchdroid",
         "warmup": 5,
         "iter": 200,
@@ -62,7 +63,7 @@ DEFAULTS: dict = {
         "results": "build/results",
         # added by the deploy stage
         "project": None,  # None: the name of the current directory (one device directory per project)
-        "serials": [],  # [] = every connected device
+        "serials": [],  # [] = ANDROID_SERIAL, else every connected device
         "variants": [],  # [] = every variant in the manifest
         "build_info": None,  # None: <build_dir>/android/<android.abi>/build-info.json
         "binary": None,  # a speed_benchmark_torch instead of the build-info's
@@ -75,7 +76,8 @@ DEFAULTS: dict = {
         "bundled_input": 0,  # --use_bundled_input=N; -1: --input_dims/--input_type from the manifest
         "timeout": 120,  # seconds per adb call
         "bench_timeout": 600,  # seconds per benchmark run
-        "app_wait": 120,  # seconds to wait for the app's logcat line
+        "app_wait": 60,  # seconds for the app's first progress line (start + model load); later lines scale with iter
+        "cooldown": 0,  # seconds between models (a hot phone throttles)
         "gatord": None,  # path to Arm's gatord: run the benchmarks under `gatord --app`
         "allow_mismatch": False,
         "report_source": "binary",  # binary | app

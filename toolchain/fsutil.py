@@ -47,7 +47,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from .errors import BusyError, NoSpaceError, UsageError
 
@@ -266,8 +266,8 @@ def atomic_dir(final: PathLike, force: bool = False) -> Iterator[Path]:
         raise
 
 
-def save_torch_module(module: Any, path: PathLike, fmt: str = "torchscript") -> int:
-    """Save a TorchScript module atomically: serialise in memory, check the space, write; returns the size.
+def save_torch_module(module: Any, path: PathLike, fmt: str = "torchscript") -> Tuple[int, str]:
+    """Save a TorchScript module atomically: serialise in memory, check the space, write; returns (size, sha256).
 
     ``fmt`` is ``torchscript`` (``torch.jit.save``) or ``lite`` (``_save_for_lite_interpreter``'s bytes).
     torch writing straight to a file aborts the process (C++ exception, exit 134) when the disk fills up;
@@ -284,7 +284,7 @@ def save_torch_module(module: Any, path: PathLike, fmt: str = "torchscript") -> 
         data = buf.getvalue()
     ensure_space(path.parent, len(data), path.name)
     atomic_write_bytes(path, data)
-    return len(data)
+    return len(data), sha256_bytes(data)
 
 
 # --------------------------------------------------------------------------- stale partials

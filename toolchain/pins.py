@@ -51,6 +51,14 @@ class Lane:
     build_env: Tuple[Tuple[str, str], ...] = ()  # extra environment for scripts/build_android.sh
     verified: Tuple[str, ...] = ()  # which pins were checked against public sources, and how
     unverified: Tuple[str, ...] = ()  # which pins were NOT verified (say so in reports)
+    # Added for the real upstream (issue 9; sources in docs/facts.md):
+    ndk_recommended_revision: str = ""  # Pkg.Revision of ndk_recommended: what `sdkmanager 'ndk;REV'` installs
+    vulkan_default_on: bool = False  # CMakeLists.txt turns USE_VULKAN on for ANDROID (needs the NDK's vulkan_wrapper)
+    aar_gradle: str = ""  # the Gradle version android/gradle/wrapper of this commit runs (--aar)
+    aar_android_gradle_plugin: str = ""  # the AGP android/build.gradle of this commit applies (--aar)
+    app_runtime_repository: str = ""  # where the app's pytorch_android comes from ("" = Maven Central / google())
+    app_runtime_available: bool = True  # False: make-app must use --aar (the repository or version is gone)
+    app_runtime_unavailable_reason: str = ""
 
     def to_dict(self) -> Dict[str, object]:
         return {
@@ -69,6 +77,11 @@ class Lane:
             "pytorch_date": self.pytorch_date,
             "build_env": dict(self.build_env),
             "unverified": list(self.unverified),
+            "ndk_recommended_revision": self.ndk_recommended_revision,
+            "vulkan_default_on": self.vulkan_default_on,
+            "aar_gradle": self.aar_gradle,
+            "aar_android_gradle_plugin": self.aar_android_gradle_plugin,
+            "app_runtime_available": self.app_runtime_available,
         }
 
 
@@ -99,6 +112,16 @@ LANES: Dict[str, Lane] = {
             "the commit SHA, torchvision SHA and NDK r19c-r21e range are taken from the tutorials as given in "
             "issue 3; the script was not read at exactly c19eb4ad (not in the searchable index)",
         ),
+        ndk_recommended_revision="21.4.7075529",
+        vulkan_default_on=False,  # USE_VULKAN became ON-for-Android in Jan 2021 (pytorch/pytorch#51291)
+        aar_gradle="6.7.1",
+        aar_android_gradle_plugin="4.1.3",
+        app_runtime_repository="https://oss.sonatype.org/content/repositories/snapshots",
+        app_runtime_available=False,
+        app_runtime_unavailable_reason=(
+            "pytorch_android 1.8.0-SNAPSHOT was only ever published to the OSSRH snapshot repository "
+            "(oss.sonatype.org/content/repositories/snapshots), which Sonatype shut down on 2025-06-30; "
+            "no release of that version exists on Maven Central"),
     ),
     "current": Lane(
         name="current",
@@ -122,6 +145,10 @@ LANES: Dict[str, Lane] = {
         ),
         pytorch_date="2025-08-06",
         build_env=(("BUILD_LITE_INTERPRETER", "0"),),
+        ndk_recommended_revision="26.3.11579264",
+        vulkan_default_on=True,
+        aar_gradle="6.8.3",
+        aar_android_gradle_plugin="4.1.2",
         verified=(
             "v2.8.0 is ba56102387ef21a3b04b357e5b183d48f0afefc7 (release commit list and several pinned permalinks)",
             "its scripts/build_android.sh still overwrites ANDROID_NATIVE_API_LEVEL with 21, defaults "
@@ -131,13 +158,31 @@ LANES: Dict[str, Lane] = {
             "NDK range: r21e is what PyTorch's own Android CI installed; the upper bound (r28) is an estimate, "
             "not a tested build",
             "pytorch_date is the v2.8.0 release date, not the commit date",
+            "aar_gradle/aar_android_gradle_plugin: read from stored versions of android/ (AGP 4.1.2 in "
+            "android/build.gradle; Gradle 6.8.3 since pytorch/pytorch#53567, but one stored wrapper names 8.1.1); "
+            "build-android --aar reads the checkout's own files before choosing a JDK",
         ),
     ),
 }
 DEFAULT_LANE = "current"
 
-# The app template's runtime when no lane AAR is used (the newest published full-JIT runtime).
-PYTORCH_ANDROID_DEFAULT = "1.13.1"
+# The app template's runtime when no lane AAR is used: the newest org.pytorch:pytorch_android on Maven Central
+# (2.1.0, Oct 2023; pytorch/pytorch#154449 names it as the version users have).  See docs/facts.md.
+PYTORCH_ANDROID_DEFAULT = "2.1.0"
+# Which converter torch a published pytorch_android runs models of: the release with the same version number.
+# (The runtime checks the operators and the file format version; the same release is the only pairing upstream
+# tested.)  `check-compat --pytorch-android V` compares against torch V.
+PYTORCH_ANDROID_MAVEN = "https://repo1.maven.org/maven2/org/pytorch/pytorch_android/"
+# Flexible (16 KB) page sizes: the NDK's CMake toolchain option from r27 on, a linker flag before.
+NDK_FLEXIBLE_PAGE_SIZES_MIN_MAJOR = 27
+FLEXIBLE_PAGE_SIZES_ARG = "-DANDROID_SUPPORT_FLEXIBLE_PAGE_SIZES=ON"
+MAX_PAGE_SIZE_16K_LDFLAG = "-Wl,-z,max-page-size=16384"
+# NNAPI is deprecated from Android 15 (API 35): the NDK marks its functions __NNAPI_DEPRECATED_IN(35).
+NNAPI_DEPRECATED_SDK = 35
+# Upstream build scripts need this much space: a full PyTorch checkout with submodules (~3 GB) plus one ABI's
+# build tree (~5 GB).  Checked before fetching.
+CHECKOUT_BYTES = 3 * 1024 ** 3
+BUILD_TREE_BYTES = 5 * 1024 ** 3
 CAMERAX_VERSION = "1.3.4"
 # The generated app's other libraries (make-app): androidx.activity (ComponentActivity, a LifecycleOwner for
 # CameraX) and, when the app links a local pytorch_android AAR, the runtime's own dependencies, which a
@@ -145,6 +190,11 @@ CAMERAX_VERSION = "1.3.4"
 ANDROIDX_ACTIVITY_VERSION = "1.8.2"
 FBJNI_VERSION = "0.2.2"
 SOLOADER_VERSION = "0.10.5"
+# `-SNAPSHOT` runtimes came from the OSSRH snapshot repository, which shut down on this date (docs/facts.md):
+# make-app refuses them and asks for a locally built AAR.
+OSSRH_SHUTDOWN = "2025-06-30"
+# Every org.pytorch:pytorch_android on Maven Central (newest 2.1.0) links its .so files for 4 KB pages.
+MAVEN_RUNTIME_PAGE_ALIGNMENT_SOURCE = "pytorch/pytorch#154449"
 
 
 def lane(name: str) -> Lane:

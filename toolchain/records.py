@@ -3,7 +3,9 @@
 * the **convert manifest** (``<models>/manifest.json``), written by ``converter``,
   read by make-app, deploy, verify, check-compat and the host benchmark;
 * the **build-info** (``build/android/<abi>/build-info.json``), written by
-  ``ndk_build``, read by deploy and check-compat.
+  ``ndk_build``, read by deploy and check-compat;
+* the **app-info** (``<app>/torchdroid-app.json``, :class:`AppInfo`), written by
+  make-app (the APK added by build-app), read by make-app, deploy and ``all``.
 
 Stages never import each other; they read and write these through this
 module.  Every record has ``kind`` and ``schema`` so a stale or foreign file is
@@ -12,11 +14,12 @@ refused with a clear message instead of being half-understood.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import RecordError, UsageError
 from .fsutil import atomic_write_json, sha256_file
@@ -86,7 +89,7 @@ class TensorSpec:
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "TensorSpec":
         return cls(
-            shape=list(d["shape"]),
+            shape=[int(x) for x in d["shape"]],
             dtype=d["dtype"],
             memory_format=d.get("memory_format", "contiguous"),
             scale=d.get("scale"),
@@ -134,6 +137,14 @@ class ModelFile:
     def torch_git_version(self) -> Optional[str]:
         return (self.conversion.get("torch") or {}).get("git_version")
 
+    def to_entry(self) -> Dict[str, Any]:
+        """The manifest's ``files`` entry for this file."""
+        entry = {"file": self.file, "sha256": self.sha256, "size": self.size, "model": self.model, "stem": self.stem,
+                 "mode": self.mode, "variant": self.variant, "backend": self.backend,
+                 "input": self.input.to_dict(), "output": self.output.to_dict()}
+        entry.update(self.extra)
+        return entry
+
     def check_hash(self) -> None:
         if not self.path.is_file():
             raise RecordError(
@@ -149,25 +160,119 @@ class ModelFile:
             )
 
 
+def manifest_path(models_dir: Path) -> Path:
+    """The one place a manifest lives: ``<models_dir>/manifest.json`` (a path ending in .json is taken as is)."""
+    models_dir = Path(models_dir)
+    if models_dir.suffix == ".json" and not models_dir.is_dir():
+        return models_dir
+    return models_dir / MANIFEST_NAME
+
+
+def model_file_names(stem: str, mode: str) -> Tuple[str, str]:
+    """``(cpu, nnapi)`` file names of one mode, as the PyTorch NNAPI tutorial names them."""
+    return f"{stem}-quant_{mode}-cpu.pt", f"{stem}-quant_{mode}-nnapi.pt"
+
+
+def manifest_owner(models_dir: Path) -> str:
+    """Who wrote ``manifest.json`` there: ``absent``, ``ours`` (kind matches) or ``foreign`` (anything else).
+
+    Decided from the file's ``kind`` alone, so a damaged or tampered torchdroid manifest is still ours
+    (it may be rebuilt), and a file someone else named manifest.json is never overwritten.
+    """
+    path = manifest_path(models_dir)
+    if not path.exists():
+        return "absent"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return "foreign"
+    return "ours" if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND else "foreign"
+
+
+_ENTRY_KEYS = {"file", "sha256", "size", "model", "stem", "mode", "backend", "input", "output", "variant"}
+
+
+def _model_file(models_dir: Path, entry: Any, conversions: Dict[str, Any], path: Path) -> ModelFile:
+    """One ``files`` entry, checked: a tampered entry is a RecordError, never a KeyError deep in a stage."""
+    try:
+        if not isinstance(entry, dict):
+            raise TypeError(f"entry is a {type(entry).__name__}")
+        name = str(entry["file"])
+        if Path(name).name != name or name in ("", ".", ".."):
+            raise ValueError(f"file name {name!r} is not a plain name in the manifest's directory")
+        if entry["mode"] not in MODES or entry["backend"] not in BACKENDS:
+            raise ValueError(f"mode {entry['mode']!r} / backend {entry['backend']!r}")
+        conv = conversions.get(entry["stem"], {})
+        return ModelFile(
+            file=name, path=(models_dir / name).resolve(), sha256=str(entry["sha256"]), size=int(entry["size"]),
+            model=str(entry["model"]), stem=str(entry["stem"]), mode=entry["mode"], backend=entry["backend"],
+            input=TensorSpec.from_dict(entry["input"]), output=TensorSpec.from_dict(entry["output"]),
+            conversion=conv if isinstance(conv, dict) else {},
+            extra={k: v for k, v in entry.items() if k not in _ENTRY_KEYS},
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise RecordError(
+            f"{path} has a malformed file entry",
+            cause=f"{type(e).__name__}: {e}",
+            remedy="run `invoke convert --force` to rewrite it (the manifest was edited or damaged)",
+        ) from e
+
+
+OTHER_SECTIONS = ("executorch",)  # manifest sections the legacy writer keeps untouched
+
+
 class ConvertManifest:
-    """Reader for ``manifest.json`` written by ``invoke convert``."""
+    """The convert manifest (``<models>/manifest.json``): one reader (:meth:`load`), one writer (:meth:`write`).
+
+    ``data`` holds ``conversions`` (per model stem: weights, calibration, torch, host check, mode keys...)
+    and ``files`` (one entry per ``.pt`` file, read as typed :class:`ModelFile`).
+    """
+
+    REMEDY = "run `invoke convert` first (or point --models at a directory that `invoke convert` wrote)"
 
     def __init__(self, path: Path, data: Dict[str, Any]):
         self.path = Path(path)
         self.dir = self.path.parent
         self.data = data
-
-    REMEDY = "run `invoke convert` first (or point --models at a directory that `invoke convert` wrote)"
+        if not isinstance(data.get("conversions", {}), dict) or not isinstance(data.get("files", []), list):
+            raise RecordError(f"{self.path} has malformed conversions/files",
+                              remedy="run `invoke convert --force` to rewrite it")
+        self._files = [_model_file(self.dir, e, self.conversions, self.path) for e in data.get("files", [])]
 
     @classmethod
     def load(cls, location: Path) -> "ConvertManifest":
-        location = Path(location)
-        path = location / MANIFEST_NAME if location.is_dir() or not location.suffix else location
+        path = manifest_path(location)
         return cls(path, read_record(path, MANIFEST_KIND, MANIFEST_SCHEMA, cls.REMEDY))
 
     @classmethod
+    def empty(cls, models_dir: Path) -> "ConvertManifest":
+        return cls(manifest_path(models_dir), {"conversions": {}, "files": []})
+
+    @classmethod
     def exists(cls, location: Path) -> bool:
-        return (Path(location) / MANIFEST_NAME).is_file()
+        return manifest_path(location).is_file()
+
+    def write(self) -> Path:
+        """Write atomically (files sorted by stem, mode, backend)."""
+        files = sorted(self._files, key=lambda f: (f.stem, MODES.index(f.mode), f.backend))
+        return write_record(self.path, MANIFEST_KIND, MANIFEST_SCHEMA,
+                            {"conversions": self.conversions, "files": [f.to_entry() for f in files],
+                             **self.other_sections()})
+
+    def other_sections(self) -> Dict[str, Any]:
+        """Sections other stages own, kept as they are (``executorch``: toolchain/pte_records.py)."""
+        return {k: self.data[k] for k in OTHER_SECTIONS if k in self.data}
+
+    def replace_modes(self, stem: str, conversion: Dict[str, Any], files: List["ModelFile"]) -> "ConvertManifest":
+        """A copy where ``stem``'s conversion record is ``conversion`` and the modes of ``files`` are replaced."""
+        modes = {f.mode for f in files}
+        kept = [f for f in self._files if not (f.stem == stem and f.mode in modes)]
+        conversions = dict(self.conversions)
+        conversions[stem] = conversion
+        out = ConvertManifest(self.path, {"conversions": conversions, "files": [], **self.other_sections()})
+        out._files = kept + [dataclasses.replace(f, conversion=conversion) for f in files]
+        out.data["files"] = [f.to_entry() for f in out._files]
+        return out
 
     @property
     def conversions(self) -> Dict[str, Dict[str, Any]]:
@@ -175,32 +280,15 @@ class ConvertManifest:
 
     @property
     def files(self) -> List[ModelFile]:
-        out = []
-        for entry in self.data.get("files", []):
-            conv = self.conversions.get(entry["stem"], {})
-            known = {"file", "sha256", "size", "model", "stem", "mode", "backend", "input", "output", "variant"}
-            out.append(
-                ModelFile(
-                    file=entry["file"],
-                    path=(self.dir / entry["file"]).resolve(),
-                    sha256=entry["sha256"],
-                    size=entry["size"],
-                    model=entry["model"],
-                    stem=entry["stem"],
-                    mode=entry["mode"],
-                    backend=entry["backend"],
-                    input=TensorSpec.from_dict(entry["input"]),
-                    output=TensorSpec.from_dict(entry["output"]),
-                    conversion=conv,
-                    extra={k: v for k, v in entry.items() if k not in known},
-                )
-            )
-        return out
+        return list(self._files)
+
+    def files_of(self, stem: str, mode: Optional[str] = None) -> List[ModelFile]:
+        return [f for f in self._files if f.stem == stem and (mode is None or f.mode == mode)]
 
     def variants(self) -> Dict[str, Dict[str, ModelFile]]:
         """``{"mobilenetv2-quant_full": {"cpu": ModelFile, "nnapi": ModelFile}, ...}``."""
         out: Dict[str, Dict[str, ModelFile]] = {}
-        for f in self.files:
+        for f in self._files:
             out.setdefault(f.qualified_variant, {})[f.backend] = f
         return out
 
@@ -226,11 +314,31 @@ class ConvertManifest:
         )
 
 
+Manifest = ConvertManifest
+
+
 # --------------------------------------------------------------------------- build-info
 
 
+@dataclass(frozen=True)
+class BuildArtefact:
+    """One artefact of a build-info: ``speed_benchmark_torch``, a library, the headers or the AAR."""
+
+    name: str
+    path: Path  # absolute
+    kind: str  # binary | static-library | shared-library | headers | aar
+    sha256: str
+    load_alignment: Optional[int] = None  # LOAD p_align of an ELF (binary, shared library), when recorded
+
+
+def build_info_path(build_dir: Path, abi: str) -> Path:
+    """Where build-android writes (and deploy, check-compat, all read) the build-info of ``abi``."""
+    return Path(build_dir) / "android" / abi / BUILD_INFO_NAME
+
+
 class BuildInfo:
-    """Reader for ``build/android/<abi>/build-info.json`` written by ``invoke build-android``."""
+    """The build-info (``build/android/<abi>/build-info.json``): one reader (:meth:`load`), one writer
+    (:meth:`write`), one path helper (:func:`build_info_path`)."""
 
     REMEDY = "run `invoke build-android` first (or pass the file with --build-info / the binary with --binary)"
 
@@ -245,8 +353,48 @@ class BuildInfo:
         path = location / BUILD_INFO_NAME if location.is_dir() else location
         return cls(path, read_record(path, BUILD_INFO_KIND, BUILD_INFO_SCHEMA, cls.REMEDY))
 
+    @classmethod
+    def write(cls, path: Path, body: Dict[str, Any]) -> "BuildInfo":
+        """Write the record atomically (kind, schema and time added) and return it as read back."""
+        write_record(Path(path), BUILD_INFO_KIND, BUILD_INFO_SCHEMA, body)
+        return cls.load(Path(path))
+
     def get(self, key: str, default: Any = None) -> Any:
         return self.data.get(key, default)
+
+    @property
+    def api_level(self) -> Optional[int]:
+        return self.data.get("api_level")
+
+    @property
+    def page_alignment(self) -> Dict[str, int]:
+        """LOAD alignment (bytes) of the binary and each built shared library; {} for records made before."""
+        return dict(self.data.get("page_alignment") or {})
+
+    def min_page_alignment(self, name: Optional[str] = None) -> Optional[int]:
+        """The smallest recorded LOAD alignment (of ``name`` only, if given); None when not recorded."""
+        aligns = self.page_alignment
+        values = [aligns[name]] if name in aligns else ([] if name else list(aligns.values()))
+        return min(values) if values else None
+
+    @property
+    def ndk_revision(self) -> Optional[str]:
+        return (self.data.get("ndk") or {}).get("revision")
+
+    @property
+    def source_dir(self) -> Optional[Path]:
+        value = self.data.get("source_dir")
+        return Path(value) if value else None
+
+    @property
+    def warnings(self) -> List[str]:
+        return list(self.data.get("warnings") or [])
+
+    @property
+    def artefacts(self) -> List[BuildArtefact]:
+        aligns = self.page_alignment
+        return [BuildArtefact(a["name"], (self.dir / a["path"]).resolve(), a.get("kind", ""), a.get("sha256", ""),
+                              aligns.get(a["name"])) for a in self.data.get("artefacts", [])]
 
     @property
     def abi(self) -> str:
@@ -273,9 +421,6 @@ class BuildInfo:
 APP_INFO_NAME = "torchdroid-app.json"  # at the root of the generated Gradle project
 APP_INFO_KIND = "torchdroid.app-info"
 APP_INFO_SCHEMA = 1
-# Written by `invoke make-app`: application_id, activity (".MainActivity"), variant, models
-# (asset name -> manifest sha256), pins; `invoke build-app` adds "apk": {"path", "sha256"}.
-# Read by `invoke deploy` to install the APK and launch the in-app benchmark.
 
 # The in-app benchmark contract between the generated app and `invoke deploy`:
 #   am start -W -n <application_id>/.MainActivity --ez benchmark true --ei iters N --ei warmup N --es backend cpu|nnapi
@@ -284,3 +429,290 @@ APP_INFO_SCHEMA = 1
 #                     "median_ms": 12.3, "p90_ms": 13.0, "min_ms": 11.9, "mean_ms": 12.4, "error": null}
 APP_BENCH_TAG = "torchdroid"
 APP_BENCH_PREFIX = "TORCHDROID_BENCH "
+# Progress lines of the in-app benchmark (same tag), so deploy can wait on the app instead of a clock:
+#   TORCHDROID_PROGRESS {"backend": "cpu", "stage": "loaded" | "warmup" | "iter", "done": 20, "of": 200}
+APP_PROGRESS_PREFIX = "TORCHDROID_PROGRESS "
+
+
+# --------------------------------------------------------------------------- deploy results
+
+DEPLOY_RESULTS_KIND = "torchdroid.deploy-results"
+DEPLOY_RESULTS_SCHEMA = 1
+RESULT_STATUSES = ("ok", "failed", "skipped")
+
+
+@dataclass
+class ResultRow:
+    """One benchmark result (or one failure) of one device: a row of the results store and its exports."""
+
+    serial: str
+    device_model: str
+    board: str
+    release: str
+    sdk: int
+    abi: str
+    stem: str  # mobilenetv2 ("" for a device that failed before any model)
+    variant: str  # quant_full
+    mode: str  # none | core | full
+    backend: str  # cpu | nnapi
+    source: str  # binary | app | deploy (a device or server the run could not work on)
+    status: str  # ok | failed | skipped
+    model_file: str = ""
+    median_ms: Optional[float] = None
+    p90_ms: Optional[float] = None
+    min_ms: Optional[float] = None
+    spread_pct: Optional[float] = None
+    samples: int = 0
+    repeats: int = 0
+    iters: int = 0
+    warmup: int = 0
+    torch_commit: str = ""
+    binary_commit: str = ""
+    reason: str = ""
+    output_tail: str = ""
+    server: str = ""  # HOST:PORT of the device's adb server
+    run_id: Optional[int] = None
+    started: str = ""
+    mean_ms: Optional[float] = None
+    std_ms: Optional[float] = None
+    max_ms: Optional[float] = None
+    load_ms: Optional[float] = None  # process start + model load (cold run)
+    first_ms: Optional[float] = None  # the first inference after loading
+    warmup_ms: Optional[float] = None  # mean of the warm-up iterations
+    peak_kb: Optional[int] = None  # VmHWM of the benchmark process
+    flags: str = ""  # comma-separated: unstable, throttled, nnapi-deprecated, fell-back
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "ResultRow":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def problems(self) -> List[str]:
+        """What makes this row nonsense (an ``ok`` row without real numbers, an unknown status)."""
+        out = []
+        if self.status not in RESULT_STATUSES:
+            out.append(f"unknown status {self.status!r}")
+        if self.status == "ok":
+            values = (self.median_ms, self.p90_ms, self.min_ms)
+            if any(v is None or not (v > 0) or v != v for v in values) or self.samples < 1:
+                out.append(f"an ok row needs positive latencies from at least one sample (median {self.median_ms}, "
+                           f"{self.samples} samples)")
+        elif not self.reason:
+            out.append(f"a {self.status} row needs its reason")
+        return out
+
+    def has_flag(self, flag: str) -> bool:
+        return flag in self.flags.split(",")
+
+
+def deploy_results_path(results_dir: Path, stem: str) -> Path:
+    """``<results>/<stem>.json``: ``run-0007`` for one run, ``latest`` for the newest."""
+    return Path(results_dir) / f"{stem}.json"
+
+
+@dataclass
+class DeployResults:
+    """The JSON export of one deploy run: rows, CPU/NNAPI speed-ups and each device's conditions."""
+
+    run_id: Optional[int]
+    started: str
+    rows: List[ResultRow]
+    speedups: List[Dict[str, Any]] = field(default_factory=list)
+    devices: List[Dict[str, Any]] = field(default_factory=list)  # serial, soc, governor, thermal, battery ...
+
+    REMEDY = "run `invoke deploy` again (it writes <results>/run-NNNN.json and latest.json)"
+
+    def write(self, path: Path) -> Path:
+        return write_record(path, DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA, {
+            "run_id": self.run_id, "started": self.started, "speedups": self.speedups, "devices": self.devices,
+            "results": [r.to_dict() for r in self.rows]})
+
+    @classmethod
+    def load(cls, path: Path) -> "DeployResults":
+        data = read_record(path, DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA, cls.REMEDY)
+        try:
+            rows = [ResultRow.from_dict(r) for r in data.get("results", [])]
+        except TypeError as e:
+            raise RecordError(f"{path} has a malformed result row", cause=str(e), remedy=cls.REMEDY) from e
+        return cls(data.get("run_id"), data.get("started", ""), rows, data.get("speedups", []),
+                   data.get("devices", []))
+
+
+def app_info_path(app_dir: Path) -> Path:
+    """Where the app-info of the Gradle project in ``app_dir`` lives."""
+    return Path(app_dir) / APP_INFO_NAME
+
+
+@dataclass(frozen=True)
+class AppApk:
+    """The APK `invoke build-app` built from the project (``path`` relative to the project)."""
+
+    path: str
+    sha256: str
+    size: int
+    built: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"path": self.path, "sha256": self.sha256, "size": self.size, "built": self.built}
+
+
+class _Fields:
+    """Typed reads of a record's optional keys (a missing key gets the type's empty value)."""
+
+    def __init__(self, data: Dict[str, Any]):
+        self.data = data
+
+    def text(self, key: str, default: str = "") -> str:
+        value = self.data.get(key)
+        return default if value in (None, "") else str(value)
+
+    def number(self, key: str) -> int:
+        return int(self.data.get(key) or 0)
+
+    def mapping(self, key: str) -> Dict[str, Any]:
+        return dict(self.data.get(key) or {})
+
+    def text_map(self, key: str) -> Dict[str, str]:
+        return {str(k): str(v) for k, v in self.mapping(key).items()}
+
+
+def _apk_from(apk: Optional[Dict[str, Any]]) -> Optional[AppApk]:
+    if not apk:
+        return None
+    return AppApk(str(apk["path"]), str(apk["sha256"]), int(apk.get("size") or 0), str(apk.get("built", "")))
+
+
+@dataclass(frozen=True)
+class AppInfo:
+    """``<app>/torchdroid-app.json``: written by `invoke make-app`, the APK added by `invoke build-app`.
+
+    Read by make-app (is the project up to date?), build-app, deploy (which APK, which package and
+    activity) and `invoke all`.  ``request`` is what make-app was asked for (settings and input
+    hashes): the project is up to date when a new request equals it and the assets are intact.
+    """
+
+    dir: Path  # the Gradle project directory (not stored)
+    application_id: str
+    activity: str  # ".MainActivity"
+    app_name: str
+    variant: str  # quant_full
+    qualified_variant: str  # mobilenetv2-quant_full
+    input_mode: str  # float32 | uint8_lut
+    models: Dict[str, str]  # asset file name -> sha256 of the converted model it was made from
+    assets: Dict[str, Dict[str, Any]]  # asset file name -> {backend, source, source_sha256, sha256, input, ...}
+    abi_filters: Tuple[str, ...]
+    min_sdk: int
+    target_sdk: int
+    pins: Dict[str, Any]
+    runtime: Dict[str, Any]
+    wrapper_jar: bool
+    torchdroid: str
+    request: Dict[str, Any] = field(default_factory=dict)
+    asset_files: Dict[str, str] = field(default_factory=dict)  # every file in app/src/main/assets -> sha256
+    extra: Dict[str, Any] = field(default_factory=dict)  # labels, sample, lut, manifest, converter_torch, bench
+    apk: Optional[AppApk] = None
+
+    REMEDY = "run `invoke make-app` first (or point --out / --app at a project it wrote)"
+    _TYPED = ("application_id", "activity", "app_name", "variant", "qualified_variant", "input_mode", "models",
+              "assets", "abi_filters", "min_sdk", "target_sdk", "pins", "runtime", "wrapper_jar", "torchdroid",
+              "request", "asset_files", "apk")
+
+    @staticmethod
+    def exists(app_dir: Path) -> bool:
+        return app_info_path(app_dir).is_file()
+
+    @classmethod
+    def load(cls, app_dir: Path) -> "AppInfo":
+        """The app-info of ``app_dir`` (or of the file itself); RecordError when missing, foreign or tampered."""
+        path = Path(app_dir)
+        if path.name != APP_INFO_NAME:
+            path = app_info_path(path)
+        data = read_record(path, APP_INFO_KIND, APP_INFO_SCHEMA, cls.REMEDY)
+        try:
+            return cls._from_dict(path.parent, data)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise RecordError(f"the app-info {path} is incomplete or malformed",
+                              cause=f"{type(e).__name__}: {e}",
+                              remedy="regenerate the project: `invoke make-app --force`") from e
+
+    @classmethod
+    def _from_dict(cls, project: Path, d: Dict[str, Any]) -> "AppInfo":
+        g = _Fields(d)
+        return cls(
+            dir=Path(project),
+            application_id=str(d["application_id"]),
+            activity=g.text("activity", ".MainActivity"),
+            app_name=g.text("app_name"),
+            variant=str(d["variant"]),
+            qualified_variant=g.text("qualified_variant", str(d["variant"])),
+            input_mode=g.text("input_mode"),
+            models=g.text_map("models"),
+            assets={str(k): dict(v) for k, v in g.mapping("assets").items()},
+            abi_filters=tuple(str(a) for a in d.get("abi_filters") or ()),
+            min_sdk=g.number("min_sdk"),
+            target_sdk=g.number("target_sdk"),
+            pins=g.mapping("pins"),
+            runtime=g.mapping("runtime"),
+            wrapper_jar=bool(d.get("wrapper_jar")),
+            torchdroid=g.text("torchdroid"),
+            request=g.mapping("request"),
+            asset_files=g.text_map("asset_files"),
+            extra={k: v for k, v in d.items() if k not in cls._TYPED and k not in ("kind", "schema", "written")},
+            apk=_apk_from(d.get("apk")),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        body: Dict[str, Any] = {
+            "application_id": self.application_id, "activity": self.activity, "app_name": self.app_name,
+            "variant": self.variant, "qualified_variant": self.qualified_variant, "input_mode": self.input_mode,
+            "models": dict(self.models), "assets": dict(self.assets), "abi_filters": list(self.abi_filters),
+            "min_sdk": self.min_sdk, "target_sdk": self.target_sdk, "pins": dict(self.pins),
+            "runtime": dict(self.runtime), "wrapper_jar": self.wrapper_jar, "torchdroid": self.torchdroid,
+            "request": dict(self.request), "asset_files": dict(self.asset_files),
+        }
+        body.update(self.extra)
+        body["apk"] = self.apk.to_dict() if self.apk else None
+        return body
+
+    @property
+    def path(self) -> Path:
+        return app_info_path(self.dir)
+
+    def write(self) -> Path:
+        """The one writer (atomic)."""
+        return write_record(self.path, APP_INFO_KIND, APP_INFO_SCHEMA, self.to_dict())
+
+    @property
+    def apk_file(self) -> Optional[Path]:
+        """The recorded APK's absolute path (None when build-app has not run)."""
+        return (self.dir / self.apk.path).resolve() if self.apk else None
+
+    def check_apk(self) -> Path:
+        """The recorded APK, which must exist and still match its recorded sha256."""
+        if self.apk is None:
+            raise RecordError(f"{self.path} records no APK", cause="`invoke build-app` has not run for this project",
+                              remedy=f"run `invoke build-app --out {self.dir}` (or pass --apk PATH)")
+        apk = self.apk_file
+        if not apk.is_file():
+            raise RecordError(f"the APK {apk} recorded in {self.path} is missing",
+                              remedy=f"run `invoke build-app --out {self.dir}` again")
+        if sha256_file(apk) != self.apk.sha256:
+            raise RecordError(f"{apk} does not match its app-info record",
+                              cause="the APK was rebuilt or replaced outside torchdroid",
+                              remedy=f"run `invoke build-app --out {self.dir}` again")
+        return apk
+
+    def source_hashes(self) -> List[str]:
+        """sha256 of the converted models the app packages (sorted)."""
+        return sorted(self.models.values())
+
+    def made_from(self, files: Dict[str, "ModelFile"], variant: str) -> Tuple[bool, str]:
+        """Was this app generated from exactly these converted ``files`` of ``variant``?"""
+        if variant not in (self.variant, self.qualified_variant):
+            return False, f"generated for {self.qualified_variant}, not {variant}"
+        if sorted(f.sha256 for f in files.values()) != self.source_hashes():
+            return False, "generated from other model files"
+        return True, f"{self.dir} was generated from these models"

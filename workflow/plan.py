@@ -140,23 +140,16 @@ def resolve_weights(requested: Optional[str], model: str,
 
 def app_is_current(app_dir: Path, manifest: records.ConvertManifest, variant: str) -> Tuple[bool, str]:
     """Was the app in ``app_dir`` generated from exactly these models of ``variant``?"""
-    info_path = Path(app_dir) / records.APP_INFO_NAME
     if not Path(app_dir).exists() or not any(Path(app_dir).iterdir()):
         return False, "not generated yet"
-    if not info_path.is_file():
+    if not records.AppInfo.exists(app_dir):
         return False, f"{app_dir} holds no {records.APP_INFO_NAME}"
     try:
-        info = records.read_record(info_path, records.APP_INFO_KIND, records.APP_INFO_SCHEMA, "")
+        info = records.AppInfo.load(app_dir)
         files = manifest.find(variant)
     except Exception as e:  # a stale or foreign record: regenerate (make-app decides whether it may)
         return False, f"cannot compare: {e}"
-    if info.get("variant") != variant.rsplit("-", 1)[-1] and info.get("qualified_variant") != variant:
-        return False, f"generated for {info.get('qualified_variant') or info.get('variant')}, not {variant}"
-    wanted = sorted(f.sha256 for f in files.values())
-    have = sorted((info.get("models") or {}).values())
-    if wanted != have:
-        return False, "generated from other model files"
-    return True, f"{app_dir} was generated from these models"
+    return info.made_from(files, variant)
 
 
 @dataclass

@@ -61,3 +61,50 @@ def dead():
 
 def not_a_module():
     return 42
+
+
+class OneChannel(nn.Module):
+    """Expects grayscale input: torchdroid's 3-channel images do not fit (a shape mismatch, not a tracing problem)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3)
+
+    def forward(self, x):
+        return self.conv(x).mean(dim=(2, 3))
+
+
+def one_channel():
+    return OneChannel()
+
+
+class PausingTiny(Tiny):
+    """Tiny, but its eager forward on a batch (only calibration calls it so) announces itself and waits.
+
+    With ``TD_TEST_PAUSE_DIR`` set, it writes ``calibrating`` there and sleeps, so a test can kill the run
+    at a known point (during calibration, after the modes that need none).  Scripted or traced copies
+    never pause (``torch.jit.unused``; tracing runs on a batch of one).
+    """
+
+    def forward(self, x):
+        if not torch.jit.is_scripting() and x.shape[0] > 1:
+            self.pause()
+        x = self.quant(x)
+        x = self.relu(self.bn(self.conv(x)))
+        x = self.pool(x).flatten(1)
+        return self.dequant(self.fc(x))
+
+    @torch.jit.unused
+    def pause(self):
+        import os
+        import pathlib
+        import time
+
+        where = os.environ.get("TD_TEST_PAUSE_DIR")
+        if where:
+            pathlib.Path(where, "calibrating").write_text(str(os.getpid()))
+            time.sleep(float(os.environ.get("TD_TEST_PAUSE_SECONDS", "60")))
+
+
+def pausing_tiny():
+    return PausingTiny()

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,13 +76,40 @@ def write_models(models_dir: Path, modes: Iterable[str] = ("none", "full"), comm
     })
 
 
+FRAMEWORK_RES = Path("/usr/share/android-framework-res/framework-res.apk")
+
+
+def manifest_xml(package: str, min_sdk: int = 21, activity: str = ".MainActivity", launcher: bool = True) -> str:
+    intent = ('<intent-filter><action android:name="android.intent.action.MAIN"/>'
+              '<category android:name="android.intent.category.LAUNCHER"/></intent-filter>') if launcher else ""
+    return (f'<?xml version="1.0" encoding="utf-8"?>\n<manifest xmlns:android="http://schemas.android.com/apk/res/'
+            f'android" package="{package}"><uses-sdk android:minSdkVersion="{min_sdk}"/><application>'
+            f'<activity android:name=".Settings"/><activity android:name="{activity}" android:exported="true">'
+            f'{intent}</activity></application></manifest>\n')
+
+
+def binary_manifest(text: str, workdir: Path) -> bytes:
+    """The AndroidManifest.xml as Debian's real aapt compiles it (Android binary XML)."""
+    aapt = shutil.which("aapt")
+    if aapt is None or not FRAMEWORK_RES.is_file():
+        raise RuntimeError("aapt and android-framework-res are needed (apt-get install aapt android-framework-res)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "AndroidManifest.xml").write_text(text)
+    subprocess.run([aapt, "package", "-f", "-M", str(workdir / "AndroidManifest.xml"), "-I", str(FRAMEWORK_RES),
+                    "-F", str(workdir / "m.apk")], check=True, capture_output=True)
+    with zipfile.ZipFile(workdir / "m.apk") as z:
+        return z.read("AndroidManifest.xml")
+
+
 def make_apk(path: Path, package: str = APP_ID, signer: bytes = b"debug-key-A", variant: str = "quant_full",
-             abis: Iterable[str] = ("arm64-v8a",), min_sdk: int = 21, size: int = 300_000) -> Path:
-    """A zip shaped like an APK (text manifest, a certificate entry, assets, native libs)."""
+             abis: Iterable[str] = ("arm64-v8a",), min_sdk: int = 21, size: int = 300_000,
+             activity: str = ".MainActivity", launcher: bool = True) -> Path:
+    """A zip shaped like an APK: a binary manifest compiled by aapt, a certificate entry, assets, native libs."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        manifest = binary_manifest(manifest_xml(package, min_sdk, activity, launcher), Path(tmp))
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
-        z.writestr("AndroidManifest.xml", f'<manifest package="{package}"><uses-sdk android:minSdkVersion='
-                                          f'"{min_sdk}"/></manifest>')
+        z.writestr("AndroidManifest.xml", manifest)
         z.writestr("META-INF/CERT.RSA", signer)
         z.writestr(f"assets/mobilenetv2-{variant}-cpu.pt", os.urandom(size // 2))
         for abi in abis:

@@ -14,7 +14,7 @@ import pytest
 
 from appgen import AppSettings, BuildAppSettings, build_app, make_app
 from tests.appgen_support.models import scratch, tiny_models
-from toolchain import records
+from toolchain import pins, records
 from toolchain.errors import RecordError, ToolFailed, ToolNotFound
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,24 +117,32 @@ def test_tasks_exit_codes_and_messages(project, tmp_path):
     assert "segment 'native' is a Java keyword" in res.stderr and not (tmp_path / "app").exists()
 
 
-def test_make_app_task_converts_first_when_models_are_missing(tmp_path):
+def test_make_app_task_never_converts_and_says_the_command(tmp_path):
+    """Missing models are a record error (exit 5) with the exact convert command; nothing is converted."""
     models, out = tmp_path / "models", tmp_path / "app"
-    env = _env(INVOKE_BUILD_DIR=str(tmp_path / "build"),
-               INVOKE_CONVERT_MODEL=f"{ROOT / 'tests/appgen_support/tiny_net.py'}:tiny_net",
-               INVOKE_CONVERT_WEIGHTS="random", INVOKE_CONVERT_CALIBRATION_COUNT="4")
-    res = _invoke("make-app", "--model", "quant_core", "--models", str(models), "--out", str(out),
-                  "--abi-filters", "x86_64", env=env)
+    env = _env(INVOKE_BUILD_DIR=str(tmp_path / "build"))
+    res = _invoke("make-app", "--model", "quant_core", "--models", str(models), "--out", str(out), env=env)
+    assert res.returncode == 5, res.stderr[-2000:]
+    assert f"no converted models in {models}" in res.stderr
+    assert f"invoke convert --quant core --out {models}" in res.stderr
+    assert not models.exists() and not out.exists()
+
+
+def test_make_app_task_then_up_to_date(tmp_path):
+    models, out = tiny_models(), tmp_path / "app"
+    env = _env(INVOKE_BUILD_DIR=str(tmp_path / "build"))
+    args = ("make-app", "--model", "quant_core", "--models", str(models), "--out", str(out), "--abi-filters", "x86_64")
+    res = _invoke(*args, env=env)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert f"no convert manifest in {models}: running `invoke convert` first" in res.stdout
-    man = records.ConvertManifest.load(models)
-    assert sorted(f.mode for f in man.files) == ["core", "core"]
     assert (out / "app/src/main/assets/tiny_net-quant_core-cpu.pt").is_file()
     assert "abiFilters 'x86_64'" in (out / "app/build.gradle").read_text()
     assert f"next: invoke build-app --out {out}" in res.stdout
-    # make-app runs check-compat against the runtime the app links (Maven 1.13.1 vs this torch: not provable)
-    assert "check-compat: unknown: different converter and runtime versions" in res.stdout
-    assert "check-compat: runtime: pytorch_android 1.13.1" in res.stdout
-    assert "WARNING: the app's runtime may not run these models (unknown)" in res.stdout
+    # make-app runs check-compat against the runtime the app links (a Maven version vs this torch)
+    assert f"check-compat: runtime: pytorch_android {pins.PYTORCH_ANDROID_DEFAULT}" in res.stdout
+    assert "WARNING: the app's runtime may not run these models" in res.stdout
+    again = _invoke(*args, env=env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"make-app: {out} is up to date" in again.stdout and f"next: invoke build-app --out {out}" in again.stdout
 
 
 def test_wrapper_jar_from_a_local_gradle(monkeypatch):

@@ -16,7 +16,7 @@ from appgen.template import TEMPLATE_DIR, AppTemplate
 from tests.appgen_support.javac import compile_app
 from tests.appgen_support.models import scratch, tiny_models
 from toolchain import pins, records
-from toolchain.errors import ToolFailed, UsageError
+from toolchain.errors import RecordError, ToolFailed, UsageError
 
 ANDROID = "{http://schemas.android.com/apk/res/android}"
 APP_NAME = "Tom's <tiny> & \"co\""
@@ -147,11 +147,26 @@ def test_benchmark_line_is_the_deploy_contract(rendered, tmp_path):
     assert contract <= set(ok)
 
 
-def test_local_aar_and_old_lane(models, tmp_path):
-    aar = tmp_path / "pytorch_android-release.aar"
-    with zipfile.ZipFile(aar, "w") as z:
+def _shared_library(path: Path, page_size: int) -> bytes:
+    """A real x86_64 shared library linked for ``page_size`` pages (its LOAD alignment)."""
+    src = path.with_suffix(".c")
+    src.write_text("int torchdroid_probe(void) { return 42; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-z,max-page-size={page_size}", "-o", path, src], check=True)
+    return path.read_bytes()
+
+
+def _aar(path: Path, libs=None) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
         z.writestr("AndroidManifest.xml", "<manifest/>")
         z.writestr("classes.jar", b"PK")
+        for name, data in (libs or {}).items():
+            z.writestr(name, data)
+    return path
+
+
+def test_local_aar_and_old_lane(models, tmp_path):
+    aligned = _shared_library(tmp_path / "lib16k.so", 16384)
+    aar = _aar(tmp_path / "pytorch_android-release.aar", {"jni/x86_64/libpytorch_jni.so": aligned})
     res = _make(models, "quant_none", aar=aar)
     gradle = (res.out / "app/build.gradle").read_text()
     assert 'implementation files("libs/pytorch_android-release.aar")' in gradle
@@ -160,17 +175,34 @@ def test_local_aar_and_old_lane(models, tmp_path):
     assert (res.out / "app/libs/pytorch_android-release.aar").read_bytes() == aar.read_bytes()
     info = json.loads((res.out / records.APP_INFO_NAME).read_text())
     assert info["runtime"]["source"] == "aar" and info["runtime"]["aar"]["file"] == "app/libs/pytorch_android-release.aar"
+    assert not any("4 KB aligned" in w for w in res.warnings)
 
+    # seed-2020: its 1.8.0-SNAPSHOT came from the OSSRH snapshot repository (shut down): an AAR is required
+    with pytest.raises(UsageError, match="needs --aar"):
+        _make(models, "quant_none", lane="seed-2020", target_sdk=None)
     seed = pins.LANES["seed-2020"]
-    old = _make(models, "quant_none", lane="seed-2020", target_sdk=None)
+    old = _make(models, "quant_none", lane="seed-2020", target_sdk=None, aar=aar)
     manifest = ET.parse(old.out / "app/src/main/AndroidManifest.xml").getroot()
     assert manifest.get("package") == APP_ID  # AGP 4.1 has no namespace DSL
     gradle = (old.out / "app/build.gradle").read_text()
     assert f"targetSdkVersion {seed.compile_sdk}" in gradle and f"compileSdkVersion {seed.compile_sdk}" in gradle
-    assert "namespace" not in gradle and f"org.pytorch:pytorch_android:{seed.pytorch_android}" in gradle
-    assert "oss.sonatype.org/content/repositories/snapshots" in (old.out / "build.gradle").read_text()
+    assert "namespace" not in gradle and 'implementation files("libs/pytorch_android-release.aar")' in gradle
+    assert "oss.sonatype.org" not in (old.out / "build.gradle").read_text()
     assert f"gradle-{seed.gradle}-bin.zip" in (old.out / "gradle/wrapper/gradle-wrapper.properties").read_text()
     assert any("CameraX" in w and "will not build" in w for w in old.warnings)
+
+
+def test_runtime_libraries_for_4k_pages_are_warned_about(models, tmp_path):
+    """Android 15+ devices may have 16 KB pages: a runtime linked for 4 KB pages does not load there."""
+    unaligned = _shared_library(tmp_path / "lib4k.so", 4096)
+    aar = _aar(tmp_path / "pytorch_android-4k.aar", {"jni/x86_64/libpytorch_jni.so": unaligned,
+                                                     "jni/armeabi-v7a/libpytorch_jni.so": unaligned})
+    res = _make(models, "quant_none", aar=aar)
+    warned = [w for w in res.warnings if "4 KB aligned" in w]
+    assert len(warned) == 1 and "jni/x86_64/libpytorch_jni.so (4096 B)" in warned[0]
+    assert "armeabi-v7a" not in warned[0]  # not packaged (abi filters arm64-v8a, x86_64) and 32-bit anyway
+    maven = _make(models, "quant_none")
+    assert any("4 KB aligned" in w and "pytorch/pytorch#154449" in w for w in maven.warnings)
 
 
 def test_out_dir_must_be_new_or_empty_unless_force(models):
@@ -178,21 +210,56 @@ def test_out_dir_must_be_new_or_empty_unless_force(models):
     (first.out / "mine.txt").write_text("user file")
     with pytest.raises(UsageError) as ei:
         make_app(AppSettings(model="quant_core", models=models, out=first.out, build_dir=first.out.parent / "b"))
-    assert "already exists and is not empty" in str(ei.value) and "--force" in str(ei.value)
+    assert "holds an app torchdroid made from other inputs" in str(ei.value) and "--force" in str(ei.value)
     assert (first.out / "mine.txt").exists()
     again = make_app(AppSettings(model="quant_core", models=models, out=first.out, force=True,
                                  build_dir=first.out.parent / "b"))
     assert not (again.out / "mine.txt").exists()
     assert json.loads((again.out / records.APP_INFO_NAME).read_text())["variant"] == "quant_core"
-    assert not list(first.out.parent.glob(".project.*"))  # no temporary directories left behind
+    assert not list(first.out.parent.glob("*.partial"))  # no temporary directories left behind
+
+
+def test_an_unchanged_request_is_up_to_date_and_writes_nothing(models):
+    first = _make(models, "quant_core")
+    before = {p: p.stat().st_mtime_ns for p in first.out.rglob("*") if p.is_file()}
+    again = _make(models, "quant_core", out=first.out)
+    assert again.up_to_date and "made from these models with these settings" in again.notes[0]
+    assert {p: p.stat().st_mtime_ns for p in first.out.rglob("*") if p.is_file()} == before
+    with pytest.raises(UsageError, match="made from other inputs: it was made with other min_sdk"):
+        _make(models, "quant_core", out=first.out, min_sdk=24)
+    (first.out / "app/src/main/assets/labels.txt").write_text("tampered\n")
+    with pytest.raises(UsageError, match="its asset labels.txt is missing or was changed"):
+        _make(models, "quant_core", out=first.out)
+
+
+def test_force_never_deletes_the_models_it_reads(models, tmp_path):
+    """--out equal to --models (or holding them) is refused even with --force; the models stay."""
+    own = tmp_path / "models"
+    shutil.copytree(models, own)
+    before = {p.name: p.read_bytes() for p in own.iterdir() if p.is_file()}
+    for out in (own, tmp_path):
+        with pytest.raises(UsageError, match="input of this command") as ei:
+            make_app(AppSettings(model="quant_none", models=own, out=out, force=True, build_dir=tmp_path / "b"))
+        assert "--force never deletes inputs" in str(ei.value)
+    assert {p.name: p.read_bytes() for p in own.iterdir() if p.is_file()} == before
+
+
+def test_a_directory_of_someone_else_is_refused_without_force(models, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="holds files torchdroid did not write: notes.txt"):
+        make_app(AppSettings(model="quant_none", models=models, out=out, build_dir=tmp_path / "b"))
+    assert (out / "notes.txt").read_text() == "mine" and len(list(out.iterdir())) == 1
 
 
 def test_bad_values_fail_before_anything_is_written(models, tmp_path):
     out = tmp_path / "never"
     with pytest.raises(UsageError, match="Java keyword"):
         make_app(AppSettings(model="quant_full", models=models, out=out, application_id="org.native.app"))
-    with pytest.raises(UsageError, match="no converted variant 'other-quant_full'"):
+    with pytest.raises(RecordError, match="other-quant_full is not converted in") as ei:
         make_app(AppSettings(model="other-quant_full", models=models, out=out, build_dir=tmp_path / "b"))
+    assert "invoke convert" in ei.value.remedy and "--quant full" in ei.value.remedy
     assert not out.exists()
 
 

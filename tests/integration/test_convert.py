@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from toolchain.fsutil import OWNER_MARKER
 from toolchain.records import ConvertManifest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,6 +20,11 @@ def invoke(*args, env=None, cwd=ROOT):
     full_env = dict(os.environ, CI="1")
     full_env.update(env or {})
     return subprocess.run([*INVOKE, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=600)
+
+
+def _written(directory: Path) -> list:
+    """What a run left in a directory, beside the ownership marker of the directory it made."""
+    return [p for p in directory.iterdir() if p.name != OWNER_MARKER]
 
 
 @pytest.fixture(scope="session")
@@ -202,7 +208,7 @@ def test_unsupported_op_names_op_and_place(tmp_path):
     assert "cannot handle aten::sin" in r.stderr
     assert "user_models.py:" in r.stderr  # where it is
     assert "Traceback" not in r.stderr
-    assert list((tmp_path / "out").iterdir()) == []  # nothing half-written, no manifest
+    assert _written(tmp_path / "out") == []  # nothing half-written, no manifest
 
 
 def test_degenerate_quantization_is_refused(tmp_path):
@@ -210,7 +216,7 @@ def test_degenerate_quantization_is_refused(tmp_path):
                "--out", str(tmp_path / "out"))
     assert r.returncode == 6, r.stderr
     assert "degenerate" in r.stderr and "float floor" in r.stderr and "--calibration" in r.stderr
-    assert list((tmp_path / "out").iterdir()) == []
+    assert _written(tmp_path / "out") == []
 
 
 def test_factory_returning_non_module(tmp_path):
@@ -236,7 +242,10 @@ def test_host_bench_writes_results(mobilenet_models, tmp_path):
     out, _ = mobilenet_models
     res = run_host_bench(HostBenchSettings(models=out, warmup=1, iters=3, threads=1, out=tmp_path))
     assert [r.mode for r in res.rows] == ["none", "core", "full"]
-    assert all(r.min_ms <= r.median_ms <= r.p90_ms for r in res.rows)
+    assert all(r.min_ms <= r.median_ms <= r.p90_ms <= r.max_ms for r in res.rows)
+    # load, first inference, warm-up, repeats with their spread, peak memory: measured, not left at 0
+    assert all(r.load_ms > 0 and r.first_ms > 0 and r.warmup_ms > 0 and r.repeats == 3 and r.peak_rss_kb > 0
+               and r.std_ms >= 0 and r.unstable == (r.spread_pct > 10.0) for r in res.rows)
     data = json.loads(res.json_path.read_text())
     assert data["kind"] == "torchdroid.host-bench" and len(data["rows"]) == 3
     assert res.csv_path.read_text().startswith("file,variant,mode")

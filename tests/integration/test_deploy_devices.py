@@ -137,7 +137,9 @@ def test_install_failure_is_mapped_and_nothing_is_uninstalled(tmp_path, standin)
         assert f"adb -s {devs['d'].serial} uninstall {APP_ID}" in err and "deletes its data" in err
         assert sha256_file(installed) == sha256_file(inp.apk)
         assert not any("uninstall" in line for line in (devs["d"].state_dir / "device.log").read_text().splitlines())
-        assert all(r.status == "ok" for r in rep.rows)  # the binary benchmarks still ran
+        assert all(r.status == "ok" for r in rep.rows if r.source == "binary")  # the binary benchmarks still ran
+        (app,) = [r for r in rep.rows if r.source == "app"]  # and the app's failure is a row with its reason
+        assert app.status == "failed" and "install failed" in app.reason and "UPDATE_INCOMPATIBLE" in app.reason
 
         # not enough room: stop before pushing anything
         (rep,) = deploy(settings(inp, tmp_path, server.port, serials=(devs["full"].serial,))).devices
@@ -154,9 +156,12 @@ def test_benchmark_under_gatord(tmp_path, standin):
         calls = devs["d"].path(f"{DEVICE_DIR}/gatord-invocations.log").read_text().splitlines()
     assert not result.failed
     assert [r.status for r in result.rows] == ["ok", "ok"]
-    assert len(calls) == 2 and all(c.startswith("--app ./speed_benchmark_torch --model=./mobilenetv2-quant_core-")
+    # per model: the cold start (--warmup=0 --iter=1+warmup) and the timed run, both under gatord
+    assert len(calls) == 4 and all(c.startswith("--app ./speed_benchmark_torch --model=./mobilenetv2-quant_core-")
                                    for c in calls)
-    assert "--use_caching_allocator=true" in calls[0] and "--use_caching_allocator" not in calls[1]
+    cpu = [c for c in calls if "-cpu.pt" in c]
+    assert all("--use_caching_allocator=true" in c for c in cpu) and len(cpu) == 2
+    assert not any("--use_caching_allocator" in c for c in calls if "-nnapi.pt" in c)
 
 
 def test_no_adb_server_says_how_to_start_one(tmp_path, standin):

@@ -92,6 +92,6 @@ def test_bench_deploy_script_smoke(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_deploy.py"), "--scale", "0.02", "--repeat",
                         "1", "--link", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode in (0, 1), r.stdout + r.stderr  # 1: below target, which tiny files may well be
-    m = re.search(r"deploy throughput / adb push throughput: ([0-9.]+) \(target >= 0.8\)", r.stdout)
+    m = re.search(r"deploy throughput / adb push throughput: ([0-9.]+) \(target >= [0-9.]+\)", r.stdout)
     assert m and float(m.group(1)) > 0, r.stdout + r.stderr
     assert re.search(r"unchanged re-deploy: +[0-9.]+ s +\(0 bytes pushed\)", r.stdout), r.stdout

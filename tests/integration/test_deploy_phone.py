@@ -21,7 +21,7 @@ import pytest
 
 from deploy import BenchOptions, DeploySettings, deploy
 from deploy.adb import AdbServer
-from deploy.checks import DeviceFacts
+from deploy.preflight import DeviceFacts
 from deploy.push import PushItem, push_all
 from toolchain.errors import TorchdroidError
 from toolchain.fsutil import sha256_file

@@ -65,7 +65,16 @@ def test_build_records_verified_artefacts(built, fake_pytorch, fake_ndk):
     assert "-DANDROID_NATIVE_API_LEVEL=29" in info["cmake_args"] and "-DBUILD_BINARY=ON" in info["cmake_args"]
     assert info["env"]["ANDROID_ABI"] == "x86_64" and info["env"]["MAX_JOBS"] == "2"
     assert info["verification"] == {"machine": "Advanced Micro Devices X86-64", "api_level": 29,
-                                    "machine_ok": True, "api_level_ok": True}
+                                    "machine_ok": True, "api_level_ok": True, "load_alignment": 16384,
+                                    "page_16k_ok": True}
+    # 16 KB pages: r21e has no flexible page size option, so the linker flag is passed; alignment recorded
+    assert "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-z,max-page-size=16384" in info["cmake_args"]
+    assert info["page_alignment"] == {"speed_benchmark_torch": 16384}
+    typed = BuildInfo.load(res.build_info_path)
+    assert typed.min_page_alignment() == 16384 and typed.source_dir == Path(info["source_dir"])
+    binary_art = next(a for a in typed.artefacts if a.kind == "binary")
+    assert binary_art.load_alignment == 16384 and binary_art.path == res.binary
+    assert "-DUSE_VULKAN=OFF" in info["cmake_args"] and info["vulkan"] is False
     names = {a["name"]: a for a in info["artefacts"]}
     assert {"speed_benchmark_torch", "libc10.a", "libtorch_cpu.a", "libfakedep.a", "headers"} <= set(names)
     for a in info["artefacts"]:
@@ -176,8 +185,8 @@ def test_seed_lane_refuses_this_hosts_python_with_the_remedy(tmp_path, fake_pyto
     assert "pytorch.python" in msg and "--python" in msg
 
 
-def test_aar_needs_an_sdk_and_is_recorded(tmp_path, fake_pytorch, fake_ndk):
-    s = settings(tmp_path, fake_pytorch, fake_ndk, aar=True)
+def test_aar_needs_an_sdk_and_is_recorded(tmp_path, fake_pytorch, fake_ndk, fake_jdk11):
+    s = settings(tmp_path, fake_pytorch, fake_ndk, aar=True, java_home=str(fake_jdk11))
     with pytest.raises(ToolNotFound) as ei:
         build_android(s)
     assert "no Android SDK found (--aar builds the pytorch_android AAR" in str(ei.value)
@@ -187,6 +196,14 @@ def test_aar_needs_an_sdk_and_is_recorded(tmp_path, fake_pytorch, fake_ndk):
     aar = BuildInfo.load(res.build_info_path).artefact("pytorch_android")
     assert aar.name == "pytorch_android-release.aar"
     assert "jni/x86_64/libpytorch_jni.so" in zipfile.ZipFile(aar).namelist()
+    # upstream's AAR script configured its own tree, seeded by torchdroid with Vulkan off and 16 KB pages
+    tree = s.build_dir / "android" / "x86_64" / "aar" / "build_android_x86_64"
+    cache = (tree / "CMakeCache.txt").read_text()
+    assert "USE_VULKAN:BOOL=OFF" in cache and "CMAKE_HOME_DIRECTORY" in cache
+    assert res.info["jdk"]["major"] == 11
+    # the JNI library Gradle linked is 4 KB aligned: recorded and warned about, not hidden
+    assert res.info["page_alignment"]["pytorch_android-release.aar:jni/x86_64/libpytorch_jni.so"] == 4096
+    assert any("not 16 KB aligned" in w for w in res.info["warnings"])
     # the AAR build left the checkout clean, so the next run reuses it
     assert build_android(replace(s, env={"PATH": os.environ["PATH"], "ANDROID_HOME": str(sdk)})).reused
 
@@ -200,14 +217,17 @@ def test_bad_inputs_are_usage_errors(tmp_path, fake_pytorch, fake_ndk):
     assert "unknown lane 'nightly'" in str(ei.value)
 
 
-def test_without_readelf_the_checks_are_recorded_as_unchecked(built):
+def test_verification_needs_no_readelf_program(built):
+    """The ELF checks are pure Python now: without readelf they still run (and still refuse)."""
     _, res = built
-    facts = Readelf(None).verify(res.binary, "arm64-v8a", 29)
-    assert facts.to_dict() == {"machine": "unchecked", "api_level": "unchecked", "machine_ok": None,
-                               "api_level_ok": None}
+    facts = Readelf(None).verify(res.binary, "x86_64", 29)
+    assert facts.machine_ok is True and facts.api_level == 29 and facts.load_alignment == 16384
+    with pytest.raises(VerificationError) as ei:
+        Readelf(None).verify(res.binary, "arm64-v8a", 29)
+    assert "not AArch64" in str(ei.value)
     with pytest.raises(VerificationError) as ei:
         Readelf(None).verify(res.build_info_path, "x86_64", 29)
-    assert "is not an ELF file" in str(ei.value)
+    assert "not a readable ELF" in str(ei.value)
 
 
 @pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed (`./run test` installs it)")
@@ -223,3 +243,32 @@ def test_ccache_is_the_compiler_launcher_when_installed(built, ccache_dir):
     counters = {k: int(v) for k, v in (line.split("\t", 1) for line in stats.splitlines() if "\t" in line)}
     # the compiles really went through ccache (misses on a cold cache, hits if another test filled it)
     assert counters["cache_miss"] + counters["direct_cache_hit"] + counters["preprocessed_cache_hit"] > 0
+
+
+def test_a_commit_without_the_build_script_is_refused_with_the_lanes(tmp_path):
+    """docs/facts.md F17: v2.9.0+ has no scripts/build_android.sh; the plan step says which commits do."""
+    from ndk_build.build import make_plan, resolve_target
+    from ndk_build.gitsource import Checkout
+
+    s = BuildSettings(build_dir=tmp_path / "build", commit="a" * 40, abi="x86_64")
+    target = resolve_target(s)
+    bare = tmp_path / "pytorch-v2.9.0"
+    bare.mkdir()
+    with pytest.raises(UsageError) as ei:
+        make_plan(s, target, None, Checkout(bare, "a" * 40, "file:///x", False, ()))
+    assert "scripts/build_android.sh does not exist" in ei.value.what and "v2.9.0" in ei.value.cause
+    assert "--lane current" in ei.value.remedy
+
+
+def test_too_little_disk_is_refused_before_fetching(tmp_path, fake_pytorch, fake_ndk, monkeypatch):
+    """The checkout and build tree sizes are checked before the fetch (the real ones are ~3 + ~5 GB)."""
+    from toolchain import pins
+    from toolchain.errors import NoSpaceError
+    from toolchain.fsutil import free_bytes
+
+    monkeypatch.setattr(pins, "CHECKOUT_BYTES", free_bytes(tmp_path) * 2)
+    s = settings(tmp_path, fake_pytorch, fake_ndk)
+    with pytest.raises(NoSpaceError) as ei:
+        build_android(s)
+    assert "not enough disk space for the PyTorch" in ei.value.what and "free on the filesystem" in ei.value.cause
+    assert not (s.build_dir / "src").exists()

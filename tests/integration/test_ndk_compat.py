@@ -164,3 +164,23 @@ def test_deploy_runs_check_compat_and_refuses_before_touching_a_device(tmp_path,
     assert "_nnapi.Compilation.init2" in r.stdout + r.stderr
     assert "cannot run these models" in r.stderr and "invoke build-android --commit" in r.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_report_names_what_differs_and_the_torch_installed_here(tmp_path, models):
+    """Issue 9: lane `current` pins the converter as torch 2.8.0 while this environment has another torch;
+    check-compat says so, naming both, instead of a generic mismatch."""
+    import importlib.metadata as md
+
+    here = md.version("torch")
+    bi = write_record(tmp_path / "cur" / "build-info.json", BUILD_INFO_KIND, BUILD_INFO_SCHEMA,
+                      {"lane": "current", "commit": "ba56102387ef21a3b04b357e5b183d48f0afefc7", "abi": "arm64-v8a",
+                       "artefacts": []})
+    report = check_compat(models, build_info=bi)
+    text = "\n".join(report.lines())
+    assert report.status == UNKNOWN
+    assert "differs: the models were converted by torch" in text and "the runtime is PyTorch ba56102387ef" in text
+    if not here.startswith("2.8.0"):
+        assert f"lane 'current' pins the converter as torch==2.8.0; the torch installed here is {here}" in text
+    android = check_compat(models, pytorch_android="2.1.0")
+    assert any("the runtime is pytorch_android 2.1.0 (it runs models of torch 2.1.0)" in d
+               for d in android.differences)

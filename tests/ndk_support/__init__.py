@@ -115,18 +115,65 @@ endif()
 set(ANDROID_PLATFORM_LEVEL ${ANDROID_NATIVE_API_LEVEL})
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES ANDROID_ABI ANDROID_NATIVE_API_LEVEL ANDROID_NDK)
 """
+# NDK r27+: the toolchain file takes ANDROID_SUPPORT_FLEXIBLE_PAGE_SIZES and links the 64-bit ABIs for 16 KB pages.
+FLEXIBLE_PAGE_SIZES_FIXTURE = """\
+if(ANDROID_SUPPORT_FLEXIBLE_PAGE_SIZES AND ANDROID_ABI MATCHES "^(arm64-v8a|x86_64)$")
+  string(APPEND CMAKE_SHARED_LINKER_FLAGS_INIT " -Wl,-z,max-page-size=16384")
+  string(APPEND CMAKE_EXE_LINKER_FLAGS_INIT " -Wl,-z,max-page-size=16384")
+endif()
+"""
+VULKAN_WRAPPER_H = "#pragma once\nint InitVulkan(void);\n"
+VULKAN_WRAPPER_CPP = '#include "vulkan_wrapper.h"\nint InitVulkan(void) { return 1; }\n'
+
+# The revisions the fixtures stand in for (Pkg.Revision in source.properties) and their layouts.
+NDK_REVISIONS = {"r21e": "21.4.7075529", "r23c": "23.2.8568313", "r26d": "26.3.11579264", "r27c": "27.2.12479018"}
 
 
 def make_fake_ndk(root: Path, revision: str = "21.4.7075529") -> Path:
+    """An NDK directory with the layout of ``revision`` where it matters to torchdroid and PyTorch:
+
+    * every revision: ``source.properties`` (Pkg.Revision), ``build/cmake/android.toolchain.cmake``,
+      ``toolchains/llvm/prebuilt/linux-x86_64/bin/``;
+    * up to r22: ``sources/third_party/vulkan/src/common/vulkan_wrapper.{h,cpp}`` (removed in r23);
+    * up to r21: ``platforms/android-N`` (removed in r22: the sysroot under toolchains/llvm has them);
+    * r27+: the toolchain file honours ``ANDROID_SUPPORT_FLEXIBLE_PAGE_SIZES``.
+    """
     root = Path(root)
+    major = int(revision.split(".", 1)[0])
     (root / "build" / "cmake").mkdir(parents=True, exist_ok=True)
+    (root / "toolchains" / "llvm" / "prebuilt" / "linux-x86_64" / "bin").mkdir(parents=True, exist_ok=True)
     (root / "source.properties").write_text(f"Pkg.Desc = Android NDK\nPkg.Revision = {revision}\n")
-    (root / "build" / "cmake" / "android.toolchain.cmake").write_text(TOOLCHAIN_FIXTURE)
+    toolchain = TOOLCHAIN_FIXTURE + (FLEXIBLE_PAGE_SIZES_FIXTURE if major >= 27 else "")
+    (root / "build" / "cmake" / "android.toolchain.cmake").write_text(toolchain)
+    if major <= 22:
+        wrapper = root / "sources" / "third_party" / "vulkan" / "src" / "common"
+        wrapper.mkdir(parents=True, exist_ok=True)
+        (wrapper / "vulkan_wrapper.h").write_text(VULKAN_WRAPPER_H)
+        (wrapper / "vulkan_wrapper.cpp").write_text(VULKAN_WRAPPER_CPP)
+    if major <= 21:
+        (root / "platforms" / "android-29" / "arch-arm64").mkdir(parents=True, exist_ok=True)
     return root
+
+
+def make_ndk_release(parent: Path, release: str) -> Path:
+    """``make_ndk_release(tmp, "r26d")`` -> ``tmp/android-ndk-r26d`` with that revision's layout."""
+    return make_fake_ndk(Path(parent) / f"android-ndk-{release}", NDK_REVISIONS[release])
 
 
 def make_fake_sdk(root: Path) -> Path:
     root = Path(root)
     (root / "platforms" / "android-34").mkdir(parents=True, exist_ok=True)
     (root / "platform-tools").mkdir(exist_ok=True)
+    return root
+
+
+def make_fake_jdk(root: Path, version: str = "11.0.22") -> Path:
+    """A JDK home as torchdroid and the fixture gradlew see it: ``release`` (JAVA_VERSION) and ``bin/javac``."""
+    root = Path(root)
+    (root / "bin").mkdir(parents=True, exist_ok=True)
+    (root / "release").write_text(f'IMPLEMENTOR="fixture"\nJAVA_VERSION="{version}"\n')
+    for tool in ("java", "javac"):
+        exe = root / "bin" / tool
+        exe.write_text(f'#!/bin/sh\necho "{tool} {version}"\n')
+        exe.chmod(0o755)
     return root

@@ -3,25 +3,27 @@
 import numpy as np
 
 from appgen import assets
-from appgen.gradle import AndroidSdk, Gradle, gradle_hint
-from appgen.make import needs_convert
+from appgen.gradle import Gradle, gradle_hint
+from toolchain.tools import AndroidSdk
+from toolchain.errors import RecordError
+from appgen.make import convert_command, find_variant
 
 
 def test_sdk_location_order(tmp_path):
+    """build-app uses the one AndroidSdk of toolchain.tools: android.sdk, ANDROID_HOME, ANDROID_SDK_ROOT, sdk.dir."""
     project = tmp_path / "p"
     project.mkdir()
-    assert AndroidSdk.locate(project, env={}) is None
-    (project / "local.properties").write_text("# comment\nsdk.dir=C\\:\\\\Android\\\\sdk\n")
-    assert str(AndroidSdk.locate(project, env={}).root) == "C:\\Android\\sdk"
-    sdk = AndroidSdk.locate(project, env={"ANDROID_SDK_ROOT": str(tmp_path / "sdk2")})
-    assert sdk.source == "ANDROID_SDK_ROOT"
-    sdk = AndroidSdk.locate(project, env={"ANDROID_HOME": str(tmp_path / "sdk"), "ANDROID_SDK_ROOT": "x"})
-    assert sdk.source == "ANDROID_HOME"
-    assert "does not exist" in sdk.problem()
-    (tmp_path / "sdk").mkdir()
-    assert "does not look like an Android SDK" in sdk.problem()
-    (tmp_path / "sdk" / "platforms").mkdir()
-    assert sdk.problem() is None
+    assert AndroidSdk.find(None, {}, project) is None
+    props_sdk = tmp_path / "props-sdk"
+    (props_sdk / "platforms").mkdir(parents=True)
+    (project / "local.properties").write_text(f"# comment\nsdk.dir={props_sdk}\n")
+    assert AndroidSdk.find(None, {}, project).root == props_sdk.resolve()
+    env_sdk = tmp_path / "env-sdk"
+    (env_sdk / "build-tools").mkdir(parents=True)
+    assert AndroidSdk.find(None, {"ANDROID_SDK_ROOT": str(env_sdk)}, project).source == "ANDROID_SDK_ROOT"
+    # the configured one wins, and when it is not an SDK nothing else is silently used instead
+    assert AndroidSdk.find(str(tmp_path / "cfg"), {"ANDROID_HOME": str(env_sdk)}, project) is None
+    assert "does not exist" in AndroidSdk(tmp_path / "cfg", "android.sdk").problem()
 
 
 def test_no_gradle_on_an_empty_path(tmp_path):
@@ -64,10 +66,25 @@ def test_labels_for_other_class_counts():
     assert labels[3] == "class 3" and "10 classes" in source
 
 
-def test_needs_convert_reasons(tmp_path):
-    assert "no convert manifest" in needs_convert(tmp_path, "quant_full")
-    (tmp_path / "manifest.json").write_text("{broken")
-    assert "unusable" in needs_convert(tmp_path, "quant_full")
-    (tmp_path / "manifest.json").write_text(
-        '{"kind": "torchdroid.convert-manifest", "schema": 1, "conversions": {}, "files": []}')
-    assert "quant_full is not converted" in needs_convert(tmp_path, "quant_full")
+def test_missing_models_are_a_record_error_with_the_exact_convert_command(tmp_path):
+    """make-app never converts by itself: it names what is missing and the command (exit 5)."""
+    models = tmp_path / "my models"
+    models.mkdir()
+    cmd = "invoke convert --quant full --out " + f"'{models}'"
+    assert convert_command(models, "quant_full") == cmd
+    cases = [
+        (None, f"no converted models in {models}"),
+        ("{broken", "cannot be used"),
+        ('{"kind": "torchdroid.convert-manifest", "schema": 1, "conversions": {}, "files": []}',
+         f"quant_full is not converted in {models}"),
+    ]
+    for text, what in cases:
+        if text is not None:
+            (models / "manifest.json").write_text(text)
+        try:
+            find_variant(models, "quant_full")
+        except RecordError as e:
+            assert what in e.what and cmd in e.remedy and e.exit_code == 5
+        else:
+            raise AssertionError(f"no RecordError for {what}")
+    assert "--model MODEL" in convert_command(models, "resnet18-quant_core")

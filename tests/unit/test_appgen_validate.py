@@ -126,9 +126,13 @@ def test_runtime_choice(tmp_path):
     assert rt.matches_converter is False
     assert "does NOT match the converter" in rt.warnings[0] and "--aar" in rt.warnings[0]
 
-    seed = choose_runtime("seed-2020", None, None)
-    assert seed.pytorch_android == pins.LANES["seed-2020"].pytorch_android and seed.matches_converter
-    assert seed.snapshot_repo and not seed.warnings
+    with pytest.raises(UsageError, match="needs --aar") as ei:  # 1.8.0-SNAPSHOT: OSSRH snapshots shut down
+        choose_runtime("seed-2020", None, None)
+    assert "2025-06-30" in str(ei.value) and "invoke build-android --lane seed-2020 --aar" in str(ei.value)
+    with pytest.raises(UsageError, match="cannot be downloaded"):
+        choose_runtime("current", "1.9.0-SNAPSHOT", None)
+    seed = choose_runtime("seed-2020", None, _fake_aar(tmp_path / "pytorch_android-seed.aar"))
+    assert seed.source == "aar" and seed.lane == "seed-2020"
 
     explicit = choose_runtime("seed-2020", "1.13.1", None)
     assert explicit.matches_converter is False and "is not lane seed-2020's runtime" in explicit.warnings[0]

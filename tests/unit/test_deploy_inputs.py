@@ -39,15 +39,16 @@ def test_commit_mismatch_stops_unless_allowed(tmp_path, inputs, caplog):
 
 
 def test_missing_inputs_are_named_with_a_remedy(tmp_path, inputs):
-    with pytest.raises(RecordError) as e:
-        deploy(settings(inputs, tmp_path, build_info=tmp_path / "nope" / "build-info.json"))
-    assert "invoke build-android" in str(e.value)
+    with pytest.raises(UsageError) as e:  # no binary and no APK: nothing to deploy
+        deploy(settings(inputs, tmp_path, build_info=tmp_path / "nope" / "build-info.json", install=False,
+                        models=tmp_path / "no-models"))
+    assert "invoke build-android" in str(e.value) and "nothing to deploy" in str(e.value)
     with pytest.raises(RecordError) as e:
         deploy(settings(inputs, tmp_path, models=tmp_path / "empty"))
     assert "invoke convert" in str(e.value)
     with pytest.raises(UsageError) as e:
-        deploy(settings(inputs, tmp_path, app_dir=tmp_path / "noapp"))
-    assert "no APK to install" in str(e.value) and "--no-install" in str(e.value)
+        deploy(settings(inputs, tmp_path, app_dir=tmp_path / "noapp", build_info=tmp_path / "nope"))
+    assert "no benchmark binary and no APK" in str(e.value) and "--apk PATH" in str(e.value)
     with pytest.raises(UsageError) as e:
         deploy(settings(inputs, tmp_path, binary=tmp_path / "missing-binary"))
     assert "does not exist" in str(e.value)

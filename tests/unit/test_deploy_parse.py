@@ -14,17 +14,9 @@ from pathlib import Path
 import pytest
 
 from deploy.adb import parse_getprop, state_error
-from deploy.bench import (
-    BenchOptions,
-    ParsedRun,
-    app_command,
-    bench_command,
-    parse_app_lines,
-    parse_output,
-    percentile,
-    summarize,
-)
-from deploy.checks import DeviceFacts, check_abi, check_commits, elf_abi, parse_df_available
+from deploy.app_bench import app_command, parse_app_lines
+from deploy.bench import BenchOptions, ParsedRun, bench_command, parse_output, percentile, summarize
+from deploy.preflight import DeviceFacts, check_abi, check_commits, elf_abi, parse_df_available
 from deploy.install import install_error, parse_failure
 from deploy.push import check_dir, check_name
 from deploy.report import ReportSettings, make_report
@@ -90,19 +82,20 @@ def test_summary_over_repeats():
 def test_bench_command_is_the_published_protocol():
     cmd = bench_command("/data/local/tmp/torchdroid/p", "m-quant_full-cpu.pt", "cpu",
                         BenchOptions(caching_allocator=True))
-    assert cmd == ("cd /data/local/tmp/torchdroid/p && ./speed_benchmark_torch --model=./m-quant_full-cpu.pt "
-                   "--use_bundled_input=0 --warmup=5 --iter=200 --report_pep=true --pthreadpool_size=1 "
-                   "--use_caching_allocator=true")
+    assert cmd.startswith("cd /data/local/tmp/torchdroid/p && { read s _ < /proc/uptime; ./speed_benchmark_torch "
+                          "--model=./m-quant_full-cpu.pt --use_bundled_input=0 --warmup=5 --iter=200 --report_pep=true "
+                          "--pthreadpool_size=1 --use_caching_allocator=true & p=$!;")
+    assert "grep VmHWM /proc/$p/status" in cmd and cmd.endswith('echo "TORCHDROID_RUN $s $e ${h% kB}"; exit $c; }')
     nn = bench_command("/d", "m-nnapi.pt", "nnapi", BenchOptions(caching_allocator=True, threads=None, gatord=True))
-    assert nn == "cd /d && ./gatord --app ./speed_benchmark_torch --model=./m-nnapi.pt --use_bundled_input=0 " \
-                 "--warmup=5 --iter=200 --report_pep=true"
+    assert "; ./gatord --app ./speed_benchmark_torch --model=./m-nnapi.pt --use_bundled_input=0 " \
+           "--warmup=5 --iter=200 --report_pep=true &" in nn
 
 
 def test_bench_command_without_bundled_input_uses_the_manifest_spec():
     spec = TensorSpec([1, 3, 224, 224], "float32", "channels_last")
     cmd = bench_command("/d", "m-nnapi.pt", "nnapi", BenchOptions(bundled_input=-1, threads=None), spec)
-    assert cmd == ("cd /d && ./speed_benchmark_torch --model=./m-nnapi.pt --input_dims=1,3,224,224 "
-                   "--input_type=float --input_memory_format=channels_last --warmup=5 --iter=200 --report_pep=true")
+    assert ("; ./speed_benchmark_torch --model=./m-nnapi.pt --input_dims=1,3,224,224 "
+            "--input_type=float --input_memory_format=channels_last --warmup=5 --iter=200 --report_pep=true &") in cmd
     assert "--use_bundled_input=2" in bench_command("/d", "m.pt", "cpu", BenchOptions(bundled_input=2), spec)
     with pytest.raises(UsageError) as e:
         bench_command("/d", "m.pt", "nnapi", BenchOptions(bundled_input=-1), TensorSpec([1, 3, 2, 2], "quint8"))
@@ -201,7 +194,8 @@ def _row(serial, model, mode, backend, median, status="ok", source="binary"):
     return ResultRow(serial=serial, device_model=model, board="b", release="11", sdk=30, abi="arm64-v8a",
                      stem="mobilenetv2", variant=f"quant_{mode}", mode=mode, backend=backend, source=source,
                      status=status, median_ms=median, p90_ms=None if median is None else median * 1.1,
-                     min_ms=None if median is None else median * 0.9, spread_pct=1.0, samples=200)
+                     min_ms=None if median is None else median * 0.9, spread_pct=1.0, samples=200,
+                     reason="" if status == "ok" else "exit code 139: SIGSEGV (crashed)")
 
 
 ROWS = [_row("A", "Pixel 3a", "full", "cpu", 66.8), _row("A", "Pixel 3a", "full", "nnapi", 171.0),
@@ -218,8 +212,8 @@ def test_speedups_and_tables():
     assert "A (Pixel 3a)" in callout and "NNAPI is 2.56x SLOWER" in callout and "171.00 ms vs 66.80 ms" in callout
     tables = {t[0].split(":")[0]: t for t in device_tables(ROWS)}
     b_rows = tables["B"][2]
-    assert ["mobilenetv2", "full", "binary", "40.00", "30.00", "1.33x"] == b_rows[0][:6]
-    assert b_rows[1][5] == "-" and b_rows[1][7] == "failed"
+    assert ["mobilenetv2", "full", "binary", "40.00", "44.00", "1.0", "30.00", "33.00", "1.0", "1.33x"] == b_rows[0][:10]
+    assert b_rows[1][6] == "failed" and b_rows[1][9] == "-" and "nnapi: failed: exit code 139" in b_rows[1][10]
 
 
 def test_results_store_roundtrip_and_exports(tmp_path):

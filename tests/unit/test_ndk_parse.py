@@ -194,3 +194,16 @@ def test_runtime_source_scan_understands_macro_defined_overloads(tmp_path):
     assert src.defines("aten::ne.int") and src.defines("aten::__and__.int") and src.defines("aten::len.t")
     assert not src.defines("aten::len.str") and not src.defines("aten::relu")
     assert src.nnapi_methods is None and src.max_file_format is None
+
+
+def test_pins_name_the_newest_published_runtime_and_the_unavailable_seed_runtime():
+    """docs/facts.md F18, F19: pytorch_android 2.1.0 is the newest on Maven Central; 1.8.0-SNAPSHOT is gone."""
+    from toolchain import pins
+
+    assert pins.PYTORCH_ANDROID_DEFAULT == "2.1.0"
+    seed = pins.lane("seed-2020")
+    assert seed.pytorch_android == "1.8.0-SNAPSHOT" and seed.app_runtime_available is False
+    assert "2025-06-30" in seed.app_runtime_unavailable_reason and "OSSRH" in seed.app_runtime_unavailable_reason
+    current = pins.lane("current")
+    assert current.vulkan_default_on and current.aar_gradle == "6.8.3" and current.ndk_recommended_revision
+    assert current.ndk_recommended.split()[0] == "r26d" and current.ndk_recommended_revision == "26.3.11579264"

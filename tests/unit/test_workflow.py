@@ -89,7 +89,7 @@ def _manifest(tmp_path: Path, shas) -> records.ConvertManifest:
 def _app(tmp_path: Path, shas, variant="quant_full") -> Path:
     app = tmp_path / "app"
     records.write_record(app / records.APP_INFO_NAME, records.APP_INFO_KIND, records.APP_INFO_SCHEMA,
-                         {"variant": variant, "qualified_variant": f"m-{variant}",
+                         {"application_id": "org.example.app", "variant": variant, "qualified_variant": f"m-{variant}",
                           "models": {f"a{i}.pt": s for i, s in enumerate(shas)}})
     return app
 

@@ -18,9 +18,18 @@ prints ``LISTENING <port>`` once it accepts connections.  Config keys:
 * ``free_kb``: what ``df`` reports as available on /data;
 * ``cut_send``: ``{"match": "substr", "after": BYTES, "times": 1}`` drops the
   connection half-way through a matching sync SEND (an interrupted push);
+* ``corrupt_send``: ``{"match": "substr", "at": BYTE, "times": 1}`` flips the byte at offset ``at`` of
+  a matching sync SEND as it is stored (a bad cable or flash: the file arrives, its content differs);
 * ``install_failure``: a ``pm install`` failure reason to report (e.g.
   ``INSTALL_FAILED_INSUFFICIENT_STORAGE``);
-* ``app_bench``: ``{"cpu": ms, "nnapi": ms, "fell_back": bool}`` for ``am start``;
+* ``app_bench``: ``{"cpu": ms, "nnapi": ms, "fell_back": bool, "crash": bool, "hang": bool}`` for
+  ``am start`` (a crash logs a FATAL EXCEPTION, a hang stops after the warm-up progress line);
+* ``am_error``: what ``am start`` prints instead of starting the activity (e.g. a SecurityException);
+* ``logcat_fail``: ``logcat`` exits 1 with this message;
+* ``page_size``: what ``getconf PAGE_SIZE`` answers (4096; 16384 on a 16 KB-page device);
+* ``cpus``/``thermal_zones``: the cpufreq and thermal sysfs files; ``thermal_status`` (a list: the n-th
+  ``dumpsys thermalservice`` answers the n-th entry, the last one after that) and ``battery``
+  (``{"level", "status", "usb"}``) for ``dumpsys``;
 * ``link_mb_s``: limit sync SEND to this many MB/s (a USB 2 phone pushes ~40 MB/s).
 """
 
@@ -51,7 +60,7 @@ SYNC_MAX_DATA = 64 * 1024
 AUTH_TOKEN, AUTH_SIGNATURE, AUTH_RSAPUBLICKEY = 1, 2, 3
 
 HERE = Path(__file__).resolve().parent
-MAPPED = ("data", "sdcard", "storage")
+MAPPED = ("data", "sdcard", "storage", "sys")
 _PATH_RE = re.compile(r"(^|[\s'\"=:;|&(<>])/(" + "|".join(MAPPED) + r")(?=/|\s|$|['\"])")
 
 
@@ -247,8 +256,27 @@ class VirtualDevice:
         (self.state / "props.txt").write_text("".join(f"[{k}]: [{v}]\n" for k, v in sorted(props.items())))
         (self.state / "free_kb").write_text(str(int(config.get("free_kb", 20 * 1024 * 1024))))
         (self.state / "device.json").write_text(json.dumps(config))
+        (self.state / "page_size").write_text(str(int(config.get("page_size", 4096))) + "\n")
+        self.write_sysfs(config)
         self.cut = dict(config.get("cut_send") or {})
+        self.corrupt = dict(config.get("corrupt_send") or {})
         self.connections: list = []
+
+    def write_sysfs(self, config: dict) -> None:
+        """The sysfs files a shell user reads on a phone: cpufreq per CPU (kHz), thermal zones (millidegrees)."""
+        cpus = config.get("cpus", [{"governor": "schedutil", "cur": 1785600, "max": 2016000}] * 4)
+        for i, cpu in enumerate(cpus):
+            d = self.root / f"sys/devices/system/cpu/cpu{i}/cpufreq"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "scaling_governor").write_text(f"{cpu.get('governor', 'schedutil')}\n")
+            (d / "scaling_cur_freq").write_text(f"{int(cpu.get('cur', 1785600))}\n")
+            (d / "cpuinfo_max_freq").write_text(f"{int(cpu.get('max', 2016000))}\n")
+        zones = config.get("thermal_zones", [{"type": "cpu-0-0-usr", "temp": 38500}, {"type": "battery", "temp": 29000}])
+        for i, zone in enumerate(zones):
+            d = self.root / f"sys/class/thermal/thermal_zone{i}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "type").write_text(f"{zone['type']}\n")
+            (d / "temp").write_text(f"{int(zone['temp'])}\n")
 
     # ------------------------------------------------------------------ helpers
 
@@ -371,6 +399,7 @@ class VirtualDevice:
         target = self.host_path(path)
         self.log(f"sync SEND {path}")
         cut = self.cut if self.cut.get("times", 0) > 0 and self.cut.get("match", "") in path else None
+        bad = self.corrupt if self.corrupt.get("times", 0) > 0 and self.corrupt.get("match", "") in path else None
         written = 0
         error = None
         rate = float(self.config.get("link_mb_s") or 0) * 1e6  # emulate a USB link's speed
@@ -389,6 +418,11 @@ class VirtualDevice:
                         error = f"sync data chunk of {n} bytes is larger than {SYNC_MAX_DATA}"
                         break
                     data = stream.read_exact(n)
+                    if bad is not None and written <= int(bad.get("at", 0)) < written + n:
+                        k = int(bad["at"]) - written
+                        data = data[:k] + bytes([data[k] ^ 0xFF]) + data[k + 1:]
+                        bad["times"] -= 1
+                        self.log(f"corrupting byte {bad['at']} of {path}")
                     if f is not None:
                         f.write(data)
                     written += n

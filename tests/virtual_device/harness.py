@@ -12,7 +12,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Iterator, Optional
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, Iterator, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
 STANDARD_PROPS = {
@@ -173,11 +174,18 @@ class VirtualDeviceProcess:
         return self.root / device_path.lstrip("/")
 
     def start(self) -> "VirtualDeviceProcess":
+        return self.launch().ready()
+
+    def launch(self) -> "VirtualDeviceProcess":
+        """Start the process without waiting for it (``ready`` waits): many devices start in parallel."""
         cfg = self.state_dir / "config.json"
         cfg.write_text(json.dumps(self.config))
         with open(self.state_dir / "device.stderr", "ab") as err:
             self.proc = subprocess.Popen([sys.executable, str(HERE / "device.py"), str(cfg)], stdout=subprocess.PIPE,
                                          stderr=err, text=True, preexec_fn=_die_with_parent)
+        return self
+
+    def ready(self) -> "VirtualDeviceProcess":
         line = self.proc.stdout.readline()
         if not line.startswith("LISTENING "):
             raise RuntimeError(f"virtual device did not start: {line!r}; see {self.state_dir / 'device.stderr'}")
@@ -217,3 +225,51 @@ def adb_with_devices(workdir: Path, devices: Dict[str, dict], ) -> Iterator[tupl
         for dev in started.values():
             dev.stop()
         server.stop()
+
+
+def dead_address() -> int:
+    """A port on 127.0.0.1 where no adb server listens (a server that is down: connection refused)."""
+    return free_port()
+
+
+def _want(cfg: dict) -> str:
+    return "offline" if cfg.get("silent") else "device" if cfg.get("authorized", True) else "unauthorized"
+
+
+@contextlib.contextmanager
+def adb_servers_with_devices(workdir: Path, servers: Dict[str, Dict[str, dict]],
+                             down: Sequence[str] = ()) -> Iterator[tuple]:
+    """Several real adb servers, each with its own virtual devices, and servers that are ``down``.
+
+    Yields ``({server name: AdbServer}, {device name: VirtualDeviceProcess}, {down name: port})``; device
+    names are unique across servers.  Device processes start in parallel and are connected in parallel
+    (16 devices on 4 servers take a few seconds); everything stops at the end, as in adb_with_devices.
+    """
+    workdir = Path(workdir)
+    started: Dict[str, AdbServer] = {}
+    devices: Dict[str, VirtualDeviceProcess] = {}
+    owner: Dict[str, AdbServer] = {}
+    try:
+        for sname, devs in servers.items():
+            started[sname] = AdbServer(workdir / f"server-{sname}").start()
+            for dname, cfg in devs.items():
+                if dname in devices:
+                    raise ValueError(f"device name {dname!r} is used twice")
+                devices[dname] = VirtualDeviceProcess(workdir / f"dev-{dname}", **cfg).launch()
+                owner[dname] = started[sname]
+        for dev in devices.values():
+            dev.ready()
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            serials = pool.map(lambda n: owner[n].connect(devices[n].port, want=_want(devices[n].config)), devices)
+            for name, serial in zip(list(devices), serials):
+                devices[name].serial = serial
+        yield started, devices, {name: dead_address() for name in down}
+    finally:
+        for name, dev in devices.items():
+            if dev.serial:
+                with contextlib.suppress(Exception):
+                    owner[name].disconnect(dev.serial)
+        for dev in devices.values():
+            dev.stop()
+        for server in started.values():
+            server.stop()

@@ -1,21 +1,13 @@
 #!/bin/bash
-# Test fixture with the interface of PyTorch's scripts/build_pytorch_android.sh: ABIs as arguments,
-# needs ANDROID_HOME (an SDK) and ANDROID_NDK, leaves the AAR under
-# android/pytorch_android/build/outputs/aar/.  It packs the fixture's install tree into a zip.
-set -e
+# Test fixture with the shape of PyTorch's scripts/build_pytorch_android.sh (v2.8.x): it sources
+# android/common.sh, which runs scripts/build_android.sh per ABI with BUILD_ROOT=$BUILD_ROOT/build_android_<abi>
+# and no way to pass CMake arguments, then runs android/gradlew (which checks the JDK like Gradle 6.8.3).
+set -eux
 PYTORCH_DIR="$(cd $(dirname $0)/..; pwd -P)"
-if [ -z "$ANDROID_HOME" ] || [ ! -d "$ANDROID_HOME/platforms" ]; then
-  echo "ANDROID_HOME not set or has no platforms/; please set it to the Android SDK directory"
-  exit 1
-fi
-ABI="${1:-arm64-v8a}"
-OUT="$PYTORCH_DIR/android/pytorch_android/build/outputs/aar"
-mkdir -p "$OUT"
-${PYTHON:-python3} - "$OUT/pytorch_android-release.aar" "$ABI" "${AAR_JNI_LIB:-}" <<'PY'
-import sys, zipfile
-aar, abi, lib = sys.argv[1:4]
-with zipfile.ZipFile(aar, "w") as z:
-    z.writestr("AndroidManifest.xml", '<manifest package="org.pytorch"/>\n')
-    z.writestr(f"jni/{abi}/libpytorch_jni.so", open(lib, "rb").read() if lib else b"fixture")
-PY
-echo "AAR: $OUT/pytorch_android-release.aar"
+PYTORCH_ANDROID_DIR=$PYTORCH_DIR/android
+source $PYTORCH_ANDROID_DIR/common.sh
+check_android_sdk
+check_gradle
+parse_abis_list $@
+build_android
+$GRADLE_PATH -PABI_FILTERS=$ABIS_LIST -p $PYTORCH_ANDROID_DIR clean assembleRelease

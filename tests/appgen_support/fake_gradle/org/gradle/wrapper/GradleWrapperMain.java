@@ -38,7 +38,7 @@ public final class GradleWrapperMain {
         apk.getParentFile().mkdirs();
         try (ZipOutputStream zip = new ZipOutputStream(new FileOutputStream(apk))) {
             zip.putNextEntry(new ZipEntry("AndroidManifest.xml"));
-            zip.write(Files.readAllBytes(manifest.toPath()));
+            zip.write(mergedManifest(project, manifest).getBytes(java.nio.charset.StandardCharsets.UTF_8));
             String[] names = assets.list();
             Arrays.sort(names);
             for (String name : names) {
@@ -47,5 +47,18 @@ public final class GradleWrapperMain {
             }
         }
         System.out.println("BUILD SUCCESSFUL");
+    }
+
+    /** Like AGP 8's manifest merger: the module's `namespace` becomes the manifest's package attribute. */
+    private static String mergedManifest(File project, File manifest) throws Exception {
+        String text = new String(Files.readAllBytes(manifest.toPath()), java.nio.charset.StandardCharsets.UTF_8);
+        if (text.contains("package=\"")) {
+            return text;
+        }
+        String gradle = new String(Files.readAllBytes(new File(project, "app/build.gradle").toPath()),
+                java.nio.charset.StandardCharsets.UTF_8);
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("namespace\\s*=?\\s*[\"']([^\"']+)[\"']")
+                .matcher(gradle);
+        return m.find() ? text.replaceFirst("<manifest", "<manifest package=\"" + m.group(1) + "\"") : text;
     }
 }

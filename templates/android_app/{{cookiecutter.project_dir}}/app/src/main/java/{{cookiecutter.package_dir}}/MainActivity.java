@@ -238,14 +238,20 @@ public class MainActivity extends ComponentActivity {
             final Classifier classifier = runner.classifier;
             used = classifier.backend;
             classifier.fill(sampleFrame());
+            progress(requested, "loaded", 0, iters);
             for (int i = 0; i < warmup; i++) {
                 classifier.run();
             }
+            progress(requested, "warmup", warmup, warmup);
             final long[] nanos = new long[iters];
+            final int every = Math.max(1, iters / 10);
             for (int i = 0; i < iters; i++) {
                 final long t0 = SystemClock.elapsedRealtimeNanos();
                 classifier.run();
                 nanos[i] = SystemClock.elapsedRealtimeNanos() - t0;
+                if ((i + 1) % every == 0) {
+                    progress(requested, "iter", i + 1, iters); // outside the timed call
+                }
             }
             summary = BenchStats.summarize(nanos);
         } catch (Throwable t) {
@@ -262,6 +268,15 @@ public class MainActivity extends ComponentActivity {
             backendView.setText(title);
             statusView.setText(line);
         });
+    }
+
+    /**
+     * One progress line (prefix "TORCHDROID_PROGRESS ", toolchain.records.APP_PROGRESS_PREFIX): deploy waits on
+     * these instead of a fixed timeout.
+     */
+    private static void progress(String backend, String stage, int done, int of) {
+        Log.i(TAG, String.format(Locale.US, "TORCHDROID_PROGRESS {\"backend\": \"%s\", \"stage\": \"%s\", "
+                + "\"done\": %d, \"of\": %d}", backend, stage, done, of));
     }
 
     // ----------------------------------------------------------------------------------- helpers

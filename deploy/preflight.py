@@ -1,14 +1,15 @@
-"""Per-device checks before anything is pushed: ABI, SDK (NNAPI), free space, binary/model commits."""
+"""Per-device checks before anything is pushed: ABI, page size, SDK (NNAPI), free space, binary/model commits."""
 
 from __future__ import annotations
 
 import logging
+import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from toolchain.errors import CompatibilityError, DeviceError, UsageError
-from toolchain.pins import NNAPI_MIN_SDK
+from toolchain.pins import NNAPI_DEPRECATED_SDK, NNAPI_MIN_SDK
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +24,8 @@ class DeviceFacts:
     release: str
     sdk: int
     abis: tuple
+    soc: str = ""
+    page_size: Optional[int] = None
 
     @classmethod
     def from_props(cls, serial: str, props: Dict[str, str]) -> "DeviceFacts":
@@ -35,6 +38,8 @@ class DeviceFacts:
             release=props.get("ro.build.version.release", "?"),
             sdk=int(sdk_s) if sdk_s.isdigit() else 0,
             abis=tuple(a for a in abilist.split(",") if a),
+            soc=" ".join(v for v in (props.get("ro.soc.manufacturer", ""), props.get("ro.soc.model", "")) if v)
+            or props.get("ro.board.platform", "") or props.get("ro.hardware", ""),
         )
 
     @property
@@ -46,6 +51,16 @@ class DeviceFacts:
             return None
         return (f"Android {self.release} (SDK {self.sdk}) < SDK {NNAPI_MIN_SDK}: torch's NNAPI backend needs "
                 "Android 10; CPU models still run")
+
+    @property
+    def nnapi_deprecated(self) -> bool:
+        return self.sdk >= NNAPI_DEPRECATED_SDK
+
+    def nnapi_note(self) -> Optional[str]:
+        if not self.nnapi_deprecated:
+            return None
+        return (f"Android {self.release} (SDK {self.sdk}) deprecates NNAPI: its numbers may come from a CPU "
+                "fallback driver, not an accelerator")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -140,3 +155,46 @@ def _same_commit(a: Optional[str], b: str) -> bool:
     n = min(len(a), len(b))
     return n >= 7 and a[:n] == b[:n]
 
+
+
+def parse_page_size(out: str) -> Optional[int]:
+    """``getconf PAGE_SIZE`` output -> bytes (None when it printed no number)."""
+    text = out.strip().splitlines()[-1].strip() if out.strip() else ""
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def load_alignment(path: Path) -> Optional[int]:
+    """The smallest p_align of the PT_LOAD segments of an ELF file (None when it has none or is no ELF)."""
+    data = Path(path).read_bytes()
+    if data[:4] != b"\x7fELF" or len(data) < 52:
+        return None
+    is64, end = data[4] == 2, "<" if data[5] == 1 else ">"
+    if is64:
+        phoff, = struct.unpack_from(end + "Q", data, 32)
+        phentsize, phnum = struct.unpack_from(end + "HH", data, 54)
+    else:
+        phoff, = struct.unpack_from(end + "I", data, 28)
+        phentsize, phnum = struct.unpack_from(end + "HH", data, 42)
+    aligns = []
+    for i in range(phnum):
+        off = phoff + i * phentsize
+        if off + phentsize > len(data):
+            break
+        p_type, = struct.unpack_from(end + "I", data, off)
+        if p_type == 1:  # PT_LOAD
+            aligns.append(struct.unpack_from(end + ("Q" if is64 else "I"), data, off + (48 if is64 else 28))[0])
+    return min(aligns) if aligns else None
+
+
+def check_page_size(facts: DeviceFacts, binary: Path, alignment: Optional[int]) -> None:
+    """Refuse a binary whose LOAD segments are aligned below the device's page size (it cannot be loaded)."""
+    if facts.page_size is None or alignment is None or alignment >= facts.page_size:
+        return
+    raise CompatibilityError(
+        f"{facts.serial} ({facts.model}) uses {facts.page_size // 1024} KB memory pages; {binary.name} is "
+        f"{alignment // 1024 or alignment} {'KB' if alignment >= 1024 else 'byte'}-aligned and cannot load there",
+        cause="Android 15+ devices may use 16 KB pages; executables and libraries need LOAD segments aligned to them",
+        remedy="rebuild with `invoke build-android` (it links with -Wl,-z,max-page-size=16384 / flexible page sizes), "
+               "check it with `readelf -lW BINARY` (the Align column of the LOAD lines must be 0x4000 or more), "
+               "or leave this device out with --serial",
+    )

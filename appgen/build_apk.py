@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -14,12 +15,14 @@ from toolchain.errors import ToolNotFound, VerificationError
 from toolchain.fsutil import sha256_file
 from toolchain.runner import run
 
-from .gradle import WRAPPER_JAR, AndroidSdk, gradle_hint, wrapper_jar_howto
+from toolchain.tools.sdk import INSTALL as SDK_INSTALL
+from toolchain.tools.sdk import AndroidSdk
+
+from .gradle import WRAPPER_JAR, gradle_hint, wrapper_jar_howto
 
 log = logging.getLogger(__name__)
 
 APK_DEBUG = Path("app/build/outputs/apk/debug/app-debug.apk")
-APP_INFO_REMEDY = "run `invoke make-app` first (or point --out at a project it wrote)"
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class BuildAppSettings:
     project: Path = Path("build/app")
     build_dir: Path = Path("build")
     timeout: Optional[float] = 3600.0
+    sdk: Optional[str] = None  # config android.sdk: wins over ANDROID_HOME / ANDROID_SDK_ROOT / local.properties
 
 
 @dataclass
@@ -39,22 +43,22 @@ class BuildAppResult:
     sdk: Path
 
 
-def missing_tools(project: Path, env: Optional[Mapping[str, str]] = None) -> List[Tuple[str, str, str]]:
+def missing_tools(project: Path, env: Optional[Mapping[str, str]] = None,
+                  configured_sdk: Optional[str] = None) -> List[Tuple[str, str, str]]:
     """Everything ``./gradlew assembleDebug`` needs that is not here: (what, detail, how to get it)."""
     env = os.environ if env is None else env
-    info = records.read_record(project / records.APP_INFO_NAME, records.APP_INFO_KIND, records.APP_INFO_SCHEMA,
-                               APP_INFO_REMEDY)
-    gradle_version = (info.get("pins") or {}).get("gradle", "8.7")
-    compile_sdk = (info.get("pins") or {}).get("compile_sdk", 34)
+    info = records.AppInfo.load(project)
+    gradle_version = info.pins.get("gradle", "8.7")
+    compile_sdk = info.pins.get("compile_sdk", 34)
     props = project / "local.properties"
-    sdk_fix = AndroidSdk.REMEDY.format(api=compile_sdk, props=props)
+    sdk_fix = SDK_INSTALL.format(api=compile_sdk) + f" or sdk.dir=/path/to/sdk in {props}"
     problems = []
-    sdk = AndroidSdk.locate(project, env)
-    if sdk is None:
-        problems.append(("the Android SDK", f"neither ANDROID_HOME nor ANDROID_SDK_ROOT is set and {props} has no sdk.dir",
-                         sdk_fix))
-    elif sdk.problem():
-        problems.append(("the Android SDK", sdk.problem(), sdk_fix))
+    if AndroidSdk.find(configured_sdk, env, project) is None:
+        refused = [AndroidSdk(path, source).problem() for source, path in
+                   AndroidSdk.candidates(configured_sdk, env, project)]
+        cause = "; ".join(r for r in refused if r) or (
+            f"config android.sdk is not set, neither ANDROID_HOME nor ANDROID_SDK_ROOT is set and {props} has no sdk.dir")
+        problems.append(("the Android SDK", cause, sdk_fix))
     if not (project / WRAPPER_JAR).is_file():
         problems.append(("the Gradle wrapper jar", f"{project / WRAPPER_JAR} does not exist",
                          wrapper_jar_howto(project, gradle_version)))
@@ -69,14 +73,14 @@ def missing_tools(project: Path, env: Optional[Mapping[str, str]] = None) -> Lis
 def build_app(settings: BuildAppSettings, env: Optional[Mapping[str, str]] = None) -> BuildAppResult:
     project = Path(settings.project).resolve()
     env = dict(os.environ if env is None else env)
-    problems = missing_tools(project, env)
+    problems = missing_tools(project, env, settings.sdk)
     if problems:
         raise ToolNotFound(
             f"cannot build the app in {project}: missing {' and '.join(p[0] for p in problems)}",
             cause="; ".join(p[1] for p in problems),
             remedy="".join(f"\n    - {p[2]}" for p in problems) + f"\n    then run `invoke build-app --out {settings.project}` again",
         )
-    sdk = AndroidSdk.locate(project, env)
+    sdk = AndroidSdk.find(settings.sdk, env, project)
     log_path = Path(settings.build_dir) / "logs" / f"gradle-assembleDebug-{time.strftime('%Y%m%d-%H%M%S')}.log"
     log.info("building %s with ./gradlew assembleDebug (SDK %s from %s; full output in %s)",
              project, sdk.root, sdk.source, log_path)
@@ -92,9 +96,7 @@ def build_app(settings: BuildAppSettings, env: Optional[Mapping[str, str]] = Non
         raise VerificationError(f"./gradlew assembleDebug succeeded but wrote no {APK_DEBUG}",
                                 log_path=log_path, remedy="look at the Gradle log for where the APK went")
     digest = sha256_file(apk)
-    info_path = project / records.APP_INFO_NAME
-    info = records.read_record(info_path, records.APP_INFO_KIND, records.APP_INFO_SCHEMA, APP_INFO_REMEDY)
-    body = {k: v for k, v in info.items() if k not in ("kind", "schema", "written")}
-    body["apk"] = {"path": str(APK_DEBUG), "sha256": digest, "size": apk.stat().st_size, "built": records.now_iso()}
-    records.write_record(info_path, records.APP_INFO_KIND, records.APP_INFO_SCHEMA, body)
+    info = records.AppInfo.load(project)
+    apk_record = records.AppApk(APK_DEBUG.as_posix(), digest, apk.stat().st_size, records.now_iso())
+    dataclasses.replace(info, apk=apk_record).write()
     return BuildAppResult(apk, digest, apk.stat().st_size, seconds, log_path, sdk.root)

@@ -1,0 +1,161 @@
+"""The torch-heavy half of ``convert``: one model's requested modes, converted, saved and host-checked.
+
+Imported only when something must be (re)built.  The float model, the calibration batch and the
+quantized model are made once and shared by the modes; each mode is yielded as soon as its two files
+are saved and checked, so the caller can record it at once (a killed run keeps every finished mode).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+import torch
+
+from toolchain.records import ModelFile, TensorSpec, model_file_names
+
+from .calibration import CalibrationSpec, few_images_warning, load_batch
+from .export import ExportedVariant, export_float, export_quantized, fused_float, probe, quantize, xnnpack_available
+from .host_check import Agreement, host_check, spec_of
+from .models import ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
+
+log = logging.getLogger(__name__)
+_warned_xnnpack = False
+
+NO_XNNPACK = (
+    "this torch has no XNNPACK (the x86_64 PyPI wheels), so optimize_for_mobile cannot run: CPU models keep "
+    "BatchNorm fused (fuse_model) and dropout removed, but are not frozen or XNNPACK-prepacked; CPU latencies on a phone will be worse than a fully "
+    "optimised model's, so label CPU-vs-NNAPI comparisons accordingly"
+)
+NNAPI_NEEDS = "libneuralnetworks.so (Android API >= 29, or torchdroid's host NNAPI)"
+
+
+@contextlib.contextmanager
+def quiet_torch():
+    """torch 2.x deprecates torch.jit (trace/script/load) and warns on every call; NNAPI conversion needs it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*(quantize_per_tensor|calculate_qparams|TypedStorage).*")
+        warnings.filterwarnings("ignore", module=r"torch\.ao\.quantization.*")
+        yield
+
+
+@dataclass
+class ConversionFacts:
+    """What holds for every mode of this run: weights, mobile optimisation, bundled input, notes."""
+
+    weights_record: Dict[str, Any] = field(default_factory=dict)
+    xnnpack: bool = False
+    mobile_optimization: Dict[str, Any] = field(default_factory=dict)
+    bundled_input: str = ""
+    notes: List[str] = field(default_factory=list)
+
+
+@dataclass
+class ModeDone:
+    """One mode, saved and checked: its two files, the host check row, the agreement with quant_none."""
+
+    mode: str
+    files: List[ModelFile]
+    host_model: Dict[str, Any]
+    agreement: Optional[Dict[str, int]]
+    notes: List[str]
+
+
+def _mobile_optimization(facts: ConversionFacts) -> None:
+    global _warned_xnnpack
+    facts.xnnpack = xnnpack_available()
+    if facts.xnnpack:
+        facts.mobile_optimization = {"applied": True, "how": "torch.utils.mobile_optimizer.optimize_for_mobile"}
+        return
+    if not _warned_xnnpack:
+        log.warning("note: %s", NO_XNNPACK)
+        _warned_xnnpack = True
+    facts.mobile_optimization = {"applied": False, "reason": "torch built without XNNPACK",
+                                 "instead": "fuse_model (conv+bn+relu) and dropout removal only", "note": NO_XNNPACK}
+    facts.notes.append("optimize_for_mobile skipped: this torch has no XNNPACK (CPU models fused, not prepacked)")
+
+
+class ModeConverter:
+    """Converts the modes of one model into ``out``; :meth:`prepare` first, then iterate :meth:`run`."""
+
+    def __init__(self, spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, out: Path, fmt: str):
+        self.spec, self.weights, self.calib, self.out, self.fmt = spec, weights, calib, Path(out), fmt
+        self.facts = ConversionFacts()
+        self.model = None
+        self.batch: List[torch.Tensor] = []
+        self.agreement: Optional[Agreement] = None
+
+    def prepare(self, describe=lambda text: None) -> ConversionFacts:
+        """The float model with its weights and the calibration batch (BatchNorm re-estimated for random weights)."""
+        spec, facts = self.spec, self.facts
+        _mobile_optimization(facts)
+        describe(f"{spec.stem}: loading the float model ({self.weights.origin} weights)")
+        self.model, facts.weights_record = build_float_model(spec, self.weights)
+        if self.weights.origin == "random":
+            facts.notes.append("weights are explicitly random (untrained): latencies are real, predictions are not")
+        describe(f"{spec.stem}: preparing {self.calib.count} calibration inputs ({self.calib.source})")
+        self.batch = load_batch(self.calib, spec.input_hw)
+        facts.bundled_input = f"calibration input #0 ({self.calib.source})"
+        if few_images_warning(self.calib):
+            facts.notes.append(few_images_warning(self.calib))
+        if spec.source != "torchvision":
+            probe(self.model, self.batch[0], spec.name)
+        if self.weights.origin == "random" and spec.source == "torchvision":
+            n = estimate_batchnorm(self.model, self.batch)
+            facts.weights_record["batchnorm_statistics"] = f"estimated on the {self.calib.count} calibration inputs ({n} layers)"
+        self.agreement = Agreement(self.batch)
+        return facts
+
+    def _paths(self, mode: str):
+        cpu, nnapi = model_file_names(self.spec.stem, mode)
+        return self.out / cpu, self.out / nnapi
+
+    def run(self, modes: List[str]) -> Iterator[ModeDone]:
+        """Yield each requested mode once saved and checked (none first: it is the agreement's reference)."""
+        label = self.spec.stem
+        if "none" in modes:
+            with torch.no_grad():
+                ex = export_float(fused_float(self.model), self.batch[0], self._paths("none"), self.fmt,
+                                  f"{label} quant_none", self.facts.xnnpack)
+            yield self._check(ex)
+        quantized_modes = [m for m in ("full", "core") if m in modes]
+        if not quantized_modes:
+            return
+        self.agreement.reference_from(self._paths("none")[0], self.fmt)
+        with torch.no_grad():
+            qmodel = quantize(self.model, self.batch, f"{label} (quantized modes)")
+            exports = export_quantized(qmodel, quantized_modes, self.batch[0],
+                                       {m: self._paths(m) for m in quantized_modes}, self.fmt, label,
+                                       self.facts.xnnpack)
+            for ex in exports:
+                yield self._check(ex)
+
+    def _check(self, ex: ExportedVariant) -> ModeDone:
+        checked = host_check(ex.cpu_path, ex.mode, self.fmt)
+        if ex.mode == "none":
+            self.agreement.set_reference(checked.module)
+            agreement = None
+        else:
+            qp = (ex.core_qparams or {}).get("input") if ex.mode == "full" else None
+            agreement = self.agreement.measure(checked.module, qp)
+        out_spec = TensorSpec(**checked.record["output_spec"])
+        common: Dict[str, Any] = {"format": self.fmt}
+        if ex.core_qparams:
+            common["core_quantization"] = ex.core_qparams
+        cpu = self._file(ex.cpu_path, ex.cpu_size, ex.cpu_sha256, ex.mode, "cpu", spec_of(ex.cpu_input), out_spec,
+                         {**common, "export": ex.cpu_export, "mobile_optimized": ex.mobile_optimized})
+        nnapi = self._file(ex.nnapi_path, ex.nnapi_size, ex.nnapi_sha256, ex.mode, "nnapi", spec_of(ex.nnapi_input),
+                           out_spec, {**common, "nnapi_nhwc": True, "needs": NNAPI_NEEDS})
+        return ModeDone(ex.mode, [cpu, nnapi], checked.record, agreement, list(ex.notes))
+
+    def _file(self, path: Path, size: int, sha: str, mode: str, backend: str, inp: TensorSpec, outp: TensorSpec,
+              extra: Dict[str, Any]) -> ModelFile:
+        return ModelFile(file=path.name, path=path.resolve(), sha256=sha, size=size, model=self.spec.name,
+                         stem=self.spec.stem, mode=mode, backend=backend, input=inp, output=outp, conversion={},
+                         extra=extra)

@@ -1,0 +1,113 @@
+"""The host check of converted models: load each saved CPU model back, run it, compare modes (torch)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from toolchain.errors import ConversionError
+from toolchain.records import TensorSpec
+
+log = logging.getLogger(__name__)
+
+
+def spec_of(t: torch.Tensor) -> TensorSpec:
+    quantized = t.is_quantized
+    fmt = "channels_last" if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous() else "contiguous"
+    return TensorSpec(
+        shape=list(t.shape),
+        dtype=str(t.dtype).replace("torch.", ""),
+        memory_format=fmt,
+        scale=float(t.q_scale()) if quantized else None,
+        zero_point=int(t.q_zero_point()) if quantized else None,
+    )
+
+
+def as_float(t: torch.Tensor) -> torch.Tensor:
+    return t.dequantize() if t.is_quantized else t
+
+
+def load_saved(path: Path, fmt: str):
+    if fmt == "lite":
+        from torch.jit.mobile import _load_for_lite_interpreter
+
+        return _load_for_lite_interpreter(str(path))
+    return torch.jit.load(str(path), map_location="cpu")
+
+
+@dataclass
+class Checked:
+    """A saved CPU model loaded back and run on its bundled input."""
+
+    record: Dict[str, Any]  # file, mode, output_shape, output_dtype, constant, ms, output_spec
+    module: Any = field(repr=False, default=None)
+
+
+def _first_line(e: Exception) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+
+
+def host_check(path: Path, mode: str, fmt: str) -> Checked:
+    """Load the saved CPU model back and run it on its bundled input; refuse a constant output."""
+    try:
+        m = load_saved(path, fmt)
+        inputs = m.get_all_bundled_inputs() if hasattr(m, "get_all_bundled_inputs") else m.run_method("get_all_bundled_inputs")
+        t0 = time.perf_counter()
+        with torch.no_grad(), torch.jit.optimized_execution(False):
+            y = m(*inputs[0])
+        ms = (time.perf_counter() - t0) * 1000.0
+    except Exception as e:
+        raise ConversionError(
+            f"the saved CPU model {path.name} does not run on this machine",
+            cause=_first_line(e),
+            remedy="run with --debug and report it; the file was written but is not usable",
+        ) from e
+    yf = as_float(y)
+    if bool((yf.max() - yf.min()).abs().item() == 0.0):
+        raise ConversionError(
+            f"the saved CPU model {path.name} gives a constant output on its bundled input",
+            cause="every output element is equal: the model (or its quantization) has collapsed",
+            remedy="check the weights (--weights) and the calibration images (--calibration)",
+        )
+    s = spec_of(y)
+    return Checked({"file": path.name, "mode": mode, "output_shape": list(y.shape), "output_dtype": s.dtype,
+                    "constant": False, "ms": ms, "output_spec": s.to_dict()}, m)
+
+
+def predict(module, batch: torch.Tensor, qparams: Optional[Dict[str, Any]] = None) -> List[int]:
+    """Top-1 per row; one batched call (per-row calls when a traced model fixed the batch size)."""
+    if qparams:
+        batch = torch.quantize_per_tensor(batch, qparams["scale"], qparams["zero_point"], torch.quint8)
+    with torch.no_grad(), torch.jit.optimized_execution(False):  # a few calls: no profiling warm-up
+        try:
+            return [int(i) for i in as_float(module(batch)).argmax(dim=1)]
+        except RuntimeError:
+            return [int(as_float(module(batch[i:i + 1])).argmax()) for i in range(batch.shape[0])]
+
+
+class Agreement:
+    """Top-1 agreement of quant_core/quant_full with quant_none on the calibration inputs."""
+
+    def __init__(self, batch: List[torch.Tensor]):
+        self.stacked = torch.cat(list(batch), 0).contiguous(memory_format=torch.channels_last)
+        self._reference: Optional[List[int]] = None
+
+    def set_reference(self, none_module) -> None:
+        self._reference = predict(none_module, self.stacked)
+
+    def reference_from(self, none_path: Path, fmt: str) -> bool:
+        """Use an existing quant_none file (reused from an earlier run) as the reference."""
+        if self._reference is None and none_path.is_file():
+            self.set_reference(load_saved(none_path, fmt))
+        return self._reference is not None
+
+    def measure(self, module, qparams: Optional[Dict[str, Any]]) -> Optional[Dict[str, int]]:
+        if self._reference is None:
+            return None
+        pred = predict(module, self.stacked, qparams)
+        return {"agree": sum(int(a == b) for a, b in zip(pred, self._reference)), "total": len(self._reference)}

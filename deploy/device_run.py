@@ -1,0 +1,226 @@
+"""One device's deploy, step by step: check → lock → push → install → benchmark → conditions after.
+
+Each step is a small function taking the ``DeviceRun`` (what this device has done so far); a step that
+fails raises, and the caller records the device as failed with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional
+
+from toolchain.errors import TorchdroidError
+from toolchain.records import ModelFile, ResultRow
+
+from . import app_bench as _app
+from . import bench as _bench
+from .adb import Device, state_error
+from .environment import READ_COMMAND, SECTION, Conditions, parse_snapshot, throttle_warnings
+from .install import install_apk
+from .lock import device_lock
+from .plan import DeployPlan, DeploySettings
+from .preflight import DeviceFacts, check_abi, check_page_size, check_space, parse_df_available, parse_page_size
+from .push import PushItem, parse_state, push_all, state_command
+from .rows import app_row, failed_device_row, model_row
+from .servers import Target
+
+log = logging.getLogger(__name__)
+_PAGE_MARK = "--torchdroid-page--"
+
+
+@dataclass
+class DeviceReport:
+    serial: str  # unique in the run (SERIAL@HOST:PORT when two servers list the same serial)
+    server: str = ""  # HOST:PORT of its adb server
+    facts: Optional[DeviceFacts] = None
+    conditions: Optional[Conditions] = None
+    pushed_bytes: int = 0
+    pushed_files: int = 0
+    skipped_files: int = 0
+    installed: Optional[bool] = None  # True: pm install ran; False: the same APK was already installed
+    install_error: Optional[str] = None
+    rows: List[ResultRow] = field(default_factory=list)
+    errors: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+
+
+@dataclass
+class DeviceRun:
+    dev: Device
+    rep: DeviceReport
+    s: DeploySettings
+    plan: DeployPlan
+    directory: str
+    status: Callable[[str], None]
+    facts: Optional[DeviceFacts] = None
+    models: List[ModelFile] = field(default_factory=list)  # what this device benchmarks (NNAPI dropped below SDK 29)
+    nnapi_reason: Optional[str] = None
+    there: str = ""  # state_command output: what the directory holds already
+
+
+def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: DeployPlan, directory: str,
+               status: Callable[[str], None]) -> None:
+    if target.state != "device":
+        raise state_error(rep.serial, target.state)
+    run = DeviceRun(target.server.device(target.serial, s.timeout), rep, s, plan, directory, status)
+    probe(run)
+    with device_lock(run.dev, directory):
+        push(run)
+        install(run)
+        bench_binary(run)
+        bench_app(run)
+    conditions_after(run)
+    status("done")
+
+
+# --------------------------------------------------------------------------- check
+
+
+def probe(run: DeviceRun) -> None:
+    """Facts, free space, page size, conditions and the directory's state in one round trip; then the checks."""
+    run.status("checking")
+    parent = run.directory.rsplit("/", 1)[0]
+    candidates = [_bench.BINARY_NAME, _bench.GATORD_NAME] + [m.file for m in run.plan.models]
+    then = (f"{state_command(run.directory, candidates)}; echo {_PAGE_MARK}; getconf PAGE_SIZE 2>/dev/null; "
+            f"{READ_COMMAND}")
+    props, df, rest = run.dev.probe(parent, then=then)
+    run.there, _, tail = rest.partition(_PAGE_MARK)
+    page_text, _, env_text = tail.partition(SECTION)
+    facts = DeviceFacts.from_props(run.rep.serial, props)
+    facts = DeviceFacts(**{**facts.__dict__, "page_size": parse_page_size(page_text)})
+    run.facts = run.rep.facts = facts
+    run.rep.conditions = Conditions(run.rep.serial, facts.soc, facts.page_size, parse_snapshot(SECTION + env_text))
+    binary = run.plan.binary
+    if binary is not None:
+        check_abi(facts, binary.abi or "?")
+        check_page_size(facts, binary.path, binary.alignment)
+    run.nnapi_reason = facts.nnapi_skip_reason()
+    run.models = [m for m in run.plan.models if m.backend != "nnapi" or run.nnapi_reason is None]
+    _note_nnapi(run)
+    check_space(facts, parse_df_available(df), _bytes_needed(run), parent)
+
+
+def _note_nnapi(run: DeviceRun) -> None:
+    facts = run.facts
+    if run.nnapi_reason:
+        run.rep.notes.append(f"NNAPI skipped: {run.nnapi_reason}")
+        if run.plan.binary is not None:
+            for m in run.plan.models:
+                if m.backend == "nnapi":
+                    run.rep.rows.append(model_row(facts, run.plan, m, "skipped", run.s.options, reason=run.nnapi_reason))
+    elif facts.nnapi_note() and any(m.backend == "nnapi" for m in run.plan.models):
+        run.rep.notes.append(facts.nnapi_note())
+
+
+def _push_items(run: DeviceRun) -> List[PushItem]:
+    items: List[PushItem] = []
+    if run.plan.binary is not None:
+        items.append(PushItem(run.plan.binary.path, _bench.BINARY_NAME, 0o755))
+        if run.s.gatord:
+            items.append(PushItem(run.s.gatord, _bench.GATORD_NAME, 0o755))
+    return items + [PushItem(m.path, m.file, 0o644, m.sha256) for m in run.models]
+
+
+def _bytes_needed(run: DeviceRun) -> int:
+    apk = run.plan.app.apk.stat().st_size * 2 if run.plan.app else 0
+    return sum(it.local.stat().st_size for it in _push_items(run)) + apk
+
+
+# --------------------------------------------------------------------------- push and install
+
+
+def push(run: DeviceRun) -> None:
+    items = _push_items(run)
+    if not items:
+        return
+    total = sum(it.local.stat().st_size for it in items)
+    done = [0, time.monotonic()]
+
+    def on_bytes(n: int) -> None:  # called from this worker's thread only
+        done[0] += n
+        if time.monotonic() - done[1] >= 2.0:
+            done[1] = time.monotonic()
+            run.status(f"pushing: {done[0] / 1e6:.1f} of up to {total / 1e6:.1f} MB")
+
+    existing = parse_state(run.dev, run.directory, run.there, [it.name for it in items])
+    outcomes = push_all(run.dev, run.directory, items, on_progress=run.status, on_bytes=on_bytes, existing=existing,
+                        hashes=run.plan.hashes)
+    rep = run.rep
+    rep.pushed_bytes = sum(o.bytes for o in outcomes)
+    rep.pushed_files = sum(o.pushed for o in outcomes)
+    rep.skipped_files = sum(not o.pushed for o in outcomes)
+    run.status(f"files ready: {rep.pushed_files} pushed ({rep.pushed_bytes / 1e6:.1f} MB of {total / 1e6:.1f}), "
+               f"{rep.skipped_files} unchanged")
+
+
+def install(run: DeviceRun) -> None:
+    app = run.plan.app
+    if app is None:
+        return
+    run.status(f"installing {app.package}")
+    try:
+        run.rep.installed = install_apk(run.dev, run.directory, app.apk, app.package)
+    except TorchdroidError as e:  # the binary benchmarks do not need the app: record and go on
+        run.rep.install_error = e.what
+        run.rep.errors.append(str(e))
+        run.rep.rows.append(app_row(run.facts, run.plan, _app.AppBench("cpu", None, f"install failed: {e.what}"),
+                                    run.s.options))
+        run.status(f"install failed: {e.what}")
+
+
+# --------------------------------------------------------------------------- benchmarks
+
+
+def _cool_down(run: DeviceRun, i: int) -> None:
+    if run.s.options.cooldown > 0 and i > 1:
+        run.status(f"cooling down {run.s.options.cooldown:g}s")
+        time.sleep(run.s.options.cooldown)
+
+
+def bench_binary(run: DeviceRun) -> None:
+    if run.plan.binary is None:
+        return
+    opts = run.s.options
+    for i, m in enumerate(run.models, 1):
+        _cool_down(run, i)
+        run.status(f"benchmarking {m.file} ({i}/{len(run.models)}, cold start + {opts.repeat}x{opts.iters} iterations)")
+        mb = _bench.run_model(run.dev, run.directory, m.file, m.backend, opts, m.input)
+        run.rep.rows.append(model_row(run.facts, run.plan, m, "ok", opts, bench=mb))
+
+
+def bench_app(run: DeviceRun) -> None:
+    app = run.plan.app
+    if app is None or run.rep.installed is None or not run.s.app_bench:
+        return
+    for backend in ("cpu", "nnapi"):
+        if backend == "nnapi" and run.nnapi_reason:
+            continue
+        run.status(f"in-app benchmark ({backend})")
+        ab = _app.run_app(run.dev, app.package, app.facts.activity, backend, run.s.options, run.s.app_wait)
+        run.rep.rows.append(app_row(run.facts, run.plan, ab, run.s.options))
+        if ab.record is None and ("am start" in (ab.problem or "") or "logcat" in (ab.problem or "")):
+            break  # the next backend would fail the same way
+
+
+def conditions_after(run: DeviceRun) -> None:
+    cond = run.rep.conditions
+    if cond is None:
+        return
+    try:
+        cond.after = parse_snapshot(run.dev.shell(READ_COMMAND, timeout=60).output)
+    except TorchdroidError as e:
+        run.rep.notes.append(f"could not read the conditions after the benchmark: {e.what}")
+    cond.warnings = throttle_warnings(cond.before, cond.after)
+    if cond.warnings:
+        for r in run.rep.rows:
+            if r.status == "ok":
+                r.flags = ",".join(x for x in (r.flags, "throttled") if x)
+        run.rep.notes += [f"WARNING: {w}" for w in cond.warnings]
+
+
+def record_failure(rep: DeviceReport, reason: str) -> None:
+    """A device that failed is a row with status ``failed`` and the reason (the report shows it)."""
+    rep.errors.append(reason)
+    rep.rows.append(failed_device_row(rep.serial, rep.facts, reason, rep.server))

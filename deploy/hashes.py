@@ -1,0 +1,113 @@
+"""Which hash the device checks pushed files with, and the host's digests of the files (once per deploy).
+
+Why a fast hash is enough here: the on-device check guards against *accidental* corruption (a flaky
+cable or hub, a failing flash chip, a push cut half-way, a local file changed after it was recorded),
+not against an attacker: whoever can alter the bytes on the adb link can run any shell command on the
+phone anyway.  For accidental damage every one of MD5, SHA-1 and SHA-256 misses a change with
+probability ~2^-128 or less; their known weaknesses are *constructed* collisions, which need an
+adversary.  So the cheapest of them that the device has and that computes correctly is used (a CRC-32
+such as `cksum` is not: 2^-32 per file is too weak for tens of MB per model, every day).
+
+Order, cheapest first, for a phone without crypto libraries (toybox's built-in C code): SHA-1 and MD5
+cost about the same (84 MB: 0.10 s vs 0.11 s user time with coreutils here), SHA-1 is the one ARMv8
+crypto extensions accelerate when toybox is built with libcrypto, and on the host (which hashes each
+file once per deploy, see LocalHashes) SHA-1 is 2.5x cheaper than MD5 (SHA-NI).  SHA-256 is last: in
+toybox without libcrypto it does not exist at all (toys/lsb/md5sum.c, see docs/facts.md).
+
+Whatever the device checks with, the host also computes the file's sha256: that is what the convert
+manifest records and what the hash index on the device stores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+from toolchain.errors import DeviceError
+
+# (device command, hashlib name), cheapest first
+HASH_TOOLS: Tuple[Tuple[str, str], ...] = (("sha1sum", "sha1"), ("md5sum", "md5"), ("sha256sum", "sha256"))
+TOOL_OF = {algo: tool for tool, algo in HASH_TOOLS}
+HEX_LEN = {algo: hashlib.new(algo).digest_size * 2 for _tool, algo in HASH_TOOLS}
+_READ = 1 << 20
+
+
+def probe_command() -> str:
+    """A read-only shell command that hashes empty input with each candidate tool (one line per tool)."""
+    tools = " ".join(tool for tool, _algo in HASH_TOOLS)
+    return f"for h in {tools}; do echo \"$h $($h </dev/null 2>/dev/null)\"; done"
+
+
+def pick_algo(probe_output: str) -> Optional[str]:
+    """The cheapest tool whose digest of empty input is the right one (present AND computing that hash)."""
+    seen: Dict[str, str] = {}
+    for line in probe_output.splitlines():
+        words = line.split()
+        if len(words) >= 2:
+            seen[words[0]] = words[1].lower()
+    for tool, algo in HASH_TOOLS:
+        if seen.get(tool) == hashlib.new(algo, b"").hexdigest():
+            return algo
+    return None
+
+
+def no_hash_tool(serial: str) -> DeviceError:
+    tools = ", ".join(tool for tool, _algo in HASH_TOOLS)
+    return DeviceError(
+        f"{serial} has none of {tools} (or they compute wrong digests)",
+        cause="pushed files are checked on the device before they get their final name, and that needs one of them",
+        remedy=f"check `adb -s {serial} shell sha1sum /system/build.prop`; a device without toybox or busybox "
+               "hash tools cannot be deployed to",
+    )
+
+
+def file_digests(path: Path, algo: str) -> Tuple[str, str]:
+    """``(sha256, <algo> digest)`` of a file in one read."""
+    sha = hashlib.sha256()
+    other = sha if algo == "sha256" else hashlib.new(algo)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(_READ), b""):
+            sha.update(block)
+            if other is not sha:
+                other.update(block)
+    return sha.hexdigest(), other.hexdigest()
+
+
+class LocalHashes:
+    """The host's digests of local files, computed once per deploy and shared by every device worker.
+
+    ``request`` starts the computation in a background thread (hashlib releases the GIL), so a
+    worker asks for every file it is about to send and collects the digests only when the file is
+    on the device: the hashing overlaps the sending.  A file is keyed by path, size and mtime, so a
+    file replaced during the deploy is hashed again (and then fails its check on the device).
+    """
+
+    def __init__(self, workers: int = 1):
+        self._lock = threading.Lock()
+        self._futures: Dict[tuple, Future] = {}
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="local-hash")
+
+    def request(self, path: Path, algo: str) -> Future:
+        st = os.stat(path)
+        key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, algo)
+        with self._lock:
+            fut = self._futures.get(key)
+            if fut is None:
+                fut = self._futures[key] = self._pool.submit(file_digests, Path(path), algo)
+        return fut
+
+    def get(self, path: Path, algo: str) -> Tuple[str, str]:
+        return self.request(path, algo).result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> "LocalHashes":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,123 @@
+"""``invoke deploy``: plan on the host → one worker per device on every adb server → record every device's rows,
+failed ones too."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from toolchain.errors import DeviceError, TorchdroidError
+from toolchain.records import ResultRow, now_iso
+
+from .adb import Adb
+from .device_run import DeviceReport, record_failure, run_device
+from .plan import DeployPlan, DeploySettings, make_plan, project_name
+from .push import check_dir
+from .results import DB_NAME, ResultStore, export
+from .servers import Target, Unreachable, list_servers, select
+from .status import device_lines
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DeployResult:
+    devices: List[DeviceReport]
+    run_id: Optional[int]
+    db_path: Path
+    exports: Dict[str, Path]
+    warnings: List[str]
+    directory: str
+
+    @property
+    def rows(self) -> List[ResultRow]:
+        return [r for d in self.devices for r in d.rows]
+
+    @property
+    def failed(self) -> List[DeviceReport]:
+        return [d for d in self.devices if d.errors]
+
+
+def wanted_serials(serials: Sequence[str]) -> List[str]:
+    """The serials asked for; with none, ``ANDROID_SERIAL`` (adb's convention), else every device."""
+    asked = [s for s in serials if s]
+    if not asked and os.environ.get("ANDROID_SERIAL", "").strip():
+        asked = [os.environ["ANDROID_SERIAL"].strip()]
+    return list(dict.fromkeys(asked))
+
+
+def pick_targets(s: DeploySettings) -> Tuple[List[Target], List[Unreachable]]:
+    """The devices of the run on every adb server (``--serial``, else ``ANDROID_SERIAL``, else all)."""
+    adb = Adb.locate(s.servers, s.adb_host, s.adb_port, timeout=s.timeout, source=s.servers_from)
+    asked = wanted_serials(s.serials)
+    try:
+        return select(list_servers(adb), asked)
+    except DeviceError as e:
+        if asked and not [x for x in s.serials if x]:  # the serial came from the environment: say so
+            raise DeviceError(e.what, cause=e.cause, remedy="the serial came from ANDROID_SERIAL: check it against "
+                              "`adb devices -l`, or unset it to deploy to every device") from e
+        raise
+
+
+def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = None) -> DeployResult:
+    """Deploy to every selected device in parallel; a failing device never stops the others."""
+    plan = make_plan(s)
+    for w in plan.warnings:
+        log.warning("%s", w)
+    directory = check_dir(f"{s.device_dir.rstrip('/')}/{project_name(s.project)}")
+    targets, unreachable = pick_targets(s)
+    reports = [DeviceReport(t.label, str(t.address)) for t in targets]
+    started = now_iso()
+    try:
+        with contextlib.ExitStack() as stack:
+            status = on_status or stack.enter_context(device_lines())
+            run_workers(reports, targets, s, plan, directory, status)
+    finally:
+        plan.hashes.close()
+    for u in unreachable:  # a server that is down, and the named devices it may hold: rows with the reason
+        rep = DeviceReport(u.serial or f"(adb server {u.address})", str(u.address))
+        record_failure(rep, str(u.error))
+        reports.append(rep)
+    for rep in reports:
+        for r in rep.rows:
+            r.server = rep.server
+    return record(s, plan, reports, started, directory)
+
+
+def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySettings, plan: DeployPlan,
+                directory: str, status: Callable[[str, str], None]) -> None:
+    """One worker thread per device (whichever adb server it is on); whatever one device does, the others go on."""
+
+    def work(rep: DeviceReport, target: Target) -> None:
+        try:
+            run_device(target, rep, s, plan, directory, lambda t: status(rep.serial, t))
+        except TorchdroidError as e:
+            record_failure(rep, str(e))
+            status(rep.serial, f"failed: {e.what}")
+        except Exception as e:  # a bug or an unexpected adb failure: this device only
+            log.debug("[%s] unexpected failure", rep.serial, exc_info=True)
+            record_failure(rep, f"{type(e).__name__}: {e}")
+            status(rep.serial, f"failed: {type(e).__name__}: {e}")
+
+    with ThreadPoolExecutor(max_workers=max(1, len(reports)), thread_name_prefix="deploy") as pool:
+        list(pool.map(work, reports, targets))
+
+
+def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], started: str,
+           directory: str) -> DeployResult:
+    """Store every row (ok, failed, skipped) and each device's conditions; export CSV/JSON for this run and latest."""
+    rows = [r for rep in reports for r in rep.rows]
+    devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
+    store = ResultStore(Path(s.results) / DB_NAME)
+    run_id, exports = None, {}
+    if rows:
+        settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(s).items()}
+        run_id = store.add_run(started, project_name(s.project), plan.commit, settings, rows, devices)
+        exports = export(rows, Path(s.results), f"run-{run_id:04d}", devices)
+        exports.update({f"latest_{k}": v for k, v in export(rows, Path(s.results), "latest", devices).items()})
+    return DeployResult(reports, run_id, store.path, exports, plan.warnings, directory)

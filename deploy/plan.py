@@ -1,0 +1,232 @@
+"""Deploy's plan: what to push, install and benchmark, checked on the host before any device is touched.
+
+A deploy may carry a benchmark binary, an APK, or both, whichever source they come from (options,
+config, or the records of build-android / build-app).  Each part is planned by its own step:
+``plan_binary`` → ``plan_models`` → ``plan_app``; ``make_plan`` joins them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from toolchain.errors import RecordError, UsageError
+from toolchain.fsutil import sha256_file
+from toolchain.records import AppInfo, BuildInfo, ConvertManifest, ModelFile
+
+from . import bench as _bench
+from .apk import ApkFacts, read_apk
+from .hashes import LocalHashes
+from .preflight import check_commits, elf_abi, load_alignment
+
+_PROJECT_RE = re.compile(r"[^A-Za-z0-9._-]+")
+_VARIANT_RE = re.compile(r"(?:([A-Za-z0-9_.+-]+?)-)?(quant_(?:none|core|full))")
+
+
+@dataclass(frozen=True)
+class DeploySettings:
+    models: Path  # directory with the convert manifest
+    results: Path  # results directory (SQLite + exports)
+    build_info: Optional[Path] = None  # build-info.json (or its directory)
+    binary: Optional[Path] = None  # --binary overrides the build-info's artefact
+    app_dir: Optional[Path] = None  # directory with torchdroid-app.json
+    apk: Optional[Path] = None  # --apk overrides the app-info's APK
+    application_id: Optional[str] = None  # unused: the package is the APK's own (kept for the settings)
+    activity: str = ".MainActivity"  # used only when the APK declares no launchable activity
+    variants: Tuple[str, ...] = ()  # () = all
+    serials: Tuple[str, ...] = ()  # () = ANDROID_SERIAL, else every connected device
+    adb_host: Optional[str] = None  # None: ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1 (adb's -H)
+    adb_port: Optional[int] = None  # None: ANDROID_ADB_SERVER_PORT or 5037 (adb's -P)
+    servers: Tuple[str, ...] = ()  # HOST:PORT of every adb server (--adb-server); () = the one above
+    servers_from: str = "--adb-server"  # where ``servers`` came from (for messages): or "deploy.servers"
+    device_dir: str = "/data/local/tmp/torchdroid"
+    project: str = "default"
+    bench: bool = True
+    app_bench: bool = True
+    install: bool = True
+    options: _bench.BenchOptions = field(default_factory=_bench.BenchOptions)
+    allow_mismatch: bool = False
+    gatord: Optional[Path] = None
+    timeout: float = 120.0  # per adb call (benchmarks use options.timeout)
+    app_wait: float = 60.0  # seconds for the app's first progress line (start + model load)
+
+
+def project_name(text: str) -> str:
+    name = _PROJECT_RE.sub("-", text).strip("-.") or "default"
+    return name[:64]
+
+
+@dataclass(frozen=True)
+class BinaryPlan:
+    path: Path
+    abi: Optional[str]
+    commit: str  # "" when unknown (--binary without a build-info)
+    alignment: Optional[int]  # smallest LOAD p_align
+
+
+@dataclass(frozen=True)
+class AppPlan:
+    apk: Path
+    facts: ApkFacts
+    variant: str  # quant_full ...
+    stem: str  # mobilenetv2 ... ("app" when unknown)
+
+    @property
+    def package(self) -> str:
+        return self.facts.package
+
+
+@dataclass
+class DeployPlan:
+    binary: Optional[BinaryPlan]
+    models: List[ModelFile]
+    app: Optional[AppPlan]
+    warnings: List[str] = field(default_factory=list)
+    hashes: LocalHashes = field(default_factory=LocalHashes)  # each local file hashed once for all devices
+
+    @property
+    def commit(self) -> str:
+        return self.binary.commit if self.binary else ""
+
+
+# --------------------------------------------------------------------------- binary
+
+
+def _recorded_binary(info: BuildInfo) -> Path:
+    path = info.artefact(_bench.BINARY_NAME)
+    if not path.is_file():
+        raise RecordError(f"{info.path} names {path}, which does not exist",
+                          remedy="run `invoke build-android` again, or pass --binary PATH")
+    recorded = next((a.get("sha256") for a in info.get("artefacts", []) if a.get("name") == _bench.BINARY_NAME), None)
+    if recorded and sha256_file(path) != recorded:
+        raise RecordError(f"{path} no longer matches its build-info {info.path}",
+                          cause="the binary was rebuilt, replaced or modified after `invoke build-android` recorded it",
+                          remedy="run `invoke build-android` again (it rewrites the build-info), or pass the binary "
+                                 "you mean with --binary PATH")
+    return path
+
+
+def plan_binary(s: DeploySettings) -> Optional[BinaryPlan]:
+    """The benchmark binary: --binary, else the build-info's; None when neither is there (an app-only deploy)."""
+    if not s.bench:
+        return None
+    info_there = bool(s.build_info) and Path(s.build_info).exists()
+    if s.binary:
+        path = Path(s.binary)
+        if not path.is_file():
+            raise UsageError(f"the benchmark binary {path} does not exist",
+                             remedy="pass the speed_benchmark_torch that `invoke build-android` built")
+        commit = BuildInfo.load(s.build_info).commit if info_there else ""
+        return BinaryPlan(path, elf_abi(path), commit, load_alignment(path))
+    if not info_there:
+        return None
+    info = BuildInfo.load(s.build_info)
+    path = _recorded_binary(info)
+    return BinaryPlan(path, info.abi or elf_abi(path), info.commit, load_alignment(path))
+
+
+# --------------------------------------------------------------------------- models
+
+
+def plan_models(s: DeploySettings, needed: bool) -> List[ModelFile]:
+    """The converted models to push (every variant, or ``s.variants``); [] when not needed and not there."""
+    if not needed and not ConvertManifest.exists(s.models):
+        return []
+    manifest = ConvertManifest.load(s.models)
+    if s.variants:
+        models = [f for name in s.variants for f in manifest.find(name).values()]
+    else:
+        models = manifest.files
+    if not models:
+        raise RecordError(f"{manifest.path} lists no models", remedy=ConvertManifest.REMEDY)
+    for f in models:  # the full hash is checked while the file is sent (or matched on the device)
+        if not f.path.is_file() or f.path.stat().st_size != f.size:
+            f.check_hash()
+    if needed and s.options.bundled_input < 0:  # refuse before anything is pushed
+        for f in models:
+            _bench.input_args(f.input)
+    return models
+
+
+# --------------------------------------------------------------------------- app
+
+
+def _app_info(s: DeploySettings) -> Optional[AppInfo]:
+    return AppInfo.load(s.app_dir) if s.app_dir and AppInfo.exists(s.app_dir) else None
+
+
+def _asset_variant(facts: ApkFacts) -> Tuple[Optional[str], Optional[str]]:
+    """``(variant, stem)`` from the model asset names in the APK (``mobilenetv2-quant_full-cpu.pt``)."""
+    with zipfile.ZipFile(facts.path) as z:
+        for name in z.namelist():
+            m = _VARIANT_RE.search(os.path.basename(name)) if name.startswith("assets/") else None
+            if m:
+                return m.group(2), m.group(1)
+    return None, None
+
+
+def app_variant(facts: ApkFacts, info: Optional[AppInfo], recorded: bool) -> Tuple[str, str]:
+    """``(variant, stem)`` of the app: its app-info's when this is the recorded APK, else from its assets."""
+    variant, stem = _asset_variant(facts)
+    if recorded and info is not None and info.variant:
+        m = _VARIANT_RE.search(info.qualified_variant or info.variant)
+        if m:
+            return m.group(2), m.group(1) or stem or "app"
+    return variant or "unknown", stem or "app"
+
+
+def _chosen_apk(s: DeploySettings, info: Optional[AppInfo], have_binary: bool) -> Tuple[Optional[Path], bool]:
+    """``(APK, is it the app-info's)``: --apk, else the app-info's (checked against its hash), else None."""
+    if s.apk:
+        apk = Path(s.apk)
+        if not apk.is_file():
+            raise UsageError(f"the APK {apk} does not exist", remedy="run `invoke build-app` or pass --apk PATH")
+        recorded = info is not None and info.apk_file is not None and info.apk_file == apk.resolve()
+        return apk, recorded
+    if info is not None and info.apk is not None:
+        return info.check_apk(), True
+    if have_binary:
+        return None, False
+    raise UsageError("nothing to deploy: no benchmark binary and no APK",
+                     cause=f"no build-info at {s.build_info} and no app-info with an APK in {s.app_dir}",
+                     remedy="run `invoke build-android` (binary) or `invoke build-app` (APK), or pass "
+                            "--binary PATH / --apk PATH")
+
+
+def plan_app(s: DeploySettings, have_binary: bool) -> Optional[AppPlan]:
+    """The APK to install: --apk, else the app-info's; None (with the binary only) when there is none."""
+    if not s.install:
+        return None
+    info = _app_info(s)
+    apk, recorded = _chosen_apk(s, info, have_binary)
+    if apk is None:
+        return None
+    facts = read_apk(apk)
+    if facts.activity is None:
+        raise UsageError(f"{apk} has no launchable activity (no MAIN/LAUNCHER intent filter)",
+                         remedy="install an app made by `invoke make-app`, or deploy with --no-app-bench")
+    if recorded and info.application_id != facts.package:
+        raise RecordError(f"the APK {apk} is {facts.package}, its app-info says {info.application_id}",
+                          remedy="run `invoke build-app` again")
+    variant, stem = app_variant(facts, info, recorded)
+    return AppPlan(apk, facts, variant, stem)
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def make_plan(s: DeploySettings) -> DeployPlan:
+    binary = plan_binary(s)
+    app = plan_app(s, binary is not None or not s.bench)
+    models = plan_models(s, needed=binary is not None)
+    if binary is None and app is None and not models:
+        raise UsageError("nothing to deploy: no benchmark binary, no APK and no converted models",
+                         remedy="run `invoke build-android`, or pass --binary PATH (or --apk PATH)")
+    warnings: List[str] = []
+    if binary is not None:
+        warnings += check_commits(binary.commit, {f.file: f.torch_git_version for f in models}, s.allow_mismatch)
+    return DeployPlan(binary, models, app, warnings)

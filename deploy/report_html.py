@@ -1,0 +1,115 @@
+"""The report as an HTML page beside its PNG: the chart, then the tables people compare.
+
+Plain HTML with inline CSS (opens from disk; one inline line of script marks whether the chart loaded): latency per device × model ×
+backend with its spread, cold start and peak memory; CPU vs NNAPI speed-ups; every failed or skipped
+row with its reason; the conditions of each device (SoC, governor, thermal, battery, before/after).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Iterable, List, Optional, Sequence
+
+from toolchain.fsutil import atomic_write_text
+
+from .results import ResultRow, speedups
+
+_CSS = ("body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:0 0 1.5em}"
+        "th,td{border:1px solid #ccc;padding:3px 7px;font-size:13px;text-align:right}th{background:#f0f0f0}"
+        "td.t{text-align:left}tr.failed td{background:#fde8e8}tr.skipped td{background:#f3f3f3}"
+        ".warn{color:#b00}img{max-width:100%;border:1px solid #ddd}")
+LATENCY_COLUMNS = ["device", "model", "mode", "backend", "source", "status", "median ms", "p90 ms", "min ms",
+                   "max ms", "mean ms", "std ms", "spread %", "load ms", "first ms", "warm-up ms", "peak MB",
+                   "samples", "flags", "reason"]
+
+
+def _e(v) -> str:
+    return html.escape("" if v is None else str(v))
+
+
+def _n(v, spec: str = ".2f") -> str:
+    return "" if v is None else format(v, spec)
+
+
+def _table(columns: Sequence[str], rows: Iterable[Sequence[str]], classes: Optional[List[str]] = None,
+           text_cols: Sequence[int] = ()) -> str:
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    body = []
+    for i, row in enumerate(rows):
+        cls = f' class="{classes[i]}"' if classes and classes[i] else ""
+        cells = "".join(f'<td class="t">{_e(v)}</td>' if k in text_cols else f"<td>{_e(v)}</td>"
+                        for k, v in enumerate(row))
+        body.append(f"<tr{cls}>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def latency_rows(rows: Sequence[ResultRow]) -> List[List[str]]:
+    return [[f"{r.device_model} ({r.serial})", r.stem or "-", r.mode or "-", r.backend or "-", r.source, r.status,
+             _n(r.median_ms), _n(r.p90_ms), _n(r.min_ms), _n(r.max_ms), _n(r.mean_ms), _n(r.std_ms),
+             _n(r.spread_pct, ".1f"), _n(r.load_ms, ".0f"), _n(r.first_ms), _n(r.warmup_ms),
+             _n(r.peak_kb / 1024 if r.peak_kb else None, ".1f"), str(r.samples), r.flags, r.reason] for r in rows]
+
+
+def _speedup_table(rows: Sequence[ResultRow]) -> str:
+    out = [[f"{d['device_model']} ({d['serial']})", d["stem"], d["mode"], d["source"], _n(d["cpu_ms"]),
+            _n(d["nnapi_ms"]), "" if d["speedup"] is None else f"{d['speedup']:.2f}x",
+            "NNAPI slower" if d["nnapi_slower"] else ""] for d in speedups(rows)]
+    return _table(["device", "model", "mode", "source", "CPU ms", "NNAPI ms", "speed-up", "note"], out,
+                  text_cols=(0, 1, 2, 3, 7))
+
+
+def _snap(s: Optional[dict]) -> List[str]:
+    if not s:
+        return ["", "", "", ""]
+    temps = s.get("temps_c") or {}
+    hottest = max(temps.values()) if temps else None
+    gov = "/".join(sorted(s.get("governors") or {}))
+    battery = "" if s.get("battery_level") is None else f"{s['battery_level']}% {s.get('battery_status') or ''}"
+    cur = s.get("cur_khz") or []
+    freq = f"{min(cur) / 1e3:.0f}-{max(cur) / 1e3:.0f} MHz" if cur else ""
+    return [f"{gov} {freq}".strip(), "" if s.get("thermal_status") is None else str(s["thermal_status"]),
+            _n(hottest, ".1f"), battery.strip()]
+
+
+def _conditions_table(devices: Sequence[dict]) -> str:
+    out = [[d.get("serial", ""), d.get("soc", ""), str(d.get("page_size") or ""), *_snap(d.get("before")),
+            *_snap(d.get("after")), "; ".join(d.get("warnings") or [])] for d in devices]
+    cols = ["device", "SoC", "page size", "CPU before", "thermal before", "hottest °C before", "battery before",
+            "CPU after", "thermal after", "hottest °C after", "battery after", "warnings"]
+    return _table(cols, out, text_cols=(0, 1, 3, 6, 7, 10, 11))
+
+
+def _failures_table(rows: Sequence[ResultRow]) -> str:
+    bad = [r for r in rows if r.status != "ok"]
+    body = _table(["device", "model", "backend", "source", "status", "reason"],
+                  [[f"{r.device_model} ({r.serial})", r.model_file or r.stem or "-", r.backend or "-", r.source,
+                    r.status, r.reason] for r in bad], [r.status for r in bad], text_cols=(0, 1, 2, 3, 4, 5))
+    return f"<h2>Failed and skipped ({len(bad)})</h2>" + (body if bad else "<p>none</p>")
+
+
+def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict]) -> str:
+    img = os.path.relpath(png, html_path.parent)
+    throttled = [d for d in devices if d.get("warnings")]
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style>"
+             f"</head><body><h1>{_e(title)}</h1>",
+             f"<p><img id='chart' src='{_e(img)}' alt='latency and NNAPI speed-up chart'></p>"]
+    if throttled:
+        parts.append("<p class='warn'>" + "<br>".join(_e(f"{d['serial']}: {w}") for d in throttled
+                                                       for w in d["warnings"]) + "</p>")
+    parts.append("<h2>Latency per device, model and backend</h2>")
+    parts.append(_table(LATENCY_COLUMNS, latency_rows(rows), [r.status if r.status != "ok" else "" for r in rows],
+                        text_cols=(0, 1, 2, 3, 4, 5, 18, 19)))
+    parts.append("<h2>NNAPI speed-up over CPU</h2>" + _speedup_table(rows))
+    parts.append(_failures_table(rows))
+    parts.append("<h2>Device conditions</h2>" + (_conditions_table(devices) if devices else "<p>not recorded</p>"))
+    # the page says whether the browser could show the chart (a broken image has naturalWidth 0)
+    parts.append("<script>window.addEventListener('load', function () { var c = document.getElementById('chart'); "
+                 "document.body.setAttribute('data-chart-width', String(c.naturalWidth)); });</script>")
+    parts.append("</body></html>\n")
+    return "".join(parts)
+
+
+def write_html(html_path: Path, png: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict]) -> Path:
+    return atomic_write_text(html_path, render(png, html_path, title, rows, devices))

@@ -1,0 +1,182 @@
+"""`build-android --aar`: the pytorch_android AAR through upstream's own scripts, made to work on a real machine.
+
+Upstream facts (docs/facts.md): ``scripts/build_pytorch_android.sh`` sources ``android/common.sh``, whose
+``build_android`` runs ``scripts/build_android.sh`` for each ABI with ``BUILD_ROOT=$BUILD_ROOT/build_android_<abi>``
+and no way to pass CMake arguments, then runs ``android/gradlew`` (Gradle 6.8.3, AGP 4.1 in the v2.8 era).
+
+Two consequences and what torchdroid does about them:
+
+* **Vulkan.** v2.8's CMakeLists.txt switches USE_VULKAN on for Android, and nothing in the AAR path can switch it
+  off.  But its option is only defined ``if(NOT DEFINED USE_VULKAN)``: a value already in the CMake cache wins.  So
+  torchdroid points ``BUILD_ROOT`` at ``<out>/aar`` and seeds ``<out>/aar/build_android_<abi>/CMakeCache.txt`` with
+  ``USE_VULKAN:BOOL=OFF`` (and the 16 KB page settings) before the script configures that tree.
+* **JDK.** Gradle runs only on the Java versions its compatibility matrix names (6.8.3: Java 8 to 15, so not
+  JDK 17).  torchdroid reads the checkout's Gradle wrapper and AGP versions, picks a JDK that suits both (or takes
+  ``--java-home``) *before any build*, and runs the script with that ``JAVA_HOME``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
+
+from toolchain import pins
+from toolchain.elf import ABIS_16K, PAGE_16K, read_elf
+from toolchain.errors import ToolFailed, ToolNotFound, UsageError, VerificationError
+from toolchain.fsutil import atomic_copy
+from toolchain.runner import run
+from toolchain.tools.jdk import Jdk, agp_min_java, gradle_java_range
+from toolchain.tools.sdk import AndroidSdk
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .build import BuildPlan
+
+log = logging.getLogger(__name__)
+
+AAR_SCRIPT = Path("scripts") / "build_pytorch_android.sh"
+AAR_OUTPUT = Path("android") / "pytorch_android" / "build" / "outputs" / "aar" / "pytorch_android-release.aar"
+AAR_NAME = "pytorch_android-release.aar"
+AAR_ROOT = "aar"  # <out>/aar is BUILD_ROOT for android/common.sh, which builds in $BUILD_ROOT/build_android_<abi>
+WRAPPER_PROPS = Path("android") / "gradle" / "wrapper" / "gradle-wrapper.properties"
+ROOT_GRADLE = Path("android") / "build.gradle"
+SEED_MARK = "# torchdroid seed"
+
+
+@dataclass(frozen=True)
+class GradlePins:
+    gradle: str
+    agp: str
+    source: str  # where the versions were read
+
+    @classmethod
+    def from_lane(cls, lane: pins.Lane) -> "GradlePins":
+        return cls(lane.aar_gradle or lane.gradle, lane.aar_android_gradle_plugin or lane.android_gradle_plugin,
+                   f"lane {lane.name} pins")
+
+    @classmethod
+    def from_checkout(cls, source: Path, lane: pins.Lane) -> "GradlePins":
+        """The checkout's own versions (android/gradle/wrapper, android/build.gradle); the lane's where absent."""
+        fallback = cls.from_lane(lane)
+        gradle, agp = fallback.gradle, fallback.agp
+        props, build = Path(source) / WRAPPER_PROPS, Path(source) / ROOT_GRADLE
+        if props.is_file():
+            m = re.search(r"gradle-([0-9][0-9.]*[0-9])-(?:bin|all)\.zip", props.read_text(errors="replace"))
+            gradle = m.group(1) if m else gradle
+        if build.is_file():
+            m = re.search(r"com\.android\.tools\.build:gradle:([0-9][0-9.]*)", build.read_text(errors="replace"))
+            agp = m.group(1) if m else agp
+        return cls(gradle, agp, f"{WRAPPER_PROPS} and {ROOT_GRADLE} of the checkout")
+
+
+def choose_jdk(gp: GradlePins, java_home: Optional[str], env: Mapping[str, str]) -> Jdk:
+    """A JDK that runs Gradle ``gp.gradle`` with AGP ``gp.agp``: --java-home if given (checked), else one found."""
+    why = f"--aar runs upstream's Gradle {gp.gradle} / Android Gradle Plugin {gp.agp} ({gp.source})"
+    if not java_home:
+        return Jdk.for_gradle(gp.gradle, gp.agp, env, why=why)
+    jdk = Jdk.from_home(Path(java_home), "--java-home")
+    if jdk is None:
+        raise ToolNotFound(f"--java-home {java_home} is not a JDK (no bin/javac and release file)",
+                           remedy="pass the JDK's home directory, e.g. /usr/lib/jvm/temurin-11-jdk-amd64")
+    low, high = gradle_java_range(gp.gradle)
+    low = max(low, agp_min_java(gp.agp))
+    if not low <= jdk.major <= high:
+        raise ToolNotFound(f"the JDK at {jdk.home} is Java {jdk.major}; {why} and needs Java {low} to {high}",
+                           cause="Gradle refuses to run on a Java newer than its compatibility matrix names "
+                                 "(\"Unsupported class file major version\")",
+                           remedy=f"pass --java-home pointing at a JDK {11 if low <= 11 <= high else low}")
+    return jdk
+
+
+def seed_cache(tree: Path, entries: Dict[str, Tuple[str, str]]) -> None:
+    """Make ``tree``'s CMake cache start with ``entries`` (name -> (type, value)); a tree seeded otherwise is
+    started over, a tree without our seed is left alone only if it already has the same values."""
+    cache = tree / "CMakeCache.txt"
+    lines = [f"{name}:{typ}={value}" for name, (typ, value) in sorted(entries.items())]
+    if cache.is_file():
+        text = cache.read_text(encoding="utf-8", errors="replace")
+        if all(line in text.splitlines() for line in lines):
+            return
+        log.info("the AAR's CMake tree %s was configured with other settings; starting it over", tree)
+        shutil.rmtree(tree, ignore_errors=True)
+    tree.mkdir(parents=True, exist_ok=True)
+    cache.write_text("\n".join([SEED_MARK, *lines]) + "\n")
+
+
+def cache_entries(plan: "BuildPlan", vulkan: bool) -> Dict[str, Tuple[str, str]]:
+    entries: Dict[str, Tuple[str, str]] = {}
+    if not vulkan:
+        entries["USE_VULKAN"] = ("BOOL", "OFF")
+    for arg in plan.tools.ndk.page_size_args():
+        name, value = arg[2:].split("=", 1)
+        entries[name] = ("BOOL" if value in ("ON", "OFF") else "STRING", value)
+    return entries
+
+
+@dataclass(frozen=True)
+class AarResult:
+    path: Path
+    alignment: Dict[str, int]  # "pytorch_android.aar:jni/<abi>/lib.so" -> LOAD alignment
+    warnings: Tuple[str, ...]
+
+
+def aar_alignment(aar: Path, abi: str) -> Tuple[Dict[str, int], List[str]]:
+    """LOAD alignment of every ``jni/<abi>/*.so`` in the AAR; warnings for 4 KB ones on a 16 KB-page ABI."""
+    aligns: Dict[str, int] = {}
+    with zipfile.ZipFile(aar) as z, tempfile.TemporaryDirectory(prefix="torchdroid-aar-") as tmp:
+        for name in z.namelist():
+            if name.startswith(f"jni/{abi}/") and name.endswith(".so"):
+                so = Path(tmp) / Path(name).name
+                so.write_bytes(z.read(name))
+                try:
+                    aligns[f"{AAR_NAME}:{name}"] = read_elf(so).load_alignment
+                except VerificationError:
+                    aligns[f"{AAR_NAME}:{name}"] = 0
+    short = sorted(n for n, a in aligns.items() if a < PAGE_16K)
+    warnings = []
+    if short and abi in ABIS_16K:
+        warnings.append(f"the AAR's native libraries are not 16 KB aligned ({', '.join(short)}): apps using it will "
+                        "not load on Android 15+ devices with 16 KB pages (its Gradle build links the JNI library "
+                        "itself; NDK r28+ aligns by default)")
+    return aligns, warnings
+
+
+def build_aar(plan: "BuildPlan", sdk: AndroidSdk, jdk: Optional[Jdk]) -> AarResult:
+    t = plan.target
+    script = plan.source / AAR_SCRIPT
+    if not script.is_file():
+        raise UsageError(f"{AAR_SCRIPT} does not exist at this commit", remedy="drop --aar for this commit")
+    aar_root = t.out_dir / AAR_ROOT
+    seed_cache(aar_root / f"build_android_{t.abi}", cache_entries(plan, "-DUSE_VULKAN=OFF" not in plan.cmake_args))
+    env = dict(plan.env, ANDROID_HOME=str(sdk.path), ANDROID_SDK_ROOT=str(sdk.path), BUILD_ROOT=str(aar_root))
+    if jdk is not None:
+        env.update(JAVA_HOME=str(jdk.home), PATH=f"{jdk.home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    log.info("building the pytorch_android AAR for %s with the SDK at %s and JDK %s", t.abi, sdk.path,
+             jdk.major if jdk else "?")
+    run(["bash", str(script), t.abi], cwd=plan.source, env=env, log_path=t.log_path,
+        what="scripts/build_pytorch_android.sh", hint=aar_hint, keep_output=False)
+    produced = plan.source / AAR_OUTPUT
+    if not produced.is_file():
+        raise ToolFailed(f"build_pytorch_android.sh finished but {AAR_OUTPUT} is missing",
+                         log_path=t.log_path, remedy="look at the end of the log")
+    path = atomic_copy(produced, t.out_dir / AAR_NAME)
+    aligns, warnings = aar_alignment(path, t.abi)
+    return AarResult(path, aligns, tuple(warnings))
+
+
+def aar_hint(output: str) -> Optional[str]:
+    if re.search(r"Unsupported class file major version|Could not determine java version|requires Java", output):
+        return ("Gradle runs on the wrong JDK: pass --java-home with a JDK that upstream's Gradle accepts "
+                "(`invoke doctor` lists the JDKs found; Gradle 6.8.3 needs Java 8 to 15)")
+    if "Could not resolve" in output or "jcenter" in output.lower() and "Could not" in output:
+        return ("Gradle could not download a dependency: the AAR build needs the network (google(), mavenCentral(), "
+                "jcenter()); jcenter is read-only and may miss artefacts")
+    if "vulkan_wrapper" in output:
+        return "the AAR's CMake tree has USE_VULKAN on: run `invoke build-android --aar --clean`"
+    return None

@@ -1,0 +1,397 @@
+"""Adversarial cases for `invoke convert`: bad values, foreign files, concurrent runs, a full disk, kills,
+tampered records, stale partials.  A tiny user model (tests/converter_support/user_models.py) keeps the
+CPU cost low; `--no-verify` leaves the host NNAPI out where the case is not about it."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial.harness import INVOKE, ROOT, adversarial, assert_clean, clean_env, partial_files, run_invoke, snapshot
+from toolchain.fsutil import OWNER_MARKER, lock_path_for
+from toolchain.records import MANIFEST_NAME, ConvertManifest
+
+SUPPORT = ROOT / "tests" / "converter_support" / "user_models.py"
+TINY = f"{SUPPORT}:tiny"
+PAUSING = f"{SUPPORT}:pausing_tiny"
+FAST = {"INVOKE_CONVERT_CALIBRATION_COUNT": "8"}
+
+
+def convert(cwd: Path, *args: str, env=None, model: str = TINY):
+    return run_invoke(["convert", "--model", model, "--weights", "random", "--no-verify", *args], cwd,
+                      {**FAST, **(env or {})})
+
+
+def start_convert(cwd: Path, *args: str, env=None, model: str = TINY) -> subprocess.Popen:
+    argv = [INVOKE, "--search-root", str(ROOT), "convert", "--model", model, "--weights", "random", "--no-verify", *args]
+    return subprocess.Popen(argv, cwd=cwd, env=clean_env({**FAST, **(env or {})}), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(predicate, timeout: float = 120.0, proc: subprocess.Popen = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the run ended before the point to kill it: {proc.communicate()}")
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def modes_recorded(out: Path) -> set:
+    if not (out / MANIFEST_NAME).is_file():
+        return set()
+    return {f.mode for f in ConvertManifest.load(out).files}
+
+
+def check_recorded_files(out: Path) -> None:
+    """Every file the manifest lists exists with its recorded hash; nothing partial is left."""
+    for f in ConvertManifest.load(out).files:
+        f.check_hash()
+    assert not partial_files(out)
+
+
+def write_image(path: Path, size, colour=(120, 60, 200)) -> None:
+    from PIL import Image
+
+    Image.new("RGB", size, colour).save(path)
+
+
+# --------------------------------------------------------------------------- bad values
+
+
+@adversarial("convert", "bad value (command line)")
+@pytest.mark.parametrize("args, mentions", [
+    (["--quant", "half"], ["half", "none, core, full"]),
+    (["--quant", ","], ["no quantization mode"]),
+    (["--model", "vgg16"], ["vgg16", "mobilenet_v2"]),
+    (["--model", "missing.py:factory"], ["missing.py", "does not exist"]),
+    (["--model", f"{SUPPORT}:not-a-name"], ["not-a-name", "function name"]),
+    (["--weights", "imagenet"], ["imagenet", "--weights random"]),
+    (["--calibration", "/nonexistent/images"], ["does not exist"]),
+])
+def test_bad_command_line_values(tmp_path, args, mentions):
+    res = run_invoke(["convert", "--no-verify", "--out", "m", *args], tmp_path)
+    assert_clean(res, "usage", mentions=mentions, root=tmp_path)
+    assert not (tmp_path / "m" / MANIFEST_NAME).exists()
+
+
+@adversarial("convert", "bad value (INVOKE_* variable)")
+@pytest.mark.parametrize("value, mentions", [("0", ["at least 1"]), ("-3", ["at least 1"])])
+def test_bad_calibration_count_from_the_environment(tmp_path, value, mentions):
+    res = convert(tmp_path, "--out", "m", env={"INVOKE_CONVERT_CALIBRATION_COUNT": value})
+    assert_clean(res, "usage", mentions=mentions, root=tmp_path)
+
+
+@adversarial("convert", "bad value (invoke.yaml)")
+def test_bad_calibration_count_from_invoke_yaml(tmp_path):
+    (tmp_path / "invoke.yaml").write_text("convert:\n  calibration_count: lots\n")
+    res = run_invoke(["-f", "invoke.yaml", "convert", "--model", TINY, "--weights", "random", "--no-verify",
+                      "--out", "m"], tmp_path)
+    assert_clean(res, "usage", mentions=["whole number"], root=tmp_path)
+
+
+@adversarial("convert", "bad calibration set")
+def test_one_tiny_calibration_image_is_refused_with_the_reason(tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    write_image(images / "dot.png", (1, 1))
+    kept = snapshot([images])
+    res = convert(tmp_path, "--calibration", "images", "--out", "m")
+    assert_clean(res, "usage", mentions=["1x1", "flat colour"], kept=kept, root=tmp_path)
+
+
+@adversarial("convert", "bad calibration set")
+def test_undecodable_calibration_image_is_named(tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "photo.jpg").write_text("not a jpeg at all")
+    res = convert(tmp_path, "--calibration", "images", "--out", "m")
+    assert_clean(res, "usage", mentions=["photo.jpg", "cannot be decoded"], root=tmp_path)
+
+
+@adversarial("convert", "bad calibration set")
+def test_few_calibration_images_are_warned_and_recorded(tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    for i in range(2):
+        write_image(images / f"i{i}.png", (64, 64), (30 * i, 90, 160))
+    res = convert(tmp_path, "--calibration", "images", "--quant", "none", "--out", "m")
+    assert_clean(res, "ok", mentions=["only 2 input(s)"], root=tmp_path)
+    assert "only 2" in ConvertManifest.load(tmp_path / "m").conversions["tiny"]["calibration"]["warning"]
+
+
+@adversarial("convert", "bad model")
+def test_shape_mismatch_is_named_as_such_not_as_control_flow(tmp_path):
+    res = convert(tmp_path, "--quant", "none", "--out", "m", model=f"{SUPPORT}:one_channel")
+    assert_clean(res, "conversion", mentions=["does not accept", "1x3x224x224"], root=tmp_path)
+    assert "control flow" not in res.text
+
+
+@adversarial("convert", "bad model")
+def test_factory_file_that_raises_on_import(tmp_path):
+    (tmp_path / "net.py").write_text("raise RuntimeError('half-finished file')\n")
+    res = convert(tmp_path, "--out", "m", model="net.py:make")
+    assert_clean(res, "usage", mentions=["could not import", "half-finished file"], root=tmp_path)
+
+
+# --------------------------------------------------------------------------- other people's files
+
+
+@adversarial("convert", "foreign file")
+@pytest.mark.parametrize("force", [False, True])
+def test_foreign_manifest_is_never_overwritten(tmp_path, force):
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / MANIFEST_NAME).write_text(json.dumps({"name": "my-web-app", "version": "1.0.0"}))
+    kept = snapshot([out])
+    res = convert(tmp_path, "--out", "m", *(["--force"] if force else []))
+    assert_clean(res, "usage", mentions=["not written by torchdroid", "--out"], kept=kept, root=tmp_path)
+
+
+@adversarial("convert", "foreign file")
+def test_manifest_that_is_not_json_is_someone_elses(tmp_path):
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / MANIFEST_NAME).write_text("my notes, not json\n")
+    (out / OWNER_MARKER).write_text("{}")  # even in a directory torchdroid owns
+    kept = snapshot([out / MANIFEST_NAME])
+    res = convert(tmp_path, "--out", "m")
+    assert_clean(res, "usage", mentions=["not written by torchdroid"], kept=kept, root=tmp_path)
+
+
+@adversarial("convert", "foreign file")
+def test_directory_with_user_files_needs_force_and_keeps_them(tmp_path):
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / "thesis.tex").write_text("\\section{years of work}")
+    kept = snapshot([out])
+    res = convert(tmp_path, "--quant", "none", "--out", "m")
+    assert_clean(res, "usage", mentions=["thesis.tex", "--force"], kept=kept, root=tmp_path)
+    res = convert(tmp_path, "--quant", "none", "--out", "m", "--force")
+    assert_clean(res, "ok", kept=kept, root=tmp_path)
+    assert modes_recorded(out) == {"none"}
+
+
+@adversarial("convert", "foreign file")
+def test_an_input_named_like_an_output_is_not_overwritten(tmp_path):
+    import torch
+
+    out = tmp_path / "m"
+    out.mkdir()
+    weights = out / "tiny-quant_none-cpu.pt"
+    torch.save({"w": torch.zeros(1)}, weights)
+    kept = snapshot([weights])
+    res = run_invoke(["convert", "--model", TINY, "--weights", str(weights), "--quant", "none", "--no-verify",
+                      "--out", "m"], tmp_path, FAST)
+    assert_clean(res, "usage", mentions=["overwrite its own input"], kept=kept, root=tmp_path)
+
+
+# --------------------------------------------------------------------------- concurrent runs
+
+
+@adversarial("convert", "concurrent run")
+def test_second_writer_is_refused_busy_and_no_mode_is_lost(tmp_path):
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    first = start_convert(tmp_path, "--quant", "full", "--out", "m", model=PAUSING,
+                          env={"TD_TEST_PAUSE_DIR": str(pause), "TD_TEST_PAUSE_SECONDS": "4"})
+    try:
+        wait_for(lambda: (pause / "calibrating").exists(), proc=first)
+        second = convert(tmp_path, "--quant", "none", "--out", "m", model=PAUSING)
+        assert_clean(second, "usage", mentions=["busy", f"pid {first.pid}"])
+        out, err = first.communicate(timeout=300)
+        assert first.returncode == 0, out + err
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    again = convert(tmp_path, "--quant", "none", "--out", "m", model=PAUSING)
+    assert_clean(again, "ok", root=tmp_path)
+    assert modes_recorded(tmp_path / "m") == {"none", "full"}
+    check_recorded_files(tmp_path / "m")
+
+
+@adversarial("convert", "concurrent run")
+def test_two_converts_started_together_keep_every_mode_that_succeeded(tmp_path):
+    runs = {mode: start_convert(tmp_path, "--quant", mode, "--out", "m") for mode in ("none", "core")}
+    outcomes = {mode: (p.wait(timeout=300), p.communicate()) for mode, p in runs.items()}
+    succeeded = {mode for mode, (code, _) in outcomes.items() if code == 0}
+    for mode, (code, (out, err)) in outcomes.items():
+        assert code in (0, 2), out + err
+        assert "Traceback" not in out + err
+        if code == 2:
+            assert "busy" in err
+    assert succeeded and succeeded <= modes_recorded(tmp_path / "m")
+    check_recorded_files(tmp_path / "m")
+
+
+# --------------------------------------------------------------------------- a full disk
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real small filesystem (tmpfs); skipped where mounting is not allowed."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+@adversarial("convert", "full disk")
+def test_full_disk_is_a_clean_error_and_leaves_nothing_partial(tmp_path, small_disk):
+    res = convert(tmp_path, "--quant", "none", "--out", str(small_disk / "m"))
+    assert_clean(res, "usage", mentions=["not enough disk space", "free"], root=small_disk)
+    assert not (small_disk / "m" / MANIFEST_NAME).exists()
+
+
+@adversarial("convert", "full disk")
+def test_disk_full_after_one_mode_keeps_it_and_resumes_with_the_rest(tmp_path, small_disk):
+    subprocess.run(["mount", "-o", "remount,size=3m", str(small_disk)], check=True)  # room for quant_none (2 x 0.6 MB) only
+    out = small_disk / "m"
+    res = convert(tmp_path, "--quant", "none,core", "--out", str(out))
+    assert_clean(res, "usage", mentions=["not enough disk space"], root=small_disk)
+    assert modes_recorded(out) == {"none"}
+    check_recorded_files(out)
+    before = (out / "tiny-quant_none-cpu.pt").stat().st_mtime_ns
+    subprocess.run(["mount", "-o", "remount,size=8m", str(small_disk)], check=True)
+    res = convert(tmp_path, "--quant", "none,core", "--out", str(out))
+    assert_clean(res, "ok", root=small_disk)
+    assert modes_recorded(out) == {"none", "core"}
+    assert (out / "tiny-quant_none-cpu.pt").stat().st_mtime_ns == before  # resumed, not redone
+
+
+# --------------------------------------------------------------------------- kills
+
+
+def _kill_when(tmp_path: Path, args, ready, env=None, model: str = PAUSING) -> None:
+    proc = start_convert(tmp_path, *args, env=env, model=model)
+    try:
+        wait_for(ready, proc=proc)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+@adversarial("convert", "kill")
+def test_kill_during_calibration_then_a_clean_rerun(tmp_path):
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    _kill_when(tmp_path, ["--quant", "core", "--out", "m"], lambda: (pause / "calibrating").exists(),
+               env={"TD_TEST_PAUSE_DIR": str(pause)})
+    res = convert(tmp_path, "--quant", "core", "--out", "m", model=PAUSING)
+    assert_clean(res, "ok", root=tmp_path)
+    check_recorded_files(tmp_path / "m")
+
+
+@adversarial("convert", "kill")
+def test_kill_after_the_first_mode_keeps_it_and_redoes_only_the_rest(tmp_path):
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    out = tmp_path / "m"
+    _kill_when(tmp_path, ["--quant", "none,full", "--out", "m"], lambda: (pause / "calibrating").exists(),
+               env={"TD_TEST_PAUSE_DIR": str(pause)})
+    assert modes_recorded(out) == {"none"}  # quant_none finished before calibration for quant_full began
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("*quant_none*.pt")}
+    res = convert(tmp_path, "--quant", "none,full", "--out", "m", model=PAUSING)
+    assert_clean(res, "ok", root=tmp_path)
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*quant_none*.pt")} == before
+    assert modes_recorded(out) == {"none", "full"}
+    check_recorded_files(out)
+
+
+@adversarial("convert", "kill")
+def test_kills_at_several_points_never_leave_a_broken_directory(tmp_path):
+    """SIGKILL a few moments into the run, whatever it is doing then (import, conversion, a save, the record)."""
+    out = tmp_path / "m"
+    for delay in (1.0, 2.5, 4.0, 5.5):
+        proc = start_convert(tmp_path, "--out", "m")
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if (out / MANIFEST_NAME).exists():
+            ConvertManifest.load(out)  # always a whole, readable record
+    res = convert(tmp_path, "--out", "m")
+    assert_clean(res, "ok", root=tmp_path)
+    assert modes_recorded(out) == {"none", "core", "full"}
+    check_recorded_files(out)
+
+
+# --------------------------------------------------------------------------- tampered records, stale partials
+
+
+@pytest.fixture
+def converted(tmp_path):
+    res = convert(tmp_path, "--quant", "none,full", "--out", "m")
+    assert res.code == 0, res.text
+    return tmp_path / "m"
+
+
+@adversarial("convert", "tampered record")
+def test_tampered_hash_in_the_manifest_rebuilds_that_mode(tmp_path, converted):
+    data = json.loads((converted / MANIFEST_NAME).read_text())
+    data["files"][0]["sha256"] = "0" * 64
+    (converted / MANIFEST_NAME).write_text(json.dumps(data))
+    res = convert(tmp_path, "--quant", "none,full", "--out", "m")
+    assert_clean(res, "ok", root=tmp_path)
+    check_recorded_files(converted)
+
+
+@adversarial("convert", "tampered record")
+@pytest.mark.parametrize("files", ["not a list", [{"file": "../../outside.pt", "mode": "none"}], [42]])
+def test_malformed_manifest_of_ours_is_rebuilt_and_refused_by_readers(tmp_path, converted, files):
+    data = json.loads((converted / MANIFEST_NAME).read_text())
+    data["files"] = files
+    (converted / MANIFEST_NAME).write_text(json.dumps(data))
+    res = run_invoke(["bench", "--models", "m"], tmp_path)
+    assert_clean(res, "record", mentions=["manifest"], root=tmp_path)
+    res = convert(tmp_path, "--quant", "none,full", "--out", "m")
+    assert_clean(res, "ok", root=tmp_path)
+    assert modes_recorded(converted) == {"none", "full"}
+    check_recorded_files(converted)
+    assert not (tmp_path / "outside.pt").exists()
+
+
+@adversarial("convert", "stale partial")
+def test_stale_partials_of_a_dead_run_are_removed_by_the_next_run(tmp_path, converted):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = converted / f".tiny-quant_full-cpu.pt.td{dead.pid}.x1y2z3.partial"
+    stale.write_bytes(b"half a model")
+    res = convert(tmp_path, "--quant", "none,full", "--out", "m")  # nothing to rebuild: still cleaned
+    assert_clean(res, "ok", root=tmp_path)
+    assert not stale.exists()
+
+
+@adversarial("convert", "stale lock")
+def test_lock_file_of_a_killed_run_does_not_block(tmp_path, converted):
+    lock = lock_path_for(converted)
+    lock.write_text(json.dumps({"pid": 999999, "command": "invoke convert", "since": "yesterday"}))
+    with open(lock) as f:  # nobody holds it: the kernel dropped the dead run's flock
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(f, fcntl.LOCK_UN)
+    res = convert(tmp_path, "--quant", "core", "--out", "m")
+    assert_clean(res, "ok", root=tmp_path)
+    assert modes_recorded(converted) == {"none", "core", "full"}
+
+
+@adversarial("convert", "bad value (invoke.yaml)")
+def test_a_yaml_scalar_for_the_modes_list_is_one_mode_not_characters(tmp_path):
+    (tmp_path / "invoke.yaml").write_text("convert:\n  quant: fulll\n")
+    res = run_invoke(["-f", "invoke.yaml", "convert", "--model", TINY, "--weights", "random", "--no-verify",
+                      "--out", "m"], tmp_path)
+    assert_clean(res, "usage", mentions=["unknown quantization mode 'fulll'"], root=tmp_path)
+    (tmp_path / "invoke.yaml").write_text("convert:\n  quant: none\n")
+    res = run_invoke(["-f", "invoke.yaml", "convert", "--model", TINY, "--weights", "random", "--no-verify",
+                      "--out", "m"], tmp_path, FAST)
+    assert_clean(res, "ok", root=tmp_path)
+    assert modes_recorded(tmp_path / "m") == {"none"}

@@ -1,0 +1,44 @@
+"""doctor asks the tools layer and returns typed facts with stable ids."""
+
+from __future__ import annotations
+
+import os
+
+from tests.ndk_support import make_fake_jdk, make_fake_sdk, make_ndk_release
+from toolchain.doctor import DoctorSettings, problems, run_doctor
+from toolchain.doctor.checks import by_id
+
+STABLE_IDS = {"all.python", "convert.torch", "convert.torchvision", "make-app.cookiecutter",
+              "build-android.host-python", "build-android.git", "build-android.cmake", "build-android.ninja",
+              "build-android.ndk", "build-android.aar-jdk", "make-app.jdk", "make-app.sdk", "deploy.adb",
+              "deploy.devices", "deploy.nnapi-deprecation"}
+
+
+def test_facts_have_stable_unique_ids_and_follow_the_settings(tmp_path):
+    ndk = make_ndk_release(tmp_path, "r26d")
+    sdk = make_fake_sdk(tmp_path / "configured-sdk")
+    jdk11 = make_fake_jdk(tmp_path / "jdk11", "11.0.22")
+    env = {"PATH": os.environ["PATH"], "ANDROID_HOME": str(tmp_path / "not-an-sdk"), "JAVA_HOME": str(jdk11),
+           "ANDROID_ADB_SERVER_PORT": "1", "TORCHDROID_JDK_DIRS": ""}
+    checks = run_doctor(DoctorSettings(ndk=str(ndk), sdk=str(sdk), env=env, adb_port=1))
+    ids = [c.id for c in checks]
+    assert len(ids) == len(set(ids)) and STABLE_IDS <= set(ids)
+    facts = by_id(checks)
+    assert facts["build-android.ndk"].status == "ok" and "r26d (26.3.11579264)" in facts["build-android.ndk"].found
+    layout = facts["build-android.ndk-layout"].found
+    assert "no vulkan_wrapper" in layout and "max-page-size=16384" in layout
+    # the android.sdk setting wins over a wrong ANDROID_HOME (build-app and doctor agree now)
+    assert facts["make-app.sdk"].status == "ok" and "via android.sdk" in facts["make-app.sdk"].found
+    # a JDK that upstream's Gradle 6.8.3 accepts, for --aar
+    assert facts["build-android.aar-jdk"].status == "ok" and "Java 11" in facts["build-android.aar-jdk"].found
+    nnapi = facts["deploy.nnapi-deprecation"]
+    assert "API 35" in nnapi.fix and "CPU fallback" in nnapi.fix
+
+
+def test_missing_things_are_problems_with_the_install_command(tmp_path):
+    env = {"PATH": os.environ["PATH"], "ANDROID_ADB_SERVER_PORT": "1", "TORCHDROID_JDK_DIRS": ""}
+    facts = by_id(run_doctor(DoctorSettings(env=env, adb_port=1)))
+    ndk = facts["build-android.ndk"]
+    assert ndk.status == "warn" and "sdkmanager --install 'ndk;26.3.11579264'" in ndk.fix
+    assert facts["make-app.sdk"].status == "warn" and "sdkmanager" in facts["make-app.sdk"].fix
+    assert ndk in problems(list(facts.values()))

@@ -1,0 +1,120 @@
+"""The README's path, walked as a newcomer walks it (issue 13's must-show).
+
+A fresh clone of the repository (``git clone`` of this checkout's HEAD into a temporary directory),
+the README's commands as written where this machine allows them, from the clone's root, with the
+defaults a user gets: relative ``build/``, no ``INVOKE_*`` variables, no Android SDK or NDK.
+
+1. every task's ``--help`` exits 0 and runs nothing;
+2. ``invoke all`` (what ``./run main`` runs; the venv is this one) with its defaults: MobileNetV2,
+   ``--weights auto`` (random here, offline), the stages this machine allows;
+3. the README's next command, ``invoke make-app --model quant_full``: up to date, exit 0;
+4. ``invoke deploy`` to virtual devices with a binary only, an APK only, and both;
+5. ``invoke report``.
+
+Each stage's output ends with the next command to run.  This takes minutes (a real MobileNetV2
+conversion in three modes): marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.deploy_support.fixtures import build_standin, make_apk
+from tests.virtual_device.harness import adb_with_devices, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+INVOKE = str(Path(sys.executable).parent / "invoke")
+TASKS = ("all", "convert", "bench", "build-android", "check-compat", "doctor", "make-app", "build-app", "deploy",
+         "report", "verify")
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("git") is None or shutil.which("adb") is None,
+                                 reason="needs git and adb (./run test installs them)")]
+
+
+def _env(port: int) -> dict:
+    """A newcomer's environment: nothing of ours set; adb on a private port so no real server is touched."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INVOKE_", "ANDROID_", "TORCHDROID_"))}
+    env.update({"ANDROID_ADB_SERVER_PORT": str(port), "CI": "1"})
+    return env
+
+
+def run(clone: Path, port: int, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([INVOKE, *args], cwd=clone, env=_env(port), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def newcomer(tmp_path_factory):
+    """The clone after `invoke all` (README: `./run main`), with the all run's output."""
+    tmp = tmp_path_factory.mktemp("newcomer")
+    clone = tmp / "torchdroid"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, timeout=300)
+    port = free_port()
+    helps = {task: run(clone, port, task, "--help", timeout=120) for task in TASKS}
+    helps_left = sorted(p.name for p in clone.iterdir() if p.name not in {x.name for x in ROOT.iterdir()})
+    first = run(clone, port, "all")
+    yield clone, port, helps, helps_left, first
+    subprocess.run(["adb", "-P", str(port), "kill-server"], capture_output=True, timeout=30, check=False)
+
+
+def test_every_help_exits_0_and_runs_nothing(newcomer):
+    clone, _, helps, left, _ = newcomer
+    for task, res in helps.items():
+        assert res.returncode == 0, f"{task} --help: {res.stderr[-1500:]}"
+        assert f"invoke [--core-opts] {task}" in res.stdout and "Options:" in res.stdout, task
+    assert not (clone / "build").exists() and left == [], f"--help wrote {left}"
+
+
+def test_invoke_all_with_the_defaults(newcomer):
+    clone, _, _, _, res = newcomer
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    summary = json.loads((clone / "build/all.json").read_text())
+    stages = {s["stage"]: s for s in summary["stages"]}
+    ran = [s for s, v in stages.items() if v["status"] == "ran"]
+    assert ran[:3] == ["convert", "verify", "make-app"] and "bench" in ran, stages
+    assert summary["weights"]["used"] in ("random", "pretrained")
+    assert (clone / "build/models/manifest.json").is_file() and (clone / "build/app/torchdroid-app.json").is_file()
+    assert "skipped" in stages["build-app"]["status"] and "SDK" in stages["build-app"]["detail"]
+
+
+def test_the_readmes_next_command_make_app_is_up_to_date(newcomer):
+    clone, port, _, _, first = newcomer
+    assert first.returncode == 0
+    before = {p: p.stat().st_mtime_ns for p in (clone / "build/app").rglob("*") if p.is_file()}
+    res = run(clone, port, "make-app", "--model", "quant_full", timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "make-app: build/app is up to date" in res.stdout
+    assert res.stdout.rstrip().splitlines()[-1].startswith("next: invoke build-app --out build/app")
+    assert {p: p.stat().st_mtime_ns for p in (clone / "build/app").rglob("*") if p.is_file()} == before
+    build = run(clone, port, "build-app", timeout=600)  # no SDK here: exit 3 naming what is missing and how
+    assert build.returncode == 3 and "the Android SDK" in build.stderr and "sdkmanager" in build.stderr
+
+
+def test_deploy_binary_only_apk_only_both_then_report(newcomer, tmp_path):
+    clone, _, _, _, first = newcomer
+    assert first.returncode == 0
+    binary = build_standin(tmp_path / "bin")
+    apk = make_apk(tmp_path / "app-debug.apk")
+    devices = {"pixel": {"props": {"ro.product.cpu.abi": "x86_64", "ro.product.cpu.abilist": "x86_64",
+                                   "ro.product.model": "Virtual Pixel"}}}
+    with adb_with_devices(tmp_path / "adb", devices) as (server, _devs):
+        modes = {
+            "binary only": ["deploy", "--binary", str(binary), "--iter", "3", "--repeat", "1"],
+            "APK only": ["deploy", "--apk", str(apk), "--iter", "3", "--repeat", "1"],
+            "both": ["deploy", "--binary", str(binary), "--apk", str(apk), "--iter", "3", "--repeat", "1"],
+        }
+        outcomes = {name: run(clone, server.port, *args, timeout=900) for name, args in modes.items()}
+    for name, res in outcomes.items():
+        assert res.returncode == 0, f"deploy {name}: {res.stdout[-2000:]}{res.stderr[-2000:]}"
+        assert "next: invoke report" in res.stdout, f"deploy {name} does not end with the next command"
+    rep = run(clone, 1, "report", timeout=600)
+    assert rep.returncode == 0, rep.stdout[-2000:] + rep.stderr[-2000:]
+    assert list((clone / "build/results").glob("report-run-*.png"))

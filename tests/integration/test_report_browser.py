@@ -1,0 +1,82 @@
+"""The report's HTML page opened in a real headless browser (Debian's chromium): tables, reasons and the chart."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from deploy.report import ReportSettings, make_report
+from deploy.results import ResultStore
+from toolchain.records import ResultRow
+
+BROWSER = shutil.which("chromium-headless-shell") or shutil.which("chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def _row(serial, backend, status, median=None, reason="", source="binary", sdk=30, mode="full", flags=""):
+    ok = status == "ok"
+    return ResultRow(serial=serial, device_model=f"Phone {serial}", board="b", release="11", sdk=sdk, abi="arm64-v8a",
+                     stem="mobilenetv2" if source != "deploy" else "", variant=f"quant_{mode}",
+                     mode=mode if source != "deploy" else "", backend=backend, source=source, status=status,
+                     model_file=f"mobilenetv2-quant_{mode}-{backend}.pt", median_ms=median,
+                     p90_ms=median * 1.1 if ok else None, min_ms=median * 0.9 if ok else None,
+                     max_ms=median * 1.3 if ok else None, mean_ms=median if ok else None,
+                     std_ms=median * 0.05 if ok else None, spread_pct=2.0 if ok else None, samples=200 if ok else 0,
+                     load_ms=310.0 if ok else None, first_ms=median * 3 if ok else None, peak_kb=51200 if ok else None,
+                     reason=reason, flags=flags)
+
+
+ROWS = [
+    _row("A", "cpu", "ok", 20.0), _row("A", "nnapi", "ok", 8.0, flags="nnapi-deprecated",
+                                       reason="Android 15 (SDK 35) deprecates NNAPI"),
+    _row("A", "cpu", "ok", 30.0, mode="none"),
+    _row("A", "nnapi", "failed", reason="exit code 139: SIGSEGV (crashed)", mode="none"),
+    _row("B", "cpu", "ok", 25.0), _row("B", "nnapi", "skipped", reason="Android 9 (SDK 28) < SDK 29"),
+    _row("C", "", "failed", reason="device C is 'unauthorized', not ready for adb", source="deploy"),
+]
+DEVICES = [{"serial": "A", "soc": "Google Tensor G3", "page_size": 16384, "throttled": True,
+            "warnings": ["thermal status moderate after the benchmark: the device throttled"],
+            "before": {"governors": {"schedutil": 8}, "cur_khz": [1800000], "thermal_status": 0,
+                       "temps_c": {"skin": 31.0}, "battery_level": 80, "battery_status": "charging"},
+            "after": {"governors": {"schedutil": 8}, "cur_khz": [1200000], "thermal_status": 2,
+                      "temps_c": {"skin": 44.5}, "battery_level": 78, "battery_status": "charging"}}]
+
+
+@pytest.mark.skipif(BROWSER is None, reason="needs chromium (./run test installs chromium-headless-shell)")
+def test_report_page_in_a_headless_browser(tmp_path):
+    ResultStore(tmp_path / "results.sqlite").add_run("2026-11-23T10:00:00+00:00", "p", "abc", {}, ROWS, DEVICES)
+    res = make_report(ReportSettings(results=tmp_path))
+    assert res.html == tmp_path / "report-run-0001.html" and res.png.is_file()
+    profile = tmp_path / "profile"
+    dom = subprocess.run([BROWSER, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom",
+                          res.html.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    page = dom.stdout
+    width = re.search(r'data-chart-width="(\d+)"', page)
+    assert width and int(width.group(1)) > 500, "the browser could not show the chart PNG"
+    text = re.sub(r"<[^>]+>", " ", page)
+    # failed and skipped rows with their reason, never "n/a"
+    assert "exit code 139: SIGSEGV (crashed)" in text and "Android 9 (SDK 28) &lt; SDK 29" in text
+    assert "device C is 'unauthorized'" in text.replace("&#x27;", "'")
+    assert "n/a" not in text
+    assert page.count('<tr class="failed">') >= 2 * 2 and '<tr class="skipped">' in page  # latency + failures tables
+    # the speed-up and the spread people compare; the NNAPI deprecation mark; the conditions
+    assert "2.50x" in text and "nnapi-deprecated" in text
+    assert "Google Tensor G3" in text and "thermal status moderate after the benchmark" in text
+    assert "16384" in text and "80% charging" in text and "44.5" in text
+
+
+def test_report_page_without_a_chart_is_seen_as_broken(tmp_path):
+    """The browser check can fail: a page whose PNG is missing reports width 0."""
+    if BROWSER is None:
+        pytest.skip("needs chromium")
+    ResultStore(tmp_path / "results.sqlite").add_run("2026-11-23T10:00:00+00:00", "p", "abc", {}, ROWS, DEVICES)
+    res = make_report(ReportSettings(results=tmp_path))
+    res.png.unlink()
+    dom = subprocess.run([BROWSER, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
+                          "--dump-dom", res.html.as_uri()], capture_output=True, text=True, timeout=120)
+    assert 'data-chart-width="0"' in dom.stdout

@@ -1,0 +1,105 @@
+"""Programs on PATH that builds need: CMake (with a minimum version), Ninja, a C compiler, git."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Mapping, Optional, Tuple
+
+from toolchain.errors import ToolNotFound
+
+
+def _version(argv, env: Optional[Mapping[str, str]] = None) -> Optional[Tuple[int, ...]]:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=dict(env) if env else None)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out.stdout + out.stderr)
+    return tuple(int(x) for x in m.groups() if x is not None) if m else None
+
+
+@dataclass(frozen=True)
+class Program:
+    path: Optional[Path]
+    version: Optional[Tuple[int, ...]]
+
+    NAME: ClassVar[str] = ""
+    EXE: ClassVar[Tuple[str, ...]] = ()
+    VERSION_ARGS: ClassVar[Tuple[str, ...]] = ("--version",)
+    INSTALL: ClassVar[str] = ""
+
+    @classmethod
+    def locate(cls, env: Optional[Mapping[str, str]] = None) -> "Program":
+        env = os.environ if env is None else env
+        for exe in cls.EXE:
+            path = shutil.which(exe, path=env.get("PATH"))
+            if path:
+                return cls(Path(path), _version([path, *cls.VERSION_ARGS]))
+        return cls(None, None)
+
+    @property
+    def found(self) -> bool:
+        return self.path is not None
+
+    @property
+    def version_str(self) -> str:
+        return ".".join(map(str, self.version)) if self.version else "version unknown"
+
+    def require(self, minimum: Tuple[int, ...] = (), why: str = "") -> "Program":
+        if self.path is None:
+            raise ToolNotFound(f"{self.NAME} is not installed{f' ({why})' if why else ''}", remedy=self.INSTALL)
+        if minimum and self.version is not None and self.version < minimum:
+            want = ".".join(map(str, minimum))
+            raise ToolNotFound(
+                f"{self.NAME} {self.version_str} ({self.path}) is too old{f' ({why})' if why else ''}",
+                cause=f"it needs {self.NAME} {want} or newer",
+                remedy=f"{self.INSTALL} (at least {want}); `pip install 'cmake>={want}'` puts a newer one on PATH "
+                       "in the venv" if self.NAME == "CMake" else self.INSTALL)
+        return self
+
+
+class CMake(Program):
+    NAME = "CMake"
+    EXE = ("cmake",)
+    INSTALL = "sudo apt-get install cmake (or pip install cmake)"
+
+
+class Ninja(Program):
+    NAME = "Ninja"
+    EXE = ("ninja", "ninja-build")
+    INSTALL = "sudo apt-get install ninja-build (or pip install ninja)"
+
+
+class CCompiler(Program):
+    NAME = "C compiler"
+    EXE = ("cc", "gcc", "clang")
+    INSTALL = "sudo apt-get install build-essential"
+
+
+class GitTool(Program):
+    NAME = "git"
+    EXE = ("git",)
+    INSTALL = "sudo apt-get install git"
+
+
+class Ccache(Program):
+    NAME = "ccache"
+    EXE = ("ccache",)
+    INSTALL = "sudo apt-get install ccache"
+
+
+class GradleOnPath(Program):
+    NAME = "Gradle"
+    EXE = ("gradle",)
+    INSTALL = "optional: generated apps ship a Gradle wrapper"
+
+
+class Adb(Program):
+    NAME = "adb"
+    EXE = ("adb",)
+    VERSION_ARGS = ("version",)
+    INSTALL = "sudo apt-get install adb (or the SDK's platform-tools)"
