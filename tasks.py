@@ -209,6 +209,7 @@ def bench_executorch(c, models=None, warmup=None, iter=None, threads=None, no_le
             warmup=int(pick(warmup, c.config, "bench.warmup")),
             iters=int(pick(iter, c.config, "bench.iter")),
             threads=int(pick(threads, c.config, "bench.threads")),
+            repeat=int(pick(None, c.config, "bench.repeat", 3)),
             out=Path(pick(None, c.config, "bench.out")),
             float_atol=float(pick(None, c.config, "verify.float_atol")),
             float_rtol=float(pick(None, c.config, "verify.float_rtol")),

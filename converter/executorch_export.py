@@ -22,7 +22,7 @@ from toolchain.fsutil import atomic_write_bytes, sha256_file
 from toolchain.progress import progress
 from toolchain.pte_records import pte_name
 
-from .build import spec_of
+from .host_check import spec_of
 from .calibration import CalibrationSpec, load_batch
 from .executorch_lane import SDK_DELEGATES, PteVariant
 from .models import ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm

@@ -43,6 +43,7 @@ class PteBenchSettings:
     warmup: int = 5
     iters: int = 50
     threads: int = 1
+    repeat: int = 3  # timed runs of ``iters``, as `invoke bench --host` does
     out: Path = Path("build/bench")
     float_atol: float = 1e-4
     float_rtol: float = 1e-5
@@ -56,14 +57,32 @@ class PteBenchSettings:
 
 @dataclass
 class Timing:
+    """The statistics of ``invoke bench --host`` (converter/host_bench.measure), for any runtime."""
+
     median_ms: float
     p90_ms: float
     min_ms: float
     mean_ms: float
+    max_ms: float = 0.0
+    std_ms: float = 0.0
+    load_ms: float = 0.0
+    first_ms: float = 0.0
+    warmup_ms: float = 0.0
+    spread_pct: float = 0.0
+    unstable: bool = False
+    repeats: int = 1
 
     @classmethod
-    def of(cls, times: List[float]) -> "Timing":
-        return cls(statistics.median(times), percentile(times, 90), min(times), statistics.fmean(times))
+    def of(cls, load_ms: float, first_ms: float, warm: List[float], runs: List[List[float]]) -> "Timing":
+        from .host_bench import VARIANCE_LIMIT_PCT
+
+        times = [t for run in runs for t in run]
+        medians = [statistics.median(run) for run in runs]
+        spread = 100.0 * (max(medians) - min(medians)) / statistics.median(medians)
+        return cls(statistics.median(times), percentile(times, 90), min(times), statistics.fmean(times), max(times),
+                   statistics.stdev(times) if len(times) > 1 else 0.0, load_ms, first_ms,
+                   statistics.fmean(warm) if warm else 0.0, spread, len(runs) > 1 and spread > VARIANCE_LIMIT_PCT,
+                   len(runs))
 
 
 @dataclass
@@ -141,15 +160,30 @@ def set_threads(threads: int) -> None:
 
 
 def time_calls(call: Callable[[], Any], warmup: int, iters: int) -> List[float]:
-    """host_bench.time_model's protocol for any zero-argument call."""
+    """``warmup`` untimed calls, then ``iters`` timed ones (ms)."""
     for _ in range(warmup):
         call()
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - t0) * 1000.0)
-    return times
+    return [_timed(call) for _ in range(iters)]
+
+
+def _timed(call: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    call()
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def measure_program(path: Path, example, s: "PteBenchSettings") -> Timing:
+    """host_bench.measure's protocol for a .pte: load, first inference, warm-up, ``repeat`` runs of ``iters``."""
+    t0 = time.perf_counter()
+    method = load_method(path)
+    load_ms = (time.perf_counter() - t0) * 1000.0
+
+    def call():
+        return method.execute([example])
+    first = _timed(call)
+    warm = [_timed(call) for _ in range(s.warmup)]
+    runs = [[_timed(call) for _ in range(s.iters)] for _ in range(max(1, s.repeat))]
+    return Timing.of(load_ms, first, warm, runs)
 
 
 # --------------------------------------------------------------------------- checking
@@ -245,23 +279,20 @@ def bench_program(f: PteFile, example, s: PteBenchSettings) -> BenchLine:
     if not f.runs_on_host:
         line.note = "not runnable here: " + (f.extra.get("host_check") or {}).get("reason", "delegate not registered")
         return line
-    method = load_method(f.path)
-    line.timing = Timing.of(time_calls(lambda: method.execute([example]), s.warmup, s.iters))
+    line.timing = measure_program(f.path, example, s)
     return line
 
 
 def bench_legacy(mf: ModelFile, s: PteBenchSettings, runtime: str) -> BenchLine:
-    """A legacy TorchScript model on its first bundled input, exactly as host_bench loads and runs it."""
-    import torch
-
-    from .host_bench import time_model
+    """A legacy TorchScript model measured by ``invoke bench --host``'s own function (its first bundled input)."""
+    from .host_bench import HostBenchSettings, measure
 
     label = f"{'TorchScript CPU' if runtime == 'torchscript-cpu' else 'host NNAPI'} {mf.variant}"
     line = BenchLine(label, mf.file, runtime, "fp32" if mf.mode == "none" else "int8")
     mf.check_hash()
-    module = torch.jit.load(str(mf.path), map_location="cpu")
-    inputs = module.get_all_bundled_inputs()[0]
-    line.timing = Timing.of(time_model(module, inputs, s.warmup, s.iters))
+    stats = measure(mf.path, HostBenchSettings(models=s.models, warmup=s.warmup, iters=s.iters, threads=s.threads,
+                                               repeat=s.repeat))
+    line.timing = Timing(**{k: stats[k] for k in Timing.__dataclass_fields__})
     return line
 
 
@@ -299,8 +330,8 @@ def _host_nnapi(s: PteBenchSettings) -> tuple:
 
 
 def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
-    if s.iters < 1 or s.warmup < 0 or s.threads < 1:
-        raise UsageError("bench-executorch needs iter >= 1, warmup >= 0 and threads >= 1",
+    if s.iters < 1 or s.warmup < 0 or s.threads < 1 or s.repeat < 1:
+        raise UsageError("bench-executorch needs iter >= 1, warmup >= 0, threads >= 1 and repeat >= 1",
                          remedy="e.g. invoke bench-executorch --warmup 5 --iter 50 --threads 1")
     files = pte_files(s.models)
     executorch_pins.require_executorch()
@@ -321,7 +352,13 @@ def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
             bar.advance()
     if s.legacy:
         lines = legacy_lines(s.models, sorted(refs), s, notes) + lines
+    notes.extend(unstable_notes(lines))
     return PteBenchResult(checks, lines, _write(s, checks, lines, notes), notes)
+
+
+def unstable_notes(lines: List[BenchLine]) -> List[str]:
+    return [f"{x.label}: the {x.timing.repeats} runs disagree (medians {x.timing.spread_pct:.0f}% apart): the machine "
+            "is busy or throttling; close other work and rerun" for x in lines if x.timing and x.timing.unstable]
 
 
 def _check_with_operators(f: PteFile, reference: Dict[str, Any], ref_path: Path, s: PteBenchSettings) -> CheckRow:

@@ -64,3 +64,19 @@ def version_note(version: str) -> Optional[str]:
         return (f"executorch {version} is installed but torchdroid pins {EXECUTORCH_VERSION}: the .pte files record "
                 f"the installed version; install the pinned one with `{INSTALL_COMMAND}`")
     return None
+
+
+# --------------------------------------------------------------------------- the Android runtime (build-android --lane executorch)
+
+RUNTIME_REPO = "https://github.com/pytorch/executorch.git"
+RUNTIME_TAG = f"v{EXECUTORCH_VERSION}"
+# The commit the executorch 1.5.1 wheel was built from (its executorch/version.py git_version): the runtime
+# that runs the .pte files this converter writes.  docs/facts.md E1.
+RUNTIME_COMMIT = "3b60683923245cf472b7323426920e15623ba361"
+RUNTIME_LANE = f"executorch-{EXECUTORCH_VERSION}"
+NDK_RECOMMENDED = "r28c"  # what ExecuTorch's CI installs (docs/facts.md E2)
+NDK_MIN_MAJOR = 26  # older NDKs lack the C++17/20 library parts the runtime's CMake expects (not checked: E2)
+CMAKE_MIN = (3, 24)  # CMakeLists.txt cmake_minimum_required (E3)
+RUNNER = "executor_runner"
+# The runner's per-iteration line (examples/portable/executor_runner/executor_runner.cpp, E8).
+RUNNER_ITERATION_RE = r"Iteration (\d+) of (\d+): ([0-9.]+) ms"
