@@ -247,7 +247,7 @@ def _print_pte_bench(result) -> None:
 
 @task(
     help={
-        "lane": "pin set: current (v2.8.0, default) or seed-2020 (config pytorch.lane)",
+        "lane": "pin set: current (v2.8.0, default), seed-2020, or executorch (ExecuTorch 1.5.1 executor_runner) (config pytorch.lane)",
         "commit": "build another PyTorch commit: full SHA or tag (config pytorch.commit; lane facts from the nearest preset, with a warning)",
         "repo_url": "PyTorch repository to fetch from (config pytorch.repo_url)",
         "ndk": "Android NDK directory (else config ndk.path, ANDROID_NDK, ANDROID_NDK_HOME, ANDROID_HOME/ndk/*)",
@@ -267,6 +267,8 @@ def _print_pte_bench(result) -> None:
 def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, api_level=None, python=None,
                   max_jobs=None, clean=False, aar=False, cmake_arg=None, vulkan=False, java_home=None, debug=False):
     """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
+    if pick(lane, c.config, "pytorch.lane") == "executorch":
+        return _build_executorch_runtime(c, ndk, abi, api_level, max_jobs, debug)
     with _stage(c, "build-android", debug):
         from ndk_build import BuildSettings, build_android as run_build
 
@@ -305,6 +307,22 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
     for w in result.warnings:
         print(f"warning: {w}")
     print(f"build-info: {result.build_info_path} ({result.seconds:.1f}s; log {result.log_path})")
+
+
+def _build_executorch_runtime(c, ndk, abi, api_level, max_jobs, debug):
+    """`build-android --lane executorch`: ExecuTorch's executor_runner at the pinned release (docs/executorch.md)."""
+    with _stage(c, "build-android", debug) as log_path:
+        from ndk_build.executorch_runtime import RuntimeBuildSettings, build_runtime
+
+        result = build_runtime(RuntimeBuildSettings(
+            build_dir=_build_dir(c), ndk=ndk, ndk_config=pick(None, c.config, "ndk.path"),
+            abi=pick(abi, c.config, "android.abi"), api_level=int(pick(api_level, c.config, "android.api_level")),
+            max_jobs=pick(max_jobs, c.config, "android.max_jobs") or None,
+            git_jobs=int(pick(None, c.config, "pytorch.git_jobs", 4))), log_path)
+    info = result.build_info
+    print(f"built ExecuTorch {info.get('tag')} ({info.commit[:12]}) executor_runner for {info.abi} API {info.get('api_level')}, "
+          f"LOAD alignment {info.get('page_alignment')}: {result.runner}")
+    print(f"build-info: {info.path} ({result.seconds:.1f}s; log {log_path})")
 
 
 @task(
