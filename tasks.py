@@ -602,6 +602,43 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
                    "results are recorded)", code=7)
 
 
+@task(
+    help={
+        "models": "directory with the .pte programs (default: config convert.out)",
+        "build_info": "the runner's build-info (default: <build_dir>/android/<android.abi>/executorch/build-info.json)",
+        "serial": "device serial (repeatable; default: every connected device)",
+        "iter": "timed executions per run (default: config deploy.iter)",
+        "warmup": "untimed executions per run (default: config deploy.warmup)",
+        "repeat": "runs per program (default: config deploy.repeat)",
+        "debug": "show tracebacks",
+    },
+    iterable=["serial"],
+)
+def deploy_executorch(c, models=None, build_info=None, serial=None, iter=None, warmup=None, repeat=None, debug=False):
+    """Push the .pte programs and ExecuTorch's executor_runner, benchmark them, report beside TorchScript CPU and NNAPI."""
+    with _stage(c, "deploy-executorch", debug):
+        from deploy.executorch_bench import PteDeploySettings, deploy_pte
+
+        abi = pick(None, c.config, "android.abi")
+        result = deploy_pte(PteDeploySettings(
+            models=Path(pick(models, c.config, "convert.out")),
+            build_info=Path(build_info) if build_info else _build_dir(c) / "android" / abi / "executorch" / "build-info.json",
+            results=Path(pick(None, c.config, "deploy.results")), serials=tuple(serial or pick(None, c.config, "deploy.serials") or ()),
+            adb_host=pick(None, c.config, "deploy.adb_host"), adb_port=pick(None, c.config, "deploy.adb_port"),
+            device_dir=pick(None, c.config, "deploy.device_dir"), warmup=int(pick(warmup, c.config, "deploy.warmup")),
+            iters=int(pick(iter, c.config, "deploy.iter")), repeat=int(pick(repeat, c.config, "deploy.repeat")),
+            threads=int(pick(None, c.config, "deploy.threads")), timeout=float(pick(None, c.config, "deploy.bench_timeout"))))
+    _table("per device: legacy and ExecuTorch, speed-up over the legacy TorchScript CPU model of the same precision",
+           ["device", "runtime", "median ms", "p90 ms", "samples", "speed-up", "note"],
+           [(r.serial, r.runtime, f"{r.median_ms:.2f}" if r.median_ms else "-", f"{r.p90_ms:.2f}" if r.p90_ms else "-",
+             r.samples, f"{r.speedup_vs_cpu:.2f}x" if r.speedup_vs_cpu else "-", r.note[:60]) for r in result.rows])
+    for p in result.problems:
+        print(f"problem: {p}")
+    print(f"results: {result.json_path}, {result.csv_path}")
+    if result.problems:
+        raise Exit(f"torchdroid deploy-executorch: {len(result.problems)} problem(s), see above", code=7)
+
+
 def _deploy_compat(settings) -> None:
     """check-compat of the models against the runtime deploy is about to push; refuse what cannot run."""
     from ndk_build import check_compat as run_check
@@ -898,5 +935,5 @@ def _recorded_apk(c):
     return apk if apk and apk.is_file() else None
 
 
-ns = Collection(all_, convert, bench, bench_executorch, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify)
+ns = Collection(all_, convert, bench, bench_executorch, deploy_executorch, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify)
 ns.configure(DEFAULTS)
