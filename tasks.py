@@ -679,7 +679,7 @@ def _print_deploy(result) -> None:
     if result.run_id is not None:
         print(f"results: run {result.run_id} in {result.db_path}; "
               + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
-        print("picture: invoke report")
+        print("next: invoke report  (the chart and an HTML page of this run)")
 
 
 @task(

@@ -16,12 +16,14 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import torch
 
-from toolchain.records import ModelFile, TensorSpec, model_file_names
+from toolchain.records import MODES, ModelFile, TensorSpec, model_file_names
 
 from .calibration import CalibrationSpec, few_images_warning, load_batch
 from .export import ExportedVariant, export_float, export_quantized, fused_float, probe, quantize, xnnpack_available
 from .host_check import Agreement, host_check, spec_of
 from .models import ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
+from .precheck import check_model, refuse
+from .precheck import describe as describe_check
 
 log = logging.getLogger(__name__)
 _warned_xnnpack = False
@@ -91,12 +93,18 @@ class ModeConverter:
         self.batch: List[torch.Tensor] = []
         self.agreement: Optional[Agreement] = None
 
-    def prepare(self, describe=lambda text: None) -> ConversionFacts:
-        """The float model with its weights and the calibration batch (BatchNorm re-estimated for random weights)."""
+    def prepare(self, describe=lambda text: None, modes=MODES) -> ConversionFacts:
+        """The float model with its weights and the calibration batch (BatchNorm re-estimated for random weights).
+
+        What NNAPI conversion would get wrong is refused right after the float model is built, before any
+        calibration or conversion work (converter/precheck.py)."""
         spec, facts = self.spec, self.facts
         _mobile_optimization(facts)
         describe(f"{spec.stem}: loading the float model ({self.weights.origin} weights)")
         self.model, facts.weights_record = build_float_model(spec, self.weights)
+        check = check_model(self.model, spec.input_hw, modes)
+        refuse(check, spec.stem)
+        facts.notes.extend(describe_check(check))
         if self.weights.origin == "random":
             facts.notes.append("weights are explicitly random (untrained): latencies are real, predictions are not")
         describe(f"{spec.stem}: preparing {self.calib.count} calibration inputs ({self.calib.source})")

@@ -162,13 +162,17 @@ def _nnapi_error(e: Exception, label: str) -> ConversionError:
 
 def fused_float(float_model, copy_model: bool = True):
     """The float model with conv+bn(+relu) fused, as the tutorial prepares quant_none."""
+    import torch
+
     model = copy.deepcopy(float_model) if copy_model else float_model
     model.eval()
-    if hasattr(model, "fuse_model"):
+    # a model wrapped for quantization (QuantWrapper) keeps its fuse_model on the wrapped module
+    target = model.module if isinstance(model, torch.ao.quantization.QuantWrapper) else model
+    if hasattr(target, "fuse_model"):
         try:
-            model.fuse_model(is_qat=False)
+            target.fuse_model(is_qat=False)
         except TypeError:
-            model.fuse_model()
+            target.fuse_model()
     return model
 
 
@@ -197,11 +201,13 @@ def trace_to_nnapi(model, input_tensor, label: str):
         try:
             traced = torch.jit.trace(model, input_tensor, check_trace=False)  # the host check runs it
         except Exception as e:
+            from .precheck import quantized_op_remedy
+
             raise ConversionError(
                 f"tracing {label} failed",
                 cause=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
-                remedy="make forward() traceable: one tensor in, a tensor (or tuple of tensors) out, "
-                "no Python-side branching on tensor values",
+                remedy=quantized_op_remedy(e) or "make forward() traceable: one tensor in, a tensor (or tuple of "
+                "tensors) out, no Python-side branching on tensor values",
             ) from e
         try:
             return nnapi_prepare.convert_model_to_nnapi(traced, input_tensor)

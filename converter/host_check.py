@@ -67,7 +67,12 @@ def host_check(path: Path, mode: str, fmt: str) -> Checked:
             cause=_first_line(e),
             remedy="run with --debug and report it; the file was written but is not usable",
         ) from e
-    yf = as_float(y)
+    outputs = output_tensors(y)
+    if not outputs:
+        raise ConversionError(f"the saved CPU model {path.name} returns no tensor",
+                              remedy="return a tensor or a tuple of tensors from forward()")
+    y = outputs[0]  # the manifest describes the first output; `invoke verify` compares all of them
+    yf = torch.cat([as_float(t).flatten().to(torch.float32) for t in outputs])
     if bool((yf.max() - yf.min()).abs().item() == 0.0):
         raise ConversionError(
             f"the saved CPU model {path.name} gives a constant output on its bundled input",
@@ -79,15 +84,26 @@ def host_check(path: Path, mode: str, fmt: str) -> Checked:
                     "constant": False, "ms": ms, "output_spec": s.to_dict()}, m)
 
 
+def output_tensors(y) -> List[torch.Tensor]:
+    """A model's output(s) as a flat list of tensors (tuples/lists flattened, None dropped)."""
+    if isinstance(y, (list, tuple)):
+        return [t for item in y for t in output_tensors(item)]
+    return [y] if isinstance(y, torch.Tensor) else []
+
+
+def _first(y) -> torch.Tensor:
+    return output_tensors(y)[0]
+
+
 def predict(module, batch: torch.Tensor, qparams: Optional[Dict[str, Any]] = None) -> List[int]:
     """Top-1 per row; one batched call (per-row calls when a traced model fixed the batch size)."""
     if qparams:
         batch = torch.quantize_per_tensor(batch, qparams["scale"], qparams["zero_point"], torch.quint8)
     with torch.no_grad(), torch.jit.optimized_execution(False):  # a few calls: no profiling warm-up
         try:
-            return [int(i) for i in as_float(module(batch)).argmax(dim=1)]
+            return [int(i) for i in as_float(_first(module(batch))).argmax(dim=1)]
         except RuntimeError:
-            return [int(as_float(module(batch[i:i + 1])).argmax()) for i in range(batch.shape[0])]
+            return [int(as_float(_first(module(batch[i:i + 1]))).argmax()) for i in range(batch.shape[0])]
 
 
 class Agreement:

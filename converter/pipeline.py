@@ -214,7 +214,7 @@ def _convert_and_record(p: Plan) -> Tuple[ConvertManifest, List[str]]:
     converter = ModeConverter(p.spec, p.weights, p.calib, p.out, p.settings.fmt)
     manifest = p.manifest
     with quiet_torch(), progress(f"converting {p.spec.stem}", total=1 + len(p.todo)) as bar:
-        facts = converter.prepare(bar.describe)
+        facts = converter.prepare(bar.describe, p.todo)
         conv = _conversion_record(p, facts, manifest.conversions.get(p.spec.stem, {}))
         bar.advance()
         bar.describe(f"{p.spec.stem}: {', '.join('quant_' + m for m in p.todo)}: quantize, trace, convert, save, check")

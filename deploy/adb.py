@@ -1,8 +1,9 @@
-"""The adb tool: the user's adb server (through adbutils) and one device on it.
+"""The adb tool: the adb servers of a run (addresses resolved once) and the devices on them.
 
 Every call has a timeout; shell commands go through shell_v2 so the remote exit
 code is always checked; file pushes use our own sync client (64 KiB chunks, a
-socket timeout, a byte counter) because adbutils' sync has no timeout.
+socket timeout, a byte counter, pipelined SENDs).  The host protocol is spoken
+here directly (HostConnection): a few dozen lines, no import cost, no sleep on close.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 5037
 _SPLIT = "--torchdroid-df--"
 SYNC_CHUNK = 64 * 1024  # the sync protocol's maximum DATA size
+SEND_GROUP = 4  # DATA packets per socket write
 STATE_REMEDIES = {
     "unauthorized": "unlock the phone and accept the \"Allow USB debugging?\" prompt (tick \"Always allow\"); "
                     "if no prompt appears: `adb kill-server`, replug the cable, and revoke/re-grant "
@@ -179,6 +181,42 @@ class ShellResult:
         return self.output.splitlines()[-n:]
 
 
+class AdbFailure(Exception):
+    """The adb server answered FAIL (e.g. "device 'X' not found", "device offline")."""
+
+
+class HostConnection:
+    """One connection to an adb server speaking its host protocol: a 4-hex-digit length and a request,
+    answered OKAY or FAIL + message (adb's protocol.txt).  Our own instead of adbutils' because that one
+    sleeps 10 ms on every close, and a deploy makes a few connections on its critical path per device."""
+
+    def __init__(self, host: str, port: int, timeout: float):
+        self.conn = socket.create_connection((host, port), timeout=min(timeout, 10.0))
+        self.conn.settimeout(timeout)
+        self.conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def request(self, text: str) -> None:
+        raw = text.encode()
+        self.conn.sendall(b"%04x" % len(raw) + raw)
+        status = _recv_exact(self.conn, 4)
+        if status == b"FAIL":
+            raise AdbFailure(self.read_block())
+        if status != b"OKAY":
+            raise AdbFailure(f"unexpected answer {status!r} to {text.split(':', 1)[0]}")
+
+    def read_block(self) -> str:
+        return _recv_exact(self.conn, int(_recv_exact(self.conn, 4), 16)).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "HostConnection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class AdbServer:
     """The adb server the user already runs (host/port configurable; ANDROID_ADB_SERVER_PORT honoured)."""
 
@@ -188,7 +226,6 @@ class AdbServer:
         self.host = self.address.host
         self.port = self.address.port
         self.timeout = timeout
-        self._client = None
 
     @classmethod
     def locate(cls, host: str, port: Optional[int], timeout: float = 30.0) -> "AdbServer":
@@ -196,21 +233,16 @@ class AdbServer:
         server.verify()
         return server
 
-    @property
-    def client(self):
-        if self._client is None:
-            import adbutils
-
-            self._client = adbutils.AdbClient(host=self.host, port=self.port, socket_timeout=self.timeout)
-        return self._client
+    def connect(self, timeout: Optional[float] = None) -> HostConnection:
+        return HostConnection(self.host, self.port, timeout or self.timeout)
 
     def verify(self, connect_timeout: float = 5.0) -> int:
         """Return the server's version; refuse politely when nothing listens."""
         try:
-            with socket.create_connection((self.host, self.port), timeout=connect_timeout):
-                pass
-            return int(self.client.server_version())
-        except (OSError, Exception) as e:  # adbutils raises its own AdbError/AdbTimeout
+            with self.connect(connect_timeout) as c:
+                c.request("host:version")
+                return int(c.read_block(), 16)
+        except (OSError, EOFError, ValueError, AdbFailure) as e:
             raise ToolNotFound(
                 f"no adb server answers on {self.address} (from {self.address.source})",
                 cause=f"{type(e).__name__}: {e}",
@@ -221,8 +253,17 @@ class AdbServer:
             ) from e
 
     def devices(self) -> Dict[str, str]:
-        """``{serial: state}`` for every device the server knows, including unusable ones."""
-        return {info.serial: info.state for info in self.client.list()}
+        """``{serial: state}`` for every device the server knows, including unusable ones (``no permissions
+        (…udev…)`` is reported as ``no permissions``)."""
+        with self.connect() as c:
+            c.request("host:devices")
+            text = c.read_block()
+        out = {}
+        for line in text.splitlines():
+            serial, _, state = line.partition("\t")
+            if serial and state:
+                out[serial] = state.split(" (")[0].split(";")[0].strip()
+        return out
 
     def device(self, serial: str, timeout: float = 120.0) -> "Device":
         return Device(self, serial, timeout)
@@ -243,30 +284,53 @@ class Device:
         self.server = server
         self.serial = serial
         self.timeout = timeout
-        self._dev = server.client.device(serial)
+
+    def transport(self, service: str, timeout: Optional[float] = None) -> HostConnection:
+        """A connection to ``service`` (``shell,v2:…``, ``sync:``) on this device, through its server."""
+        c = self.server.connect(timeout or self.timeout)
+        try:
+            c.request(f"host:transport:{self.serial}")
+            c.request(service)
+            return c
+        except BaseException:
+            c.close()
+            raise
 
     # ------------------------------------------------------------------ shell
 
-    def shell(self, command: str, timeout: Optional[float] = None, check: bool = False, what: str = "") -> ShellResult:
-        from adbutils import AdbError, AdbTimeout
+    def _shell_v2(self, command: str, timeout: float) -> Tuple[int, str]:
+        """Run ``command`` with the shell_v2 protocol: (exit code, stdout and stderr as they came)."""
+        deadline = time.monotonic() + timeout
+        out = bytearray()
+        with self.transport(f"shell,v2:{command}", timeout) as c:
+            while True:
+                head = _recv_exact(c.conn, 5)
+                data = _recv_exact(c.conn, struct.unpack("<I", head[1:])[0])
+                if head[0] in (1, 2):  # stdout, stderr
+                    out += data
+                elif head[0] == 3:  # exit code
+                    return (data[0] if data else 255), out.decode("utf-8", "replace")
+                if time.monotonic() > deadline:
+                    raise socket.timeout(f"no exit code within {timeout:g}s")
 
+    def shell(self, command: str, timeout: Optional[float] = None, check: bool = False, what: str = "") -> ShellResult:
         log.debug("[%s] $ %s", self.serial, command)
         try:
-            r = self._dev.shell2(command, timeout=timeout or self.timeout, v2=True)
-        except AdbTimeout as e:
+            code, output = self._shell_v2(command, timeout or self.timeout)
+        except socket.timeout as e:
             raise ToolFailed(
                 f"`{command}` on {self.serial} did not finish within {timeout or self.timeout:g}s",
                 cause=str(e),
                 remedy="raise deploy.timeout, or check the device with `adb -s "
                        f"{self.serial} shell` (is it asleep or overloaded?)",
             ) from e
-        except (AdbError, OSError) as e:
+        except (AdbFailure, OSError, EOFError) as e:
             raise DeviceError(
                 f"lost the connection to {self.serial} while running `{command}`",
                 cause=f"{type(e).__name__}: {e}",
                 remedy="reconnect the device (`adb devices` should list it as `device`) and run the deploy again",
             ) from e
-        result = ShellResult(command, int(r.returncode), r.output)
+        result = ShellResult(command, code, output)
         log.debug("[%s] exit %d: %s", self.serial, result.code, result.output[-2000:])
         if check and not result.ok:
             raise ToolFailed(
@@ -287,11 +351,13 @@ class Device:
 
     # ------------------------------------------------------------------ sync
 
-    def _sync(self):
-        c = self._dev.open_transport(timeout=self.timeout)
-        c.send_command("sync:")
-        c.check_okay()
-        return c
+    def _sync(self) -> HostConnection:
+        try:
+            return self.transport("sync:")
+        except (AdbFailure, OSError, EOFError) as e:
+            raise DeviceError(f"cannot open a sync connection to {self.serial}", cause=f"{type(e).__name__}: {e}",
+                              remedy="reconnect the device (`adb devices` should list it as `device`) and deploy "
+                                     "again") from e
 
     def sync_session(self) -> "SyncSession":
         """One sync connection for several pushes (opening one costs a round trip through the server)."""
@@ -355,13 +421,14 @@ class SyncSession:
             if on_bytes:
                 on_bytes(len(block))
 
-        sent = self.send(local, remote, mode, count)
+        sent, _mtime = self.send(local, remote, mode, count)
         self.reply(remote, Path(local).name)
         return sent, digest.hexdigest() if digest is not None else None
 
     def send(self, local: Path, remote: str, mode: int = 0o644,
-             on_block: Optional[Callable[[bytes], None]] = None) -> int:
-        """SEND ``local`` as ``remote`` without waiting for the answer; return the bytes sent."""
+             on_block: Optional[Callable[[bytes], None]] = None) -> Tuple[int, int]:
+        """SEND ``local`` as ``remote`` without waiting for the answer; return the bytes sent and the mtime
+        sent with DONE (the device gives the file that modification time, as `adb push` does)."""
         serial = self.device.serial
         sent = 0
         if self._c is None:
@@ -371,13 +438,21 @@ class SyncSession:
             sock = self._c.conn
             sock.sendall(b"SEND" + struct.pack("<I", len(raw)) + raw)
             with open(local, "rb") as f:
-                for block in iter(lambda: f.read(SYNC_CHUNK), b""):
-                    sock.sendall(b"DATA" + struct.pack("<I", len(block)) + block)
-                    sent += len(block)
-                    if on_block:
-                        on_block(block)
-            sock.sendall(b"DONE" + struct.pack("<I", int(time.time())))
-            return sent
+                while True:  # a few DATA packets per system call: less CPU per byte than one each
+                    frames = []
+                    for block in iter(lambda: f.read(SYNC_CHUNK), b""):
+                        frames += (b"DATA" + struct.pack("<I", len(block)), block)
+                        sent += len(block)
+                        if on_block:
+                            on_block(block)
+                        if len(frames) == 2 * SEND_GROUP:
+                            break
+                    if not frames:
+                        break
+                    sock.sendall(b"".join(frames))
+            mtime = int(time.time())
+            sock.sendall(b"DONE" + struct.pack("<I", mtime))
+            return sent, mtime
         except (OSError, EOFError, AttributeError) as e:  # AttributeError: aborted by the reply reader
             self.abort()
             raise _interrupted(serial, Path(local).name, sent, e) from e

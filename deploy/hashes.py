@@ -21,6 +21,8 @@ manifest records and what the hash index on the device stores.
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -28,18 +30,25 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from toolchain.errors import DeviceError
+from toolchain.fsutil import atomic_write_text
+
+log = logging.getLogger(__name__)
 
 # (device command, hashlib name), cheapest first
 HASH_TOOLS: Tuple[Tuple[str, str], ...] = (("sha1sum", "sha1"), ("md5sum", "md5"), ("sha256sum", "sha256"))
 TOOL_OF = {algo: tool for tool, algo in HASH_TOOLS}
 HEX_LEN = {algo: hashlib.new(algo).digest_size * 2 for _tool, algo in HASH_TOOLS}
 _READ = 1 << 20
+HASH_CACHE_NAME = "local-hashes.json"  # in the results directory
 
 
 def probe_command() -> str:
-    """A read-only shell command that hashes empty input with each candidate tool (one line per tool)."""
+    """A read-only shell command that hashes empty input with the candidate tools, cheapest first, one line
+    per tool, and stops at the first that prints the right digest (one process on most devices)."""
     tools = " ".join(tool for tool, _algo in HASH_TOOLS)
-    return f"for h in {tools}; do echo \"$h $($h </dev/null 2>/dev/null)\"; done"
+    right = "|".join(f'"{tool} {hashlib.new(algo, b"").hexdigest()}"*' for tool, algo in HASH_TOOLS)
+    return (f'for h in {tools}; do r="$h $($h </dev/null 2>/dev/null)"; echo "$r"; '
+            f'case "$r" in {right}) break;; esac; done')
 
 
 def pick_algo(probe_output: str) -> Optional[str]:
@@ -82,22 +91,49 @@ class LocalHashes:
 
     ``request`` starts the computation in a background thread (hashlib releases the GIL), so a
     worker asks for every file it is about to send and collects the digests only when the file is
-    on the device: the hashing overlaps the sending.  A file is keyed by path, size and mtime, so a
-    file replaced during the deploy is hashed again (and then fails its check on the device).
+    on the device: the hashing overlaps the sending.  A file is keyed by path, size, mtime, ctime and
+    inode, so a file replaced or rewritten (even with its old mtime: the ctime changes) is hashed again.
+
+    With ``cache`` (a JSON file of this host's digests, see ``load``), a file whose key is unchanged
+    since an earlier deploy is not read again (rsync's quick check, with ctime and inode).  A wrong
+    cached digest cannot put a wrong file in place: the device checks what arrived against it.
     """
 
-    def __init__(self, workers: int = 1):
+    def __init__(self, workers: int = 1, cache: Optional[Path] = None):
         self._lock = threading.Lock()
         self._futures: Dict[tuple, Future] = {}
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="local-hash")
+        self._cache_path: Optional[Path] = None
+        self._cached: Dict[str, list] = {}
+        if cache is not None:
+            self.load(cache)
+
+    def load(self, cache: Path) -> None:
+        """Use (and on close, update) the digest cache in ``cache``; an unreadable one is ignored."""
+        self._cache_path = Path(cache)
+        try:
+            data = json.loads(self._cache_path.read_text())
+            self._cached = {k: v for k, v in data.get("files", {}).items() if isinstance(v, list) and len(v) == 2}
+        except (OSError, ValueError, AttributeError):
+            self._cached = {}
+
+    @staticmethod
+    def _key(path: Path, algo: str) -> str:
+        st = os.stat(path)
+        return f"{Path(path).resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}|{algo}"
 
     def request(self, path: Path, algo: str) -> Future:
-        st = os.stat(path)
-        key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, algo)
+        key = self._key(path, algo)
         with self._lock:
             fut = self._futures.get(key)
             if fut is None:
-                fut = self._futures[key] = self._pool.submit(file_digests, Path(path), algo)
+                hit = self._cached.get(key)
+                if hit is not None:
+                    fut = Future()
+                    fut.set_result((hit[0], hit[1]))
+                else:
+                    fut = self._pool.submit(file_digests, Path(path), algo)
+                self._futures[key] = fut
         return fut
 
     def get(self, path: Path, algo: str) -> Tuple[str, str]:
@@ -105,6 +141,17 @@ class LocalHashes:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        if self._cache_path is None:
+            return
+        files = dict(self._cached)
+        for key, fut in self._futures.items():
+            if fut.done() and fut.exception() is None:
+                files[key] = list(fut.result())
+        files = dict(list(files.items())[-1000:])  # bounded: the newest entries
+        try:
+            atomic_write_text(self._cache_path, json.dumps({"kind": "torchdroid.local-hashes", "files": files}))
+        except Exception as e:  # a cache: never a reason to fail a deploy (read-only or full results directory)
+            log.debug("could not write %s: %s", self._cache_path, e)
 
     def __enter__(self) -> "LocalHashes":
         return self

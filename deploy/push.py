@@ -13,7 +13,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, TorchdroidError, UsageError, VerificationError
 from toolchain.fsutil import sha256_file
@@ -210,7 +210,8 @@ def _push_planned(device: Device, directory: str, items: Sequence[PushItem], exi
                f"*) rm -f \"$f\";; esac; done; ") if existing.leftovers else ""
     # what the index will hold besides the files verified now (known hashes of files that stay as they are)
     index = {o.name: (o.sha256, o.size, o.mtime) for o in skipped.values()}
-    verifier = _BatchVerifier(device, directory, existing.algo, index, cleanup)
+    verifier = _BatchVerifier(device, directory, existing.algo, index, cleanup,
+                              total=sum(items[i].local.stat().st_size for i in order))
     try:
         _send_all(device, directory, items, order, hashes, verifier, run, on_progress, on_bytes)
     finally:
@@ -225,7 +226,8 @@ def _push_planned(device: Device, directory: str, items: Sequence[PushItem], exi
     index.update({o.name: (o.sha256, o.size, o.mtime) for o in done})
     vouched = all(existing[o.name].sha256 is not None for o in done if not o.pushed)
     if not index_written and (any(o.pushed for o in done) or not vouched):
-        write_index(device, directory, index)
+        with contextlib.suppress(*((TorchdroidError,) if errors else ())):  # never mask the first failure
+            write_index(device, directory, index)
     if errors:
         raise errors[0]  # the first verify failure
     return done
@@ -288,8 +290,8 @@ def _send_all(device: Device, directory: str, items: Sequence[PushItem], order: 
                 on_progress(f"pushing {it.name} ({n}/{len(order)}, {it.local.stat().st_size / 1e6:.1f} MB)")
             digests = hashes.request(it.local, verifier.algo)  # hashed on the host while it is sent
             tmp = temp_name(directory, it, run)
-            sent = session.send(it.local, tmp, it.mode, (lambda b: on_bytes(len(b))) if on_bytes else None)
-            acks.put((i, it, tmp, sent, digests, n == len(order)))
+            sent, mtime = session.send(it.local, tmp, it.mode, (lambda b: on_bytes(len(b))) if on_bytes else None)
+            acks.put((i, it, tmp, sent, mtime, digests, n == len(order), n >= len(order) - 1))
             if acks.error is not None:
                 break
     except BaseException:
@@ -327,51 +329,84 @@ class _AckReader:
                 if entry is None:
                     return
                 continue  # after a failure: drain, never verify what may not have arrived
-            i, it, tmp, sent, digests, last = entry
+            i, it, tmp, sent, mtime, digests, last, urgent = entry
             try:
                 self.session.reply(tmp, it.name)
             except BaseException as e:
                 self.error = e
                 continue
-            self.verifier.submit(i, it, tmp, sent, digests, last=last)
+            self.verifier.submit(i, it, tmp, (sent, mtime), digests, last=last, urgent=urgent)
 
 
 class _BatchVerifier:
-    """One verify worker per device that checks every file queued since its last call in one shell call.
+    """The verify calls of one device: each checks the files queued since the previous one, in one shell call.
 
-    The last batch (the one that starts after every file was sent) also writes the hash index, in the
-    same shell call; ``index`` holds the entries known so far and grows with each batch's outcomes.
+    A batch starts when a quarter of the bytes to send is waiting, or the file before the last one or the
+    last one arrived (so the last batch, the only one not hidden behind a transfer, holds one file): few
+    shell calls (each costs a round trip and a few processes on the device) and a short tail.  Up to two
+    run at once (a phone has several cores), except the first, which runs alone: it removes the leftovers
+    of an interrupted deploy and rewrites the hash index with the ``index`` entries of the files that stay;
+    every batch then appends the entries of the files it renamed (see verify_command).
     """
 
-    def __init__(self, device: Device, directory: str, algo: str, index: Dict[str, tuple], cleanup: str = ""):
+    def __init__(self, device: Device, directory: str, algo: str, index: Dict[str, tuple], cleanup: str = "",
+                 total: int = 0):
         self.device = device
         self.directory = directory
         self.algo = algo
-        self.cleanup = cleanup  # run by the first verify call
+        self.cleanup = cleanup
         self.index = dict(index)
-        self.lock = threading.Lock()
+        self.cond = threading.Condition()
         self.queued: List[tuple] = []
+        self.queued_bytes = 0
+        self.threshold = total // 4
+        self.urgent = False
         self.results: Dict[int, object] = {}
         self.sending = True
-        self.index_written = False
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"verify-{device.serial}")
+        self.started = 0  # batches taken
+        self.running = 0  # batches in flight
+        self.index_written = False  # the first batch's shell rewrote the index
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"verify-{device.serial}")
 
-    def submit(self, i: int, it: PushItem, tmp: str, sent: int, digests: Future, last: bool = False) -> None:
-        """Queue a sent file; with ``last`` (nothing follows it) its batch also writes the hash index."""
-        with self.lock:
+    def submit(self, i: int, it: PushItem, tmp: str, sent: Tuple[int, int], digests: Future, last: bool = False,
+               urgent: bool = False) -> None:
+        """Queue a sent file (``sent``: its size and the mtime sent with it); ``urgent``: verify without
+        waiting for more (``last``: nothing follows it)."""
+        with self.cond:
             self.queued.append((i, it, tmp, sent, digests))
+            self.queued_bytes += sent[0]
             self.sending = self.sending and not last
+            self.urgent = self.urgent or urgent or last
         self.pool.submit(self._drain)
 
-    def _take(self) -> Tuple[List[tuple], bool]:
-        with self.lock:
-            batch, self.queued = self.queued, []
-            return batch, not self.sending
+    def _take(self) -> Tuple[List[tuple], bool, str]:
+        """``(files to verify now, whether the index is still to be rewritten, the cleanup it runs first)``."""
+        with self.cond:
+            if not self.queued or self.sending and not self.urgent and self.queued_bytes < self.threshold:
+                return [], False, ""  # wait for more: a later submit (or close) drains them
+            if self.started and not self.index_written and self.running:
+                return [], False, ""  # the first batch (index, leftovers) runs alone; its end drains again
+            batch, self.queued, self.queued_bytes = self.queued, [], 0
+            cleanup, self.cleanup = self.cleanup, ""
+            self.started += 1
+            self.running += 1
+            return batch, not self.index_written, cleanup
 
     def _drain(self) -> None:
-        batch, last = self._take()
-        if not batch:  # an earlier drain took these files already
+        batch, first, cleanup = self._take()
+        if not batch:  # an earlier drain took these files already, or they wait for more
             return
+        try:
+            self._verify(batch, first, cleanup)
+        finally:
+            with self.cond:
+                self.running -= 1
+                self.cond.notify_all()
+            if self.queued:
+                with contextlib.suppress(RuntimeError):  # the pool is shut down: close() drains them
+                    self.pool.submit(self._drain)
+
+    def _verify(self, batch: List[tuple], first: bool, cleanup: str) -> None:
         checks, discard = [], ""
         for i, it, tmp, sent, fut in batch:
             try:
@@ -385,25 +420,28 @@ class _BatchVerifier:
             if i in self.results:  # never verified: the temporary file goes
                 discard += f"rm -f {shlex.quote(tmp.rsplit('/', 1)[1])}; "
             else:
-                checks.append((i, (it, tmp, sent, digest, sha)))
+                checks.append((i, SentFile(it, tmp, sent[0], sent[1], digest, sha)))
+        rewrite = first and bool(checks)  # nothing to rename: the index can wait for a batch that has
         try:
-            cleanup, self.cleanup = self.cleanup + discard, ""
-            write = last and bool(checks)  # nothing verified: push_all decides whether an index is due
             got = finish_batch(self.device, self.directory, [c[1] for c in checks], self.algo,
-                               index=self.index if write else None, cleanup=cleanup)
-            self.index_written = write
+                               index=self.index if rewrite else None, cleanup=cleanup + discard)
+            self.index_written = self.index_written or rewrite
         except Exception as e:  # the connection dropped: every file of the batch failed with it
             got = [e] * len(checks)
-        for (i, _check), res in zip(checks, got):
-            self.results[i] = res
-            if isinstance(res, PushOutcome):
-                self.index[res.name] = (res.sha256, res.size, res.mtime)
+        with self.cond:
+            for (i, _check), res in zip(checks, got):
+                self.results[i] = res
 
     def close(self) -> Tuple[Dict[int, object], bool]:
-        """Wait for every verify; return the outcomes and whether the last batch wrote the index."""
-        with self.lock:
+        """Wait for every verify; return the outcomes and whether the index was rewritten."""
+        with self.cond:
             self.sending = False
-        self.pool.submit(self._drain)  # no-op unless files wait (their drain may have started before)
+        while True:
+            self.pool.submit(self._drain).result()
+            with self.cond:
+                if not self.queued and not self.running:
+                    break
+                self.cond.wait(0.5)
         self.pool.shutdown(wait=True)
         return self.results, self.index_written
 
@@ -415,12 +453,19 @@ def temp_name(directory: str, it: PushItem, run: str = "") -> str:
 
 def send_to_temp(device: Device, directory: str, it: PushItem,
                  on_bytes: Optional[Callable[[int], None]] = None, session: Optional[SyncSession] = None,
-                 run: str = "") -> Tuple[str, int]:
-    """Send a file to a temporary name and wait for the device's answer; return that name and the bytes
-    sent (the digests to check it against come from the local file, see LocalHashes)."""
+                 run: str = "") -> Tuple[str, int, int]:
+    """Send a file to a temporary name and wait for the device's answer; return that name, the bytes sent
+    and the mtime it was given (the digests to check it against come from the local file, see LocalHashes)."""
     tmp = temp_name(directory, it, run)
-    sent, _ = (session or device).push_file(it.local, tmp, it.mode, on_bytes, with_hash=False)
-    return tmp, sent
+    own = session is None
+    session = session or device.sync_session()
+    try:
+        sent, mtime = session.send(it.local, tmp, it.mode, (lambda b: on_bytes(len(b))) if on_bytes else None)
+        session.reply(tmp, it.name)
+    finally:
+        if own:
+            session.close()
+    return tmp, sent, mtime
 
 
 def changed_error(it: PushItem, digest: str) -> VerificationError:
@@ -439,70 +484,106 @@ def changed_locally(it: PushItem) -> Optional[VerificationError]:
     return None if digest == it.sha256 else changed_error(it, digest)
 
 
-# v TMP DIGEST NAME KEY MODE SHA256 (in the device directory): hash TMP with $T; only on a match chmod it
-# and rename it to NAME.  One line per file (short lines are written atomically, so parallel jobs do not
-# interleave them): "KEY OK SIZE MTIME", "KEY BAD DIGEST" (TMP removed) or "KEY E" (TMP removed; the error
-# is on stderr).  With $IDX set, a verified file's index line (its sha256) is appended to it (after the
-# known lines: the last line of a name wins, see parse_index).
-_VERIFY_FN = ('v() { h=$($T "$1") || { rm -f "$1"; echo "$4 E"; return; }; h=${h%% *}; '
-              'if [ "$h" = "$2" ]; then if chmod "$5" "$1" && mv -f "$1" "$3"; then '
-              's=$(stat -c \'%s %Y\' "$3"); echo "$4 OK $s"; [ -z "$IDX" ] || echo "$6 $s $3" >> "$IDX"; '
-              'else rm -f "$1"; echo "$4 E"; fi; '
-              'else rm -f "$1"; echo "$4 BAD $h"; fi; }; ')
-_VERIFY_LINE = re.compile(r"^(\d+) (OK|BAD|E)\b ?(.*)$")
+class SentFile(NamedTuple):
+    """A file on the device under its temporary name, waiting for its check."""
+
+    item: PushItem
+    tmp: str  # the temporary path on the device
+    size: int  # bytes sent
+    mtime: int  # the modification time sent with it (sync DONE)
+    digest: str  # the host's digest of the file with the device's hash tool
+    sha256: str  # the host's sha256 of the file (what the index records)
 
 
-def verify_command(directory: str, batch: Sequence[tuple], algo: str,
+_H_MARK = "--torchdroid-hashes--"
+_DONE_MARK = "--torchdroid-verified--"
+_VERIFY_LINE = re.compile(r"^(\d+) (OK|E)$")
+_NL = "nl='\n'"
+
+
+def verify_command(directory: str, batch: Sequence[SentFile], algo: str,
                    index: Optional[Dict[str, tuple]] = None, cleanup: str = "") -> str:
-    """The one shell command that verifies ``(item, tmp, sent, digest, sha256)`` files in parallel."""
-    calls = " ".join(f"v {shlex.quote(tmp.rsplit('/', 1)[1])} {digest} {shlex.quote(it.name)} {k} {it.mode:o} "
-                     f"{sha} &" for k, (it, tmp, _sent, digest, sha) in enumerate(batch))
-    head, tail = f"cd {shlex.quote(directory)} || exit 1; {cleanup}IDX=; T={TOOL_OF[algo]}; ", ""
+    """The one shell command that verifies a batch of sent files: hash them all with the device's tool
+    (in parallel), remove those whose digest differs, set the modes of the others (one chmod per mode),
+    rename them to their final names and append their entries to the hash index.  With ``index`` (the
+    first batch) the index is first rewritten with those entries (temp name + rename): the files that
+    stay.  An entry is appended only after its file was renamed, and the last line of a name wins.
+
+    Output: the tool's lines between two _H_MARK lines (the host reads a mismatch's digest there), a
+    ``K OK`` or ``K E`` line per file that matched, then _DONE_MARK (every file had its turn).  A few
+    processes per batch (sh, the hash tool, chmod, one mv per file) instead of several per file: on a
+    phone each costs little, on a host running many virtual devices it adds up.
+    """
+    tmp = [f.tmp.rsplit("/", 1)[1] for f in batch]  # SAFE_NAME-based: no quoting needed
+    modes = sorted({f.item.mode for f in batch})
+    script = [f"cd {shlex.quote(directory)} || exit 1", cleanup + "true", _NL,
+              " ".join(f"M{m:o}=" for m in modes)]
     if index is not None:
-        tmp_index = f".{INDEX_NAME.lstrip('.')}{PARTIAL_MARK}{os.getpid()}"
-        head += f"IDX={tmp_index}; printf %s {shlex.quote(index_lines(index))} > $IDX || exit 1; "
-        tail = f"; mv -f $IDX {INDEX_NAME}"
-    return f"{head}{_VERIFY_FN}{calls} wait{tail}"
+        idx = f".{INDEX_NAME.lstrip('.')}{PARTIAL_MARK}{os.getpid()}"
+        script.append(f"printf %s {shlex.quote(index_lines(index))} > {idx} && mv -f {idx} {INDEX_NAME} || exit 1")
+    if batch:
+        tool = TOOL_OF[algo]  # several files: hashed in parallel (one line each, written whole)
+        hashing = f"{tool} {tmp[0]}" if len(tmp) == 1 else " ".join(f"{tool} {t} &" for t in tmp) + " wait"
+        script += [f"H=$({{ {hashing}; }} 2>/dev/null)", f"echo {_H_MARK}", 'echo "$H"', f"echo {_H_MARK}",
+                   'H="${nl}${H}${nl}"']
+    for f, t in zip(batch, tmp):  # a match joins its mode's group, a mismatch goes
+        script.append(f'case "$H" in *"${{nl}}{f.digest}  {t}${{nl}}"*) M{f.item.mode:o}="$M{f.item.mode:o} {t}";; '
+                      f'*) rm -f {t};; esac')
+    for m in modes:  # one chmod per mode; if it fails, none of its files is renamed
+        script.append(f'[ -z "$M{m:o}" ] || chmod {m:o} $M{m:o} || {{ rm -f $M{m:o}; M{m:o}=; }}')
+    for k, (f, t) in enumerate(zip(batch, tmp)):
+        script.append(f'case " $M{f.item.mode:o} " in *" {t} "*) if mv -f {t} {f.item.name}; then '
+                      f'echo "{k} OK"; echo "{f.sha256} {f.size} {f.mtime} {f.item.name}" >> {INDEX_NAME}; '
+                      f'else rm -f {t}; echo "{k} E"; fi;; esac')
+    script.append(f"echo {_DONE_MARK}")
+    return "\n".join(script)
 
 
-def finish_batch(device: Device, directory: str, batch: Sequence[tuple], algo: str = "sha256",
+def parse_verify(output: str) -> Tuple[Dict[int, str], Dict[str, str], List[str], bool]:
+    """``({key: OK|E}, {tmp name: digest the device found}, other lines, every file had its turn)``."""
+    before, _, rest = output.partition(_H_MARK + "\n")
+    hashes_text, _, rest = rest.partition(_H_MARK + "\n")
+    results_text, done, _after = rest.partition(_DONE_MARK)
+    found = {}
+    for line in hashes_text.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2:
+            found[parts[1].strip().lstrip("*")] = parts[0]
+    lines = {int(m.group(1)): m.group(2) for m in map(_VERIFY_LINE.match, results_text.splitlines()) if m}
+    other = [ln for ln in before.splitlines() + results_text.splitlines()
+             if ln.strip() and not _VERIFY_LINE.match(ln)]
+    return lines, found, other, bool(done)
+
+
+def finish_batch(device: Device, directory: str, batch: Sequence[SentFile], algo: str = "sha256",
                  index: Optional[Dict[str, tuple]] = None, cleanup: str = "") -> List[object]:
-    """Verify ``(item, tmp, sent, digest, sha256)`` files in one shell call, hashing them in parallel on the
-    device with ``algo``'s tool (``digest`` is the host's ``algo`` digest of the file, ``sha256`` its sha256).
+    """Verify sent files in one shell call (see verify_command), with the device's ``algo`` tool.
 
-    With ``index`` (``{name: (sha256, size, mtime)}`` known before this batch), the same call then writes
-    the hash index: those lines plus one per file verified now, temp name + rename like every file.
+    With ``index`` (``{name: (sha256, size, mtime)}`` of the files that stay), the same call first rewrites
+    the hash index with those lines; the entries of the files renamed now are appended.
     Returns a PushOutcome or the exception to raise, per file, in order.
     """
     res = device.shell(verify_command(directory, batch, algo, index, cleanup))
-    lines, other = {}, []
-    for line in res.output.splitlines():
-        m = _VERIFY_LINE.match(line.strip())
-        if m and int(m.group(1)) < len(batch):
-            lines[int(m.group(1))] = (m.group(2), m.group(3).split())
-        elif line.strip():
-            other.append(line)
-    return [_batch_outcome(device, directory, entry, algo, lines.get(k), other, res.code)
-            for k, entry in enumerate(batch)]
+    lines, found, other, hashed = parse_verify(res.output)
+    return [_batch_outcome(device, directory, f, algo, lines.get(k), found, other, res.code, hashed)
+            for k, f in enumerate(batch)]
 
 
-def _batch_outcome(device: Device, directory: str, entry: tuple, algo: str, line: Optional[tuple],
-                   other: List[str], code: int) -> object:
-    it, tmp, sent, digest, sha = entry
+def _batch_outcome(device: Device, directory: str, f: SentFile, algo: str, line: Optional[str],
+                   found: Dict[str, str], other: List[str], code: int, hashed: bool) -> object:
+    it, tmp, digest = f.item, f.tmp, f.digest
     remote = f"{directory}/{it.name}"
-    kind, rest = line or ("E", [])
-    if kind == "OK":
-        log.info("[%s] pushed %s (%d bytes)", device.serial, remote, sent)
-        size, mtime = (int(rest[0]), int(rest[1])) if len(rest) == 2 and all(x.isdigit() for x in rest) else (0, 0)
-        return PushOutcome(it.name, remote, True, sent, sha, size, mtime)
-    if kind == "BAD":
-        got = rest[0] if rest else "?"
+    if line == "OK":
+        log.info("[%s] pushed %s (%d bytes)", device.serial, remote, f.size)
+        return PushOutcome(it.name, remote, True, f.size, f.sha256, f.size, f.mtime)
+    got = found.get(tmp.rsplit("/", 1)[1])
+    if line is None and hashed and got and got != digest:  # hashed, no match: the shell removed it
         return changed_locally(it) or VerificationError(
             f"{it.name} arrived on {device.serial} corrupted ({algo} {got[:12]}… != {digest[:12]}…)",
             cause="the transfer was altered on the way (bad cable/hub?) or the device storage is failing",
             remedy="run the deploy again; if it repeats, try another USB cable or port",
         )
-    if line is None:  # the shell died before this file's line: do not leave its temporary file
+    if line is None and not hashed:  # the shell died before this file's turn: do not leave its temporary file
         with contextlib.suppress(TorchdroidError):
             device.shell(f"rm -f {shlex.quote(tmp)}")
     return DeviceError(

@@ -95,6 +95,10 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style>"
              f"</head><body><h1>{_e(title)}</h1>",
              f"<p><img id='chart' src='{_e(img)}' alt='latency and NNAPI speed-up chart'></p>"]
+    if any(r.has_flag("nnapi-deprecated") for r in rows):
+        parts.append("<p class='warn'>NNAPI rows flagged nnapi-deprecated come from Android 15+ (SDK 35+) devices: "
+                     "NNAPI is deprecated there and the numbers may come from a CPU fallback driver, not an "
+                     "accelerator.</p>")
     if throttled:
         parts.append("<p class='warn'>" + "<br>".join(_e(f"{d['serial']}: {w}") for d in throttled
                                                        for w in d["warnings"]) + "</p>")

@@ -7,11 +7,13 @@ from typing import Dict, List
 
 from . import nnapi_defs as nn
 from .graph import Graph
+from .nnapi_defs import Op
 
 # A quantization scale outside this range is almost certainly an artefact of calibration
 # (a constant activation gives scale ~1e-7; an exploding one gives huge scales).
 MIN_SANE_SCALE = 1e-6
 MAX_SANE_SCALE = 1e4
+_LAYOUT_OPS = (Op.AVERAGE_POOL_2D, Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.MAX_POOL_2D)
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ def static_checks(graph: Graph, api_level: int = 29) -> List[Finding]:
             out.append(Finding("feature-level", "error",
                                f"operation {op.index} {op.name} needs API level {level} (NNAPI feature level "
                                f"{level - 26}); the target is API level {api_level}", op.index))
-        if op.type in (1, 3, 4, 17) and len(op.inputs) in (8, 11, 12, 14) and api_level < 29:
+        if op.type in _LAYOUT_OPS and len(op.inputs) in (8, 11, 12, 14) and api_level < 29:
             out.append(Finding("feature-level", "error",
                                f"operation {op.index} {op.name} passes a data-layout (NCHW/NHWC) argument, "
                                f"which needs API level 29; the target is {api_level}", op.index))
@@ -65,7 +67,7 @@ def static_checks(graph: Graph, api_level: int = 29) -> List[Finding]:
 def _avg_pool_padding(graph: Graph) -> List[Finding]:
     out = []
     for op in graph.operations:
-        if op.type != 1 or len(op.inputs) < 10:
+        if op.type != Op.AVERAGE_POOL_2D or len(op.inputs) < 10:
             continue
         pads = []
         for k in range(1, 5):
@@ -87,18 +89,65 @@ def _degenerate_scales(graph: Graph) -> List[Finding]:
         if not o.is_quant:
             continue
         if not (MIN_SANE_SCALE <= o.scale <= MAX_SANE_SCALE):
-            producer = next((op for op in graph.operations if o.index in op.outputs), None)
-            where = f" (output of operation {producer.index} {producer.name})" if producer else ""
-            out.append(Finding(
-                "degenerate-scale", "error",
-                f"operand {o.describe()}{where} has a degenerate quantization scale {o.scale:.3g}: calibration saw "
-                "(almost) constant values there; recalibrate with representative inputs",
-                producer.index if producer else -1, o.index))
+            out.append(_scale_finding(graph, o))
         lo, hi = (0, 255) if o.type == nn.TENSOR_QUANT8_ASYMM else (-32768, 65535)
         if not lo <= o.zero_point <= hi:
             out.append(Finding("degenerate-scale", "error", f"operand {o.describe()} has zero point outside [{lo}, {hi}]",
                                operand=o.index))
     return out
+
+
+def _scale_finding(graph: Graph, o) -> Finding:
+    """Activations: a calibration problem (error).  Weights: a property of the trained weights (a warning): NNAPI
+    computes them exactly like the CPU does, so the end-to-end comparison decides, not this check."""
+    if o.lifetime == "constant":
+        user = next((op for op in graph.operations if o.index in op.inputs), None)
+        where = f" (weights of operation {user.index} {user.name})" if user else ""
+        return Finding("weight-scale", "warning",
+                       f"constant {o.describe()}{where} has an unusual quantization scale {o.scale:.3g}: the weights are "
+                       "(almost) constant or huge; this is not a calibration problem, and the model is judged by its "
+                       "outputs", user.index if user else -1, o.index)
+    producer = next((op for op in graph.operations if o.index in op.outputs), None)
+    where = f" (output of operation {producer.index} {producer.name})" if producer else ""
+    return Finding("degenerate-scale", "error",
+                   f"activation {o.describe()}{where} has a degenerate quantization scale {o.scale:.3g}: calibration saw "
+                   "(almost) constant values there; recalibrate with representative inputs (--calibration DIR)",
+                   producer.index if producer else -1, o.index)
+
+
+def wrapper_checks(scripted, graph: Graph) -> List[Finding]:
+    """quant_core: the Quantize module in front of the NNAPI model must quantize exactly as its input operand says."""
+    out = _relaxed(scripted)
+    first = graph.inputs[0] if graph.inputs else None
+    if first is None or not graph.operands[first].is_quant:
+        return out
+    o = graph.operands[first]
+    for name, mod in scripted.named_modules():
+        if getattr(mod, "original_name", "") != "Quantize" or not hasattr(mod, "scale"):
+            continue
+        scale, zp = float(mod.scale), int(mod.zero_point)
+        if _f32(scale) != _f32(o.scale) or zp != o.zero_point:
+            out.append(Finding("input-quantization", "error",
+                               f"the Quantize step {name!r} before the NNAPI model quantizes with scale {scale:.9g} / zero "
+                               f"point {zp}, but the model's input {o.describe()} expects {o.scale:.9g} / {o.zero_point}",
+                               0, first))
+    return out
+
+
+def _relaxed(scripted) -> List[Finding]:
+    from .graph import find_nnapi_module
+
+    mod = find_nnapi_module(scripted)
+    if mod is not None and bool(getattr(mod, "relax_f32_to_f16", False)):
+        return [Finding("relaxed-float", "error", "the NNAPI module asks for relax_f32_to_f16: a device may compute "
+                        "float32 operations in float16, which `invoke convert` never asks for", 0)]
+    return []
+
+
+def _f32(x: float) -> float:
+    import struct
+
+    return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
 def errors(findings: List[Finding]) -> List[Finding]:

@@ -120,78 +120,105 @@ def operand_nbytes(op: Operand) -> int:
     return n
 
 
+class _Reader:
+    """Sequential little-endian reads of the serialized model, with the offset in every error."""
+
+    def __init__(self, buf: bytes):
+        self.buf = buf
+        self.pos = 0
+
+    def take(self, fmt: str, what: str) -> tuple:
+        size = struct.calcsize(fmt)
+        if self.pos + size > len(self.buf):
+            raise DecodeError(f"serialized model ends at byte {len(self.buf)} while reading {what} at byte {self.pos}")
+        vals = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += size
+        return vals
+
+    def chunk(self, length: int, what: str) -> bytes:
+        phys = length if length % 4 == 0 else length + 4 - length % 4  # values are padded to 4 bytes
+        if self.pos + phys > len(self.buf):
+            raise DecodeError(f"{what} runs past the end of the serialized model")
+        data = self.buf[self.pos:self.pos + length]
+        self.pos += phys
+        return data
+
+
 def decode_serialized(ser_model: bytes, weights: Sequence[bytes]) -> Graph:
     """Decode torch's serialized NNAPI model (format of torch/backends/_nnapi/serializer.py).
 
     ``ser_model`` is the raw bytes of the int32 ``ser_model`` tensor; ``weights``
     the raw bytes of each parameter buffer (``NnapiModule.weights``), in order.
     """
-    buf = bytes(ser_model)
-    pos = 0
-
-    def take(fmt: str, what: str) -> tuple:
-        nonlocal pos
-        size = struct.calcsize(fmt)
-        if pos + size > len(buf):
-            raise DecodeError(f"serialized model ends at byte {len(buf)} while reading {what} at byte {pos}")
-        vals = struct.unpack_from(fmt, buf, pos)
-        pos += size
-        return vals
-
-    version, n_operands, n_values, n_operations, n_inputs, n_outputs = take("<6i", "the header")
-    if version != 1:
-        raise DecodeError(f"serialized model version {version}; this decoder reads version 1")
-    for name, n in (("operand", n_operands), ("value", n_values), ("operation", n_operations),
-                    ("input", n_inputs), ("output", n_outputs)):
-        if not 0 <= n < (1 << 24):
-            raise DecodeError(f"implausible {name} count {n}")
-    raw_operands = [take("<iifi", f"operand {i}") for i in range(n_operands)]
-    raw_values = [take("<iii", f"value {i}") for i in range(n_values)]
-    raw_operations = [take("<iii", f"operation {i}") for i in range(n_operations)]
+    r = _Reader(bytes(ser_model))
+    counts = _header(r)
+    n_operands, n_values, n_operations, n_inputs, n_outputs = counts
+    raw_operands = [r.take("<iifi", f"operand {i}") for i in range(n_operands)]
+    raw_values = [r.take("<iii", f"value {i}") for i in range(n_values)]
+    raw_operations = [r.take("<iii", f"operation {i}") for i in range(n_operations)]
     operands = []
     for i, (t, rank, scale, zp) in enumerate(raw_operands):
-        dims = take(f"<{rank}I", f"dimensions of operand {i}") if rank else ()
+        dims = r.take(f"<{rank}I", f"dimensions of operand {i}") if rank else ()
         operands.append(Operand(i, t, tuple(dims), scale, zp))
     for vi, (index, source, length) in enumerate(raw_values):
-        phys = length if length % 4 == 0 else length + 4 - length % 4
-        if pos + phys > len(buf):
-            raise DecodeError(f"value {vi} runs past the end of the serialized model")
-        data = buf[pos:pos + length]
-        pos += phys
-        if not 0 <= index < n_operands:
-            raise DecodeError(f"value {vi} refers to operand {index} of {n_operands}")
-        if source == 0:  # immediate
-            operands[index].value = data
-        elif source == 2:  # numbered buffer
-            if length != 12:
-                raise DecodeError(f"value {vi}: a numbered-buffer reference has 12 bytes, not {length}")
-            num, offset, size = struct.unpack("<3I", data)
-            if num >= len(weights):
-                raise DecodeError(f"value {vi} refers to weight buffer {num} of {len(weights)}")
-            w = weights[num]
-            if offset + size > len(w):
-                raise DecodeError(f"value {vi} reads bytes {offset}..{offset + size} of a {len(w)}-byte weight buffer")
-            operands[index].value = bytes(w[offset:offset + size])
-        else:
-            raise DecodeError(f"value {vi} has source type {source} (memory sources are not produced by torch)")
-        operands[index].lifetime = "constant"
-    operations = []
-    for k, (t, n_in, n_out) in enumerate(raw_operations):
-        args = take(f"<{n_in + n_out}I", f"arguments of operation {k}")
-        for a in args:
-            if a >= n_operands:
-                raise DecodeError(f"operation {k} ({nn.op_name(t)}) refers to operand {a} of {n_operands}")
-        operations.append(Operation(k, t, tuple(args[:n_in]), tuple(args[n_in:])))
-    inputs = list(take(f"<{n_inputs}I", "model inputs"))
-    outputs = list(take(f"<{n_outputs}I", "model outputs"))
-    for i in inputs:
-        operands[i].lifetime = "input"
-    for i in outputs:
-        operands[i].lifetime = "output"
+        _attach_value(operands, vi, index, source, r.chunk(length, f"value {vi}"), weights)
+    operations = [_operation(r, k, t, n_in, n_out, n_operands) for k, (t, n_in, n_out) in enumerate(raw_operations)]
+    inputs = _io(r, n_inputs, "model inputs", operands, "input")
+    outputs = _io(r, n_outputs, "model outputs", operands, "output")
     g = Graph(operands, operations, inputs, outputs)
-    if pos != len(buf):
-        g.notes.append(f"{len(buf) - pos} trailing bytes after the serialized model")
+    if r.pos != len(r.buf):
+        g.notes.append(f"{len(r.buf) - r.pos} trailing bytes after the serialized model")
     return g
+
+
+def _header(r: _Reader) -> Tuple[int, ...]:
+    version, *counts = r.take("<6i", "the header")
+    if version != 1:
+        raise DecodeError(f"serialized model version {version}; this decoder reads version 1")
+    for name, n in zip(("operand", "value", "operation", "input", "output"), counts):
+        if not 0 <= n < (1 << 24):
+            raise DecodeError(f"implausible {name} count {n}")
+    return tuple(counts)
+
+
+def _attach_value(operands: List[Operand], vi: int, index: int, source: int, data: bytes,
+                  weights: Sequence[bytes]) -> None:
+    if not 0 <= index < len(operands):
+        raise DecodeError(f"value {vi} refers to operand {index} of {len(operands)}")
+    if source == 0:  # immediate
+        operands[index].value = data
+    elif source == 2:  # numbered buffer
+        if len(data) != 12:
+            raise DecodeError(f"value {vi}: a numbered-buffer reference has 12 bytes, not {len(data)}")
+        num, offset, size = struct.unpack("<3I", data)
+        if num >= len(weights):
+            raise DecodeError(f"value {vi} refers to weight buffer {num} of {len(weights)}")
+        w = weights[num]
+        if offset + size > len(w):
+            raise DecodeError(f"value {vi} reads bytes {offset}..{offset + size} of a {len(w)}-byte weight buffer")
+        operands[index].value = bytes(w[offset:offset + size])
+    else:
+        raise DecodeError(f"value {vi} has source type {source} (memory sources are not produced by torch)")
+    operands[index].lifetime = "constant"
+
+
+def _operation(r: _Reader, k: int, t: int, n_in: int, n_out: int, n_operands: int) -> Operation:
+    if n_in < 0 or n_out < 0:
+        raise DecodeError(f"operation {k} ({nn.op_name(t)}) has {n_in} inputs and {n_out} outputs")
+    args = r.take(f"<{n_in + n_out}I", f"arguments of operation {k}")
+    for a in args:
+        if a >= n_operands:
+            raise DecodeError(f"operation {k} ({nn.op_name(t)}) refers to operand {a} of {n_operands}")
+    return Operation(k, t, tuple(args[:n_in]), tuple(args[n_in:]))
+
+
+def _io(r: _Reader, n: int, what: str, operands: List[Operand], lifetime: str) -> List[int]:
+    ids = list(r.take(f"<{n}I", what))
+    for i in ids:
+        if i >= len(operands):
+            raise DecodeError(f"{what} refer to operand {i} of {len(operands)}")
+        operands[i].lifetime = lifetime
+    return ids
 
 
 def find_nnapi_module(scripted) -> Any:

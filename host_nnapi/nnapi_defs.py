@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+
 # Result codes
 NO_ERROR = 0
 OUT_OF_MEMORY = 1
@@ -10,6 +12,9 @@ UNEXPECTED_NULL = 3
 BAD_DATA = 4
 OP_FAILED = 5
 BAD_STATE = 6
+UNMAPPABLE = 7
+OUTPUT_INSUFFICIENT_SIZE = 8
+UNAVAILABLE_DEVICE = 9
 RESULT_NAMES = {0: "NO_ERROR", 1: "OUT_OF_MEMORY", 2: "INCOMPLETE", 3: "UNEXPECTED_NULL", 4: "BAD_DATA",
                 5: "OP_FAILED", 6: "BAD_STATE", 7: "UNMAPPABLE", 8: "OUTPUT_INSUFFICIENT_SIZE", 9: "UNAVAILABLE_DEVICE"}
 
@@ -51,6 +56,7 @@ OPERATION_NAMES = {
     71: "PRELU", 72: "QUANTIZE", 91: "TRANSPOSE_CONV_2D", 94: "RESIZE_NEAREST_NEIGHBOR",
 }
 OPERATION_CODES = {v: k for k, v in OPERATION_NAMES.items()}
+Op = enum.IntEnum("Op", OPERATION_CODES)  # named operation codes: Op.CONV_2D == 3
 
 
 def operation_api_level(code: int) -> int:
@@ -67,6 +73,14 @@ def operation_api_level(code: int) -> int:
 # Fused activations
 FUSED_NONE, FUSED_RELU, FUSED_RELU1, FUSED_RELU6 = 0, 1, 2, 3
 FUSE_NAMES = {0: "NONE", 1: "RELU", 2: "RELU1", 3: "RELU6"}
+
+
+# The torchdroid side channel between host_nn.c and runtime.py (host_nn.h: TDNN_*).
+EXECUTOR_PREPARE, EXECUTOR_COMPUTE, EXECUTOR_RELEASE = 1, 2, 3
+LIFETIME_NAMES = {0: "temporary", 1: "input", 2: "output", 3: "constant", 4: "no_value"}  # TDNN_TEMPORARY ... TDNN_NO_VALUE
+
+# tests/unit/test_host_nnapi_contract.py reads host_nn.h and host_nn.c and checks that every value above
+# (result codes, operand types, operation codes and names, executor kinds, lifetimes) agrees with the C side.
 
 
 def op_name(code: int) -> str:

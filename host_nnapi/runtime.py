@@ -29,8 +29,8 @@ from .kernels import DEFAULT_ROUNDING, ROUNDING_MODES, BadModel, Plan, torch_dty
 log = logging.getLogger(__name__)
 
 ROUNDING_ENV = "TORCHDROID_NNAPI_ROUNDING"
-_LIFETIMES = {0: "temporary", 1: "input", 2: "output", 3: "constant", 4: "no_value"}
-_PREPARE, _COMPUTE, _RELEASE = 1, 2, 3
+_LIFETIMES = nn.LIFETIME_NAMES
+_PREPARE, _COMPUTE, _RELEASE = nn.EXECUTOR_PREPARE, nn.EXECUTOR_COMPUTE, nn.EXECUTOR_RELEASE
 
 _lock = threading.RLock()
 _lib: Optional[ctypes.CDLL] = None
@@ -250,7 +250,7 @@ def _compute(plan: Plan, execution: int) -> int:
         dims = (ctypes.c_uint32 * max(1, value.dim()))(*value.shape)
         _lib.TorchdroidNN_setOutputDims(execution, k, value.dim(), dims)
         if value.numel() * value.element_size() > length:
-            status = 8  # ANEURALNETWORKS_OUTPUT_INSUFFICIENT_SIZE
+            status = nn.OUTPUT_INSUFFICIENT_SIZE
             continue
         flat[: value.numel()].view(value.shape).copy_(value)
     return status

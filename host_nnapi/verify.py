@@ -1,39 +1,45 @@
-"""`invoke verify`: run each converted NNAPI model and its CPU twin on the same inputs and compare.
+"""`invoke verify`: check every shipped NNAPI model, operation by operation, against its CPU model.
 
-Per variant of a convert manifest:
+Per variant of a convert manifest (the files exactly as shipped; a file that does not match its manifest
+sha256 is a record problem, exit 5):
 
-* static checks on the decoded NNAPI model (:mod:`host_nnapi.checks`);
-* end to end: max abs diff (float) or LSB diff and top-1/top-5 agreement
-  (quantized) over the bundled inputs and a few random ones;
-* layer by layer: the CPU model is serialized again with torch's NNAPI
-  serializer, which maps every TorchScript value to its NNAPI operand; each
-  NNAPI operation is then run in isolation on the CPU model's own intermediate
-  values and compared with the CPU result, naming the first operation that
-  diverges (and quantized blocks are judged by this, not by the end-to-end LSB
-  distance that accumulates through the network).
+1. static checks on the decoded NNAPI model (:mod:`host_nnapi.checks`);
+2. the CPU model converted again (:mod:`host_nnapi.reference`) and aligned with the shipped model
+   (:mod:`host_nnapi.align`): every operand's type, shape, quantization and constant bytes compared;
+3. every shipped operation run on the CPU model's own input values and compared with the CPU model's output,
+   within a per-operation LSB bound; a CPU kernel bug is told apart with a float reference
+   (:mod:`host_nnapi.layerwise`);
+4. end to end on the bundled (calibrated) inputs and random ones: against the CPU model's own conversion on
+   the same kernels (0 LSB), against the CPU model (0 LSB under qnnpack rounding), top-1/top-5 agreement on
+   the calibrated inputs.
+
+The bounds and why are in :mod:`host_nnapi.rules` and docs/host-nnapi.md; the first operation that differs is
+named in the failure (exit 8).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from toolchain.errors import ConversionError, RecordError, ToolFailed, UsageError, VerificationError
-from toolchain.fsutil import atomic_write_json
-from toolchain.records import ConvertManifest, ModelFile, now_iso
+from toolchain.errors import RecordError, UsageError, VerificationError
+from toolchain.fsutil import sha256_file
+from toolchain.records import ConvertManifest, ModelFile, VerifyRecord, verify_path
 
-from . import checks
-from .graph import Graph, _tensor_bytes, decode_module, decode_serialized
-from .kernels import ROUNDING_MODES, BadModel, Plan
+from . import checks, rules
+from .align import Alignment, Difference, align, compare_operands, interface_differences
+from .endtoend import EndToEnd, end_to_end, make_inputs
+from .graph import Graph, decode_module, find_nnapi_module
+from .kernels import ROUNDING_MODES
+from .layerwise import FloatTolerance, LayerResult, compare_operations
+from .reference import Reference, build_reference
 
 log = logging.getLogger(__name__)
 
 RESULTS_KIND = "torchdroid.host-nnapi-verify"
-RESULTS_SCHEMA = 1
 RESULTS_NAME = "verify.json"
 
 
@@ -45,24 +51,14 @@ class VerifySettings:
     rounding: str = "qnnpack"
     float_atol: float = 1e-4
     float_rtol: float = 1e-5
-    max_lsb: int = 2  # per operation, run in isolation
+    max_lsb: int = 1  # per operation under nnapi rounding (qnnpack: rules.op_bound)
     min_top1_agreement: float = 0.75
     min_top5_agreement: float = 0.8
     random_inputs: int = 3
     seed: int = 0
     api_level: int = 29
-    layerwise: str = "auto"  # "auto": on failure and for quantized variants; "always"; "never"
+    layerwise: str = "auto"  # "auto"/"always": operation by operation (every mode); "never": end to end only
     cache: Optional[Path] = None
-
-
-@dataclass
-class LayerResult:
-    operation: int
-    name: str
-    output: str
-    max_abs: float
-    max_lsb: Optional[int]
-    ok: bool
 
 
 @dataclass
@@ -71,14 +67,20 @@ class VariantResult:
     mode: str
     ok: bool
     quantized: bool
+    files: Dict[str, Dict[str, str]] = field(default_factory=dict)
     inputs: int = 0
+    calibrated_inputs: int = 0
     max_abs_diff: float = 0.0
     max_lsb_diff: Optional[int] = None
+    lsb_vs_reference: Optional[int] = None
+    e2e_bound: Optional[int] = None
     top1_agreement: Optional[float] = None
     top5_agreement: Optional[float] = None
     findings: List[Dict[str, Any]] = field(default_factory=list)
+    differences: List[Dict[str, Any]] = field(default_factory=list)
     layers: List[Dict[str, Any]] = field(default_factory=list)
     layerwise_note: str = ""
+    cpu_kernel_issues: List[str] = field(default_factory=list)
     first_divergence: Optional[str] = None
     failures: List[str] = field(default_factory=list)
     error: Optional[str] = None
@@ -99,19 +101,15 @@ class VerifyResult:
 
 
 def verify(settings: VerifySettings) -> VerifyResult:
-    """Verify every (or the selected) variant; write the results JSON; raise VerificationError if any fails."""
+    """Verify every (or the selected) variant; write verify.json; raise VerificationError if any fails."""
     if settings.rounding not in ROUNDING_MODES:
         raise UsageError(f"unknown rounding {settings.rounding!r}", remedy=f"use one of: {', '.join(ROUNDING_MODES)}")
     manifest = ConvertManifest.load(settings.models)
-    variants = manifest.variants()
-    names = list(settings.variants) or sorted(variants)
-    selected = []
-    for name in names:
-        pair = manifest.find(name) if name not in variants else variants[name]
-        if "cpu" not in pair or "nnapi" not in pair:
-            raise RecordError(f"variant {name} lacks a {'cpu' if 'cpu' not in pair else 'nnapi'} model in {manifest.path}",
-                              remedy="run `invoke convert` again")
-        selected.append((pair["cpu"].qualified_variant, pair))
+    out = _results_path(settings, manifest)
+    selected = _select(manifest, settings.variants)
+    for _, pair in selected:  # a file that is not what the manifest recorded is a record problem (exit 5)
+        pair["cpu"].check_hash()
+        pair["nnapi"].check_hash()
     from . import runtime
 
     lib = runtime.load(cache=settings.cache)
@@ -119,29 +117,55 @@ def verify(settings: VerifySettings) -> VerifyResult:
     for name, pair in selected:
         log.info("verifying %s", name)
         rows.append(verify_pair(name, pair["cpu"], pair["nnapi"], settings))
-    out = settings.out or manifest.dir / RESULTS_NAME
-    atomic_write_json(out, {
-        "kind": RESULTS_KIND, "schema": RESULTS_SCHEMA, "written": now_iso(), "manifest": str(manifest.path),
-        "library": str(lib), "rounding": settings.rounding,
-        "thresholds": {"float_atol": settings.float_atol, "float_rtol": settings.float_rtol, "max_lsb": settings.max_lsb,
-                       "min_top1_agreement": settings.min_top1_agreement,
-                       "min_top5_agreement": settings.min_top5_agreement},
-        "ok": all(r.ok for r in rows),
-        "variants": [r.to_dict() for r in rows],
-    })
-    result = VerifyResult(Path(out), rows, str(lib))
+    VerifyRecord(out, str(manifest.path), str(lib), sha256_file(Path(lib)), settings.rounding,
+                 _thresholds(settings), [r.to_dict() for r in rows]).write()
+    result = VerifyResult(out, rows, str(lib))
     if not result.ok:
-        bad = [r for r in rows if not r.ok]
-        raise VerificationError(
-            f"{len(bad)} of {len(rows)} NNAPI model(s) do not match their CPU model on the host NNAPI: "
-            + ", ".join(r.variant for r in bad),
-            cause="; ".join(f"{r.variant}: {r.error or '; '.join(r.failures)}"
-                            + (f" (first diverging operation: {r.first_divergence})" if r.first_divergence else "")
-                            for r in bad),
-            remedy=f"see {out} (per-variant findings and layer-by-layer results); fix the conversion, "
-                   "or relax verify.* thresholds in invoke.yaml if the difference is expected",
-        )
+        raise _failure(rows, out)
     return result
+
+
+def _results_path(settings: VerifySettings, manifest: ConvertManifest) -> Path:
+    out = Path(settings.out) if settings.out else verify_path(manifest.dir)
+    if out.is_dir():
+        raise UsageError(f"the results file {out} is a directory", remedy="give a file name: --out path/to/verify.json")
+    if out.parent.exists() and not out.parent.is_dir():
+        raise UsageError(f"the results file's directory {out.parent} is a file", remedy="choose another --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _select(manifest: ConvertManifest, wanted) -> List[Tuple[str, Dict[str, ModelFile]]]:
+    variants = manifest.variants()
+    selected = []
+    for name in list(wanted) or sorted(variants):
+        pair = variants[name] if name in variants else manifest.find(name)
+        if "cpu" not in pair or "nnapi" not in pair:
+            raise RecordError(f"variant {name} lacks a {'cpu' if 'cpu' not in pair else 'nnapi'} model in {manifest.path}",
+                              remedy="run `invoke convert` again")
+        selected.append((pair["cpu"].qualified_variant, pair))
+    return selected
+
+
+def _thresholds(s: VerifySettings) -> Dict[str, Any]:
+    return {"float_atol": s.float_atol, "float_rtol": s.float_rtol, "max_lsb": s.max_lsb,
+            "op_lsb_bound": {"qnnpack": rules.OP_LSB_BOUND["qnnpack"], "nnapi": s.max_lsb},
+            "qnnpack_inexact_ops": {str(k.name): v for k, v in rules.QNNPACK_INEXACT_OPS.items()},
+            "e2e_lsb_vs_reference": rules.E2E_LSB_BOUND_VS_REFERENCE,
+            "e2e_lsb_vs_cpu": rules.E2E_LSB_BOUND_VS_CPU, "float_reference_lsb": rules.FLOAT_REFERENCE_LSB,
+            "min_top1_agreement": s.min_top1_agreement, "min_top5_agreement": s.min_top5_agreement}
+
+
+def _failure(rows: List[VariantResult], out: Path) -> VerificationError:
+    bad = [r for r in rows if not r.ok]
+    return VerificationError(
+        f"{len(bad)} of {len(rows)} NNAPI model(s) do not match their CPU model on the host NNAPI: "
+        + ", ".join(f"{r.variant} (first differing: {r.first_divergence or 'the model as a whole'})" for r in bad),
+        cause="; ".join(f"{r.variant}: {'; '.join(r.failures)}" for r in bad),
+        remedy=f"see {out} (differences, per-operation results); the named operation is where the shipped NNAPI "
+               "model stops computing what the CPU model computes: re-run `invoke convert --force` and verify "
+               "again, and report it if it persists",
+    )
 
 
 @contextlib.contextmanager
@@ -158,265 +182,144 @@ def _qengine(name: str):
 
 
 def verify_pair(name: str, cpu_file: ModelFile, nnapi_file: ModelFile, s: VerifySettings) -> VariantResult:
-    import torch
-
-    from . import runtime
-
-    quantized = cpu_file.mode != "none"
-    row = VariantResult(variant=name, mode=cpu_file.mode, ok=False, quantized=quantized)
-    try:
-        cpu_file.check_hash()
-        nnapi_file.check_hash()
-        with _qengine("qnnpack"):  # quantized weights are packed for the engine current at load time
-            cpu = torch.jit.load(str(cpu_file.path), map_location="cpu").eval()
-            nnapi = torch.jit.load(str(nnapi_file.path), map_location="cpu").eval()
-    except (RecordError, RuntimeError) as e:
-        row.error = f"cannot load the models: {e}"
-        return row
-    try:
-        graph = decode_module(nnapi)
-    except (ValueError, RuntimeError) as e:
-        row.error = f"cannot decode the NNAPI model: {e}"
-        return row
-    findings = checks.static_checks(graph, s.api_level)
-    row.findings = [f.to_dict() for f in findings]
-    out_operand = graph.operands[graph.outputs[0]] if graph.outputs else None
-    inputs = make_inputs(cpu, nnapi_file, s.random_inputs, s.seed)
-    row.inputs = len(inputs)
-    top1 = top5 = 0
-    with _qengine("qnnpack"), runtime.using_rounding(s.rounding), torch.no_grad():
-        for x in inputs:
-            try:
-                ref = cpu(x)
-                got = nnapi(x)
-            except RuntimeError as e:
-                row.error = f"running the NNAPI model failed: {str(e).strip().splitlines()[0]}; {runtime.last_error()}"
-                break
-            ref_f, got_f = _as_float(ref), _as_float(got)
-            row.max_abs_diff = max(row.max_abs_diff, float((ref_f - got_f).abs().max()))
-            if quantized:
-                scale = _output_scale(ref, out_operand)
-                lsb = int(round(float((ref_f - got_f).abs().max()) / scale)) if scale else 0
-                row.max_lsb_diff = max(row.max_lsb_diff or 0, lsb)
-            a, b = ref_f.reshape(ref_f.shape[0], -1), got_f.reshape(got_f.shape[0], -1)
-            k = min(5, a.shape[1])
-            for ra, rb in zip(a, b):
-                top1 += int(ra.argmax() == rb.argmax())
-                top5 += len(set(ra.topk(k).indices.tolist()) & set(rb.topk(k).indices.tolist())) / k
-    if row.error:
-        row.failures.append(row.error)
-    else:
-        n = sum(x.shape[0] for x in inputs) or 1
-        row.top1_agreement, row.top5_agreement = top1 / n, top5 / n
-        if quantized:
-            if row.top1_agreement < s.min_top1_agreement:
-                row.failures.append(f"top-1 agreement {row.top1_agreement:.2f} < {s.min_top1_agreement}")
-            if row.top5_agreement < s.min_top5_agreement:
-                row.failures.append(f"top-5 agreement {row.top5_agreement:.2f} < {s.min_top5_agreement}")
-        else:
-            with torch.no_grad():
-                ref_mag = max(float(_as_float(cpu(inputs[0])).abs().max()), 1.0) if inputs else 1.0
-            limit = s.float_atol + s.float_rtol * ref_mag
-            if row.max_abs_diff > limit:
-                row.failures.append(f"max abs diff {row.max_abs_diff:.3g} > {limit:.3g}")
-    row.failures.extend(f.message for f in checks.errors(findings))
-    want_layers = s.layerwise == "always" or (s.layerwise == "auto" and (quantized or row.failures))
-    if want_layers and inputs:
-        try:
-            layers, note = layer_by_layer(cpu, nnapi_file, inputs[0], s)
-        except Exception as e:  # noqa: BLE001 - the comparison is a diagnosis; report why it was not possible
-            layers, note = [], f"layer-by-layer comparison not possible: {type(e).__name__}: {e}"
-        row.layers = [asdict(x) for x in layers]
-        row.layerwise_note = note
-        bad = [x for x in layers if not x.ok]
-        if bad:
-            row.first_divergence = f"operation {bad[0].operation} {bad[0].name} (output {bad[0].output})"
-            row.failures.append(f"{len(bad)} operation(s) diverge when run in isolation on the CPU model's values; "
-                                f"first: {row.first_divergence}")
-    row.ok = not row.failures
+    row = VariantResult(variant=name, mode=cpu_file.mode, ok=False, quantized=cpu_file.mode != "none",
+                        files={b: {"file": f.file, "sha256": f.sha256} for b, f in (("cpu", cpu_file), ("nnapi", nnapi_file))})
+    with _qengine("qnnpack"):  # quantized weights are packed for the engine current at load time
+        loaded = _load(cpu_file, nnapi_file, row)
+        if loaded is None:
+            row.failures.append(row.error)
+            return row
+        cpu, nnapi, graph = loaded
+        findings = checks.static_checks(graph, s.api_level) + checks.wrapper_checks(nnapi, graph)
+        row.findings = [f.to_dict() for f in findings]
+        inputs, row.calibrated_inputs = make_inputs(cpu, nnapi_file, s.random_inputs, s.seed)
+        row.inputs = len(inputs)
+        ref, al, layers = _operation_by_operation(cpu, nnapi, nnapi_file, graph, inputs, s, row)
+        e2e = end_to_end(cpu, nnapi, inputs, row.calibrated_inputs, ref, al, graph, s.rounding)
+    _judge(row, s, findings, al, layers, e2e, graph)
     return row
 
 
-def _as_float(t):
+def _load(cpu_file: ModelFile, nnapi_file: ModelFile, row: VariantResult):
     import torch
 
-    if isinstance(t, (list, tuple)):
-        t = t[0]
-    return t.dequantize() if t.is_quantized else t.to(torch.float32)
-
-
-def _output_scale(ref, out_operand) -> float:
-    if isinstance(ref, (list, tuple)):
-        ref = ref[0]
-    if ref.is_quantized:
-        return float(ref.q_scale())
-    if out_operand is not None and out_operand.is_quant:
-        return float(out_operand.scale)
-    return 0.0
-
-
-def make_inputs(cpu, spec_file: ModelFile, n_random: int, seed: int) -> List[Any]:
-    """The model's bundled inputs, then ``n_random`` random inputs of the manifest's shape (quantized if it is)."""
-    import torch
-
-    inputs = []
-    getter = getattr(cpu, "get_all_bundled_inputs", None)
-    if getter is not None:
-        try:
-            inputs.extend(args[0] for args in getter() if args)
-        except RuntimeError as e:
-            log.debug("bundled inputs unavailable: %s", e)
-    spec = spec_file.input
-    g = torch.Generator().manual_seed(seed)
-    for k in range(n_random):
-        # calibration-like: smooth images in [-1, 1] plus noise, and one plain uniform draw
-        shape = tuple(spec.shape)
-        x = torch.rand(shape, generator=g) * 2 - 1
-        if k % 2 == 1 and len(shape) == 4:
-            low = torch.rand((shape[0], shape[1], max(1, shape[2] // 16), max(1, shape[3] // 16)), generator=g) * 2 - 1
-            x = 0.7 * torch.nn.functional.interpolate(low, size=shape[2:], mode="bilinear", align_corners=False) + 0.3 * x
-        if spec.dtype == "quint8":
-            x = torch.quantize_per_tensor(x, float(spec.scale), int(spec.zero_point), torch.quint8)
-        if spec.memory_format == "channels_last" and len(shape) == 4:
-            x = x.contiguous(memory_format=torch.channels_last)
-        inputs.append(x)
-    return inputs
-
-
-# --------------------------------------------------------------------------- layer by layer
-
-
-class _Proxy:
-    """The frozen module with a copied graph, as the serializer sees a module."""
-
-    def __init__(self, module, graph):
-        self._module = module
-        self.graph = graph
-
-    def __getattr__(self, name):
-        return getattr(self._module, name)
-
-
-def layer_by_layer(cpu, spec_file: ModelFile, example, s: VerifySettings) -> Tuple[List[LayerResult], str]:
-    """Run each NNAPI operation of a fresh conversion of ``cpu`` on the CPU model's own intermediate values."""
-    import torch
-    from torch.backends._nnapi.serializer import DimOrder, _NnapiSerializer
-
-    with _qengine("qnnpack"), torch.no_grad():
-        frozen = cpu if _is_frozen(cpu) else torch.jit.freeze(cpu.eval())
-        graph = frozen.graph.copy()
-        x = example.clone()
-        if x.dim() == 4 and spec_file.input.memory_format == "channels_last":  # converted with an NHWC input
-            x = x.contiguous(memory_format=torch.channels_last)
-            x.nnapi_nhwc = True
-        _fold_rank_checks(frozen, graph, x)
-        ser = _NnapiSerializer(None)
-        ser_model, weights, _, _, _, _ = ser.serialize_model(_Proxy(frozen, graph), [x])
-        values = [(v, oid) for v, oid in ser.jitval_operand_map.items() if v.type().kind() == "TensorType"]
-        probes = _probe(frozen, graph, [v for v, _ in values], x)
-        nn_graph = decode_serialized(torch.tensor(ser_model, dtype=torch.int32).numpy().tobytes(),
-                                     [_tensor_bytes(w.contiguous()) for w in weights])
-        cpu_vals: Dict[int, Any] = {}
-        for (v, oid), val in zip(values, probes):
-            if isinstance(val, torch.Tensor):
-                if ser.operands[oid].dim_order is DimOrder.CHANNELS_LAST and val.dim() == 4:
-                    val = val.permute(0, 2, 3, 1)
-                cpu_vals[oid] = (val.int_repr() if val.is_quantized else val).contiguous()
-        with _qengine("qnnpack"):
-            shipped_graph = decode_module(torch.jit.load(str(spec_file.path), map_location="cpu"))
-        same_structure = _structure(shipped_graph) == _structure(nn_graph)
-        if same_structure:  # operand ids coincide: run the shipped model's operations (its weights, its parameters)
-            nn_graph = shipped_graph
-        plan = Plan(nn_graph, s.rounding)
-        results = []
-        for op, step in plan.steps:
-            needed = [i for i in op.inputs if nn_graph.operands[i].lifetime != "constant"]
-            out_id = op.outputs[0]
-            if out_id not in cpu_vals or any(i not in cpu_vals for i in needed):
-                continue
-            env = list(plan.env_template)
-            for i in needed:
-                env[i] = cpu_vals[i]
-            try:
-                step(env)
-            except (BadModel, RuntimeError) as e:
-                results.append(LayerResult(op.index, op.name, nn_graph.operands[out_id].describe(), math.inf, None, False))
-                log.debug("operation %d failed in isolation: %s", op.index, e)
-                continue
-            got, ref = env[out_id], cpu_vals[out_id]
-            o = nn_graph.operands[out_id]
-            if got.shape != ref.shape:
-                results.append(LayerResult(op.index, op.name, o.describe(), math.inf, None, False))
-                continue
-            diff = (got.to(torch.float64) - ref.to(torch.float64)).abs()
-            max_abs = float(diff.max()) if diff.numel() else 0.0
-            if o.is_quant:
-                lsb = int(max_abs)
-                results.append(LayerResult(op.index, op.name, o.describe(), max_abs * o.scale, lsb, lsb <= s.max_lsb))
-            else:
-                mag = float(ref.abs().max()) if ref.numel() and ref.dtype.is_floating_point else 0.0
-                ok = max_abs <= s.float_atol + s.float_rtol * max(mag, 1.0)
-                results.append(LayerResult(op.index, op.name, o.describe(), max_abs, None, ok))
-    if same_structure:
-        note = (f"{len(results)} of {len(nn_graph.operations)} operations of the shipped NNAPI model compared in "
-                "isolation on the CPU model's values")
-    else:
-        note = (f"{len(results)} of {len(nn_graph.operations)} operations compared in isolation; the shipped NNAPI model "
-                "has another structure than the CPU model converted again here, so that conversion was compared")
-    return results, note
-
-
-def _probe(frozen, graph, values, x) -> list:
-    """Run ``graph`` (changing it: it then returns ``values``, a tuple of its tensor values) on ``x``."""
-    import torch
-
-    ret = graph.return_node()
-    tup = graph.create("prim::TupleConstruct", values)
-    tup.output().setType(torch._C.TupleType([v.type() for v in values]))
-    graph.appendNode(tup)
-    ret.removeInput(0)
-    ret.addInput(tup.output())
-    fn = torch._C._create_function_from_graph("torchdroid_probe", graph)
-    return list(fn(frozen._c, x))
-
-
-def _fold_rank_checks(frozen, graph, x) -> None:
-    """Replace ``len(t.size())`` by the rank ``t`` has on ``x`` and fold what depends on it.
-
-    Scripted models (what `invoke convert` ships as CPU models) keep the ``if len(x.shape) != 4: raise``
-    checks of torch's functional and quantized modules, which the NNAPI serializer cannot convert.
-    """
-    import torch
-
-    if not any(n.kind() == "aten::len" for n in graph.nodes()):
-        return
-    probe = graph.copy()
-    tensors = [v for v in probe.inputs() if v.type().kind() == "TensorType"]
-    tensors += [v for n in probe.nodes() for v in n.outputs() if v.type().kind() == "TensorType"]
-    names = [v.debugName() for v in tensors]
-    rank = {name: t.dim() for name, t in zip(names, _probe(frozen, probe, tensors, x)) if isinstance(t, torch.Tensor)}
-    for node in list(graph.nodes()):
-        if node.kind() != "aten::len":
-            continue
-        size = node.input().node()
-        if size.kind() == "aten::size" and size.inputsSize() == 1 and size.input().debugName() in rank:
-            with graph.insert_point_guard(node):
-                const = graph.insertConstant(rank[size.input().debugName()])
-            node.output().replaceAllUsesWith(const)
-    torch._C._jit_pass_constant_propagation(graph)
-    torch._C._jit_pass_dce(graph)
-
-
-def _structure(g: Graph):
-    return [(op.type, op.inputs, op.outputs) for op in g.operations], [(o.type, o.dims) for o in g.operands]
-
-
-def _is_frozen(module) -> bool:
     try:
-        return not any(n.kind() == "prim::GetAttr" for n in module.graph.nodes())
-    except RuntimeError:
-        return False
+        cpu = torch.jit.load(str(cpu_file.path), map_location="cpu").eval()
+        nnapi = torch.jit.load(str(nnapi_file.path), map_location="cpu").eval()
+    except RuntimeError as e:
+        row.error = f"cannot load the models: {str(e).strip().splitlines()[0] if str(e).strip() else e}"
+        return None
+    try:
+        graph = decode_module(nnapi)
+    except (ValueError, RuntimeError) as e:
+        row.error = f"cannot decode the NNAPI model inside {nnapi_file.file}: {e}"
+        row.first_divergence = "the serialized NNAPI model"
+        return None
+    return cpu, nnapi, graph
 
 
-__all__ = ["VerifySettings", "VerifyResult", "VariantResult", "verify", "verify_pair", "layer_by_layer",
-           "make_inputs", "ConversionError", "ToolFailed"]
+def _operation_by_operation(cpu, nnapi, nnapi_file: ModelFile, graph: Graph, inputs, s: VerifySettings, row: VariantResult
+                            ) -> Tuple[Optional[Reference], Optional[Alignment], List[LayerResult]]:
+    import torch
+
+    if not inputs or s.layerwise == "never":
+        row.layerwise_note = "no input to run the CPU model on" if not inputs else "not compared (--layerwise never)"
+        return None, None, []
+    try:
+        with torch.no_grad():
+            ref = build_reference(cpu, inputs[0], nnapi_file.input.memory_format == "channels_last")
+    except Exception as e:  # noqa: BLE001 - the serializer raises bare Exceptions; say why instead
+        row.layerwise_note = (f"operation-by-operation comparison not possible: the CPU model cannot be converted "
+                              f"again ({type(e).__name__}: {str(e)[:200]}); only the end-to-end checks ran")
+        return None, None, []
+    al = align(graph, ref.graph)
+    if al.ok:
+        al.differences.extend(compare_operands(graph, ref.graph, al))
+        al.differences.extend(interface_differences(find_nnapi_module(nnapi), graph, ref.channels_last, al))
+        al.differences.sort(key=lambda d: (d.operation < 0, d.operation))
+    row.differences = [d.to_dict() for d in al.differences]
+    if al.differences and not al.operands:
+        row.layerwise_note = "the shipped model's structure differs from the CPU model's conversion"
+        return ref, al, []
+    tol = FloatTolerance(s.float_atol, s.float_rtol)
+    layers = compare_operations(graph, al, ref, s.rounding, tol, nnapi_bound=s.max_lsb)
+    row.layers = [x.to_dict() for x in layers]
+    row.layerwise_note = (f"{len(layers)} of {len(graph.operations)} operations of the shipped NNAPI model run on the "
+                          "CPU model's own values")
+    return ref, al, layers
+
+
+def _judge(row: VariantResult, s: VerifySettings, findings, al: Optional[Alignment], layers: List[LayerResult],
+           e2e: EndToEnd, graph: Graph) -> None:
+    row.max_abs_diff, row.max_lsb_diff, row.lsb_vs_reference = e2e.max_abs, e2e.max_lsb, e2e.lsb_vs_reference
+    row.top1_agreement, row.top5_agreement = e2e.top1, e2e.top5
+    suspects = [x for x in layers if x.cpu_kernel_suspect]
+    row.cpu_kernel_issues = [f"{x.describe()}: {x.note}" for x in suspects]
+    row.findings.extend(checks.Finding("cpu-kernel", "warning", f"the CPU model is wrong at {issue}", x.operation).to_dict()
+                        for issue, x in zip(row.cpu_kernel_issues, suspects))
+    first = _first_divergence(al.differences if al else [], layers, checks.errors(findings), graph)
+    row.first_divergence = row.first_divergence or first
+    where = f" (first differing: {first})" if first else ""
+    if e2e.error:
+        row.failures.append(e2e.error + where)
+    row.failures.extend(_operation_failures(al, layers))
+    row.failures.extend(f + where for f in _end_to_end_failures(row, s, e2e, graph))
+    row.failures.extend(f.message for f in checks.errors(findings))
+    row.ok = not row.failures
+
+
+def _operation_failures(al: Optional[Alignment], layers: List[LayerResult]) -> List[str]:
+    out = []
+    if al and al.differences:
+        out.append(f"{len(al.differences)} difference(s) from the CPU model's conversion; first: "
+                   f"{al.differences[0].describe()}")
+    bad = [x for x in layers if not x.ok]
+    if bad:
+        out.append(f"{len(bad)} operation(s) differ from the CPU model when run on its values; first: "
+                   f"{bad[0].describe()}: {_layer_detail(bad[0])}")
+    return out
+
+
+def _layer_detail(x: LayerResult) -> str:
+    if x.note:
+        return x.note
+    if x.max_lsb is not None:
+        return f"{x.max_lsb} LSB (bound {x.bound})"
+    return f"max abs diff {x.max_abs:.3g}"
+
+
+def _first_divergence(differences: List[Difference], layers: List[LayerResult], errors, graph: Graph) -> Optional[str]:
+    cands = [(d.operation, d.name) for d in differences]
+    cands += [(x.operation, x.describe()) for x in layers if not x.ok]
+    cands += [(f.operation, f"operation {f.operation} {graph.operations[f.operation].name}") for f in errors
+              if 0 <= f.operation < len(graph.operations)]
+    if not cands:
+        return None
+    return min(cands, key=lambda c: (c[0] < 0, c[0]))[1]
+
+
+def _end_to_end_failures(row: VariantResult, s: VerifySettings, e2e: EndToEnd, graph: Graph) -> List[str]:
+    if e2e.error:
+        return []
+    out = []
+    if e2e.lsb_vs_reference is not None and e2e.lsb_vs_reference > rules.E2E_LSB_BOUND_VS_REFERENCE:
+        out.append(f"end to end {e2e.lsb_vs_reference} LSB from the CPU model's own conversion on the same kernels "
+                   f"(bound {rules.E2E_LSB_BOUND_VS_REFERENCE})")
+    if not row.quantized:
+        limit = s.float_atol + s.float_rtol * max(e2e.ref_magnitude, 1.0)
+        if e2e.max_abs > limit:
+            out.append(f"max abs diff {e2e.max_abs:.3g} > {limit:.3g}")
+        return out
+    if row.cpu_kernel_issues:
+        return out  # the CPU model is not a trustworthy reference end to end; the operations decided
+    row.e2e_bound = rules.e2e_bound_vs_cpu(s.rounding, {op.type for op in graph.operations})
+    if row.e2e_bound is not None and (e2e.max_lsb or 0) > row.e2e_bound:
+        out.append(f"end to end {e2e.max_lsb} LSB from the CPU model (bound {row.e2e_bound} under {s.rounding} rounding)")
+    if e2e.top1 is not None and e2e.top1 < s.min_top1_agreement:
+        out.append(f"top-1 agreement {e2e.top1:.2f} < {s.min_top1_agreement} on the calibrated inputs")
+    if e2e.top5 is not None and e2e.top5 < s.min_top5_agreement:
+        out.append(f"top-5 agreement {e2e.top5:.2f} < {s.min_top5_agreement} on the calibrated inputs")
+    return out
+
+
+__all__ = ["VerifySettings", "VerifyResult", "VariantResult", "verify", "verify_pair", "make_inputs"]

@@ -29,7 +29,7 @@ from toolchain import pins
 from toolchain.errors import RecordError, ToolFailed, UsageError
 from toolchain.fsutil import ensure_space, output_lock, sha256_file
 from toolchain.progress import progress
-from toolchain.records import BuildInfo, build_info_path, now_iso
+from toolchain.records import BUILD_INFO_NAME, BuildInfo, build_info_path, now_iso
 from toolchain.runner import run
 from toolchain.tools import CMake, Jdk, Ninja
 from toolchain.tools.sdk import AndroidSdk
@@ -132,7 +132,7 @@ class BuildPlan:
 
     @property
     def info_path(self) -> Path:
-        return self.target.out_dir / "build-info.json"
+        return self.target.out_dir / BUILD_INFO_NAME
 
 
 @dataclass(frozen=True)

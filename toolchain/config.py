@@ -85,13 +85,13 @@ DEFAULTS: dict = {
     "verify": {
         "float_atol": 1e-4,
         "float_rtol": 1e-5,  # plus this fraction of the largest reference output magnitude
-        "max_lsb": 2,  # per NNAPI operation run in isolation on the CPU model's values
+        "max_lsb": 1,  # per NNAPI operation on the CPU model's values, under nnapi rounding (qnnpack: 0, see docs/host-nnapi.md)
         "min_top1_agreement": 0.75,
         "min_top5_agreement": 0.8,
         "rounding": "qnnpack",  # quantized kernels: qnnpack (match the CPU model) | nnapi (what a conformant device computes)
         "random_inputs": 3,  # besides the bundled inputs
         "seed": 0,
-        "layerwise": "auto",  # auto: for quantized variants and on failure | always | never
+        "layerwise": "auto",  # auto/always: compare every operation of the shipped model | never: end to end only
         "after_convert": "warn",  # after `invoke convert`: warn (print a failed check) | fail (exit 8) | off
         "out": None,  # default: <models>/verify.json
         "cache": None,  # where the host libneuralnetworks.so is built; default ~/.cache/torchdroid/host-nnapi

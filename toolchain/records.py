@@ -541,6 +541,70 @@ class DeployResults:
                    data.get("devices", []))
 
 
+# --------------------------------------------------------------------------- verify
+
+VERIFY_NAME = "verify.json"  # next to the manifest it verified, unless --out says otherwise
+VERIFY_KIND = "torchdroid.host-nnapi-verify"
+VERIFY_SCHEMA = 1
+
+
+def verify_path(models_dir: Path) -> Path:
+    """Where `invoke verify` writes its record for the models in ``models_dir``."""
+    return Path(models_dir) / VERIFY_NAME
+
+
+@dataclass
+class VerifyRecord:
+    """``verify.json``: what `invoke verify` checked, with what, and the verdict per variant.
+
+    Stable fields (other stages rely on them; keep their names and meaning):
+    ``manifest`` (path), ``library`` (path of the host libneuralnetworks.so), ``library_sha256``,
+    ``rounding``, ``ok``, and per entry of ``variants``: ``variant``, ``ok`` and ``files`` =
+    ``{"cpu": {"file", "sha256"}, "nnapi": {"file", "sha256"}}`` -- the sha256 of each file as verified.
+    """
+
+    path: Path
+    manifest: str
+    library: str
+    library_sha256: Optional[str]
+    rounding: str
+    thresholds: Dict[str, Any]
+    variants: List[Dict[str, Any]]
+    written: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return all(v.get("ok") for v in self.variants)
+
+    def files(self) -> Dict[str, str]:
+        """file name -> sha256 of every model file this record verified."""
+        out: Dict[str, str] = {}
+        for v in self.variants:
+            for f in (v.get("files") or {}).values():
+                out[f["file"]] = f["sha256"]
+        return out
+
+    REMEDY = "run `invoke verify` (it writes <models>/verify.json)"
+
+    @classmethod
+    def load(cls, path: Path) -> "VerifyRecord":
+        path = Path(path)
+        path = verify_path(path) if path.is_dir() else path
+        data = read_record(path, VERIFY_KIND, VERIFY_SCHEMA, cls.REMEDY)
+        return cls(path, data.get("manifest", ""), data.get("library", ""), data.get("library_sha256"),
+                   data.get("rounding", ""), data.get("thresholds", {}), list(data.get("variants", [])),
+                   data.get("written", ""))
+
+    def write(self) -> Path:
+        return write_record(self.path, VERIFY_KIND, VERIFY_SCHEMA, {
+            "manifest": self.manifest, "library": self.library, "library_sha256": self.library_sha256,
+            "rounding": self.rounding, "thresholds": self.thresholds, "ok": self.ok, "variants": self.variants,
+        })
+
+
+# --------------------------------------------------------------------------- app-info (typed)
+
+
 def app_info_path(app_dir: Path) -> Path:
     """Where the app-info of the Gradle project in ``app_dir`` lives."""
     return Path(app_dir) / APP_INFO_NAME

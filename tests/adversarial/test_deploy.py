@@ -230,6 +230,56 @@ def test_sixteen_kb_device_refuses_a_4k_binary(tmp_path, standin, lab):
     assert not devs["big-pages"].path("/data/local/tmp/torchdroid/work/speed_benchmark_torch").exists()
 
 
+@adversarial("deploy", "device: 16 KB pages and a binary linked for them")
+def test_sixteen_kb_device_runs_an_aligned_binary(tmp_path, standin, lab):
+    server, devs = lab
+    src = Path(__file__).resolve().parents[1] / "deploy_support" / "speed_benchmark_standin.c"
+    aligned = tmp_path / "aligned" / "speed_benchmark_torch"
+    aligned.parent.mkdir()
+    subprocess.run(["gcc", "-O1", "-Wl,-z,max-page-size=16384", "-o", str(aligned), str(src)], check=True)
+    user(tmp_path, aligned)
+    out = deploy(tmp_path, server, "--serial", devs["big-pages"].serial, "--no-install")
+    assert_clean(out, "ok", root=tmp_path)
+    assert "deprecates NNAPI" in out.out  # SDK 35: NNAPI numbers are marked
+    data = json.loads((tmp_path / "work" / "build" / "results" / "latest.json").read_text())
+    nnapi = [r for r in data["results"] if r["backend"] == "nnapi"]
+    assert nnapi and all("nnapi-deprecated" in r["flags"] for r in nnapi)
+
+
+@adversarial("deploy", "wrong file: an APK that needs a newer Android than the device's")
+def test_apk_for_a_newer_android(tmp_path, standin, lab):
+    server, devs = lab
+    user(tmp_path, standin)
+    make_apk(tmp_path / "work" / "new.apk", package="org.example.newer", min_sdk=34)
+    out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--apk", "new.apk")
+    assert_clean(out, "device", mentions=["INSTALL_FAILED_OLDER_SDK", "min_sdk"], root=tmp_path)
+    assert not (devs["good"].state_dir / "packages" / "org.example.newer").exists()
+
+
+@adversarial("deploy", "app: the launchable activity is another than .MainActivity")
+def test_app_with_its_own_activity_name(tmp_path, standin, lab):
+    server, devs = lab
+    user(tmp_path, standin)
+    make_apk(tmp_path / "work" / "renamed.apk", package="org.example.renamed", activity="org.example.ui.Launcher")
+    out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--apk", "renamed.apk", "--no-bench")
+    assert_clean(out, "ok", root=tmp_path)
+    log = (devs["good"].state_dir / "device.log").read_text()
+    assert "am start -W -n org.example.renamed/org.example.ui.Launcher" in log
+    assert "org.example.renamed/.MainActivity" not in log
+
+
+def test_the_virtual_am_refuses_an_activity_the_apk_does_not_declare(tmp_path, lab):
+    """The fixture fails where Android would: a component that is not in the installed APK."""
+    server, devs = lab
+    apk = make_apk(tmp_path / "a.apk", package="org.example.fixture", activity=".Real")
+    assert server.adb("-s", devs["other"].serial, "push", str(apk), "/data/local/tmp/a.apk").returncode == 0
+    assert "Success" in server.adb("-s", devs["other"].serial, "shell", "pm install -r /data/local/tmp/a.apk").stdout
+    bad = server.adb("-s", devs["other"].serial, "shell", "am start -W -n org.example.fixture/.Missing").stdout
+    assert "Error type 3" in bad and "Activity class {org.example.fixture/org.example.fixture.Missing} does not exist" in bad
+    good = server.adb("-s", devs["other"].serial, "shell", "am start -W -n org.example.fixture/.Real").stdout
+    assert "Status: ok" in good
+
+
 @adversarial("deploy", "concurrency: another run holds the device directory")
 def test_busy_device_directory(tmp_path, standin, lab):
     server, devs = lab
@@ -334,3 +384,21 @@ def test_report_of_a_run_that_only_failed(tmp_path, standin, lab):
     assert deploy(tmp_path, server, "--serial", devs["locked"].serial).code == 7
     out = run_invoke(["report"], tmp_path / "work")
     assert_clean(out, "record", mentions=["no successful binary benchmarks", "unauthorized"], root=tmp_path)
+
+
+@adversarial("deploy", "bad value: a negative cool-down")
+def test_negative_cooldown(tmp_path, standin, lab):
+    server, devs = lab
+    user(tmp_path, standin)
+    out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--cooldown", "-1")
+    assert_clean(out, "usage", mentions=["cool-down", "--cooldown"], root=tmp_path)
+
+
+def test_cooldown_waits_between_models(tmp_path, standin, lab):
+    server, devs = lab
+    user(tmp_path, standin)
+    t0 = time.monotonic()
+    out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--no-install", "--cooldown", "2")
+    assert_clean(out, "ok", root=tmp_path)
+    assert out.text.count("cooling down 2s") == 1  # two models: one pause between them, none before the first
+    assert time.monotonic() - t0 >= 2

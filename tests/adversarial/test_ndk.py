@@ -110,7 +110,7 @@ def test_old_cmake_first_on_path(tmp_path, ndk_releases):
 
 @adversarial("build-android", "wrong tool: host Python without PyTorch's code-generator modules")
 def test_host_python_without_pyyaml(tmp_path, ndk_releases):
-    fake = _fake_program(tmp_path / "pybin", "python3", f'echo 3.11.2; echo "$0"; echo "yaml"\n')
+    fake = _fake_program(tmp_path / "pybin", "python3", 'echo 3.11.2; echo "$0"; echo "yaml"\n')
     out = run_invoke(["build-android", "--ndk", str(ndk_releases["r26d"]), "--python", str(fake)], tmp_path)
     assert_clean(out, "tool", mentions=["lacks yaml", "-m pip install pyyaml"], root=tmp_path)
 

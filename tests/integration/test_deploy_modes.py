@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -11,13 +10,15 @@ import pytest
 from tests.deploy_support.fixtures import make_apk, write_build_info, write_models
 from tests.adversarial.harness import run_invoke
 from tests.virtual_device.harness import adb_with_devices
+from toolchain.records import DeployResults, deploy_results_path
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None or shutil.which("aapt") is None, reason="needs adb, aapt")
 FAST = ["--iter", "5", "--repeat", "1", "--warmup", "1"]
 
 
 def _rows(work: Path):
-    return json.loads((work / "build" / "results" / "latest.json").read_text())["results"]
+    """The rows of the latest run, through the one reader of the deploy-results record."""
+    return [r.to_dict() for r in DeployResults.load(deploy_results_path(work / "build" / "results", "latest")).rows]
 
 
 def test_binary_only_apk_only_and_both(tmp_path, standin):

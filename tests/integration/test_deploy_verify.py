@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from deploy.adb import AdbServer
-from deploy.push import INDEX_NAME, PushItem, finish_batch, parse_index, push_all, remote_state, send_to_temp
+from deploy.push import INDEX_NAME, PushItem, SentFile, finish_batch, parse_index, push_all, remote_state, send_to_temp
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.errors import DeviceError, VerificationError
 
@@ -29,10 +29,11 @@ def test_batch_verify_renames_only_matching_files(tmp_path):
         with dev.sync_session() as session:
             for f in (good, bad, gone):
                 it = PushItem(f, f.name, 0o640)
-                tmp, sent = send_to_temp(dev, DEVICE_DIR, it, session=session)
+                tmp, sent, mtime = send_to_temp(dev, DEVICE_DIR, it, session=session)
                 assert sent == 300_000
                 data = f.read_bytes()
-                batch.append((it, tmp, sent, hashlib.sha1(data).hexdigest(), hashlib.sha256(data).hexdigest()))
+                batch.append(SentFile(it, tmp, sent, mtime, hashlib.sha1(data).hexdigest(),
+                                      hashlib.sha256(data).hexdigest()))
         d = devs["d"].path(DEVICE_DIR)
         with open(devs["d"].path(batch[1][1]), "r+b") as fh:  # one flipped byte on the device's storage
             fh.seek(1000)
@@ -41,14 +42,17 @@ def test_batch_verify_renames_only_matching_files(tmp_path):
 
         ok, corrupt, missing = finish_batch(dev, DEVICE_DIR, batch, "sha1")
 
-        assert ok.pushed and ok.sha256 == batch[0][4] and ok.bytes == 300_000 and ok.size == 300_000 and ok.mtime > 0
+        assert ok.pushed and ok.sha256 == batch[0].sha256 and ok.bytes == 300_000 and ok.size == 300_000 and ok.mtime > 0
         assert (d / "good.bin").read_bytes() == good.read_bytes()
         assert (d / "good.bin").stat().st_mode & 0o777 == 0o640
         assert isinstance(corrupt, VerificationError)
         assert "bad.bin arrived on" in str(corrupt) and "corrupted" in str(corrupt) and "USB cable" in str(corrupt)
         assert isinstance(missing, DeviceError) and "could not verify and move gone.bin" in str(missing)
         assert not (d / "bad.bin").exists() and not (d / "gone.bin").exists()  # never under a final name
-        assert sorted(os.listdir(d)) == ["good.bin"]  # the corrupted temporary file is removed too
+        assert sorted(os.listdir(d)) == [INDEX_NAME, "good.bin"]  # the corrupted temporary file is removed too
+        # only the renamed file has an index entry, with the size and mtime it has on the device
+        assert parse_index((d / INDEX_NAME).read_text()) == {
+            "good.bin": (batch[0].sha256, 300_000, int((d / "good.bin").stat().st_mtime))}
 
 
 def test_push_all_writes_the_index_with_the_last_verify_and_the_next_push_trusts_it(tmp_path):

@@ -16,6 +16,7 @@ import pytest
 from ndk_build import BuildSettings, build_android
 from ndk_build.elfcheck import Readelf
 from tests.ndk_support import make_fake_ndk, make_fake_sdk
+from tests.ndk_support import build_settings
 from tests.ndk_support.fixtures import *  # noqa: F403 (pytest fixtures: fake_pytorch, fake_ndk)
 from toolchain.errors import ToolFailed, ToolNotFound, UsageError, VerificationError
 from toolchain.fsutil import sha256_file
@@ -24,11 +25,7 @@ from toolchain.records import BuildInfo
 CLEAN_ENV = {"PATH": os.environ["PATH"]}  # no ANDROID_* from this machine
 
 
-def settings(tmp_path, remote, ndk, **kw) -> BuildSettings:
-    base = dict(build_dir=tmp_path / "build", commit=remote.pinned, repo_url=remote.url, ndk=str(ndk) if ndk else None,
-                abi="x86_64", api_level=29, max_jobs=2, env=CLEAN_ENV)
-    base.update(kw)
-    return BuildSettings(**base)
+settings = build_settings
 
 
 @pytest.fixture(scope="module")

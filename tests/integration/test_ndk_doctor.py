@@ -31,6 +31,11 @@ def test_facts_have_stable_unique_ids_and_follow_the_settings(tmp_path):
     assert facts["make-app.sdk"].status == "ok" and "via android.sdk" in facts["make-app.sdk"].found
     # a JDK that upstream's Gradle 6.8.3 accepts, for --aar
     assert facts["build-android.aar-jdk"].status == "ok" and "Java 11" in facts["build-android.aar-jdk"].found
+    import importlib.metadata as md
+
+    conv = facts["convert.lane-converter"]
+    assert f"torch {md.version('torch')} installed; lane current converts with torch==2.8.0" in conv.found
+    assert conv.status == ("ok" if md.version("torch").startswith("2.8.0") else "info")
     nnapi = facts["deploy.nnapi-deprecation"]
     assert "API 35" in nnapi.fix and "CPU fallback" in nnapi.fix
 

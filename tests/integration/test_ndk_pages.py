@@ -3,25 +3,20 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 import pytest
 
-from ndk_build import BuildSettings, build_android
+from ndk_build import build_android
+from tests.ndk_support import build_settings
 from tests.ndk_support.fixtures import *  # noqa: F403
 from toolchain.elf import load_alignment
 from toolchain.errors import VerificationError
 from toolchain.records import BuildInfo
 
-CLEAN_ENV = {"PATH": os.environ["PATH"]}
 
 
-def settings(tmp_path, remote, ndk, **kw) -> BuildSettings:
-    base = dict(build_dir=tmp_path / "build", commit=remote.pinned, repo_url=remote.url, ndk=str(ndk),
-                abi="x86_64", api_level=29, max_jobs=2, env=CLEAN_ENV)
-    base.update(kw)
-    return BuildSettings(**base)
+settings = build_settings
 
 
 def test_r27c_uses_the_ndk_option_and_the_binary_is_16k_aligned(tmp_path, fake_pytorch, ndk_releases):

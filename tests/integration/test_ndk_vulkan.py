@@ -7,26 +7,21 @@ one does (pytorch/pytorch#126394), and torchdroid's -DUSE_VULKAN=OFF is what mak
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import replace
 
 import pytest
 
-from ndk_build import BuildSettings, build_android
+from ndk_build import build_android
 from tests.ndk_support import NDK_REVISIONS
+from tests.ndk_support import build_settings
 from tests.ndk_support.fixtures import *  # noqa: F403
 from toolchain.errors import ToolFailed, ToolNotFound
 from toolchain.tools.ndk import Ndk
 
-CLEAN_ENV = {"PATH": os.environ["PATH"]}
 
 
-def settings(tmp_path, remote, ndk, **kw) -> BuildSettings:
-    base = dict(build_dir=tmp_path / "build", commit=remote.pinned, repo_url=remote.url, ndk=str(ndk),
-                abi="x86_64", api_level=29, max_jobs=2, env=CLEAN_ENV)
-    base.update(kw)
-    return BuildSettings(**base)
+settings = build_settings
 
 
 def test_fixture_ndk_layouts_per_revision(ndk_releases):

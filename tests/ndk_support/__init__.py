@@ -177,3 +177,14 @@ def make_fake_jdk(root: Path, version: str = "11.0.22") -> Path:
         exe.write_text(f'#!/bin/sh\necho "{tool} {version}"\n')
         exe.chmod(0o755)
     return root
+
+
+def build_settings(tmp_path: Path, remote: "FakePytorch", ndk, **kw):
+    """build-android settings for a fixture build: x86_64 (host ELF), API 29, 2 jobs, no ANDROID_* from here."""
+    from ndk_build import BuildSettings
+
+    base = dict(build_dir=Path(tmp_path) / "build", commit=remote.pinned, repo_url=remote.url,
+                ndk=str(ndk) if ndk else None, abi="x86_64", api_level=29, max_jobs=2,
+                env={"PATH": os.environ["PATH"]})
+    base.update(kw)
+    return BuildSettings(**base)

@@ -161,3 +161,13 @@ def test_the_store_refuses_nonsense(tmp_path):
     with pytest.raises(RecordError, match="needs its reason"):
         store.add_run("t", "p", "", {}, [row])
     assert not store.runs()
+
+
+def test_the_app_template_logs_the_progress_lines_deploy_waits_on():
+    from toolchain.records import APP_PROGRESS_PREFIX
+
+    root = Path(__file__).resolve().parents[2] / "templates" / "android_app"
+    java = next(root.rglob("MainActivity.java")).read_text()
+    assert APP_PROGRESS_PREFIX in java
+    for stage in ('"loaded"', '"warmup"', '"iter"'):
+        assert f"progress(requested, {stage}" in java

@@ -82,3 +82,46 @@ def test_feature_level_check_names_operations_newer_than_the_target():
     msgs = [f.message for f in checks.errors(checks.static_checks(g, api_level=28))]
     assert any("EXPAND_DIMS needs API level 29" in m for m in msgs)
     assert not [f for f in checks.static_checks(g, api_level=29) if f.check == "feature-level"]
+
+
+def test_nnapi_rounding_multiplies_input_and_filter_scales_as_float_like_aosp():
+    """AOSP: ``const double input_product_scale = inputShape.scale * filterShape.scale;`` with float scales
+    (docs/facts.md V1): the product is rounded to float before it is widened.  For some scales that changes
+    the Q31 multiplier, i.e. the integer results."""
+    import random
+    import struct
+
+    from host_nnapi.graph import Operand
+    from host_nnapi.kernels.conv import input_product_scale
+
+    def f32(v):
+        return struct.unpack("<f", struct.pack("<f", v))[0]
+
+    rng = random.Random(0)
+    for _ in range(10000):
+        a, b, out = f32(rng.uniform(1e-3, 0.05)), f32(rng.uniform(1e-3, 0.05)), f32(rng.uniform(1e-3, 0.1))
+        if quantize_multiplier(f32(a * b) / out) != quantize_multiplier(a * b / out):
+            break
+    else:
+        raise AssertionError("no pair of scales where the float product changes the multiplier")
+    x = Operand(0, 5, (1, 1, 1, 1), a, 0)
+    w = Operand(1, 5, (1, 1, 1, 1), b, 0)
+    assert input_product_scale(x, w) == f32(a * b) != a * b
+
+
+def test_a_degenerate_weight_scale_is_a_warning_about_weights_not_a_calibration_error():
+    """Only activations blame calibration (error); a weight with a tiny scale is a warning, never a failure."""
+    ops = [Operand(0, nn.TENSOR_QUANT8_ASYMM, (1, 4), 0.1, 0, "input"),
+           Operand(1, nn.TENSOR_QUANT8_ASYMM, (2, 4), 1e-9, 128, "constant", bytes(8)),
+           Operand(2, nn.TENSOR_INT32, (2,), 1e-10, 0, "constant", bytes(8)),
+           _scalar(3, 0),
+           Operand(4, nn.TENSOR_QUANT8_ASYMM, (1, 2), 0.05, 0, "output")]
+    g = Graph(ops, [Operation(0, nn.Op.FULLY_CONNECTED, (0, 1, 2, 3), (4,))], [0], [4])
+    found = checks.static_checks(g)
+    assert not checks.errors(found)
+    (w,) = [f for f in found if f.check == "weight-scale"]
+    assert w.severity == "warning" and "weights of operation 0 FULLY_CONNECTED" in w.message
+    assert "calibrat" not in w.message.replace("not a calibration problem", "")
+    ops[4] = Operand(4, nn.TENSOR_QUANT8_ASYMM, (1, 2), 1e-9, 0, "output")
+    (a,) = checks.errors(checks.static_checks(g))
+    assert a.check == "degenerate-scale" and "activation" in a.message and "output of operation 0" in a.message

@@ -77,24 +77,28 @@ class Stream:
         self.remote_id = remote_id
         self.incoming: "queue.Queue[bytes | None]" = queue.Queue()
         self.buf = bytearray()
+        self.pos = 0  # bytes of buf already read (compacted when more arrives: no memmove per small read)
         self.okay = threading.Event()
         self.okay.set()
         self.closed = False
 
     def read_exact(self, n: int) -> bytes:
-        while len(self.buf) < n:
+        while len(self.buf) - self.pos < n:
             chunk = self.incoming.get()
             if chunk is None:
                 raise Closed()
+            del self.buf[:self.pos]
+            self.pos = 0
             self.buf += chunk
-        out = bytes(self.buf[:n])
-        del self.buf[:n]
+        out = bytes(memoryview(self.buf)[self.pos:self.pos + n])
+        self.pos += n
         return out
 
     def read_some(self, timeout=None) -> bytes:
-        if self.buf:
-            out = bytes(self.buf)
+        if len(self.buf) > self.pos:
+            out = bytes(memoryview(self.buf)[self.pos:])
             self.buf.clear()
+            self.pos = 0
             return out
         chunk = self.incoming.get(timeout=timeout)
         if chunk is None:
@@ -141,13 +145,14 @@ class Connection:
                 raise Closed() from None
 
     def recv_exact(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
+        out = bytearray(n)
+        view, got = memoryview(out), 0
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if not k:
                 raise Closed()
-            out += chunk
-        return bytes(out)
+            got += k
+        return bytes(out) if n <= 64 else out  # payloads stay bytearrays: one copy less per packet
 
     def drop(self) -> None:
         """Cut the transport, as a yanked cable would."""

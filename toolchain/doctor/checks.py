@@ -124,6 +124,22 @@ def _host_python_check(s: DoctorSettings) -> List[Check]:
     return [Check("build-android", name, status, f"{hp.version_str} ({hp.path}){lacks}", fix, False, fact_id)]
 
 
+def _converter_check(s: DoctorSettings) -> List[Check]:
+    """Does the torch installed here match the lane's converter pin? (check-compat decides per model)"""
+    lane = pins.lane(s.lane)
+    try:
+        here = md.version("torch")
+    except md.PackageNotFoundError:
+        return []
+    same = f"=={here.split('+')[0]}" in lane.converter_torch
+    found = f"torch {here} installed; lane {lane.name} converts with {lane.converter_torch}"
+    fix = "" if same else (f"models converted here may use operators or a file format PyTorch {lane.pytorch_ref} "
+                           "lacks: `invoke check-compat` says which; for a sure match install the lane's converter "
+                           "in another environment")
+    return [Check("convert", "converter for the lane", OK if same else INFO, found, fix, False,
+                  "convert.lane-converter")]
+
+
 def _ndk_checks(s: DoctorSettings) -> List[Check]:
     lane = pins.lane(s.lane)
     try:
@@ -157,8 +173,8 @@ def _aar_jdk_check(s: DoctorSettings) -> List[Check]:
                       "build-android.aar-jdk")]
     found = ", ".join(f"{j.major}" for j in Jdk.all(s.environ)) or "none"
     return [Check("build-android", name, INFO, f"no JDK {low}-{high} (found: {found})",
-                  f"optional, for --aar only: install a JDK 11 (e.g. Temurin 11) and pass --java-home or set "
-                  f"JAVA_HOME", False, "build-android.aar-jdk")]
+                  "optional, for --aar only: install a JDK 11 (e.g. Temurin 11) and pass --java-home or set "
+                  "JAVA_HOME", False, "build-android.aar-jdk")]
 
 
 def _app_jdk_check(s: DoctorSettings) -> List[Check]:
@@ -252,6 +268,7 @@ def _nnapi_note(s: DoctorSettings) -> List[Check]:
 
 SECTIONS = (  # (stage, name, id, function): the order of the table
     ("all", "python", "all.python", _python_checks),
+    ("convert", "converter for the lane", "convert.lane-converter", _converter_check),
     ("build-android", "host Python", "build-android.host-python", _host_python_check),
     ("build-android", "build tools", "build-android.tools", _build_tools),
     ("build-android", "Android NDK", "build-android.ndk", _ndk_checks),

@@ -62,44 +62,16 @@ class Program:
         return self
 
 
-class CMake(Program):
-    NAME = "CMake"
-    EXE = ("cmake",)
-    INSTALL = "sudo apt-get install cmake (or pip install cmake)"
+def _program(name: str, exe: Tuple[str, ...], install: str, version_args: Tuple[str, ...] = ("--version",)):
+    """A :class:`Program` subclass for one tool: its display name, executables to look for, how to install it."""
+    return type(name.replace(" ", ""), (Program,), {"NAME": name, "EXE": exe, "INSTALL": install,
+                                                    "VERSION_ARGS": version_args, "__doc__": f"{name} on PATH."})
 
 
-class Ninja(Program):
-    NAME = "Ninja"
-    EXE = ("ninja", "ninja-build")
-    INSTALL = "sudo apt-get install ninja-build (or pip install ninja)"
-
-
-class CCompiler(Program):
-    NAME = "C compiler"
-    EXE = ("cc", "gcc", "clang")
-    INSTALL = "sudo apt-get install build-essential"
-
-
-class GitTool(Program):
-    NAME = "git"
-    EXE = ("git",)
-    INSTALL = "sudo apt-get install git"
-
-
-class Ccache(Program):
-    NAME = "ccache"
-    EXE = ("ccache",)
-    INSTALL = "sudo apt-get install ccache"
-
-
-class GradleOnPath(Program):
-    NAME = "Gradle"
-    EXE = ("gradle",)
-    INSTALL = "optional: generated apps ship a Gradle wrapper"
-
-
-class Adb(Program):
-    NAME = "adb"
-    EXE = ("adb",)
-    VERSION_ARGS = ("version",)
-    INSTALL = "sudo apt-get install adb (or the SDK's platform-tools)"
+CMake = _program("CMake", ("cmake",), "sudo apt-get install cmake (or pip install cmake)")
+Ninja = _program("Ninja", ("ninja", "ninja-build"), "sudo apt-get install ninja-build (or pip install ninja)")
+CCompiler = _program("C compiler", ("cc", "gcc", "clang"), "sudo apt-get install build-essential")
+GitTool = _program("git", ("git",), "sudo apt-get install git")
+Ccache = _program("ccache", ("ccache",), "sudo apt-get install ccache")
+GradleOnPath = _program("Gradle", ("gradle",), "optional: generated apps ship a Gradle wrapper")
+Adb = _program("adb", ("adb",), "sudo apt-get install adb (or the SDK's platform-tools)", ("version",))

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Deploying to 16 virtual devices on 4 adb servers takes about as long as deploying to one (issue 14:
+wall time of the fleet / wall time of one device <= 1.5), each device's link limited to 40 MB/s so that
+the links, not this machine's CPU, should be the bound.
+
+Uses 4 real adb servers (127.0.0.1 only), each with 4 virtual devices of the tests, and
+`deploy --no-bench --no-install` of six model files through all four servers at once.  The single-device
+run is the same deploy (same files, same servers up) with --serial of one device; both are measured
+alternately in this one run, median of --repeat.
+
+    /work/venv/bin/python benchmarks/bench_deploy_fleet.py [--servers 4] [--per-server 4] [--link 40]
+                                                           [--model-mb 4] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from deploy import DeploySettings, deploy  # noqa: E402
+from tests.deploy_support.fixtures import make_inputs  # noqa: E402
+from tests.virtual_device.harness import adb_servers_with_devices  # noqa: E402
+
+TARGET = 1.5
+
+
+def cpu_seconds(pids) -> tuple:
+    """CPU time so far of this process and of ``pids`` (adb servers, virtual devices) with their finished
+    children (the devices' shells and hash tools), from /proc: ``(deploy, [per pid: own, children])``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = []
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            out.append((0.0, 0.0))
+            continue
+        out.append((sum(int(x) for x in fields[11:13]) / tick, sum(int(x) for x in fields[13:15]) / tick))
+    return sum(os.times()[:2]), out
+
+
+def cpu_used(before: tuple, after: tuple, n_servers: int) -> dict:
+    """CPU seconds between two cpu_seconds() readings: deploy, adb servers, devices (Python), their shells."""
+    d = [(a[0] - b[0], a[1] - b[1]) for a, b in zip(after[1], before[1])]
+    return {"deploy": after[0] - before[0], "adb servers": sum(x[0] + x[1] for x in d[:n_servers]),
+            "devices": sum(x[0] for x in d[n_servers:]), "device shells": sum(x[1] for x in d[n_servers:])}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--servers", type=int, default=4)
+    ap.add_argument("--per-server", type=int, default=4, help="virtual devices per adb server")
+    ap.add_argument("--link", type=float, default=40.0, help="each device's link in MB/s")
+    ap.add_argument("--model-mb", type=float, default=4.0, help="size of each of the six model files")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
+        return run(Path(tmp), args)
+
+
+def run(tmp: Path, args) -> int:
+    inp = make_inputs(tmp / "in", modes=("none", "core", "full"), model_size=int(args.model_mb * 1e6))
+    total = sum(f.stat().st_size for f in inp.models.glob("*.pt"))
+    layout = {f"s{k}": {f"d{k}{j}": {"link_mb_s": args.link} for j in range(args.per_server)}
+              for k in range(args.servers)}
+    t = time.perf_counter()
+    with adb_servers_with_devices(tmp / "adb", layout) as (servers, devs, _down):
+        print(f"== {len(devs)} virtual devices on {len(servers)} adb servers, each link {args.link:g} MB/s; "
+              f"6 files, {total / 1e6:.1f} MB per device (started in {time.perf_counter() - t:.1f} s)")
+        addrs = tuple(f"127.0.0.1:{s.port}" for s in servers.values())
+        one = next(iter(devs.values()))
+        pids = [s.proc.pid for s in servers.values()] + [d.proc.pid for d in devs.values()]
+        single, fleet = [], []
+        warm = DeploySettings(models=inp.models, results=tmp / "results", build_info=inp.build_info, servers=addrs,
+                              project="warm", bench=False, install=False, serials=(one.serial,))
+        deploy(warm, on_status=lambda serial, text: None)  # first connections, caches: not measured
+        for i in range(args.repeat):
+            for kind, serials, out in (("one", (one.serial,), single), ("all", (), fleet)):
+                s = DeploySettings(models=inp.models, results=tmp / "results", build_info=inp.build_info,
+                                   servers=addrs, project=f"{kind}{i}", bench=False, install=False, serials=serials)
+                t, c = time.perf_counter(), cpu_seconds(pids)
+                res = deploy(s, on_status=lambda serial, text: None)
+                out.append((time.perf_counter() - t, cpu_used(c, cpu_seconds(pids), len(servers))))
+                bad = [(d.serial, d.errors) for d in res.devices if d.errors]
+                assert not bad, bad
+                assert all(d.pushed_bytes == total for d in res.devices), [d.pushed_bytes for d in res.devices]
+                assert len(res.devices) == (1 if serials else len(devs))
+                for d in devs.values():  # keep the disk use bounded
+                    shutil.rmtree(d.path(f"/data/local/tmp/torchdroid/{kind}{i}"), ignore_errors=True)
+    w1, c1 = statistics.median(x[0] for x in single), _cpu_text(single)
+    wn, cn = statistics.median(x[0] for x in fleet), _cpu_text(fleet)
+    n = len(devs)
+    ratio = wn / w1
+    print(f"one device:   {w1:6.3f} s  ({total / w1 / 1e6:6.1f} MB/s)   median of {args.repeat}; CPU s: {c1}")
+    print(f"{n} devices:  {wn:6.3f} s  ({n * total / wn / 1e6:6.1f} MB/s in all)  CPU s: {cn}")
+    print(f"(this machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f})")
+    print(f"fleet wall time / one device: {ratio:.2f} (target <= {TARGET}) "
+          f"{'OK' if ratio <= TARGET else 'ABOVE TARGET'}")
+    return 0 if ratio <= TARGET else 1
+
+
+def _cpu_text(runs) -> str:
+    keys = runs[0][1].keys()
+    return ", ".join(f"{k} {statistics.median(r[1][k] for r in runs):.2f}" for k in keys)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

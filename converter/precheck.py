@@ -1,0 +1,382 @@
+"""Static checks before converting: will torch's NNAPI converter handle this model, and handle it right?
+
+Run on the float model (fused and without dropout, as it will be converted) with one trace, before any
+calibration, quantization or NNAPI conversion.  What it looks for comes from torch's NNAPI serializer
+(torch/backends/_nnapi/serializer.py, read at run time for the supported operations; the attributes it
+ignores are listed in docs/facts.md):
+
+* operations the serializer has no converter for (``ADDER_MAP``), including the quantized operations the
+  quantized model will use (FloatFunctional.cat becomes ``quantized::cat``);
+* attributes the serializer ignores: ``ceil_mode`` on max/avg pooling (the NNAPI model gets the floor-mode
+  shape: googlenet's 56x56 becomes 55x55), ``output_padding`` of a transposed convolution, the target dtype
+  of ``Tensor.to``;
+* what it refuses only half-way through: grouped convolutions (neither 1 group nor depthwise), dilated
+  pooling, hardtanh other than (0, 6) / (-1, 1), adaptive average pooling to other than 1x1;
+* average pooling with padding: NNAPI averages over the valid elements only, PyTorch (count_include_pad)
+  divides by the whole window, so the borders differ;
+* a plain ``x + y`` / ``x * y`` between activations in a model that will be quantized: eager-mode
+  quantization needs FloatFunctional for them;
+* outputs other than a tensor or a tuple of tensors;
+* the NNAPI API level the operations need (torch passes the NCHW/NHWC layout argument everywhere: API 29).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from toolchain.errors import ConversionError
+
+log = logging.getLogger(__name__)
+
+# What each FloatFunctional method becomes in the quantized model.
+FLOAT_FUNCTIONAL_OPS = {"add": "quantized::add", "add_relu": "quantized::add_relu", "mul": "quantized::mul",
+                        "mul_relu": "quantized::mul_relu", "cat": "quantized::cat", "add_scalar": "quantized::add_scalar",
+                        "mul_scalar": "quantized::mul_scalar", "matmul": "quantized::matmul"}
+# aten operations of the float trace -> the NNAPI operation torch emits (for the API level report).
+NNAPI_OF = {"aten::_convolution": "CONV_2D", "aten::conv2d": "CONV_2D", "aten::max_pool2d": "MAX_POOL_2D",
+            "aten::avg_pool2d": "AVERAGE_POOL_2D", "aten::adaptive_avg_pool2d": "AVERAGE_POOL_2D",
+            "aten::linear": "FULLY_CONNECTED", "aten::addmm": "FULLY_CONNECTED", "aten::add": "ADD", "aten::sub": "SUB",
+            "aten::mul": "MUL", "aten::div": "DIV", "aten::relu": "RELU", "aten::sigmoid": "LOGISTIC",
+            "aten::softmax": "SOFTMAX", "aten::log_softmax": "LOG_SOFTMAX", "aten::prelu": "PRELU",
+            "aten::cat": "CONCATENATION", "aten::mean": "MEAN", "aten::flatten": "RESHAPE", "aten::reshape": "RESHAPE",
+            "aten::unsqueeze": "EXPAND_DIMS", "aten::slice": "STRIDED_SLICE",
+            "aten::upsample_nearest2d": "RESIZE_NEAREST_NEIGHBOR", "aten::hardtanh": "RELU6"}
+# Image operations get the layout argument (API 29) from torch's serializer.
+LAYOUT_ARGUMENT_OPS = {"CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D", "RESIZE_NEAREST_NEIGHBOR",
+                       "TRANSPOSE_CONV_2D"}
+HARMLESS = {"prim::Constant", "prim::ListConstruct", "prim::TupleConstruct", "prim::GetAttr", "aten::size",
+            "aten::detach", "aten::contiguous", "aten::dropout", "aten::feature_dropout", "prim::NumToTensor",
+            "aten::Int", "prim::ListUnpack", "prim::TupleUnpack"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str  # unsupported-op | ignored-attribute | refused-attribute | avg-pool-padding | plain-arithmetic | outputs | api-level
+    where: str
+    what: str
+    fix: str
+    blocking: bool = True
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str:
+        return f"{self.where}: {self.what}"
+
+
+@dataclass
+class Precheck:
+    problems: List[Problem]
+    api_level: int  # the lowest Android API level the NNAPI model needs
+    nnapi_ops: Dict[str, int]
+
+    @property
+    def blocking(self) -> List[Problem]:
+        return [p for p in self.problems if p.blocking]
+
+
+def check_model(model, input_hw: Tuple[int, int], modes: Sequence[str], target_api: int = 29) -> Precheck:
+    """Trace ``model`` (float, as it will be converted) once and list what NNAPI conversion would get wrong."""
+    import torch
+
+    m = _as_converted(model)
+    calls: Dict[str, int] = {}
+    _record_float_functional(m, calls)
+    x = torch.rand(1, 3, *input_hw)
+    with torch.no_grad():
+        try:
+            traced = torch.jit.trace(m, x, check_trace=False)
+        except Exception as e:  # noqa: BLE001 - a user's model can raise anything; say it plainly
+            # not blocking here: the conversion's own probe and trace name the cause with its remedy
+            return Precheck([Problem("trace", "the model", f"could not be checked before converting (tracing failed: "
+                                     f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})",
+                                     "", blocking=False)], 29, {})
+    graph = traced.inlined_graph
+    quantized = any(mode != "none" for mode in modes)
+    problems = _unsupported(graph) + _attributes(graph) + _outputs(graph, modes)
+    if quantized:
+        problems += _float_functional_problems(calls) + _plain_arithmetic(graph, calls)
+    ops = _nnapi_ops(graph)
+    level = 29 if any(op in LAYOUT_ARGUMENT_OPS for op in ops) else 27
+    if level > target_api:
+        problems.append(Problem("api-level", "the model", f"needs NNAPI API level {level} (Android 10): torch's "
+                                f"converter passes a layout argument to {', '.join(sorted(set(ops) & LAYOUT_ARGUMENT_OPS))}",
+                                f"target API level {level} or higher (android.api_level)"))
+    return Precheck(problems, level, ops)
+
+
+def refuse(check: Precheck, label: str) -> None:
+    """Raise a ConversionError naming every blocking problem (before any conversion work)."""
+    bad = check.blocking
+    if not bad:
+        return
+    shown = "; ".join(p.line() for p in bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+    fixes = list(dict.fromkeys(p.fix for p in bad))
+    raise ConversionError(
+        f"{label} cannot be converted to a correct NNAPI model (checked before converting)",
+        cause=shown,
+        remedy="; ".join(fixes[:3]) + (" (and the rest listed above)" if len(fixes) > 3 else ""),
+    )
+
+
+# --------------------------------------------------------------------------- preparation
+
+
+def _as_converted(model):
+    """A copy prepared the way `invoke convert` converts it: fused, dropout removed, eval mode."""
+    from .export import _replace_dropout, fused_float
+
+    m = fused_float(model)
+    _replace_dropout(m)
+    return m.eval()
+
+
+def _record_float_functional(model, calls: Dict[str, int]) -> None:
+    """Count FloatFunctional method calls of this copy (instance attributes; the class is untouched)."""
+    from torch.ao.nn.quantized import FloatFunctional
+
+    for mod in model.modules():
+        if isinstance(mod, FloatFunctional):
+            for name in FLOAT_FUNCTIONAL_OPS:
+                if hasattr(type(mod), name):
+                    setattr(mod, name, _counting(getattr(mod, name), name, calls))
+
+
+def _counting(fn, name: str, calls: Dict[str, int]):
+    def wrapper(*args, **kwargs):
+        calls[name] = calls.get(name, 0) + 1
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _adder_map() -> Dict[str, Any]:
+    from torch.backends._nnapi.serializer import _NnapiSerializer
+
+    return _NnapiSerializer.ADDER_MAP
+
+
+def _kind(node) -> str:
+    k = node.kind()
+    return k[:-1] if k.endswith("_") and not k.endswith("__") else k  # in-place relu_ converts like relu
+
+
+def _where(node) -> str:
+    """The module (scope) and source line of a traced node: ``layer1.0 (aten::add at net.py:41:0)``."""
+    scope = node.scopeName().replace("__module.", "").split("/")[-1] if node.scopeName() else ""
+    source = re.search(r"#\s*(\S+:\d+:\d+)", str(node))
+    at = f" at {source.group(1).rsplit('/', 1)[-1]}" if source else ""
+    return f"{scope or 'the model'} ({node.kind()}{at})"
+
+
+def _unsupported(graph) -> List[Problem]:
+    known = _adder_map()
+    out, seen = [], set()
+    for node in graph.nodes():
+        k = _kind(node)
+        if k in known or k in HARMLESS or k in seen:
+            continue
+        seen.add(k)
+        out.append(Problem("unsupported-op", _where(node), f"the NNAPI converter cannot handle {k} (torch's serializer has no conversion for it)",
+                           f"rewrite the model without {k} (torch/backends/_nnapi/serializer.py ADDER_MAP lists what "
+                           "converts), or keep this model on the CPU"))
+    return out
+
+
+def _const(v) -> Any:
+    node = v.node()
+    if node.kind() == "prim::Constant":
+        return node.output().toIValue() if node.outputsSize() else None
+    if node.kind() == "prim::ListConstruct":
+        return [_const(i) for i in node.inputs()]
+    return None
+
+
+def _attributes(graph) -> List[Problem]:
+    out = []
+    for node in graph.nodes():
+        k = _kind(node)
+        args = [_const(v) for v in node.inputs()]
+        out += _pool_problems(node, k, args) + _conv_problems(node, k, args) + _misc_problems(node, k, args)
+    return out
+
+
+def _pool_problems(node, k: str, args: List[Any]) -> List[Problem]:
+    checks = (_ceil_mode_problem, _dilated_pool_problem, _avg_pool_problem, _adaptive_pool_problem)
+    return [p for check in checks for p in [check(node, k, args)] if p is not None]
+
+
+def _ceil_mode_problem(node, k: str, args: List[Any]) -> Optional[Problem]:
+    ceil_at = {"aten::max_pool2d": 5, "aten::avg_pool2d": 4}.get(k)
+    if ceil_at is None or len(args) <= ceil_at or not args[ceil_at]:
+        return None
+    return Problem("ignored-attribute", _where(node),
+                   "ceil_mode=True is ignored by torch's NNAPI converter: the NNAPI model pools in floor "
+                   "mode and gets a smaller output (e.g. 55x55 instead of 56x56)",
+                   "use ceil_mode=False with explicit padding that gives the same output size")
+
+
+def _dilated_pool_problem(node, k: str, args: List[Any]) -> Optional[Problem]:
+    if k == "aten::max_pool2d" and len(args) > 4 and args[4] and any(d != 1 for d in args[4]):
+        return Problem("refused-attribute", _where(node), "dilated max pooling: NNAPI has none", "use dilation 1")
+    return None
+
+
+def _avg_pool_problem(node, k: str, args: List[Any]) -> Optional[Problem]:
+    if k != "aten::avg_pool2d" or len(args) <= 5:
+        return None
+    padding, include_pad = args[3] or [0], args[5]
+    if any(padding) and include_pad is not False:
+        return Problem("avg-pool-padding", _where(node),
+                       f"average pooling with padding {list(padding)}: NNAPI averages over the valid elements "
+                       "only, PyTorch divides by the whole window, so the borders differ",
+                       "pad explicitly before the pooling, or pool without padding")
+    if include_pad is False or (len(args) > 6 and args[6]):
+        return Problem("refused-attribute", _where(node),
+                       "count_include_pad=False / divisor_override: torch's NNAPI converter refuses them",
+                       "use count_include_pad=True without divisor_override")
+    return None
+
+
+def _adaptive_pool_problem(node, k: str, args: List[Any]) -> Optional[Problem]:
+    if k == "aten::adaptive_avg_pool2d" and len(args) >= 2 and args[1] not in ([1, 1], (1, 1), None):
+        return Problem("refused-attribute", _where(node), f"adaptive average pooling to {args[1]}: NNAPI conversion "
+                       "supports only 1x1", "pool to 1x1 or use avg_pool2d with a fixed window")
+    return None
+
+
+def _conv_problems(node, k: str, args: List[Any]) -> List[Problem]:
+    if k != "aten::_convolution" or len(args) < 9:
+        return []
+    out = []
+    in_c = _shape(node.inputsAt(0))
+    groups, transposed, output_padding = args[8], args[6], args[7] or [0]
+    if transposed and any(output_padding):
+        out.append(Problem("ignored-attribute", _where(node),
+                           f"output_padding={list(output_padding)} of a transposed convolution is ignored by torch's "
+                           "NNAPI converter (the NNAPI output is smaller)", "use output_padding=0"))
+    channels = in_c[1] if in_c and len(in_c) == 4 else None
+    if groups not in (None, 1) and channels is not None and groups != channels:
+        out.append(Problem("refused-attribute", _where(node),
+                           f"grouped convolution ({groups} groups of {channels} channels): torch's NNAPI converter only "
+                           "converts 1 group or depthwise", "use ordinary or depthwise convolutions"))
+    if args[5] and any(d != 1 for d in args[5]):
+        out.append(Problem("refused-attribute", _where(node), f"dilation {list(args[5])}: torch's NNAPI converter "
+                           "has none", "use dilation 1"))
+    return out
+
+
+def _misc_problems(node, k: str, args: List[Any]) -> List[Problem]:
+    if k == "aten::hardtanh" and len(args) >= 3 and (args[1], args[2]) not in ((0.0, 6.0), (-1.0, 1.0)):
+        return [Problem("refused-attribute", _where(node), f"hardtanh({args[1]}, {args[2]}): NNAPI has only (0, 6) "
+                        "and (-1, 1)", "use ReLU6 or hardtanh(-1, 1)")]
+    if k == "aten::to" and any(isinstance(a, int) and not isinstance(a, bool) for a in args[1:3]):
+        return [Problem("ignored-attribute", _where(node), "Tensor.to(dtype) is converted as a no-op: the dtype change "
+                        "is lost", "remove the dtype conversion from forward()", blocking=False)]
+    return []
+
+
+def _shape(v) -> Optional[List[int]]:
+    t = v.type()
+    try:
+        sizes = t.sizes()
+    except (RuntimeError, AttributeError):
+        return None
+    return list(sizes) if sizes is not None else None
+
+
+def _outputs(graph, modes: Sequence[str]) -> List[Problem]:
+    ret = graph.return_node().inputsAt(0)
+    if _tensors_only(ret.type()):
+        if ret.type().kind() == "TupleType" and "core" in modes:
+            return [Problem("outputs", "the model's return value",
+                            f"is a tuple of {len(ret.type().elements())} tensors: quant_core wraps the NNAPI model in one "
+                            "quantize and one dequantize step, which takes a single tensor",
+                            "convert the modes none and full only (--quant none,full), or return one tensor")]
+        return []
+    return [Problem("outputs", "the model's return value", f"is {ret.type()}: NNAPI models return a tensor or a "
+                    "tuple of tensors", "return a tensor or a tuple of tensors from forward()")]
+
+
+def _tensors_only(t) -> bool:
+    kind = t.kind()
+    if kind == "TensorType":
+        return True
+    if kind == "TupleType":
+        return all(_tensors_only(e) for e in t.elements())
+    return False
+
+
+def _float_functional_problems(calls: Dict[str, int]) -> List[Problem]:
+    known = _adder_map()
+    out = []
+    for name, count in sorted(calls.items()):
+        op = FLOAT_FUNCTIONAL_OPS[name]
+        if op not in known:
+            alt = " (a plain torch.cat converts: NNAPI's CONCATENATION requantizes its inputs)" if name == "cat" else ""
+            out.append(Problem("unsupported-op", f"FloatFunctional.{name} (x{count})",
+                               f"becomes {op} in the quantized model, which torch's NNAPI converter cannot convert",
+                               f"avoid FloatFunctional.{name} in the quantized modes{alt}"))
+    return out
+
+
+def _plain_arithmetic(graph, calls: Dict[str, int]) -> List[Problem]:
+    """Tensor-tensor add/mul the FloatFunctional calls do not account for: they fail on quantized tensors."""
+    out = []
+    for kind, methods in (("aten::add", ("add", "add_relu")), ("aten::mul", ("mul", "mul_relu")), ("aten::sub", ())):
+        nodes = [n for n in graph.nodes() if _kind(n) == kind and _two_tensors(n)]
+        extra = len(nodes) - sum(calls.get(m, 0) for m in methods)
+        if extra > 0:
+            op = kind.split("::")[1]
+            out.append(Problem("plain-arithmetic", _where(nodes[-1]),
+                               f"{extra} plain tensor {op}(s) (x {'+' if op == 'add' else '*' if op == 'mul' else '-'} y) "
+                               "between activations: quantized tensors have no such operator",
+                               f"use FloatFunctional: self.f = torch.ao.nn.quantized.FloatFunctional() in __init__, "
+                               f"self.f.{'add' if op != 'mul' else 'mul'}(x, y) in forward()"))
+    return out
+
+
+def _two_tensors(node) -> bool:
+    ins = list(node.inputs())
+    return len(ins) >= 2 and all(i.type().kind() == "TensorType" and i.node().kind() != "prim::Constant"
+                                 for i in ins[:2])
+
+
+def _nnapi_ops(graph) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    for node in graph.nodes():
+        op = NNAPI_OF.get(_kind(node))
+        if op == "CONV_2D" and node.kind() == "aten::_convolution":
+            args = [_const(v) for v in node.inputs()]
+            op = "TRANSPOSE_CONV_2D" if args[6] else ("DEPTHWISE_CONV_2D" if args[8] not in (None, 1) else "CONV_2D")
+        if op:
+            out[op] = out.get(op, 0) + 1
+    return out
+
+
+def quantized_op_remedy(error: Exception) -> Optional[str]:
+    """The fix for a plain tensor operator that has no quantized kernel (``x + y`` on quantized tensors)."""
+    m = re.search(r"Could not run '(aten::\w+)(?:\.\w+)?' with arguments from the 'QuantizedCPU' backend", str(error))
+    if not m or m.group(1).split("::")[1].rstrip("_") not in ("add", "mul", "sub", "div"):
+        return None
+    op = m.group(1).split("::")[1]
+    method = "mul" if op.startswith("mul") else "add"
+    return (f"{m.group(1)} has no quantized kernel: in a model that is quantized in eager mode, write x {op} y between "
+            f"activations with FloatFunctional (self.f = torch.ao.nn.quantized.FloatFunctional() in __init__, "
+            f"self.f.{method}(x, y) in forward())")
+
+
+def describe(check: Precheck) -> List[str]:
+    """Lines for the console and the manifest: what the NNAPI model will need."""
+    ops = ", ".join(f"{k} x{v}" for k, v in sorted(check.nnapi_ops.items()))
+    lines = [f"NNAPI operations: {ops}; needs API level {check.api_level}"]
+    lines += [f"note: {p.line()}" for p in check.problems if not p.blocking]
+    return lines
+
+
+__all__: Iterable[str] = ["Problem", "Precheck", "check_model", "refuse", "describe"]

@@ -1,0 +1,87 @@
+"""verify on models that used to fool it or crash it: a CPU kernel bug, two outputs, the listed zoo models
+that NNAPI conversion cannot do right (refused before any work, with the reason, no traceback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import host_nnapi  # noqa: E402
+from converter import ConvertSettings, convert  # noqa: E402
+from host_nnapi.verify import VerifySettings, verify  # noqa: E402
+from toolchain.errors import ConversionError  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / "tests" / "host_nnapi_support" / "verify_models.py"
+needs_host_nnapi = pytest.mark.skipif(not host_nnapi.available(), reason="no C compiler: host NNAPI unavailable")
+
+
+def _convert(tmp_path: Path, factory: str, modes=("none", "core", "full")) -> Path:
+    out = tmp_path / "models"
+    convert(ConvertSettings(out=out, model=f"{MODELS}:{factory}", modes=modes, weights="random", calibration_count=4,
+                            build_dir=tmp_path / "build"))
+    return out
+
+
+@needs_host_nnapi
+def test_a_cpu_kernel_bug_is_reported_as_such_and_does_not_fail_the_nnapi_model(tmp_path):
+    out = _convert(tmp_path, "hardtanh6", ("full",))
+    result = verify(VerifySettings(models=out, random_inputs=1))
+    (row,) = result.rows
+    assert row.ok and row.lsb_vs_reference == 0
+    assert row.max_lsb_diff > 5  # the CPU model really is far from the NNAPI model end to end...
+    (issue,) = row.cpu_kernel_issues  # ...because of the CPU kernel, named with its operation
+    assert issue.startswith("operation 1 RELU6") and "PyTorch CPU kernel bug" in issue
+    layer = next(x for x in row.layers if x["name"] == "RELU6")
+    assert layer["cpu_kernel_suspect"] and layer["nnapi_vs_float_lsb"] <= 2 < layer["cpu_vs_float_lsb"]
+    assert any(f["check"] == "cpu-kernel" for f in row.findings)
+
+
+@needs_host_nnapi
+def test_a_model_with_two_outputs_converts_and_verifies_both(tmp_path):
+    out = _convert(tmp_path, "two_heads", ("none", "full"))
+    result = verify(VerifySettings(models=out, random_inputs=1))
+    assert result.ok and {r.mode for r in result.rows} == {"none", "full"}
+    data = json.loads((out / "verify.json").read_text())
+    assert all(v["files"]["nnapi"]["sha256"] for v in data["variants"]) and data["library_sha256"]
+
+
+def test_two_outputs_with_quant_core_are_refused_before_converting(tmp_path):
+    with pytest.raises(ConversionError) as err:
+        _convert(tmp_path, "two_heads", ("core",))
+    assert "quant_core" in err.value.cause and "--quant none,full" in err.value.remedy
+    assert not (tmp_path / "models" / "manifest.json").exists()
+
+
+def test_a_plain_add_in_a_quantized_model_gets_the_float_functional_fix(tmp_path):
+    with pytest.raises(ConversionError) as err:
+        _convert(tmp_path, "plain_add", ("full",))
+    assert "FloatFunctional" in err.value.remedy and "data-dependent" not in err.value.remedy
+    assert "verify_models.py:" in err.value.cause  # where the add is
+
+
+@pytest.mark.parametrize("model, reason", [
+    ("googlenet", "ceil_mode=True is ignored"),
+    ("inception_v3", "average pooling with padding"),
+    ("mobilenet_v3_large", "aten::hardswish"),
+    ("shufflenet_v2_x1_0", "aten::transpose"),
+    ("resnext101_32x8d", "grouped convolution"),
+])
+def test_listed_models_nnapi_cannot_do_right_are_refused_before_any_work(tmp_path, model, reason):
+    t0 = time.monotonic()
+    with pytest.raises(ConversionError) as err:
+        convert(ConvertSettings(out=tmp_path / "models", model=model, weights="random", calibration_count=4,
+                                build_dir=tmp_path / "build"))
+    assert err.value.exit_code == 6 and "checked before converting" in err.value.what
+    assert reason in err.value.cause
+    assert not any((tmp_path / "models").glob("*.pt")) and not (tmp_path / "models" / "manifest.json").exists()
+    print(f"{model} refused in {time.monotonic() - t0:.1f} s")

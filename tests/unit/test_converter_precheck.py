@@ -1,0 +1,151 @@
+"""converter/precheck.py: what torch's NNAPI converter would refuse or get wrong, found before converting.
+
+The facts the checks encode (docs/facts.md V3-V7) are proven here against the real serializer: a model
+with ceil_mode / output_padding converts *without error* but to the wrong shape, which is why the check
+must refuse it up front.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from converter.precheck import check_model, quantized_op_remedy, refuse  # noqa: E402
+from toolchain.errors import ConversionError  # noqa: E402
+
+HW = (32, 32)
+ALL = ("none", "core", "full")
+
+
+def kinds(model, modes=ALL):
+    return [(p.kind, p.blocking) for p in check_model(model.eval(), HW, modes).problems]
+
+
+def test_a_plain_conv_net_passes_and_reports_its_operations_and_api_level():
+    check = check_model(nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                      nn.Linear(4, 2)).eval(), HW, ALL)
+    assert check.problems == [] and check.api_level == 29
+    assert check.nnapi_ops == {"CONV_2D": 1, "RELU": 1, "AVERAGE_POOL_2D": 1, "RESHAPE": 1, "FULLY_CONNECTED": 1}
+
+
+@pytest.mark.parametrize("pool", [nn.MaxPool2d(3, 2, ceil_mode=True), nn.AvgPool2d(3, 2, ceil_mode=True)])
+def test_ceil_mode_is_refused_because_the_serializer_ignores_it(pool):
+    assert ("ignored-attribute", True) in kinds(nn.Sequential(nn.Conv2d(3, 4, 1), pool))
+    # the fact: torch's real converter accepts it and builds the floor-mode shape (15x15 here, not 16x16)
+    from torch.backends._nnapi.prepare import convert_model_to_nnapi
+
+    from host_nnapi.graph import decode_module
+
+    x = torch.rand(1, 4, 32, 32)
+    want = pool(x).shape[-1]
+    g = decode_module(convert_model_to_nnapi(torch.jit.trace(pool.eval(), x), [x]))
+    got = g.operands[g.outputs[0]].dims[-1]
+    assert (want, got) == (16, 15)
+
+
+def test_output_padding_of_a_transposed_convolution_is_refused_because_it_is_ignored():
+    tconv = nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1)
+    assert ("ignored-attribute", True) in kinds(tconv, ("none",))
+    from torch.backends._nnapi.prepare import convert_model_to_nnapi
+
+    from host_nnapi.graph import decode_module
+
+    x = torch.rand(1, 3, 8, 8)
+    g = decode_module(convert_model_to_nnapi(torch.jit.trace(tconv.eval(), x), [x]))
+    assert tconv(x).shape[-1] == 16 and g.operands[g.outputs[0]].dims[-1] == 15
+
+
+def test_grouped_convolution_dilation_and_padded_average_pooling():
+    assert ("refused-attribute", True) in kinds(nn.Sequential(nn.Conv2d(3, 4, 1), nn.Conv2d(4, 4, 3, groups=2)))
+    assert ("refused-attribute", True) in kinds(nn.Sequential(nn.Conv2d(3, 4, 3, dilation=2)))
+    assert ("avg-pool-padding", True) in kinds(nn.Sequential(nn.Conv2d(3, 4, 1), nn.AvgPool2d(3, 1, padding=1)))
+    depthwise = nn.Sequential(nn.Conv2d(3, 4, 1), nn.Conv2d(4, 4, 3, groups=4))
+    assert kinds(depthwise) == []
+
+
+def test_unsupported_operations_are_named_with_their_module():
+    class Sin(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(3, 4, 1), nn.Hardswish())
+
+        def forward(self, x):
+            return torch.sin(self.body(x))
+
+    problems = check_model(Sin().eval(), HW, ("none",)).problems
+    text = " | ".join(p.line() for p in problems)
+    assert "aten::hardswish" in text and "body.1" in text and "aten::sin" in text
+    with pytest.raises(ConversionError) as err:
+        refuse(check_model(Sin().eval(), HW, ("none",)), "sin")
+    assert err.value.exit_code == 6 and "checked before converting" in err.value.what
+
+
+class _Add(nn.Module):
+    def __init__(self, functional: bool):
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 4, 1), nn.Conv2d(3, 4, 1)
+        self.f = torch.ao.nn.quantized.FloatFunctional() if functional else None
+
+    def forward(self, x):
+        return self.f.add(self.a(x), self.b(x)) if self.f is not None else self.a(x) + self.b(x)
+
+
+def test_a_plain_add_in_a_quantized_mode_says_use_float_functional():
+    problems = check_model(_Add(False).eval(), HW, ("full",)).problems
+    assert [p.kind for p in problems] == ["plain-arithmetic"] and "FloatFunctional" in problems[0].fix
+    assert check_model(_Add(False).eval(), HW, ("none",)).problems == []  # float adds convert
+    assert check_model(_Add(True).eval(), HW, ALL).problems == []
+
+
+def test_float_functional_cat_is_refused_in_quantized_modes_only():
+    class Cat(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.cat = nn.Conv2d(3, 4, 1), torch.ao.nn.quantized.FloatFunctional()
+
+        def forward(self, x):
+            return self.cat.cat([self.conv(x), self.conv(x)], 1)
+
+    assert [p.kind for p in check_model(Cat().eval(), HW, ("core",)).problems] == ["unsupported-op"]
+    assert check_model(Cat().eval(), HW, ("none",)).problems == []
+
+
+def test_outputs_tuples_convert_except_in_core_and_other_outputs_are_refused():
+    class Two(nn.Module):
+        def forward(self, x):
+            return x * 2.0, x + 1.0
+
+    class Dict(nn.Module):
+        def forward(self, x):
+            return {"y": x}
+
+    assert [p.kind for p in check_model(Two().eval(), HW, ("none", "full")).problems] == []
+    assert [p.kind for p in check_model(Two().eval(), HW, ("core",)).problems] == ["outputs"]
+    assert {"outputs", "trace"} & {p.kind for p in check_model(Dict().eval(), HW, ("none",)).problems}
+
+
+def test_fuse_model_is_honoured_when_the_model_is_wrapped_for_quantization():
+    from converter.export import fused_float
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)
+
+        def forward(self, x):
+            return self.bn(self.conv(x))
+
+        def fuse_model(self, is_qat=False):
+            torch.ao.quantization.fuse_modules(self, [["conv", "bn"]], inplace=True)
+
+    wrapped = fused_float(torch.ao.quantization.QuantWrapper(Net()))
+    assert isinstance(wrapped.module.bn, nn.Identity)
+
+
+def test_the_remedy_for_a_quantized_add_is_float_functional_and_only_for_arithmetic():
+    add = NotImplementedError("Could not run 'aten::add.out' with arguments from the 'QuantizedCPU' backend. ...")
+    other = NotImplementedError("Could not run 'aten::quantize_per_tensor' with arguments from the 'QuantizedCPU' backend")
+    assert "FloatFunctional" in quantized_op_remedy(add)
+    assert quantized_op_remedy(other) is None and quantized_op_remedy(RuntimeError("x")) is None
