@@ -60,3 +60,23 @@ def test_a_foreign_manifest_is_a_record_error(tmp_path):
     kept = snapshot([models / "manifest.json"])
     out = run_invoke(["bench-executorch"], cwd=tmp_path)
     assert_clean(out, "record", mentions=["not a torchdroid.convert-manifest"], kept=kept, root=tmp_path)
+
+
+@adversarial("executorch", "wrong record for the stage")
+def test_deploy_executorch_refuses_a_pytorch_build_info(tmp_path):
+    from tests.executorch_support.device import write_pte_models
+    from toolchain.records import BuildInfo
+
+    models = write_pte_models(tmp_path / "build" / "models")
+    info = tmp_path / "build" / "android" / "arm64-v8a" / "build-info.json"
+    info.parent.mkdir(parents=True)
+    BuildInfo.write(info, {"lane": "current", "commit": "0" * 40, "abi": "arm64-v8a", "api_level": 29, "artefacts": []})
+    out = run_invoke(["deploy-executorch", "--build-info", str(info)], cwd=tmp_path)
+    assert_clean(out, "usage", mentions=["build-android --lane executorch"], root=tmp_path)
+
+
+@adversarial("executorch", "unsupported value")
+def test_build_android_executorch_refuses_an_abi_without_a_preset(tmp_path):
+    out = run_invoke(["build-android", "--lane", "executorch", "--abi", "armeabi-v7a"], cwd=tmp_path)
+    assert_clean(out, "usage", mentions=["arm64-v8a", "x86_64"], root=tmp_path)
+    assert not (tmp_path / "build" / "src").exists()
