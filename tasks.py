@@ -213,8 +213,6 @@ def bench_executorch(c, models=None, warmup=None, iter=None, threads=None, no_le
             out=Path(pick(None, c.config, "bench.out")),
             float_atol=float(pick(None, c.config, "verify.float_atol")),
             float_rtol=float(pick(None, c.config, "verify.float_rtol")),
-            min_top1=float(pick(None, c.config, "verify.min_top1_agreement")),
-            min_top5=float(pick(None, c.config, "verify.min_top5_agreement")),
             per_operator=not no_per_operator,
             legacy=not no_legacy,
         ))

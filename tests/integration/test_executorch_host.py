@@ -162,3 +162,24 @@ def test_cli_convert_executorch_only_then_bench(tiny_lane, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "ExecuTorch fp32-xnnpack" in r.stdout and "TorchScript CPU quant_none" in r.stdout
     assert (tmp_path / "build" / "bench" / "executorch-host-bench.json").is_file()
+
+
+def test_an_int8_program_off_its_reference_fails(tiny_lane, tmp_path):
+    """The int8 bound can fail: against a reference far from the program (and from float) the error exceeds it."""
+    import torch
+
+    from toolchain.fsutil import sha256_file
+    from toolchain.pte_records import write_section
+
+    out = copy_models(tiny_lane[0], tmp_path / "models")
+    section = load_section(out)
+    ref_file = out / section["reference"]["tiny"]["file"]
+    ref = torch.load(ref_file, weights_only=True)
+    ref["expected"]["int8"] = [y.flip(-1) for y in ref["expected"]["fp32"]]  # a permuted float output
+    torch.save(ref, ref_file)
+    section["reference"]["tiny"]["sha256"] = sha256_file(ref_file)
+    write_section(out, section)
+    result = _bench(out, tmp_path, legacy=False, per_operator=False)
+    checks = {c.variant: c for c in result.checks}
+    assert checks["fp32-xnnpack"].ok and not checks["int8-xnnpack"].ok
+    assert "exceeds the quantization's own error" in checks["int8-xnnpack"].reason
