@@ -76,33 +76,50 @@ def run(tmp: Path, args) -> int:
     with adb_servers_with_devices(tmp / "adb", layout) as (servers, devs, _down):
         print(f"== {len(devs)} virtual devices on {len(servers)} adb servers, each link {args.link:g} MB/s; "
               f"6 files, {total / 1e6:.1f} MB per device (started in {time.perf_counter() - t:.1f} s)")
-        addrs = tuple(f"127.0.0.1:{s.port}" for s in servers.values())
-        one = next(iter(devs.values()))
-        pids = [s.proc.pid for s in servers.values()] + [d.proc.pid for d in devs.values()]
-        single, fleet = [], []
-        warm = DeploySettings(models=inp.models, results=tmp / "results", build_info=inp.build_info, servers=addrs,
-                              project="warm", bench=False, install=False, serials=(one.serial,))
-        deploy(warm, on_status=lambda serial, text: None)  # first connections, caches: not measured
+        fleet = Fleet(tmp, inp, total, servers, devs)
+        fleet.deploy("warm", (fleet.one,))  # first connections, caches: not measured
+        single, every = [], []
         for i in range(args.repeat):
-            for kind, serials, out in (("one", (one.serial,), single), ("all", (), fleet)):
-                s = DeploySettings(models=inp.models, results=tmp / "results", build_info=inp.build_info,
-                                   servers=addrs, project=f"{kind}{i}", bench=False, install=False, serials=serials)
-                t, c = time.perf_counter(), cpu_seconds(pids)
-                res = deploy(s, on_status=lambda serial, text: None)
-                out.append((time.perf_counter() - t, cpu_used(c, cpu_seconds(pids), len(servers))))
-                bad = [(d.serial, d.errors) for d in res.devices if d.errors]
-                assert not bad, bad
-                assert all(d.pushed_bytes == total for d in res.devices), [d.pushed_bytes for d in res.devices]
-                assert len(res.devices) == (1 if serials else len(devs))
-                for d in devs.values():  # keep the disk use bounded
-                    shutil.rmtree(d.path(f"/data/local/tmp/torchdroid/{kind}{i}"), ignore_errors=True)
+            single.append(fleet.deploy(f"one{i}", (fleet.one,)))
+            every.append(fleet.deploy(f"all{i}", ()))
+    return report(single, every, total, len(devs), args.repeat)
+
+
+class Fleet:
+    """The servers and devices of the run, and one measured deploy to some or all of them."""
+
+    def __init__(self, tmp: Path, inp, total: int, servers: dict, devs: dict):
+        self.tmp, self.inp, self.total, self.servers, self.devs = tmp, inp, total, servers, devs
+        self.addrs = tuple(f"127.0.0.1:{s.port}" for s in servers.values())
+        self.one = next(iter(devs.values())).serial
+        self.pids = [s.proc.pid for s in servers.values()] + [d.proc.pid for d in devs.values()]
+
+    def deploy(self, project: str, serials: tuple) -> tuple:
+        """``(wall seconds, CPU seconds by kind)`` of one fresh deploy (its files removed afterwards)."""
+        s = DeploySettings(models=self.inp.models, results=self.tmp / "results", build_info=self.inp.build_info,
+                           servers=self.addrs, project=project, bench=False, install=False, serials=serials)
+        t, c = time.perf_counter(), cpu_seconds(self.pids)
+        res = deploy(s, on_status=lambda serial, text: None)
+        out = (time.perf_counter() - t, cpu_used(c, cpu_seconds(self.pids), len(self.servers)))
+        bad = [(d.serial, d.errors) for d in res.devices if d.errors]
+        assert not bad, bad
+        assert all(d.pushed_bytes == self.total for d in res.devices), [d.pushed_bytes for d in res.devices]
+        assert len(res.devices) == (len(serials) or len(self.devs))
+        for d in self.devs.values():  # keep the disk use bounded
+            shutil.rmtree(d.path(f"/data/local/tmp/torchdroid/{project}"), ignore_errors=True)
+        return out
+
+
+def report(single: list, every: list, total: int, n: int, repeat: int) -> int:
     w1, c1 = statistics.median(x[0] for x in single), _cpu_text(single)
-    wn, cn = statistics.median(x[0] for x in fleet), _cpu_text(fleet)
-    n = len(devs)
+    wn, cn = statistics.median(x[0] for x in every), _cpu_text(every)
     ratio = wn / w1
-    print(f"one device:   {w1:6.3f} s  ({total / w1 / 1e6:6.1f} MB/s)   median of {args.repeat}; CPU s: {c1}")
+    cpu_all = statistics.median(sum(x[1].values()) for x in every)
+    print(f"one device:   {w1:6.3f} s  ({total / w1 / 1e6:6.1f} MB/s)   median of {repeat}; CPU s: {c1}")
     print(f"{n} devices:  {wn:6.3f} s  ({n * total / wn / 1e6:6.1f} MB/s in all)  CPU s: {cn}")
-    print(f"(this machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f})")
+    print(f"(this machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; the {n} devices' work "
+          f"needs {cpu_all:.2f} CPU s, i.e. at least {cpu_all / os.cpu_count() / w1:.2f} x one device's wall time "
+          f"on {os.cpu_count()} idle cores)")
     print(f"fleet wall time / one device: {ratio:.2f} (target <= {TARGET}) "
           f"{'OK' if ratio <= TARGET else 'ABOVE TARGET'}")
     return 0 if ratio <= TARGET else 1

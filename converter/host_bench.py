@@ -150,7 +150,9 @@ def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
         notes.append("CPU models were converted without optimize_for_mobile (no XNNPACK in that torch)")
     out = Path(settings.out)
     body = {"kind": "torchdroid.host-bench", "written": now_iso(), "manifest": str(manifest.path),
-            "torch": torch.__version__, "threads": settings.threads, "rows": [asdict(r) for r in rows], "notes": notes}
+            "torch": torch.__version__, "threads": settings.threads, "warmup": settings.warmup, "iters": settings.iters,
+            "models": {f.file: f.sha256 for f in cpu_files},  # what was measured (`invoke all` reuses it)
+            "rows": [asdict(r) for r in rows], "notes": notes}
     json_path = atomic_write_json(out / "host-bench.json", body)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(asdict(rows[0]).keys()))

@@ -276,7 +276,8 @@ def _load_state(model, state, origin: str) -> None:
         ) from e
 
 
-def pretrained_status(model: str, timeout: float = 5.0) -> Tuple[bool, str]:
+def pretrained_status(model: str, timeout: float = 5.0,
+                      location: Optional[Tuple[str, Path]] = None) -> Tuple[bool, str]:
     """Can ``--weights pretrained`` work for ``model`` here?  ``(True, where)`` or ``(False, why)``.
 
     Looks in torch's hub cache first, then asks the weights' server for the file's
@@ -286,18 +287,28 @@ def pretrained_status(model: str, timeout: float = 5.0) -> Tuple[bool, str]:
     import urllib.error
     import urllib.request
 
-
-    spec = parse_model(model)
-    if spec.source != "torchvision":
+    where = location if location is not None else pretrained_location(model)
+    if where is None:
         return False, f"{model} is not a torchvision model, so torchvision has no pretrained weights for it"
-    enum = pretrained_enum(spec)
-    cached = _cache_path(enum)
+    url, cached = where[0], Path(where[1])
     if cached.is_file():
         return True, f"cached at {cached}"
     try:
-        with urllib.request.urlopen(urllib.request.Request(enum.url, method="HEAD"), timeout=timeout):
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
             pass
     except (urllib.error.URLError, OSError, ValueError) as e:
-        return False, (f"not cached at {cached} and {enum.url} is unreachable "
+        return False, (f"not cached at {cached} and {url} is unreachable "
                        f"({getattr(e, 'reason', None) or e})")
-    return True, f"downloadable from {enum.url}"
+    return True, f"downloadable from {url}"
+
+
+def pretrained_location(model: str) -> Optional[Tuple[str, Path]]:
+    """``(url, hub cache path)`` of ``model``'s default pretrained weights; None for a user's factory.
+
+    Imports torchvision: callers that ask often (``invoke all``) keep the answer per torchvision version.
+    """
+    spec = parse_model(model)
+    if spec.source != "torchvision":
+        return None
+    enum = pretrained_enum(spec)
+    return enum.url, _cache_path(enum)

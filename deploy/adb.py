@@ -102,23 +102,32 @@ def default_address(host: Optional[str] = None, port: Optional[int] = None,
     """
     env = os.environ if env is None else env
     if not host and not port and env.get("ADB_SERVER_SOCKET", "").startswith("tcp:"):
-        spec = env["ADB_SERVER_SOCKET"]
-        if spec.count(":") >= 2:
-            return AdbAddress.parse(spec, "ADB_SERVER_SOCKET")
-        return AdbAddress(DEFAULT_HOST, parse_port(spec[4:], "ADB_SERVER_SOCKET"), "ADB_SERVER_SOCKET")
-    host_from = "deploy.adb_host" if host else None
-    if not host and env.get("ANDROID_ADB_SERVER_ADDRESS"):
-        host, host_from = env["ANDROID_ADB_SERVER_ADDRESS"], "ANDROID_ADB_SERVER_ADDRESS"
-    port_from = "deploy.adb_port" if port else None
-    if not port and env.get("ANDROID_ADB_SERVER_PORT"):
-        port, port_from = env["ANDROID_ADB_SERVER_PORT"], "ANDROID_ADB_SERVER_PORT"
+        return _socket_address(env["ADB_SERVER_SOCKET"])
+    host, host_from = _given_or_env(host, "deploy.adb_host", env, "ANDROID_ADB_SERVER_ADDRESS")
+    port, port_from = _given_or_env(port, "deploy.adb_port", env, "ANDROID_ADB_SERVER_PORT")
     source = " and ".join(x for x in (host_from, port_from) if x) or "default"
-    port = parse_port(port, port_from) if port else None
-    host = host or DEFAULT_HOST
+    port = parse_port(port, port_from) if port else DEFAULT_PORT
+    host = str(host or DEFAULT_HOST)
     if not _HOST_RE.match(host) and not _IPV6_RE.match(host):
         raise UsageError(f"the adb server host {host!r} ({host_from}) is not a host name or address",
                          remedy=ADDRESS_REMEDY)
-    return AdbAddress(host, port or DEFAULT_PORT, source)
+    return AdbAddress(host, port, source)
+
+
+def _given_or_env(value: object, name: str, env: Mapping[str, str], var: str) -> Tuple[object, Optional[str]]:
+    """``(value, where it came from)``: the given one, else the environment variable's, else (None, None)."""
+    if value:
+        return value, name
+    if env.get(var):
+        return env[var], var
+    return None, None
+
+
+def _socket_address(spec: str) -> AdbAddress:
+    """``ADB_SERVER_SOCKET``: ``tcp:HOST:PORT`` or ``tcp:PORT``."""
+    if spec.count(":") >= 2:
+        return AdbAddress.parse(spec, "ADB_SERVER_SOCKET")
+    return AdbAddress(DEFAULT_HOST, parse_port(spec[4:], "ADB_SERVER_SOCKET"), "ADB_SERVER_SOCKET")
 
 
 def resolve_servers(servers: Sequence[object] = (), host: Optional[str] = None, port: Optional[int] = None,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
 from toolchain.errors import TorchdroidError, UsageError
+from toolchain.settings import default
 
 from .adb import Device
 
@@ -32,15 +33,15 @@ _MAIN = re.compile(r"Main run finished\. Microseconds per iter: ([0-9.eE+-]+)\. 
 
 @dataclass(frozen=True)
 class BenchOptions:
-    warmup: int = 5
-    iters: int = 200
-    repeat: int = 3
+    warmup: int = default("deploy.warmup")
+    iters: int = default("deploy.iter")
+    repeat: int = default("deploy.repeat")
     threads: Optional[int] = 1  # --pthreadpool_size; None leaves the flag out (binaries older than it)
     caching_allocator: bool = False  # --use_caching_allocator=true for CPU models
-    timeout: float = 600.0
+    timeout: float = default("deploy.bench_timeout")
     gatord: bool = False  # run under `gatord --app ...`
     bundled_input: int = 0  # --use_bundled_input=N; < 0: --input_dims/--input_type from the manifest instead
-    cooldown: float = 0.0  # seconds to wait between models (lets a hot phone cool down)
+    cooldown: float = default("deploy.cooldown")  # seconds to wait between models (lets a hot phone cool down)
 
     def __post_init__(self) -> None:
         for name, low in (("iters", 1), ("repeat", 1), ("warmup", 0)):

@@ -83,15 +83,17 @@ def probe(run: DeviceRun) -> None:
     run.status("checking")
     parent = run.directory.rsplit("/", 1)[0]
     candidates = [_bench.BINARY_NAME, _bench.GATORD_NAME] + [m.file for m in run.plan.models]
+    measures = run.s.bench or (run.plan.app is not None and run.s.app_bench)  # conditions only matter then
     then = (f"{state_command(run.directory, candidates)}; echo {_PAGE_MARK}; getconf PAGE_SIZE 2>/dev/null; "
-            f"{READ_COMMAND}")
+            f"{READ_COMMAND if measures else ''}")
     props, df, rest = run.dev.probe(parent, then=then)
     run.there, _, tail = rest.partition(_PAGE_MARK)
     page_text, _, env_text = tail.partition(SECTION)
     facts = DeviceFacts.from_props(run.rep.serial, props)
     facts = DeviceFacts(**{**facts.__dict__, "page_size": parse_page_size(page_text)})
     run.facts = run.rep.facts = facts
-    run.rep.conditions = Conditions(run.rep.serial, facts.soc, facts.page_size, parse_snapshot(SECTION + env_text))
+    if measures:  # a push-only deploy (--no-bench) does not pay two environment reads on its critical path
+        run.rep.conditions = Conditions(run.rep.serial, facts.soc, facts.page_size, parse_snapshot(SECTION + env_text))
     binary = run.plan.binary
     if binary is not None:
         check_abi(facts, binary.abi or "?")

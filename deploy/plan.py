@@ -17,6 +17,7 @@ from typing import List, Optional, Tuple
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import sha256_file
 from toolchain.records import AppInfo, BuildInfo, ConvertManifest, ModelFile
+from toolchain.settings import default
 
 from . import bench as _bench
 from .apk import ApkFacts, read_apk
@@ -43,16 +44,16 @@ class DeploySettings:
     adb_port: Optional[int] = None  # None: ANDROID_ADB_SERVER_PORT or 5037 (adb's -P)
     servers: Tuple[str, ...] = ()  # HOST:PORT of every adb server (--adb-server); () = the one above
     servers_from: str = "--adb-server"  # where ``servers`` came from (for messages): or "deploy.servers"
-    device_dir: str = "/data/local/tmp/torchdroid"
-    project: str = "default"
+    device_dir: str = default("deploy.device_dir")
+    project: str = field(default_factory=lambda: Path.cwd().name)  # like the task: this directory's name
     bench: bool = True
     app_bench: bool = True
     install: bool = True
     options: _bench.BenchOptions = field(default_factory=_bench.BenchOptions)
     allow_mismatch: bool = False
     gatord: Optional[Path] = None
-    timeout: float = 120.0  # per adb call (benchmarks use options.timeout)
-    app_wait: float = 60.0  # seconds for the app's first progress line (start + model load)
+    timeout: float = default("deploy.timeout")  # per adb call (benchmarks use options.timeout)
+    app_wait: float = default("deploy.app_wait")  # seconds for the app's first progress line (start + model load)
 
 
 def project_name(text: str) -> str:

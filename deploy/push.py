@@ -219,6 +219,13 @@ def _push_planned(device: Device, directory: str, items: Sequence[PushItem], exi
     if verifier.cleanup:  # nothing was verified: remove the leftovers on their own
         device.shell(f"cd {shlex.quote(directory)} && {verifier.cleanup}true", check=True,
                      what="removing the temporary files of an interrupted deploy")
+    return _outcomes(device, directory, existing, skipped, index, results, index_written)
+
+
+def _outcomes(device: Device, directory: str, existing: RemoteState, skipped: Dict[int, PushOutcome],
+              index: Dict[str, tuple], results: Dict[int, object], index_written: bool) -> List[PushOutcome]:
+    """The outcomes in item order; the index written when no verify call did and it is due; the first
+    verify failure raised."""
     outcomes = dict(skipped)
     errors = [res for _i, res in sorted(results.items()) if isinstance(res, BaseException)]
     outcomes.update({i: res for i, res in results.items() if isinstance(res, PushOutcome)})
@@ -229,7 +236,7 @@ def _push_planned(device: Device, directory: str, items: Sequence[PushItem], exi
         with contextlib.suppress(*((TorchdroidError,) if errors else ())):  # never mask the first failure
             write_index(device, directory, index)
     if errors:
-        raise errors[0]  # the first verify failure
+        raise errors[0]
     return done
 
 

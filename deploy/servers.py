@@ -87,7 +87,15 @@ def select(listings: Sequence[ServerListing], serials: Sequence[str]) -> Tuple[L
     found = [(ls, serial, state) for ls in up for serial, state in ls.devices.items()
              if not serials or serial in serials]
     missing = [s for s in serials if not any(serial == s for _ls, serial, _st in found)]
-    if missing and not down:
+    if not down:
+        _refuse_nothing_to_do(up, found, missing)
+    unreachable = down + [Unreachable(down[0].address, s, _maybe_there(s, down)) for s in missing]
+    return _targets(found, len(listings) > 1), unreachable
+
+
+def _refuse_nothing_to_do(up: Sequence[ServerListing], found: list, missing: Sequence[str]) -> None:
+    """Every server answered: a --serial none of them lists, or no device at all, is the user's to fix."""
+    if missing:
         if len(up) == 1:
             known = f"it knows: {', '.join(up[0].devices) or 'no devices'}"
         else:
@@ -95,12 +103,10 @@ def select(listings: Sequence[ServerListing], serials: Sequence[str]) -> Tuple[L
                                      or "no devices")
         raise DeviceError(f"no device {', '.join(missing)} on {_names(up)}", cause=known,
                           remedy="check `adb devices -l` and the --serial values")
-    if not found and not down:
+    if not found:
         raise DeviceError(f"no devices on {_names(up)}",
                           remedy="connect a phone with USB debugging enabled (or `adb connect HOST:PORT`) "
                                  "and check `adb devices`")
-    unreachable = down + [Unreachable(down[0].address, s, _maybe_there(s, down)) for s in missing]
-    return _targets(found, len(listings) > 1), unreachable
 
 
 def _targets(found, several: bool) -> List[Target]:

@@ -82,6 +82,28 @@ def source_key(compiler_version: str = "") -> str:
     return h.hexdigest()[:16]
 
 
+def code_digest() -> str:
+    """Digest of host_nnapi's Python code: its kernels run inside the library, so they are part of its identity."""
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    for p in sorted(package.rglob("*.py")):
+        h.update(str(p.relative_to(package)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def built_library(cache: Optional[Path] = None) -> Optional[Path]:
+    """The library ``build_library`` would return, if it is already built (never compiles; no torch).
+
+    Lets a caller compare the library's sha256 with a verify record's without building or loading it.
+    """
+    try:
+        version = CCompiler.locate().verify()
+    except (ToolNotFound, ToolFailed):
+        return None
+    lib = Path(cache or cache_root()) / source_key(version) / LIB_NAME
+    return lib if lib.is_file() else None
+
+
 def build_library(cache: Optional[Path] = None, log_path: Optional[Path] = None, force: bool = False) -> Path:
     """Return the path of the built library, compiling it if this source hash was never built."""
     cc = CCompiler.locate()

@@ -117,12 +117,35 @@ def verify(settings: VerifySettings) -> VerifyResult:
     for name, pair in selected:
         log.info("verifying %s", name)
         rows.append(verify_pair(name, pair["cpu"], pair["nnapi"], settings))
+    from .build import code_digest
+
     VerifyRecord(out, str(manifest.path), str(lib), sha256_file(Path(lib)), settings.rounding,
-                 _thresholds(settings), [r.to_dict() for r in rows]).write()
+                 _thresholds(settings), [r.to_dict() for r in rows], code=code_digest()).write()
     result = VerifyResult(out, rows, str(lib))
     if not result.ok:
         raise _failure(rows, out)
     return result
+
+
+def is_current(settings: VerifySettings) -> Tuple[bool, str]:
+    """Is the verify record already what verifying these models again would write?  From hashes and records
+    alone: no torch, nothing built or run (see ``VerifyRecord.current_for``)."""
+    from .build import built_library, code_digest
+
+    try:
+        manifest = ConvertManifest.load(settings.models)
+        out = Path(settings.out) if settings.out else verify_path(manifest.dir)
+        if not out.is_file():
+            return False, f"no {out.name} yet"
+        record = VerifyRecord.load(out)
+        files = [f for _, pair in _select(manifest, settings.variants) for f in (pair["cpu"], pair["nnapi"])]
+        for f in files:
+            f.check_hash()
+    except (RecordError, UsageError) as e:
+        return False, e.what
+    lib = built_library(settings.cache)
+    return record.current_for(files, sha256_file(lib) if lib else None, code_digest(), settings.rounding,
+                              _thresholds(settings))
 
 
 def _results_path(settings: VerifySettings, manifest: ConvertManifest) -> Path:

@@ -70,3 +70,27 @@ def current_log_path() -> Optional[Path]:
         if getattr(h, _HANDLER_TAG, False) and isinstance(h, logging.FileHandler):
             return Path(h.baseFilename)
     return None
+
+
+def rotate_logs(logs: Path, keep: int = 50) -> list:
+    """Keep the newest ``keep`` logs of each task (``<task>-<stamp>-<pid>.log``); return what was removed.
+
+    The log of the running process is never removed.
+    """
+    import re
+
+    current = current_log_path()
+    by_task: dict = {}
+    for p in Path(logs).glob("*.log") if Path(logs).is_dir() else ():
+        m = re.match(r"(.+)-\d{8}-\d{6}-\d+\.log$", p.name)
+        if m:
+            by_task.setdefault(m.group(1), []).append(p)
+    removed = []
+    for paths in by_task.values():
+        paths.sort(key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
+        for old in paths[keep:]:
+            if current is not None and old.resolve() == current.resolve():
+                continue
+            old.unlink(missing_ok=True)
+            removed.append(old)
+    return removed

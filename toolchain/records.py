@@ -571,10 +571,31 @@ class VerifyRecord:
     thresholds: Dict[str, Any]
     variants: List[Dict[str, Any]]
     written: str = ""
+    code: Optional[str] = None  # digest of host_nnapi's own code (its Python kernels run inside the library)
 
     @property
     def ok(self) -> bool:
         return all(v.get("ok") for v in self.variants)
+
+    def current_for(self, files: List["ModelFile"], library_sha256: Optional[str], code: Optional[str],
+                    rounding: str, thresholds: Dict[str, Any]) -> Tuple[bool, str]:
+        """Would `invoke verify` of ``files`` write this record again?  ``(True, why)`` or ``(False, why not)``.
+
+        Decided from hashes alone (nothing is built, loaded or run): the same model files (sha256), the same
+        host NNAPI library (sha256 of the .so and digest of its code) and the same rounding and thresholds,
+        and the record says every variant passed.
+        """
+        if not self.ok:
+            return False, f"{self.path.name} records a failed check"
+        if not library_sha256 or library_sha256 != self.library_sha256 or code != self.code:
+            return False, "the host NNAPI library changed (or is not built) since the last check"
+        if rounding != self.rounding or _as_json(thresholds) != _as_json(self.thresholds):
+            return False, "the verify settings changed since the last check"
+        recorded = self.files()
+        for f in files:
+            if recorded.get(f.file) != f.sha256:
+                return False, f"{f.file} is not the file checked last"
+        return True, f"{self.path} is current (same model files, host NNAPI library and settings)"
 
     def files(self) -> Dict[str, str]:
         """file name -> sha256 of every model file this record verified."""
@@ -593,13 +614,19 @@ class VerifyRecord:
         data = read_record(path, VERIFY_KIND, VERIFY_SCHEMA, cls.REMEDY)
         return cls(path, data.get("manifest", ""), data.get("library", ""), data.get("library_sha256"),
                    data.get("rounding", ""), data.get("thresholds", {}), list(data.get("variants", [])),
-                   data.get("written", ""))
+                   data.get("written", ""), data.get("code"))
 
     def write(self) -> Path:
         return write_record(self.path, VERIFY_KIND, VERIFY_SCHEMA, {
             "manifest": self.manifest, "library": self.library, "library_sha256": self.library_sha256,
             "rounding": self.rounding, "thresholds": self.thresholds, "ok": self.ok, "variants": self.variants,
+            "code": self.code,
         })
+
+
+def _as_json(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists), for comparing with a stored record."""
+    return json.loads(json.dumps(value, sort_keys=True))
 
 
 # --------------------------------------------------------------------------- app-info (typed)

@@ -20,7 +20,10 @@ ALL_KIND = "torchdroid-all"
 ALL_SCHEMA = 1
 ALL_NAME = "all.json"
 
-RAN, SKIPPED, UP_TO_DATE, FAILED = "ran", "skipped", "up to date", "failed"
+RAN, SKIPPED, UP_TO_DATE, FAILED, INTERRUPTED = "ran", "skipped", "up to date", "failed", "interrupted"
+
+# Doctor rows `all` reads: fact -> the doctor's stable id ("deploy.devices@HOST:PORT" rows count as devices).
+DOCTOR_IDS = {"ndk": "build-android.ndk", "sdk": "make-app.sdk", "devices": "deploy.devices"}
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,8 @@ class Facts:
     sdk: Tuple[bool, str]
     devices: Tuple[bool, str]
     build_info: Optional[Path] = None  # an existing build-info.json for the configured ABI
-    apk: Optional[Path] = None  # an APK recorded in the app-info
+    apk: Optional[Path] = None  # an APK to install: deploy.apk, else the one recorded in the app-info
+    binary: Optional[Path] = None  # a benchmark binary from deploy.binary (besides the build-info's)
     app: Tuple[bool, str] = (False, "not generated yet")  # is the generated app current?
     failed: Tuple[str, ...] = ()  # stages that failed so far
     ran: Tuple[str, ...] = ()  # stages that ran and succeeded so far
@@ -56,23 +60,85 @@ class StageOutcome:
         return {"stage": self.stage, "status": self.status, "detail": self.detail, "seconds": round(self.seconds, 2)}
 
 
+def _fact_of(check) -> Optional[str]:
+    """Which fact a doctor row feeds, by its stable id (every adb server's devices row feeds "devices")."""
+    row_id = getattr(check, "id", "") or ""
+    for fact, wanted in DOCTOR_IDS.items():
+        if row_id == wanted or row_id.startswith(wanted + "@"):
+            return fact
+    return None
+
+
 def facts_from_doctor(checks: Sequence, **extra) -> Facts:
     """Facts from `invoke doctor`'s checks (ndk_build.doctor.Check rows) plus the ones only `all` knows."""
-    by_name: Dict[str, object] = {c.name: c for c in checks}
+    by_id: Dict[str, list] = {}
+    for c in checks:
+        fact_name = _fact_of(c)
+        if fact_name:
+            by_id.setdefault(fact_name, []).append(c)
 
-    def fact(name: str, fix_default: str) -> Tuple[bool, str]:
-        c = by_name.get(name)
-        if c is None:
+    def fact(row_id: str, fix_default: str) -> Tuple[bool, str]:
+        rows = by_id.get(row_id) or []
+        if not rows:
             return False, f"not checked ({fix_default})"
-        ok = c.status == "ok"
-        return ok, c.found if ok else f"{c.found}; {c.fix or fix_default}"
+        good = [c for c in rows if c.status == "ok"]
+        if good:  # one adb server with a ready phone is enough
+            return True, "; ".join(c.found for c in good)
+        return False, "; ".join(f"{c.found}; {c.fix or fix_default}" for c in rows)
 
     return Facts(
-        ndk=fact("Android NDK", "install the NDK and set ANDROID_NDK"),
-        sdk=fact("Android SDK", "install the Android SDK and set ANDROID_HOME"),
+        ndk=fact("ndk", "install the NDK and set ANDROID_NDK"),
+        sdk=fact("sdk", "install the Android SDK and set ANDROID_HOME"),
         devices=fact("devices", "connect a phone with USB debugging on"),
         **extra,
     )
+
+
+def _needs(fact: Tuple[bool, str], what: str) -> Tuple[bool, str]:
+    ok, why = fact
+    return ok, "" if ok else f"{what}: {why}"
+
+
+def _build_app(f: Facts, skip: Sequence[str]) -> Tuple[bool, str]:
+    if "make-app" in f.failed or "make-app" in skip:
+        return False, "no generated app"
+    return _needs(f.sdk, "no Android SDK")
+
+
+def _check_compat(f: Facts, skip: Sequence[str]) -> Tuple[bool, str]:
+    if f.build_info is None:
+        return False, "no build-info (`invoke build-android` has not built the runtime)"
+    return True, ""
+
+
+def _deploy(f: Facts, skip: Sequence[str]) -> Tuple[bool, str]:
+    ok, why = f.devices
+    if not ok:
+        return False, f"no phone: {why}"
+    if f.build_info is None and f.binary is None and f.apk is None:
+        return False, ("nothing to deploy: no benchmark binary (build-android or deploy.binary) and no APK "
+                       "(build-app or deploy.apk)")
+    return True, ""
+
+
+def _report(f: Facts, skip: Sequence[str]) -> Tuple[bool, str]:
+    if "deploy" in f.ran:
+        return True, ""
+    return False, "deploy failed" if "deploy" in f.failed else "no deployment to report on"
+
+
+# What each stage needs from the machine and the stages before it: (run?, why not).
+_CONDITIONS: Dict[str, Callable[[Facts, Sequence[str]], Tuple[bool, str]]] = {
+    "convert": lambda f, skip: (True, ""),
+    "verify": lambda f, skip: _needs(f.host_nnapi, "no host NNAPI here"),
+    "make-app": lambda f, skip: (True, ""),
+    "build-app": _build_app,
+    "bench": lambda f, skip: (True, ""),
+    "build-android": lambda f, skip: _needs(f.ndk, "no usable Android NDK"),
+    "check-compat": _check_compat,
+    "deploy": _deploy,
+    "report": _report,
+}
 
 
 def decide(stage: str, f: Facts, skip: Sequence[str] = ()) -> StageDecision:
@@ -83,39 +149,8 @@ def decide(stage: str, f: Facts, skip: Sequence[str] = ()) -> StageDecision:
         return StageDecision(stage, False, "skipped with --skip")
     if "convert" in f.failed:
         return StageDecision(stage, False, "convert failed")
-    if stage == "convert":
-        return StageDecision(stage, True, "")
-    if stage == "verify":
-        ok, why = f.host_nnapi
-        return StageDecision(stage, ok, "" if ok else f"no host NNAPI here: {why}")
-    if stage == "make-app":
-        return StageDecision(stage, True, "")
-    if stage == "build-app":
-        if "make-app" in f.failed or "make-app" in skip:
-            return StageDecision(stage, False, "no generated app")
-        ok, why = f.sdk
-        return StageDecision(stage, ok, "" if ok else f"no Android SDK: {why}")
-    if stage == "bench":
-        return StageDecision(stage, True, "")
-    if stage == "build-android":
-        ok, why = f.ndk
-        return StageDecision(stage, ok, "" if ok else f"no usable Android NDK: {why}")
-    if stage == "check-compat":
-        if f.build_info is None:
-            return StageDecision(stage, False, "no build-info (`invoke build-android` has not built the runtime)")
-        return StageDecision(stage, True, "")
-    if stage == "deploy":
-        ok, why = f.devices
-        if not ok:
-            return StageDecision(stage, False, f"no phone: {why}")
-        if f.build_info is None and f.apk is None:
-            return StageDecision(stage, False, "nothing to deploy: no benchmark binary (build-android) and no APK "
-                                               "(build-app)")
-        return StageDecision(stage, True, "")
-    # report
-    if "deploy" in f.ran:
-        return StageDecision(stage, True, "")
-    return StageDecision(stage, False, "deploy failed" if "deploy" in f.failed else "no deployment to report on")
+    run, why = _CONDITIONS[stage](f, skip)
+    return StageDecision(stage, run, why)
 
 
 def resolve_weights(requested: Optional[str], model: str,

@@ -80,10 +80,11 @@ def test_all_runs_what_this_machine_allows_and_says_why_it_skips_the_rest(machin
 
     # again: the conversion is reused and the app is current, so nothing is regenerated
     app_info = (tmp / "app" / "torchdroid-app.json").read_bytes()
-    r = invoke_all(env, "--weights", "random", "--skip", "verify,bench")
+    r = invoke_all(env, "--weights", "random", "--skip", "verify")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     st = stages(tmp)
     assert st["make-app"]["status"] == "up to date" and st["verify"]["detail"] == "skipped with --skip"
+    assert st["bench"]["status"] == "up to date" and "measured these models" in st["bench"]["detail"]
     assert "reused" in r.stdout
     assert (tmp / "app" / "torchdroid-app.json").read_bytes() == app_info
 
@@ -97,8 +98,8 @@ def test_a_failing_stage_fails_the_run_but_not_the_others_and_keeps_user_files(m
     r = invoke_all(env, "--weights", "random", "--skip", "verify")
     assert r.returncode == 1
     st = stages(tmp)
-    assert st["make-app"]["status"] == "failed" and "not empty" in st["make-app"]["detail"]
-    assert st["bench"]["status"] == "ran"
+    assert st["make-app"]["status"] == "failed" and "holds files torchdroid did not write" in st["make-app"]["detail"]
+    assert st["bench"]["status"] in ("ran", "up to date")  # it went on after the failure
     assert "failed: make-app" in r.stderr
     assert (tmp / "mine" / "notes.txt").read_text() == "my notes"
 

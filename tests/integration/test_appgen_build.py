@@ -139,7 +139,7 @@ def test_make_app_task_then_up_to_date(tmp_path):
     assert f"next: invoke build-app --out {out}" in res.stdout
     # make-app runs check-compat against the runtime the app links (a Maven version vs this torch)
     assert f"check-compat: runtime: pytorch_android {pins.PYTORCH_ANDROID_DEFAULT}" in res.stdout
-    assert "WARNING: the app's runtime may not run these models" in res.stdout
+    assert "warning: the app's runtime may not run these models" in res.stdout
     again = _invoke(*args, env=env)
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"make-app: {out} is up to date" in again.stdout and f"next: invoke build-app --out {out}" in again.stdout

@@ -19,7 +19,8 @@ INVOKE = [sys.executable, "-m", "invoke"]
 def invoke(*args, env=None, cwd=ROOT):
     full_env = dict(os.environ, CI="1")
     full_env.update(env or {})
-    return subprocess.run([*INVOKE, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([*INVOKE, "--search-root", str(ROOT), *args], cwd=cwd, env=full_env, capture_output=True,
+                          text=True, timeout=600)
 
 
 def _written(directory: Path) -> list:
@@ -254,3 +255,22 @@ def test_host_bench_writes_results(mobilenet_models, tmp_path):
 def test_bench_without_manifest_says_run_convert(tmp_path):
     r = invoke("bench", "--models", str(tmp_path))
     assert r.returncode == 5 and "invoke convert" in r.stderr
+
+
+def test_unchanged_convert_decides_without_torch_and_without_verifying_again(tmp_path):
+    """The no-op path: hashes and records alone (no torch import), verify.json reused while current."""
+    args = ("convert", "--model", f"{SUPPORT}:tiny", "--weights", "random", "--quant", "none", "--out", "m")
+    env = {"INVOKE_CONVERT_CALIBRATION_COUNT": "8"}
+    first = invoke(*args, env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    if not (tmp_path / "m" / "verify.json").is_file():
+        pytest.skip("no host NNAPI here (no C compiler): nothing to reuse")
+    again = invoke(*args, env={**env, "PYTHONPROFILEIMPORTTIME": "1"}, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "verify: up to date" in again.stdout
+    imported = [line for line in again.stderr.splitlines() if line.rstrip().endswith("| torch")]
+    assert not imported, "an unchanged convert imported torch"
+    (tmp_path / "invoke.yaml").write_text("verify:\n  max_lsb: 3\n")  # other settings: verify again
+    other = invoke("-f", "invoke.yaml", *args, env=env, cwd=tmp_path)
+    assert other.returncode == 0, other.stderr
+    assert "verify: up to date" not in other.stdout and "results:" in other.stdout

@@ -131,3 +131,20 @@ def test_doctor_and_the_cli_take_several_servers(tmp_path, standin):
             assert devs[name].path("/data/local/tmp/torchdroid/cli/speed_benchmark_torch").exists() is False
             assert devs[name].path("/data/local/tmp/torchdroid/cli/mobilenetv2-quant_full-cpu.pt").exists()
         assert "'unauthorized'" in out and f"no adb server answers on {addrs[2]}" in out
+
+
+def test_bench_deploy_fleet_script_smoke(tmp_path):
+    """benchmarks/bench_deploy_fleet.py on a small fleet: it runs and prints its ratio and the CPU it took."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_deploy_fleet.py"), "--servers", "2",
+                        "--per-server", "2", "--model-mb", "0.2", "--repeat", "1", "--link", "0"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode in (0, 1), r.stdout + r.stderr  # 1: above target, which this machine may well be
+    m = re.search(r"fleet wall time / one device: ([0-9.]+) \(target <= 1.5\)", r.stdout)
+    assert m and float(m.group(1)) > 0, r.stdout + r.stderr
+    assert "4 devices:" in r.stdout and "CPU s: deploy" in r.stdout

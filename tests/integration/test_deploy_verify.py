@@ -55,7 +55,7 @@ def test_batch_verify_renames_only_matching_files(tmp_path):
             "good.bin": (batch[0].sha256, 300_000, int((d / "good.bin").stat().st_mtime))}
 
 
-def test_push_all_writes_the_index_with_the_last_verify_and_the_next_push_trusts_it(tmp_path):
+def test_push_all_writes_the_index_and_the_next_push_trusts_it(tmp_path):
     files = []
     for i in range(3):
         f = tmp_path / f"m{i}.pt"

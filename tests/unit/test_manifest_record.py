@@ -62,3 +62,28 @@ def test_manifest_owner(tmp_path):
     assert records.manifest_owner(tmp_path) == "foreign"
     records.manifest_path(tmp_path).write_text(json.dumps({"kind": records.MANIFEST_KIND, "files": "tampered"}))
     assert records.manifest_owner(tmp_path) == "ours"
+
+
+def _verify_record(tmp_path, files, ok=True, thresholds=None):
+    variants = [{"variant": "m-quant_none", "ok": ok,
+                 "files": {f.backend: {"file": f.file, "sha256": f.sha256} for f in files}}]
+    return records.VerifyRecord(records.verify_path(tmp_path), "manifest.json", "/lib.so", "libsha", "qnnpack",
+                                thresholds or {"max_lsb": 2, "ops": ("a", "b")}, variants, code="code1")
+
+
+def test_verify_record_is_current_only_for_the_same_files_library_code_and_settings(tmp_path):
+    files = [_file(tmp_path, "none", "cpu"), _file(tmp_path, "none", "nnapi")]
+    _verify_record(tmp_path, files).write()
+    rec = records.VerifyRecord.load(tmp_path)
+    same = dict(library_sha256="libsha", code="code1", rounding="qnnpack", thresholds={"max_lsb": 2, "ops": ("a", "b")})
+    assert rec.current_for(files, **same)[0]  # tuples read back as lists still compare equal
+    assert not rec.current_for(files, **{**same, "library_sha256": "other"})[0]
+    assert not rec.current_for(files, **{**same, "library_sha256": None})[0]  # not built: must verify
+    assert not rec.current_for(files, **{**same, "code": "code2"})[0]
+    assert not rec.current_for(files, **{**same, "rounding": "nnapi"})[0]
+    assert not rec.current_for(files, **{**same, "thresholds": {"max_lsb": 3, "ops": ["a", "b"]}})[0]
+    changed = _file(tmp_path, "none", "cpu", data=b"rebuilt")
+    current, why = rec.current_for([changed, files[1]], **same)
+    assert not current and changed.file in why
+    failed = _verify_record(tmp_path, files, ok=False)
+    assert not failed.current_for(files, **same)[0]

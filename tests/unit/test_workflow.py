@@ -114,3 +114,47 @@ def test_the_summary_is_a_record(tmp_path):
     assert data["kind"] == "torchdroid-all" and data["ok"] is False
     assert [st["stage"] for st in data["stages"]] == ["convert", "deploy"] and data["stages"][0]["seconds"] == 3.21
     assert s.failed == ("deploy",)
+
+
+def test_deploy_runs_with_only_a_configured_binary():
+    """INVOKE_DEPLOY_BINARY with a phone attached: no build-info, no APK, still something to deploy."""
+    import dataclasses
+
+    f = dataclasses.replace(NOTHING, devices=(True, "emulator-5554"), binary=Path("speed_benchmark_torch"))
+    assert workflow.decide("deploy", f).run
+    assert not workflow.decide("deploy", dataclasses.replace(f, binary=None)).run
+
+
+def test_doctor_rows_are_found_by_stable_id_and_every_adb_server_counts():
+    from toolchain.doctor import Check
+
+    rows = [Check("build-android", "NDK (renamed for people)", "warn", "not found", "set ANDROID_NDK", False,
+                  "build-android.ndk"),
+            Check("deploy", "devices (127.0.0.1:5037)", "info", "no adb server", "adb start-server", False,
+                  "deploy.devices@127.0.0.1:5037"),
+            Check("deploy", "devices (10.0.0.2:5037)", "ok", "R58N (device)", "", False, "deploy.devices@10.0.0.2:5037")]
+    f = workflow.facts_from_doctor(rows, host_nnapi=(True, ""))
+    assert f.devices == (True, "R58N (device)")
+    assert f.ndk[0] is False and "set ANDROID_NDK" in f.ndk[1]
+    assert f.sdk[0] is False and "not checked" in f.sdk[1]
+
+
+def test_all_remembers_where_pretrained_weights_live_and_still_checks_the_file(tmp_path, monkeypatch):
+    import converter.models as models
+    from workflow import weights
+
+    calls = []
+    cached = tmp_path / "hub" / "m.pth"
+
+    def location(model):
+        calls.append(model)
+        return "http://127.0.0.1:1/m.pth", cached
+
+    monkeypatch.setattr(models, "pretrained_location", location)
+    ok, why = weights.pretrained_status("mobilenet_v2", tmp_path / "build")
+    assert not ok and "unreachable" in why
+    cached.parent.mkdir()
+    cached.write_bytes(b"w")
+    ok, why = weights.pretrained_status("mobilenet_v2", tmp_path / "build")
+    assert ok and str(cached) in why
+    assert calls == ["mobilenet_v2"]  # torchvision asked once, the file checked every time

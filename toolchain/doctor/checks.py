@@ -287,6 +287,18 @@ def run_doctor(s: DoctorSettings) -> List[Check]:
     return checks
 
 
+MACHINE_IDS = ("build-android.ndk", "make-app.sdk", "deploy.adb")  # what `invoke all` decides by
+
+
+def machine_checks(s: DoctorSettings) -> List[Check]:
+    """Only the rows `invoke all` decides by (NDK, SDK, adb devices): no torch import, no other tool probed."""
+    checks: List[Check] = []
+    for stage, name, fact_id, fn in SECTIONS:
+        if fact_id in MACHINE_IDS:
+            checks += _guard(lambda fn=fn: fn(s), stage, name, fact_id)
+    return checks
+
+
 def by_id(checks: List[Check]) -> Dict[str, Check]:
     """The facts keyed by their stable id (what workflow and other code should look rows up by)."""
     return {c.id: c for c in checks if c.id}

@@ -1,0 +1,196 @@
+"""Values are typed: bad values from every source, broken config files, help and --dry, through the real CLI.
+
+Every case runs `invoke` from a fresh directory.  A bad value must be a usage error (exit 2) naming the
+option or key and where it came from (command line, the config file, which INVOKE_* variable), before
+any work starts: nothing but the run log is written.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial.harness import INVOKE, ROOT, Outcome, adversarial, assert_clean, clean_env, run_invoke
+
+WRITES = ("models", "app", "bench", "android", "results", "src", "all.json")
+
+
+def nothing_written(cwd: Path) -> None:
+    build = cwd / "build"
+    made = [p.name for p in build.iterdir()] if build.is_dir() else []
+    assert not [m for m in made if m in WRITES], f"work was done before the usage error: {made}"
+
+
+# --------------------------------------------------------------------------- command line
+
+CLI_CASES = [
+    (["bench", "--iter", "abc"], "--iter"),
+    (["bench", "--warmup", "-1"], "--warmup"),
+    (["bench", "--threads", "0"], "--threads"),
+    (["bench", "--iter", "1e9"], "--iter"),
+    (["deploy", "--iter", "0"], "--iter"),
+    (["deploy", "--repeat", "-2"], "--repeat"),
+    (["deploy", "--adb-port", "99999"], "--adb-port"),
+    (["deploy", "--bundled-input", "first"], "--bundled-input"),
+    (["deploy", "--threads", "two"], "--threads"),
+    (["verify", "--random-inputs", "-1"], "--random-inputs"),
+    (["verify", "--api-level", "ten"], "--api-level"),
+    (["verify", "--rounding", "fast"], "--rounding"),
+    (["verify", "--layerwise", "sometimes"], "--layerwise"),
+    (["build-android", "--max-jobs", "0"], "--max-jobs"),
+    (["build-android", "--api-level", "5"], "--api-level"),
+    (["build-android", "--abi", "mips"], "--abi"),
+    (["build-android", "--lane", "future"], "--lane"),
+    (["make-app", "--min-sdk", "abc"], "--min-sdk"),
+    (["make-app", "--target-sdk", "1000"], "--target-sdk"),
+    (["make-app", "--abi-filters", "x86_64,mips"], "mips"),
+    (["convert", "--quant", "half"], "--quant"),
+    (["report", "--run", "0"], "--run"),
+    (["report", "--run", "latest"], "--run"),
+    (["report", "--source", "phone"], "--source"),
+    (["clean", "--older-than", "-1"], "--older-than"),
+    (["clean", "--what", "everything"], "--what"),
+    (["deploy", "--install", "--no-install"], "--no-install"),
+    (["all", "--skip", "deplyo"], "deplyo"),
+]
+
+
+@adversarial("settings", "values are not typed")
+@pytest.mark.parametrize("args,mention", CLI_CASES, ids=[" ".join(a) for a, _ in CLI_CASES])
+def test_a_bad_command_line_value_is_a_usage_error_naming_the_option(tmp_path, args, mention):
+    out = run_invoke(args, tmp_path)
+    assert_clean(out, "usage", mentions=[mention], root=tmp_path)
+    nothing_written(tmp_path)
+
+
+# --------------------------------------------------------------------------- INVOKE_* variables
+
+ENV_CASES = [
+    ("INVOKE_BENCH_ITER", "abc", ["bench"]),
+    ("INVOKE_DEPLOY_TIMEOUT", "-5", ["deploy"]),
+    ("INVOKE_DEPLOY_INSTALL", "maybe", ["deploy"]),
+    ("INVOKE_ANDROID_ABI", "mips", ["build-android"]),
+    ("INVOKE_CONVERT_CALIBRATION_COUNT", "0", ["convert"]),
+    ("INVOKE_VERIFY_MIN_TOP1_AGREEMENT", "2", ["verify"]),
+    ("INVOKE_APP_ABI_FILTERS", "x86_64,mips", ["make-app"]),
+    ("INVOKE_VERIFY_AFTER_CONVERT", "sometimes", ["convert"]),
+    ("INVOKE_PYTORCH_GIT_JOBS", "many", ["build-android"]),
+    ("INVOKE_DEPLOY_ITER", "abc", ["convert", "--weights", "random"]),  # another stage's key: still before any work
+    ("INVOKE_CONVERT_QUANT", "none,half", ["all", "--weights", "random"]),
+    ("INVOKE_DEPLOY_ADB_PORT", "adb", ["doctor"]),
+]
+
+
+@adversarial("settings", "values are not typed")
+@pytest.mark.parametrize("var,value,args", ENV_CASES, ids=[f"{v}={x}" for v, x, _ in ENV_CASES])
+def test_a_bad_environment_variable_is_a_usage_error_naming_the_variable(tmp_path, var, value, args):
+    out = run_invoke(args, tmp_path, env={var: value})
+    assert_clean(out, "usage", mentions=[var], root=tmp_path)
+    nothing_written(tmp_path)
+
+
+# --------------------------------------------------------------------------- config files
+
+YAML_CASES = [
+    ("deploy:\n  iter: [1\n", "line 3"),  # unclosed flow list
+    ("deploy:\n\titer: 5\n", "line 2"),  # a tab
+    ("deploy:\n  iter: 5\n warmup: 2\n", "line 3"),  # bad indentation
+    ("convert: {weights: 'random}\n", "starts at line 1"),  # unclosed quote
+    ("- deploy\n- iter\n", "not a mapping"),
+    ("deploy: 5\n", "not a mapping"),
+    ("bench:\n  iters: 5\n", "bench.iter"),  # typo: did you mean
+    ("convrt:\n  weights: random\n", "unknown config section"),
+    ("bench:\n  iter: [1, 2]\n", "bench.iter"),
+    ("deploy:\n  serials: {a: 1}\n", "deploy.serials"),
+    ("app:\n  abi_filters: mips\n", "'mips'"),
+    ("verify:\n  max_lsb: -1\n", "verify.max_lsb"),
+]
+
+
+@adversarial("settings", "values are not typed")
+@pytest.mark.parametrize("text,mention", YAML_CASES, ids=[t.splitlines()[0] + f" #{i}" for i, (t, _) in
+                                                          enumerate(YAML_CASES)])
+def test_a_broken_config_file_is_a_usage_error_naming_the_file(tmp_path, text, mention):
+    cfg = tmp_path / "mine.yaml"
+    cfg.write_text(text)
+    out = run_invoke(["-f", str(cfg), "bench"], tmp_path)
+    assert_clean(out, "usage", mentions=[mention, "mine.yaml"], root=tmp_path)
+    assert cfg.read_text() == text
+    nothing_written(tmp_path)
+
+
+@adversarial("settings", "values are not typed")
+def test_a_broken_project_invoke_yaml_next_to_tasks_py_names_file_and_line(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "tasks.py").symlink_to(ROOT / "tasks.py")
+    (project / "invoke.yaml").write_text("convert:\n  weights: random\n  quant: [none, core\n")
+    res = subprocess.run([INVOKE, "--search-root", str(project), "convert"], cwd=tmp_path, env=clean_env(),
+                         capture_output=True, text=True, timeout=120)
+    out = Outcome(res.returncode, res.stdout, res.stderr)
+    assert_clean(out, "usage", mentions=["invoke.yaml, line", "not valid YAML"], root=tmp_path)
+
+
+@adversarial("settings", "values are not typed")
+def test_yaml_scalars_where_lists_are_expected_are_one_item_each(tmp_path):
+    """`serials: 127.0.0.1:5555` is one serial and `abi_filters: x86_64` one ABI, never their characters."""
+    cfg = tmp_path / "mine.yaml"
+    cfg.write_text("deploy:\n  serials: 127.0.0.1:5555\napp:\n  abi_filters: x86_64\nconvert:\n  quant: full\n")
+    out = run_invoke(["-f", str(cfg), "clean", "--dry-run"], tmp_path)  # checks every key of the config
+    assert_clean(out, "ok")
+    out = run_invoke(["-f", str(cfg), "make-app", "--min-sdk", "0"], tmp_path)
+    assert_clean(out, "usage", mentions=["--min-sdk"])
+    assert "'x'" not in out.text and "1, 2, 7" not in out.text
+
+
+# --------------------------------------------------------------------------- help, -h, --dry
+
+TASKS = ["all", "bench", "build-android", "build-app", "check-compat", "clean", "convert", "deploy", "doctor",
+         "make-app", "report", "verify"]
+
+
+@adversarial("settings", "help runs nothing")
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+@pytest.mark.parametrize("name", TASKS)
+def test_help_of_every_task_exits_0_and_runs_nothing(tmp_path, name, flag):
+    out = run_invoke([name, flag], tmp_path)
+    assert_clean(out, "ok")
+    assert "Options:" in out.out and f"{name} [--options]" in out.out
+    assert not (tmp_path / "build").exists(), "help wrote something"
+
+
+@adversarial("settings", "dry run")
+def test_dry_is_refused_with_a_reason_not_silently_ignored(tmp_path):
+    out = run_invoke(["--dry", "convert", "--weights", "random"], tmp_path)
+    assert_clean(out, "usage", mentions=["--dry", "not supported"])
+    assert not (tmp_path / "build").exists()
+
+
+@adversarial("settings", "dry run")
+def test_dry_clean_previews_and_removes_nothing(tmp_path):
+    logs = tmp_path / "build" / "logs"
+    logs.mkdir(parents=True)
+    old = logs / "convert-20200101-000000-1.log"
+    old.write_text("old")
+    os.utime(old, (0, 0))
+    (tmp_path / "build" / "models").mkdir()
+    for args in (["--dry", "clean", "--what", "logs,outputs"], ["clean", "-n", "--what", "logs,outputs"]):
+        out = run_invoke(args, tmp_path)
+        assert_clean(out, "ok")
+        assert "would remove" in out.out and str(old.name) in out.out
+        assert old.exists() and (tmp_path / "build" / "models").exists()
+    out = run_invoke(["clean", "--what", "logs,outputs"], tmp_path)
+    assert_clean(out, "ok")
+    assert not old.exists() and not (tmp_path / "build" / "models").exists()
+
+
+@adversarial("settings", "values are not typed")
+def test_clean_refuses_a_build_dir_that_is_the_working_directory(tmp_path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "mine.pt").write_text("mine")
+    out = run_invoke(["clean", "--what", "outputs"], tmp_path, env={"INVOKE_BUILD_DIR": "."})
+    assert_clean(out, "usage", mentions=["refusing"])
+    assert (tmp_path / "models" / "mine.pt").read_text() == "mine"

@@ -1,0 +1,44 @@
+"""The command-line surface: --json, tables that fit the terminal, short flags that mean one thing."""
+
+from __future__ import annotations
+
+import json
+
+from tests.adversarial.harness import run_invoke
+
+
+def test_doctor_json_is_one_document_with_stable_ids(tmp_path):
+    out = run_invoke(["doctor", "--json"], tmp_path)
+    assert out.code == 0, out.text[-2000:]
+    data = json.loads(out.out)
+    ids = {c["id"] for c in data["checks"]}
+    assert {"build-android.ndk", "make-app.sdk", "deploy.adb"} <= ids
+
+
+def test_tables_take_the_terminals_width_and_wrap_instead_of_cutting(tmp_path):
+    narrow = run_invoke(["doctor"], tmp_path, env={"COLUMNS": "70"})
+    assert narrow.code == 0
+    lines = narrow.out.splitlines()
+    assert lines and max(len(line) for line in lines) <= 70
+    assert "…" not in narrow.out  # wrapped, never cut
+    piped = run_invoke(["doctor"], tmp_path)  # not a terminal, no COLUMNS: whole cells on one line
+    fixes = [line for line in piped.out.splitlines() if "ANDROID_HOME" in line]
+    assert fixes, piped.out
+
+
+def test_o_is_out_everywhere_and_h_is_always_help(tmp_path):
+    for task in ("convert", "bench", "verify", "make-app", "build-app", "report"):
+        help_text = run_invoke([task, "--help"], tmp_path).out
+        assert "-o STRING, --out=STRING" in help_text, task
+    for task in ("bench", "deploy", "doctor", "build-android"):
+        out = run_invoke([task, "-h"], tmp_path)
+        assert out.code == 0 and "Options:" in out.out, task
+    assert not (tmp_path / "build").exists()
+
+
+def test_a_deploy_flag_switches_off_what_the_config_has_on(tmp_path):
+    """--no-install over deploy.install: true, --install over false: both parse; both together is refused."""
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("deploy:\n  install: false\n")
+    out = run_invoke(["-f", str(cfg), "deploy", "--install", "--no-install"], tmp_path)
+    assert out.code == 2 and "both given" in out.err

@@ -1,0 +1,205 @@
+"""The config schema and the resolution of typed values from the command line, files, INVOKE_* and defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from toolchain import invoke_hooks
+from toolchain.errors import UsageError
+from toolchain.resolve import Resolver, check_config, check_known_keys, parse
+from toolchain.settings import KEYS, SCHEMA, config_defaults, default
+from workflow import stage_settings
+
+
+def real_config(tmp_path: Path, monkeypatch, yaml_text: str = "", env=None, runtime: str = ""):
+    """An Invoke Config loaded the way `invoke` loads it: defaults, project file, INVOKE_* variables, -f file."""
+    from invoke import Config
+
+    invoke_hooks.install()
+    for k in list(__import__("os").environ):
+        if k.startswith("INVOKE_"):
+            monkeypatch.delenv(k)
+    for k, v in (env or {}).items():
+        monkeypatch.setenv(k, v)
+    if yaml_text:
+        (tmp_path / "invoke.yaml").write_text(yaml_text)
+    runtime_path = None
+    if runtime:
+        runtime_path = tmp_path / "runtime.yaml"
+        runtime_path.write_text(runtime)
+    config = Config(project_location=str(tmp_path), runtime_path=str(runtime_path) if runtime_path else None)
+    config.load_collection(config_defaults())
+    config.load_project()
+    config.load_runtime()
+    config.load_shell_env()
+    return config
+
+
+# --------------------------------------------------------------------------- the schema itself
+
+
+def test_every_default_passes_its_own_type_and_range():
+    for key in KEYS:
+        if key.default is not None:
+            assert parse(key.kind, key.default, text=False) == (
+                Path(key.default) if key.kind.base == "path" else key.default), key.name
+
+
+def test_every_config_key_has_its_own_environment_variable():
+    names = [k.env_var for k in KEYS if not k.cli_only]
+    assert len(names) == len(set(names))
+
+
+def test_the_configure_dict_holds_every_config_key_and_no_command_line_only_option():
+    tree = config_defaults()
+    for key in KEYS:
+        node, found = tree, True
+        for part in key.name.split("."):
+            if not isinstance(node, dict) or part not in node:
+                found = False
+                break
+            node = node[part]
+        assert found != key.cli_only, key.name
+    assert tree["deploy"]["timeout"] == 120 and default("deploy.timeout") == 120
+
+
+# --------------------------------------------------------------------------- one value from each source
+
+
+def test_command_line_beats_environment_beats_project_file_beats_default(tmp_path, monkeypatch):
+    config = real_config(tmp_path, monkeypatch, "bench:\n  iter: 7\n  warmup: 3\n",
+                         env={"INVOKE_BENCH_WARMUP": "4"})
+    r = Resolver(config, {"iter": None, "threads": "2"})
+    assert (r.get("bench.iter", "iter"), r.get("bench.warmup", "warmup"), r.get("bench.threads", "threads")) == (7, 4, 2)
+    assert r.get("bench.out") == Path("build/bench")
+    assert "invoke.yaml" in r.origin("bench.iter")
+    assert r.origin("bench.warmup") == "the environment variable INVOKE_BENCH_WARMUP"
+    assert r.origin("bench.threads") == "the command line (--threads)"
+    assert r.origin("bench.out") == "the default of `bench.out`"
+
+
+def test_the_runtime_file_beats_the_environment(tmp_path, monkeypatch):
+    config = real_config(tmp_path, monkeypatch, env={"INVOKE_BENCH_ITER": "9"}, runtime="bench: {iter: 11}\n")
+    r = Resolver(config)
+    assert r.get("bench.iter") == 11 and "runtime.yaml" in r.origin("bench.iter")
+
+
+@pytest.mark.parametrize("source", ["cli", "env", "file"])
+def test_a_non_number_names_the_option_and_its_source(tmp_path, monkeypatch, source):
+    config = real_config(tmp_path, monkeypatch, "deploy:\n  iter: abc\n" if source == "file" else "",
+                         env={"INVOKE_DEPLOY_ITER": "abc"} if source == "env" else None)
+    with pytest.raises(UsageError) as e:
+        Resolver(config, {"iter": "abc" if source == "cli" else None}).get("deploy.iter", "iter")
+    text = str(e.value)
+    assert "'abc' is not a whole number" in text
+    assert {"cli": "--iter", "env": "INVOKE_DEPLOY_ITER", "file": "invoke.yaml"}[source] in text
+    assert "fix:" in text
+
+
+@pytest.mark.parametrize("name,raw", [("deploy.iter", "0"), ("bench.iter", "-3"), ("deploy.repeat", "0"),
+                                      ("android.max_jobs", "0"), ("convert.calibration_count", "0"),
+                                      ("deploy.timeout", "0"), ("deploy.timeout", "nan"), ("deploy.adb_port", "70000"),
+                                      ("verify.min_top1_agreement", "1.5"), ("verify.random_inputs", "-1")])
+def test_out_of_range_values_are_refused(name, raw):
+    with pytest.raises(UsageError, match="out of range|is not a number"):
+        Resolver({}, {"x": raw}).get(name, "x")
+
+
+def test_unknown_choices_are_refused_with_a_suggestion():
+    with pytest.raises(UsageError, match="did you mean 'qnnpack'"):
+        Resolver({"verify": {"rounding": "qnnpak"}}).get("verify.rounding")
+    assert Resolver({}, {"x": "NNAPI"}).get("verify.rounding", "x") == "nnapi"
+
+
+def test_yaml_off_is_the_off_choice():
+    assert Resolver({"verify": {"after_convert": False}}).get("verify.after_convert") == "off"
+
+
+# --------------------------------------------------------------------------- lists and flags
+
+
+def test_a_yaml_scalar_where_a_list_is_expected_is_one_item_never_characters():
+    r = Resolver({"deploy": {"serials": "127.0.0.1:5555"}, "app": {"abi_filters": "x86_64"}})
+    assert r.get("deploy.serials") == ["127.0.0.1:5555"]
+    assert r.get("app.abi_filters") == ["x86_64"]
+    assert Resolver({"deploy": {"serials": 127}}).get("deploy.serials") == ["127"]
+
+
+def test_lists_from_repeated_flags_and_commas_alike_and_their_items_are_checked():
+    assert Resolver({}, {"quant": ["none,core", "full"]}).get("convert.quant", "quant") == ["none", "core", "full"]
+    with pytest.raises(UsageError, match="unknown 'x'"):
+        Resolver({"app": {"abi_filters": ["x"]}}).get("app.abi_filters")
+    with pytest.raises(UsageError, match="not a list"):
+        Resolver({"deploy": {"serials": {"a": 1}}}).get("deploy.serials")
+
+
+def test_a_list_from_an_environment_variable(tmp_path, monkeypatch):
+    config = real_config(tmp_path, monkeypatch, env={"INVOKE_DEPLOY_SERIALS": "A1,B2"})
+    assert Resolver(config).get("deploy.serials") == ["A1", "B2"]
+
+
+@pytest.mark.parametrize("text,want", [("false", False), ("0", False), ("no", False), ("true", True), ("on", True)])
+def test_boolean_environment_variables_mean_what_they_say(tmp_path, monkeypatch, text, want):
+    config = real_config(tmp_path, monkeypatch, env={"INVOKE_DEPLOY_INSTALL": text})
+    assert Resolver(config).get("deploy.install") is want
+
+
+def test_flags_default_to_not_given_so_the_command_line_can_switch_either_way():
+    off_in_config = {"deploy": {"install": False, "caching_allocator": True}}
+    assert Resolver(off_in_config, {"install": True}).get_flag("deploy.install", on="install", off="no_install")
+    assert not Resolver(off_in_config, {}).get_flag("deploy.install", on="install", off="no_install")
+    assert not Resolver(off_in_config, {"no_caching_allocator": True}).get_flag(
+        "deploy.caching_allocator", on="caching_allocator", off="no_caching_allocator")
+    with pytest.raises(UsageError, match="both given"):
+        Resolver({}, {"install": True, "no_install": True}).get_flag("deploy.install", on="install", off="no_install")
+
+
+# --------------------------------------------------------------------------- whole files
+
+
+def test_a_typo_in_a_section_is_refused_with_the_known_keys():
+    with pytest.raises(UsageError, match="did you mean `bench.iter`"):
+        check_known_keys({"bench": {"iters": 5}}, "invoke.yaml")
+    with pytest.raises(UsageError, match="not a mapping"):
+        check_known_keys({"deploy": 5}, "invoke.yaml")
+    with pytest.raises(UsageError, match="unknown config section `convrt`"):
+        check_known_keys({"convrt": {}}, "invoke.yaml", invoke_keys=("run", "tasks"))
+    check_known_keys({"run": {"echo": True}, "build_dir": "b"}, "invoke.yaml", invoke_keys=("run",))
+
+
+def test_check_config_finds_a_bad_value_of_any_stage(tmp_path, monkeypatch):
+    config = real_config(tmp_path, monkeypatch, "verify:\n  layerwise: sometimes\n")
+    with pytest.raises(UsageError, match="verify.layerwise"):
+        check_config(config)
+
+
+def test_a_yaml_syntax_error_is_a_usage_exit_with_file_and_line(tmp_path, monkeypatch):
+    from invoke.exceptions import Exit
+
+    with pytest.raises(Exit) as e:
+        real_config(tmp_path, monkeypatch, "deploy:\n  iter: [1\n")
+    assert e.value.code == 2 and "invoke.yaml, line 3" in e.value.message and "fix:" in e.value.message
+
+
+# --------------------------------------------------------------------------- stage settings
+
+
+def test_deploy_settings_take_their_defaults_from_the_schema(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = stage_settings.deploy({})
+    assert s.timeout == SCHEMA["deploy.timeout"].default and s.project == tmp_path.name
+    assert s.build_info == Path("build/android/arm64-v8a/build-info.json") and s.app_dir == Path("build/app")
+    assert s.install and s.options.iters == 200 and s.options.threads == 1
+    s = stage_settings.deploy({"deploy": {"install": False, "threads": 0}}, install=True)
+    assert s.install and s.options.threads is None
+
+
+def test_stage_settings_carry_command_line_values_typed():
+    s = stage_settings.verify({}, random_inputs="5", variant=["quant_full,quant_core"], api_level="30")
+    assert (s.random_inputs, s.variants, s.api_level) == (5, ("quant_full", "quant_core"), 30)
+    b = stage_settings.build_android({"android": {"max_jobs": 3}}, abi="x86_64", clean=True)
+    assert (b.abi, b.max_jobs, b.clean, b.lane_explicit) == ("x86_64", 3, True, False)
+    a = stage_settings.make_app({"app": {"models": None}, "convert": {"out": "m"}})
+    assert a.models == Path("m") and a.abi_filters == ("arm64-v8a",)

@@ -1,0 +1,99 @@
+"""Make Invoke's config loading report bad input as torchdroid usage errors instead of tracebacks.
+
+Invoke (3.x) loads ``invoke.yaml`` next to tasks.py right after importing it, ``-f FILE`` and the
+``INVOKE_*`` variables a little later, and on its own:
+
+* a YAML syntax error, or a file whose top level is not a mapping, raises from deep inside Invoke;
+* ``INVOKE_BENCH_ITER=abc`` raises ``ValueError`` from ``int("abc")``, a list key raises
+  ``UncastableEnvVar``, and ``INVOKE_DEPLOY_INSTALL=false`` becomes ``True`` (any non-empty text).
+
+:func:`install` (called once by tasks.py) turns the first two into a clean exit 2 naming the file
+and line, and keeps environment values as the text the user wrote, so that
+:mod:`toolchain.resolve` types them with the schema and names the variable when one is wrong.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+_INSTALLED = False
+
+
+def _exit(err) -> None:
+    from invoke.exceptions import Exit
+
+    raise Exit(f"torchdroid: {err.label}: {err}", code=err.exit_code)
+
+
+def _yaml_problem(path: str, e: Exception):
+    from .errors import UsageError
+
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else path
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    start = getattr(e, "context_mark", None)
+    if start is not None and mark is not None and start.line != mark.line and getattr(e, "context", None):
+        problem += f" ({e.context} that starts at line {start.line + 1})"
+    return UsageError(f"cannot read the config file {where}: {problem}",
+                      cause="the file is not valid YAML (indentation, a missing `:` or an unclosed quote)",
+                      remedy=f"fix {path} at that line (or move it away); `key: value` lines under "
+                             "`section:` headers, indented by two spaces")
+
+
+def _checked_loader(original: Callable, kind: str) -> Callable:
+    def load(self, path) -> Any:
+        import json
+
+        from invoke import config as invoke_config
+
+        from .errors import UsageError
+
+        yaml_error = invoke_config.yaml.YAMLError  # Invoke's own (vendored) PyYAML
+        try:
+            data = original(self, path)
+        except (yaml_error, json.JSONDecodeError, UnicodeDecodeError) as e:
+            if isinstance(e, yaml_error):
+                _exit(_yaml_problem(str(path), e))
+            _exit(UsageError(f"cannot read the config file {path}: {e}", remedy=f"fix or remove {path}"))
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            _exit(UsageError(f"the config file {path} holds a {type(data).__name__}, not a mapping of sections",
+                             remedy="write `section:` headers with indented `key: value` lines, e.g. "
+                                    "`deploy:` then `  iter: 200`"))
+        _check_sections(self, data, str(path))
+        return data
+
+    load.__name__ = f"_load_{kind}"
+    return load
+
+
+def _check_sections(config, data: dict, where: str) -> None:
+    from .errors import TorchdroidError
+    from .resolve import check_known_keys
+
+    invoke_keys = tuple(type(config).global_defaults().keys())
+    try:
+        check_known_keys(data, where, invoke_keys)
+    except TorchdroidError as e:
+        _exit(e)
+
+
+def _raw_env_value(self, old: Any, new: Any) -> Any:  # noqa: ARG001 - Invoke's signature
+    """Keep the variable's text; toolchain.resolve types it and names the variable when it is wrong."""
+    return new
+
+
+def install() -> None:
+    """Patch Invoke's Config and Environment once per process (idempotent)."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    from invoke.config import Config
+    from invoke.env import Environment
+
+    Config._load_yaml = _checked_loader(Config._load_yaml, "yaml")
+    Config._load_yml = _checked_loader(Config._load_yml, "yml")
+    Config._load_json = _checked_loader(Config._load_json, "json")
+    Environment._cast = _raw_env_value
+    _INSTALLED = True

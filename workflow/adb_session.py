@@ -1,0 +1,59 @@
+"""The adb server policy of `invoke all`: use a running server; start one only if needed, say so, stop it after.
+
+`invoke deploy` and `invoke doctor` never start a server (they say how to).  `invoke all` wants to know
+whether a phone is attached, so when adb is installed, the server is local and none answers, it
+starts one for the run, prints that it did, and stops exactly that server (its port) at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+from typing import Callable, Iterator, Optional, Sequence
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def server_port(port: Optional[int]) -> int:
+    env = os.environ.get("ANDROID_ADB_SERVER_PORT", "")
+    return int(port) if port else int(env) if env.isdigit() else 5037
+
+
+def answers(host: str, port: int, timeout: float = 2.0) -> bool:
+    """Does an adb server answer ``host:version`` on ``host:port``?"""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.sendall(b"000chost:version")
+            return s.recv(4) == b"OKAY"
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def adb_server_for_run(host: Optional[str], port: Optional[int], say: Callable[[str], None],
+                       servers: Sequence[str] = ()) -> Iterator[bool]:
+    """Yield True when this run started the server (and will stop it), False when it uses one or none.
+
+    With explicit ``servers`` (deploy.servers) nothing is started: those are the user's servers.
+    """
+    host = host or os.environ.get("ANDROID_ADB_SERVER_ADDRESS") or "127.0.0.1"
+    port = server_port(port)
+    adb = shutil.which("adb")
+    if servers or host not in LOCAL_HOSTS or adb is None or answers(host, port):
+        yield False
+        return
+    from toolchain.runner import run
+
+    env = {"ANDROID_ADB_SERVER_PORT": str(port)}
+    run([adb, "-P", str(port), "start-server"], env=env, check=False, timeout=60, what="`adb start-server`")
+    started = answers(host, port)
+    if started:
+        say(f"started an adb server on port {port} to look for phones; it is stopped at the end of this run")
+    try:
+        yield started
+    finally:
+        if started:
+            run([adb, "-P", str(port), "kill-server"], env=env, check=False, timeout=60, what="`adb kill-server`")
+            say(f"stopped the adb server this run started (port {port})")

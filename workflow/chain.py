@@ -1,0 +1,185 @@
+"""`invoke all`: check everything first, then run each stage the machine allows, in order, and record it.
+
+``prepare`` resolves and checks every stage's settings before any work starts (a bad value anywhere is
+a usage error naming it), ``machine_facts`` asks the doctor what this machine has, and ``run_chain``
+walks :data:`STAGES`: skip with the reason, "up to date" from the records, or run the stage's task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from invoke import Exit
+from invoke.exceptions import UnexpectedExit
+
+from toolchain.console import note
+from toolchain.resolve import Resolver
+
+from . import plan, stage_settings
+from .plan import STAGES, AllSummary, Facts, StageOutcome
+
+
+@dataclass(frozen=True)
+class AllPlan:
+    """Everything `all` decided before running anything."""
+
+    skip: Tuple[str, ...]
+    weights: str  # what convert gets
+    weights_note: str
+    substituted: bool  # random weights instead of the pretrained ones
+    variant: str  # the app's variant
+    models: Path
+    app_dir: Path
+    build_dir: Path
+    build_info: Path
+    binary: Optional[Path]  # deploy.binary (INVOKE_DEPLOY_BINARY, invoke.yaml)
+    apk: Optional[Path]  # deploy.apk
+    replace_app: bool
+    adb_host: Optional[str]
+    adb_port: Optional[int]
+    adb_servers: Tuple[str, ...]
+    bench: Any = None  # HostBenchSettings
+    verify: Any = None  # VerifySettings
+
+
+def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = None, skip: Any = None,
+            replace_app: bool = False, pretrained_status: Optional[Callable] = None) -> AllPlan:
+    """Resolve and check every stage's settings (usage errors before any work), and the weights policy."""
+    r = Resolver(config, {"weights": weights, "model": model, "skip": skip})
+    skipped = tuple(plan.check_stage_names(r.get("all.skip", "skip")))
+    variant = r.get("app.model", "model")
+    for build in (stage_settings.convert, stage_settings.build_android, stage_settings.build_app,
+                  stage_settings.report):
+        build(config)
+    bench, verify = stage_settings.host_bench(config), stage_settings.verify(config)
+    stage_settings.make_app(config, model=model)
+    deploy = stage_settings.deploy(config)
+    requested = r.get("all.weights", "weights")
+    if pretrained_status is None:
+        from . import weights
+
+        def pretrained_status(model: str):
+            return weights.pretrained_status(model, r.path("build_dir"))
+    used, why, substituted = plan.resolve_weights(requested, r.get("convert.model"), pretrained_status)
+    return AllPlan(skip=skipped, weights=used, weights_note=why, substituted=substituted, variant=variant,
+                   models=r.path("convert.out"), app_dir=r.path("app.out"), build_dir=r.path("build_dir"),
+                   build_info=deploy.build_info, binary=deploy.binary, apk=deploy.apk, replace_app=bool(replace_app),
+                   adb_host=deploy.adb_host, adb_port=deploy.adb_port, adb_servers=tuple(deploy.servers), bench=bench,
+                   verify=verify)
+
+
+def machine_facts(config: Any) -> Facts:
+    """What `all` can do here: the doctor's NDK, SDK and device rows, and whether a host NNAPI can be built."""
+    import host_nnapi
+    from toolchain.doctor.checks import machine_checks
+
+    checks = machine_checks(stage_settings.doctor(config))
+    return plan.facts_from_doctor(checks, host_nnapi=host_nnapi.availability())
+
+
+def recorded_apk(app_dir: Path) -> Optional[Path]:
+    """The APK `invoke build-app` recorded in the app's app-info, if that file exists."""
+    from toolchain.records import AppInfo
+
+    if not AppInfo.exists(app_dir):
+        return None
+    apk = AppInfo.load(app_dir).apk_file
+    return apk if apk and apk.is_file() else None
+
+
+def current_facts(p: AllPlan, facts: Facts, summary: AllSummary) -> Facts:
+    """The facts as they are now: what earlier stages built changes what later ones can do."""
+    return dataclasses.replace(
+        facts,
+        build_info=p.build_info if p.build_info.is_file() else None,
+        binary=p.binary if p.binary is not None and p.binary.is_file() else None,
+        apk=p.apk if p.apk is not None and p.apk.is_file() else recorded_apk(p.app_dir),
+        failed=summary.failed,
+        ran=tuple(o.stage for o in summary.outcomes if o.status == plan.RAN),
+    )
+
+
+def bench_is_current(p: AllPlan) -> Optional[str]:
+    """host-bench.json measured exactly these CPU model files with the same warm-up, iterations and threads."""
+    import json
+
+    from toolchain.records import ConvertManifest
+
+    if p.bench is None:
+        return None
+    path = Path(p.bench.out) / "host-bench.json"
+    if not path.is_file() or not ConvertManifest.exists(p.bench.models):
+        return None
+    try:
+        done = json.loads(path.read_text(encoding="utf-8"))
+        manifest = ConvertManifest.load(p.bench.models)
+    except Exception:  # unreadable, foreign or stale records: measure again (bench then says what is wrong)
+        return None
+    wanted = {f.file: f.sha256 for f in manifest.files if f.backend == "cpu"}
+    same = (done.get("models") == wanted and done.get("warmup") == p.bench.warmup
+            and done.get("iters") == p.bench.iters and done.get("threads") == p.bench.threads)
+    return f"{path} measured these models with these settings" if same and wanted else None
+
+
+def up_to_date(stage: str, p: AllPlan) -> Optional[str]:
+    """Why ``stage`` has nothing to do (from the records alone, without torch), or None."""
+    if stage == "bench":
+        return bench_is_current(p)
+    if stage == "verify" and p.verify is not None:
+        from host_nnapi.verify import is_current
+
+        current, why = is_current(p.verify)  # hashes and records only: no torch, nothing built
+        return why if current else None
+    if stage == "make-app":
+        from toolchain.records import ConvertManifest
+
+        if ConvertManifest.exists(p.models):
+            current, why = plan.app_is_current(p.app_dir, ConvertManifest.load(p.models), p.variant)
+            return why if current else None
+    return None
+
+
+def run_chain(p: AllPlan, facts: Facts, runs: Dict[str, Callable[[Facts], None]], summary: AllSummary,
+              say: Callable[[str], None] = print) -> AllSummary:
+    """Each stage in order: skipped (with the reason), up to date, or run; failures are recorded, Ctrl-C stops."""
+    for stage in STAGES:
+        now = current_facts(p, facts, summary)
+        decision = plan.decide(stage, now, p.skip)
+        if not decision.run:
+            summary.outcomes.append(StageOutcome(stage, plan.SKIPPED, decision.reason))
+            say(f"\n== {stage}: skipped: {decision.reason}")
+            continue
+        why = up_to_date(stage, p)
+        if why:
+            summary.outcomes.append(StageOutcome(stage, plan.UP_TO_DATE, why))
+            say(f"\n== {stage}: up to date ({why})")
+            continue
+        say(f"\n== {stage}")
+        summary.outcomes.append(_run_one(stage, runs[stage], now, say))
+        if summary.outcomes[-1].status == plan.INTERRUPTED:
+            break
+    return summary
+
+
+def _run_one(stage: str, run: Callable[[Facts], None], facts: Facts, say: Callable[[str], None]) -> StageOutcome:
+    t0 = time.monotonic()
+    try:
+        result = run(facts)
+    except (Exit, UnexpectedExit) as e:
+        message = e.message if isinstance(e, Exit) else str(e)
+        say(str(message or e))
+        status = plan.INTERRUPTED if isinstance(e, Exit) and e.code == 130 else plan.FAILED
+        return StageOutcome(stage, status, str(message or e), time.monotonic() - t0)
+    if getattr(result, "reused", False) or getattr(result, "up_to_date", False):
+        return StageOutcome(stage, plan.UP_TO_DATE, "reused: its inputs are unchanged", time.monotonic() - t0)
+    return StageOutcome(stage, plan.RAN, "", time.monotonic() - t0)
+
+
+def announce_weights(p: AllPlan) -> None:
+    from toolchain.console import warning
+
+    (warning if p.substituted else note)(("" if p.substituted else "weights: ") + p.weights_note)

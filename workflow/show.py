@@ -1,0 +1,252 @@
+"""What each task prints about its result: a table (or JSON with ``--json``), notes, the next command."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any
+
+from toolchain.console import emit_json, note, table, warning
+
+
+def convert(result: Any, as_json: bool = False) -> None:
+    if as_json:
+        return emit_json(result)
+    rows = []
+    for f in result.files:
+        scale = f"{f.input.scale:.5f}" if f.input.scale is not None else "-"
+        zero = f.input.zero_point if f.input.scale is not None else "-"
+        rows.append((f.file, f.backend, f.mode, "x".join(map(str, f.input.shape)), f.input.dtype, scale, zero,
+                     f"{f.size / 1e6:.1f}"))
+    table(f"converted into {result.manifest_path.parent} ({'reused' if result.reused else 'built'})",
+          ["file", "backend", "mode", "input", "dtype", "in scale", "in zero point", "MB"], rows,
+          numeric=("in scale", "in zero point", "MB"))
+    for line in result.notes:
+        note(line)
+    if result.host_check:
+        for line in result.host_check_lines():
+            print(line)
+    print(f"manifest: {result.manifest_path}")
+
+
+def host_bench(result: Any, as_json: bool = False) -> None:
+    if as_json:
+        return emit_json(result)
+    columns = ["model", "mode", "load ms", "first ms", "median ms", "p90 ms", "min ms", "max ms", "mean ms", "std ms",
+               "spread %", "peak MB"]
+    table("host benchmark (CPU models, bundled input)", columns,
+          [(r.file, r.mode, f"{r.load_ms:.0f}", f"{r.first_ms:.2f}", f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}",
+            f"{r.min_ms:.2f}", f"{r.max_ms:.2f}", f"{r.mean_ms:.2f}", f"{r.std_ms:.2f}",
+            f"{r.spread_pct:.1f}" + (" !" if r.unstable else ""), f"{r.peak_rss_kb / 1024:.0f}") for r in result.rows],
+          numeric=columns[2:])
+    for line in result.notes:
+        note(line)
+    print(f"results: {result.json_path}")
+
+
+def build_android(result: Any) -> None:
+    info = result.info
+    rows = [(a["name"], a["kind"], a["sha256"][:12], a["path"]) for a in info["artefacts"]]
+    table(f"{'up to date' if result.reused else 'built'}: PyTorch {info['commit'][:12]} ({info['lane']}) "
+          f"{info['abi']} API {info['api_level']}, NDK {info['ndk']['revision']}",
+          ["artefact", "kind", "sha256", "path"], rows)
+    ver = info.get("verification", {})
+    print(f"verified: machine {ver.get('machine')}, API level {ver.get('api_level')}, "
+          f"LOAD alignment {ver.get('load_alignment')} bytes (16 KB pages: {ver.get('page_16k_ok')})")
+    for w in result.warnings:
+        warning(w)
+    print(f"build-info: {result.build_info_path} ({result.seconds:.1f}s; log {result.log_path})")
+
+
+def compat(report: Any, as_json: bool = False) -> None:
+    if as_json:
+        return emit_json(report)
+    for line in report.lines():
+        print(line)
+
+
+def doctor(checks: Any, as_json: bool = False) -> None:
+    if as_json:
+        return emit_json({"checks": list(checks)})
+    table("torchdroid doctor", ["stage", "tool", "status", "found", "fix"],
+          [(ch.stage, ch.name, ch.status, ch.found, ch.fix) for ch in checks])
+
+
+def make_app(result: Any, compat_report: Any) -> None:
+    if getattr(result, "up_to_date", False):
+        print(f"make-app: {result.out} is up to date ({result.notes[0].split(': ', 1)[-1]}); nothing written")
+    else:
+        table(f"app assets ({result.variant})", ["asset", "size"],
+              [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()],
+              numeric=("size",))
+        for line in result.notes:
+            note(line)
+    for line in result.warnings:
+        warning(line)
+    print(f"project: {result.out} (application id {result.application_id}; runtime "
+          f"{result.runtime.source} {result.runtime.pytorch_android or result.runtime.aar_name})")
+    print(f"app-info: {result.app_info}")
+    if compat_report is not None:
+        for line in compat_report.lines():
+            print(f"check-compat: {line}")
+        if not compat_report.ok:
+            warning(f"the app's runtime may not run these models ({compat_report.status}); see `invoke check-compat`")
+    print(f"next: invoke build-app --out {result.out}  (or open {result.out} in Android Studio)")
+
+
+def build_app(result: Any) -> None:
+    print(f"APK: {result.apk} ({result.size / 1e6:.1f} MB, sha256 {result.sha256[:16]}…, {result.seconds:.0f} s)")
+    print(f"gradle log: {result.log_path}")
+    print("next: invoke deploy  (installs it on every connected phone)")
+
+
+def result_tables(rows: Any) -> None:
+    from deploy.summary import device_tables, slower_callouts
+
+    for title, columns, table_rows in device_tables(rows):
+        table(title, columns, table_rows)
+    for line in slower_callouts(rows):
+        note(line)
+
+
+def deploy(result: Any) -> None:
+    for w in result.warnings:
+        warning(w)
+    result_tables(result.rows)
+    for d in result.devices:
+        facts = f" ({d.facts.model}, SDK {d.facts.sdk})" if d.facts else ""
+        print(f"{d.serial}{facts}: {d.pushed_files} file(s) pushed ({d.pushed_bytes} bytes), "
+              f"{d.skipped_files} unchanged" + ("" if d.installed is None else
+                                                f", app {'installed' if d.installed else 'already installed'}"))
+        for n in d.notes:
+            print(f"  note: {n}")
+        for r in d.rows:
+            if r.status == "failed" and r.source != "deploy":
+                print(f"  failed: {r.model_file} ({r.backend}, {r.source}): {r.reason}")
+        for e in d.errors:
+            print("  problem: " + e.replace("\n", "\n    "))
+    print(f"device directory: {result.directory}")
+    if result.run_id is not None:
+        print(f"results: run {result.run_id} in {result.db_path}; "
+              + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
+        print("next: invoke report  (the chart and an HTML page of this run)")
+
+
+def report(result: Any, as_json: bool = False) -> None:
+    if as_json:
+        return emit_json(result)
+    result_tables(result.rows)
+    print(f"picture: {result.png}")
+    print(f"page: {result.html} (chart and tables; open it in a browser)")
+    print("exports: " + ", ".join(str(p) for p in result.exports.values()))
+
+
+def _verify_row(r: Any) -> tuple:
+    diff = f"{r.max_lsb_diff} LSB" if r.quantized and r.max_lsb_diff is not None else f"{r.max_abs_diff:.3g}"
+    worst = max((x["max_lsb"] or 0 for x in r.layers), default=None) if r.quantized and r.layers else None
+    return (r.variant, "ok" if r.ok else "FAIL", r.inputs, diff, _fixed(r.top1_agreement), _fixed(r.top5_agreement),
+            "-" if worst is None else f"{worst} LSB", sum(1 for f in r.findings if f["severity"] != "info"))
+
+
+def _fixed(x: Any) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def verify(result: Any, as_json: bool = False) -> None:
+    if as_json:
+        return emit_json(result)
+    table(f"host NNAPI vs CPU ({result.library})", ["variant", "result", "inputs", "end-to-end diff", "top-1",
+                                                    "top-5", "worst op (isolated)", "findings"],
+          [_verify_row(r) for r in result.rows],
+          numeric=("inputs", "end-to-end diff", "top-1", "top-5", "worst op (isolated)", "findings"))
+    for r in result.rows:
+        for f in r.findings:
+            if f["severity"] != "info":
+                print(f"{r.variant}: {f['severity']}: {f['message']}")
+    print(f"results: {result.json_path}")
+
+
+def all_summary(summary: Any, path: Any, substituted: bool, as_json: bool = False) -> None:
+    if as_json:
+        import json
+
+        return print(json.dumps(_read(path), indent=2))
+    table("torchdroid all", ["stage", "result", "seconds", "detail"],
+          [(o.stage, o.status, f"{o.seconds:.0f}" if o.seconds else "", o.detail.splitlines()[0] if o.detail else "")
+           for o in summary.outcomes], numeric=("seconds",))
+    if substituted:
+        warning("random weights (see above): latencies are real, predictions are meaningless")
+    print(f"summary: {path}")
+
+
+def _read(path: Any) -> Any:
+    import json
+    from pathlib import Path
+
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def quiet_stdout(as_json: bool):
+    """With --json, what the stages print goes to stderr so stdout holds only the JSON."""
+    return contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
+
+
+# --------------------------------------------------------------------------- the ExecuTorch lane (docs/executorch.md)
+
+
+def pte_convert(result: Any, as_json: bool = False) -> None:
+    if as_json:
+        return emit_json(result)
+    built = "built " + ", ".join(result.built) if result.built else "reused"
+    table(f"ExecuTorch programs in {result.manifest_path.parent} ({built})", ["file", "delegate", "precision", "MB",
+          "host check"], [(f.file, f.delegate, f.precision, f"{f.size / 1e6:.1f}", _pte_check(f)) for f in result.files],
+          numeric=("MB",))
+    for name, reason in sorted(result.skipped.items()):
+        print(f"skipped delegate {name}: {reason}")
+    for line in result.notes:
+        note(line)
+    print(f"manifest: {result.manifest_path}")
+
+
+def _pte_check(f: Any) -> str:
+    check = f.extra.get("host_check") or {}
+    return f"max |diff| {check['max_abs_diff']:.2e}" if check.get("ran") else f"not run: {check.get('reason', '?')}"
+
+
+def pte_bench(result: Any, as_json: bool = False) -> None:
+    from converter.pte_host import check_cells, speedups
+
+    if as_json:
+        return emit_json(result)
+    table("ExecuTorch programs against their reference (host runtime)",
+          ["program", "reference", "max |diff|", "bound", "top-1/top-5", "per operator", "result"],
+          [check_cells(c) for c in result.checks])
+    ups = speedups(result.lines)
+    columns = ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up"]
+    table("host latency, same protocol and threads (speed-up over legacy TorchScript CPU of the same precision)",
+          columns, [(x.label, x.file, f"{x.timing.median_ms:.2f}", f"{x.timing.p90_ms:.2f}", f"{x.timing.min_ms:.2f}",
+                     f"{ups[x.label]:.2f}x" if x.label in ups else "-") if x.timing else
+                    (x.label, x.file, "-", "-", "-", x.note) for x in result.lines])
+    for c in result.checks:
+        if c.operator_note:
+            print(f"per operator, {c.variant}: {c.operator_note}")
+    for line in result.notes:
+        note(line)
+    print(f"results: {result.json_path}")
+
+
+def executorch_runtime(result: Any, log_path: Any) -> None:
+    info = result.build_info
+    print(f"built ExecuTorch {info.get('tag')} ({info.commit[:12]}) executor_runner for {info.abi} API "
+          f"{info.get('api_level')}, LOAD alignment {info.get('page_alignment')}: {result.runner}")
+    print(f"build-info: {info.path} ({result.seconds:.1f}s; log {log_path})")
+
+
+def pte_deploy(result: Any) -> None:
+    table("per device: legacy and ExecuTorch, speed-up over the legacy TorchScript CPU model of the same precision",
+          ["device", "runtime", "median ms", "p90 ms", "samples", "speed-up", "note"],
+          [(r.serial, r.runtime, f"{r.median_ms:.2f}" if r.median_ms else "-", f"{r.p90_ms:.2f}" if r.p90_ms else "-",
+            r.samples, f"{r.speedup_vs_cpu:.2f}x" if r.speedup_vs_cpu else "-", r.note[:60]) for r in result.rows])
+    for p in result.problems:
+        print(f"problem: {p}")
+    print(f"results: {result.json_path}, {result.csv_path}")

@@ -1,0 +1,320 @@
+"""One function per stage: (invoke config, command-line values) -> that stage's settings object.
+
+Each takes the task's parameters as keyword arguments (``None`` = not given on the command line),
+reads every value through :class:`toolchain.resolve.Resolver` (typed, range-checked, with its
+source kept for messages) and builds the stage's settings dataclass.  Defaults come only from
+the schema in :mod:`toolchain.settings`.  The stage packages are imported inside the functions:
+importing this module stays cheap (``invoke --list``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from toolchain.resolve import Resolver
+
+
+def _r(config: Any, cli: dict) -> Resolver:
+    return Resolver(config, cli)
+
+
+def _text(path: Optional[Path]) -> Optional[str]:
+    return str(path) if path is not None else None
+
+
+def build_dir(config: Any) -> Path:
+    return Resolver(config).path("build_dir")
+
+
+def debug(config: Any, cli_debug: Optional[bool] = None) -> bool:
+    return bool(cli_debug) or bool(Resolver(config).get("debug"))
+
+
+def build_info_path(r: Resolver, abi_param: Optional[str] = None) -> Path:
+    """<build_dir>/android/<abi>/build-info.json, the one place the path is joined."""
+    from toolchain.records import build_info_path as joined
+
+    return joined(r.path("build_dir"), r.get("android.abi", abi_param))
+
+
+# --------------------------------------------------------------------------- convert, bench, verify
+
+
+def convert(config: Any, **cli) -> "Any":
+    from converter import ConvertSettings
+
+    r = _r(config, cli)
+    modes = cli.pop("modes", None)
+    return ConvertSettings(
+        model=r.get("convert.model", "model"),
+        modes=tuple(modes or r.get("convert.quant", "quant")),
+        weights=r.get("convert.weights", "weights"),
+        calibration=r.path("convert.calibration", "calibration"),
+        calibration_count=r.get("convert.calibration_count"),
+        seed=r.get("convert.seed"),
+        fmt="torchscript",  # the legacy format; convert.format also lists executorch (executorch_convert below)
+        out=r.path("convert.out", "out"),
+        build_dir=r.path("build_dir"),
+        force=r.get_flag("convert.force", on="force"),
+    )
+
+
+def formats(config: Any, **cli) -> tuple:
+    """convert.format (--format torchscript,executorch): which lanes `invoke convert` runs."""
+    return tuple(_r(config, cli).get("convert.format", "format"))
+
+
+def executorch_convert(config: Any, **cli):
+    from converter.executorch_lane import ExecutorchSettings
+
+    r = _r(config, cli)
+    return ExecutorchSettings(
+        out=r.path("convert.out", "out"), model=r.get("convert.model", "model"),
+        weights=r.get("convert.weights", "weights"), calibration=r.path("convert.calibration", "calibration"),
+        calibration_count=r.get("convert.calibration_count"), seed=r.get("convert.seed"),
+        delegates=tuple(r.get("convert.executorch_delegates", "delegates")),
+        force=r.get_flag("convert.force", on="force"))
+
+
+def pte_bench(config: Any, **cli):
+    from converter.pte_host import PteBenchSettings
+
+    r = _r(config, cli)
+    return PteBenchSettings(
+        models=r.path("convert.out", "models"), warmup=r.get("bench.warmup", "warmup"),
+        iters=r.get("bench.iter", "iter"), threads=r.get("bench.threads", "threads"), out=r.path("bench.out", "out"),
+        float_atol=r.get("verify.float_atol"), float_rtol=r.get("verify.float_rtol"),
+        per_operator=not cli.get("no_per_operator"), legacy=not cli.get("no_legacy"))
+
+
+def pte_deploy(config: Any, **cli):
+    from deploy.executorch_bench import PteDeploySettings
+
+    r = _r(config, cli)
+    info = cli.get("build_info")
+    return PteDeploySettings(
+        models=r.path("convert.out", "models"),
+        build_info=Path(info) if info else r.path("build_dir") / "android" / r.get("android.abi") / "executorch" / "build-info.json",
+        results=r.path("deploy.results"), serials=tuple(cli.get("serial") or r.get("deploy.serials") or ()),
+        device_dir=r.get("deploy.device_dir"), warmup=r.get("deploy.warmup", "warmup"),
+        iters=r.get("deploy.iter", "iter"), repeat=r.get("deploy.repeat", "repeat"),
+        threads=r.get("deploy.threads") or 1, adb_host=r.get("deploy.adb_host"), adb_port=r.get("deploy.adb_port"),
+        timeout=float(r.get("deploy.bench_timeout")))
+
+
+def executorch_runtime(config: Any, **cli):
+    """`build-android --lane executorch`: ExecuTorch's executor_runner at the pinned release."""
+    from ndk_build.executorch_runtime import RuntimeBuildSettings
+
+    r = _r(config, cli)
+    return RuntimeBuildSettings(
+        build_dir=r.path("build_dir"), ndk=cli.get("ndk"), ndk_config=_text(r.path("ndk.path")),
+        abi=r.get("android.abi", "abi"), api_level=r.get("android.api_level", "api_level"),
+        max_jobs=r.get("android.max_jobs", "max_jobs"), git_jobs=r.get("pytorch.git_jobs"))
+
+
+def host_bench(config: Any, **cli):
+    from converter.host_bench import HostBenchSettings
+
+    r = _r(config, cli)
+    return HostBenchSettings(
+        models=r.path("convert.out", "models"),
+        warmup=r.get("bench.warmup", "warmup"),
+        iters=r.get("bench.iter", "iter"),
+        threads=r.get("bench.threads", "threads"),
+        out=r.path("bench.out", "out"),
+    )
+
+
+def verify(config: Any, **cli):
+    from host_nnapi.verify import VerifySettings
+
+    r = _r(config, cli)
+    return VerifySettings(
+        models=r.path("convert.out", "models"),
+        out=r.path("verify.out", "out"),
+        variants=tuple(r.get("verify.variants", "variant")),
+        rounding=r.get("verify.rounding", "rounding"),
+        float_atol=r.get("verify.float_atol"),
+        float_rtol=r.get("verify.float_rtol"),
+        max_lsb=r.get("verify.max_lsb"),
+        min_top1_agreement=r.get("verify.min_top1_agreement"),
+        min_top5_agreement=r.get("verify.min_top5_agreement"),
+        random_inputs=r.get("verify.random_inputs", "random_inputs"),
+        seed=r.get("verify.seed"),
+        api_level=r.get("android.api_level", "api_level"),
+        layerwise=r.get("verify.layerwise", "layerwise"),
+        cache=r.path("verify.cache"),
+    )
+
+
+def after_convert(config: Any) -> str:
+    """verify.after_convert: warn | fail | off."""
+    return Resolver(config).get("verify.after_convert")
+
+
+# --------------------------------------------------------------------------- build-android, check-compat, doctor
+
+
+def build_android(config: Any, **cli):
+    from ndk_build import BuildSettings
+
+    r = _r(config, cli)
+    ndk_config = r.get("ndk.path")
+    sdk = r.get("android.sdk")
+    return BuildSettings(
+        build_dir=r.path("build_dir"),
+        lane=r.get("pytorch.lane", "lane"),
+        lane_explicit=cli.get("lane") is not None,
+        commit=r.get("pytorch.commit", "commit"),
+        repo_url=r.get("pytorch.repo_url", "repo_url"),
+        source_dir=r.path("pytorch.source_dir"),
+        ndk=str(r.path("ndk.path", "ndk")) if cli.get("ndk") else None,
+        ndk_config=str(ndk_config) if ndk_config else None,
+        sdk=str(sdk) if sdk else None,
+        python=r.get("pytorch.python", "python"),
+        abi=r.get("android.abi", "abi"),
+        api_level=r.get("android.api_level", "api_level"),
+        max_jobs=r.get("android.max_jobs", "max_jobs"),
+        clean=r.get_flag("build_android.clean", on="clean"),
+        aar=r.get_flag("build_android.aar", on="aar"),
+        vulkan=r.get_flag("build_android.vulkan", on="vulkan"),
+        java_home=_text(r.path("android.java_home", "java_home")),
+        cmake_args=tuple(cli.get("cmake_arg") or ()),
+        git_jobs=r.get("pytorch.git_jobs"),
+    )
+
+
+def check_compat(config: Any, **cli) -> dict:
+    """Keyword arguments of ``ndk_build.check_compat`` plus ``strict``."""
+    r = _r(config, cli)
+    build_info = r.path("compat.build_info", "build_info")
+    pytorch_android = r.get("compat.pytorch_android", "pytorch_android")
+    if build_info is None and pytorch_android is None:
+        build_info = build_info_path(r, "abi")
+    return {
+        "models": r.path("convert.out", "models"),
+        "build_info": build_info,
+        "pytorch_android": pytorch_android,
+        "source_dir": r.path("compat.source", "source"),
+        "strict": r.get_flag("compat.strict", on="strict"),
+    }
+
+
+def doctor(config: Any, **cli):
+    from ndk_build import DoctorSettings
+
+    r = _r(config, cli)
+    ndk_config = r.get("ndk.path")
+    sdk = r.get("android.sdk")
+    return DoctorSettings(
+        lane=r.get("pytorch.lane", "lane"),
+        ndk=str(r.path("ndk.path", "ndk")) if cli.get("ndk") else None,
+        ndk_config=str(ndk_config) if ndk_config else None,
+        sdk=str(sdk) if sdk else None,
+        python=r.get("pytorch.python"),
+        adb_host=r.get("deploy.adb_host"),
+        adb_port=r.get("deploy.adb_port"),
+        servers=tuple(r.get("deploy.servers", "adb_server")),
+    )
+
+
+# --------------------------------------------------------------------------- make-app, build-app
+
+
+def app_out(config: Any, out: Optional[str] = None) -> Path:
+    return Resolver(config, {"out": out}).path("app.out", "out")
+
+
+def make_app(config: Any, **cli):
+    from appgen import AppSettings
+
+    r = _r(config, cli)
+    return AppSettings(
+        model=r.get("app.model", "model"),
+        models=r.path("app.models", "models") or r.path("convert.out"),
+        out=r.path("app.out", "out"),
+        app_name=r.get("app.name", "app_name"),
+        application_id=r.get("app.application_id", "application_id"),
+        abi_filters=tuple(r.get("app.abi_filters", "abi_filters")),
+        min_sdk=r.get("app.min_sdk", "min_sdk"),
+        target_sdk=r.get("app.target_sdk", "target_sdk"),
+        lane=r.get("pytorch.lane", "lane"),
+        pytorch_android=r.get("app.pytorch_android", "pytorch_android"),
+        aar=r.path("app.aar", "aar"),
+        force=r.get_flag("app.force", on="force"),
+        build_dir=r.path("build_dir"),
+    )
+
+
+def build_app(config: Any, **cli):
+    from appgen import BuildAppSettings
+
+    r = _r(config, cli)
+    sdk = r.path("android.sdk")
+    return BuildAppSettings(project=r.path("app.out", "out"), build_dir=r.path("build_dir"),
+                            timeout=float(r.get("app.gradle_timeout")), sdk=str(sdk) if sdk else None)
+
+
+# --------------------------------------------------------------------------- deploy, report
+
+
+def bench_options(r: Resolver):
+    from deploy import BenchOptions
+
+    threads = r.get("deploy.threads", "threads")
+    return BenchOptions(
+        warmup=r.get("deploy.warmup", "warmup"),
+        iters=r.get("deploy.iter", "iter"),
+        repeat=r.get("deploy.repeat", "repeat"),
+        threads=threads if threads > 0 else None,
+        caching_allocator=r.get_flag("deploy.caching_allocator", on="caching_allocator", off="no_caching_allocator"),
+        timeout=float(r.get("deploy.bench_timeout")),
+        gatord=r.path("deploy.gatord", "profile_with_gatord") is not None,
+        bundled_input=r.get("deploy.bundled_input", "bundled_input"),
+        cooldown=float(r.get("deploy.cooldown", "cooldown")),
+    )
+
+
+def deploy(config: Any, **cli):
+    from deploy import DeploySettings
+
+    r = _r(config, cli)
+    return DeploySettings(
+        models=r.path("convert.out", "models"),
+        results=r.path("deploy.results", "results"),
+        build_info=r.path("deploy.build_info", "build_info") or build_info_path(r),
+        binary=r.path("deploy.binary", "binary"),
+        app_dir=r.path("deploy.app_dir", "app") or r.path("app.out"),
+        apk=r.path("deploy.apk", "apk"),
+        application_id=r.get("app.application_id"),
+        variants=tuple(r.get("deploy.variants", "variant")),
+        serials=tuple(r.get("deploy.serials", "serial")),
+        adb_host=r.get("deploy.adb_host", "adb_host"),
+        adb_port=r.get("deploy.adb_port", "adb_port"),
+        servers=tuple(r.get("deploy.servers", "adb_server")),
+        servers_from="--adb-server" if cli.get("adb_server") else "deploy.servers",
+        device_dir=r.get("deploy.device_dir", "device_dir"),
+        project=r.get("deploy.project", "project") or Path.cwd().name,
+        bench=r.get_flag("deploy.bench", on="bench", off="no_bench"),
+        app_bench=r.get_flag("deploy.app_bench", on="app_bench", off="no_app_bench"),
+        install=r.get_flag("deploy.install", on="install", off="no_install"),
+        options=bench_options(r),
+        allow_mismatch=r.get_flag("deploy.allow_mismatch", on="allow_mismatch", off="no_allow_mismatch"),
+        gatord=r.path("deploy.gatord", "profile_with_gatord"),
+        timeout=float(r.get("deploy.timeout")),
+        app_wait=float(r.get("deploy.app_wait")),
+    )
+
+
+def report(config: Any, **cli):
+    from deploy.report import ReportSettings
+
+    r = _r(config, cli)
+    return ReportSettings(
+        results=r.path("deploy.results", "results"),
+        run_id=r.get("report.run", "run"),
+        out=r.path("report.out", "out"),
+        source=r.get("deploy.report_source", "source"),
+    )
