@@ -13,7 +13,8 @@ Prints the medians and the ratios (ExecuTorch latency / legacy latency, < 1: Exe
 all at the same intra-op thread count, each pair interleaved over --rounds rounds (the best median counts,
 so load from other processes hits both alike).  It also reproduces the spike's pair (eager PyTorch vs the
 fp32 XNNPACK .pte, default threads) so its 52 ms vs 4.8 ms can be compared with this machine's numbers.
-One JSON line at the end holds everything.
+One JSON line at the end holds everything, with the machine's load average (the ratios are measured
+interleaved, so load hits both sides; the absolute milliseconds are only meaningful on an idle machine).
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ def measure(models: Path, args) -> dict:
     spike = spike_pair(pte["fp32"], example, args)
     return {"benchmark": "executorch_vs_torchscript_mobilenetv2", "threads": args.threads, "iters": args.iters,
             "rounds": args.rounds, "torch": torch.__version__, "cpus": os.cpu_count(),
+            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],  # other work on the machine skews all numbers
             "torchscript_cpu_quant_none_ms": round(ts_fp32, 3), "executorch_fp32_xnnpack_ms": round(et_fp32, 3),
             "ratio_fp32_xnnpack_over_quant_none": round(et_fp32 / ts_fp32, 3),
             "torchscript_cpu_quant_full_ms": round(ts_int8, 3), "executorch_int8_xnnpack_ms": round(et_int8, 3),
