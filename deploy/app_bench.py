@@ -37,6 +37,7 @@ class AppBench:
     record: Optional[dict]
     problem: Optional[str] = None
     waited_s: float = 0.0
+    device_fault: bool = False  # am start or logcat failed: another backend would fail the same way
 
 
 def parse_prefixed(output: str, prefix: str) -> List[dict]:
@@ -106,7 +107,7 @@ class _Follower:
         res = self.device.shell(f"logcat -d -s {APP_BENCH_TAG}:I AndroidRuntime:E")
         if not res.ok:
             raise _Stop(f"`logcat` failed on {self.device.serial} (exit code {res.code}): "
-                        + (" / ".join(res.tail(2)) or "no output"))
+                        + (" / ".join(res.tail(2)) or "no output"), device_fault=True)
         return res.output
 
     def step(self, output: str) -> Optional[dict]:
@@ -131,7 +132,9 @@ class _Follower:
 
 
 class _Stop(Exception):
-    pass
+    def __init__(self, reason: str, device_fault: bool = False):
+        super().__init__(reason)
+        self.device_fault = device_fault
 
 
 def run_app(device: Device, application_id: str, activity: str, backend: str, opts, launch_wait: float = 60.0,
@@ -143,17 +146,17 @@ def run_app(device: Device, application_id: str, activity: str, backend: str, op
         clear = device.shell("logcat -c")
         if not clear.ok:
             raise _Stop(f"`logcat -c` failed on {device.serial} (exit code {clear.code}): "
-                        + (" / ".join(clear.tail(2)) or "no output"))
+                        + (" / ".join(clear.tail(2)) or "no output"), device_fault=True)
         res = device.shell(app_command(application_id, activity, backend, opts), timeout=60)
         problem = am_start_problem(res.code, res.output)
         if problem:
-            raise _Stop(f"`am start` could not start {application_id}/{activity}: {problem}")
+            raise _Stop(f"`am start` could not start {application_id}/{activity}: {problem}", device_fault=True)
         while True:
             rec = follower.step(follower.read())
             if rec is not None:
                 return AppBench(backend, rec, rec.get("error"), time.monotonic() - follower.started)
             sleep(POLL_S)
     except _Stop as e:
-        return AppBench(backend, None, str(e), time.monotonic() - follower.started)
+        return AppBench(backend, None, str(e), time.monotonic() - follower.started, e.device_fault)
     except TorchdroidError as e:  # the device went away or a call timed out
-        return AppBench(backend, None, e.what, time.monotonic() - follower.started)
+        return AppBench(backend, None, e.what, time.monotonic() - follower.started, True)

@@ -6,6 +6,7 @@ fails raises, and the caller records the device as failed with the reason.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -89,8 +90,7 @@ def probe(run: DeviceRun) -> None:
     props, df, rest = run.dev.probe(parent, then=then)
     run.there, _, tail = rest.partition(_PAGE_MARK)
     page_text, _, env_text = tail.partition(SECTION)
-    facts = DeviceFacts.from_props(run.rep.serial, props)
-    facts = DeviceFacts(**{**facts.__dict__, "page_size": parse_page_size(page_text)})
+    facts = dataclasses.replace(DeviceFacts.from_props(run.rep.serial, props), page_size=parse_page_size(page_text))
     run.facts = run.rep.facts = facts
     if measures:  # a push-only deploy (--no-bench) does not pay two environment reads on its critical path
         run.rep.conditions = Conditions(run.rep.serial, facts.soc, facts.page_size, parse_snapshot(SECTION + env_text))
@@ -202,7 +202,7 @@ def bench_app(run: DeviceRun) -> None:
         run.status(f"in-app benchmark ({backend})")
         ab = _app.run_app(run.dev, app.package, app.facts.activity, backend, run.s.options, run.s.app_wait)
         run.rep.rows.append(app_row(run.facts, run.plan, ab, run.s.options))
-        if ab.record is None and ("am start" in (ab.problem or "") or "logcat" in (ab.problem or "")):
+        if ab.device_fault:
             break  # the next backend would fail the same way
 
 

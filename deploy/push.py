@@ -348,7 +348,7 @@ class _AckReader:
 class _BatchVerifier:
     """The verify calls of one device: each checks the files queued since the previous one, in one shell call.
 
-    A batch starts when a quarter of the bytes to send is waiting, or the file before the last one or the
+    A batch starts when a third of the bytes to send is waiting, or the file before the last one or the
     last one arrived (so the last batch, the only one not hidden behind a transfer, holds one file): few
     shell calls (each costs a round trip and a few processes on the device) and a short tail.  Up to two
     run at once (a phone has several cores), except the first, which runs alone: it removes the leftovers
@@ -366,7 +366,7 @@ class _BatchVerifier:
         self.cond = threading.Condition()
         self.queued: List[tuple] = []
         self.queued_bytes = 0
-        self.threshold = total // 4
+        self.threshold = total // 3
         self.urgent = False
         self.results: Dict[int, object] = {}
         self.sending = True

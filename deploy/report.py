@@ -45,12 +45,12 @@ def make_report(s: ReportSettings) -> ReportResult:
     rows = store.rows(s.run_id)
     run_id = rows[0].run_id
     chosen = [r for r in rows if r.source == s.source]
-    if not any(r.status == "ok" for r in chosen):
-        failures = [r for r in rows if r.status != "ok"]
-        why = f" ({failures[0].serial}: {failures[0].reason})" if failures else ""
-        raise RecordError(f"run {run_id} has no successful {s.source} benchmarks to draw{why}",
-                          remedy="look at the table of `invoke deploy` (or `invoke report --source app|binary`) for "
-                                 "why they failed, or pick another run with --run")
+    failed_devices = [r for r in rows if r.source == "deploy"]
+    if not chosen and not failed_devices:
+        other = sorted({r.source for r in rows} - {s.source})
+        raise RecordError(f"run {run_id} has no {s.source} benchmarks to draw",
+                          remedy=(f"draw the {other[0]} benchmark with --source {other[0]}, or " if other else "")
+                          + "pick another run with --run")
     png = Path(s.out) if s.out else Path(s.results) / f"report-run-{run_id:04d}.png"
     title = f"torchdroid run {run_id} ({rows[0].started}), {s.source} benchmark"
     draw(chosen + [r for r in rows if r.source == "deploy"], png, title=title)

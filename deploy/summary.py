@@ -56,7 +56,10 @@ def device_tables(rows: Sequence[ResultRow]) -> List[Tuple[str, List[str], List[
         for r in drows:
             if r.source == "deploy":
                 out.append(["-", "-", "device", "failed", "-", "-", "-", "-", "-", "-", r.reason])
-        tables.append((device_title(drows[0]), COLUMNS, out))
+        title = device_title(drows[0])
+        if len({r.server for r in rows if r.server}) > 1:  # several adb servers in the run: say which one
+            title += f", via adb server {drows[0].server}"
+        tables.append((title, COLUMNS, out))
     return tables
 
 

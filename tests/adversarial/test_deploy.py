@@ -377,13 +377,24 @@ def test_report_unknown_run(tmp_path, standin, lab):
     assert_clean(out, "record", mentions=["no results for run 99", "pick one of: 1"], root=tmp_path)
 
 
-@adversarial("report", "only failures: a run where every device failed")
+@adversarial("report", "only failures: a run where every device failed is drawn with the reasons")
 def test_report_of_a_run_that_only_failed(tmp_path, standin, lab):
     server, devs = lab
     user(tmp_path, standin)
     assert deploy(tmp_path, server, "--serial", devs["locked"].serial).code == 7
     out = run_invoke(["report"], tmp_path / "work")
-    assert_clean(out, "record", mentions=["no successful binary benchmarks", "unauthorized"], root=tmp_path)
+    assert_clean(out, "ok", root=tmp_path)
+    page = (tmp_path / "work" / "build" / "results" / "report-run-0001.html").read_text()
+    assert "Failed and skipped (1)" in page and "unauthorized" in page and devs["locked"].serial in page
+
+
+@adversarial("report", "bad value: a source with no rows in the run")
+def test_report_source_without_rows(tmp_path, standin, lab):
+    server, devs = lab
+    user(tmp_path, standin)
+    assert deploy(tmp_path, server, "--serial", devs["good"].serial, "--no-install").code == 0
+    out = run_invoke(["report", "--source", "app"], tmp_path / "work")
+    assert_clean(out, "record", mentions=["no app benchmarks to draw", "--source binary"], root=tmp_path)
 
 
 @adversarial("deploy", "bad value: a negative cool-down")
@@ -391,7 +402,7 @@ def test_negative_cooldown(tmp_path, standin, lab):
     server, devs = lab
     user(tmp_path, standin)
     out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--cooldown", "-1")
-    assert_clean(out, "usage", mentions=["cool-down", "--cooldown"], root=tmp_path)
+    assert_clean(out, "usage", mentions=["--cooldown", "out of range"], root=tmp_path)
 
 
 def test_cooldown_waits_between_models(tmp_path, standin, lab):

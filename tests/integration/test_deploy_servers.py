@@ -66,6 +66,20 @@ def test_devices_of_several_servers_in_one_run_and_a_down_server_is_a_row(tmp_pa
         f"127.0.0.1:{down['gone']}"}
 
 
+def test_console_tables_name_the_server_when_there_are_several():
+    from deploy.summary import device_tables
+    from toolchain.records import ResultRow
+
+    def row(serial, server):
+        return ResultRow(serial=serial, device_model="Pixel", board="sm", release="14", sdk=34, abi="arm64-v8a",
+                         stem="m", variant="quant_none", mode="none", backend="cpu", source="binary", status="ok",
+                         median_ms=1.0, server=server)
+
+    titles = [t for t, _c, _r in device_tables([row("A", "lab1:5037"), row("B", "lab2:5037")])]
+    assert titles[0].endswith("via adb server lab1:5037") and titles[1].endswith("via adb server lab2:5037")
+    assert "via adb server" not in device_tables([row("A", "127.0.0.1:5037")])[0][0]  # one server: no noise
+
+
 def test_a_named_device_behind_a_down_server_is_a_row_with_that_reason(tmp_path, standin):
     inp = make_inputs(tmp_path / "in", standin=standin)
     with adb_servers_with_devices(tmp_path / "adb", {"up": {"u1": {}}}, down=["gone"]) as (servers, devs, down):
