@@ -102,7 +102,7 @@ def test_deploy_binary_only_apk_only_both_then_report(newcomer, tmp_path):
     clone, _, _, _, first = newcomer
     assert first.returncode == 0
     binary = build_standin(tmp_path / "bin")
-    apk = make_apk(tmp_path / "app-debug.apk")
+    apk = make_apk(tmp_path / "app-debug.apk", abis=("x86_64",))  # native libraries the x86_64 device can load
     devices = {"pixel": {"props": {"ro.product.cpu.abi": "x86_64", "ro.product.cpu.abilist": "x86_64",
                                    "ro.product.model": "Virtual Pixel"}}}
     with adb_with_devices(tmp_path / "adb", devices) as (server, _devs):
