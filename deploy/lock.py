@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from toolchain.errors import DeviceError, TorchdroidError
+from toolchain.fsutil import pid_alive
 
 from .adb import Device
 
@@ -61,20 +62,10 @@ def lock_path(directory: str) -> str:
     return f"{head}/.{name}.torchdroid-lock"
 
 
-def _alive_here(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def is_stale(owner: Optional[Owner], now: float, host: str) -> bool:
     if owner is None:  # no owner written: the taker died between mkdir and echo, or a foreign directory
         return True
-    if owner.host == host and not _alive_here(owner.pid):
+    if owner.host == host and not pid_alive(owner.pid):
         return True
     if owner.host == host and owner.pid == os.getpid() and owner.token not in _HELD:
         return True  # an earlier deploy of this process lost the device before it could unlock
