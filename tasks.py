@@ -91,8 +91,9 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, out=None,
 
 @task(help=helps(host="run the CPU models on this machine (the only place `bench` runs; phones: `invoke deploy`)",
                  models="convert.out", warmup="bench.warmup", iter="bench.iter", threads="bench.threads",
-                 out="bench.out"))
-def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, out=None, json=False, debug=False):
+                 repeat="bench.repeat", out="bench.out"))
+def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, repeat=None, out=None, json=False,
+          debug=False):
     """Benchmark converted models on the host with speed_benchmark_torch's protocol."""
     if not host:
         raise Exit("torchdroid bench: only --host is done here; on phones use `invoke deploy`", code=2)
@@ -100,7 +101,7 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, out=N
         from converter.host_bench import run_host_bench
 
         result = run_host_bench(resolve.host_bench(c.config, models=models, warmup=warmup, iter=iter,
-                                                   threads=threads, out=out))
+                                                   threads=threads, repeat=repeat, out=out))
     show.host_bench(result, json)
 
 

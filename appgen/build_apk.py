@@ -17,6 +17,7 @@ from toolchain.runner import run
 
 from toolchain.tools.sdk import INSTALL as SDK_INSTALL
 from toolchain.tools.sdk import AndroidSdk
+from toolchain.settings import default
 
 from .gradle import WRAPPER_JAR, gradle_hint, wrapper_jar_howto
 
@@ -27,9 +28,9 @@ APK_DEBUG = Path("app/build/outputs/apk/debug/app-debug.apk")
 
 @dataclass(frozen=True)
 class BuildAppSettings:
-    project: Path = Path("build/app")
-    build_dir: Path = Path("build")
-    timeout: Optional[float] = 3600.0
+    project: Path = Path(default("app.out"))
+    build_dir: Path = Path(default("build_dir"))
+    timeout: Optional[float] = default("app.gradle_timeout")
     sdk: Optional[str] = None  # config android.sdk: wins over ANDROID_HOME / ANDROID_SDK_ROOT / local.properties
 
 

@@ -38,6 +38,7 @@ from toolchain.fsutil import (
     sha256_file,
 )
 from toolchain.progress import progress
+from toolchain.settings import default
 
 from . import assets, validate
 from .gradle import WRAPPER_JAR, Gradle, wrapper_jar_howto
@@ -56,19 +57,19 @@ SPACE_MARGIN = 8 << 20  # template, labels, sample image, record: a few MB on to
 
 @dataclass(frozen=True)
 class AppSettings:
-    model: str = "quant_full"
-    models: Path = Path("build/models")
-    out: Path = Path("build/app")
-    app_name: str = "torchdroid demo"
-    application_id: str = "org.torchdroid.demo"
-    abi_filters: Tuple[str, ...] = ("arm64-v8a",)
-    min_sdk: int = 21
+    model: str = default("app.model")
+    models: Path = Path(default("convert.out"))
+    out: Path = Path(default("app.out"))
+    app_name: str = default("app.name")
+    application_id: str = default("app.application_id")
+    abi_filters: Tuple[str, ...] = tuple(default("app.abi_filters"))
+    min_sdk: int = default("app.min_sdk")
     target_sdk: Optional[int] = None  # None: the lane's compileSdk
     lane: str = pins.DEFAULT_LANE
     pytorch_android: Optional[str] = None
     aar: Optional[Path] = None
     force: bool = False
-    build_dir: Path = Path("build")
+    build_dir: Path = Path(default("build_dir"))
     wrapper_jar: bool = True  # create gradle-wrapper.jar with a local Gradle when there is one
 
 

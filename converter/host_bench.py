@@ -22,6 +22,7 @@ from toolchain.errors import UsageError
 from toolchain.fsutil import atomic_write_json, atomic_write_text
 from toolchain.progress import progress
 from toolchain.records import ConvertManifest, now_iso
+from toolchain.settings import default
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +30,11 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class HostBenchSettings:
     models: Path
-    warmup: int = 5
-    iters: int = 50
-    threads: int = 1
-    out: Path = Path("build/bench")
-    repeat: int = 3  # timed runs of ``iters``; their medians disagreeing by > 10 % flags the row ``unstable``
+    warmup: int = default("bench.warmup")
+    iters: int = default("bench.iter")
+    threads: int = default("bench.threads")
+    out: Path = Path(default("bench.out"))
+    repeat: int = default("bench.repeat")  # timed runs of ``iters``; their medians disagreeing by > 10 % flags the row ``unstable``
 
 
 @dataclass

@@ -19,6 +19,7 @@ from toolchain.errors import UsageError
 from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock, remove_stale_partials
 from toolchain.progress import progress
 from toolchain.records import MODES, ConvertManifest, ModelFile, manifest_owner, manifest_path, model_file_names, now_iso
+from toolchain.settings import default
 
 from .calibration import CalibrationSpec, parse_calibration
 from .models import ModelSpec, WeightsSpec, parse_model, parse_weights
@@ -30,15 +31,15 @@ FORMATS = ("torchscript", "lite")
 
 @dataclass(frozen=True)
 class ConvertSettings:
-    out: Path = Path("build/models")
-    model: str = "mobilenet_v2"
+    out: Path = Path(default("convert.out"))
+    model: str = default("convert.model")
     modes: Tuple[str, ...] = MODES
-    weights: str = "pretrained"
+    weights: str = default("convert.weights")
     calibration: Optional[Path] = None
-    calibration_count: int = 32
-    seed: int = 0
-    fmt: str = "torchscript"
-    build_dir: Path = Path("build")
+    calibration_count: int = default("convert.calibration_count")
+    seed: int = default("convert.seed")
+    fmt: str = default("convert.format")
+    build_dir: Path = Path(default("build_dir"))
     force: bool = False
 
 

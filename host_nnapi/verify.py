@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from toolchain.errors import RecordError, UsageError, VerificationError
 from toolchain.fsutil import sha256_file
 from toolchain.records import ConvertManifest, ModelFile, VerifyRecord, verify_path
+from toolchain.settings import default
 
 from . import checks, rules
 from .align import Alignment, Difference, align, compare_operands, interface_differences
@@ -48,16 +49,16 @@ class VerifySettings:
     models: Path
     out: Optional[Path] = None  # default: <models>/verify.json
     variants: Tuple[str, ...] = ()  # default: all
-    rounding: str = "qnnpack"
-    float_atol: float = 1e-4
-    float_rtol: float = 1e-5
-    max_lsb: int = 1  # per operation under nnapi rounding (qnnpack: rules.op_bound)
-    min_top1_agreement: float = 0.75
-    min_top5_agreement: float = 0.8
-    random_inputs: int = 3
-    seed: int = 0
-    api_level: int = 29
-    layerwise: str = "auto"  # "auto"/"always": operation by operation (every mode); "never": end to end only
+    rounding: str = default("verify.rounding")
+    float_atol: float = default("verify.float_atol")
+    float_rtol: float = default("verify.float_rtol")
+    max_lsb: int = default("verify.max_lsb")  # per operation under nnapi rounding (qnnpack: rules.op_bound)
+    min_top1_agreement: float = default("verify.min_top1_agreement")
+    min_top5_agreement: float = default("verify.min_top5_agreement")
+    random_inputs: int = default("verify.random_inputs")
+    seed: int = default("verify.seed")
+    api_level: int = default("android.api_level")
+    layerwise: str = default("verify.layerwise")  # "auto"/"always": operation by operation (every mode); "never": end to end only
     cache: Optional[Path] = None
 
 

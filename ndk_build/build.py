@@ -39,6 +39,7 @@ from .elfcheck import ElfFacts, verify_binary, verify_page_alignment
 from .gitsource import SHA_RE, Checkout, Git, ensure_checkout
 from .hints import build_hint, parse_step
 from toolchain.tools.hostpython import HostPython
+from toolchain.settings import default
 from .ndk import Ndk, validate_api_level
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ CMAKE_MIN = (3, 18)  # PyTorch's CMakeLists.txt: cmake_minimum_required(VERSION 
 
 @dataclass(frozen=True)
 class BuildSettings:
-    build_dir: Path = Path("build")
+    build_dir: Path = Path(default("build_dir"))
     lane: str = pins.DEFAULT_LANE
     lane_explicit: bool = False  # --lane given on the command line (a custom --commit then keeps it)
     commit: Optional[str] = None
@@ -69,7 +70,7 @@ class BuildSettings:
     aar: bool = False
     vulkan: bool = False  # --vulkan: keep PyTorch's USE_VULKAN=ON (needs an NDK with vulkan_wrapper)
     cmake_args: Tuple[str, ...] = ()
-    git_jobs: int = 4
+    git_jobs: int = default("pytorch.git_jobs")
     env: Optional[Mapping[str, str]] = None  # where to look for ANDROID_* (default: os.environ)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
@@ -156,7 +157,8 @@ def _parse_list(kind: Kind, raw: Any) -> List[str]:
         raise BadValue(f"{_show(raw)} is not {kind.describe()}")
     bad = [i for i in items if kind.choices and i not in kind.choices]
     if bad:
-        raise BadValue(f"unknown {', '.join(repr(b) for b in bad)}: each item must be one of "
+        raise BadValue(f"unknown {kind.item + ' ' if kind.item else ''}{', '.join(repr(b) for b in bad)}: "
+                       f"each item must be one of "
                        f"{', '.join(kind.choices)}" + _did_you_mean(bad[0], kind.choices))
     return items
 
@@ -288,6 +290,31 @@ def check_config(config: Any) -> None:
     for source, data in resolver._layers:
         if source.kind == "file":
             check_known_keys(data, source.name)
+    if hasattr(config, "_project"):  # a real Invoke config: the variables of this process
+        check_known_variables(os.environ, _invoke_variables(type(config).global_defaults()))
+
+
+INVOKE_OWN = ("INVOKE_RUNTIME_CONFIG", "INVOKE_DEBUG")  # read by Invoke itself, not config keys
+
+
+def _invoke_variables(tree: Mapping, prefix: str = "INVOKE") -> set:
+    names = set()
+    for k, v in tree.items():
+        name = f"{prefix}_{str(k).upper()}"
+        names |= _invoke_variables(v, name) if isinstance(v, Mapping) else {name}
+    return names
+
+
+def check_known_variables(environ: Mapping[str, str], invoke_names: set = frozenset()) -> None:
+    """An ``INVOKE_*`` variable that names no key (a typo) would be ignored silently: refuse it."""
+    ours = {k.env_var for k in SCHEMA.values() if not k.cli_only}
+    for name in sorted(environ):
+        if name.startswith("INVOKE_") and name not in ours and name not in invoke_names and name not in INVOKE_OWN:
+            hint = difflib.get_close_matches(name, sorted(ours), n=1)
+            raise UsageError(f"the environment variable {name} names no config key",
+                             cause=(f"did you mean {hint[0]}?" if hint else "a typo, or a key of an older torchdroid"),
+                             remedy=f"unset {name}" + (f" or rename it to {hint[0]}" if hint else "")
+                                    + "; `invoke TASK --help` names each option's config key")
 
 
 def check_known_keys(data: Mapping, where: str, invoke_keys: Sequence[str] = ()) -> None:

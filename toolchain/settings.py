@@ -42,6 +42,7 @@ class Kind:
     min: Optional[float] = None
     max: Optional[float] = None
     choices: Tuple[str, ...] = ()  # for str, and for the items of a list
+    item: str = ""  # what one item of a list is called in messages ("ABI", "quantization mode")
 
     def describe(self) -> str:
         if self.base == "list":
@@ -92,8 +93,8 @@ def PathKind() -> Kind:
     return Kind("path")
 
 
-def ListOf(*choices: str) -> Kind:
-    return Kind("list", choices=tuple(choices))
+def ListOf(*choices: str, item: str = "") -> Kind:
+    return Kind("list", choices=tuple(choices), item=item)
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ KEYS: Tuple[Key, ...] = (
     Key("convert.out", PathKind(), "build/models", "output directory of `invoke convert`"),
     Key("convert.model", Text(), "mobilenet_v2", "torchvision model with a quantizable variant (mobilenet_v2, "
                                                   "resnet18, ...) or path/to/file.py:factory"),
-    Key("convert.quant", ListOf(*MODES), list(MODES), "quantization modes: none, core, full (repeat or "
+    Key("convert.quant", ListOf(*MODES, item="quantization mode"), list(MODES), "quantization modes: none, core, full (repeat or "
                                                       "comma-separate)"),
     Key("convert.weights", Text(), "pretrained", "pretrained | random | PATH to a state_dict (.pth/.pt)"),
     Key("convert.calibration", PathKind(), None, "directory of images to calibrate quantization with "
@@ -142,6 +143,8 @@ KEYS: Tuple[Key, ...] = (
     Key("bench.iter", Int(min=1, max=1000000), 50, "timed iterations"),
     Key("bench.threads", Int(min=1, max=1024), 1, "intra-op threads (like --pthreadpool_size)"),
     Key("bench.out", PathKind(), "build/bench", "where host benchmark results go"),
+    Key("bench.repeat", Int(min=1, max=1000), 3, "timed runs of iter; their medians disagreeing by > 10 % flags "
+                                                 "the row unstable"),
     # ---- pytorch, ndk, android
     Key("pytorch.lane", Choice(*pins.LANES), pins.DEFAULT_LANE, "pin set: " + ", ".join(pins.LANES)),
     Key("pytorch.commit", Text(), None, "build another PyTorch commit: full SHA or tag (lane facts from the "
@@ -182,7 +185,7 @@ KEYS: Tuple[Key, ...] = (
     Key("app.out", PathKind(), "build/app", "where the Gradle project goes"),
     Key("app.name", Text(), "torchdroid demo", "name on the launcher"),
     Key("app.application_id", Text(), "org.torchdroid.demo", "Android application id = Java package"),
-    Key("app.abi_filters", ListOf(*ABIS), ["arm64-v8a"], "ABIs to package (repeat or comma-separate)"),
+    Key("app.abi_filters", ListOf(*ABIS, item="ABI"), ["arm64-v8a"], "ABIs to package (repeat or comma-separate)"),
     Key("app.min_sdk", Int(min=16, max=99), 21, "minSdkVersion (NNAPI needs 29, below it the app uses the CPU "
                                                 "model)"),
     Key("app.target_sdk", Int(min=16, max=99), None, "targetSdkVersion (default: the lane's compileSdk)"),

@@ -70,6 +70,7 @@ def host_bench(config: Any, **cli):
         iters=r.get("bench.iter", "iter"),
         threads=r.get("bench.threads", "threads"),
         out=r.path("bench.out", "out"),
+        repeat=r.get("bench.repeat", "repeat"),
     )
 
 

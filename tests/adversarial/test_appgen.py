@@ -149,7 +149,7 @@ def test_rerun_is_up_to_date_and_ends_with_the_next_command(user):
     (["--min-sdk", "twenty"], {}, ["--min-sdk", "'twenty' is not a whole number"]),
     (["--min-sdk", "19"], {}, ["below 21"]),
     (["--target-sdk", "99"], {}, ["above the lane's compileSdk"]),
-    (["--abi-filters", "arm64"], {}, ["unknown 'arm64'", "arm64-v8a"]),
+    (["--abi-filters", "arm64"], {}, ["unknown ABI 'arm64'"]),
     (["--model", "quant_half"], {}, ["not a converted variant name"]),
     (["--lane", "seed-2020"], {}, ["needs --aar", "2025-06-30", "invoke build-android --lane seed-2020 --aar"]),
     (["--pytorch-android", "1.9.0-SNAPSHOT"], {}, ["cannot be downloaded"]),

@@ -81,6 +81,8 @@ ENV_CASES = [
     ("INVOKE_DEPLOY_ITER", "abc", ["convert", "--weights", "random"]),  # another stage's key: still before any work
     ("INVOKE_CONVERT_QUANT", "none,half", ["all", "--weights", "random"]),
     ("INVOKE_DEPLOY_ADB_PORT", "adb", ["doctor"]),
+    ("INVOKE_BENCH_ITERS", "5", ["bench"]),  # a typo: would be ignored silently
+    ("INVOKE_CONVRT_WEIGHTS", "random", ["convert"]),
 ]
 
 

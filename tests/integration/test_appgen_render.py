@@ -279,3 +279,23 @@ def test_template_errors_become_clear_messages(tmp_path):
     assert "syntax error at" in str(ei.value) and "build.gradle" in str(ei.value)
     with pytest.raises(UsageError, match="no variables typo_key"):
         AppTemplate.locate(broken).render({"typo_key": "1"}, tmp_path / "out3", tmp_path / "work")
+
+
+def test_each_step_alone(models, tmp_path):
+    """plan writes nothing; up_to_date and guard_out decide from the plan; execute writes what was planned."""
+    from appgen.make import execute, guard_out, plan, up_to_date
+
+    out = tmp_path / "app"
+    p = plan(AppSettings(model="quant_core", models=models, out=out, build_dir=tmp_path / "b"))
+    assert not out.exists() and not (tmp_path / "b").exists()
+    assert p.asset_name("cpu") == "tiny_net-quant_core-cpu.pt" and p.request["variant"] == "tiny_net-quant_core"
+    assert up_to_date(p) == (False, "not generated yet")
+    guard_out(p, "not generated yet")  # a new directory: allowed
+    result = execute(p)
+    assert result.out == out and sorted(result.assets) == sorted(records.AppInfo.load(out).asset_files)
+    assert up_to_date(p)[0] is True
+    other = plan(AppSettings(model="quant_core", models=models, out=out, build_dir=tmp_path / "b", app_name="Other"))
+    current, why = up_to_date(other)
+    assert not current and why == "it was made with other app_name"
+    with pytest.raises(UsageError, match="made from other inputs: it was made with other app_name"):
+        guard_out(other, why)

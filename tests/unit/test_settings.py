@@ -129,7 +129,7 @@ def test_a_yaml_scalar_where_a_list_is_expected_is_one_item_never_characters():
 
 def test_lists_from_repeated_flags_and_commas_alike_and_their_items_are_checked():
     assert Resolver({}, {"quant": ["none,core", "full"]}).get("convert.quant", "quant") == ["none", "core", "full"]
-    with pytest.raises(UsageError, match="unknown 'x'"):
+    with pytest.raises(UsageError, match="unknown ABI 'x'"):
         Resolver({"app": {"abi_filters": ["x"]}}).get("app.abi_filters")
     with pytest.raises(UsageError, match="not a list"):
         Resolver({"deploy": {"serials": {"a": 1}}}).get("deploy.serials")
@@ -203,3 +203,12 @@ def test_stage_settings_carry_command_line_values_typed():
     assert (b.abi, b.max_jobs, b.clean, b.lane_explicit) == ("x86_64", 3, True, False)
     a = stage_settings.make_app({"app": {"models": None}, "convert": {"out": "m"}})
     assert a.models == Path("m") and a.abi_filters == ("arm64-v8a",)
+
+
+def test_a_misspelt_invoke_variable_is_refused_not_ignored(tmp_path, monkeypatch):
+    config = real_config(tmp_path, monkeypatch, env={"INVOKE_DEPLOY_ITERS": "5", "INVOKE_RUN_ECHO": "1"})
+    with pytest.raises(UsageError, match="INVOKE_DEPLOY_ITERS names no config key") as e:
+        check_config(config)
+    assert "INVOKE_DEPLOY_ITER" in str(e.value)
+    monkeypatch.delenv("INVOKE_DEPLOY_ITERS")
+    check_config(config)  # Invoke's own variables (run.echo) are fine
