@@ -92,8 +92,12 @@ def device_lock(device: Device, directory: str) -> Iterator[Owner]:
     path = lock_path(directory)
     me = Owner(os.getpid(), socket.gethostname().split(".")[0] or "host", time.time(), secrets.token_hex(4))
     held = _try_take(device, path, me)
-    while held is not None and _ours_in_use(Owner.parse(held), me):
-        time.sleep(0.5)  # this run reaches the same device through another adb server: take turns
+    unowned = 0
+    while held is not None and (_ours_in_use(Owner.parse(held), me) or Owner.parse(held) is None and unowned < 20):
+        # this run reaches the same device through another adb server: take turns; a lock without its owner
+        # line yet is being taken right now (mkdir, then the owner): give its taker time to write it
+        unowned = unowned + 1 if Owner.parse(held) is None else 0
+        time.sleep(0.5)
         held = _try_take(device, path, me)
     if held is not None:
         owner = Owner.parse(held)
