@@ -216,13 +216,11 @@ def _like(w, raw):
 
 
 def _find(module):
-    stack = [module]
-    while stack:
-        m = stack.pop()
-        if hasattr(m, "ser_model") and hasattr(m, "weights"):
-            return m
-        stack.extend(c for _, c in m.named_children())
-    raise AssertionError("no NNAPI module")
+    from host_nnapi.graph import find_nnapi_module
+
+    found = find_nnapi_module(module)
+    assert found is not None, "no NNAPI module"
+    return found
 
 
 def rerecord(models: Path, name: str) -> None:
