@@ -125,7 +125,7 @@ class ModeConverter:
         return self.out / cpu, self.out / nnapi
 
     def run(self, modes: List[str]) -> Iterator[ModeDone]:
-        """Yield each requested mode once saved and checked (none first: it is the agreement's reference)."""
+        """Yield each requested mode once saved and checked (none first, then full and core)."""
         label = self.spec.stem
         if "none" in modes:
             with torch.no_grad():
@@ -135,9 +135,9 @@ class ModeConverter:
         quantized_modes = [m for m in ("full", "core") if m in modes]
         if not quantized_modes:
             return
-        self.agreement.reference_from(self._paths("none")[0], self.fmt)
         with torch.no_grad():
-            qmodel = quantize(self.model, self.batch, f"{label} (quantized modes)")
+            qmodel, float_top1 = quantize(self.model, self.batch, f"{label} (quantized modes)")
+            self.agreement.set_reference(float_top1)
             exports = export_quantized(qmodel, quantized_modes, self.batch[0],
                                        {m: self._paths(m) for m in quantized_modes}, self.fmt, label,
                                        self.facts.xnnpack)
@@ -147,7 +147,6 @@ class ModeConverter:
     def _check(self, ex: ExportedVariant) -> ModeDone:
         checked = host_check(ex.cpu_path, ex.mode, self.fmt)
         if ex.mode == "none":
-            self.agreement.set_reference(checked.module)
             agreement = None
         else:
             qp = (ex.core_qparams or {}).get("input") if ex.mode == "full" else None

@@ -70,20 +70,25 @@ def _quantizable(model):
 
 
 def quantize(float_model, calibration: List[Any], label: str):
-    """Fuse, qnnpack qconfig, calibrate, convert; refuse degenerate calibration."""
+    """Fuse, qnnpack qconfig, calibrate, convert; refuse degenerate calibration.
+
+    Returns ``(quantized model, top-1 class of the float model per calibration input)``.
+    """
     import torch
 
     torch.backends.quantized.engine = "qnnpack"
     model = fused_float(_quantizable(copy.deepcopy(float_model)), copy_model=False)
     model.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
     torch.ao.quantization.prepare(model, inplace=True)
+    top1: List[int] = []  # observers pass values through: these are the fused float model's own predictions
     with torch.no_grad():
         for i in range(0, len(calibration), CALIBRATION_CHUNK):  # batched: one call per chunk, not per image
             chunk = torch.cat(list(calibration[i:i + CALIBRATION_CHUNK]), 0)
             try:
-                model(chunk)
+                y = model(chunk)
             except Exception as e:  # a user's model can raise anything
                 raise input_error(e, label, calibration[0]) from e
+            top1.extend(int(k) for k in y.reshape(y.shape[0], -1).argmax(dim=1))
     degenerate = degenerate_observers(model)
     if degenerate:
         shown = ", ".join(f"{n} (range {lo:.3g}..{hi:.3g})" for n, lo, hi in degenerate[:4])
@@ -96,7 +101,7 @@ def quantize(float_model, calibration: List[Any], label: str):
             "out), and use trained weights (--weights pretrained or PATH) for meaningful results",
         )
     torch.ao.quantization.convert(model, inplace=True)
-    return model
+    return model, top1
 
 
 def input_error(e: Exception, label: str, example) -> ConversionError:

@@ -107,20 +107,18 @@ def predict(module, batch: torch.Tensor, qparams: Optional[Dict[str, Any]] = Non
 
 
 class Agreement:
-    """Top-1 agreement of quant_core/quant_full with quant_none on the calibration inputs."""
+    """Top-1 agreement of quant_core/quant_full with the float model on the calibration inputs.
+
+    The float model's predictions come from calibration itself (observers pass values through), so no
+    extra forward pass and no quant_none file are needed.
+    """
 
     def __init__(self, batch: List[torch.Tensor]):
         self.stacked = torch.cat(list(batch), 0).contiguous(memory_format=torch.channels_last)
         self._reference: Optional[List[int]] = None
 
-    def set_reference(self, none_module) -> None:
-        self._reference = predict(none_module, self.stacked)
-
-    def reference_from(self, none_path: Path, fmt: str) -> bool:
-        """Use an existing quant_none file (reused from an earlier run) as the reference."""
-        if self._reference is None and none_path.is_file():
-            self.set_reference(load_saved(none_path, fmt))
-        return self._reference is not None
+    def set_reference(self, float_top1: List[int]) -> None:
+        self._reference = list(float_top1)
 
     def measure(self, module, qparams: Optional[Dict[str, Any]]) -> Optional[Dict[str, int]]:
         if self._reference is None:
