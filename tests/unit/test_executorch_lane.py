@@ -5,26 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from converter.executorch_lane import DELEGATES, SDK_DELEGATES, ExecutorchSettings, convert_executorch, parse_delegates, parse_formats
+from converter.executorch_lane import DELEGATES, SDK_DELEGATES, ExecutorchSettings, convert_executorch, parse_delegates
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, ToolNotFound, UsageError
 from toolchain.pte_records import load_section, pte_files, write_section
 from toolchain.records import MANIFEST_KIND, MANIFEST_SCHEMA, read_record, write_record
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_formats_accept_lists_and_comma_strings():
-    assert parse_formats("torchscript,executorch") == ("torchscript", "executorch")
-    assert parse_formats(["executorch", "lite", "executorch"]) == ("executorch", "lite")
-
-
-@pytest.mark.parametrize("value, mentions", [("", "no model format"), ("torchscript,onnx", "'onnx'"),
-                                             ("torchscript,lite", "both name the legacy format")])
-def test_bad_formats_say_what_to_use(value, mentions):
-    with pytest.raises(UsageError) as e:
-        parse_formats(value)
-    assert mentions in str(e.value) and e.value.exit_code == 2
 
 
 def test_sdk_delegates_are_refused_with_their_reason():
