@@ -795,15 +795,3 @@ class AppInfo:
                               cause="the APK was rebuilt or replaced outside torchdroid",
                               remedy=f"run `invoke build-app --out {self.dir}` again")
         return apk
-
-    def source_hashes(self) -> List[str]:
-        """sha256 of the converted models the app packages (sorted)."""
-        return sorted(self.models.values())
-
-    def made_from(self, files: Dict[str, "ModelFile"], variant: str) -> Tuple[bool, str]:
-        """Was this app generated from exactly these converted ``files`` of ``variant``?"""
-        if variant not in (self.variant, self.qualified_variant):
-            return False, f"generated for {self.qualified_variant}, not {variant}"
-        if sorted(f.sha256 for f in files.values()) != self.source_hashes():
-            return False, "generated from other model files"
-        return True, f"{self.dir} was generated from these models"
