@@ -51,6 +51,9 @@ def _checked_loader(original: Callable, kind: str) -> Callable:
         yaml_error = invoke_config.yaml.YAMLError  # Invoke's own (vendored) PyYAML
         try:
             data = original(self, path)
+        except OSError as e:
+            _unreadable(self, path, e)
+            raise  # a project or user file that does not exist: Invoke skips it
         except (yaml_error, json.JSONDecodeError, UnicodeDecodeError) as e:
             if isinstance(e, yaml_error):
                 _exit(_yaml_problem(str(path), e))
@@ -61,11 +64,36 @@ def _checked_loader(original: Callable, kind: str) -> Callable:
             _exit(UsageError(f"the config file {path} holds a {type(data).__name__}, not a mapping of sections",
                              remedy="write `section:` headers with indented `key: value` lines, e.g. "
                                     "`deploy:` then `  iter: 200`"))
+        _empty_sections_as_mappings(self, data)
         _check_sections(self, data, str(path))
         return data
 
     load.__name__ = f"_load_{kind}"
     return load
+
+
+def _unreadable(config, path, e: OSError) -> None:
+    """`-f FILE` that does not exist would be skipped silently by Invoke; a directory or no permission traces back."""
+    import errno
+
+    from .errors import UsageError
+
+    asked = getattr(config, "_runtime_path", None)
+    if e.errno == errno.ENOENT and (asked is None or str(asked) != str(path)):
+        return
+    why = "it does not exist" if e.errno == errno.ENOENT else (e.strerror or str(e))
+    _exit(UsageError(f"cannot read the config file {path}: {why}",
+                     remedy="give `invoke -f` (or INVOKE_RUNTIME_CONFIG) a readable YAML or JSON file"))
+
+
+def _empty_sections_as_mappings(config, data: dict) -> None:
+    """`convert:` with every key commented out is an empty section, not a value that cannot be merged."""
+    from .settings import SECTIONS
+
+    invoke_sections = {k for k, v in type(config).global_defaults().items() if isinstance(v, dict)}
+    for top in list(data):
+        if data[top] is None and (top in SECTIONS or top in invoke_sections):
+            data[top] = {}
 
 
 def _check_sections(config, data: dict, where: str) -> None:
@@ -77,6 +105,48 @@ def _check_sections(config, data: dict, where: str) -> None:
         check_known_keys(data, where, invoke_keys)
     except TorchdroidError as e:
         _exit(e)
+
+
+def _checked_runtime(original: Callable) -> Callable:
+    def load_runtime(self, merge: bool = True) -> None:
+        from .errors import UsageError
+
+        path = getattr(self, "_runtime_path", None)
+        kinds = tuple(getattr(self, "_file_suffixes", ("yaml", "yml", "json", "py")))
+        if path and str(path).rsplit(".", 1)[-1] not in kinds:
+            _exit(UsageError(f"the config file {path} is not a .yaml, .yml, .json or .py file",
+                             remedy="rename it (e.g. mine.yaml) or give `invoke -f` a YAML or JSON file"))
+        return original(self, merge)
+
+    return load_runtime
+
+
+def _checked_parse(original: Callable) -> Callable:
+    """A command line Invoke cannot parse (unknown task or flag, a missing value) is a usage error, exit 2."""
+
+    def parse_tasks(self) -> None:
+        from invoke.exceptions import ParseError
+
+        from .errors import UsageError
+
+        try:
+            return original(self)
+        except ParseError as e:
+            names = sorted(getattr(self.collection, "task_names", {}) or ()) if self.collection else []
+            _exit(UsageError(str(e), remedy=_parse_fix(str(e), names)))
+
+    return parse_tasks
+
+
+def _parse_fix(message: str, tasks) -> str:
+    import difflib
+    import re
+
+    word = re.search(r"'([^']+)'", message)
+    close = difflib.get_close_matches(word.group(1), list(tasks), n=1) if word else []
+    if close:
+        return f"did you mean `invoke {close[0]}`? `invoke --list` lists the tasks"
+    return "`invoke TASK --help` lists a task's options; `invoke --list` lists the tasks"
 
 
 def _raw_env_value(self, old: Any, new: Any) -> Any:  # noqa: ARG001 - Invoke's signature
@@ -91,9 +161,12 @@ def install() -> None:
         return
     from invoke.config import Config
     from invoke.env import Environment
+    from invoke.program import Program
 
     Config._load_yaml = _checked_loader(Config._load_yaml, "yaml")
     Config._load_yml = _checked_loader(Config._load_yml, "yml")
     Config._load_json = _checked_loader(Config._load_json, "json")
+    Config.load_runtime = _checked_runtime(Config.load_runtime)
+    Program.parse_tasks = _checked_parse(Program.parse_tasks)
     Environment._cast = _raw_env_value
     _INSTALLED = True

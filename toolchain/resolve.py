@@ -155,6 +155,8 @@ def _parse_list(kind: Kind, raw: Any) -> List[str]:
         items = _comma_split(raw)
     else:
         raise BadValue(f"{_show(raw)} is not {kind.describe()}")
+    if kind.choices and not items:
+        raise BadValue(f"the list is empty: give at least one of {', '.join(kind.choices)}")
     bad = [i for i in items if kind.choices and i not in kind.choices]
     if bad:
         raise BadValue(f"unknown {kind.item + ' ' if kind.item else ''}{', '.join(repr(b) for b in bad)}: "
@@ -324,6 +326,10 @@ def check_known_keys(data: Mapping, where: str, invoke_keys: Sequence[str] = ())
     for top, value in data.items():
         if top in sections:
             _check_section(top, value, where, known)
+        elif top in known and isinstance(value, Mapping):
+            kind = SCHEMA[top].kind
+            raise UsageError(f"`{top}` in {where} is a mapping ({value!r}), not {kind.describe()}",
+                             remedy=f"set `{top}` in {where} to {kind.describe()}")
         elif top not in known and invoke_keys and top not in invoke_keys:
             hint = difflib.get_close_matches(top, sorted(sections), n=1)
             raise UsageError(f"unknown config section `{top}` in {where}",

@@ -55,6 +55,11 @@ CLI_CASES = [
     (["clean", "--what", "everything"], "--what"),
     (["deploy", "--install", "--no-install"], "--no-install"),
     (["all", "--skip", "deplyo"], "deplyo"),
+    (["covnert"], "invoke convert"),  # a misspelt task: did you mean
+    (["bench", "--iter"], "needed value"),  # a flag without its value
+    (["bench", "--itr", "5"], "--itr"),  # an unknown flag
+    (["convert", "--quant", ""], "--quant"),  # an empty list
+    (["convert", "--weights", ""], "--weights"),  # an empty text
 ]
 
 
@@ -109,6 +114,10 @@ YAML_CASES = [
     ("deploy:\n  serials: {a: 1}\n", "deploy.serials"),
     ("app:\n  abi_filters: mips\n", "'mips'"),
     ("verify:\n  max_lsb: -1\n", "verify.max_lsb"),
+    ("build_dir:\n  path: b\n", "build_dir"),  # a mapping where a path is expected
+    ("convert:\n  quant: []\n", "convert.quant"),  # an empty list where one mode is needed
+    ("bench:\n  iter: 5.5\n", "bench.iter"),
+    ("deploy:\n  install: perhaps\n", "deploy.install"),
 ]
 
 
@@ -125,6 +134,19 @@ def test_a_broken_config_file_is_a_usage_error_naming_the_file(tmp_path, text, m
 
 
 @adversarial("settings", "values are not typed")
+@pytest.mark.parametrize("what", ["missing", "directory", "suffix"])
+def test_a_runtime_config_file_that_cannot_be_read_is_named_not_skipped(tmp_path, what):
+    target = tmp_path / ("mine.yaml.txt" if what == "suffix" else "mine.yaml")
+    if what == "directory":
+        target.mkdir()
+    if what == "suffix":
+        target.write_text("bench: {iter: 5}\n")
+    out = run_invoke(["-f", str(target), "bench"], tmp_path)
+    assert_clean(out, "usage", mentions=["mine.yaml", "config file"], root=tmp_path)
+    nothing_written(tmp_path)
+
+
+@adversarial("settings", "values are not typed")
 def test_a_broken_project_invoke_yaml_next_to_tasks_py_names_file_and_line(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
@@ -134,6 +156,14 @@ def test_a_broken_project_invoke_yaml_next_to_tasks_py_names_file_and_line(tmp_p
                          capture_output=True, text=True, timeout=120)
     out = Outcome(res.returncode, res.stdout, res.stderr)
     assert_clean(out, "usage", mentions=["invoke.yaml, line", "not valid YAML"], root=tmp_path)
+
+
+@adversarial("settings", "values are not typed")
+def test_an_empty_section_with_its_keys_commented_out_is_fine(tmp_path):
+    cfg = tmp_path / "mine.yaml"
+    cfg.write_text("convert:\n  # weights: random\nrun:\nbench:\n  iter: 7\n")
+    out = run_invoke(["-f", str(cfg), "clean", "-n"], tmp_path)
+    assert_clean(out, "ok")
 
 
 @adversarial("settings", "values are not typed")
