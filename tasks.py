@@ -70,18 +70,28 @@ def _default_words(value) -> str:
 
 @task(help=helps(model="convert.model", quant="convert.quant", weights="convert.weights",
                  calibration="convert.calibration", out="convert.out", force="convert.force",
+                 format="convert.format", delegates="convert.executorch_delegates",
                  no_verify="skip the host NNAPI check of the NNAPI models afterwards (config verify.after_convert)"),
-      iterable=["quant"])
+      iterable=["quant", "format", "delegates"])
 def convert(c, model=None, quant=None, weights=None, calibration=None, out=None, force=False, no_verify=False,
-            json=False, debug=False):
+            format=None, delegates=None, json=False, debug=False):
     """MobileNetV2 (or another model) -> CPU and NNAPI TorchScript models per quantization mode, with a manifest."""
+    common = dict(model=model, weights=weights, calibration=calibration, out=out, force=force)
+    result = None
     with stage(c.config, "convert", debug):
         from converter import convert as run_convert
+        from converter.executorch_lane import convert_executorch
 
-        result = run_convert(resolve.convert(c.config, model=model, quant=quant, weights=weights,
-                                             calibration=calibration, out=out, force=force))
-    show.convert(result, json)
-    if not no_verify:
+        formats = resolve.formats(c.config, format=format)
+        if "torchscript" in formats:
+            result = run_convert(resolve.convert(c.config, quant=quant, **common))
+        pte = convert_executorch(resolve.executorch_convert(c.config, delegates=delegates, **common)) \
+            if "executorch" in formats else None
+    if result is not None:
+        show.convert(result, json)
+    if pte is not None:
+        show.pte_convert(pte, json)
+    if result is not None and not no_verify:
         from workflow.stage_flows import verify_after_convert
 
         with show.quiet_stdout(json):  # the JSON on stdout stays one document
@@ -121,10 +131,50 @@ def verify(c, models=None, variant=None, rounding=None, random_inputs=None, laye
     show.verify(result, json)
 
 
+@task(help=helps(models="convert.out", warmup="bench.warmup", iter="bench.iter", threads="bench.threads",
+                 out="bench.out", no_legacy="time only the .pte programs, not the legacy TorchScript CPU and host NNAPI models",
+                 no_per_operator="skip the per-operator comparison (ETDump + ETRecord through ExecuTorch's Inspector)"))
+def bench_executorch(c, models=None, warmup=None, iter=None, threads=None, out=None, no_legacy=False,
+                     no_per_operator=False, json=False, debug=False):
+    """Check each .pte against its reference in ExecuTorch's host runtime and time it beside the legacy models."""
+    with stage(c.config, "bench-executorch", debug):
+        from converter.pte_host import run_pte_bench
+
+        result = run_pte_bench(resolve.pte_bench(c.config, models=models, warmup=warmup, iter=iter, threads=threads,
+                                                 out=out, no_legacy=no_legacy, no_per_operator=no_per_operator))
+        show.pte_bench(result, json)
+        result.raise_for_failures()
+
+
+def _build_executorch(c, debug=False, **cli):
+    with stage(c.config, "build-android", debug) as log_path:
+        from ndk_build.executorch_runtime import build_runtime
+
+        result = build_runtime(resolve.executorch_runtime(c.config, **cli), log_path)
+    show.executorch_runtime(result, log_path)
+    return result
+
+
+@task(help=helps(models="convert.out", build_info="the runner's build-info (default: <build_dir>/android/<abi>/executorch/build-info.json)",
+                 serial="deploy.serials", warmup="deploy.warmup", iter="deploy.iter", repeat="deploy.repeat"),
+      iterable=["serial"])
+def deploy_executorch(c, models=None, build_info=None, serial=None, warmup=None, iter=None, repeat=None, debug=False):
+    """Push the .pte programs and ExecuTorch's executor_runner, benchmark them, report beside TorchScript CPU and NNAPI."""
+    with stage(c.config, "deploy-executorch", debug):
+        from deploy.executorch_bench import deploy_pte
+
+        result = deploy_pte(resolve.pte_deploy(c.config, models=models, build_info=build_info, serial=serial,
+                                               warmup=warmup, iter=iter, repeat=repeat))
+    show.pte_deploy(result)
+    if result.problems:
+        raise Exit(f"torchdroid deploy-executorch: {len(result.problems)} problem(s), see above", code=7)
+
+
 # --------------------------------------------------------------------------- build-android, check-compat, doctor
 
 
-@task(help=helps(lane="pytorch.lane", commit="pytorch.commit", repo_url="pytorch.repo_url", ndk="ndk.path",
+@task(help=helps(lane="a pin set of toolchain/pins.py (config pytorch.lane), or executorch: ExecuTorch's "
+                 "executor_runner at the pinned release (command line only)", commit="pytorch.commit", repo_url="pytorch.repo_url", ndk="ndk.path",
                  abi="android.abi", api_level="android.api_level", python="pytorch.python",
                  max_jobs="android.max_jobs", clean="build_android.clean", aar="build_android.aar",
                  cmake_arg="build_android.cmake_args", vulkan="build_android.vulkan", java_home="android.java_home"),
@@ -132,6 +182,8 @@ def verify(c, models=None, variant=None, rounding=None, random_inputs=None, laye
 def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, api_level=None, python=None,
                   max_jobs=None, clean=False, aar=False, cmake_arg=None, vulkan=False, java_home=None, debug=False):
     """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
+    if lane == "executorch":  # ExecuTorch's runtime and executor_runner (docs/executorch.md); command line only
+        return _build_executorch(c, ndk=ndk, abi=abi, api_level=api_level, max_jobs=max_jobs, debug=debug)
     with stage(c.config, "build-android", debug):
         from ndk_build import build_android as run_build
 
@@ -322,6 +374,6 @@ def clean(c, what=None, older_than=None, dry_run=False, debug=False):
           if plan.targets else f"nothing to clean under {plan.build_dir} ({', '.join(r.get('clean.what', 'what'))})")
 
 
-ns = Collection(all_, convert, bench, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify,
+ns = Collection(all_, convert, bench, bench_executorch, deploy_executorch, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify,
                 clean)
 ns.configure(config_defaults())

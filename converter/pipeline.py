@@ -38,7 +38,7 @@ class ConvertSettings:
     calibration: Optional[Path] = None
     calibration_count: int = default("convert.calibration_count")
     seed: int = default("convert.seed")
-    fmt: str = default("convert.format")
+    fmt: str = "torchscript"  # the legacy file format; convert.format lists the lanes (torchscript, executorch)
     build_dir: Path = Path(default("build_dir"))
     force: bool = False
 

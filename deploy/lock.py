@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from toolchain.errors import DeviceError, TorchdroidError
+from toolchain.fsutil import pid_alive
 
 from .adb import Device
 
@@ -61,20 +62,10 @@ def lock_path(directory: str) -> str:
     return f"{head}/.{name}.torchdroid-lock"
 
 
-def _alive_here(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def is_stale(owner: Optional[Owner], now: float, host: str) -> bool:
     if owner is None:  # no owner written: the taker died between mkdir and echo, or a foreign directory
         return True
-    if owner.host == host and not _alive_here(owner.pid):
+    if owner.host == host and not pid_alive(owner.pid):
         return True
     if owner.host == host and owner.pid == os.getpid() and owner.token not in _HELD:
         return True  # an earlier deploy of this process lost the device before it could unlock
@@ -101,8 +92,12 @@ def device_lock(device: Device, directory: str) -> Iterator[Owner]:
     path = lock_path(directory)
     me = Owner(os.getpid(), socket.gethostname().split(".")[0] or "host", time.time(), secrets.token_hex(4))
     held = _try_take(device, path, me)
-    while held is not None and _ours_in_use(Owner.parse(held), me):
-        time.sleep(0.5)  # this run reaches the same device through another adb server: take turns
+    unowned = 0
+    while held is not None and (_ours_in_use(Owner.parse(held), me) or Owner.parse(held) is None and unowned < 20):
+        # this run reaches the same device through another adb server: take turns; a lock without its owner
+        # line yet is being taken right now (mkdir, then the owner): give its taker time to write it
+        unowned = unowned + 1 if Owner.parse(held) is None else 0
+        time.sleep(0.5)
         held = _try_take(device, path, me)
     if held is not None:
         owner = Owner.parse(held)

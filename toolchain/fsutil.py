@@ -290,7 +290,8 @@ def save_torch_module(module: Any, path: PathLike, fmt: str = "torchscript") -> 
 # --------------------------------------------------------------------------- stale partials
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (a zombie counts as dead)."""
     if pid == os.getpid():
         return True
     try:
@@ -304,6 +305,9 @@ def _pid_alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
     except (OSError, IndexError):
         return True
+
+
+_pid_alive = pid_alive
 
 
 def _is_stale_partial(entry: Path, now: float) -> bool:

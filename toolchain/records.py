@@ -218,6 +218,9 @@ def _model_file(models_dir: Path, entry: Any, conversions: Dict[str, Any], path:
         ) from e
 
 
+OTHER_SECTIONS = ("executorch",)  # manifest sections the legacy writer keeps untouched
+
+
 class ConvertManifest:
     """The convert manifest (``<models>/manifest.json``): one reader (:meth:`load`), one writer (:meth:`write`).
 
@@ -253,7 +256,12 @@ class ConvertManifest:
         """Write atomically (files sorted by stem, mode, backend)."""
         files = sorted(self._files, key=lambda f: (f.stem, MODES.index(f.mode), f.backend))
         return write_record(self.path, MANIFEST_KIND, MANIFEST_SCHEMA,
-                            {"conversions": self.conversions, "files": [f.to_entry() for f in files]})
+                            {"conversions": self.conversions, "files": [f.to_entry() for f in files],
+                             **self.other_sections()})
+
+    def other_sections(self) -> Dict[str, Any]:
+        """Sections other stages own, kept as they are (``executorch``: toolchain/pte_records.py)."""
+        return {k: self.data[k] for k in OTHER_SECTIONS if k in self.data}
 
     def replace_modes(self, stem: str, conversion: Dict[str, Any], files: List["ModelFile"]) -> "ConvertManifest":
         """A copy where ``stem``'s conversion record is ``conversion`` and the modes of ``files`` are replaced."""
@@ -261,7 +269,7 @@ class ConvertManifest:
         kept = [f for f in self._files if not (f.stem == stem and f.mode in modes)]
         conversions = dict(self.conversions)
         conversions[stem] = conversion
-        out = ConvertManifest(self.path, {"conversions": conversions, "files": []})
+        out = ConvertManifest(self.path, {"conversions": conversions, "files": [], **self.other_sections()})
         out._files = kept + [dataclasses.replace(f, conversion=conversion) for f in files]
         out.data["files"] = [f.to_entry() for f in out._files]
         return out
@@ -787,15 +795,3 @@ class AppInfo:
                               cause="the APK was rebuilt or replaced outside torchdroid",
                               remedy=f"run `invoke build-app --out {self.dir}` again")
         return apk
-
-    def source_hashes(self) -> List[str]:
-        """sha256 of the converted models the app packages (sorted)."""
-        return sorted(self.models.values())
-
-    def made_from(self, files: Dict[str, "ModelFile"], variant: str) -> Tuple[bool, str]:
-        """Was this app generated from exactly these converted ``files`` of ``variant``?"""
-        if variant not in (self.variant, self.qualified_variant):
-            return False, f"generated for {self.qualified_variant}, not {variant}"
-        if sorted(f.sha256 for f in files.values()) != self.source_hashes():
-            return False, "generated from other model files"
-        return True, f"{self.dir} was generated from these models"

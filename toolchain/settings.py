@@ -136,7 +136,11 @@ KEYS: Tuple[Key, ...] = (
                                                  "(default: built-in synthetic set)"),
     Key("convert.calibration_count", Int(min=1, max=100000), 32, "calibration images used"),
     Key("convert.seed", Int(min=0), 0, "random seed of weights and synthetic inputs"),
-    Key("convert.format", Choice("torchscript"), "torchscript", "model file format"),
+    Key("convert.format", ListOf("torchscript", "executorch"), ["torchscript"],
+        "model formats: torchscript (PyTorch Mobile) and/or executorch (.pte programs, docs/executorch.md)"),
+    Key("convert.executorch_delegates", ListOf("xnnpack", "portable", "vulkan", "qnn", "mediatek", "samsung"),
+        ["xnnpack", "portable", "vulkan"],
+        "ExecuTorch delegates to lower to (qnn, mediatek, samsung need a vendor SDK: refused with the reason)"),
     Key("convert.force", Flag(), False, "rebuild even when the inputs are unchanged", cli_only=True),
     # ---- bench (host)
     Key("bench.warmup", Int(min=0, max=100000), 5, "warm-up iterations"),

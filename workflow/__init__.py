@@ -10,12 +10,11 @@ from .plan import (
     StageDecision,
     StageOutcome,
     Facts,
-    app_is_current,
     check_stage_names,
     decide,
     facts_from_doctor,
     resolve_weights,
 )
 
-__all__ = ["STAGES", "AllSummary", "StageDecision", "StageOutcome", "Facts", "app_is_current", "check_stage_names", "decide",
+__all__ = ["STAGES", "AllSummary", "StageDecision", "StageOutcome", "Facts", "check_stage_names", "decide",
            "facts_from_doctor", "resolve_weights"]

@@ -134,12 +134,8 @@ def up_to_date(stage: str, p: AllPlan) -> Optional[str]:
 
         current, why = is_current(p.verify)  # hashes and records only: no torch, nothing built
         return why if current else None
-    if stage == "make-app":
-        from toolchain.records import ConvertManifest
-
-        if ConvertManifest.exists(p.models):
-            current, why = plan.app_is_current(p.app_dir, ConvertManifest.load(p.models), p.variant)
-            return why if current else None
+    # make-app decides by itself (cheaply, without torch): its app-info's request covers the models and
+    # every setting, so an app made with another name, runtime or template is not called up to date here.
     return None
 
 

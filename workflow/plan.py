@@ -173,20 +173,6 @@ def resolve_weights(requested: Optional[str], model: str,
                       "`--weights PATH` uses a local state_dict"), True
 
 
-def app_is_current(app_dir: Path, manifest: records.ConvertManifest, variant: str) -> Tuple[bool, str]:
-    """Was the app in ``app_dir`` generated from exactly these models of ``variant``?"""
-    if not Path(app_dir).exists() or not any(Path(app_dir).iterdir()):
-        return False, "not generated yet"
-    if not records.AppInfo.exists(app_dir):
-        return False, f"{app_dir} holds no {records.APP_INFO_NAME}"
-    try:
-        info = records.AppInfo.load(app_dir)
-        files = manifest.find(variant)
-    except Exception as e:  # a stale or foreign record: regenerate (make-app decides whether it may)
-        return False, f"cannot compare: {e}"
-    return info.made_from(files, variant)
-
-
 @dataclass
 class AllSummary:
     weights: Dict[str, object]

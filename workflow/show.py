@@ -189,3 +189,64 @@ def _read(path: Any) -> Any:
 def quiet_stdout(as_json: bool):
     """With --json, what the stages print goes to stderr so stdout holds only the JSON."""
     return contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
+
+
+# --------------------------------------------------------------------------- the ExecuTorch lane (docs/executorch.md)
+
+
+def pte_convert(result: Any, as_json: bool = False) -> None:
+    if as_json:
+        return emit_json(result)
+    built = "built " + ", ".join(result.built) if result.built else "reused"
+    table(f"ExecuTorch programs in {result.manifest_path.parent} ({built})", ["file", "delegate", "precision", "MB",
+          "host check"], [(f.file, f.delegate, f.precision, f"{f.size / 1e6:.1f}", _pte_check(f)) for f in result.files],
+          numeric=("MB",))
+    for name, reason in sorted(result.skipped.items()):
+        print(f"skipped delegate {name}: {reason}")
+    for line in result.notes:
+        note(line)
+    print(f"manifest: {result.manifest_path}")
+
+
+def _pte_check(f: Any) -> str:
+    check = f.extra.get("host_check") or {}
+    return f"max |diff| {check['max_abs_diff']:.2e}" if check.get("ran") else f"not run: {check.get('reason', '?')}"
+
+
+def pte_bench(result: Any, as_json: bool = False) -> None:
+    from converter.pte_host import check_cells, speedups
+
+    if as_json:
+        return emit_json(result)
+    table("ExecuTorch programs against their reference (host runtime)",
+          ["program", "reference", "max |diff|", "bound", "top-1/top-5", "per operator", "result"],
+          [check_cells(c) for c in result.checks])
+    ups = speedups(result.lines)
+    columns = ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up"]
+    table("host latency, same protocol and threads (speed-up over legacy TorchScript CPU of the same precision)",
+          columns, [(x.label, x.file, f"{x.timing.median_ms:.2f}", f"{x.timing.p90_ms:.2f}", f"{x.timing.min_ms:.2f}",
+                     f"{ups[x.label]:.2f}x" if x.label in ups else "-") if x.timing else
+                    (x.label, x.file, "-", "-", "-", x.note) for x in result.lines])
+    for c in result.checks:
+        if c.operator_note:
+            print(f"per operator, {c.variant}: {c.operator_note}")
+    for line in result.notes:
+        note(line)
+    print(f"results: {result.json_path}")
+
+
+def executorch_runtime(result: Any, log_path: Any) -> None:
+    info = result.build_info
+    print(f"built ExecuTorch {info.get('tag')} ({info.commit[:12]}) executor_runner for {info.abi} API "
+          f"{info.get('api_level')}, LOAD alignment {info.get('page_alignment')}: {result.runner}")
+    print(f"build-info: {info.path} ({result.seconds:.1f}s; log {log_path})")
+
+
+def pte_deploy(result: Any) -> None:
+    table("per device: legacy and ExecuTorch, speed-up over the legacy TorchScript CPU model of the same precision",
+          ["device", "runtime", "median ms", "p90 ms", "samples", "speed-up", "note"],
+          [(r.serial, r.runtime, f"{r.median_ms:.2f}" if r.median_ms else "-", f"{r.p90_ms:.2f}" if r.p90_ms else "-",
+            r.samples, f"{r.speedup_vs_cpu:.2f}x" if r.speedup_vs_cpu else "-", r.note[:60]) for r in result.rows])
+    for p in result.problems:
+        print(f"problem: {p}")
+    print(f"results: {result.json_path}, {result.csv_path}")

@@ -53,11 +53,65 @@ def convert(config: Any, **cli) -> "Any":
         calibration=r.path("convert.calibration", "calibration"),
         calibration_count=r.get("convert.calibration_count"),
         seed=r.get("convert.seed"),
-        fmt=r.get("convert.format"),
+        fmt="torchscript",  # the legacy format; convert.format also lists executorch (executorch_convert below)
         out=r.path("convert.out", "out"),
         build_dir=r.path("build_dir"),
         force=r.get_flag("convert.force", on="force"),
     )
+
+
+def formats(config: Any, **cli) -> tuple:
+    """convert.format (--format torchscript,executorch): which lanes `invoke convert` runs."""
+    return tuple(_r(config, cli).get("convert.format", "format"))
+
+
+def executorch_convert(config: Any, **cli):
+    from converter.executorch_lane import ExecutorchSettings
+
+    r = _r(config, cli)
+    return ExecutorchSettings(
+        out=r.path("convert.out", "out"), model=r.get("convert.model", "model"),
+        weights=r.get("convert.weights", "weights"), calibration=r.path("convert.calibration", "calibration"),
+        calibration_count=r.get("convert.calibration_count"), seed=r.get("convert.seed"),
+        delegates=tuple(r.get("convert.executorch_delegates", "delegates")),
+        force=r.get_flag("convert.force", on="force"))
+
+
+def pte_bench(config: Any, **cli):
+    from converter.pte_host import PteBenchSettings
+
+    r = _r(config, cli)
+    return PteBenchSettings(
+        models=r.path("convert.out", "models"), warmup=r.get("bench.warmup", "warmup"),
+        iters=r.get("bench.iter", "iter"), threads=r.get("bench.threads", "threads"), repeat=r.get("bench.repeat"),
+        out=r.path("bench.out", "out"), float_atol=r.get("verify.float_atol"), float_rtol=r.get("verify.float_rtol"),
+        per_operator=not cli.get("no_per_operator"), legacy=not cli.get("no_legacy"))
+
+
+def pte_deploy(config: Any, **cli):
+    from deploy.executorch_bench import PteDeploySettings
+
+    r = _r(config, cli)
+    info = cli.get("build_info")
+    return PteDeploySettings(
+        models=r.path("convert.out", "models"),
+        build_info=Path(info) if info else r.path("build_dir") / "android" / r.get("android.abi") / "executorch" / "build-info.json",
+        results=r.path("deploy.results"), serials=tuple(cli.get("serial") or r.get("deploy.serials") or ()),
+        device_dir=r.get("deploy.device_dir"), warmup=r.get("deploy.warmup", "warmup"),
+        iters=r.get("deploy.iter", "iter"), repeat=r.get("deploy.repeat", "repeat"),
+        threads=r.get("deploy.threads") or 1, adb_host=r.get("deploy.adb_host"), adb_port=r.get("deploy.adb_port"),
+        timeout=float(r.get("deploy.bench_timeout")))
+
+
+def executorch_runtime(config: Any, **cli):
+    """`build-android --lane executorch`: ExecuTorch's executor_runner at the pinned release."""
+    from ndk_build.executorch_runtime import RuntimeBuildSettings
+
+    r = _r(config, cli)
+    return RuntimeBuildSettings(
+        build_dir=r.path("build_dir"), ndk=cli.get("ndk"), ndk_config=_text(r.path("ndk.path")),
+        abi=r.get("android.abi", "abi"), api_level=r.get("android.api_level", "api_level"),
+        max_jobs=r.get("android.max_jobs", "max_jobs"), git_jobs=r.get("pytorch.git_jobs"))
 
 
 def host_bench(config: Any, **cli):

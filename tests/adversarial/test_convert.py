@@ -83,10 +83,10 @@ def test_bad_command_line_values(tmp_path, args, mentions):
 
 
 @adversarial("convert", "bad value (INVOKE_* variable)")
-@pytest.mark.parametrize("value, mentions", [("0", ["at least 1"]), ("-3", ["at least 1"])])
-def test_bad_calibration_count_from_the_environment(tmp_path, value, mentions):
+@pytest.mark.parametrize("value", ["0", "-3", "many", "1.5"])
+def test_bad_calibration_count_from_the_environment(tmp_path, value):
     res = convert(tmp_path, "--out", "m", env={"INVOKE_CONVERT_CALIBRATION_COUNT": value})
-    assert_clean(res, "usage", mentions=mentions, root=tmp_path)
+    assert_clean(res, "usage", mentions=["calibration_count", "INVOKE_CONVERT_CALIBRATION_COUNT"], root=tmp_path)
 
 
 @adversarial("convert", "bad value (invoke.yaml)")
@@ -94,7 +94,7 @@ def test_bad_calibration_count_from_invoke_yaml(tmp_path):
     (tmp_path / "invoke.yaml").write_text("convert:\n  calibration_count: lots\n")
     res = run_invoke(["-f", "invoke.yaml", "convert", "--model", TINY, "--weights", "random", "--no-verify",
                       "--out", "m"], tmp_path)
-    assert_clean(res, "usage", mentions=["whole number"], root=tmp_path)
+    assert_clean(res, "usage", mentions=["calibration_count", "invoke.yaml"], root=tmp_path)
 
 
 @adversarial("convert", "bad calibration set")
@@ -389,7 +389,7 @@ def test_a_yaml_scalar_for_the_modes_list_is_one_mode_not_characters(tmp_path):
     (tmp_path / "invoke.yaml").write_text("convert:\n  quant: fulll\n")
     res = run_invoke(["-f", "invoke.yaml", "convert", "--model", TINY, "--weights", "random", "--no-verify",
                       "--out", "m"], tmp_path)
-    assert_clean(res, "usage", mentions=["unknown quantization mode 'fulll'"], root=tmp_path)
+    assert_clean(res, "usage", mentions=["'fulll'", "none, core, full", "invoke.yaml"], root=tmp_path)
     (tmp_path / "invoke.yaml").write_text("convert:\n  quant: none\n")
     res = run_invoke(["-f", "invoke.yaml", "convert", "--model", TINY, "--weights", "random", "--no-verify",
                       "--out", "m"], tmp_path, FAST)

@@ -174,7 +174,7 @@ def test_weights_file_is_recorded_and_mismatch_is_explained(tmp_path):
     "args, code, needles",
     [
         (["--model", "vgg16"], 2, ["unknown model 'vgg16'", "mobilenet_v2", "file.py:factory"]),
-        (["--quant", "half"], 2, ["unknown quantization mode 'half'", "none, core, full"]),
+        (["--quant", "half"], 2, ["'half'", "none, core, full"]),
         (["--weights", "imagenet"], 2, ["neither 'pretrained', 'random' nor an existing file", "--weights random"]),
         (["--calibration", "/nonexistent/images"], 2, ["does not exist", "built-in synthetic set"]),
         (["--model", "missing.py:factory"], 2, ["does not exist"]),

@@ -100,8 +100,8 @@ def test_the_readmes_next_command_make_app_is_up_to_date(newcomer):
 
 
 DEPLOY_MODES = {
-    # "binary only" and "APK only" join when deploy takes them (issue 13; the deployux work): today a
-    # binary alone exits 2 ("no APK to install") and an APK alone exits 5 (it wants a build-info).
+    "binary only": lambda binary, apk: ["--binary", str(binary)],
+    "APK only": lambda binary, apk: ["--apk", str(apk)],
     "both": lambda binary, apk: ["--binary", str(binary), "--apk", str(apk)],
 }
 

@@ -88,3 +88,38 @@ def test_missing_models_are_a_record_error_with_the_exact_convert_command(tmp_pa
         else:
             raise AssertionError(f"no RecordError for {what}")
     assert "--model MODEL" in convert_command(models, "resnet18-quant_core")
+
+
+def test_app_info_is_one_typed_record(tmp_path):
+    """One reader, one writer, one path helper; a tampered record or APK is a record error (exit 5)."""
+    import dataclasses
+    import json
+
+    import pytest
+
+    from toolchain import records
+
+    info = records.AppInfo(dir=tmp_path, application_id="org.example.app", activity=".MainActivity", app_name="A",
+                           variant="quant_full", qualified_variant="m-quant_full", input_mode="uint8_lut",
+                           models={"m.pt": "a" * 64}, assets={}, abi_filters=("arm64-v8a",), min_sdk=21,
+                           target_sdk=34, pins={"gradle": "8.7"}, runtime={}, wrapper_jar=False, torchdroid="0",
+                           request={"variant": "m-quant_full"}, asset_files={"m.pt": "b" * 64},
+                           extra={"labels": {"count": 3}})
+    assert info.write() == records.app_info_path(tmp_path) == tmp_path / records.APP_INFO_NAME
+    back = records.AppInfo.load(tmp_path)
+    assert back == info and back.apk is None and back.apk_file is None
+    apk = tmp_path / "app.apk"
+    apk.write_bytes(b"apk")
+    from toolchain.fsutil import sha256_file
+
+    dataclasses.replace(info, apk=records.AppApk("app.apk", sha256_file(apk), 3)).write()
+    assert records.AppInfo.load(tmp_path).check_apk() == apk.resolve()
+    apk.write_bytes(b"rebuilt elsewhere")
+    with pytest.raises(RecordError, match="does not match its app-info record"):
+        records.AppInfo.load(tmp_path).check_apk()
+    data = json.loads(info.path.read_text())
+    del data["application_id"]
+    info.path.write_text(json.dumps(data))
+    with pytest.raises(RecordError, match="incomplete or malformed") as ei:
+        records.AppInfo.load(tmp_path)
+    assert ei.value.exit_code == 5 and "make-app --force" in ei.value.remedy

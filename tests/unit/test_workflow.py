@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 import workflow
-from toolchain import records
 from toolchain.errors import UsageError
 from workflow.plan import Facts
 
@@ -74,37 +73,6 @@ def test_explicit_weights_are_never_substituted():
     assert workflow.resolve_weights("pretrained", "mobilenet_v2", unreachable)[:2] == (
         "pretrained", "--weights pretrained (as requested)")
     assert workflow.resolve_weights("/w.pth", "mobilenet_v2", unreachable)[0] == "/w.pth"
-
-
-def _manifest(tmp_path: Path, shas) -> records.ConvertManifest:
-    spec = {"shape": [1, 3, 8, 8], "dtype": "float32", "memory_format": "contiguous"}
-    files = [{"file": f"m-quant_full-{b}.pt", "sha256": sha, "size": 1, "model": "m", "stem": "m", "mode": "full",
-              "backend": b, "input": spec, "output": {**spec, "shape": [1, 10]}}
-             for b, sha in zip(("cpu", "nnapi"), shas)]
-    records.write_record(tmp_path / "models" / records.MANIFEST_NAME, records.MANIFEST_KIND, records.MANIFEST_SCHEMA,
-                         {"files": files, "conversions": {}})
-    return records.ConvertManifest.load(tmp_path / "models")
-
-
-def _app(tmp_path: Path, shas, variant="quant_full") -> Path:
-    app = tmp_path / "app"
-    records.write_record(app / records.APP_INFO_NAME, records.APP_INFO_KIND, records.APP_INFO_SCHEMA,
-                         {"application_id": "org.example.app", "variant": variant, "qualified_variant": f"m-{variant}",
-                          "models": {f"a{i}.pt": s for i, s in enumerate(shas)}})
-    return app
-
-
-def test_the_app_is_current_only_for_the_same_model_files(tmp_path):
-    manifest = _manifest(tmp_path, ["a" * 64, "b" * 64])
-    assert workflow.app_is_current(tmp_path / "app", manifest, "quant_full") == (False, "not generated yet")
-    app = _app(tmp_path, ["b" * 64, "a" * 64])
-    ok, why = workflow.app_is_current(app, manifest, "quant_full")
-    assert ok, why
-    _app(tmp_path, ["c" * 64, "a" * 64])
-    assert workflow.app_is_current(app, manifest, "quant_full") == (False, "generated from other model files")
-    (app / records.APP_INFO_NAME).unlink()
-    (app / "MainActivity.java").write_text("// mine")
-    assert "holds no" in workflow.app_is_current(app, manifest, "quant_full")[1]
 
 
 def test_the_summary_is_a_record(tmp_path):

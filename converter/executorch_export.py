@@ -1,0 +1,242 @@
+"""The torch-heavy half of the ExecuTorch lane: torch.export -> edge -> delegate -> ``.pte``.
+
+Imported only when a program must be (re)built.  Float programs lower the eager model; the int8 program
+goes through PT2E (export -> ``prepare_pt2e`` with the XNNPACK quantizer -> calibration on the same
+inputs as the legacy modes -> ``convert_pt2e``), whose converted graph is also the int8 reference.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import logging
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from toolchain.errors import ConversionError
+from toolchain.fsutil import atomic_write_bytes, sha256_file
+from toolchain.progress import progress
+from toolchain.pte_records import pte_name
+
+from .host_check import spec_of
+from .calibration import CalibrationSpec, load_batch
+from .executorch_lane import SDK_DELEGATES, PteVariant
+from .models import ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
+
+log = logging.getLogger(__name__)
+
+QUANT_SCHEME = ("PT2E static int8: XNNPACKQuantizer with get_symmetric_quantization_config(is_per_channel=True) "
+                "(per-channel symmetric weights, per-tensor affine activations)")
+
+
+@dataclass
+class BuiltPrograms:
+    entries: List[Dict[str, Any]] = field(default_factory=list)
+    built_variants: List[str] = field(default_factory=list)
+    skipped: Dict[str, str] = field(default_factory=dict)
+    notes: List[str] = field(default_factory=list)
+    weights_record: Dict[str, Any] = field(default_factory=dict)
+    reference: Dict[str, Any] = field(default_factory=dict)
+
+
+def host_backends() -> List[str]:
+    """The delegates the installed host runtime has registered (e.g. XnnpackBackend)."""
+    from executorch.extension.pybindings import portable_lib
+
+    return list(portable_lib._get_registered_backend_names())
+
+
+def partitioners(delegate: str) -> list:
+    if delegate == "xnnpack":
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+        return [XnnpackPartitioner()]
+    if delegate == "vulkan":
+        from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+
+        return [VulkanPartitioner()]
+    return []  # portable: no delegate, every operator runs on the portable kernels
+
+
+RUNTIME_BACKEND = {"xnnpack": "XnnpackBackend", "vulkan": "VulkanBackend", "portable": None}
+
+
+def lower(exported, delegate: str, label: str, example) -> tuple:
+    """An ExportedProgram -> (the .pte bytes, the ETRecord with a representative input)."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    try:
+        edge = to_edge_transform_and_lower(exported, partitioner=partitioners(delegate), generate_etrecord=True)
+        program = edge.to_executorch()
+        etrecord = program.get_etrecord()
+        etrecord.update_representative_inputs([example])
+    except Exception as e:  # torch.export / lowering raise many types; they all mean "cannot lower"
+        raise ConversionError(
+            f"{label}: lowering to ExecuTorch with the {delegate} delegate failed",
+            cause=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
+            remedy="run with --debug for the traceback; leave the delegate out with --delegates",
+        ) from e
+    return program.buffer, etrecord
+
+
+def export(model, example, label: str):
+    try:
+        return torch.export.export(model, (example,))
+    except Exception as e:
+        raise ConversionError(
+            f"{label}: torch.export cannot capture the model",
+            cause=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
+            remedy="the ExecuTorch lane needs a model torch.export can trace (no data-dependent Python control "
+                   "flow); run with --debug, or leave executorch out of --format",
+        ) from e
+
+
+def quantize_pt2e(model, batch, label: str):
+    """PT2E int8 with the XNNPACK quantizer, calibrated on ``batch``; returns the converted GraphModule."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = XNNPACKQuantizer()
+    quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
+    graph = export(model, batch[0], label).module()
+    prepared = prepare_pt2e(graph, quantizer)
+    with torch.no_grad():
+        for x in batch:
+            prepared(x)
+    return convert_pt2e(prepared)
+
+
+def output_qparams(graph_module) -> Optional[Dict[str, float]]:
+    """Scale and zero point of the dequantize feeding the graph output (the int8 output's LSB)."""
+    out = next(n for n in graph_module.graph.nodes if n.op == "output")
+    node = out.args[0][0] if isinstance(out.args[0], (list, tuple)) else out.args[0]
+    while node is not None and hasattr(node, "target") and "dequantize" not in str(node.target):
+        node = node.args[0] if node.args and hasattr(node.args[0], "target") else None
+    if node is None:
+        return None
+    return {"scale": float(node.args[1]), "zero_point": int(node.args[2])}
+
+
+def _etrecord_bytes(etrecord, tmp_dir: Path) -> bytes:
+    tmp = tmp_dir / ".etrecord.partial"
+    try:
+        etrecord.save(str(tmp))
+        return tmp.read_bytes()
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def probe_sdk_delegates() -> Dict[str, str]:
+    """Why each vendor-SDK delegate is skipped (an import probe where one is safe; QNN is never lowered)."""
+    skipped = {}
+    for name, reason in SDK_DELEGATES.items():
+        module = {"mediatek": "executorch.backends.mediatek.partitioner",
+                  "samsung": "executorch.backends.samsung.partition.enn_partitioner"}.get(name)
+        if module:
+            try:
+                importlib.import_module(module)
+            except ImportError as e:
+                reason = f"{reason} (import here: {type(e).__name__}: {e})"
+        skipped[name] = reason
+    return skipped
+
+
+def build_programs(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, todo: List[PteVariant], out: Path,
+                   check_inputs: int) -> BuiltPrograms:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=UserWarning)
+        return _build_programs(spec, weights, calib, todo, out, check_inputs)
+
+
+def _build_programs(spec, weights, calib, todo, out, check_inputs) -> BuiltPrograms:
+    built = BuiltPrograms(skipped=probe_sdk_delegates())
+    registered = host_backends()
+    with progress(f"ExecuTorch programs of {spec.stem}", total=2 + len(todo)) as bar:
+        bar.describe(f"{spec.stem}: loading the float model and {calib.count} calibration inputs")
+        model, built.weights_record = build_float_model(spec, weights)
+        batch = load_batch(calib, spec.input_hw)
+        if weights.origin == "random" and spec.source == "torchvision":
+            n = estimate_batchnorm(model, batch)  # the same statistics the legacy modes get
+            built.weights_record["batchnorm_statistics"] = f"estimated on the {calib.count} calibration inputs ({n} layers)"
+        model.eval()
+        bar.advance()
+        bar.describe(f"{spec.stem}: torch.export and the int8 (PT2E) reference")
+        example = batch[0].contiguous()
+        float_exported = export(model, example, f"{spec.stem} fp32")
+        quantized = quantize_pt2e(model, batch, f"{spec.stem} int8")
+        checks = [b.contiguous() for b in batch[:max(1, check_inputs)]]
+        with torch.no_grad():
+            expected = {"fp32": [model(x) for x in checks], "int8": [quantized(x) for x in checks]}
+        built.reference = _write_reference(out, spec.stem, checks, expected, output_qparams(quantized))
+        bar.advance()
+        for variant in todo:
+            bar.describe(f"{spec.stem}: {variant.name}: lowering to ExecuTorch")
+            exported = float_exported if variant.precision == "fp32" else export(quantized, example, f"{spec.stem} int8")
+            entry = _write_program(spec, variant, exported, example, out, expected[variant.precision][0], registered)
+            if variant.precision == "int8":
+                entry["quantization"] = {"scheme": QUANT_SCHEME, "calibration": calib.record(),
+                                         "output": output_qparams(quantized)}
+            built.entries.append(entry)
+            built.built_variants.append(variant.name)
+            bar.advance()
+    if "VulkanBackend" not in registered and any(v.delegate == "vulkan" for v in todo):
+        built.notes.append("the Vulkan program is lowered but not run here: this host runtime registers "
+                           f"{', '.join(registered)}, not VulkanBackend; it runs on a phone with a Vulkan GPU")
+    return built
+
+
+def _write_program(spec, variant: PteVariant, exported, example, out: Path, expected, registered) -> Dict[str, Any]:
+    label = f"{spec.stem} {variant.name}"
+    data, etrecord = lower(exported, variant.delegate, label, example)
+    name = pte_name(spec.stem, variant.precision, variant.delegate)
+    etrecord_name = name[: -len(".pte")] + ".etrecord"
+    atomic_write_bytes(out / etrecord_name, _etrecord_bytes(etrecord, out))
+    path = atomic_write_bytes(out / name, bytes(data))
+    backend = RUNTIME_BACKEND[variant.delegate]
+    runs_here = backend is None or backend in registered
+    check = _host_check(path, example, expected, label) if runs_here else {"ran": False,
+        "reason": f"{backend} is not registered in this host runtime (it has: {', '.join(registered)})"}
+    return {"file": name, "sha256": sha256_file(path), "size": path.stat().st_size, "model": spec.name,
+            "stem": spec.stem, "format": "executorch", "precision": variant.precision, "delegate": variant.delegate,
+            "input": spec_of(example).to_dict(), "output": spec_of(expected).to_dict(), "runs_on_host": runs_here,
+            "etrecord": {"file": etrecord_name, "sha256": sha256_file(out / etrecord_name)}, "host_check": check}
+
+
+def load_program(path: Path):
+    from executorch.runtime import Runtime
+
+    return Runtime.get().load_program(str(path)).load_method("forward")
+
+
+def _host_check(path: Path, example, expected, label: str) -> Dict[str, Any]:
+    """Load the written .pte back with the host runtime and run it once (the convert-time smoke check)."""
+    try:
+        y = load_program(path).execute([example])[0]
+    except Exception as e:
+        raise ConversionError(f"{label}: the written program {path.name} does not run in ExecuTorch's host runtime",
+                              cause=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
+                              remedy="run with --debug and report it; the file was written but is not usable") from e
+    if float(y.max() - y.min()) == 0.0:
+        raise ConversionError(f"{label}: {path.name} gives a constant output on calibration input #0",
+                              cause="the program (or its quantization) has collapsed",
+                              remedy="check the weights (--weights) and the calibration images (--calibration)")
+    return {"ran": True, "max_abs_diff": float((y - expected).abs().max()), "against": "reference output on input #0"}
+
+
+def _write_reference(out: Path, stem: str, inputs, expected, qparams) -> Dict[str, Any]:
+    """Inputs and expected outputs (fp32: eager model; int8: the PT2E reference) for the host check."""
+    buf = io.BytesIO()
+    torch.save({"inputs": inputs, "expected": expected, "int8_output": qparams}, buf)
+    name = f"{stem}-executorch-reference.pt"
+    path = atomic_write_bytes(out / name, buf.getvalue())
+    return {"file": name, "sha256": sha256_file(path), "inputs": len(inputs),
+            "what": "calibration inputs #0..; fp32 expected = eager model, int8 expected = PT2E converted graph"}

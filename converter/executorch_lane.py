@@ -1,0 +1,207 @@
+"""``invoke convert --format executorch``: the same model as ExecuTorch ``.pte`` programs.
+
+Variants: float with XNNPACK, int8 with XNNPACK (PT2E quantization with the XNNPACK quantizer, calibrated
+on the legacy modes' calibration set), portable kernels without a delegate, and the accelerator delegates
+whose partitioners run without a vendor SDK (Vulkan).  Delegates that need a vendor SDK are skipped with
+the reason.  No torch (nor executorch) at import time: validation fails in milliseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from toolchain import executorch_pins
+from toolchain.errors import RecordError, UsageError
+from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock, sha256_file
+from toolchain.pte_records import BASELINE, PteFile, load_section, pte_name, write_section
+from toolchain.records import ConvertManifest, manifest_owner, now_iso
+
+from .calibration import CalibrationSpec, parse_calibration
+from .models import ModelSpec, WeightsSpec, parse_model, parse_weights
+
+log = logging.getLogger(__name__)
+
+DELEGATES = ("xnnpack", "portable", "vulkan")
+
+
+@dataclass(frozen=True)
+class PteVariant:
+    precision: str  # fp32 | int8
+    delegate: str  # xnnpack | portable | vulkan
+
+    @property
+    def name(self) -> str:
+        return f"{self.precision}-{self.delegate}"
+
+
+VARIANTS = (PteVariant("fp32", "xnnpack"), PteVariant("int8", "xnnpack"), PteVariant("fp32", "portable"),
+            PteVariant("fp32", "vulkan"))
+
+# Accelerator delegates whose lowering needs a vendor SDK that is not on PyPI: skipped, with the reason.
+SDK_DELEGATES: Dict[str, str] = {
+    "qnn": "Qualcomm AI Engine Direct: QnnPartitioner imports here, but lowering runs the QNN SDK's compiler "
+           "(QNN_SDK_ROOT); executorch 1.5.1 tries to download that SDK from Qualcomm when it is absent, "
+           "so torchdroid does not attempt it",
+    "mediatek": "MediaTek NeuroPilot: executorch.backends.mediatek.partitioner imports mtk_converter, "
+                "a vendor package shipped with the NeuroPilot SDK",
+    "samsung": "Samsung Exynos (ENN): the partitioner imports executorch.backends.samsung.python, "
+               "bindings built with the Exynos AI LiteCore SDK",
+}
+
+
+def parse_delegates(value: Any) -> Tuple[str, ...]:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out = list(dict.fromkeys(p.strip().lower() for item in items for p in str(item or "").split(",") if p.strip()))
+    if not out:
+        return DELEGATES
+    for d in out:
+        if d in SDK_DELEGATES:
+            raise UsageError(f"the {d} delegate cannot be lowered on this machine", cause=SDK_DELEGATES[d],
+                             remedy=f"use the delegates that need no vendor SDK: {', '.join(DELEGATES)}")
+        if d not in DELEGATES:
+            raise UsageError(f"unknown ExecuTorch delegate {d!r}", remedy=f"use one or more of: {', '.join(DELEGATES)}")
+    return tuple(d for d in DELEGATES if d in out)
+
+
+@dataclass(frozen=True)
+class ExecutorchSettings:
+    out: Path = Path("build/models")
+    model: str = "mobilenet_v2"
+    weights: str = "pretrained"
+    calibration: Optional[Path] = None
+    calibration_count: int = 32
+    seed: int = 0
+    delegates: Tuple[str, ...] = DELEGATES
+    check_inputs: int = 4  # calibration inputs whose reference outputs are recorded for the host check
+    force: bool = False
+
+
+@dataclass
+class ExecutorchResult:
+    manifest_path: Path
+    files: List[PteFile]
+    built: List[str]
+    skipped: Dict[str, str]
+    notes: List[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _code_digest() -> str:
+    h = hashlib.sha256()
+    for name in ("executorch_lane.py", "executorch_export.py", "models.py", "calibration.py"):
+        h.update((Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def variant_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, variant: PteVariant,
+                check_inputs: int, versions: Dict[str, Any]) -> str:
+    body = {"model": spec.key(), "weights": weights.key(), "calibration": calib.key(), "variant": variant.name,
+            "check_inputs": check_inputs, "versions": versions, "code": _code_digest()}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _versions() -> Dict[str, Any]:
+    from .reuse import torch_identity
+
+    return {"executorch": executorch_pins.identity(), "torch": torch_identity()}
+
+
+def _entry_current(section: Dict[str, Any], out: Path, stem: str, variant: PteVariant, key: str) -> bool:
+    conv = (section.get("conversions") or {}).get(stem, {})
+    if conv.get("keys", {}).get(variant.name) != key:
+        return False
+    for e in section.get("files", []):
+        if e.get("file") == pte_name(stem, variant.precision, variant.delegate):
+            p = out / e["file"]
+            return p.is_file() and p.stat().st_size == e.get("size") and sha256_file(p) == e.get("sha256")
+    return False
+
+
+def _existing_section(out: Path) -> Dict[str, Any]:
+    if not ConvertManifest.exists(out):
+        return {}
+    try:
+        return load_section(out)
+    except RecordError as e:
+        log.warning("ignoring the unreadable manifest in %s (%s); the .pte programs will be rebuilt", out, e.what)
+        return {}
+
+
+def _reference_current(section: Dict[str, Any], out: Path, stem: str) -> bool:
+    ref = (section.get("reference") or {}).get(stem)
+    return bool(ref) and (out / ref["file"]).is_file() and sha256_file(out / ref["file"]) == ref.get("sha256")
+
+
+def validate(settings: ExecutorchSettings) -> tuple:
+    """Everything that can be checked without torch: (spec, weights, calibration, variants, notes)."""
+    spec = parse_model(settings.model)
+    weights = parse_weights(settings.weights, settings.seed)
+    calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
+    delegates = parse_delegates(list(settings.delegates))
+    ensure_writable_dir(Path(settings.out))
+    version = executorch_pins.require_executorch()
+    notes = [n for n in [executorch_pins.version_note(version)] if n]
+    return spec, weights, calib, [v for v in VARIANTS if v.delegate in delegates], notes
+
+
+def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
+    t0 = time.monotonic()
+    spec, weights, calib, variants, notes = validate(settings)
+    out = Path(settings.out)
+    versions = _versions()
+    keys = {v.name: variant_key(spec, weights, calib, v, settings.check_inputs, versions) for v in variants}
+    section = _existing_section(out)
+    todo = [v for v in variants if settings.force or not _entry_current(section, out, spec.stem, v, keys[v.name])]
+    built: List[str] = []
+    if todo or not _reference_current(section, out, spec.stem):
+        with output_lock(out, "invoke convert"):  # the legacy writer's lock: one writer per models directory
+            claim_output_dir(out, "convert", force=settings.force, adopt=lambda d: manifest_owner(d) == "ours",
+                             inputs=[weights.path, spec.factory_file, settings.calibration])
+            from . import executorch_export  # torch and executorch are imported only from here on
+
+            programs = executorch_export.build_programs(spec, weights, calib, todo, out, settings.check_inputs)
+            section = _merge(_existing_section(out), spec, calib, programs, keys, versions)
+            notes.extend(programs.notes)
+            path = write_section(out, section)
+        built = [v.name for v in todo]
+    else:
+        log.info("all %d requested .pte programs of %s are up to date in %s (use --force to rebuild)",
+                 len(variants), spec.stem, out)
+        path = ConvertManifest.load(out).path
+    names = {pte_name(spec.stem, v.precision, v.delegate) for v in variants}
+    files = [PteFile.from_entry(out.resolve(), e) for e in section.get("files", []) if e["file"] in names]
+    skipped = dict((section.get("conversions") or {}).get(spec.stem, {}).get("skipped", {}))
+    return ExecutorchResult(path, files, built, skipped, notes, time.monotonic() - t0)
+
+
+def _merge(section: Dict[str, Any], spec: ModelSpec, calib: CalibrationSpec, built, keys: Dict[str, str],
+           versions: Dict[str, Any]) -> Dict[str, Any]:
+    section = dict(section)
+    rebuilt = {e["file"] for e in built.entries}
+    files = [e for e in section.get("files", []) if e.get("file") not in rebuilt]
+    for e in built.entries:
+        e.update(executorch=versions["executorch"], torch=versions["torch"], baseline=BASELINE[e["precision"]])
+        files.append(e)
+    files.sort(key=lambda e: (e["stem"], [v.name for v in VARIANTS].index(f"{e['precision']}-{e['delegate']}")))
+    conversions = dict(section.get("conversions") or {})
+    conv = dict(conversions.get(spec.stem, {}))
+    conv_keys = dict(conv.get("keys", {}))
+    conv_keys.update({name: keys[name] for name in built.built_variants})
+    conv.update(model=spec.name, weights=built.weights_record, calibration=calib.record(),
+                executorch=versions["executorch"], torch=versions["torch"], keys=conv_keys,
+                skipped=built.skipped, notes=built.notes, converted=now_iso())
+    conversions[spec.stem] = conv
+    reference = dict(section.get("reference") or {})
+    reference[spec.stem] = built.reference
+    section.update(conversions=conversions, files=files, reference=reference)
+    return section
+
+
+__all__ = ["ExecutorchSettings", "ExecutorchResult", "convert_executorch", "parse_delegates", "VARIANTS",
+           "SDK_DELEGATES", "DELEGATES"]

@@ -1,0 +1,415 @@
+"""``invoke bench-executorch``: each ``.pte`` in ExecuTorch's host runtime, checked and timed beside the legacy models.
+
+Check: every program the host runtime can run is run on the recorded reference inputs and compared with
+the recorded expected outputs (fp32: the eager model, within ``float_atol + float_rtol * max|ref|``; int8:
+the PT2E reference graph, whose relative L2 error may not exceed the reference's own error against the
+eager float model: the delegate may add no more error than quantization itself.  XNNPACK requantizes in
+integers where the reference computes in float, a few LSBs per layer that add up over a deep network, so
+an LSB bound or a top-1 bound would judge the model's fragility (random weights give near-ties) rather than
+the delegate; the largest LSB difference and the top-1 / top-5 agreement are reported beside it).  Per operator: ETDump with
+a debug buffer plus the ETRecord written at convert time go through ExecuTorch's Inspector
+(``calculate_numeric_gap``); a delegate is opaque to it, so an XNNPACK program compares per delegated
+block, the portable program per operator.
+
+Timing: the protocol and statistics of ``invoke bench --host`` (converter/host_bench.py: warm-up, timed
+iterations, median / p90 / min / mean, ``threads`` intra-op threads), for the ``.pte`` programs, the legacy
+TorchScript CPU models and, when the host NNAPI builds here, the legacy NNAPI models.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from toolchain import executorch_pins
+from toolchain.errors import RecordError, UsageError, VerificationError
+from toolchain.fsutil import atomic_write_json
+from toolchain.progress import progress
+from toolchain.pte_records import PteFile, load_section, pte_files, reference_path
+from toolchain.records import ConvertManifest, ModelFile, now_iso
+
+from .host_bench import percentile
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PteBenchSettings:
+    models: Path
+    warmup: int = 5
+    iters: int = 50
+    threads: int = 1
+    repeat: int = 3  # timed runs of ``iters``, as `invoke bench --host` does
+    out: Path = Path("build/bench")
+    float_atol: float = 1e-4
+    float_rtol: float = 1e-5
+    per_operator: bool = True
+    debug_buffer_mb: int = 512  # ETDump's buffer for every intermediate output of one run
+    legacy: bool = True  # time the legacy CPU (and host NNAPI) models beside the .pte programs
+    host_nnapi: bool = True
+
+
+@dataclass
+class Timing:
+    """The statistics of ``invoke bench --host`` (converter/host_bench.measure), for any runtime."""
+
+    median_ms: float
+    p90_ms: float
+    min_ms: float
+    mean_ms: float
+    max_ms: float = 0.0
+    std_ms: float = 0.0
+    load_ms: float = 0.0
+    first_ms: float = 0.0
+    warmup_ms: float = 0.0
+    spread_pct: float = 0.0
+    unstable: bool = False
+    repeats: int = 1
+
+    @classmethod
+    def of(cls, load_ms: float, first_ms: float, warm: List[float], runs: List[List[float]]) -> "Timing":
+        from .host_bench import VARIANCE_LIMIT_PCT
+
+        times = [t for run in runs for t in run]
+        medians = [statistics.median(run) for run in runs]
+        spread = 100.0 * (max(medians) - min(medians)) / statistics.median(medians)
+        return cls(statistics.median(times), percentile(times, 90), min(times), statistics.fmean(times), max(times),
+                   statistics.stdev(times) if len(times) > 1 else 0.0, load_ms, first_ms,
+                   statistics.fmean(warm) if warm else 0.0, spread, len(runs) > 1 and spread > VARIANCE_LIMIT_PCT,
+                   len(runs))
+
+
+@dataclass
+class CheckRow:
+    variant: str
+    file: str
+    ran: bool
+    reference: str = ""
+    inputs: int = 0
+    max_abs_diff: Optional[float] = None
+    limit: Optional[float] = None
+    max_lsb_diff: Optional[int] = None
+    top1_agreement: Optional[float] = None
+    top5_agreement: Optional[float] = None
+    rel_error: Optional[float] = None  # worst relative L2 error against the reference
+    rel_budget: Optional[float] = None  # int8: worst relative L2 error of the reference against the float model
+    ok: bool = False
+    reason: str = ""
+    operators: List[Dict[str, Any]] = field(default_factory=list)
+    operator_note: str = ""
+
+
+@dataclass
+class BenchLine:
+    """One row of the side-by-side table: a legacy model or a .pte program, same protocol."""
+
+    label: str  # "TorchScript CPU quant_none", "ExecuTorch fp32-xnnpack", ...
+    file: str
+    runtime: str  # torchscript-cpu | host-nnapi | executorch
+    precision: str  # fp32 | int8
+    timing: Optional[Timing] = None
+    note: str = ""
+
+
+@dataclass
+class PteBenchResult:
+    checks: List[CheckRow]
+    lines: List[BenchLine]
+    json_path: Path
+    notes: List[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks if c.ran)
+
+    def raise_for_failures(self) -> None:
+        """A VerificationError (exit 8) naming every program that differs from its reference."""
+        bad = [c for c in self.checks if c.ran and not c.ok]
+        if bad:
+            raise VerificationError(f"{len(bad)} ExecuTorch program(s) differ from their reference: "
+                                    + "; ".join(f"{c.variant}: {c.reason}" for c in bad),
+                                    remedy=f"see {self.json_path}; convert again with --force, or report the "
+                                           "delegate's numerics upstream")
+
+
+# --------------------------------------------------------------------------- running a program
+
+
+def load_method(path: Path, etdump: bool = False):
+    """The program's ``forward`` in the host runtime; with ``etdump``, the pybindings module that records one."""
+    if etdump:
+        from executorch.extension.pybindings import portable_lib
+
+        return portable_lib._load_for_executorch(str(path), enable_etdump=True, debug_buffer_size=64 << 20)
+    from executorch.runtime import Runtime
+
+    return Runtime.get().load_program(str(path)).load_method("forward")
+
+
+def set_threads(threads: int) -> None:
+    """Intra-op threads for torch and ExecuTorch's threadpool (XNNPACK), like --pthreadpool_size."""
+    import torch
+    from executorch.extension.pybindings import portable_lib
+
+    torch.set_num_threads(threads)
+    portable_lib._unsafe_reset_threadpool(threads)
+
+
+def time_calls(call: Callable[[], Any], warmup: int, iters: int) -> List[float]:
+    """``warmup`` untimed calls, then ``iters`` timed ones (ms)."""
+    for _ in range(warmup):
+        call()
+    return [_timed(call) for _ in range(iters)]
+
+
+def _timed(call: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    call()
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def measure_program(path: Path, example, s: "PteBenchSettings") -> Timing:
+    """host_bench.measure's protocol for a .pte: load, first inference, warm-up, ``repeat`` runs of ``iters``."""
+    t0 = time.perf_counter()
+    method = load_method(path)
+    load_ms = (time.perf_counter() - t0) * 1000.0
+
+    def call():
+        return method.execute([example])
+    first = _timed(call)
+    warm = [_timed(call) for _ in range(s.warmup)]
+    runs = [[_timed(call) for _ in range(s.iters)] for _ in range(max(1, s.repeat))]
+    return Timing.of(load_ms, first, warm, runs)
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def _compare(f: PteFile, got, ref, qparams, s: PteBenchSettings, row: CheckRow) -> None:
+    diff = float((got - ref).abs().max())
+    row.max_abs_diff = max(row.max_abs_diff or 0.0, diff)
+    if f.precision == "int8" and qparams:
+        row.max_lsb_diff = max(row.max_lsb_diff or 0, int(round(diff / qparams["scale"])))
+    elif f.precision == "fp32":
+        row.limit = max(row.limit or 0.0, s.float_atol + s.float_rtol * max(float(ref.abs().max()), 1.0))
+
+
+def _agreement(got, ref) -> tuple:
+    """(top-1 equal, top-5 overlap fraction) of one output row pair."""
+    a, b = got.reshape(-1), ref.reshape(-1)
+    k = min(5, a.numel())
+    top5 = len(set(a.topk(k).indices.tolist()) & set(b.topk(k).indices.tolist())) / k
+    return int(a.argmax() == b.argmax()), top5
+
+
+def _rel(a, b) -> float:
+    return float((a - b).norm() / max(float(b.norm()), 1e-12))
+
+
+def _judge(f: PteFile, s: PteBenchSettings, row: CheckRow) -> None:
+    if f.precision == "fp32":
+        row.ok = row.max_abs_diff is not None and row.max_abs_diff <= row.limit
+        if not row.ok:
+            row.reason = f"max |diff| {row.max_abs_diff:.3g} > {row.limit:.3g} against the {row.reference}"
+        return
+    row.ok = row.rel_error is not None and row.rel_budget is not None and row.rel_error <= row.rel_budget
+    if not row.ok:
+        row.reason = (f"relative error {row.rel_error:.3g} against the {row.reference} exceeds the quantization's own "
+                      f"error against the float model ({row.rel_budget:.3g})")
+
+
+def check_program(f: PteFile, reference: Dict[str, Any], s: PteBenchSettings) -> CheckRow:
+    row = CheckRow(f.variant, f.file, ran=f.runs_on_host,
+                   reference="eager model" if f.precision == "fp32" else "PT2E int8 reference graph")
+    if not f.runs_on_host:
+        row.reason = (f.extra.get("host_check") or {}).get("reason", "its delegate is not in this host runtime")
+        return row
+    f.check_hash()
+    method = load_method(f.path)
+    top1 = top5 = 0.0
+    for x, ref, flt in zip(reference["inputs"], reference["expected"][f.precision], reference["expected"]["fp32"]):
+        got = method.execute([x])[0]
+        _compare(f, got, ref, reference.get("int8_output"), s, row)
+        row.rel_error = max(row.rel_error or 0.0, _rel(got, ref))
+        row.rel_budget = max(row.rel_budget or 0.0, _rel(ref, flt))
+        one, five = _agreement(got, ref)
+        top1, top5 = top1 + one, top5 + five
+    row.inputs = len(reference["inputs"])
+    row.top1_agreement, row.top5_agreement = top1 / max(1, row.inputs), top5 / max(1, row.inputs)
+    _judge(f, s, row)
+    return row
+
+
+def per_operator(f: PteFile, reference: Path, models_dir: Path, debug_buffer_mb: int) -> tuple:
+    """(rows, note): the Inspector's numeric gap per operator (per delegated block for a delegate).
+
+    Runs in a child process (converter/pte_operators.py): ETDump aborts the process when its debug
+    buffer overflows, and that must not take the stage down.
+    """
+    import json
+    import sys
+
+    from toolchain.runner import run
+
+    etrecord = f.extra.get("etrecord") or {}
+    if not etrecord:
+        return [], "no ETRecord recorded for this program (convert again with --force)"
+    with tempfile.TemporaryDirectory(prefix="torchdroid-ops-") as tmp:
+        out = Path(tmp) / "ops.json"
+        res = run([sys.executable, "-m", "converter.pte_operators", f.path, models_dir / etrecord["file"], reference,
+                   out, str(debug_buffer_mb)], cwd=Path(__file__).resolve().parents[1], check=False,
+                  what=f"per-operator comparison of {f.file}")
+        if res.returncode != 0 or not out.is_file():
+            overflow = "Ran out of space" in res.output
+            why = (f"the ETDump debug buffer ({debug_buffer_mb} MB) is too small for this program's intermediate "
+                   "outputs" if overflow else f"the comparison exited with {res.returncode}")
+            return [], f"per-operator comparison not possible: {why}"
+        rows = json.loads(out.read_text())["rows"]
+    note = ("the XNNPACK delegate is opaque to the Inspector: its graph compares as one block per delegate call"
+            if f.delegate == "xnnpack" else "per operator (portable kernels)")
+    return rows, note
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def bench_program(f: PteFile, example, s: PteBenchSettings) -> BenchLine:
+    line = BenchLine(f"ExecuTorch {f.variant}", f.file, "executorch", f.precision)
+    if not f.runs_on_host:
+        line.note = "not runnable here: " + (f.extra.get("host_check") or {}).get("reason", "delegate not registered")
+        return line
+    line.timing = measure_program(f.path, example, s)
+    return line
+
+
+def bench_legacy(mf: ModelFile, s: PteBenchSettings, runtime: str) -> BenchLine:
+    """A legacy TorchScript model measured by ``invoke bench --host``'s own function (its first bundled input)."""
+    from .host_bench import HostBenchSettings, measure
+
+    label = f"{'TorchScript CPU' if runtime == 'torchscript-cpu' else 'host NNAPI'} {mf.variant}"
+    line = BenchLine(label, mf.file, runtime, "fp32" if mf.mode == "none" else "int8")
+    mf.check_hash()
+    stats = measure(mf.path, HostBenchSettings(models=s.models, warmup=s.warmup, iters=s.iters, threads=s.threads,
+                                               repeat=s.repeat))
+    line.timing = Timing(**{k: stats[k] for k in Timing.__dataclass_fields__})
+    return line
+
+
+def legacy_lines(models_dir: Path, stems: List[str], s: PteBenchSettings, notes: List[str]) -> List[BenchLine]:
+    man = ConvertManifest.load(models_dir)
+    wanted = [f for f in man.files if f.stem in stems and f.variant in ("quant_none", "quant_full")]
+    if not wanted:
+        notes.append("no legacy TorchScript models in the manifest to compare with: run `invoke convert` "
+                     "with --format torchscript,executorch")
+        return []
+    nnapi_ok, why = _host_nnapi(s)
+    if not nnapi_ok:
+        notes.append(f"host NNAPI not timed: {why}")
+    lines = []
+    for f in wanted:
+        if f.backend == "cpu":
+            lines.append(bench_legacy(f, s, "torchscript-cpu"))
+        elif nnapi_ok:
+            lines.append(bench_legacy(f, s, "host-nnapi"))
+    return lines
+
+
+def _host_nnapi(s: PteBenchSettings) -> tuple:
+    if not s.host_nnapi:
+        return False, "turned off"
+    import host_nnapi
+
+    ok, why = host_nnapi.availability()
+    if ok:
+        host_nnapi.load()
+    return ok, why
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
+    if s.iters < 1 or s.warmup < 0 or s.threads < 1 or s.repeat < 1:
+        raise UsageError("bench-executorch needs iter >= 1, warmup >= 0, threads >= 1 and repeat >= 1",
+                         remedy="e.g. invoke bench-executorch --warmup 5 --iter 50 --threads 1")
+    files = pte_files(s.models)
+    executorch_pins.require_executorch()
+    for f in files:
+        if f.runs_on_host:
+            f.check_hash()  # every tampered or missing program is refused before anything runs
+    section = load_section(s.models)
+    ref_paths = {stem: reference_path(s.models, stem, section) for stem in sorted({f.stem for f in files})}
+    refs = {stem: load_reference(path) for stem, path in ref_paths.items()}
+    set_threads(s.threads)
+    checks, lines, notes = [], [], []
+    with progress("ExecuTorch host check and benchmark", total=len(files)) as bar:
+        for f in files:
+            bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}")
+            checks.append(_check_with_operators(f, refs[f.stem], ref_paths[f.stem], s))
+            bar.describe(f"{f.file}: {s.warmup} warm-up + {s.iters} timed iterations")
+            lines.append(bench_program(f, refs[f.stem]["inputs"][0], s))
+            bar.advance()
+    if s.legacy:
+        lines = legacy_lines(s.models, sorted(refs), s, notes) + lines
+    notes.extend(unstable_notes(lines))
+    return PteBenchResult(checks, lines, _write(s, checks, lines, notes), notes)
+
+
+def unstable_notes(lines: List[BenchLine]) -> List[str]:
+    return [f"{x.label}: the {x.timing.repeats} runs disagree (medians {x.timing.spread_pct:.0f}% apart): the machine "
+            "is busy or throttling; close other work and rerun" for x in lines if x.timing and x.timing.unstable]
+
+
+def _check_with_operators(f: PteFile, reference: Dict[str, Any], ref_path: Path, s: PteBenchSettings) -> CheckRow:
+    row = check_program(f, reference, s)
+    if row.ran and s.per_operator:
+        row.operators, row.operator_note = per_operator(f, ref_path, s.models, s.debug_buffer_mb)
+    return row
+
+
+def load_reference(path: Path) -> Dict[str, Any]:
+    import pickle
+
+    import torch
+
+    try:
+        ref = torch.load(path, weights_only=True)
+        if not isinstance(ref, dict) or not {"inputs", "expected"} <= set(ref):
+            raise ValueError("not a torchdroid reference (inputs and expected outputs)")
+        return ref
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as e:
+        raise RecordError(f"the reference file {path} cannot be read", cause=f"{type(e).__name__}: {e}",
+                          remedy="run `invoke convert --format executorch --force`") from e
+
+
+def _write(s: PteBenchSettings, checks, lines, notes) -> Path:
+    import torch
+
+    body = {"kind": "torchdroid.executorch-host-bench", "written": now_iso(), "models": str(s.models),
+            "torch": torch.__version__, "executorch": executorch_pins.identity(), "threads": s.threads,
+            "warmup": s.warmup, "iters": s.iters, "checks": [asdict(c) for c in checks],
+            "rows": [asdict(x) for x in lines], "speedups": speedups(lines), "notes": notes}
+    return atomic_write_json(Path(s.out) / "executorch-host-bench.json", body)
+
+
+def check_cells(c: CheckRow) -> tuple:
+    """One row of the check table, as text."""
+    diff = f"{c.max_abs_diff:.2e}" if c.max_abs_diff is not None else "-"
+    limit = (f"{c.limit:.2e}" if c.limit is not None else
+             f"rel {c.rel_error:.3f} <= {c.rel_budget:.3f}, {c.max_lsb_diff} LSB" if c.rel_budget is not None else "-")
+    top = f"{c.top1_agreement:.0%}/{c.top5_agreement:.0%}" if c.top1_agreement is not None else "-"
+    ops = f"{len(c.operators)} rows" if c.operators else (c.operator_note or "-")[:40]
+    verdict = "ok" if c.ok else (f"not run: {c.reason}" if not c.ran else f"FAILED: {c.reason}")
+    return c.variant, c.reference, diff, limit, top, ops, verdict
+
+
+def speedups(lines: List[BenchLine]) -> Dict[str, float]:
+    """Legacy TorchScript CPU median of the same precision / each line's median (> 1: faster than legacy CPU)."""
+    base = {x.precision: x.timing.median_ms for x in lines if x.runtime == "torchscript-cpu" and x.timing}
+    return {x.label: round(base[x.precision] / x.timing.median_ms, 3)
+            for x in lines if x.timing and x.precision in base}

@@ -1,0 +1,196 @@
+"""`invoke deploy-executorch`: the .pte programs and ExecuTorch's executor_runner on every phone, beside the legacy results.
+
+Per device: the runner (from `build-android --lane executorch`'s build-info) and the XNNPACK / portable
+programs go through deploy's own push (temporary name, hash on the device, rename only on a match, unchanged
+files not sent again); each program runs ``repeat`` times as ``executor_runner --model_path=P
+--num_executions=warmup+iters --cpu_threads=T`` (the remote exit code is checked); the runner's
+``Iteration i of N: X ms`` lines give the samples, the first ``warmup`` of each run are dropped.  The report
+joins the latest legacy deploy results of the same device (TorchScript CPU and NNAPI, quant_none and
+quant_full) and gives every line's speed-up over the legacy CPU model of the same precision.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import re
+import shlex
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from toolchain import executorch_pins as pins
+from toolchain.errors import DeviceError, RecordError, UsageError
+from toolchain.fsutil import atomic_write_json, atomic_write_text
+from toolchain.pte_records import PteFile, pte_files
+from toolchain.records import BuildInfo, DeployResults, now_iso
+
+from .adb import Adb, Device
+from .push import PushItem, check_dir, push_all
+
+log = logging.getLogger(__name__)
+ON_DEVICE_DELEGATES = ("xnnpack", "portable")  # what a runner built with XNNPACK (and the portable kernels) runs
+ITERATION = re.compile(pins.RUNNER_ITERATION_RE)
+
+
+@dataclass(frozen=True)
+class PteDeploySettings:
+    models: Path
+    build_info: Path  # build/android/<abi>/executorch/build-info.json
+    results: Path = Path("build/results")
+    serials: Sequence[str] = ()
+    adb_host: Optional[str] = None
+    adb_port: Optional[int] = None
+    device_dir: str = "/data/local/tmp/torchdroid"
+    warmup: int = 5
+    iters: int = 50
+    repeat: int = 3
+    threads: int = 1
+    timeout: float = 600.0
+
+
+@dataclass
+class PteRow:
+    serial: str
+    runtime: str  # "ExecuTorch fp32-xnnpack", "TorchScript CPU quant_none", "NNAPI quant_full"
+    precision: str
+    file: str
+    status: str  # ok | failed | missing
+    median_ms: Optional[float] = None
+    p90_ms: Optional[float] = None
+    min_ms: Optional[float] = None
+    samples: int = 0
+    speedup_vs_cpu: Optional[float] = None
+    note: str = ""
+
+
+@dataclass
+class PteDeployResult:
+    rows: List[PteRow]
+    json_path: Path
+    csv_path: Path
+    problems: List[str] = field(default_factory=list)
+
+
+def parse_iterations(output: str) -> List[float]:
+    """The per-execution times (ms) executor_runner logged, in order."""
+    return [float(m.group(3)) for m in ITERATION.finditer(output)]
+
+
+def runner_command(directory: str, program: str, runs: int, threads: int) -> str:
+    return (f"cd {shlex.quote(directory)} && ./{pins.RUNNER} --model_path={shlex.quote(program)} "
+            f"--num_executions={int(runs)} --cpu_threads={int(threads)} 2>&1")
+
+
+def bench_program(device: Device, directory: str, f: PteFile, s: PteDeploySettings) -> PteRow:
+    row = PteRow(device.serial, f"ExecuTorch {f.variant}", f.precision, f.file, "failed")
+    samples: List[float] = []
+    for _ in range(s.repeat):
+        res = device.shell(runner_command(directory, f.file, s.warmup + s.iters, s.threads), timeout=s.timeout)
+        times = parse_iterations(res.output)
+        if not res.ok or len(times) != s.warmup + s.iters:
+            row.note = (f"executor_runner exited {res.code} after {len(times)} of {s.warmup + s.iters} executions: "
+                        + " | ".join(res.tail(3)))
+            return row
+        samples.extend(times[s.warmup:])
+    ordered = sorted(samples)
+    row.status, row.samples = "ok", len(samples)
+    row.median_ms, row.min_ms = statistics.median(samples), ordered[0]
+    row.p90_ms = ordered[max(0, min(len(ordered) - 1, int(round(0.9 * len(ordered) + 0.5)) - 1))]
+    return row
+
+
+def _runner(s: PteDeploySettings) -> tuple:
+    info = BuildInfo.load(s.build_info)
+    if info.lane != pins.RUNTIME_LANE:
+        raise UsageError(f"{info.path} is a {info.lane!r} build, not ExecuTorch's runner",
+                         remedy="run `invoke build-android --lane executorch` and pass its build-info")
+    return info, info.artefact(pins.RUNNER)
+
+
+def _device_abi_problem(device: Device, abi: str) -> Optional[str]:
+    have = device.shell("getprop ro.product.cpu.abilist").output.strip()
+    return None if abi in have.split(",") else f"the runner is {abi}, the device supports {have or 'nothing known'}"
+
+
+def legacy_rows(results_dir: Path, serial: str) -> List[PteRow]:
+    """The legacy deploy's quant_none / quant_full CPU and NNAPI medians of this device (latest run)."""
+    latest = Path(results_dir) / "latest.json"
+    if not latest.is_file():
+        return []
+    try:
+        res = DeployResults.load(latest)
+    except RecordError as e:
+        log.warning("legacy results %s not readable: %s", latest, e.what)
+        return []
+    out = []
+    for r in res.rows:
+        if r.serial == serial and r.variant in ("quant_none", "quant_full") and r.status == "ok":
+            label = f"{'TorchScript CPU' if r.backend == 'cpu' else 'NNAPI'} {r.variant}"
+            out.append(PteRow(serial, label, "fp32" if r.mode == "none" else "int8", r.model_file, "ok", r.median_ms,
+                              r.p90_ms, r.min_ms, r.samples, note=f"legacy deploy run {res.run_id}"))
+    return out
+
+
+def add_speedups(rows: List[PteRow]) -> None:
+    base = {(r.serial, r.precision): r.median_ms for r in rows if r.runtime.startswith("TorchScript CPU") and r.median_ms}
+    for r in rows:
+        b = base.get((r.serial, r.precision))
+        if b and r.median_ms:
+            r.speedup_vs_cpu = round(b / r.median_ms, 3)
+
+
+def deploy_pte(s: PteDeploySettings) -> PteDeployResult:
+    if s.iters < 1 or s.warmup < 0 or s.repeat < 1 or s.threads < 1:
+        raise UsageError("deploy-executorch needs iter >= 1, warmup >= 0, repeat >= 1 and threads >= 1")
+    directory = check_dir(s.device_dir.rstrip("/") + "/executorch")
+    programs = [f for f in pte_files(s.models) if f.delegate in ON_DEVICE_DELEGATES]
+    info, runner = _runner(s)
+    server = Adb.locate(host=s.adb_host, port=s.adb_port).servers()[0]
+    connected = server.devices()
+    serials = list(s.serials) or [k for k, v in connected.items() if v == "device"]
+    if not serials:
+        raise DeviceError("no device is connected", remedy="connect a phone with USB debugging on (`adb devices`)")
+    items = [PushItem(runner, pins.RUNNER, 0o755)] + [PushItem(f.path, f.file, 0o644, f.sha256) for f in programs]
+    rows: List[PteRow] = []
+    problems: List[str] = []
+    for serial in serials:
+        rows.extend(_one_device(server, serial, connected.get(serial), directory, items, programs, info, s, problems))
+    add_speedups(rows)
+    json_path, csv_path = _write(s, rows, problems)
+    return PteDeployResult(rows, json_path, csv_path, problems)
+
+
+def _one_device(server, serial, state, directory, items, programs, info, s, problems) -> List[PteRow]:
+    if state != "device":
+        problems.append(f"device {serial} is {state or 'not connected'!r}")
+        return []
+    device = server.device(serial, timeout=s.timeout)
+    why = _device_abi_problem(device, info.abi)
+    if why:
+        problems.append(f"{serial}: {why}")
+        return []
+    for f in programs:
+        f.check_hash()
+    push_all(device, directory, items)
+    rows = legacy_rows(s.results, serial)
+    for f in programs:
+        rows.append(bench_program(device, directory, f, s))
+        if rows[-1].status != "ok":
+            problems.append(f"{serial}: {f.file}: {rows[-1].note}")
+    return rows
+
+
+def _write(s: PteDeploySettings, rows: List[PteRow], problems: List[str]) -> tuple:
+    body = {"kind": "torchdroid.executorch-deploy", "written": now_iso(), "models": str(s.models),
+            "build_info": str(s.build_info), "warmup": s.warmup, "iters": s.iters, "repeat": s.repeat,
+            "threads": s.threads, "rows": [asdict(r) for r in rows], "problems": problems}
+    json_path = atomic_write_json(Path(s.results) / "executorch-latest.json", body)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(PteRow.__dataclass_fields__))
+    w.writeheader()
+    for r in rows:
+        w.writerow(asdict(r))
+    return json_path, atomic_write_text(Path(s.results) / "executorch-latest.csv", buf.getvalue())

@@ -1,0 +1,139 @@
+"""`invoke build-android --lane executorch`: ExecuTorch's runtime and executor_runner for Android, from a pinned release.
+
+Steps: NDK, CMake and git checks -> the pinned checkout (with submodules) -> CMake configure with the android
+preset and the options that make a benchmark-capable runner (XNNPACK on, executor_runner on, posix logging
+so its per-iteration times reach ``adb shell``'s output) at the requested ABI and API level, 16 KB pages ->
+``cmake --build --target executor_runner`` -> ELF verification (machine, API level note, LOAD alignment) ->
+``build/android/<abi>/executorch/build-info.json``.  Every option and its upstream source: docs/facts.md (E rows).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional
+
+from toolchain import executorch_pins as pins
+from toolchain.elf import ABIS_16K, PAGE_16K, read_elf
+from toolchain.errors import ToolNotFound, UsageError, VerificationError
+from toolchain.fsutil import atomic_copy, output_lock, sha256_file
+from toolchain.pins import ABI_ELF_MACHINE
+from toolchain.records import BUILD_INFO_NAME, BuildInfo, now_iso
+from toolchain.runner import run
+from toolchain.tools.ndk import Ndk
+from toolchain.tools.programs import CMake
+
+from .gitsource import Git, ensure_checkout
+from .ndk import validate_api_level
+
+log = logging.getLogger(__name__)
+ABIS = ("arm64-v8a", "x86_64")  # the ABIs ExecuTorch's CMakePresets.json has android presets for (E4)
+
+
+@dataclass(frozen=True)
+class RuntimeBuildSettings:
+    build_dir: Path = Path("build")
+    ndk: Optional[str] = None
+    ndk_config: Optional[str] = None
+    abi: str = "arm64-v8a"
+    api_level: int = 29
+    max_jobs: Optional[int] = None
+    repo_url: Optional[str] = None
+    commit: str = pins.RUNTIME_COMMIT
+    source_dir: Optional[Path] = None
+    git_jobs: int = 4
+    env: Optional[Mapping[str, str]] = None
+
+
+@dataclass
+class RuntimeBuild:
+    build_info: BuildInfo
+    runner: Path
+    reused: bool
+    seconds: float
+
+
+def out_dir(build_dir: Path, abi: str) -> Path:
+    return Path(build_dir).resolve() / "android" / abi / "executorch"
+
+
+def cmake_args(src: Path, build: Path, ndk: Ndk, abi: str, api_level: int) -> List[str]:
+    """The configure command line: upstream's android preset, then what makes the runner (docs/facts.md E4-E9)."""
+    return [
+        "-S", str(src), "-B", str(build), "-G", "Ninja",
+        f"-DCMAKE_TOOLCHAIN_FILE={ndk.toolchain_file}",
+        f"-DANDROID_ABI={abi}",
+        f"-DANDROID_PLATFORM=android-{api_level}",  # upstream defaults to android-30 when unset (E5)
+        "-DCMAKE_BUILD_TYPE=Release",
+        f"-DEXECUTORCH_BUILD_PRESET_FILE={src / 'tools' / 'cmake' / 'preset' / 'android.cmake'}",
+        "-DEXECUTORCH_BUILD_XNNPACK=ON",
+        "-DEXECUTORCH_BUILD_EXECUTOR_RUNNER=ON",  # off by default when a preset file is given (E6)
+        "-DEXECUTORCH_BUILD_EXTENSION_EVALUE_UTIL=ON",  # required by the runner (E6)
+        "-DEXECUTORCH_BUILD_EXTENSION_RUNNER_UTIL=ON",
+        "-DEXECUTORCH_PAL_DEFAULT=posix",  # the android PAL logs to logcat only; posix writes stderr (E7)
+        "-DEXECUTORCH_BUILD_ANDROID_JNI=OFF",  # the JNI library is the AAR's business, not the runner's
+        *ndk.page_size_args(),
+    ]
+
+
+def check_tools(s: RuntimeBuildSettings) -> tuple:
+    if s.abi not in ABIS:
+        raise UsageError(f"ExecuTorch has no Android preset for ABI {s.abi!r}", remedy=f"use one of: {', '.join(ABIS)}")
+    validate_api_level(s.api_level)
+    ndk = Ndk.locate(s.ndk, s.ndk_config, s.env)
+    if ndk.major < pins.NDK_MIN_MAJOR:
+        raise ToolNotFound(f"NDK {ndk.release} ({ndk.path}) is too old for ExecuTorch {pins.EXECUTORCH_VERSION}",
+                           cause=f"its CMake build needs NDK r{pins.NDK_MIN_MAJOR} or newer",
+                           remedy=f"install NDK {pins.NDK_RECOMMENDED} (what ExecuTorch's CI uses) and pass --ndk DIR")
+    cmake = CMake.locate(s.env).require(pins.CMAKE_MIN, why=f"ExecuTorch {pins.EXECUTORCH_VERSION} needs it")
+    return ndk, cmake
+
+
+def verify_runner(binary: Path, abi: str, api_level: int) -> Dict[str, Any]:
+    """Machine, Android API level note and LOAD alignment of the built runner, read from its ELF."""
+    elf = read_elf(binary)
+    problems = []
+    if elf.machine != ABI_ELF_MACHINE.get(abi):
+        problems.append(f"machine {elf.machine}, expected {ABI_ELF_MACHINE.get(abi)}")
+    if elf.android_api_level != api_level:
+        problems.append(f"Android API level note {elf.android_api_level}, expected {api_level}")
+    if abi in ABIS_16K and not elf.supports_page_size(PAGE_16K):
+        problems.append(f"LOAD alignment {elf.load_alignment}, needs {PAGE_16K} for 16 KB page devices")
+    if problems:
+        raise VerificationError(f"the built {binary.name} is not what was asked for: {'; '.join(problems)}",
+                                remedy="check --ndk and the CMake output in the log; rebuild with --clean")
+    return elf.to_dict()
+
+
+def build_runtime(s: RuntimeBuildSettings, log_path: Path) -> RuntimeBuild:
+    t0 = time.monotonic()
+    ndk, cmake = check_tools(s)
+    out = out_dir(s.build_dir, s.abi)
+    src = Path(s.source_dir).resolve() if s.source_dir else Path(s.build_dir).resolve() / "src" / f"executorch-{s.commit[:12]}"
+    with output_lock(out, "invoke build-android --lane executorch"):
+        checkout = ensure_checkout(Git.locate(log_path), s.repo_url or pins.RUNTIME_REPO, s.commit, src, s.git_jobs)
+        build = out / "cmake-out"
+        args = cmake_args(src, build, ndk, s.abi, s.api_level)
+        run([cmake.path, *args], log_path=log_path, what="ExecuTorch CMake configure")
+        jobs = str(s.max_jobs or os.cpu_count() or 1)
+        run([cmake.path, "--build", str(build), "--target", pins.RUNNER, "-j", jobs], log_path=log_path,
+            what=f"building ExecuTorch's {pins.RUNNER}")
+        runner = atomic_copy(build / pins.RUNNER, out / pins.RUNNER)
+        os.chmod(runner, 0o755)
+        elf = verify_runner(runner, s.abi, s.api_level)
+        info = BuildInfo.write(out / BUILD_INFO_NAME, _record(s, checkout, ndk, args, runner, elf))
+    return RuntimeBuild(info, runner, False, time.monotonic() - t0)
+
+
+def _record(s: RuntimeBuildSettings, checkout, ndk: Ndk, args: List[str], runner: Path, elf: Dict[str, Any]) -> Dict[str, Any]:
+    return {"lane": pins.RUNTIME_LANE, "runtime": "executorch", "tag": pins.RUNTIME_TAG, "commit": s.commit,
+            "repo_url": s.repo_url or pins.RUNTIME_REPO, "source_dir": str(checkout.path),
+            "ndk": {"path": str(ndk.path), "revision": ndk.revision, "recommended": pins.NDK_RECOMMENDED},
+            "abi": s.abi, "api_level": s.api_level, "cmake_args": args, "built": now_iso(),
+            "page_alignment": {pins.RUNNER: elf["load_alignment"]}, "elf": {pins.RUNNER: elf},
+            "artefacts": [{"name": pins.RUNNER, "path": pins.RUNNER, "kind": "binary", "sha256": sha256_file(runner),
+                           "load_alignment": elf["load_alignment"]}],
+            "executorch_version": pins.EXECUTORCH_VERSION}

@@ -1,0 +1,82 @@
+"""Adversarial cases for the ExecuTorch lane (convert --format executorch, bench-executorch)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.adversarial.harness import adversarial, assert_clean, run_invoke, snapshot
+from toolchain.pte_records import write_section
+from toolchain.records import MANIFEST_KIND, MANIFEST_SCHEMA, write_record
+
+
+@adversarial("executorch", "bad value from an environment variable")
+def test_unknown_format_in_the_environment(tmp_path):
+    out = run_invoke(["convert", "--weights", "random"], cwd=tmp_path, env={"INVOKE_CONVERT_FORMAT": "torchscript,tflite"})
+    assert_clean(out, "usage", mentions=["tflite", "executorch"], root=tmp_path)
+    assert not (tmp_path / "build" / "models" / "manifest.json").exists()
+
+
+@adversarial("executorch", "delegate that needs a vendor SDK")
+def test_vendor_sdk_delegate_is_refused_before_any_work(tmp_path):
+    out = run_invoke(["convert", "--format", "executorch", "--delegates", "xnnpack,mediatek", "--weights", "random"],
+                     cwd=tmp_path)
+    assert_clean(out, "usage", mentions=["mtk_converter", "xnnpack"], root=tmp_path)
+    assert not (tmp_path / "build" / "models" / "manifest.json").exists()
+
+
+def _legacy_manifest(models):
+    models.mkdir(parents=True)
+    write_record(models / "manifest.json", MANIFEST_KIND, MANIFEST_SCHEMA, {"conversions": {}, "files": []})
+
+
+@adversarial("executorch", "stage run before its input exists")
+def test_bench_without_pte_programs_says_how_to_make_them(tmp_path):
+    _legacy_manifest(tmp_path / "build" / "models")
+    out = run_invoke(["bench-executorch"], cwd=tmp_path)
+    assert_clean(out, "usage", mentions=["--format torchscript,executorch"], root=tmp_path)
+
+
+@adversarial("executorch", "tampered record")
+def test_a_tampered_program_is_refused_before_running(tmp_path):
+    models = tmp_path / "build" / "models"
+    _legacy_manifest(models)
+    (models / "m-fp32-xnnpack.pte").write_bytes(b"\0\0\0\0ET12 not what was converted")
+    spec = {"shape": [1, 3, 8, 8], "dtype": "float32"}
+    write_section(models, {"files": [{
+        "file": "m-fp32-xnnpack.pte", "sha256": "0" * 64, "size": 31, "model": "m", "stem": "m", "precision": "fp32",
+        "delegate": "xnnpack", "input": spec, "output": spec, "baseline": "quant_none", "runs_on_host": True,
+        "executorch": {"version": "1.5.1"}, "torch": {"version": "2.14.1"}}]})
+    kept = snapshot([models / "m-fp32-xnnpack.pte"])
+    out = run_invoke(["bench-executorch"], cwd=tmp_path)
+    assert_clean(out, "record", mentions=["does not match its manifest entry", "--force"], kept=kept, root=tmp_path)
+    assert not (tmp_path / "build" / "bench" / "executorch-host-bench.json").exists()
+
+
+@adversarial("executorch", "foreign file where a record belongs")
+def test_a_foreign_manifest_is_a_record_error(tmp_path):
+    models = tmp_path / "build" / "models"
+    models.mkdir(parents=True)
+    (models / "manifest.json").write_text(json.dumps({"kind": "something-else", "files": []}))
+    kept = snapshot([models / "manifest.json"])
+    out = run_invoke(["bench-executorch"], cwd=tmp_path)
+    assert_clean(out, "record", mentions=["not a torchdroid.convert-manifest"], kept=kept, root=tmp_path)
+
+
+@adversarial("executorch", "wrong record for the stage")
+def test_deploy_executorch_refuses_a_pytorch_build_info(tmp_path):
+    from tests.executorch_support.device import write_pte_models
+    from toolchain.records import BuildInfo
+
+    write_pte_models(tmp_path / "build" / "models")
+    info = tmp_path / "build" / "android" / "arm64-v8a" / "build-info.json"
+    info.parent.mkdir(parents=True)
+    BuildInfo.write(info, {"lane": "current", "commit": "0" * 40, "abi": "arm64-v8a", "api_level": 29, "artefacts": []})
+    out = run_invoke(["deploy-executorch", "--build-info", str(info)], cwd=tmp_path)
+    assert_clean(out, "usage", mentions=["build-android --lane executorch"], root=tmp_path)
+
+
+@adversarial("executorch", "unsupported value")
+def test_build_android_executorch_refuses_an_abi_without_a_preset(tmp_path):
+    out = run_invoke(["build-android", "--lane", "executorch", "--abi", "armeabi-v7a"], cwd=tmp_path)
+    assert_clean(out, "usage", mentions=["arm64-v8a", "x86_64"], root=tmp_path)
+    assert not (tmp_path / "build" / "src").exists()

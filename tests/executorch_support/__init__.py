@@ -1,0 +1,1 @@
+"""Test-only helpers for the ExecuTorch lane."""

@@ -1,0 +1,63 @@
+"""Inputs for deploy-executorch against a virtual device: a stand-in runner, its build-info, .pte programs, legacy results."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from tests.executorch_support.runtime import FIXTURE, fake_pte
+from toolchain import executorch_pins as pins
+from toolchain.fsutil import sha256_file
+from toolchain.pte_records import write_section
+from toolchain.records import BuildInfo, DeployResults, MANIFEST_KIND, MANIFEST_SCHEMA, ResultRow, write_record
+
+RUNNER_SRC = FIXTURE / "examples" / "portable" / "executor_runner"
+
+
+def build_standin_runner(out_dir: Path, api_level: int = 29) -> Path:
+    """The fixture executor_runner (posix logging) compiled with the host C compiler."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    exe = out_dir / pins.RUNNER
+    cc = shutil.which("gcc") or shutil.which("cc")
+    subprocess.run([cc, "-O1", f"-DFIXTURE_API_LEVEL={api_level}", "-o", str(exe), str(RUNNER_SRC / "executor_runner.c"),
+                    str(RUNNER_SRC / "android_note.c"), "-lm"], check=True)
+    return exe
+
+
+def write_runtime_build_info(build_dir: Path, runner: Path, abi: str = "arm64-v8a") -> Path:
+    out = build_dir / "android" / abi / "executorch"
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(runner, out / pins.RUNNER)
+    BuildInfo.write(out / "build-info.json", {
+        "lane": pins.RUNTIME_LANE, "runtime": "executorch", "commit": pins.RUNTIME_COMMIT, "abi": abi, "api_level": 29,
+        "artefacts": [{"name": pins.RUNNER, "path": pins.RUNNER, "kind": "binary", "sha256": sha256_file(out / pins.RUNNER)}]})
+    return out / "build-info.json"
+
+
+def write_pte_models(models: Path, variants=(("fp32", "xnnpack", 6000), ("int8", "xnnpack", 2000),
+                                            ("fp32", "portable", 6000), ("fp32", "vulkan", 6000))) -> Path:
+    models.mkdir(parents=True, exist_ok=True)
+    write_record(models / "manifest.json", MANIFEST_KIND, MANIFEST_SCHEMA, {"conversions": {}, "files": []})
+    spec = {"shape": [1, 3, 224, 224], "dtype": "float32"}
+    files = []
+    for precision, delegate, size in variants:
+        p = fake_pte(models / f"mobilenetv2-{precision}-{delegate}.pte", size)
+        files.append({"file": p.name, "sha256": sha256_file(p), "size": p.stat().st_size, "model": "mobilenet_v2",
+                      "stem": "mobilenetv2", "precision": precision, "delegate": delegate, "input": spec,
+                      "output": {"shape": [1, 1000], "dtype": "float32"},
+                      "baseline": "quant_none" if precision == "fp32" else "quant_full", "runs_on_host": delegate != "vulkan",
+                      "executorch": {"version": pins.EXECUTORCH_VERSION}, "torch": {"version": "2.14.1"}})
+    write_section(models, {"files": files})
+    return models
+
+
+def write_legacy_results(results: Path, serial: str, cpu_ms=(40.0, 20.0), nnapi_ms=(30.0, 10.0)) -> Path:
+    rows = []
+    for (variant, mode), cpu, nnapi in zip((("quant_none", "none"), ("quant_full", "full")), cpu_ms, nnapi_ms):
+        for backend, ms in (("cpu", cpu), ("nnapi", nnapi)):
+            rows.append(ResultRow(serial, "Virtual Pixel", "sdm670", "11", 30, "arm64-v8a", "mobilenetv2", variant, mode,
+                                  backend, "binary", "ok", f"mobilenetv2-{variant}-{backend}.pt", ms, ms * 1.1, ms * 0.9,
+                                  samples=10, repeats=1, iters=10))
+    results.mkdir(parents=True, exist_ok=True)
+    return DeployResults(7, "2026-11-23T16:00:00+00:00", rows).write(results / "latest.json")

@@ -1,0 +1,117 @@
+"""deploy-executorch against virtual devices over the real adb server, with a host-compiled stand-in executor_runner."""
+
+import shutil
+
+import pytest
+
+from deploy.executorch_bench import PteDeploySettings, deploy_pte, parse_iterations, runner_command
+from tests.executorch_support.device import (build_standin_runner, write_legacy_results, write_pte_models,
+                                             write_runtime_build_info)
+from tests.virtual_device.harness import adb_with_devices
+from toolchain.errors import RecordError
+from toolchain.fsutil import sha256_file
+
+pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
+DIR = "/data/local/tmp/torchdroid"
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("et-deploy")
+    runner = build_standin_runner(root / "standin")
+    return write_pte_models(root / "models"), write_runtime_build_info(root / "build", runner)
+
+
+def _settings(models, info, results, port, **kw):
+    return PteDeploySettings(models=models, build_info=info, results=results, adb_port=port, warmup=2, iters=5,
+                             repeat=2, device_dir=DIR, timeout=60, **kw)
+
+
+def test_runner_lines_and_command_are_quoted():
+    out = "I x] Iteration 1 of 2: 3.5 ms\nI x] Iteration 2 of 2: 4.25 ms\nI x] Model executed successfully 2 time(s)"
+    assert parse_iterations(out) == [3.5, 4.25]
+    assert "--model_path='a b.pte'" in runner_command("/data/local/tmp/x y", "a b.pte", 7, 1)
+
+
+def test_push_run_and_report_beside_the_legacy_results(inputs, tmp_path):
+    models, info = inputs
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        serial = devs["a"].serial
+        write_legacy_results(tmp_path / "res", serial)
+        result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        d = devs["a"].path(DIR + "/executorch")
+        assert (d / "executor_runner").stat().st_mode & 0o777 == 0o755
+        for name in ("mobilenetv2-fp32-xnnpack.pte", "mobilenetv2-int8-xnnpack.pte", "mobilenetv2-fp32-portable.pte"):
+            assert sha256_file(d / name) == sha256_file(models / name)
+        assert not (d / "mobilenetv2-fp32-vulkan.pte").exists()  # the runner has no Vulkan delegate
+        assert not [p for p in d.iterdir() if "partial" in p.name]
+    rows = {r.runtime: r for r in result.rows}
+    assert not result.problems
+    assert rows["ExecuTorch fp32-xnnpack"].samples == 10 and rows["ExecuTorch fp32-xnnpack"].median_ms > 0
+    assert rows["TorchScript CPU quant_none"].speedup_vs_cpu == 1.0 and rows["NNAPI quant_none"].speedup_vs_cpu == pytest.approx(40 / 30, rel=1e-3)
+    assert rows["ExecuTorch int8-xnnpack"].speedup_vs_cpu == pytest.approx(20.0 / rows["ExecuTorch int8-xnnpack"].median_ms, rel=1e-2)
+    assert result.json_path.is_file() and "ExecuTorch fp32-xnnpack" in result.csv_path.read_text()
+
+
+def test_a_tampered_program_is_never_pushed(inputs, tmp_path):
+    models, info = inputs
+    private = tmp_path / "models"
+    shutil.copytree(models, private)
+    (private / "mobilenetv2-int8-xnnpack.pte").write_bytes(b"\0\0\0\0ET12 changed")
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        with pytest.raises(RecordError, match="does not match its manifest entry"):
+            deploy_pte(_settings(private, info, tmp_path / "res", server.port))
+        assert not devs["a"].path(DIR + "/executorch").exists()
+
+
+def test_a_failing_runner_is_a_failed_row_with_its_output(inputs, tmp_path):
+    """A program the runner refuses (not a .pte) fails its row with the runner's message; the others still run."""
+    models, info = inputs
+    private = tmp_path / "models"
+    shutil.copytree(models, private)
+    import json
+
+    from toolchain.fsutil import sha256_file as sha
+    from toolchain.pte_records import load_section, write_section
+
+    bad = private / "mobilenetv2-fp32-portable.pte"
+    bad.write_bytes(b"not a program at all")
+    section = load_section(private)
+    for e in section["files"]:
+        if e["file"] == bad.name:
+            e.update(sha256=sha(bad), size=bad.stat().st_size)
+    write_section(private, section)
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        result = deploy_pte(_settings(private, info, tmp_path / "res", server.port))
+    rows = {r.runtime: r for r in result.rows}
+    assert rows["ExecuTorch fp32-portable"].status == "failed" and "ET12" in rows["ExecuTorch fp32-portable"].note
+    assert rows["ExecuTorch fp32-xnnpack"].status == "ok"
+    assert any("fp32-portable" in p for p in result.problems)
+    assert json.loads(result.json_path.read_text())["problems"]
+
+
+def test_a_device_of_another_abi_is_reported_not_run(inputs, tmp_path):
+    models, info = inputs
+    props = {"ro.product.cpu.abi": "x86_64", "ro.product.cpu.abilist": "x86_64"}
+    with adb_with_devices(tmp_path / "adb", {"x": {"props": props}}) as (server, devs):
+        result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        assert not devs["x"].path(DIR + "/executorch").exists()
+    assert result.rows == [] and "the runner is arm64-v8a" in result.problems[0]
+
+
+def test_cli_deploy_executorch_from_a_users_directory(inputs, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    models, info = inputs
+    root = Path(__file__).resolve().parents[2]
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
+        env.update(CI="1", ANDROID_ADB_SERVER_PORT=str(server.port))
+        r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(root), "deploy-executorch", "--models",
+                            str(models), "--build-info", str(info), "--iter", "3", "--warmup", "1", "--repeat", "1"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ExecuTorch fp32-xnnpack" in r.stdout and (tmp_path / "build" / "results" / "executorch-latest.json").is_file()

@@ -1,0 +1,185 @@
+"""The ExecuTorch lane end to end on the host: convert -> .pte + manifest -> host check, per operator, bench.
+
+Real torch.export, real XNNPACK/Vulkan partitioners, real ExecuTorch host runtime; a tiny model keeps it quick
+(one session conversion, ~20 s).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.executorch_support.lane import TINY, convert_tiny, copy_models
+from toolchain.errors import RecordError, VerificationError
+from toolchain.pte_records import find_pte, load_section, pte_files
+from toolchain.records import ConvertManifest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def tiny_lane(tmp_path_factory):
+    out = tmp_path_factory.mktemp("et") / "models"
+    legacy, pte = convert_tiny(out)
+    return out, legacy, pte
+
+
+def test_every_variant_is_written_and_recorded(tiny_lane):
+    import executorch.version
+    import torch
+
+    out, _, result = tiny_lane
+    names = sorted(p.name for p in out.glob("*.pte"))
+    assert names == sorted(f"tiny-{v}.pte" for v in ("fp32-xnnpack", "int8-xnnpack", "fp32-portable", "fp32-vulkan"))
+    assert not [p for p in out.iterdir() if "partial" in p.name]
+    files = {f.variant: f for f in pte_files(out)}
+    for f in files.values():
+        f.check_hash()
+        assert f.extra["format"] == "executorch" and f.path.read_bytes()[4:8] == b"ET12"  # the .pte flatbuffer id
+        assert f.executorch["version"] == executorch.version.__version__.split("+")[0]
+        assert f.torch["version"].split("+")[0] == torch.__version__.split("+")[0]
+        assert f.input.shape == [1, 3, 224, 224] and f.output.shape == [1, 10]
+    assert files["fp32-xnnpack"].baseline == "quant_none" and files["int8-xnnpack"].baseline == "quant_full"
+    assert "XNNPACKQuantizer" in files["int8-xnnpack"].extra["quantization"]["scheme"]
+    assert files["int8-xnnpack"].extra["quantization"]["calibration"]["count"] == 4
+    assert not files["fp32-vulkan"].runs_on_host and "VulkanBackend" in files["fp32-vulkan"].extra["host_check"]["reason"]
+    assert all(files[v].runs_on_host for v in ("fp32-xnnpack", "int8-xnnpack", "fp32-portable"))
+    assert set(result.skipped) == {"qnn", "mediatek", "samsung"}
+    assert "mtk_converter" in result.skipped["mediatek"]
+
+
+def test_the_delegates_differ_in_the_program(tiny_lane):
+    """XNNPACK and Vulkan programs carry their delegate's payload; the portable one carries none."""
+    out = tiny_lane[0]
+    data = {v: find_pte(out, f"tiny-{v}").path.read_bytes() for v in ("fp32-xnnpack", "fp32-portable", "fp32-vulkan")}
+    assert b"XnnpackBackend" in data["fp32-xnnpack"] and b"VulkanBackend" in data["fp32-vulkan"]
+    assert b"Backend" not in data["fp32-portable"]
+
+
+def test_legacy_and_executorch_share_one_manifest(tiny_lane, tmp_path):
+    """A later legacy convert keeps the .pte section; the legacy file list has no .pte in it."""
+    from converter import ConvertSettings, convert
+
+    out = copy_models(tiny_lane[0], tmp_path / "models")
+    before = load_section(out)
+    convert(ConvertSettings(out=out, model=TINY, weights="random", calibration_count=4, modes=("none",),
+                            build_dir=tmp_path / "build", force=True))
+    assert load_section(out) == before
+    assert {f.file.endswith(".pt") for f in ConvertManifest.load(out).files} == {True}
+
+
+def test_a_second_run_reuses_and_a_tampered_program_is_rebuilt(tiny_lane, tmp_path):
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+
+    out = copy_models(tiny_lane[0], tmp_path / "models")
+    settings = ExecutorchSettings(out=out, model=TINY, weights="random", calibration_count=4, delegates=("xnnpack",))
+    assert convert_executorch(settings).built == []
+    victim = find_pte(out, "fp32-xnnpack")
+    victim.path.write_bytes(victim.path.read_bytes()[:-1] + b"\0")
+    with pytest.raises(RecordError, match="does not match its manifest entry"):
+        victim.check_hash()
+    again = convert_executorch(settings)
+    assert again.built == ["fp32-xnnpack"]
+    find_pte(out, "fp32-xnnpack").check_hash()
+
+
+def _bench(out, tmp_path, **kw):
+    from converter.pte_host import PteBenchSettings, run_pte_bench
+
+    return run_pte_bench(PteBenchSettings(models=out, warmup=1, iters=3, out=tmp_path / "bench", **kw))
+
+
+def test_host_check_per_operator_and_side_by_side_timing(tiny_lane, tmp_path):
+    out = tiny_lane[0]
+    result = _bench(out, tmp_path, host_nnapi=False)
+    checks = {c.variant: c for c in result.checks}
+    assert checks["fp32-xnnpack"].ok and checks["fp32-xnnpack"].max_abs_diff < 1e-4
+    assert checks["int8-xnnpack"].ok and checks["int8-xnnpack"].reference == "PT2E int8 reference graph"
+    assert checks["int8-xnnpack"].max_lsb_diff is not None and checks["int8-xnnpack"].top1_agreement == 1.0
+    assert not checks["fp32-vulkan"].ran and "VulkanBackend" in checks["fp32-vulkan"].reason
+    # per operator: the portable program op by op, XNNPACK as opaque delegate blocks
+    portable_ops = [r["aot_ops"] for r in checks["fp32-portable"].operators]
+    assert len(portable_ops) >= 3 and all(r["mse"] < 1e-8 for r in checks["fp32-portable"].operators)
+    assert "opaque" in checks["fp32-xnnpack"].operator_note and checks["fp32-xnnpack"].operators
+    labels = {x.label: x for x in result.lines}
+    assert {"TorchScript CPU quant_none", "TorchScript CPU quant_full", "ExecuTorch fp32-xnnpack",
+            "ExecuTorch int8-xnnpack"} <= set(labels)
+    assert labels["ExecuTorch fp32-vulkan"].timing is None and "not runnable here" in labels["ExecuTorch fp32-vulkan"].note
+    body = json.loads(result.json_path.read_text())
+    assert body["kind"] == "torchdroid.executorch-host-bench"
+    assert body["speedups"]["ExecuTorch fp32-xnnpack"] == pytest.approx(
+        labels["TorchScript CPU quant_none"].timing.median_ms / labels["ExecuTorch fp32-xnnpack"].timing.median_ms, rel=1e-2)
+
+
+def test_a_wrong_reference_fails_the_check(tiny_lane, tmp_path):
+    """The check can fail: shift the recorded eager outputs and the fp32 programs no longer match them."""
+    import torch
+
+    from toolchain.fsutil import sha256_file
+    from toolchain.pte_records import write_section
+
+    out = copy_models(tiny_lane[0], tmp_path / "models")
+    section = load_section(out)
+    ref_file = out / section["reference"]["tiny"]["file"]
+    ref = torch.load(ref_file, weights_only=True)
+    ref["expected"]["fp32"] = [y + 0.01 for y in ref["expected"]["fp32"]]
+    torch.save(ref, ref_file)
+    section["reference"]["tiny"]["sha256"] = sha256_file(ref_file)
+    write_section(out, section)
+    result = _bench(out, tmp_path, legacy=False, per_operator=False)
+    assert not result.ok
+    with pytest.raises(VerificationError) as e:
+        result.raise_for_failures()
+    assert "fp32-xnnpack" in str(e.value) and "fp32-portable" in str(e.value) and "int8" not in e.value.what
+
+
+def _invoke(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env=dict(os.environ, CI="1"))
+
+
+def test_cli_bad_format_and_sdk_delegate_exit_2(tmp_path):
+    r = _invoke("convert", "--format", "torchscript,onnx", "--out", str(tmp_path / "m"))
+    assert r.returncode == 2 and "unknown 'onnx'" in r.stderr and "executorch" in r.stderr
+    r = _invoke("convert", "--format", "executorch", "--delegates", "qnn", "--weights", "random", "--out", str(tmp_path / "m"))
+    assert r.returncode == 2 and "QNN" in r.stderr and not (tmp_path / "m" / "manifest.json").exists()
+
+
+def test_cli_convert_executorch_only_then_bench(tiny_lane, tmp_path):
+    """From a user's directory with relative paths: convert (reused copy) then bench-executorch."""
+    out = copy_models(tiny_lane[0], tmp_path / "build" / "models")
+    env = dict(os.environ, CI="1", INVOKE_CONVERT_CALIBRATION_COUNT="4")
+    r = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "convert", "--format", "executorch",
+                        "--model", TINY, "--weights", "random"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "reused" in r.stdout and "skipped delegate qnn" in r.stdout and out.is_dir()
+    r = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "bench-executorch", "--iter", "3", "--warmup", "1"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "ExecuTorch fp32-xnnpack" in r.stdout and "TorchScript CPU quant_none" in r.stdout
+    assert (tmp_path / "build" / "bench" / "executorch-host-bench.json").is_file()
+
+
+def test_an_int8_program_off_its_reference_fails(tiny_lane, tmp_path):
+    """The int8 bound can fail: against a reference far from the program (and from float) the error exceeds it."""
+    import torch
+
+    from toolchain.fsutil import sha256_file
+    from toolchain.pte_records import write_section
+
+    out = copy_models(tiny_lane[0], tmp_path / "models")
+    section = load_section(out)
+    ref_file = out / section["reference"]["tiny"]["file"]
+    ref = torch.load(ref_file, weights_only=True)
+    ref["expected"]["int8"] = [y.flip(-1) for y in ref["expected"]["fp32"]]  # a permuted float output
+    torch.save(ref, ref_file)
+    section["reference"]["tiny"]["sha256"] = sha256_file(ref_file)
+    write_section(out, section)
+    result = _bench(out, tmp_path, legacy=False, per_operator=False)
+    checks = {c.variant: c for c in result.checks}
+    assert checks["fp32-xnnpack"].ok and not checks["int8-xnnpack"].ok
+    assert "exceeds the quantization's own error" in checks["int8-xnnpack"].reason

@@ -1,0 +1,112 @@
+"""build-android's ExecuTorch lane against the fixture ExecuTorch tree and fixture NDKs (real cmake, ninja, git, cc).
+
+The fixture tree encodes ExecuTorch's real build interface (docs/facts.md E rows); the cases below show
+the lane's options are the ones that make a runner, and that the fixture fails where the real build would.
+"""
+
+import subprocess
+
+import pytest
+
+from ndk_build import executorch_runtime as rt
+from tests.executorch_support.runtime import fake_pte, make_fake_executorch
+from tests.ndk_support import make_ndk_release
+from tests.ndk_support.fixtures import ccache_dir, git_file_protocol  # noqa: F401 (fixtures)
+from toolchain.elf import read_elf
+from toolchain.errors import ToolFailed, ToolNotFound, VerificationError
+from toolchain.records import BuildInfo
+
+pytestmark = pytest.mark.skipif(not rt.CMake.locate().found, reason="needs cmake")
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory):
+    return make_fake_executorch(tmp_path_factory.mktemp("et-remote"))
+
+
+@pytest.fixture(scope="module")
+def ndks(tmp_path_factory):
+    root = tmp_path_factory.mktemp("et-ndks")
+    return {r: make_ndk_release(root, r) for r in ("r23c", "r27c")}
+
+
+def _settings(tmp_path, remote, ndk, abi="x86_64"):
+    """x86_64: the fixture NDK keeps the host compiler, so the host ABI is the one whose machine check can pass."""
+    return rt.RuntimeBuildSettings(build_dir=tmp_path / "build", ndk=str(ndk), repo_url=remote.url,
+                                   commit=remote.commit, max_jobs=2, env={}, abi=abi)
+
+
+def test_the_runner_is_built_verified_and_recorded(tmp_path, remote, ndks):
+    result = rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"]), tmp_path / "build.log")
+    info = BuildInfo.load(result.build_info.path)
+    assert info.lane == "executorch-1.5.1" and info.get("api_level") == 29 and info.get("abi") == "x86_64"
+    assert info.get("commit") == remote.commit
+    elf = read_elf(result.runner)
+    assert elf.android_api_level == 29 and elf.load_alignment >= 16384
+    assert info.get("page_alignment") == {"executor_runner": elf.load_alignment}
+    art = info.artefact("executor_runner")
+    assert art == result.runner.resolve()
+    args = info.get("cmake_args")
+    assert "-DEXECUTORCH_BUILD_EXECUTOR_RUNNER=ON" in args and "-DANDROID_PLATFORM=android-29" in args
+    model = fake_pte(tmp_path / "m.pte")
+    run = subprocess.run([str(result.runner), f"--model_path={model}", "--num_executions=3", "--cpu_threads=1"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and run.stderr.count("Iteration ") == 3
+
+
+def test_a_runner_for_another_machine_is_refused(tmp_path, remote, ndks):
+    """Asking for arm64-v8a while the (fixture) toolchain makes x86-64 code fails the ELF machine check."""
+    with pytest.raises(VerificationError, match="expected AArch64"):
+        rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"], abi="arm64-v8a"), tmp_path / "build.log")
+
+
+def test_without_the_runner_option_nothing_is_built(tmp_path, remote, ndks, monkeypatch):
+    """E6: with the android preset the runner is off by default; the fixture, like upstream, then has no target."""
+    real = rt.cmake_args
+    monkeypatch.setattr(rt, "cmake_args", lambda *a: [x for x in real(*a) if "EXECUTOR_RUNNER" not in x])
+    with pytest.raises(ToolFailed, match="executor_runner"):
+        rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"]), tmp_path / "build.log")
+
+
+def test_the_runner_needs_its_extensions(tmp_path, remote, ndks, monkeypatch):
+    real = rt.cmake_args
+    monkeypatch.setattr(rt, "cmake_args",
+                        lambda *a: [x for x in real(*a) if "EXTENSION_EVALUE_UTIL" not in x] + ["-DEXECUTORCH_BUILD_EXTENSION_EVALUE_UTIL=OFF"])
+    with pytest.raises(ToolFailed, match="configure"):
+        rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"]), tmp_path / "build.log")
+
+
+def test_without_android_platform_the_api_level_check_fails(tmp_path, remote, ndks, monkeypatch):
+    """E5: upstream builds for android-30 when ANDROID_PLATFORM is unset; the ELF check catches it."""
+    real = rt.cmake_args
+    monkeypatch.setattr(rt, "cmake_args", lambda *a: [x for x in real(*a) if "ANDROID_PLATFORM" not in x])
+    with pytest.raises(VerificationError, match="API level note 30, expected 29"):
+        rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"]), tmp_path / "build.log")
+
+
+def test_the_android_pal_would_hide_the_timings(tmp_path, remote, ndks, monkeypatch):
+    """E7: the preset's android PAL logs to logcat; without the posix override the runner prints no times."""
+    real = rt.cmake_args
+    monkeypatch.setattr(rt, "cmake_args", lambda *a: [x for x in real(*a) if "PAL_DEFAULT" not in x])
+    result = rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"]), tmp_path / "build.log")
+    run = subprocess.run([str(result.runner), f"--model_path={fake_pte(tmp_path / 'm.pte')}", "--num_executions=2"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and "Iteration" not in run.stderr
+
+
+def test_an_old_ndk_is_refused_before_fetching(tmp_path, remote, ndks):
+    with pytest.raises(ToolNotFound, match="r28c"):
+        rt.build_runtime(_settings(tmp_path, remote, ndks["r23c"]), tmp_path / "build.log")
+    assert not (tmp_path / "build" / "src").exists()
+
+
+def test_cli_lane_executorch_without_an_ndk_says_how_to_get_one(tmp_path):
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(rt.Path(__file__).resolve().parents[2]),
+                        "build-android", "--lane", "executorch"], cwd=tmp_path, env=dict(env, CI="1", HOME=str(tmp_path)),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 3 and "NDK" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "build" / "src").exists()

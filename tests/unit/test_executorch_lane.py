@@ -1,0 +1,67 @@
+"""The ExecuTorch lane's pure logic: formats, delegates, pins, the manifest section (no torch)."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from converter.executorch_lane import DELEGATES, SDK_DELEGATES, ExecutorchSettings, convert_executorch, parse_delegates
+from toolchain import executorch_pins
+from toolchain.errors import RecordError, ToolNotFound, UsageError
+from toolchain.pte_records import load_section, pte_files, write_section
+from toolchain.records import MANIFEST_KIND, MANIFEST_SCHEMA, read_record, write_record
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_sdk_delegates_are_refused_with_their_reason():
+    for name, reason in SDK_DELEGATES.items():
+        with pytest.raises(UsageError) as e:
+            parse_delegates(name)
+        assert reason in str(e.value) and "xnnpack" in e.value.remedy
+    with pytest.raises(UsageError, match="unknown ExecuTorch delegate 'npu'"):
+        parse_delegates("xnnpack,npu")
+    assert parse_delegates("") == DELEGATES
+    assert parse_delegates(["vulkan", "xnnpack"]) == ("xnnpack", "vulkan")
+
+
+def test_run_installs_the_pinned_executorch():
+    """./run's executorch_pins and toolchain/executorch_pins.py name the same version."""
+    text = (ROOT / "run").read_text()
+    pins = re.findall(r"executorch==([0-9][0-9.]*)", text)
+    assert pins == [executorch_pins.EXECUTORCH_VERSION]
+    assert "$(torch_pins) $(executorch_pins)" in text  # installed with torch, in one resolve
+    assert re.search(r"torch==" + re.escape(executorch_pins.EXECUTORCH_TORCH) + r"\b", text)
+
+
+def test_the_installed_executorch_is_the_pinned_one():
+    version = executorch_pins.require_executorch()
+    assert version.split("+")[0] == executorch_pins.EXECUTORCH_VERSION
+    assert executorch_pins.version_note(version) is None
+    assert "pins 1.5.1" in executorch_pins.version_note("1.4.0")
+
+
+def test_missing_executorch_says_how_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.setattr(executorch_pins, "installed_version", lambda: None)
+    with pytest.raises(ToolNotFound) as e:
+        convert_executorch(ExecutorchSettings(out=tmp_path / "m", weights="random"))
+    assert e.value.exit_code == 3
+    assert f"pip install executorch=={executorch_pins.EXECUTORCH_VERSION}" in e.value.remedy
+    assert "./run main" in e.value.remedy
+
+
+def test_the_section_keeps_the_legacy_manifest(tmp_path):
+    write_record(tmp_path / "manifest.json", MANIFEST_KIND, MANIFEST_SCHEMA,
+                 {"conversions": {"m": {"x": 1}}, "files": []})
+    write_section(tmp_path, {"files": [], "conversions": {}})
+    data = read_record(tmp_path / "manifest.json", MANIFEST_KIND, MANIFEST_SCHEMA, "")
+    assert data["files"] == [] and data["conversions"] == {"m": {"x": 1}}
+    assert load_section(tmp_path) == {"files": [], "conversions": {}}
+    with pytest.raises(UsageError, match="no ExecuTorch"):
+        pte_files(tmp_path)
+
+
+def test_an_incomplete_pte_entry_is_a_record_error(tmp_path):
+    write_section(tmp_path, {"files": [{"file": "x.pte", "sha256": "0"}]})
+    with pytest.raises(RecordError, match="incomplete"):
+        pte_files(tmp_path)

@@ -1,0 +1,82 @@
+"""The ExecuTorch lane's pins, in one place (``./run`` installs the same version next to torch).
+
+ExecuTorch is the successor of PyTorch Mobile: ``torch.export`` -> ``.pte`` with a delegate, run by
+ExecuTorch's C++ runtime (host: the ``executorch`` wheel's pybindings; Android: the AAR
+``org.pytorch:executorch-android`` or a runtime cross-built with the NDK).  Every ``.pte`` torchdroid
+writes records the ExecuTorch and torch versions it was made with.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from typing import Dict, Optional
+
+from .errors import ToolNotFound
+
+# pip's version of the host tools (also in ./run's executorch_pins).
+EXECUTORCH_VERSION = "1.5.1"
+# The torch that executorch 1.5.1's wheel was installed beside on x86_64 (./run's torch_pins).
+EXECUTORCH_TORCH = "2.14.1"
+INSTALL_COMMAND = f".venv/bin/python -m pip install executorch=={EXECUTORCH_VERSION}"
+
+
+def installed_version() -> Optional[str]:
+    """The installed executorch distribution's version, without importing it (None when absent)."""
+    if importlib.util.find_spec("executorch") is None:
+        return None
+    try:
+        return importlib.metadata.version("executorch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def identity() -> Dict[str, Optional[str]]:
+    """What a ``.pte`` record says about the tools that made it."""
+    out: Dict[str, Optional[str]] = {"version": installed_version(), "pinned": EXECUTORCH_VERSION, "git_version": None}
+    if out["version"] is not None:
+        try:
+            from executorch import version as et_version  # small module, no torch import
+
+            out["git_version"] = getattr(et_version, "git_version", None)
+        except ImportError:
+            pass
+    return out
+
+
+def require_executorch() -> str:
+    """The installed version, or a ToolNotFound saying how to get the pinned one."""
+    version = installed_version()
+    if version is None:
+        raise ToolNotFound(
+            "ExecuTorch is not installed in this Python environment",
+            cause="the ExecuTorch lane (convert --format executorch, its host check and benchmark) needs the "
+            "executorch package: torch.export lowering, the XNNPACK partitioner and the host runtime",
+            remedy=f"run `./run main` (installs it on x86_64 next to torch {EXECUTORCH_TORCH}) or `{INSTALL_COMMAND}`; "
+            "or leave executorch out of --format",
+        )
+    return version
+
+
+def version_note(version: str) -> Optional[str]:
+    """A warning line when the installed executorch is not the pinned one (None when it is)."""
+    if version.split("+")[0] != EXECUTORCH_VERSION:
+        return (f"executorch {version} is installed but torchdroid pins {EXECUTORCH_VERSION}: the .pte files record "
+                f"the installed version; install the pinned one with `{INSTALL_COMMAND}`")
+    return None
+
+
+# --------------------------------------------------------------------------- the Android runtime (build-android --lane executorch)
+
+RUNTIME_REPO = "https://github.com/pytorch/executorch.git"
+RUNTIME_TAG = f"v{EXECUTORCH_VERSION}"
+# The commit the executorch 1.5.1 wheel was built from (its executorch/version.py git_version): the runtime
+# that runs the .pte files this converter writes.  docs/facts.md E1.
+RUNTIME_COMMIT = "3b60683923245cf472b7323426920e15623ba361"
+RUNTIME_LANE = f"executorch-{EXECUTORCH_VERSION}"
+NDK_RECOMMENDED = "r28c"  # what ExecuTorch's CI installs (docs/facts.md E2)
+NDK_MIN_MAJOR = 26  # older NDKs lack the C++17/20 library parts the runtime's CMake expects (not checked: E2)
+CMAKE_MIN = (3, 24)  # CMakeLists.txt cmake_minimum_required (E3)
+RUNNER = "executor_runner"
+# The runner's per-iteration line (examples/portable/executor_runner/executor_runner.cpp, E8).
+RUNNER_ITERATION_RE = r"Iteration (\d+) of (\d+): ([0-9.]+) ms"
