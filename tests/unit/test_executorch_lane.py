@@ -65,3 +65,17 @@ def test_an_incomplete_pte_entry_is_a_record_error(tmp_path):
     write_section(tmp_path, {"files": [{"file": "x.pte", "sha256": "0"}]})
     with pytest.raises(RecordError, match="incomplete"):
         pte_files(tmp_path)
+
+
+def test_the_executorch_modules_do_not_key_the_torchscript_models(tmp_path):
+    """Editing the ExecuTorch lane leaves the legacy models' code digest (and so their reuse) alone."""
+    from converter.reuse import code_digest
+
+    (tmp_path / "export.py").write_text("legacy = 1\n")
+    (tmp_path / "executorch_lane.py").write_text("x = 1\n")
+    before = code_digest(tmp_path)
+    (tmp_path / "executorch_lane.py").write_text("x = 2\n")
+    (tmp_path / "pte_host.py").write_text("y = 1\n")
+    assert code_digest(tmp_path) == before
+    (tmp_path / "export.py").write_text("legacy = 2\n")
+    assert code_digest(tmp_path) != before
