@@ -127,6 +127,13 @@ def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
     cpu_files = [f for f in manifest.files if f.backend == "cpu"]
     if not cpu_files:
         raise UsageError(f"{manifest.path} lists no CPU models", remedy="run `invoke convert`")
+    rows = _measure_all(cpu_files, settings)
+    notes = _notes(rows)
+    json_path, csv_path = _write_results(Path(settings.out), manifest, cpu_files, rows, notes, settings)
+    return HostBenchResult(rows, json_path, csv_path, notes)
+
+
+def _measure_all(cpu_files, settings: HostBenchSettings) -> List[BenchRow]:
     import torch
 
     torch.set_num_threads(settings.threads)
@@ -141,6 +148,10 @@ def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
                                  settings.threads, mobile_optimized=bool(f.extra.get("mobile_optimized", False)),
                                  **measure(f.path, settings)))
             bar.advance()
+    return rows
+
+
+def _notes(rows: List[BenchRow]) -> List[str]:
     notes = ["NNAPI models are not run by the host benchmark: they need a phone (`invoke deploy`) "
              "or torchdroid's host NNAPI (`invoke verify`)"]
     for r in rows:
@@ -149,7 +160,13 @@ def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
                          f"{VARIANCE_LIMIT_PCT:.0f}%): the machine is busy or throttling; close other work and rerun")
     if any(not r.mobile_optimized for r in rows):
         notes.append("CPU models were converted without optimize_for_mobile (no XNNPACK in that torch)")
-    out = Path(settings.out)
+    return notes
+
+
+def _write_results(out: Path, manifest: ConvertManifest, cpu_files, rows: List[BenchRow], notes: List[str],
+                   settings: HostBenchSettings):
+    import torch
+
     body = {"kind": "torchdroid.host-bench", "written": now_iso(), "manifest": str(manifest.path),
             "torch": torch.__version__, "threads": settings.threads, "warmup": settings.warmup, "iters": settings.iters,
             "models": {f.file: f.sha256 for f in cpu_files},  # what was measured (`invoke all` reuses it)
@@ -160,5 +177,4 @@ def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
     w.writeheader()
     for r in rows:
         w.writerow(asdict(r))
-    csv_path = atomic_write_text(out / "host-bench.csv", buf.getvalue())
-    return HostBenchResult(rows, json_path, csv_path, notes)
+    return json_path, atomic_write_text(out / "host-bench.csv", buf.getvalue())

@@ -119,9 +119,15 @@ def _parse_number(kind: Kind, raw: Any):
 
 
 def _check_range(kind: Kind, value):
-    if (kind.min is not None and value < kind.min) or (kind.max is not None and value > kind.max):
-        raise BadValue(f"{value} is out of range: it must be {kind.describe()}")
+    if kind.min is not None and value < kind.min:
+        raise BadValue(f"{value} is too small: it must be at least {_bound(kind.min)} ({kind.describe()})")
+    if kind.max is not None and value > kind.max:
+        raise BadValue(f"{value} is too large: it must be at most {_bound(kind.max)} ({kind.describe()})")
     return value
+
+
+def _bound(x) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
 
 
 def _parse_path(raw: Any) -> Path:
@@ -156,7 +162,7 @@ def _parse_list(kind: Kind, raw: Any) -> List[str]:
     else:
         raise BadValue(f"{_show(raw)} is not {kind.describe()}")
     if kind.choices and not items:
-        raise BadValue(f"the list is empty: give at least one of {', '.join(kind.choices)}")
+        raise BadValue(f"no {kind.item or 'item'} given: give at least one of {', '.join(kind.choices)}")
     bad = [i for i in items if kind.choices and i not in kind.choices]
     if bad:
         raise BadValue(f"unknown {kind.item + ' ' if kind.item else ''}{', '.join(repr(b) for b in bad)}: "
