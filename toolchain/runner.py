@@ -143,17 +143,12 @@ def _start(argv: list, cwd: Optional[PathLike], env: dict, with_input: bool, wha
             errors="replace",
             bufsize=1,
         )
-    except FileNotFoundError as e:
+    except (FileNotFoundError, PermissionError) as e:
+        missing = isinstance(e, FileNotFoundError)
         raise ToolNotFound(
-            f"{what} could not be started: {argv[0]} was not found",
+            f"{what} could not be started: {argv[0]} {'was not found' if missing else 'is not executable'}",
             cause=str(e),
-            remedy=f"install {Path(argv[0]).name} or put it on PATH",
-        ) from e
-    except PermissionError as e:
-        raise ToolNotFound(
-            f"{what} could not be started: {argv[0]} is not executable",
-            cause=str(e),
-            remedy=f"chmod +x {shlex.quote(argv[0])}",
+            remedy=f"install {Path(argv[0]).name} or put it on PATH" if missing else f"chmod +x {shlex.quote(argv[0])}",
         ) from e
 
 
