@@ -8,61 +8,16 @@ inside the packages, so ``invoke --list`` is instant.
 
 from __future__ import annotations
 
-from invoke import Collection, Exit, Task
-from invoke import task as _invoke_task
+from invoke import Collection, Exit
 
 from toolchain import invoke_hooks
-from toolchain.settings import SCHEMA, config_defaults
+from toolchain.settings import config_defaults
 from workflow import show, stage_settings as resolve
 from workflow.plan import STAGES
 from workflow.run import stage
+from workflow.task_options import helps, task
 
 invoke_hooks.install()  # config files and INVOKE_* values are checked by the schema, not by Invoke
-
-# Short flags follow one convention in every task; -h is always --help, never a run.
-SHORT_FLAGS = {"out": "o", "force": "f", "model": "m", "serial": "s", "max_jobs": "j", "dry_run": "n"}
-
-
-class TorchdroidTask(Task):
-    def arg_opts(self, name, default, taken_names):
-        opts = super().arg_opts(name, default, taken_names)
-        if name in SHORT_FLAGS and SHORT_FLAGS[name] not in taken_names:
-            opts["names"].append(SHORT_FLAGS[name])
-        return opts
-
-
-def task(**kwargs):
-    """Invoke's @task with torchdroid's short flags; help for debug/json only where the task has them."""
-    import inspect
-
-    def wrap(fn):
-        params = inspect.signature(fn).parameters
-        kwargs["help"] = {k: v for k, v in kwargs.get("help", {}).items() if k in params}
-        return _invoke_task(klass=TorchdroidTask, auto_shortflags=False, **kwargs)(fn)
-
-    return wrap
-
-
-def helps(**params) -> dict:
-    """Task help from the schema: ``helps(iter="bench.iter")``; a text that is no key is used as it is."""
-    out = {"debug": "show tracebacks", "json": SCHEMA["json"].help}
-    for param, ref in params.items():
-        key = SCHEMA.get(ref)
-        if key is None:
-            out[param] = ref
-        elif key.cli_only:
-            out[param] = key.help
-        else:
-            out[param] = f"{key.help} (config {key.name}{_default_words(key.default)})"
-    return out
-
-
-def _default_words(value) -> str:
-    if value in (None, [], ""):
-        return ""
-    if isinstance(value, bool):
-        return ", default " + ("on" if value else "off")
-    return ", default " + (",".join(value) if isinstance(value, list) else str(value))
 
 
 # --------------------------------------------------------------------------- convert, bench, verify

@@ -27,8 +27,6 @@ from .models import ModelSpec, WeightsSpec, parse_model, parse_weights
 
 log = logging.getLogger(__name__)
 
-LEGACY_FORMATS = ("torchscript", "lite")
-FORMATS = LEGACY_FORMATS + ("executorch",)
 DELEGATES = ("xnnpack", "portable", "vulkan")
 
 
@@ -55,26 +53,6 @@ SDK_DELEGATES: Dict[str, str] = {
     "samsung": "Samsung Exynos (ENN): the partitioner imports executorch.backends.samsung.python, "
                "bindings built with the Exynos AI LiteCore SDK",
 }
-
-
-def parse_formats(value: Any) -> Tuple[str, ...]:
-    """``torchscript,executorch`` (a string, comma list or list) -> validated formats, in order."""
-    items = value if isinstance(value, (list, tuple)) else [value]
-    out: List[str] = []
-    for item in items:
-        out.extend(p.strip().lower() for p in str(item or "").split(",") if p.strip())
-    out = list(dict.fromkeys(out))
-    if not out:
-        raise UsageError("no model format given", remedy=f"use --format with one or more of: {', '.join(FORMATS)}")
-    bad = [f for f in out if f not in FORMATS]
-    if bad:
-        raise UsageError(f"unknown model format {bad[0]!r}",
-                         cause="torchscript/lite: PyTorch Mobile (legacy); executorch: .pte programs",
-                         remedy=f"use --format with one or more of: {', '.join(FORMATS)} (config convert.format)")
-    if all(f in out for f in LEGACY_FORMATS):
-        raise UsageError("--format torchscript and lite both name the legacy format",
-                         remedy="pick one of them (plus executorch if you want .pte programs)")
-    return tuple(out)
 
 
 def parse_delegates(value: Any) -> Tuple[str, ...]:
@@ -225,5 +203,5 @@ def _merge(section: Dict[str, Any], spec: ModelSpec, calib: CalibrationSpec, bui
     return section
 
 
-__all__ = ["ExecutorchSettings", "ExecutorchResult", "convert_executorch", "parse_formats", "parse_delegates",
-           "VARIANTS", "SDK_DELEGATES", "DELEGATES", "FORMATS"]
+__all__ = ["ExecutorchSettings", "ExecutorchResult", "convert_executorch", "parse_delegates", "VARIANTS",
+           "SDK_DELEGATES", "DELEGATES"]

@@ -13,7 +13,7 @@ import logging
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import sha256_file
@@ -44,10 +44,17 @@ def torch_identity() -> Dict[str, Any]:
     return dict(out)
 
 
-def code_digest() -> str:
+# The ExecuTorch lane's modules (converter/executorch_*.py, pte_*.py) key their own programs; a change to them
+# must not rebuild the TorchScript models.
+OTHER_LANE_PREFIXES = ("executorch_", "pte_")
+
+
+def code_digest(directory: Optional[Path] = None) -> str:
     """The converter's own code: a change to it invalidates every earlier conversion."""
     h = hashlib.sha256()
-    for p in sorted(Path(__file__).parent.glob("*.py")):
+    for p in sorted(Path(directory or Path(__file__).parent).glob("*.py")):
+        if p.name.startswith(OTHER_LANE_PREFIXES):
+            continue
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]

@@ -41,10 +41,10 @@ class Source:
             return f"config key `{key}`"
         return f"the default of `{key}`"
 
-    def fix(self, key: str, kind: Kind) -> str:
+    def fix(self, key: str, kind: Kind, example: Any = None) -> str:
         want = kind.describe()
         if self.kind == "cli":
-            return f"give {self.name} {want}"
+            return f"give {self.name} {want}" + (f", e.g. `{self.name} {example}`" if example is not None else "")
         if self.kind == "env":
             return f"set {self.name} to {want}, or unset it"
         if self.kind == "file":
@@ -119,9 +119,15 @@ def _parse_number(kind: Kind, raw: Any):
 
 
 def _check_range(kind: Kind, value):
-    if (kind.min is not None and value < kind.min) or (kind.max is not None and value > kind.max):
-        raise BadValue(f"{value} is out of range: it must be {kind.describe()}")
+    if kind.min is not None and value < kind.min:
+        raise BadValue(f"{value} is too small: it must be at least {_bound(kind.min)} ({kind.describe()})")
+    if kind.max is not None and value > kind.max:
+        raise BadValue(f"{value} is too large: it must be at most {_bound(kind.max)} ({kind.describe()})")
     return value
+
+
+def _bound(x) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
 
 
 def _parse_path(raw: Any) -> Path:
@@ -141,7 +147,8 @@ def _parse_text(kind: Kind, raw: Any) -> str:
     if kind.choices:
         if text.lower() in kind.choices:
             return text.lower()
-        raise BadValue(f"{text!r} is not {kind.describe()}" + _did_you_mean(text, kind.choices))
+        what = f"unknown {kind.item} {text!r}: use" if kind.item else f"{text!r} is not"
+        raise BadValue(f"{what} {kind.describe()}" + _did_you_mean(text, kind.choices))
     if not text:
         raise BadValue("the value is empty")
     return text
@@ -156,7 +163,7 @@ def _parse_list(kind: Kind, raw: Any) -> List[str]:
     else:
         raise BadValue(f"{_show(raw)} is not {kind.describe()}")
     if kind.choices and not items:
-        raise BadValue(f"the list is empty: give at least one of {', '.join(kind.choices)}")
+        raise BadValue(f"no {kind.item or 'item'} given: give at least one of {', '.join(kind.choices)}")
     bad = [i for i in items if kind.choices and i not in kind.choices]
     if bad:
         raise BadValue(f"unknown {kind.item + ' ' if kind.item else ''}{', '.join(repr(b) for b in bad)}: "
@@ -214,7 +221,16 @@ def lookup(data: Mapping, dotted: str) -> Tuple[bool, Any]:
 def usage_error(key: Key, source: Source, problem: str) -> UsageError:
     label = source.name if source.kind == "cli" else f"`{key.name}`"
     return UsageError(f"{label}: {problem}", cause=f"the value comes from {source.describe(key.name)}",
-                      remedy=source.fix(key.name, key.kind))
+                      remedy=source.fix(key.name, key.kind, _example(key)))
+
+
+def _example(key: Key) -> Any:
+    """A value to show in a fix: the default, else the smallest allowed number, else the first choice."""
+    if key.default not in (None, [], "") and not isinstance(key.default, (bool, list)):
+        return key.default
+    if key.kind.base in ("int", "float") and key.kind.min is not None:
+        return _bound(key.kind.min)
+    return key.kind.choices[0] if key.kind.choices else None
 
 
 class Resolver:

@@ -9,6 +9,7 @@ lines of output on failure.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import shlex
@@ -71,110 +72,148 @@ def run(
     argv = [str(a) for a in argv]
     if not argv:
         raise ValueError("run() needs a non-empty argv")
+    what = what or f"`{Path(argv[0]).name}`"
+    log_path = Path(log_path) if log_path is not None else None
+    log_file = _open_log(log_path, argv, cwd)
+    log.debug("run: %s (cwd=%s)", quote_argv(argv), cwd)
+    start = time.monotonic()
+    try:
+        proc = _start(argv, cwd, _merged_env(env, replace_env), input is not None, what)
+        if input is not None:
+            _feed_in_background(proc, input)
+        with _kill_after(proc, timeout) as timed_out:
+            captured = _drain(proc, log_file, on_line, keep_output)
+        seconds = time.monotonic() - start
+        if log_file:
+            log_file.write(f"# exit code {proc.returncode} after {seconds:.1f}s\n")
+            log_file.flush()
+        _raise_for_outcome(proc.returncode, timed_out.is_set(), captured, argv, what, timeout, check, hint,
+                           log_path)
+        return RunResult(tuple(argv), proc.returncode, "\n".join(captured.kept), seconds, log_path)
+    finally:
+        if log_file:
+            log_file.close()
+
+
+@dataclass
+class _Captured:
+    """What a run printed: every line (when kept) and the last TAIL_LINES for messages."""
+
+    kept: list
+    tail: collections.deque
+
+    def for_hint(self) -> str:
+        """All of the output when it was kept, else its tail (``keep_output=False``)."""
+        return "\n".join(self.kept or self.tail)
+
+
+def _merged_env(env: Optional[Mapping[str, str]], replace_env: bool) -> dict:
     full_env = {} if replace_env else dict(os.environ)
     for key, value in (env or {}).items():
         if value is None:
             full_env.pop(key, None)
         else:
             full_env[key] = str(value)
-    what = what or f"`{Path(argv[0]).name}`"
-    log_file = None
-    if log_path is not None:
-        log_path = Path(log_path)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_file = open(log_path, "a", encoding="utf-8", errors="replace")
-        log_file.write(f"\n$ {quote_argv(argv)}\n")
-        if cwd:
-            log_file.write(f"# cwd: {cwd}\n")
-        log_file.flush()
-    log.debug("run: %s (cwd=%s)", quote_argv(argv), cwd)
-    tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
-    kept: list = []
-    start = time.monotonic()
+    return full_env
+
+
+def _open_log(log_path: Optional[Path], argv: list, cwd: Optional[PathLike]):
+    if log_path is None:
+        return None
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_file = open(log_path, "a", encoding="utf-8", errors="replace")
+    log_file.write(f"\n$ {quote_argv(argv)}\n")
+    if cwd:
+        log_file.write(f"# cwd: {cwd}\n")
+    log_file.flush()
+    return log_file
+
+
+def _start(argv: list, cwd: Optional[PathLike], env: dict, with_input: bool, what: str) -> subprocess.Popen:
     try:
+        return subprocess.Popen(
+            argv,
+            cwd=str(cwd) if cwd else None,
+            env=env,
+            stdin=subprocess.PIPE if with_input else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            bufsize=1,
+        )
+    except (FileNotFoundError, PermissionError) as e:
+        missing = isinstance(e, FileNotFoundError)
+        raise ToolNotFound(
+            f"{what} could not be started: {argv[0]} {'was not found' if missing else 'is not executable'}",
+            cause=str(e),
+            remedy=f"install {Path(argv[0]).name} or put it on PATH" if missing else f"chmod +x {shlex.quote(argv[0])}",
+        ) from e
+
+
+def _feed_in_background(proc: subprocess.Popen, text: str) -> None:
+    def _feed() -> None:
         try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=str(cwd) if cwd else None,
-                env=full_env,
-                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                bufsize=1,
-            )
-        except FileNotFoundError as e:
-            raise ToolNotFound(
-                f"{what} could not be started: {argv[0]} was not found",
-                cause=str(e),
-                remedy=f"install {Path(argv[0]).name} or put it on PATH",
-            ) from e
-        except PermissionError as e:
-            raise ToolNotFound(
-                f"{what} could not be started: {argv[0]} is not executable",
-                cause=str(e),
-                remedy=f"chmod +x {shlex.quote(argv[0])}",
-            ) from e
+            proc.stdin.write(text)
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
 
-        if input is not None:
-            def _feed() -> None:
-                try:
-                    proc.stdin.write(input)
-                    proc.stdin.close()
-                except (BrokenPipeError, OSError):
-                    pass
+    threading.Thread(target=_feed, daemon=True).start()
 
-            threading.Thread(target=_feed, daemon=True).start()
 
-        timed_out = threading.Event()
-        timer = None
-        if timeout is not None:
-            def _kill() -> None:
-                timed_out.set()
-                proc.kill()
+@contextlib.contextmanager
+def _kill_after(proc: subprocess.Popen, timeout: Optional[float]):
+    """Kill ``proc`` when ``timeout`` seconds pass; yields the event that says it happened."""
+    timed_out = threading.Event()
+    timer = None
+    if timeout is not None:
+        def _kill() -> None:
+            timed_out.set()
+            proc.kill()
 
-            timer = threading.Timer(timeout, _kill)
-            timer.daemon = True
-            timer.start()
-        try:
-            for raw in proc.stdout:
-                line = raw.rstrip("\n")
-                tail.append(line)
-                if keep_output:
-                    kept.append(line)
-                if log_file:
-                    log_file.write(raw if raw.endswith("\n") else raw + "\n")
-                if on_line:
-                    on_line(line)
-            proc.wait()
-        finally:
-            if timer:
-                timer.cancel()
-        seconds = time.monotonic() - start
-        if log_file:
-            log_file.write(f"# exit code {proc.returncode} after {seconds:.1f}s\n")
-            log_file.flush()
-        output = "\n".join(kept)
-        if timed_out.is_set():
-            raise ToolFailed(
-                f"{what} did not finish within {timeout:g}s and was stopped",
-                cause=f"command: {quote_argv(argv)}",
-                tail=list(tail),
-                log_path=log_path,
-                remedy="raise the timeout in the configuration or look at the log for where it hung",
-            )
-        if check and proc.returncode != 0:
-            remedy = hint(output if keep_output else "\n".join(tail)) if hint else None
-            raise ToolFailed(
-                f"{what} failed with exit code {proc.returncode}",
-                cause=f"command: {quote_argv(argv)}",
-                tail=list(tail),
-                log_path=log_path,
-                remedy=remedy,
-            )
-        return RunResult(tuple(argv), proc.returncode, output, seconds, log_path)
+        timer = threading.Timer(timeout, _kill)
+        timer.daemon = True
+        timer.start()
+    try:
+        yield timed_out
     finally:
+        if timer:
+            timer.cancel()
+
+
+def _drain(proc: subprocess.Popen, log_file, on_line, keep_output: bool) -> _Captured:
+    captured = _Captured(kept=[], tail=collections.deque(maxlen=TAIL_LINES))
+    for raw in proc.stdout:
+        line = raw.rstrip("\n")
+        captured.tail.append(line)
+        if keep_output:
+            captured.kept.append(line)
         if log_file:
-            log_file.close()
+            log_file.write(raw if raw.endswith("\n") else raw + "\n")
+        if on_line:
+            on_line(line)
+    proc.wait()
+    return captured
+
+
+def _raise_for_outcome(returncode: int, timed_out: bool, captured: _Captured, argv: list, what: str,
+                       timeout: Optional[float], check: bool, hint, log_path: Optional[Path]) -> None:
+    if timed_out:
+        raise ToolFailed(
+            f"{what} did not finish within {timeout:g}s and was stopped",
+            cause=f"command: {quote_argv(argv)}",
+            tail=list(captured.tail),
+            log_path=log_path,
+            remedy="raise the timeout in the configuration or look at the log for where it hung",
+        )
+    if check and returncode != 0:
+        remedy = hint(captured.for_hint()) if hint else None
+        raise ToolFailed(
+            f"{what} failed with exit code {returncode}",
+            cause=f"command: {quote_argv(argv)}",
+            tail=list(captured.tail),
+            log_path=log_path,
+            remedy=remedy,
+        )

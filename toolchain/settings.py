@@ -81,8 +81,8 @@ def Text() -> Kind:
     return Kind("str")
 
 
-def Choice(*choices: str) -> Kind:
-    return Kind("str", choices=tuple(choices))
+def Choice(*choices: str, item: str = "") -> Kind:
+    return Kind("str", choices=tuple(choices), item=item)
 
 
 def Flag() -> Kind:
@@ -150,7 +150,7 @@ KEYS: Tuple[Key, ...] = (
     Key("bench.repeat", Int(min=1, max=1000), 3, "timed runs of iter; their medians disagreeing by > 10 % flags "
                                                  "the row unstable"),
     # ---- pytorch, ndk, android
-    Key("pytorch.lane", Choice(*pins.LANES), pins.DEFAULT_LANE, "pin set: " + ", ".join(pins.LANES)),
+    Key("pytorch.lane", Choice(*pins.LANES, item="lane"), pins.DEFAULT_LANE, "pin set: " + ", ".join(pins.LANES)),
     Key("pytorch.commit", Text(), None, "build another PyTorch commit: full SHA or tag (lane facts from the "
                                         "nearest preset, with a warning)"),
     Key("pytorch.repo_url", Text(), None, "PyTorch repository to fetch from"),
@@ -160,7 +160,7 @@ KEYS: Tuple[Key, ...] = (
     Key("pytorch.git_jobs", Int(min=1, max=64), 4, "submodules fetched in parallel"),
     Key("ndk.path", PathKind(), None, "Android NDK directory (else ANDROID_NDK, ANDROID_NDK_HOME, "
                                       "ANDROID_HOME/ndk/*)"),
-    Key("android.abi", Choice(*ABIS), pins.DEFAULT_ABI, "ABI of the runtime build: " + ", ".join(ABIS)),
+    Key("android.abi", Choice(*ABIS, item="ABI"), pins.DEFAULT_ABI, "ABI of the runtime build: " + ", ".join(ABIS)),
     Key("android.api_level", Int(min=16, max=99), pins.DEFAULT_API_LEVEL, "Android API level the binary is "
                                                                           "built and checked for"),
     Key("android.max_jobs", Int(min=1, max=1024), None, "parallel compile jobs (default: all cores)"),

@@ -402,7 +402,7 @@ def test_negative_cooldown(tmp_path, standin, lab):
     server, devs = lab
     user(tmp_path, standin)
     out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--cooldown", "-1")
-    assert_clean(out, "usage", mentions=["--cooldown", "out of range"], root=tmp_path)
+    assert_clean(out, "usage", mentions=["--cooldown", "at least 0"], root=tmp_path)
 
 
 def test_cooldown_waits_between_models(tmp_path, standin, lab):

@@ -67,7 +67,7 @@ def test_deploy_executorch_refuses_a_pytorch_build_info(tmp_path):
     from tests.executorch_support.device import write_pte_models
     from toolchain.records import BuildInfo
 
-    models = write_pte_models(tmp_path / "build" / "models")
+    write_pte_models(tmp_path / "build" / "models")
     info = tmp_path / "build" / "android" / "arm64-v8a" / "build-info.json"
     info.parent.mkdir(parents=True)
     BuildInfo.write(info, {"lane": "current", "commit": "0" * 40, "abi": "arm64-v8a", "api_level": 29, "artefacts": []})

@@ -270,3 +270,23 @@ def test_invoke_verify_exits_8_and_names_the_operation(clean, tmp_path):
     assert res.returncode == 8, res.stdout[-2000:] + res.stderr[-2000:]
     assert operation_label(op) in res.stdout + res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("corrupt, mode", [(_mid_zero_point(5), "core"), (_weight_moved(CONV, 20, 0.5), "full"),
+                                           (None, "full")], ids=["zero_point-core", "weight-full", "clean-full"])
+def test_nnapi_rounding_judges_the_same_file_the_same_way(clean, tmp_path, corrupt, mode):
+    """Under NNAPI's own arithmetic the end-to-end distance to the CPU model is not judged; the operand
+    comparison, the per-operation bound and the 0-LSB reference comparison still decide."""
+    models = _copy(clean, tmp_path)
+    settings = VerifySettings(models=models, variants=(f"quant_{mode}",), rounding="nnapi", random_inputs=1,
+                              min_top1_agreement=0.0, min_top5_agreement=0.0)
+    if corrupt is None:
+        (row,) = verify(settings).rows
+        assert row.ok and row.lsb_vs_reference == 0 and row.e2e_bound is None
+        return
+    sh = ShippedNnapi(_nnapi_file(models, mode))
+    op = corrupt(sh)
+    sh.save()
+    with pytest.raises(VerificationError) as err:
+        verify(settings)
+    assert err.value.exit_code == 8 and operation_label(op) in str(err.value)

@@ -5,26 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from converter.executorch_lane import DELEGATES, SDK_DELEGATES, ExecutorchSettings, convert_executorch, parse_delegates, parse_formats
+from converter.executorch_lane import DELEGATES, SDK_DELEGATES, ExecutorchSettings, convert_executorch, parse_delegates
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, ToolNotFound, UsageError
 from toolchain.pte_records import load_section, pte_files, write_section
 from toolchain.records import MANIFEST_KIND, MANIFEST_SCHEMA, read_record, write_record
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_formats_accept_lists_and_comma_strings():
-    assert parse_formats("torchscript,executorch") == ("torchscript", "executorch")
-    assert parse_formats(["executorch", "lite", "executorch"]) == ("executorch", "lite")
-
-
-@pytest.mark.parametrize("value, mentions", [("", "no model format"), ("torchscript,onnx", "'onnx'"),
-                                             ("torchscript,lite", "both name the legacy format")])
-def test_bad_formats_say_what_to_use(value, mentions):
-    with pytest.raises(UsageError) as e:
-        parse_formats(value)
-    assert mentions in str(e.value) and e.value.exit_code == 2
 
 
 def test_sdk_delegates_are_refused_with_their_reason():
@@ -78,3 +65,17 @@ def test_an_incomplete_pte_entry_is_a_record_error(tmp_path):
     write_section(tmp_path, {"files": [{"file": "x.pte", "sha256": "0"}]})
     with pytest.raises(RecordError, match="incomplete"):
         pte_files(tmp_path)
+
+
+def test_the_executorch_modules_do_not_key_the_torchscript_models(tmp_path):
+    """Editing the ExecuTorch lane leaves the legacy models' code digest (and so their reuse) alone."""
+    from converter.reuse import code_digest
+
+    (tmp_path / "export.py").write_text("legacy = 1\n")
+    (tmp_path / "executorch_lane.py").write_text("x = 1\n")
+    before = code_digest(tmp_path)
+    (tmp_path / "executorch_lane.py").write_text("x = 2\n")
+    (tmp_path / "pte_host.py").write_text("y = 1\n")
+    assert code_digest(tmp_path) == before
+    (tmp_path / "export.py").write_text("legacy = 2\n")
+    assert code_digest(tmp_path) != before
