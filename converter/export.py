@@ -88,6 +88,8 @@ def quantize(float_model, calibration: List[Any], label: str):
                 y = model(chunk)
             except Exception as e:  # a user's model can raise anything
                 raise input_error(e, label, calibration[0]) from e
+            while isinstance(y, (list, tuple)):  # several outputs: the agreement is judged on the first
+                y = y[0]
             top1.extend(int(k) for k in y.reshape(y.shape[0], -1).argmax(dim=1))
     degenerate = degenerate_observers(model)
     if degenerate:
