@@ -76,6 +76,8 @@ def quantize(float_model, calibration: List[Any], label: str):
     """
     import torch
 
+    from converter.host_check import output_tensors
+
     torch.backends.quantized.engine = "qnnpack"
     model = fused_float(_quantizable(copy.deepcopy(float_model)), copy_model=False)
     model.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
@@ -88,8 +90,7 @@ def quantize(float_model, calibration: List[Any], label: str):
                 y = model(chunk)
             except Exception as e:  # a user's model can raise anything
                 raise input_error(e, label, calibration[0]) from e
-            while isinstance(y, (list, tuple)):  # several outputs: the agreement is judged on the first
-                y = y[0]
+            y = output_tensors(y)[0]  # several outputs: the agreement is judged on the first
             top1.extend(int(k) for k in y.reshape(y.shape[0], -1).argmax(dim=1))
     degenerate = degenerate_observers(model)
     if degenerate:
