@@ -222,7 +222,7 @@ class PteDeployRecord:
                               cause="it was edited or damaged after deploy-executorch wrote it", remedy=REMEDY)
         return rec
 
-    def problems_found(self) -> List[str]:
+    def _header_problems(self) -> List[str]:
         out = []
         if not isinstance(self.models, str) or not self.models:
             out.append("no models directory")
@@ -232,6 +232,11 @@ class PteDeployRecord:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "warmup" else 1):
                 out.append(f"{name} {v!r} is not a valid count")
+        return out
+
+    def problems_found(self) -> List[str]:
+        """Everything inconsistent in the record (empty: it is sound)."""
+        out = self._header_problems()
         run_id = self.legacy.get("run_id")
         if run_id is not None and (not isinstance(run_id, int) or isinstance(run_id, bool)):
             out.append(f"legacy run id {run_id!r} is not a number")
