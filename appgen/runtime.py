@@ -173,7 +173,7 @@ def page_size_warnings(runtime: Runtime, abis: Sequence[str]) -> List[str]:
         return [f"the AAR's native libraries are 4 KB aligned: {', '.join(low[:4])}{' …' if len(low) > 4 else ''}. "
                 f"They do not load on Android 15+ devices with 16 KB pages; rebuild the AAR with {rebuild} and pass that"]
     if runtime.library != "pytorch_android":
-        return []  # the published executorch-android's alignment is not known here (docs/facts.md E19)
+        return []  # the published executorch-android's alignment is not known here (docs/facts.md EA7)
     return [f"org.pytorch:pytorch_android:{runtime.pytorch_android} from Maven Central has 4 KB aligned native "
             f"libraries ({pins.MAVEN_RUNTIME_PAGE_ALIGNMENT_SOURCE}): the app does not load on Android 15+ devices "
             "with 16 KB pages. For those, build the runtime with `invoke build-android --aar` and pass it with --aar"]

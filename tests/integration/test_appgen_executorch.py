@@ -2,7 +2,7 @@
 
 The programs are real converter output (the tiny user model, converted once per session). The generated Java is
 compiled with javac against tests/java_stubs/org/pytorch/executorch (signatures from the upstream sources,
-docs/facts.md E15-E17), and its Classifier and ModelRunner run on the JVM with the working fakes in
+docs/facts.md EA1-EA3), and its Classifier and ModelRunner run on the JVM with the working fakes in
 tests/appgen_support/jvm_fakes/org/pytorch/executorch.
 """
 

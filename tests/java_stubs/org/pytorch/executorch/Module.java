@@ -1,5 +1,5 @@
 package org.pytorch.executorch;
-// Signature stub (docs/facts.md E15): the members shared by executorch-android 1.0.1 (Module.java) and v1.4.1 /
+// Signature stub (docs/facts.md EA1): the members shared by executorch-android 1.0.1 (Module.java) and v1.4.1 /
 // main (Module.kt, where load is @JvmStatic @JvmOverloads). Neither Closeable (1.0.1 is not) nor loadMethod
 // (int in 1.0.1, void in 1.4.1) is declared: code using them would not compile against both.
 public class Module {

@@ -1,7 +1,7 @@
 package org.pytorch.executorch;
 import java.nio.ByteBuffer;
 import java.nio.FloatBuffer;
-// Signature stub (docs/facts.md E16): static factories are @JvmStatic in Tensor.kt (v1.4.1), the data getters the
+// Signature stub (docs/facts.md EA2): static factories are @JvmStatic in Tensor.kt (v1.4.1), the data getters the
 // JVM names of its `val dataAsFloatArray` / `dataAsUnsignedByteArray`; the same names as Tensor.java in 1.0.1.
 public abstract class Tensor {
     Tensor() {}
