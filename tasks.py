@@ -42,10 +42,7 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, out=None,
             result = run_convert(resolve.convert(c.config, quant=quant, **common))
         pte = convert_executorch(resolve.executorch_convert(c.config, delegates=delegates, **common)) \
             if "executorch" in formats else None
-    if result is not None:
-        show.convert(result, json)
-    if pte is not None:
-        show.pte_convert(pte, json)
+    show.converted(result, pte, json)  # --json with both formats: one document {"torchscript": ..., "executorch": ...}
     if result is not None and not no_verify:
         from workflow.stage_flows import verify_after_convert
 

@@ -11,6 +11,7 @@ from typing import Dict, List, Optional
 from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_path
 
+from .pte_report import PteReportSection, build_section
 from .report_html import write_html
 from .results import DB_NAME, ResultRow, ResultStore, export, speedups
 
@@ -36,6 +37,7 @@ class ReportResult:
     run_id: int
     rows: List[ResultRow]
     exports: Dict[str, Path]
+    executorch: Optional[PteReportSection] = None  # deploy-executorch's rows beside this run (or how to get them)
 
 
 def make_report(s: ReportSettings) -> ReportResult:
@@ -51,12 +53,13 @@ def make_report(s: ReportSettings) -> ReportResult:
         raise RecordError(f"run {run_id} has no {s.source} benchmarks to draw",
                           remedy=(f"draw the {other[0]} benchmark with --source {other[0]}, or " if other else "")
                           + "pick another run with --run")
+    pte = build_section(Path(s.results), rows, store.settings(run_id))  # refuses a bad record before any output
     png = Path(s.out) if s.out else Path(s.results) / f"report-run-{run_id:04d}.png"
     title = f"torchdroid run {run_id} ({rows[0].started}), {s.source} benchmark"
     draw(chosen + [r for r in rows if r.source == "deploy"], png, title=title)
-    html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id))
+    html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte)
     exports = export(rows, Path(s.results), f"run-{run_id:04d}", store.devices(run_id))
-    return ReportResult(png, html, run_id, rows, exports)
+    return ReportResult(png, html, run_id, rows, exports, pte)
 
 
 def _groups(rows: List[ResultRow]) -> list:
