@@ -278,3 +278,4 @@ def pte_deploy(result: Any) -> None:
     for p in result.problems:
         print(f"problem: {p}")
     print(f"results: {result.json_path}, {result.csv_path}")
+    print("next: invoke report  (these lines beside the legacy run, in the console and the HTML page)")
