@@ -39,7 +39,7 @@ import java.util.concurrent.Executors;
  * with the reason logged and shown.
  *
  * <p>In-app benchmark (the contract `invoke deploy` uses):
- * {@code am start -W -n <application id>/.MainActivity --ez benchmark true --ei iters 200 --ei warmup 5
+ * {@code am start -S -W -n <application id>/.MainActivity --ez benchmark true --ei iters 200 --ei warmup 5
  * --es backend nnapi} runs warm-up + timed iterations on the bundled input and logs exactly one line
  * {@code TORCHDROID_BENCH {...json...}} with the tag {@code torchdroid}.
  */
