@@ -97,8 +97,10 @@ def make_app(result: Any, compat_report: Any) -> None:
             note(line)
     for line in result.warnings:
         warning(line)
-    print(f"project: {result.out} (application id {result.application_id}; runtime "
-          f"{result.runtime.source} {result.runtime.pytorch_android or result.runtime.aar_name})")
+    runtime = result.runtime
+    what = runtime.label if runtime.library != "pytorch_android" else \
+        f"{runtime.source} {runtime.pytorch_android or runtime.aar_name}"
+    print(f"project: {result.out} (application id {result.application_id}; runtime {what})")
     print(f"app-info: {result.app_info}")
     if compat_report is not None:
         for line in compat_report.lines():

@@ -42,7 +42,7 @@ def test_binary_only_apk_only_and_both(tmp_path, standin):
         assert out.code == 0, out.text
         rows = _rows(only_apk)
         assert {(r["source"], r["status"], r["variant"]) for r in rows} == {("app", "ok", "quant_none")}
-        assert "am start -W -n com.example.demo/com.example.demo.Main" in (devs["d"].state_dir / "device.log").read_text()
+        assert "am start -S -W -n com.example.demo/com.example.demo.Main" in (devs["d"].state_dir / "device.log").read_text()
 
         # 3. both, the binary from its build-info record
         write_build_info(work / "build" / "android" / "x86_64", binary, abi="x86_64")

@@ -109,6 +109,7 @@ def pm(args) -> int:
     shutil.copyfile(apk, d / "base.apk")
     (d / "signer").write_text(signer)
     (d / "activities").write_text("".join(a + "\n" for a in activities))
+    (d / "task").unlink(missing_ok=True)  # installing over an app kills it
     print("Success")
     return 0
 
@@ -174,6 +175,10 @@ def am(args) -> int:
         return 1
     pkg, activity = component.split("/", 1)
     full = _full(pkg, activity)
+    task = _packages() / pkg / "task"  # the app's task is alive (its activity stays up after a benchmark)
+    if "-S" in args and task.exists():  # -S: force stop the target app before starting the activity
+        task.unlink()
+        print(f"Stopping: {pkg}")
     print(f"Starting: Intent {{ cmp={component} (has extras) }}")
     forced = config().get("am_error")
     if forced:  # what ActivityManagerShellCommand prints when startActivity throws
@@ -184,6 +189,12 @@ def am(args) -> int:
         print("Error type 3")
         print(f"Error: Activity class {{{pkg}/{full}}} does not exist.")
         return 0
+    if task.exists() and task.read_text() == full:
+        # the intent equals the task's root intent (extras do not count): the task comes to the front,
+        # no activity starts and the extras never reach the app (ActivityManagerShellCommand, START_TASK_TO_FRONT)
+        print("Warning: Activity not started, its current task has been brought to the front")
+        return 0
+    task.write_text(full)
     print("Status: ok")
     print(f"Activity: {pkg}/{full}")
     print("ThisTime: 312\nTotalTime: 312\nWaitTime: 330\nComplete")
