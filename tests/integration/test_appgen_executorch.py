@@ -328,3 +328,48 @@ def test_the_legacy_app_is_untouched_by_the_executorch_lane():
     assert "executorch" not in gradle and "org.pytorch:pytorch_android:" in gradle
     info = json.loads((res.out / records.APP_INFO_NAME).read_text())
     assert "library" not in info["runtime"] and "library" not in info["request"]["runtime"]
+
+
+FAKE_PROBE = """import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+import org.pytorch.executorch.Module;
+import org.pytorch.executorch.Tensor;
+
+public class FakeProbe {
+    interface Call { void run(); }
+
+    static void expect(String name, Call c) {
+        try {
+            c.run();
+            System.out.println(name + " accepted");
+        } catch (IllegalArgumentException e) {
+            System.out.println(name + " refused");
+        }
+    }
+
+    public static void main(String[] a) {
+        final long[] shape = {1, 3, 2, 2};
+        expect("direct", () -> Tensor.fromBlob(Tensor.allocateFloatBuffer(12), shape));
+        expect("heap", () -> Tensor.fromBlob(FloatBuffer.allocate(12), shape));
+        expect("capacity", () -> Tensor.fromBlob(Tensor.allocateFloatBuffer(11), shape));
+        final ByteOrder other = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN ? ByteOrder.BIG_ENDIAN
+                : ByteOrder.LITTLE_ENDIAN;
+        expect("byte-order", () -> Tensor.fromBlob(ByteBuffer.allocateDirect(48).order(other).asFloatBuffer(), shape));
+        expect("directory", () -> Module.load(a[0]));
+        expect("file", () -> Module.load(a[1]).destroy());
+    }
+}
+"""
+
+
+def test_the_fakes_refuse_what_the_real_api_refuses(tmp_path):
+    """The JVM fakes fail where executorch-android would (EA2, EA4), so a Classifier they accept is a fair test."""
+    (tmp_path / "FakeProbe.java").write_text(FAKE_PROBE)
+    subprocess.run(["javac", "-d", tmp_path / "classes", *sorted((FAKES / "org/pytorch/executorch").glob("*.java")),
+                    tmp_path / "FakeProbe.java"], check=True)
+    (tmp_path / "m.pte").write_bytes(b"program")
+    out = subprocess.run(["java", "-cp", tmp_path / "classes", "FakeProbe", tmp_path, tmp_path / "m.pte"], check=True,
+                         capture_output=True, text=True).stdout.split("\n")
+    assert out[:6] == ["direct accepted", "heap refused", "capacity refused", "byte-order refused",
+                       "directory refused", "file accepted"]
