@@ -298,9 +298,11 @@ def test_kill_after_the_first_mode_keeps_it_and_redoes_only_the_rest(tmp_path):
     pause = tmp_path / "pause"
     pause.mkdir()
     out = tmp_path / "m"
-    _kill_when(tmp_path, ["--quant", "none,full", "--out", "m"], lambda: (pause / "calibrating").exists(),
+    # calibration for quant_full runs beside quant_none's export: kill once it is calibrating and none is recorded
+    _kill_when(tmp_path, ["--quant", "none,full", "--out", "m"],
+               lambda: (pause / "calibrating").exists() and modes_recorded(out) == {"none"},
                env={"TD_TEST_PAUSE_DIR": str(pause)})
-    assert modes_recorded(out) == {"none"}  # quant_none finished before calibration for quant_full began
+    assert modes_recorded(out) == {"none"}
     before = {p.name: p.stat().st_mtime_ns for p in out.glob("*quant_none*.pt")}
     res = convert(tmp_path, "--quant", "none,full", "--out", "m", model=PAUSING)
     assert_clean(res, "ok", root=tmp_path)
