@@ -6,12 +6,25 @@
    (the default verify-after-convert included); the second run finds everything current from hashes
    and records alone.
 2. torchdroid's in-process conversion of the six MobileNetV2 files / the PyTorch NNAPI tutorial's flow
-   for the same six files, same process (target <= 0.8).  The tutorial downloads pre-quantized weights;
-   offline, its quantized modes are reproduced with the same eager qnnpack calibration torchdroid uses,
-   per mode, as the tutorial builds each mode from scratch.  torchvision is imported before timing, and
-   the tutorial runs before and after torchdroid (mean), so neither side pays the imports or a cold cache.
+   ("(Beta) Convert MobileNetV2 to NNAPI", make_mobilenetv2_nnapi() for none/core/full) for the same six files,
+   same process, same torch thread count (printed), target <= 0.8.  Equal work: both sides start from the same
+   float weights file and make the same six models (checked: the largest output difference of the CPU models is
+   printed, 0 when they match).  The tutorial reads pretrained weights (torch hub cache) and, for core/full,
+   torchvision's pre-quantized weights; offline, the float weights are a stand-in made before timing (seeded
+   random weights with BatchNorm statistics estimated on the calibration images, so quantization is not
+   degenerate), torchdroid reads it with --weights PATH, and the tutorial's quantized modes are calibrated the
+   way torchdroid calibrates (same qconfig, images and chunks), each mode from scratch as the tutorial builds it.
+   torchvision is imported before timing, and the tutorial runs before and after torchdroid (mean), so neither
+   side pays the imports or a cold cache.  Printed beside it, not the target: the tutorial as written (its
+   quantized modes load a pre-quantized state_dict, made before timing, and calibrate nothing: not the same work),
+   and with --with-random torchdroid with --weights random (adds its BatchNorm re-estimation).
 
-Usage: python benchmarks/bench_convert.py [--calibration-count N] [--skip-cli] [--skip-tutorial]
+   Changed from the previous version (which gave the tutorial 32 per-image calibration passes per quantized mode
+   and timed torchdroid with --weights random): the tutorial never re-estimates BatchNorm (it has no random
+   mode), and per-image calibration made models different from torchdroid's; now both sides do the same work.
+
+Usage: python benchmarks/bench_convert.py [--calibration-count N] [--skip-cli] [--skip-tutorial] [--rounds N]
+       [--with-random]
 """
 
 from __future__ import annotations

@@ -106,6 +106,19 @@ class _Background:
         return self._value
 
 
+def _next_export(exports: Iterator[ExportedVariant]) -> Optional[ExportedVariant]:
+    with torch.no_grad():  # grad mode is per thread
+        return next(exports, None)
+
+
+def _wait_quietly(job: _Background) -> None:
+    """Let a background job finish (its own error is dropped: the caller is raising a first one)."""
+    try:
+        job.result()
+    except BaseException:  # noqa: BLE001 - the caller's exception is the one to report
+        log.debug("a background conversion step failed after an earlier error", exc_info=True)
+
+
 class ModeConverter:
     """Converts the modes of one model into ``out``; :meth:`prepare` first, then iterate :meth:`run`."""
 
@@ -169,13 +182,23 @@ class ModeConverter:
         if calibration is None:
             return
         qmodel, float_top1 = calibration.result()
-        with torch.no_grad():
-            self.agreement.set_reference(float_top1)
-            exports = export_quantized(qmodel, quantized_modes, self.batch[0],
-                                       {m: self._paths(m) for m in quantized_modes}, self.fmt, label,
-                                       self.facts.xnnpack)
-            for ex in exports:
-                yield self._check(ex)
+        self.agreement.set_reference(float_top1)
+        exports = export_quantized(qmodel, quantized_modes, self.batch[0],
+                                   {m: self._paths(m) for m in quantized_modes}, self.fmt, label, self.facts.xnnpack)
+        ex = _next_export(exports)
+        while ex is not None:  # the next mode is scripted and saved in a thread while this one is checked
+            following = _Background(_next_export, exports)
+            try:
+                done = self._check(ex)
+            except BaseException:
+                _wait_quietly(following)  # nothing may be written after this run gives up its lock
+                raise
+            try:
+                yield done  # recorded now; the following mode's export goes on meanwhile
+            except BaseException:  # the caller stopped (e.g. its record could not be written)
+                _wait_quietly(following)
+                raise
+            ex = following.result()
 
     def _calibrate(self):
         with torch.no_grad():  # grad mode is per thread
