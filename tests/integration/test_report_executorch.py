@@ -18,6 +18,12 @@ from tests.deploy_support.fixtures import invoke_cli
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
 
 
+def _png_height(path) -> int:
+    head = open(path, "rb").read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(head[20:24], "big")
+
+
 def _report(chain, results, *args):
     return invoke_cli(chain.work, "report", "--results", str(results), *args, port=1)
 
@@ -51,6 +57,7 @@ def test_json_speedups_follow_from_the_reported_runs_medians(executorch_report_c
     data = _json_report(chain, _copy(chain.fresh, tmp_path))
     et = data["executorch"]
     assert et["present"] and et["stale"] == [] and et["legacy_run_id"] == data["run_id"] == 1
+    assert _png_height(data["png"]) > 1300  # the chart has a third panel: the speed-ups of deploy-executorch
     cpu = {(r["serial"], r["mode"]): r["median_ms"] for r in data["rows"] if r["backend"] == "cpu"}
     assert {d["serial"] for d in et["devices"]} == set(chain.serials.values())
     for table in et["devices"]:
@@ -101,7 +108,8 @@ def test_without_executorch_results_the_report_is_as_before_plus_one_line(execut
     assert "ExecuTorch beside" not in r.stdout and "mobilenetv2" in r.stdout
     hints = [line for line in r.stdout.splitlines() if "ExecuTorch" in line]
     assert len(hints) == 1 and "invoke deploy-executorch" in hints[0], r.stdout
-    assert _json_report(chain, results)["executorch"]["present"] is False
+    data = _json_report(chain, results)
+    assert data["executorch"]["present"] is False and _png_height(data["png"]) < 1000  # the two legacy panels only
 
 
 def _tamper(path, edit):
