@@ -42,10 +42,7 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, out=None,
             result = run_convert(resolve.convert(c.config, quant=quant, **common))
         pte = convert_executorch(resolve.executorch_convert(c.config, delegates=delegates, **common)) \
             if "executorch" in formats else None
-    if result is not None:
-        show.convert(result, json)
-    if pte is not None:
-        show.pte_convert(pte, json)
+    show.converted(result, pte, json)  # --json with both formats: one document {"torchscript": ..., "executorch": ...}
     if result is not None and not no_verify:
         from workflow.stage_flows import verify_after_convert
 
@@ -186,18 +183,22 @@ def doctor(c, strict=False, lane=None, ndk=None, adb_server=None, json=False, de
 @task(help=helps(model="app.model", models="app.models", out="app.out", app_name="app.name",
                  application_id="app.application_id", abi_filters="app.abi_filters", min_sdk="app.min_sdk",
                  target_sdk="app.target_sdk", lane="pytorch.lane", pytorch_android="app.pytorch_android",
-                 aar="app.aar", force="app.force"),
+                 aar="app.aar", executorch_android="app.executorch_android", executorch_aar="app.executorch_aar",
+                 force="app.force"),
       iterable=["abi_filters"])
 def make_app(c, model=None, models=None, out=None, app_name=None, application_id=None, abi_filters=None,
-             min_sdk=None, target_sdk=None, lane=None, pytorch_android=None, aar=None, force=False, debug=False):
-    """A Gradle Android app (CameraX + NNAPI with CPU fallback + in-app benchmark) around one converted variant."""
+             min_sdk=None, target_sdk=None, lane=None, pytorch_android=None, aar=None, executorch_android=None,
+             executorch_aar=None, force=False, debug=False):
+    """A Gradle Android app (CameraX + NNAPI with CPU fallback + in-app benchmark) around one converted variant
+    (or an ExecuTorch program, on ExecuTorch's Java API)."""
     with stage(c.config, "make-app", debug):
         from workflow.stage_flows import make_app as run_make_app
 
         result, compat = run_make_app(c.config, resolve.make_app(
             c.config, model=model, models=models, out=out, app_name=app_name, application_id=application_id,
             abi_filters=abi_filters, min_sdk=min_sdk, target_sdk=target_sdk, lane=lane,
-            pytorch_android=pytorch_android, aar=aar, force=force))
+            pytorch_android=pytorch_android, aar=aar, executorch_android=executorch_android,
+            executorch_aar=executorch_aar, force=force))
     show.make_app(result, compat)
     return result
 

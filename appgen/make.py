@@ -17,11 +17,12 @@ import os
 import shlex
 import stat
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from toolchain import __version__ as TORCHDROID_VERSION
+from toolchain import executorch_pins as et_pins
 from toolchain import pins, records
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import (
@@ -38,9 +39,10 @@ from toolchain.fsutil import (
     sha256_file,
 )
 from toolchain.progress import progress
+from toolchain.pte_records import PteFile
 from toolchain.settings import default
 
-from . import assets, validate
+from . import assets, executorch_app, validate
 from .gradle import WRAPPER_JAR, Gradle, wrapper_jar_howto
 from .runtime import Runtime, choose_runtime, page_size_warnings
 from .template import AppTemplate
@@ -68,6 +70,8 @@ class AppSettings:
     lane: str = pins.DEFAULT_LANE
     pytorch_android: Optional[str] = None
     aar: Optional[Path] = None
+    executorch_android: Optional[str] = None  # an ExecuTorch program's app: Maven version of executorch-android
+    executorch_aar: Optional[Path] = None  # ... or a locally built ExecuTorch AAR
     force: bool = False
     build_dir: Path = Path(default("build_dir"))
     wrapper_jar: bool = True  # create gradle-wrapper.jar with a local Gradle when there is one
@@ -98,6 +102,11 @@ class _Checked:
     lane: pins.Lane
     runtime: Runtime
 
+    @property
+    def program(self) -> bool:
+        """An ExecuTorch program's app (org.pytorch.executorch), not a TorchScript one."""
+        return self.runtime.library == executorch_app.LIBRARY
+
 
 @dataclass(frozen=True)
 class AppPlan:
@@ -105,7 +114,7 @@ class AppPlan:
 
     settings: AppSettings
     checked: _Checked
-    cpu: records.ModelFile
+    cpu: Union[records.ModelFile, PteFile]  # the model the app runs on the CPU: TorchScript, or the .pte program
     nnapi: Optional[records.ModelFile]
     manifest_path: Path
     template: AppTemplate
@@ -113,6 +122,11 @@ class AppPlan:
     request: Dict[str, Any]  # what the app-info records as the request (the up-to-date key)
     notes: Tuple[str, ...]
     warnings: Tuple[str, ...]
+    program_conversion: Dict[str, Any] = field(default_factory=dict)  # the .pte's conversion record
+
+    @property
+    def conversion(self) -> Dict[str, Any]:
+        return self.program_conversion if self.checked.program else self.cpu.conversion
 
     @property
     def out(self) -> Path:
@@ -127,6 +141,8 @@ class AppPlan:
         return self.cpu.qualified_variant
 
     def asset_name(self, backend: str) -> str:
+        if self.checked.program:
+            return f"{self.qualified_variant}.pte"
         return f"{self.qualified_variant}-{backend}{'-uint8' if self.uint8 else ''}.pt"
 
     def model_files(self) -> Dict[str, records.ModelFile]:
@@ -139,12 +155,20 @@ class AppPlan:
 def check(settings: AppSettings) -> _Checked:
     """Everything that can be validated before torch or the manifest is touched."""
     lane = pins.lane(settings.lane)
+    program = validate.is_program(settings.model)
+    executorch_app.refuse_other_runtime_options(settings.model, settings)
     target = lane.compile_sdk if settings.target_sdk in (None, "") else settings.target_sdk
-    min_sdk, target_sdk = validate.sdk_levels(settings.min_sdk, target, lane.compile_sdk)
-    runtime = choose_runtime(lane.name, settings.pytorch_android, settings.aar)
+    lowest = executorch_app.min_sdk(settings.min_sdk) if program else settings.min_sdk
+    min_sdk, target_sdk = validate.sdk_levels(lowest, target, lane.compile_sdk)
     abis = validate.abi_filters(settings.abi_filters)
+    if program:
+        variant = validate.program_name(settings.model)
+        runtime = executorch_app.choose_runtime(lane, settings.executorch_android, settings.executorch_aar, abis)
+    else:
+        variant = validate.variant_name(settings.model)
+        runtime = choose_runtime(lane.name, settings.pytorch_android, settings.aar)
     return _Checked(
-        variant=validate.variant_name(settings.model),
+        variant=variant,
         application_id=validate.application_id(settings.application_id),
         app_name=validate.app_name(settings.app_name),
         abi_filters=abis,
@@ -205,6 +229,8 @@ def find_variant(models: Path, variant: str) -> Dict[str, records.ModelFile]:
 def plan(settings: AppSettings) -> AppPlan:
     """Check the settings, find the models and decide what the project will contain (writes nothing)."""
     checked = check(settings)
+    if checked.program:
+        return plan_program(settings, checked)
     template = AppTemplate.locate()
     files = find_variant(Path(settings.models), checked.variant)
     cpu, nnapi = files["cpu"], files.get("nnapi")
@@ -214,28 +240,61 @@ def plan(settings: AppSettings) -> AppPlan:
                                  "to rewrite the manifest")
     notes, warnings = _plan_messages(checked, nnapi is not None)
     gradle = Gradle.locate() if settings.wrapper_jar else None
-    request = {
-        "variant": cpu.qualified_variant,
-        "sources": sorted(f.sha256 for f in files.values()),
+    runtime = checked.runtime
+    request = _request(checked, template, cpu.qualified_variant, sorted(f.sha256 for f in files.values()),
+                       {"source": runtime.source, "pytorch_android": runtime.pytorch_android,
+                        "aar_sha256": sha256_file(runtime.aar) if runtime.aar else None})
+    return AppPlan(settings, checked, cpu, nnapi, Path(settings.models) / records.MANIFEST_NAME, template, gradle,
+                   request, tuple(notes), tuple(warnings))
+
+
+def plan_program(settings: AppSettings, checked: _Checked) -> AppPlan:
+    """The plan of an ExecuTorch program's app: the .pte from the manifest's executorch section, no NNAPI model."""
+    template = AppTemplate.locate()
+    pte, conversion = executorch_app.find_program(Path(settings.models), checked.variant)
+    runtime = checked.runtime
+    runtime = replace(runtime, warnings=tuple(executorch_app.check_program(pte, runtime)),
+                      matches_converter=executorch_app.matches_converter(pte, runtime))
+    checked = replace(checked, runtime=runtime)
+    notes, warnings = _plan_messages(checked, False)
+    if checked.min_sdk > int(settings.min_sdk):
+        notes.append(f"minSdk raised from {settings.min_sdk} to {checked.min_sdk}: "
+                     f"{et_pins.EXECUTORCH_ANDROID_ARTIFACT} declares minSdk {et_pins.EXECUTORCH_ANDROID_MIN_SDK}")
+    gradle = Gradle.locate() if settings.wrapper_jar else None
+    request = _request(checked, template, pte.qualified_variant, [pte.sha256],
+                       {"source": runtime.source, "library": runtime.library,
+                        "executorch_android": runtime.executorch_android,
+                        "aar_sha256": sha256_file(runtime.aar) if runtime.aar else None})
+    return AppPlan(settings, checked, pte, None, Path(settings.models) / records.MANIFEST_NAME, template, gradle,
+                   request, tuple(notes), tuple(warnings), conversion)
+
+
+def _request(checked: _Checked, template: AppTemplate, variant: str, sources: List[str],
+             runtime: Dict[str, Any]) -> Dict[str, Any]:
+    """What the app-info records as the request: the same values make the same project (the up-to-date key)."""
+    return {
+        "variant": variant,
+        "sources": sources,
         "app_name": checked.app_name,
         "application_id": checked.application_id,
         "abi_filters": list(checked.abi_filters),
         "min_sdk": checked.min_sdk,
         "target_sdk": checked.target_sdk,
         "lane": checked.lane.name,
-        "runtime": {"source": checked.runtime.source, "pytorch_android": checked.runtime.pytorch_android,
-                    "aar_sha256": sha256_file(checked.runtime.aar) if checked.runtime.aar else None},
+        "runtime": runtime,
         "template": template.digest(),
         "torchdroid": TORCHDROID_VERSION,
     }
-    return AppPlan(settings, checked, cpu, nnapi, Path(settings.models) / records.MANIFEST_NAME, template, gradle,
-                   request, tuple(notes), tuple(warnings))
 
 
 def _plan_messages(checked: _Checked, has_nnapi: bool) -> Tuple[List[str], List[str]]:
     notes: List[str] = []
     warnings: List[str] = list(checked.runtime.warnings)
     warnings += page_size_warnings(checked.runtime, checked.abi_filters)
+    if checked.program:
+        notes.append(f"ExecuTorch program {checked.variant}: the app runs it with org.pytorch.executorch.Module on the "
+                     "CPU (its delegate inside the program); there is no NNAPI model in this lane")
+        return notes, warnings
     if not has_nnapi:
         warnings.append(f"{checked.variant} has no NNAPI model: the app runs the CPU model only")
     if checked.min_sdk < pins.NNAPI_MIN_SDK:
@@ -305,7 +364,7 @@ def check_space(p: AppPlan) -> None:
 
 def _context(p: AppPlan) -> Dict[str, Any]:
     c, cpu = p.checked, p.cpu
-    mean, std = assets.normalization(cpu.conversion)
+    mean, std = assets.normalization(p.conversion)
     return {
         "project_dir": "project",
         "app_name": c.app_name,
@@ -329,6 +388,11 @@ def _context(p: AppPlan) -> Dict[str, Any]:
         "runtime_source": c.runtime.source,
         "pytorch_android": c.runtime.pytorch_android or "",
         "aar_file": c.runtime.aar_name,
+        "runtime_library": c.runtime.library,
+        "executorch_android": c.runtime.executorch_android or "",
+        "executorch_fbjni_version": et_pins.EXECUTORCH_ANDROID_FBJNI,
+        "executorch_nativeloader_version": et_pins.EXECUTORCH_ANDROID_NATIVELOADER,
+        "default_backend": "cpu" if c.program else "nnapi",
         "camerax_version": pins.CAMERAX_VERSION,
         "activity_version": pins.ANDROIDX_ACTIVITY_VERSION,
         "fbjni_version": pins.FBJNI_VERSION,
@@ -370,12 +434,28 @@ def package_models(p: AppPlan, asset_dir: Path) -> Dict[str, Dict[str, Any]]:
             wrap_uint8_input(f.path, asset_dir / name, f.input.scale, f.input.zero_point)
         else:
             atomic_copy(f.path, asset_dir / name)
+        if p.checked.program:
+            out[name] = _program_asset(f, asset_dir / name)
+            continue
         out[name] = {"backend": backend, "source": f.file, "source_sha256": f.sha256,
                      "sha256": sha256_file(asset_dir / name),
                      "input": {"shape": [1, size, size, 3], "dtype": "uint8", "layout": "NHWC",
                                "through": LUT_ASSET} if p.uint8 else f.input.to_dict(),
                      "wrapped": "appgen.app_model.Uint8Input" if p.uint8 else None}
     return out
+
+
+def _program_asset(pte: PteFile, copied: Path) -> Dict[str, Any]:
+    """The asset record of a copied .pte; the copy must still be the manifest's program."""
+    digest = sha256_file(copied)
+    if digest != pte.sha256:
+        raise RecordError(f"{pte.path} changed while make-app copied it (sha256 {digest[:12]}… != {pte.sha256[:12]}…)",
+                          cause="another process wrote the program during this run",
+                          remedy="wait for it to finish (or run `invoke convert --format executorch` again), then "
+                                 "make-app again")
+    return {"backend": "cpu", "source": pte.file, "source_sha256": pte.sha256, "sha256": digest,
+            "input": pte.input.to_dict(), "wrapped": None, "format": "executorch", "delegate": pte.delegate,
+            "precision": pte.precision, "baseline": pte.baseline}
 
 
 def package_extras(p: AppPlan, asset_dir: Path, notes: List[str]) -> Dict[str, Any]:
@@ -425,7 +505,8 @@ def record(p: AppPlan, project: Path, asset_records: Dict[str, Dict[str, Any]], 
         asset_files={f.name: sha256_file(f) for f in sorted((project / ASSETS_DIR).iterdir()) if f.is_file()},
         extra={**extras,
                "manifest": {"path": str(p.manifest_path.resolve()), "sha256": sha256_file(p.manifest_path)},
-               "converter_torch": p.cpu.conversion.get("torch"),
+               "converter_torch": p.conversion.get("torch") if not c.program else dict(p.cpu.torch),
+               **({"converter_executorch": dict(p.cpu.executorch)} if c.program else {}),
                "bench": {"tag": records.APP_BENCH_TAG, "prefix": records.APP_BENCH_PREFIX,
                          "extras": {"benchmark": "bool", "iters": "int", "warmup": "int", "backend": "cpu|nnapi"}}},
     )

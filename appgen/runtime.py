@@ -25,13 +25,25 @@ class Runtime:
     lane: str
     matches_converter: Optional[bool]  # None: cannot tell (a local AAR of unknown origin)
     warnings: Tuple[str, ...] = field(default_factory=tuple)
+    # "pytorch_android" (TorchScript models) | "executorch" (a .pte program, org.pytorch:executorch-android)
+    library: str = "pytorch_android"
+    executorch_android: Optional[str] = None  # the Maven version of org.pytorch:executorch-android
 
     @property
     def aar_name(self) -> str:
         return self.aar.name if self.aar else ""
 
+    @property
+    def label(self) -> str:
+        """What the app links, in one phrase: ``maven org.pytorch:executorch-android:1.0.1``, ``aar x.aar``."""
+        if self.aar:
+            return f"aar {self.aar.name}"
+        if self.library == "executorch":
+            return f"maven org.pytorch:executorch-android:{self.executorch_android}"
+        return f"maven {self.pytorch_android}"
+
     def to_dict(self) -> Dict[str, Any]:
-        return {
+        out = {
             "source": self.source,
             "pytorch_android": self.pytorch_android,
             "aar": {"file": f"app/libs/{self.aar.name}", "source": str(self.aar), "sha256": sha256_file(self.aar)}
@@ -40,32 +52,42 @@ class Runtime:
             "matches_converter": self.matches_converter,
             "warnings": list(self.warnings),
         }
+        if self.library != "pytorch_android":  # the legacy record stays exactly as it was
+            out.update(library=self.library, executorch_android=self.executorch_android)
+        return out
 
 
 _AAR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.aar$")
 
 
-def check_aar(path: Path) -> Path:
+def check_aar(path: Path, option: str = "--aar", remedy: Optional[str] = None,
+              plain_name: str = "pytorch_android.aar") -> Path:
+    """An existing ``.aar`` zip with a manifest and classes.jar, whose name can go into build.gradle."""
     path = Path(path).expanduser()
-    remedy = "pass the pytorch_android AAR `invoke build-android --aar` wrote (android/pytorch_android/build/outputs/aar/*.aar)"
+    remedy = remedy or ("pass the pytorch_android AAR `invoke build-android --aar` wrote "
+                        "(android/pytorch_android/build/outputs/aar/*.aar)")
     if not path.is_file():
-        raise UsageError(f"--aar {path} does not exist", remedy=remedy)
+        raise UsageError(f"{option} {path} does not exist", remedy=remedy)
     if path.suffix != ".aar":
-        raise UsageError(f"--aar {path} is not an .aar file", remedy=remedy)
+        raise UsageError(f"{option} {path} is not an .aar file", remedy=remedy)
     if not _AAR_NAME.match(path.name):
-        raise UsageError(f"--aar file name {path.name!r} cannot go into build.gradle",
+        raise UsageError(f"{option} file name {path.name!r} cannot go into build.gradle",
                          cause="the name is written into a Gradle string: only letters, digits and . _ + - are allowed",
-                         remedy=f"copy it to a plain name, e.g. cp {shlex.quote(str(path))} /tmp/pytorch_android.aar, "
+                         remedy=f"copy it to a plain name, e.g. cp {shlex.quote(str(path))} /tmp/{plain_name}, "
                                 "and pass that")
-    try:
-        with zipfile.ZipFile(path) as z:
-            names = set(z.namelist())
-    except zipfile.BadZipFile as e:
-        raise UsageError(f"--aar {path} is not a valid AAR (not a zip archive)", cause=str(e), remedy=remedy) from e
+    names = aar_entries(path, option, remedy)
     missing = [n for n in ("AndroidManifest.xml", "classes.jar") if n not in names]
     if missing:
-        raise UsageError(f"--aar {path} is not an Android library: it has no {', '.join(missing)}", remedy=remedy)
+        raise UsageError(f"{option} {path} is not an Android library: it has no {', '.join(missing)}", remedy=remedy)
     return path.resolve()
+
+
+def aar_entries(path: Path, option: str, remedy: str) -> List[str]:
+    try:
+        with zipfile.ZipFile(path) as z:
+            return z.namelist()
+    except zipfile.BadZipFile as e:
+        raise UsageError(f"{option} {path} is not a valid AAR (not a zip archive)", cause=str(e), remedy=remedy) from e
 
 
 def _refuse_unavailable(version: str, lane: pins.Lane, given: bool) -> None:
@@ -146,9 +168,12 @@ def page_size_warnings(runtime: Runtime, abis: Sequence[str]) -> List[str]:
         low = _aar_libraries_below(runtime.aar, abis_16k, PAGE_16K)
         if not low:
             return []
+        rebuild = ("`invoke build-android --aar` (it links with 16 KB alignment)" if runtime.library == "pytorch_android"
+                   else "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,-z,max-page-size=16384 (NDK r27+ does it by default)")
         return [f"the AAR's native libraries are 4 KB aligned: {', '.join(low[:4])}{' …' if len(low) > 4 else ''}. "
-                "They do not load on Android 15+ devices with 16 KB pages; rebuild the AAR with "
-                "`invoke build-android --aar` (it links with 16 KB alignment) and pass that"]
+                f"They do not load on Android 15+ devices with 16 KB pages; rebuild the AAR with {rebuild} and pass that"]
+    if runtime.library != "pytorch_android":
+        return []  # the published executorch-android's alignment is not known here (docs/facts.md EA7)
     return [f"org.pytorch:pytorch_android:{runtime.pytorch_android} from Maven Central has 4 KB aligned native "
             f"libraries ({pins.MAVEN_RUNTIME_PAGE_ALIGNMENT_SOURCE}): the app does not load on Android 15+ devices "
             "with 16 KB pages. For those, build the runtime with `invoke build-android --aar` and pass it with --aar"]

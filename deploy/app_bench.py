@@ -62,7 +62,9 @@ def parse_app_lines(output: str) -> List[dict]:
 
 def app_command(application_id: str, activity: str, backend: str, opts) -> str:
     component = f"{application_id}/{activity}"
-    return (f"am start -W -n {shlex.quote(component)} --ez benchmark true --ei iters {int(opts.iters)} "
+    # -S: a fresh process per run. Without it the second run's intent only brings the first run's task to
+    # the front ("Warning: Activity not started, ..."): its extras never reach the app (docs/facts.md D8).
+    return (f"am start -S -W -n {shlex.quote(component)} --ez benchmark true --ei iters {int(opts.iters)} "
             f"--ei warmup {int(opts.warmup)} --es backend {shlex.quote(backend)}")
 
 

@@ -104,7 +104,9 @@ def parse_battery(text: str, snap: Snapshot) -> None:
     status = values.get("status", "")
     if status.isdigit():
         snap.battery_status = BATTERY_STATUS.get(int(status), status)
-    powered = [values.get(k) for k in ("AC powered", "USB powered", "Wireless powered") if k in values]
+    # BatteryService.dumpInternal prints one "<source> powered" line per charger; newer releases add "Dock powered"
+    powered = [values.get(k) for k in ("AC powered", "USB powered", "Wireless powered", "Dock powered")
+               if k in values]
     if powered:
         snap.charging = any(p == "true" for p in powered)
     if re.fullmatch(r"-?\d+", values.get("temperature", "")):

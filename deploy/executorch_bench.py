@@ -11,21 +11,19 @@ quant_full) and gives every line's speed-up over the legacy CPU model of the sam
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import re
 import shlex
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins as pins
 from toolchain.errors import DeviceError, RecordError, UsageError
-from toolchain.fsutil import atomic_write_json, atomic_write_text
 from toolchain.pte_records import PteFile, pte_files
-from toolchain.records import BuildInfo, DeployResults, now_iso
+from toolchain.pte_results import PteDeployRecord, PteResultRow, add_speedups
+from toolchain.records import BuildInfo, DeployResults, deploy_results_path
 
 from .adb import Adb, Device
 from .push import PushItem, check_dir, push_all
@@ -52,26 +50,12 @@ class PteDeploySettings:
 
 
 @dataclass
-class PteRow:
-    serial: str
-    runtime: str  # "ExecuTorch fp32-xnnpack", "TorchScript CPU quant_none", "NNAPI quant_full"
-    precision: str
-    file: str
-    status: str  # ok | failed | missing
-    median_ms: Optional[float] = None
-    p90_ms: Optional[float] = None
-    min_ms: Optional[float] = None
-    samples: int = 0
-    speedup_vs_cpu: Optional[float] = None
-    note: str = ""
-
-
-@dataclass
 class PteDeployResult:
-    rows: List[PteRow]
+    rows: List[PteResultRow]
     json_path: Path
     csv_path: Path
     problems: List[str] = field(default_factory=list)
+    record: Optional[PteDeployRecord] = None
 
 
 def parse_iterations(output: str) -> List[float]:
@@ -84,8 +68,8 @@ def runner_command(directory: str, program: str, runs: int, threads: int) -> str
             f"--num_executions={int(runs)} --cpu_threads={int(threads)} 2>&1")
 
 
-def bench_program(device: Device, directory: str, f: PteFile, s: PteDeploySettings) -> PteRow:
-    row = PteRow(device.serial, f"ExecuTorch {f.variant}", f.precision, f.file, "failed")
+def bench_program(device: Device, directory: str, f: PteFile, s: PteDeploySettings) -> PteResultRow:
+    row = PteResultRow(device.serial, f"ExecuTorch {f.variant}", f.precision, f.file, "failed")
     samples: List[float] = []
     for _ in range(s.repeat):
         res = device.shell(runner_command(directory, f.file, s.warmup + s.iters, s.threads), timeout=s.timeout)
@@ -115,31 +99,32 @@ def _device_abi_problem(device: Device, abi: str) -> Optional[str]:
     return None if abi in have.split(",") else f"the runner is {abi}, the device supports {have or 'nothing known'}"
 
 
-def legacy_rows(results_dir: Path, serial: str) -> List[PteRow]:
-    """The legacy deploy's quant_none / quant_full CPU and NNAPI medians of this device (latest run)."""
-    latest = Path(results_dir) / "latest.json"
+def load_legacy(results_dir: Path) -> Tuple[Optional[DeployResults], Dict[str, Any]]:
+    """The legacy deploy's latest results (``latest.json``) and what the record says about them."""
+    latest = deploy_results_path(results_dir, "latest")
     if not latest.is_file():
-        return []
+        return None, {}
     try:
         res = DeployResults.load(latest)
     except RecordError as e:
         log.warning("legacy results %s not readable: %s", latest, e.what)
+        return None, {"path": str(latest.resolve()), "error": e.what}
+    return res, {"path": str(latest.resolve()), "run_id": res.run_id, "started": res.started}
+
+
+def legacy_rows(legacy: Optional[DeployResults], serial: str, stems: Sequence[str]) -> List[PteResultRow]:
+    """The legacy binary benchmark's quant_none / quant_full CPU and NNAPI medians of this device."""
+    if legacy is None:
         return []
     out = []
-    for r in res.rows:
-        if r.serial == serial and r.variant in ("quant_none", "quant_full") and r.status == "ok":
+    for r in legacy.rows:
+        if (r.serial == serial and r.source == "binary" and r.stem in stems and r.variant in ("quant_none", "quant_full")
+                and r.status == "ok"):
             label = f"{'TorchScript CPU' if r.backend == 'cpu' else 'NNAPI'} {r.variant}"
-            out.append(PteRow(serial, label, "fp32" if r.mode == "none" else "int8", r.model_file, "ok", r.median_ms,
-                              r.p90_ms, r.min_ms, r.samples, note=f"legacy deploy run {res.run_id}"))
+            out.append(PteResultRow(serial, label, "fp32" if r.mode == "none" else "int8", r.model_file, "ok",
+                                    r.median_ms, r.p90_ms, r.min_ms, r.samples,
+                                    note=f"legacy deploy run {legacy.run_id}"))
     return out
-
-
-def add_speedups(rows: List[PteRow]) -> None:
-    base = {(r.serial, r.precision): r.median_ms for r in rows if r.runtime.startswith("TorchScript CPU") and r.median_ms}
-    for r in rows:
-        b = base.get((r.serial, r.precision))
-        if b and r.median_ms:
-            r.speedup_vs_cpu = round(b / r.median_ms, 3)
 
 
 def deploy_pte(s: PteDeploySettings) -> PteDeployResult:
@@ -154,16 +139,22 @@ def deploy_pte(s: PteDeploySettings) -> PteDeployResult:
     if not serials:
         raise DeviceError("no device is connected", remedy="connect a phone with USB debugging on (`adb devices`)")
     items = [PushItem(runner, pins.RUNNER, 0o755)] + [PushItem(f.path, f.file, 0o644, f.sha256) for f in programs]
-    rows: List[PteRow] = []
+    rows: List[PteResultRow] = []
     problems: List[str] = []
+    legacy, legacy_facts = load_legacy(s.results)
     for serial in serials:
-        rows.extend(_one_device(server, serial, connected.get(serial), directory, items, programs, info, s, problems))
+        found = _one_device(server, serial, connected.get(serial), directory, items, programs, info, s, problems)
+        if found:
+            rows.extend(legacy_rows(legacy, serial, sorted({f.stem for f in programs})) + found)
     add_speedups(rows)
-    json_path, csv_path = _write(s, rows, problems)
-    return PteDeployResult(rows, json_path, csv_path, problems)
+    record = PteDeployRecord(models=str(Path(s.models).resolve()), build_info=str(Path(s.build_info).resolve()),
+                             warmup=s.warmup, iters=s.iters, repeat=s.repeat, threads=s.threads, rows=rows,
+                             problems=problems, legacy=legacy_facts)
+    paths = record.write(s.results)
+    return PteDeployResult(rows, paths["json"], paths["csv"], problems, record)
 
 
-def _one_device(server, serial, state, directory, items, programs, info, s, problems) -> List[PteRow]:
+def _one_device(server, serial, state, directory, items, programs, info, s, problems) -> List[PteResultRow]:
     if state != "device":
         problems.append(f"device {serial} is {state or 'not connected'!r}")
         return []
@@ -175,22 +166,9 @@ def _one_device(server, serial, state, directory, items, programs, info, s, prob
     for f in programs:
         f.check_hash()
     push_all(device, directory, items)
-    rows = legacy_rows(s.results, serial)
+    rows = []
     for f in programs:
         rows.append(bench_program(device, directory, f, s))
         if rows[-1].status != "ok":
             problems.append(f"{serial}: {f.file}: {rows[-1].note}")
     return rows
-
-
-def _write(s: PteDeploySettings, rows: List[PteRow], problems: List[str]) -> tuple:
-    body = {"kind": "torchdroid.executorch-deploy", "written": now_iso(), "models": str(s.models),
-            "build_info": str(s.build_info), "warmup": s.warmup, "iters": s.iters, "repeat": s.repeat,
-            "threads": s.threads, "rows": [asdict(r) for r in rows], "problems": problems}
-    json_path = atomic_write_json(Path(s.results) / "executorch-latest.json", body)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(PteRow.__dataclass_fields__))
-    w.writeheader()
-    for r in rows:
-        w.writerow(asdict(r))
-    return json_path, atomic_write_text(Path(s.results) / "executorch-latest.csv", buf.getvalue())

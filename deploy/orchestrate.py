@@ -118,7 +118,8 @@ def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], sta
     store = ResultStore(Path(s.results) / DB_NAME)
     run_id, exports = None, {}
     if rows:
-        settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(s).items()}
+        # absolute paths: report compares the run's models directory with deploy-executorch's, from any directory
+        settings = {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in asdict(s).items()}
         run_id = store.add_run(started, project_name(s.project), plan.commit, settings, rows, devices)
         exports = export(rows, Path(s.results), f"run-{run_id:04d}", devices)
         exports.update({f"latest_{k}": v for k, v in export(rows, Path(s.results), "latest", devices).items()})

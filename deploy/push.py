@@ -80,9 +80,11 @@ class RemoteFile:
 
 class RemoteState(dict):
     """``{name: RemoteFile}`` of the files there; ``leftovers``: temporary files of an interrupted deploy
-    lie around; ``algo``: the hash the device checks with (hashes.pick_algo; None: it has no tool)."""
+    lie around; ``indexed``: the directory has a hash index (with anything in it); ``algo``: the hash the
+    device checks with (hashes.pick_algo; None: it has no tool)."""
 
     leftovers = False
+    indexed = False
     algo: Optional[str] = None
 
 
@@ -116,6 +118,7 @@ def parse_state(device: Device, directory: str, out: str, names: Sequence[str]) 
     state = RemoteState()
     state.algo = pick_algo(probe)
     state.leftovers = "left" in left.split()
+    state.indexed = bool(index_text.strip())
     for line in stats.splitlines():
         parts = line.split(None, 3)
         if len(parts) != 4 or not (parts[0].isdigit() and parts[1].isdigit()) or parts[3] not in names:
@@ -211,7 +214,8 @@ def _push_planned(device: Device, directory: str, items: Sequence[PushItem], exi
     # what the index will hold besides the files verified now (known hashes of files that stay as they are)
     index = {o.name: (o.sha256, o.size, o.mtime) for o in skipped.values()}
     verifier = _BatchVerifier(device, directory, existing.algo, index, cleanup,
-                              total=sum(items[i].local.stat().st_size for i in order))
+                              total=sum(items[i].local.stat().st_size for i in order),
+                              rewrite=bool(index) or existing.indexed)
     try:
         _send_all(device, directory, items, order, hashes, verifier, run, on_progress, on_bytes)
     finally:
@@ -297,7 +301,7 @@ def _send_all(device: Device, directory: str, items: Sequence[PushItem], order: 
                 on_progress(f"pushing {it.name} ({n}/{len(order)}, {it.local.stat().st_size / 1e6:.1f} MB)")
             digests = hashes.request(it.local, verifier.algo)  # hashed on the host while it is sent
             tmp = temp_name(directory, it, run)
-            sent, mtime = session.send(it.local, tmp, it.mode, (lambda b: on_bytes(len(b))) if on_bytes else None)
+            sent, mtime = session.send(it.local, tmp, it.mode, on_bytes)
             acks.put((i, it, tmp, sent, mtime, digests, n == len(order), n >= len(order) - 1))
             if acks.error is not None:
                 break
@@ -348,16 +352,17 @@ class _AckReader:
 class _BatchVerifier:
     """The verify calls of one device: each checks the files queued since the previous one, in one shell call.
 
-    A batch starts when a third of the bytes to send is waiting, or the file before the last one or the
+    A batch starts when half of the bytes to send is waiting, or the file before the last one or the
     last one arrived (so the last batch, the only one not hidden behind a transfer, holds one file): few
-    shell calls (each costs a round trip and a few processes on the device) and a short tail.  Up to two
-    run at once (a phone has several cores), except the first, which runs alone: it removes the leftovers
-    of an interrupted deploy and rewrites the hash index with the ``index`` entries of the files that stay;
-    every batch then appends the entries of the files it renamed (see verify_command).
+    shell calls (each costs a round trip and a few processes on the device; six model files take three)
+    and a short tail.  Up to two run at once (a phone has several cores), except the first, which runs
+    alone: it removes the leftovers of an interrupted deploy and rewrites the hash index with the ``index``
+    entries of the files that stay (``rewrite``: not when the directory had no index and none stay: the
+    appends create it); every batch then appends the entries of the files it renamed (see verify_command).
     """
 
     def __init__(self, device: Device, directory: str, algo: str, index: Dict[str, tuple], cleanup: str = "",
-                 total: int = 0):
+                 total: int = 0, rewrite: bool = True):
         self.device = device
         self.directory = directory
         self.algo = algo
@@ -366,13 +371,13 @@ class _BatchVerifier:
         self.cond = threading.Condition()
         self.queued: List[tuple] = []
         self.queued_bytes = 0
-        self.threshold = total // 3
+        self.threshold = total // 2
         self.urgent = False
         self.results: Dict[int, object] = {}
         self.sending = True
         self.started = 0  # batches taken
         self.running = 0  # batches in flight
-        self.index_written = False  # the first batch's shell rewrote the index
+        self.index_written = not rewrite  # the first batch's shell rewrote the index (or nothing is to rewrite)
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"verify-{device.serial}")
 
     def submit(self, i: int, it: PushItem, tmp: str, sent: Tuple[int, int], digests: Future, last: bool = False,
@@ -467,7 +472,7 @@ def send_to_temp(device: Device, directory: str, it: PushItem,
     own = session is None
     session = session or device.sync_session()
     try:
-        sent, mtime = session.send(it.local, tmp, it.mode, (lambda b: on_bytes(len(b))) if on_bytes else None)
+        sent, mtime = session.send(it.local, tmp, it.mode, on_bytes)
         session.reply(tmp, it.name)
     finally:
         if own:

@@ -11,6 +11,7 @@ from typing import Dict, List, Optional
 from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_path
 
+from .pte_report import PteReportSection, build_section
 from .report_html import write_html
 from .results import DB_NAME, ResultRow, ResultStore, export, speedups
 
@@ -18,6 +19,7 @@ log = logging.getLogger(__name__)
 
 MODE_ORDER = {"none": 0, "core": 1, "full": 2}
 COLORS = {"cpu": "#4c72b0", "nnapi": "#dd8452"}
+PTE_COLORS = {"executorch": "#55a868", "legacy": "#dd8452"}  # legacy non-baseline lines are the NNAPI ones
 SOURCES = ("binary", "app")
 
 
@@ -36,6 +38,7 @@ class ReportResult:
     run_id: int
     rows: List[ResultRow]
     exports: Dict[str, Path]
+    executorch: Optional[PteReportSection] = None  # deploy-executorch's rows beside this run (or how to get them)
 
 
 def make_report(s: ReportSettings) -> ReportResult:
@@ -51,12 +54,13 @@ def make_report(s: ReportSettings) -> ReportResult:
         raise RecordError(f"run {run_id} has no {s.source} benchmarks to draw",
                           remedy=(f"draw the {other[0]} benchmark with --source {other[0]}, or " if other else "")
                           + "pick another run with --run")
+    pte = build_section(Path(s.results), rows, store.settings(run_id))  # refuses a bad record before any output
     png = Path(s.out) if s.out else Path(s.results) / f"report-run-{run_id:04d}.png"
     title = f"torchdroid run {run_id} ({rows[0].started}), {s.source} benchmark"
-    draw(chosen + [r for r in rows if r.source == "deploy"], png, title=title)
-    html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id))
+    draw(chosen + [r for r in rows if r.source == "deploy"], png, title=title, executorch=pte)
+    html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte)
     exports = export(rows, Path(s.results), f"run-{run_id:04d}", store.devices(run_id))
-    return ReportResult(png, html, run_id, rows, exports)
+    return ReportResult(png, html, run_id, rows, exports, pte)
 
 
 def _groups(rows: List[ResultRow]) -> list:
@@ -120,7 +124,38 @@ def _speedup_panel(ax, rows: List[ResultRow], groups: list) -> None:
     ax.grid(axis="y", alpha=0.3)
 
 
-def draw(rows: List[ResultRow], png: Path, title: str) -> Path:
+def _pte_bar(ax, r, pos: float, width: float, stale: bool) -> None:
+    """One NNAPI / ExecuTorch line: its speed-up bar (hatched when stale), or why it has none."""
+    if r.speedup_vs_cpu is None:
+        ax.annotate(f"{r.runtime}: {r.status if r.status != 'ok' else 'no CPU baseline'}", (pos, 1.0), ha="center",
+                    va="bottom", fontsize=6, rotation=90, color="#555555")
+        return
+    ax.bar(pos, r.speedup_vs_cpu, width * 0.9, color=PTE_COLORS[r.lane], hatch="//" if stale else None,
+           alpha=0.5 if stale else 1.0)
+    label = r.runtime.replace("ExecuTorch ", "").replace(" ", "\n")
+    ax.annotate(f"{label}\n{r.speedup_vs_cpu:.2f}x", (pos, r.speedup_vs_cpu),
+                ha="center", va="bottom", fontsize=6, xytext=(0, 2), textcoords="offset points")
+
+
+def _executorch_panel(ax, section: PteReportSection) -> None:
+    """Per device, each NNAPI / ExecuTorch line's speed-up over the legacy CPU model of its precision; stale: hatched."""
+    per_device = [[r for r in t.rows if not r.is_baseline] for t in section.devices]
+    width = 0.8 / max(1, max(len(lines) for lines in per_device))
+    for x, (t, lines) in enumerate(zip(section.devices, per_device)):
+        for k, r in enumerate(lines):
+            _pte_bar(ax, r, x - 0.4 + width * (k + 0.5), width, bool(section.stale or t.stale))
+    ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
+    if max([r.speedup_vs_cpu or 0 for lines in per_device for r in lines] or [1.0]) > 10:
+        ax.set_yscale("log")  # one bar 100x the others would flatten them: a log scale keeps every ratio readable
+    ax.set_xticks(list(range(len(section.devices))), [t.title.replace(": ", "\n", 1) for t in section.devices],
+                  fontsize=8)
+    ax.margins(y=0.2)  # room for the labels above the tallest bar
+    ax.set_ylabel("speed-up over legacy CPU (x)\n(same precision; hatched: stale)")
+    ax.set_title("ExecuTorch (green) and NNAPI (orange) per device, from deploy-executorch", fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def draw(rows: List[ResultRow], png: Path, title: str, executorch: Optional[PteReportSection] = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -129,11 +164,15 @@ def draw(rows: List[ResultRow], png: Path, title: str) -> Path:
     groups = _groups(rows)
     failed_devices = [r for r in rows if r.source == "deploy"]
     labels = [f"{model}\n{serial}\n{stem} {mode}" for serial, model, stem, mode in groups]
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(7.0, 1.3 * len(groups) + 2), 8.5), constrained_layout=True)
-    _latency_panel(ax1, rows, groups, title)
-    _speedup_panel(ax2, rows, groups)
-    for ax in (ax1, ax2):
+    with_pte = executorch is not None and bool(executorch.devices)
+    fig, axes = plt.subplots(3 if with_pte else 2, 1, figsize=(max(7.0, 1.3 * len(groups) + 2), 12.5 if with_pte else 8.5),
+                             constrained_layout=True)
+    _latency_panel(axes[0], rows, groups, title)
+    _speedup_panel(axes[1], rows, groups)
+    for ax in axes[:2]:
         ax.set_xticks(list(range(len(groups))), labels, fontsize=8)
+    if with_pte:
+        _executorch_panel(axes[2], executorch)
     if failed_devices:
         fig.text(0.01, 0.005, "failed devices: " + "; ".join(f"{r.serial}: {_short(r.reason, 60)}"
                                                              for r in failed_devices), fontsize=7, color="#c44e52")

@@ -1,7 +1,8 @@
 """The report as an HTML page beside its PNG: the chart, then the tables people compare.
 
 Plain HTML with inline CSS (opens from disk; one inline line of script marks whether the chart loaded): latency per device × model ×
-backend with its spread, cold start and peak memory; CPU vs NNAPI speed-ups; every failed or skipped
+backend with its spread, cold start and peak memory; CPU vs NNAPI speed-ups; deploy-executorch's ExecuTorch lines
+beside the legacy ones (stale ones marked); every failed or skipped
 row with its reason; the conditions of each device (SoC, governor, thermal, battery, before/after).
 """
 
@@ -14,12 +15,13 @@ from typing import Iterable, List, Optional, Sequence
 
 from toolchain.fsutil import atomic_write_text
 
+from .pte_report import PteReportSection, row_stale, summary_lines
 from .results import ResultRow, speedups
 
 _CSS = ("body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:0 0 1.5em}"
         "th,td{border:1px solid #ccc;padding:3px 7px;font-size:13px;text-align:right}th{background:#f0f0f0}"
         "td.t{text-align:left}tr.failed td{background:#fde8e8}tr.skipped td{background:#f3f3f3}"
-        ".warn{color:#b00}img{max-width:100%;border:1px solid #ddd}")
+        "tr.stale td{background:#fff6d6;font-style:italic}.warn{color:#b00}img{max-width:100%;border:1px solid #ddd}")
 LATENCY_COLUMNS = ["device", "model", "mode", "backend", "source", "status", "median ms", "p90 ms", "min ms",
                    "max ms", "mean ms", "std ms", "spread %", "load ms", "first ms", "warm-up ms", "peak MB",
                    "samples", "flags", "reason"]
@@ -89,7 +91,36 @@ def _failures_table(rows: Sequence[ResultRow]) -> str:
     return f"<h2>Failed and skipped ({len(bad)})</h2>" + (body if bad else "<p>none</p>")
 
 
-def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict]) -> str:
+PTE_COLUMNS = ["runtime", "precision", "file", "status", "median ms", "p90 ms", "min ms", "samples",
+               "speed-up over legacy CPU", "stale", "note"]
+
+
+def _pte_cells(r, stale: str) -> List[str]:
+    return [r.runtime, r.precision, r.file, r.status, _n(r.median_ms), _n(r.p90_ms), _n(r.min_ms), str(r.samples),
+            "" if r.speedup_vs_cpu is None else f"{r.speedup_vs_cpu:.2f}x", stale, r.note]
+
+
+def _executorch_section(section: Optional[PteReportSection]) -> str:
+    """Per device: TorchScript CPU, NNAPI and ExecuTorch side by side (deploy-executorch), stale lines marked."""
+    if section is None:
+        return ""
+    parts = ["<h2 id='executorch'>ExecuTorch beside TorchScript CPU and NNAPI (speed-up over the legacy CPU model "
+             "of the same precision)</h2>"]
+    notes = summary_lines(section)
+    if notes:
+        parts.append("<p class='warn'>" + "<br>".join(_e(n) for n in notes) + "</p>")
+    if section.present:
+        parts.append(f"<p>from {_e(section.path)}, written {_e(section.written)}</p>")
+    for t in section.devices:
+        stale = row_stale(section, t)
+        parts.append(f"<h3>{_e(t.title)}</h3>" + _table(PTE_COLUMNS, [_pte_cells(r, stale) for r in t.rows],
+                                                          [stale or ("failed" if r.status != "ok" else "")
+                                                           for r in t.rows], text_cols=(0, 1, 2, 3, 9, 10)))
+    return "".join(parts)
+
+
+def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict],
+           executorch: Optional[PteReportSection] = None) -> str:
     img = os.path.relpath(png, html_path.parent)
     throttled = [d for d in devices if d.get("warnings")]
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style>"
@@ -106,6 +137,7 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
     parts.append(_table(LATENCY_COLUMNS, latency_rows(rows), [r.status if r.status != "ok" else "" for r in rows],
                         text_cols=(0, 1, 2, 3, 4, 5, 18, 19)))
     parts.append("<h2>NNAPI speed-up over CPU</h2>" + _speedup_table(rows))
+    parts.append(_executorch_section(executorch))
     parts.append(_failures_table(rows))
     parts.append("<h2>Device conditions</h2>" + (_conditions_table(devices) if devices else "<p>not recorded</p>"))
     # the page says whether the browser could show the chart (a broken image has naturalWidth 0)
@@ -115,5 +147,6 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
     return "".join(parts)
 
 
-def write_html(html_path: Path, png: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict]) -> Path:
-    return atomic_write_text(html_path, render(png, html_path, title, rows, devices))
+def write_html(html_path: Path, png: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict],
+               executorch: Optional[PteReportSection] = None) -> Path:
+    return atomic_write_text(html_path, render(png, html_path, title, rows, devices, executorch))

@@ -93,6 +93,19 @@ class ResultStore:
         finally:
             con.close()
 
+    def settings(self, run_id: int) -> dict:
+        """The deploy settings recorded with a run (``models``, ``results``, protocol...); {} when unreadable."""
+        con = self._connect()
+        try:
+            found = con.execute("SELECT settings FROM runs WHERE id = ?", (run_id,)).fetchone()
+        finally:
+            con.close()
+        try:
+            value = json.loads(found[0]) if found and found[0] else {}
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
     def devices(self, run_id: int) -> List[dict]:
         """The device conditions recorded with a run (SoC, governor, thermal, battery before and after)."""
         con = self._connect()

@@ -1,10 +1,11 @@
 """Console tables: per device, CPU vs NNAPI latency and speed-up per mode (one number per cell), NNAPI
-slowdowns, failures and skips called out with their reason."""
+slowdowns, failures and skips called out with their reason; deploy-executorch's ExecuTorch lines beside them."""
 
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .pte_report import PteReportSection, row_stale
 from .results import ResultRow, speedups
 
 COLUMNS = ["model", "mode", "source", "CPU ms", "CPU p90", "CPU ±%", "NNAPI ms", "NNAPI p90", "NNAPI ±%", "speed-up",
@@ -72,3 +73,19 @@ def slower_callouts(rows: Sequence[ResultRow]) -> List[str]:
                        f"NNAPI is {1 / sp['speedup']:.2f}x SLOWER than CPU ({sp['nnapi_ms']:.2f} ms vs "
                        f"{sp['cpu_ms']:.2f} ms)")
     return out
+
+
+PTE_COLUMNS = ["runtime", "precision", "median ms", "p90 ms", "samples", "speed-up", "stale", "note"]
+
+
+def executorch_tables(section: PteReportSection) -> List[Tuple[str, List[str], List[list]]]:
+    """One table per device: TorchScript CPU, NNAPI and ExecuTorch lines, speed-up over the legacy CPU model."""
+    tables = []
+    for t in section.devices:
+        stale = row_stale(section, t)
+        out = [[r.runtime, r.precision, _fmt(r.median_ms) if r.status == "ok" else r.status, _fmt(r.p90_ms),
+                str(r.samples), "-" if r.speedup_vs_cpu is None else f"{r.speedup_vs_cpu:.2f}x", stale or "-",
+                r.note] for r in t.rows]
+        tables.append((f"{t.title}: ExecuTorch beside TorchScript CPU and NNAPI (speed-up over the legacy CPU model "
+                       "of the same precision)", PTE_COLUMNS, out))
+    return tables

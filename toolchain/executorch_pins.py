@@ -80,3 +80,23 @@ CMAKE_MIN = (3, 24)  # CMakeLists.txt cmake_minimum_required (E3)
 RUNNER = "executor_runner"
 # The runner's per-iteration line (examples/portable/executor_runner/executor_runner.cpp, E8).
 RUNNER_ITERATION_RE = r"Iteration (\d+) of (\d+): ([0-9.]+) ms"
+
+
+# --------------------------------------------------------------------------- the app's runtime (make-app on a .pte)
+
+# org.pytorch:executorch-android: the AAR with the Java API (org.pytorch.executorch.Module/Tensor/EValue) and
+# libexecutorch.so.  1.0.1 is the newest version confirmed on Maven Central with the tools here; a 1.5.1 release
+# (matching the converter) could not be confirmed (docs/facts.md E13, EA7): `--executorch-android VER` or a locally
+# built AAR (`--executorch-aar PATH`) overrides it.
+EXECUTORCH_ANDROID_ARTIFACT = "org.pytorch:executorch-android"
+EXECUTORCH_ANDROID_DEFAULT = "1.0.1"
+# What the AAR's own build.gradle depends on (an AAR file carries no POM, so a local one needs them named): EA5.
+EXECUTORCH_ANDROID_FBJNI = "0.7.0"
+EXECUTORCH_ANDROID_NATIVELOADER = "0.10.5"
+EXECUTORCH_ANDROID_MIN_SDK = 23  # the library's minSdk: an app below it fails Gradle's manifest merge (EA5)
+EXECUTORCH_ANDROID_COMPILE_SDK = 34  # the library's compileSdk (EA5)
+EXECUTORCH_ANDROID_ABIS = ("arm64-v8a", "x86_64")  # the ABIs the published AAR carries (EA6)
+EXECUTORCH_JNI_LIBRARY = "libexecutorch.so"  # jni/<abi>/ of the AAR (scripts/build_android_library.sh, EA6)
+# Delegates linked into the default AAR: XNNPACK always, the portable kernels (EA6); Vulkan only when the AAR is
+# built with EXECUTORCH_BUILD_VULKAN=ON (off by default), so a Vulkan program needs --executorch-aar.
+EXECUTORCH_ANDROID_DELEGATES = ("xnnpack", "portable")

@@ -423,7 +423,7 @@ APP_INFO_KIND = "torchdroid.app-info"
 APP_INFO_SCHEMA = 1
 
 # The in-app benchmark contract between the generated app and `invoke deploy`:
-#   am start -W -n <application_id>/.MainActivity --ez benchmark true --ei iters N --ei warmup N --es backend cpu|nnapi
+#   am start -S -W -n <application_id>/.MainActivity --ez benchmark true --ei iters N --ei warmup N --es backend cpu|nnapi
 # after which the app logs exactly one line per run, with the log tag APP_BENCH_TAG:
 #   TORCHDROID_BENCH {"variant": "...", "backend": "nnapi", "fell_back": false, "iters": 200, "warmup": 5,
 #                     "median_ms": 12.3, "p90_ms": 13.0, "min_ms": 11.9, "mean_ms": 12.4, "error": null}

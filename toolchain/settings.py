@@ -196,10 +196,17 @@ KEYS: Tuple[Key, ...] = (
     Key("app.pytorch_android", Text(), None, "Maven version of org.pytorch:pytorch_android (default: the "
                                              "lane's)"),
     Key("app.model", Text(), "quant_full", "converted variant: quant_none, quant_core, quant_full (or "
-                                           "<model>-quant_full)"),
+                                           "<model>-quant_full); an ExecuTorch program (fp32-xnnpack, "
+                                           "int8-xnnpack, fp32-portable, <model>-fp32-xnnpack) makes an app on "
+                                           "ExecuTorch's Java API"),
     Key("app.models", PathKind(), None, "directory `invoke convert` wrote (default: convert.out)"),
     Key("app.aar", PathKind(), None, "a local pytorch_android AAR (from `invoke build-android --aar`) instead "
                                      "of Maven"),
+    Key("app.executorch_android", Text(), None, "Maven version of org.pytorch:executorch-android for an "
+                                                "ExecuTorch program's app (default: the newest confirmed, "
+                                                "toolchain/executorch_pins.py)"),
+    Key("app.executorch_aar", PathKind(), None, "a local ExecuTorch AAR (scripts/build_android_library.sh) "
+                                                "instead of Maven, for an ExecuTorch program's app"),
     Key("app.gradle_timeout", Num(min=1), 3600.0, "seconds build-app waits for Gradle"),
     Key("app.force", Flag(), False, "replace a non-empty --out directory", cli_only=True),
     # ---- deploy

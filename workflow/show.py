@@ -9,6 +9,20 @@ from typing import Any
 from toolchain.console import emit_json, note, table, warning
 
 
+def converted(result: Any, pte: Any, as_json: bool = False) -> None:
+    """What `invoke convert` made: the legacy models, the .pte programs, or both.
+
+    With ``--json`` stdout is one JSON document: a single format's result as it is, both formats as
+    ``{"torchscript": <legacy result>, "executorch": <.pte result>}``.
+    """
+    if as_json and result is not None and pte is not None:
+        return emit_json({"torchscript": result, "executorch": pte})
+    if result is not None:
+        convert(result, as_json)
+    if pte is not None:
+        pte_convert(pte, as_json)
+
+
 def convert(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
@@ -83,8 +97,10 @@ def make_app(result: Any, compat_report: Any) -> None:
             note(line)
     for line in result.warnings:
         warning(line)
-    print(f"project: {result.out} (application id {result.application_id}; runtime "
-          f"{result.runtime.source} {result.runtime.pytorch_android or result.runtime.aar_name})")
+    runtime = result.runtime
+    what = runtime.label if runtime.library != "pytorch_android" else \
+        f"{runtime.source} {runtime.pytorch_android or runtime.aar_name}"
+    print(f"project: {result.out} (application id {result.application_id}; runtime {what})")
     print(f"app-info: {result.app_info}")
     if compat_report is not None:
         for line in compat_report.lines():
@@ -107,6 +123,19 @@ def result_tables(rows: Any) -> None:
         table(title, columns, table_rows)
     for line in slower_callouts(rows):
         note(line)
+
+
+def executorch_tables(section: Any) -> None:
+    """The report's ExecuTorch lines per device, or the one line that says how to get them."""
+    from deploy.pte_report import summary_lines
+    from deploy.summary import executorch_tables as tables
+
+    if section is None:
+        return
+    for title, columns, table_rows in tables(section):
+        table(title, columns, table_rows, numeric=("median ms", "p90 ms", "samples", "speed-up"))
+    for line in summary_lines(section):
+        (warning if line.startswith("STALE") else note)(line)
 
 
 def deploy(result: Any) -> None:
@@ -136,6 +165,7 @@ def report(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
     result_tables(result.rows)
+    executorch_tables(result.executorch)
     print(f"picture: {result.png}")
     print(f"page: {result.html} (chart and tables; open it in a browser)")
     print("exports: " + ", ".join(str(p) for p in result.exports.values()))
@@ -250,3 +280,4 @@ def pte_deploy(result: Any) -> None:
     for p in result.problems:
         print(f"problem: {p}")
     print(f"results: {result.json_path}, {result.csv_path}")
+    print("next: invoke report  (these lines beside the legacy run, in the console and the HTML page)")

@@ -62,6 +62,8 @@ def app_compat(config: Any, models_dir: Path, runtime: Any):
     """check-compat for the runtime the app links: a locally built AAR (via its build-info) or a Maven version."""
     from ndk_build import check_compat as run_check
 
+    if getattr(runtime, "library", "pytorch_android") != "pytorch_android":
+        return None  # an ExecuTorch program: check-compat knows TorchScript runtimes only
     if runtime.source == "aar" and runtime.aar:
         info = built_aar_info(stage_settings.build_info_path(stage_settings.Resolver(config)), Path(runtime.aar))
         return run_check(models_dir, build_info=info) if info is not None else None

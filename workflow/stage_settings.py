@@ -244,6 +244,8 @@ def make_app(config: Any, **cli):
         lane=r.get("pytorch.lane", "lane"),
         pytorch_android=r.get("app.pytorch_android", "pytorch_android"),
         aar=r.path("app.aar", "aar"),
+        executorch_android=r.get("app.executorch_android", "executorch_android"),
+        executorch_aar=r.path("app.executorch_aar", "executorch_aar"),
         force=r.get_flag("app.force", on="force"),
         build_dir=r.path("build_dir"),
     )

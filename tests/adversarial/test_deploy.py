@@ -178,7 +178,7 @@ def test_other_apk_is_launched_by_its_own_names(tmp_path, standin, lab):
     assert_clean(out, "ok", root=tmp_path)
     assert "installed" in out.out and (devs["other"].state_dir / "packages" / "com.example.other").is_dir()
     log = (devs["other"].state_dir / "device.log").read_text()
-    assert "am start -W -n com.example.other/com.example.other.Start" in log
+    assert "am start -S -W -n com.example.other/com.example.other.Start" in log
     data = json.loads((tmp_path / "work" / "build" / "results" / "latest.json").read_text())
     app_rows = [r for r in data["results"] if r["source"] == "app"]
     assert app_rows and all(r["variant"] == "quant_core" and r["status"] == "ok" for r in app_rows)
@@ -264,7 +264,7 @@ def test_app_with_its_own_activity_name(tmp_path, standin, lab):
     out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--apk", "renamed.apk", "--no-bench")
     assert_clean(out, "ok", root=tmp_path)
     log = (devs["good"].state_dir / "device.log").read_text()
-    assert "am start -W -n org.example.renamed/org.example.ui.Launcher" in log
+    assert "am start -S -W -n org.example.renamed/org.example.ui.Launcher" in log
     assert "org.example.renamed/.MainActivity" not in log
 
 
@@ -278,6 +278,23 @@ def test_the_virtual_am_refuses_an_activity_the_apk_does_not_declare(tmp_path, l
     assert "Error type 3" in bad and "Activity class {org.example.fixture/org.example.fixture.Missing} does not exist" in bad
     good = server.adb("-s", devs["other"].serial, "shell", "am start -W -n org.example.fixture/.Real").stdout
     assert "Status: ok" in good
+
+
+def test_the_virtual_am_only_brings_a_running_task_to_the_front_without_force_stop(tmp_path, lab):
+    """The fixture fails where Android would: a second `am start` of the same component while the app's task
+    is alive starts nothing (the new extras are lost) unless -S force-stops the app first (docs/facts.md D8)."""
+    server, devs = lab
+    serial = devs["other"].serial
+    apk = make_apk(tmp_path / "a.apk", package="org.example.task", activity=".Main")
+    assert server.adb("-s", serial, "push", str(apk), "/data/local/tmp/t.apk").returncode == 0
+    assert "Success" in server.adb("-s", serial, "shell", "pm install -r /data/local/tmp/t.apk").stdout
+    start = "am start -W -n org.example.task/.Main --es backend {}"
+    assert "Status: ok" in server.adb("-s", serial, "shell", start.format("cpu")).stdout
+    again = server.adb("-s", serial, "shell", start.format("nnapi")).stdout
+    assert "Warning: Activity not started, its current task has been brought to the front" in again
+    assert "Status: ok" not in again
+    forced = server.adb("-s", serial, "shell", start.replace("am start", "am start -S").format("nnapi")).stdout
+    assert "Status: ok" in forced
 
 
 @adversarial("deploy", "concurrency: another run holds the device directory")
@@ -413,3 +430,20 @@ def test_cooldown_waits_between_models(tmp_path, standin, lab):
     assert_clean(out, "ok", root=tmp_path)
     assert out.text.count("cooling down 2s") == 1  # two models: one pause between them, none before the first
     assert time.monotonic() - t0 >= 2
+
+
+@adversarial("deploy", "foreign file: a file stands where the device directory should be created")
+def test_device_directory_that_cannot_be_created(tmp_path, standin, lab):
+    """The lock is taken in the probe's round trip: when its directory cannot be made, the device fails with
+    the command and the remedy (as a lock taken on its own did), and the foreign file stays as it was."""
+    server, devs = lab
+    user(tmp_path, standin)
+    blocker = devs["good"].path("/data/local/tmp/td-blocked")
+    blocker.write_text("someone else's file\n")
+    try:
+        out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--no-install",
+                     env={"INVOKE_DEPLOY_DEVICE_DIR": "/data/local/tmp/td-blocked/sub"})
+        assert_clean(out, "device", mentions=["taking the device directory's lock failed", "ls -ld"], root=tmp_path)
+        assert blocker.read_text() == "someone else's file\n"
+    finally:
+        blocker.unlink()

@@ -80,3 +80,57 @@ def test_build_android_executorch_refuses_an_abi_without_a_preset(tmp_path):
     out = run_invoke(["build-android", "--lane", "executorch", "--abi", "armeabi-v7a"], cwd=tmp_path)
     assert_clean(out, "usage", mentions=["arm64-v8a", "x86_64"], root=tmp_path)
     assert not (tmp_path / "build" / "src").exists()
+
+
+def _reported_run(results, serial="R1"):
+    """A legacy run in the results store and deploy-executorch's record beside it (written with its own writer)."""
+    from deploy.results import ResultStore
+    from toolchain.pte_results import PteDeployRecord, PteResultRow, add_speedups
+    from toolchain.records import ResultRow
+
+    legacy = [ResultRow(serial, "Phone", "b", "14", 34, "arm64-v8a", "mobilenetv2", f"quant_{m}", m, "cpu", "binary",
+                        "ok", f"mobilenetv2-quant_{m}-cpu.pt", ms, ms * 1.1, ms * 0.9, samples=10)
+              for m, ms in (("none", 20.0), ("full", 8.0))]
+    ResultStore(results / "results.sqlite").add_run("2026-11-23T10:00:00+00:00", "p", "c", {"models": "build/models"},
+                                                    legacy)
+    rows = [PteResultRow(serial, f"TorchScript CPU {r.variant}", "fp32" if r.mode == "none" else "int8",
+                         r.model_file, "ok", r.median_ms, r.p90_ms, r.min_ms, 10) for r in legacy]
+    rows.append(PteResultRow(serial, "ExecuTorch fp32-xnnpack", "fp32", "m-fp32-xnnpack.pte", "ok", 8.0, 8.5, 7.5, 10))
+    add_speedups(rows)
+    PteDeployRecord(models=str((results.parent / "models").resolve()), build_info="b.json", warmup=1, iters=10,
+                    repeat=1, threads=1, rows=rows, legacy={"run_id": 1, "started": "2026-11-23T10:00:00+00:00"}
+                    ).write(results)
+    return results / "executorch-latest.json"
+
+
+@adversarial("executorch", "tampered record")
+def test_report_refuses_an_executorch_record_with_edited_numbers(tmp_path):
+    path = _reported_run(tmp_path / "build" / "results")
+    data = json.loads(path.read_text())
+    data["rows"][-1]["speedup_vs_cpu"] = 5.0  # a nicer number than 20 / 8
+    path.write_text(json.dumps(data))
+    kept = snapshot([path.parent])
+    out = run_invoke(["report"], cwd=tmp_path)
+    assert_clean(out, "record", mentions=["does not follow from the medians", "invoke deploy-executorch"], kept=kept,
+                 root=tmp_path)
+
+
+@adversarial("executorch", "foreign file where a record belongs")
+def test_report_refuses_a_foreign_executorch_results_file(tmp_path):
+    path = _reported_run(tmp_path / "build" / "results")
+    path.write_text(json.dumps({"rows": [{"model": "mine", "ms": 3}]}))
+    kept = snapshot([path.parent])
+    out = run_invoke(["report", "--json"], cwd=tmp_path)
+    assert_clean(out, "record", mentions=["not a torchdroid.executorch-deploy record"], kept=kept, root=tmp_path)
+    assert out.out == ""
+
+
+@adversarial("executorch", "stale record")
+def test_report_marks_executorch_rows_of_another_models_directory(tmp_path):
+    path = _reported_run(tmp_path / "build" / "results")
+    data = json.loads(path.read_text())
+    data["models"] = str(tmp_path / "elsewhere")
+    path.write_text(json.dumps(data))
+    out = run_invoke(["report"], cwd=tmp_path)
+    assert_clean(out, "ok", mentions=["STALE: its programs came from", "elsewhere"], root=tmp_path)
+    assert "2.50x" in out.out  # the rows are still shown, marked

@@ -38,3 +38,13 @@ def mobilenet_full() -> Path:
 def scratch(name: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_ROOT))
     return path
+
+
+@functools.cache
+def tiny_programs() -> Path:
+    """The tiny user model as ExecuTorch programs (fp32/int8 XNNPACK, portable, Vulkan) with the real converter (~20 s)."""
+    from tests.executorch_support.lane import convert_tiny
+
+    out = _ROOT / "programs"
+    convert_tiny(out, delegates=("xnnpack", "portable", "vulkan"), legacy=False)
+    return out

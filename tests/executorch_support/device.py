@@ -38,7 +38,8 @@ def write_runtime_build_info(build_dir: Path, runner: Path, abi: str = "arm64-v8
 def write_pte_models(models: Path, variants=(("fp32", "xnnpack", 6000), ("int8", "xnnpack", 2000),
                                             ("fp32", "portable", 6000), ("fp32", "vulkan", 6000))) -> Path:
     models.mkdir(parents=True, exist_ok=True)
-    write_record(models / "manifest.json", MANIFEST_KIND, MANIFEST_SCHEMA, {"conversions": {}, "files": []})
+    if not (models / "manifest.json").is_file():  # beside a legacy manifest: keep its models (write_section does)
+        write_record(models / "manifest.json", MANIFEST_KIND, MANIFEST_SCHEMA, {"conversions": {}, "files": []})
     spec = {"shape": [1, 3, 224, 224], "dtype": "float32"}
     files = []
     for precision, delegate, size in variants:

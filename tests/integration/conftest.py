@@ -11,3 +11,16 @@ from tests.deploy_support.fixtures import build_standin
 def standin(tmp_path_factory):
     """The stand-in speed_benchmark_torch, compiled once with the host compiler (tests copy it, never edit it)."""
     return build_standin(tmp_path_factory.mktemp("standin"))
+
+
+@pytest.fixture(scope="session")
+def executorch_report_chain(tmp_path_factory, standin):
+    """deploy, deploy-executorch, deploy, deploy-executorch --models elsewhere on two virtual devices (results kept
+    after each step; tests/executorch_support/report_chain.py). Needs adb."""
+    import shutil
+
+    if shutil.which("adb") is None:
+        pytest.skip("adb is not installed (./run test installs it)")
+    from tests.executorch_support.report_chain import run_chain
+
+    return run_chain(tmp_path_factory.mktemp("et-report"), standin)

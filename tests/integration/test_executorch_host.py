@@ -183,3 +183,23 @@ def test_an_int8_program_off_its_reference_fails(tiny_lane, tmp_path):
     checks = {c.variant: c for c in result.checks}
     assert checks["fp32-xnnpack"].ok and not checks["int8-xnnpack"].ok
     assert "exceeds the quantization's own error" in checks["int8-xnnpack"].reason
+
+
+def test_cli_convert_both_formats_json_is_one_document(tiny_lane, tmp_path):
+    """`convert --format torchscript,executorch --json`: stdout is one JSON document with both results."""
+    copy_models(tiny_lane[0], tmp_path / "build" / "models")
+    env = dict(os.environ, CI="1", INVOKE_CONVERT_CALIBRATION_COUNT="4")
+    r = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "convert", "--format", "torchscript,executorch",
+                        "--model", TINY, "--weights", "random", "--quant", "none,full", "--json"], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)  # one document, nothing else on stdout (verify's output went to stderr)
+    assert sorted(data) == ["executorch", "torchscript"]
+    assert {f["mode"] for f in data["torchscript"]["files"]} == {"none", "full"}
+    assert {f["file"] for f in data["executorch"]["files"]} >= {"tiny-fp32-xnnpack.pte", "tiny-int8-xnnpack.pte"}
+    # one format alone keeps its own shape (the single result, no wrapper)
+    r = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "convert", "--format", "executorch",
+                        "--model", TINY, "--weights", "random", "--json"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "torchscript" not in json.loads(r.stdout) and json.loads(r.stdout)["files"]

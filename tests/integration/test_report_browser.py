@@ -80,3 +80,39 @@ def test_report_page_without_a_chart_is_seen_as_broken(tmp_path):
     dom = subprocess.run([BROWSER, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
                           "--dump-dom", res.html.as_uri()], capture_output=True, text=True, timeout=120)
     assert 'data-chart-width="0"' in dom.stdout
+
+
+def _dom(tmp_path, page) -> str:
+    dom = subprocess.run([BROWSER, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    return dom.stdout
+
+
+def _executorch_part(page: str) -> str:
+    start = page.index("<h2 id=\"executorch\">")
+    return page[start:page.index("<h2>", start + 10)]
+
+
+@pytest.mark.skipif(BROWSER is None, reason="needs chromium (./run test installs chromium-headless-shell)")
+def test_executorch_section_in_a_headless_browser(executorch_report_chain, tmp_path):
+    """A real deploy + deploy-executorch on virtual devices: the page's ExecuTorch tables, then the same with the
+    rows gone stale after another deploy."""
+    chain = executorch_report_chain
+    fresh = make_report(ReportSettings(results=shutil.copytree(chain.fresh, tmp_path / "fresh")))
+    part = _executorch_part(_dom(tmp_path, fresh.html))
+    text = re.sub(r"<[^>]+>", " ", part)
+    for serial in chain.serials.values():
+        assert serial in text
+    for runtime in ("TorchScript CPU quant_none", "NNAPI quant_none", "ExecuTorch fp32-xnnpack", "ExecuTorch int8-xnnpack"):
+        assert text.count(runtime) == 2, runtime
+    assert "speed-up over legacy CPU" in text and "1.00x" in text
+    assert "STALE" not in text and 'class="stale"' not in part
+    by_serial = {t.serial: t for t in fresh.executorch.devices}
+    int8 = next(r for r in by_serial[chain.serials["pixel"]].rows if r.runtime == "ExecuTorch int8-xnnpack")
+    assert f"{int8.speedup_vs_cpu:.2f}x" in text
+
+    older = make_report(ReportSettings(results=shutil.copytree(chain.older, tmp_path / "older")))
+    part = _executorch_part(_dom(tmp_path, older.html))
+    assert part.count('<tr class="stale">') == sum(len(t.rows) for t in older.executorch.devices) == 14
+    assert "STALE: its TorchScript CPU/NNAPI lines and speed-ups come from legacy run 1, not from run 2" in part

@@ -102,6 +102,11 @@ def test_device_conditions_from_real_formats():
     assert snap.temps_c["cpu-0-0-usr"] == 41.2 and snap.temps_c["skin"] == 45.1 and snap.temps_c["VIRTUAL-SKIN"] == 39.0
     assert snap.thermal_status == 2 and snap.battery_level == 64 and snap.charging and snap.battery_status == "charging"
     assert snap.battery_temp_c == 30.5
+    docked = battery.replace("USB powered: true", "USB powered: false\n  Wireless powered: false\n"
+                             "  Dock powered: true")
+    assert parse_snapshot(SECTION * 3 + SECTION + docked).charging
+    unplugged = docked.replace("Dock powered: true", "Dock powered: false")
+    assert parse_snapshot(SECTION * 3 + SECTION + unplugged).charging is False
     warnings = throttle_warnings(parse_snapshot(""), snap)
     assert any("moderate after" in w for w in warnings) and any("powersave" in w for w in warnings)
     assert throttle_warnings(parse_snapshot(""), parse_snapshot("")) == []

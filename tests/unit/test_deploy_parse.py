@@ -104,7 +104,7 @@ def test_bench_command_without_bundled_input_uses_the_manifest_spec():
 
 def test_app_contract():
     assert app_command("org.x", ".MainActivity", "nnapi", BenchOptions(iters=50, warmup=3)) == (
-        "am start -W -n org.x/.MainActivity --ez benchmark true --ei iters 50 --ei warmup 3 --es backend nnapi")
+        "am start -S -W -n org.x/.MainActivity --ez benchmark true --ei iters 50 --ei warmup 3 --es backend nnapi")
     line = ('11-23 10:41:24.123  4242  4260 I torchdroid: TORCHDROID_BENCH {"variant": "quant_full", '
             '"backend": "nnapi", "fell_back": false, "median_ms": 12.3}')
     assert parse_app_lines("--------- beginning of main\n" + line + "\nTORCHDROID_BENCH {broken") == [

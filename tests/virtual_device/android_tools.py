@@ -109,6 +109,7 @@ def pm(args) -> int:
     shutil.copyfile(apk, d / "base.apk")
     (d / "signer").write_text(signer)
     (d / "activities").write_text("".join(a + "\n" for a in activities))
+    (d / "task").unlink(missing_ok=True)  # installing over an app kills it
     print("Success")
     return 0
 
@@ -174,6 +175,10 @@ def am(args) -> int:
         return 1
     pkg, activity = component.split("/", 1)
     full = _full(pkg, activity)
+    task = _packages() / pkg / "task"  # the app's task is alive (its activity stays up after a benchmark)
+    if "-S" in args and task.exists():  # -S: force stop the target app before starting the activity
+        task.unlink()
+        print(f"Stopping: {pkg}")
     print(f"Starting: Intent {{ cmp={component} (has extras) }}")
     forced = config().get("am_error")
     if forced:  # what ActivityManagerShellCommand prints when startActivity throws
@@ -184,6 +189,12 @@ def am(args) -> int:
         print("Error type 3")
         print(f"Error: Activity class {{{pkg}/{full}}} does not exist.")
         return 0
+    if task.exists() and task.read_text() == full:
+        # the intent equals the task's root intent (extras do not count): the task comes to the front,
+        # no activity starts and the extras never reach the app (ActivityManagerShellCommand, START_TASK_TO_FRONT)
+        print("Warning: Activity not started, its current task has been brought to the front")
+        return 0
+    task.write_text(full)
     print("Status: ok")
     print(f"Activity: {pkg}/{full}")
     print("ThisTime: 312\nTotalTime: 312\nWaitTime: 330\nComplete")
@@ -195,7 +206,8 @@ def am(args) -> int:
 
 def _app_variant(pkg: str) -> str:
     with zipfile.ZipFile(_packages() / pkg / "base.apk") as z:
-        found = [re.search(r"quant_(none|core|full)", n) for n in z.namelist()]
+        found = [re.search(r"quant_(none|core|full)|(fp32|int8)-(xnnpack|portable|vulkan)", n)
+                 for n in z.namelist() if n.startswith("assets/")]
     return next((m.group(0) for m in found if m), "quant_none")
 
 
@@ -222,10 +234,11 @@ def _app_benchmark(pkg: str, extras: dict) -> None:
     for k in range(max(1, iters // 10), iters + 1, max(1, iters // 10)):
         progress("iter", k, iters)
     sdk = int(props().get("ro.build.version.sdk", "29"))
-    fell_back = backend == "nnapi" and (sdk < 29 or bool(bench.get("fell_back")))
+    variant = _app_variant(pkg)  # an ExecuTorch app has no NNAPI model: it runs nnapi requests on the CPU
+    fell_back = backend == "nnapi" and (sdk < 29 or bool(bench.get("fell_back")) or not variant.startswith("quant_"))
     base = float(bench.get("cpu" if fell_back else backend, 20.0 if backend == "cpu" else 15.0))
     line = {
-        "variant": _app_variant(pkg), "backend": "cpu" if fell_back else backend, "requested": backend,
+        "variant": variant, "backend": "cpu" if fell_back else backend, "requested": backend,
         "fell_back": fell_back, "iters": iters, "warmup": warmup,
         "median_ms": base, "p90_ms": round(base * 1.08, 3), "min_ms": round(base * 0.95, 3),
         "mean_ms": round(base * 1.01, 3), "error": None,

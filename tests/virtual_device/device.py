@@ -30,7 +30,9 @@ prints ``LISTENING <port>`` once it accepts connections.  Config keys:
 * ``cpus``/``thermal_zones``: the cpufreq and thermal sysfs files; ``thermal_status`` (a list: the n-th
   ``dumpsys thermalservice`` answers the n-th entry, the last one after that) and ``battery``
   (``{"level", "status", "usb"}``) for ``dumpsys``;
-* ``link_mb_s``: limit sync SEND to this many MB/s (a USB 2 phone pushes ~40 MB/s).
+* ``link_mb_s``: limit sync SEND to this many MB/s (a USB 2 phone pushes ~40 MB/s);
+* ``tools_dir``: a directory of native tool stand-ins put first on the shell's PATH (tools.py: a
+  ``sha1sum`` over the host's libcrypto).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ A_CLSE = 0x45534C43
 A_WRTE = 0x45545257
 A_AUTH = 0x48545541
 VERSION = 0x01000001
-MAX_PAYLOAD = 256 * 1024
+MAX_PAYLOAD = 1024 * 1024  # adbd's since Android 9 (adb.h MAX_PAYLOAD); the host adb server offers the same
 SYNC_MAX_DATA = 64 * 1024
 AUTH_TOKEN, AUTH_SIGNATURE, AUTH_RSAPUBLICKEY = 1, 2, 3
 
@@ -64,46 +66,87 @@ MAPPED = ("data", "sdcard", "storage", "sys")
 _PATH_RE = re.compile(r"(^|[\s'\"=:;|&(<>])/(" + "|".join(MAPPED) + r")(?=/|\s|$|['\"])")
 
 
+_HEADER = struct.Struct("<6I")
+WINDOW = 2 * MAX_PAYLOAD  # bytes a stream takes in before its reader caught up (then OKAY waits for it)
+SPARE_BUFFERS = 4  # WRTE buffers a connection keeps for reuse
+THROTTLE_STEP = 0.01  # the link emulation sleeps once it is this far ahead of the link (not per DATA packet)
+
+
 class Closed(Exception):
     pass
 
 
 class Stream:
-    """One adb stream: incoming bytes through a queue, outgoing WRTE one at a time."""
+    """One adb stream: incoming WRTE payloads through a queue, outgoing WRTE one at a time.
+
+    The payloads are read where they lie (a memoryview of the unread part of the current one), in buffers
+    the connection reuses: sync DATA goes from the packet the connection received straight into the file.
+    Flow control as adbd's: a WRTE is answered OKAY while less than WINDOW bytes wait to be read, else only
+    once the reader caught up, so a slow reader (the emulated link) holds the sender back instead of the
+    device buffering whole files.
+    """
 
     def __init__(self, conn: "Connection", local_id: int, remote_id: int):
         self.conn = conn
         self.local_id = local_id
         self.remote_id = remote_id
-        self.incoming: "queue.Queue[bytes | None]" = queue.Queue()
-        self.buf = bytearray()
-        self.pos = 0  # bytes of buf already read (compacted when more arrives: no memmove per small read)
+        self.incoming: "queue.SimpleQueue[tuple | None]" = queue.SimpleQueue()
+        self.view = memoryview(b"")  # the unread part of the payload being read
+        self.buffer: "bytearray | None" = None  # the connection's buffer that payload is in
+        self.lock = threading.Lock()
+        self.waiting = 0  # bytes received and not yet taken by the reader
+        self.owed = False  # an OKAY withheld until the reader catches up
         self.okay = threading.Event()
         self.okay.set()
         self.closed = False
 
+    def deliver(self, buffer: bytearray, n: int) -> None:
+        """A WRTE payload (connection thread): queue it, answer OKAY unless the reader is WINDOW behind."""
+        with self.lock:
+            self.waiting += n
+            self.owed = self.waiting > WINDOW
+            owe = self.owed
+        self.incoming.put((buffer, n))
+        if not owe:
+            self.conn.send(A_OKAY, self.local_id, self.remote_id)
+
+    def _more(self, timeout=None) -> None:
+        if self.buffer is not None:
+            self.view.release()
+            self.conn.give_back(self.buffer)
+            self.buffer = None
+        item = self.incoming.get(timeout=timeout)
+        if item is None:
+            raise Closed()
+        self.buffer, n = item
+        self.view = memoryview(self.buffer)[:n]
+        with self.lock:
+            self.waiting -= n
+            pay = self.owed and self.waiting <= WINDOW
+            self.owed = self.owed and not pay
+        if pay:
+            self.conn.send(A_OKAY, self.local_id, self.remote_id)
+
+    def pieces(self, n: int):
+        """The next ``n`` bytes as memoryviews of the payloads they arrived in (valid until the next read)."""
+        while n:
+            if not self.view:
+                self._more()
+            piece, self.view = self.view[:n], self.view[n:]
+            n -= len(piece)
+            yield piece
+
     def read_exact(self, n: int) -> bytes:
-        while len(self.buf) - self.pos < n:
-            chunk = self.incoming.get()
-            if chunk is None:
-                raise Closed()
-            del self.buf[:self.pos]
-            self.pos = 0
-            self.buf += chunk
-        out = bytes(memoryview(self.buf)[self.pos:self.pos + n])
-        self.pos += n
-        return out
+        if len(self.view) >= n:
+            out, self.view = bytes(self.view[:n]), self.view[n:]
+            return out
+        return b"".join(bytes(p) for p in self.pieces(n))
 
     def read_some(self, timeout=None) -> bytes:
-        if len(self.buf) > self.pos:
-            out = bytes(memoryview(self.buf)[self.pos:])
-            self.buf.clear()
-            self.pos = 0
-            return out
-        chunk = self.incoming.get(timeout=timeout)
-        if chunk is None:
-            raise Closed()
-        return chunk
+        if not self.view:
+            self._more(timeout)
+        out, self.view = bytes(self.view), self.view[len(self.view):]
+        return out
 
     def write(self, data: bytes) -> None:
         limit = self.conn.max_payload
@@ -133,10 +176,11 @@ class Connection:
         self.next_id = 1
         self.max_payload = 4096
         self.dead = False
+        self.spare: list = []  # WRTE buffers the streams gave back (no new memory, no page faults per packet)
 
     def send(self, cmd: int, arg0: int, arg1: int, data: bytes = b"") -> None:
         check = sum(data) & 0xFFFFFFFF if len(data) <= 4096 else 0
-        header = struct.pack("<6I", cmd, arg0, arg1, len(data), check, cmd ^ 0xFFFFFFFF)
+        header = _HEADER.pack(cmd, arg0, arg1, len(data), check, cmd ^ 0xFFFFFFFF)
         with self.lock:
             try:
                 self.sock.sendall(header + data)
@@ -144,15 +188,36 @@ class Connection:
                 self.dead = True
                 raise Closed() from None
 
-    def recv_exact(self, n: int) -> bytes:
-        out = bytearray(n)
-        view, got = memoryview(out), 0
+    def recv_into(self, view: memoryview) -> None:
+        """Fill ``view`` from the socket (one system call while the sender keeps up)."""
+        got, n = 0, len(view)
         while got < n:
-            k = self.sock.recv_into(view[got:], n - got)
+            k = self.sock.recv_into(view[got:], n - got, socket.MSG_WAITALL)
             if not k:
                 raise Closed()
             got += k
-        return bytes(out) if n <= 64 else out  # payloads stay bytearrays: one copy less per packet
+
+    def recv_exact(self, n: int) -> bytes:
+        out = bytearray(n)
+        with memoryview(out) as view:
+            self.recv_into(view)
+        return bytes(out)
+
+    def give_back(self, buffer: bytearray) -> None:
+        if len(self.spare) < SPARE_BUFFERS:
+            self.spare.append(buffer)
+
+    def receive_write(self, arg0: int, arg1: int, length: int) -> None:
+        """A WRTE: its payload read into a reusable buffer and handed to its stream."""
+        buffer = self.spare.pop() if self.spare else bytearray(MAX_PAYLOAD)
+        with memoryview(buffer)[:length] as view:
+            self.recv_into(view)
+        stream = self.streams.get(arg1)
+        if stream is not None:
+            stream.deliver(buffer, length)
+        else:
+            self.give_back(buffer)
+            self.send(A_CLSE, 0, arg0)
 
     def drop(self) -> None:
         """Cut the transport, as a yanked cable would."""
@@ -166,12 +231,14 @@ class Connection:
     def serve(self) -> None:
         try:
             while True:
-                cmd, arg0, arg1, length, _check, magic = struct.unpack("<6I", self.recv_exact(24))
+                cmd, arg0, arg1, length, _check, magic = _HEADER.unpack(self.recv_exact(24))
                 if magic != cmd ^ 0xFFFFFFFF or length > MAX_PAYLOAD:
                     self.device.log(f"bad adb packet header (cmd={cmd:#x}, magic={magic:#x}, length={length})")
                     return
-                data = self.recv_exact(length) if length else b""
-                self.handle(cmd, arg0, arg1, data)
+                if cmd == A_WRTE and length:
+                    self.receive_write(arg0, arg1, length)
+                else:
+                    self.handle(cmd, arg0, arg1, self.recv_exact(length) if length else b"")
         except (Closed, OSError):
             pass
         finally:
@@ -218,13 +285,9 @@ class Connection:
             self.streams[local_id] = stream
             self.send(A_OKAY, local_id, arg0)
             threading.Thread(target=self._run_service, args=(handler, stream, service), daemon=True).start()
-        elif cmd == A_WRTE:
+        elif cmd == A_WRTE:  # an empty one (receive_write takes the others)
             stream = self.streams.get(arg1)
-            if stream is not None:
-                stream.incoming.put(data)
-                self.send(A_OKAY, arg1, arg0)
-            else:
-                self.send(A_CLSE, 0, arg0)
+            self.send(A_OKAY if stream is not None else A_CLSE, arg1 if stream is not None else 0, arg0)
         elif cmd == A_OKAY:
             stream = self.streams.get(arg1)
             if stream is not None:
@@ -247,6 +310,23 @@ class Connection:
                 stream.close()
             except Closed:
                 pass
+
+
+class Link:
+    """The speed of a USB link (``link_mb_s``; 0: unlimited) for one SEND: a file's last byte is stored when
+    the link would have carried it.  Sleeps once it is THROTTLE_STEP ahead, not per DATA packet (each sleep
+    is a wake-up of this process: with 16 devices on two cores they add up)."""
+
+    def __init__(self, mb_s: float):
+        self.rate = mb_s * 1e6
+        self.t0 = time.monotonic()
+
+    def pace(self, written: int, last: bool = False) -> None:
+        if not self.rate:
+            return
+        ahead = written / self.rate - (time.monotonic() - self.t0)
+        if ahead > THROTTLE_STEP or last and ahead > 0:
+            time.sleep(ahead)
 
 
 class VirtualDevice:
@@ -314,8 +394,9 @@ class VirtualDevice:
     # ------------------------------------------------------------------ shell
 
     def run_command(self, cmd: str) -> tuple:
+        tools = self.config.get("tools_dir")  # native stand-ins built by the harness (tools.py), first
         env = {
-            "PATH": f"{HERE / 'vbin'}:/usr/bin:/bin",
+            "PATH": (f"{tools}:" if tools else "") + f"{HERE / 'vbin'}:/usr/bin:/bin",
             "HOME": str(self.root / "data/local/tmp"),
             "TMPDIR": str(self.root / "data/local/tmp"),
             "VDEV_STATE": str(self.state),
@@ -407,8 +488,7 @@ class VirtualDevice:
         bad = self.corrupt if self.corrupt.get("times", 0) > 0 and self.corrupt.get("match", "") in path else None
         written = 0
         error = None
-        rate = float(self.config.get("link_mb_s") or 0) * 1e6  # emulate a USB link's speed
-        t0 = time.monotonic()
+        link = Link(float(self.config.get("link_mb_s") or 0))
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             f = open(target, "wb")  # like adbd: straight into the named file
@@ -422,19 +502,14 @@ class VirtualDevice:
                     if n > SYNC_MAX_DATA:
                         error = f"sync data chunk of {n} bytes is larger than {SYNC_MAX_DATA}"
                         break
-                    data = stream.read_exact(n)
-                    if bad is not None and written <= int(bad.get("at", 0)) < written + n:
-                        k = int(bad["at"]) - written
-                        data = data[:k] + bytes([data[k] ^ 0xFF]) + data[k + 1:]
-                        bad["times"] -= 1
-                        self.log(f"corrupting byte {bad['at']} of {path}")
-                    if f is not None:
-                        f.write(data)
-                    written += n
-                    if rate:
-                        ahead = written / rate - (time.monotonic() - t0)
-                        if ahead > 0:
-                            time.sleep(ahead)
+                    for piece in stream.pieces(n):
+                        if bad is not None and written <= int(bad.get("at", 0)) < written + len(piece):
+                            piece = self.corrupted(piece, int(bad["at"]) - written, path)
+                            bad["times"] -= 1
+                        if f is not None:
+                            f.write(piece)
+                        written += len(piece)
+                    link.pace(written)
                     if cut is not None and written >= int(cut.get("after", 0)):
                         cut["times"] -= 1
                         f.flush()
@@ -442,6 +517,7 @@ class VirtualDevice:
                         stream.conn.drop()
                         raise Closed()
                 elif kind == b"DONE":
+                    link.pace(written, last=True)
                     if f is not None:
                         f.close()
                         os.chmod(target, mode)
@@ -458,6 +534,13 @@ class VirtualDevice:
             self.sync_fail(stream, error)
         else:
             stream.write(b"OKAY" + b"\0" * 4)
+
+    def corrupted(self, piece: memoryview, k: int, path: str) -> bytearray:
+        """``piece`` with its byte ``k`` flipped (corrupt_send)."""
+        out = bytearray(piece)
+        out[k] ^= 0xFF
+        self.log(f"corrupting byte {self.corrupt['at']} of {path}")
+        return out
 
     def sync_recv(self, stream: Stream, arg: str) -> None:
         try:

@@ -15,6 +15,8 @@ from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, Iterator, Optional, Sequence
 
+from .tools import tools_dir
+
 HERE = Path(__file__).resolve().parent
 STANDARD_PROPS = {
     "ro.product.cpu.abi": "arm64-v8a",
@@ -178,6 +180,9 @@ class VirtualDeviceProcess:
 
     def launch(self) -> "VirtualDeviceProcess":
         """Start the process without waiting for it (``ready`` waits): many devices start in parallel."""
+        if "tools_dir" not in self.config:  # native stand-ins (a SHA-NI sha1sum), when they build here
+            built = tools_dir()
+            self.config["tools_dir"] = str(built) if built else None
         cfg = self.state_dir / "config.json"
         cfg.write_text(json.dumps(self.config))
         with open(self.state_dir / "device.stderr", "ab") as err:

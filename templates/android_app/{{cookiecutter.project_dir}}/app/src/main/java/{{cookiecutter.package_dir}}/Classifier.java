@@ -3,9 +3,15 @@ package {{ cookiecutter.application_id }};
 import android.graphics.Bitmap;
 import java.nio.ByteBuffer;
 import java.nio.FloatBuffer;
+{%- if cookiecutter.runtime_library == "executorch" %}
+import org.pytorch.executorch.EValue;
+import org.pytorch.executorch.Module;
+import org.pytorch.executorch.Tensor;
+{%- else %}
 import org.pytorch.IValue;
 import org.pytorch.Module;
 import org.pytorch.Tensor;
+{%- endif %}
 
 /**
  * One loaded model with its input buffer and input Tensor. Both are allocated once, here, and refilled in
@@ -77,7 +83,12 @@ final class Classifier {
 
     /** Run the model on the current buffer contents and return the class scores. */
     float[] run() {
+{%- if cookiecutter.runtime_library == "executorch" %}
+        // ExecuTorch's forward returns every output of the program; a classifier has one.
+        final Tensor out = module.forward(EValue.from(inputTensor))[0].toTensor();
+{%- else %}
         final Tensor out = module.forward(IValue.from(inputTensor)).toTensor();
+{%- endif %}
         return out.getDataAsFloatArray();
     }
 

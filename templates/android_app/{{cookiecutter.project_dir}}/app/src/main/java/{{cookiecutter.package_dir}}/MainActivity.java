@@ -39,7 +39,7 @@ import java.util.concurrent.Executors;
  * with the reason logged and shown.
  *
  * <p>In-app benchmark (the contract `invoke deploy` uses):
- * {@code am start -W -n <application id>/.MainActivity --ez benchmark true --ei iters 200 --ei warmup 5
+ * {@code am start -S -W -n <application id>/.MainActivity --ez benchmark true --ei iters 200 --ei warmup 5
  * --es backend nnapi} runs warm-up + timed iterations on the bundled input and logs exactly one line
  * {@code TORCHDROID_BENCH {...json...}} with the tag {@code torchdroid}.
  */
@@ -84,7 +84,7 @@ public class MainActivity extends ComponentActivity {
             final int warmup = intent.getIntExtra("warmup", 5);
             final String backend = intent.getStringExtra("backend");
             statusView.setText(String.format(Locale.US, "benchmark: %d warm-up + %d iterations…", warmup, iters));
-            worker.execute(() -> runBenchmark(backend == null ? "nnapi" : backend, warmup, iters));
+            worker.execute(() -> runBenchmark(backend == null ? {{ cookiecutter.default_backend | java_string }} : backend, warmup, iters));
             return;
         }
         worker.execute(this::classifySample);
@@ -152,7 +152,7 @@ public class MainActivity extends ComponentActivity {
             loadCommon();
             final Bitmap sample = readSample();
             runOnUiThread(() -> sampleImage.setImageBitmap(sample));
-            open("nnapi");
+            open({{ cookiecutter.default_backend | java_string }});
             final long[] nanos = new long[1];
             final float[] scores = classify(toFrame(sample, 0), nanos);
             final String text = describe(scores, nanos[0]);

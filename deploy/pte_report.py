@@ -1,0 +1,120 @@
+"""The report's ExecuTorch section: deploy-executorch's rows beside the legacy run the report draws, stale ones marked.
+
+``invoke report`` draws one legacy deploy run (SQLite).  ``invoke deploy-executorch`` wrote, at its own time,
+``executorch-latest.json``: per device the ExecuTorch XNNPACK/portable programs with the legacy TorchScript CPU and
+NNAPI rows of the legacy results it found (``latest.json``) and each line's speed-up over the legacy CPU model of
+the same precision.  This module reads that record (a malformed or tampered one is a RecordError, exit 5) and says
+when its rows do not belong to the reported run:
+
+* it joined another legacy run than the one reported (or none);
+* it was written before the reported run started (the legacy numbers are newer than the ExecuTorch ones);
+* its programs came from another models directory than the reported run's models;
+* a device of the record is not in the reported run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from toolchain.pte_results import PteDeployRecord, PteResultRow, parse_time, pte_results_path
+
+from .results import ResultRow
+
+HINT = ("no ExecuTorch rows: run `invoke convert --format torchscript,executorch`, `invoke build-android --lane "
+        "executorch` and `invoke deploy-executorch` (it writes {path}) for ExecuTorch XNNPACK beside TorchScript "
+        "CPU and NNAPI")
+
+
+@dataclass
+class PteDeviceTable:
+    """One device's ExecuTorch and legacy lines, as deploy-executorch measured them."""
+
+    serial: str
+    title: str
+    rows: List[PteResultRow]
+    stale: List[str] = field(default_factory=list)  # why these rows do not belong to the reported run
+
+
+@dataclass
+class PteReportSection:
+    path: Path
+    present: bool
+    written: str = ""
+    legacy_run_id: Optional[int] = None
+    stale: List[str] = field(default_factory=list)  # reasons that hold for the whole record
+    devices: List[PteDeviceTable] = field(default_factory=list)
+    missing_devices: List[str] = field(default_factory=list)  # devices of the run without ExecuTorch rows
+    problems: List[str] = field(default_factory=list)  # what deploy-executorch itself reported
+    hint: str = ""
+
+    @property
+    def is_stale(self) -> bool:
+        return bool(self.stale) or any(d.stale for d in self.devices)
+
+
+def _same_dir(a: str, b: Optional[str]) -> bool:
+    return b is None or Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
+def record_staleness(rec: PteDeployRecord, run_id: int, run_started: str, run_models: Optional[str]) -> List[str]:
+    """Why the record's rows do not belong to legacy run ``run_id`` (empty: they do)."""
+    out = []
+    if rec.legacy_run_id is None:
+        out.append(f"deploy-executorch found no legacy results to join (the TorchScript/NNAPI lines and speed-ups "
+                   f"are missing), while this report draws legacy run {run_id}")
+    elif rec.legacy_run_id != run_id:
+        out.append(f"its TorchScript CPU/NNAPI lines and speed-ups come from legacy run {rec.legacy_run_id}, "
+                   f"not from run {run_id} drawn here")
+    written, started = parse_time(rec.written), parse_time(run_started)
+    if written and started and written < started:
+        out.append(f"measured at {rec.written}, before legacy run {run_id} started ({run_started}): "
+                   "the legacy results are newer")
+    if not _same_dir(rec.models, run_models):
+        out.append(f"its programs came from {rec.models}, legacy run {run_id} deployed the models of "
+                   f"{Path(str(run_models)).expanduser().resolve()}")
+    return out
+
+
+def _title(serial: str, run_rows: Sequence[ResultRow]) -> str:
+    r = next((r for r in run_rows if r.serial == serial and r.device_model), None)
+    return f"{serial}: {r.device_model}, Android {r.release} (SDK {r.sdk})" if r else serial
+
+
+def build_section(results_dir: Path, run_rows: Sequence[ResultRow], run_settings: Dict[str, Any]) -> PteReportSection:
+    """The section for the run whose rows are ``run_rows`` (all of one run); absent record: only the hint."""
+    path = pte_results_path(results_dir)
+    if not PteDeployRecord.exists(results_dir):
+        return PteReportSection(path, present=False, hint=HINT.format(path=path))
+    rec = PteDeployRecord.load(results_dir)  # RecordError (exit 5) when malformed or tampered
+    run_id, started = run_rows[0].run_id, run_rows[0].started
+    models = run_settings.get("models")
+    section = PteReportSection(path, True, rec.written, rec.legacy_run_id,
+                               record_staleness(rec, run_id, started, None if models is None else str(models)),
+                               problems=list(rec.problems))
+    in_run = {r.serial for r in run_rows}
+    for serial in rec.serials():
+        stale = [] if serial in in_run else [f"device {serial} is not in legacy run {run_id}"]
+        section.devices.append(PteDeviceTable(serial, _title(serial, run_rows), rec.rows_of(serial), stale))
+    section.missing_devices = sorted({r.serial for r in run_rows if r.source != "deploy"} - set(rec.serials()))
+    return section
+
+
+def row_stale(section: PteReportSection, table: PteDeviceTable) -> str:
+    """``stale`` for every line of a table whose record or device does not belong to the reported run."""
+    return "stale" if section.stale or table.stale else ""
+
+
+def summary_lines(section: PteReportSection) -> List[str]:
+    """The notes printed (and shown on the page) with the ExecuTorch tables."""
+    if not section.present:
+        return [section.hint]
+    out = [f"STALE: {reason} (run `invoke deploy-executorch` right after the `invoke deploy` you report on)"
+           for reason in section.stale]
+    for t in section.devices:
+        out.extend(f"STALE: {reason}" for reason in t.stale)
+    out.extend(f"no ExecuTorch rows for device {s}: run `invoke deploy-executorch --serial {s}`"
+               for s in section.missing_devices)
+    out.extend(f"deploy-executorch problem: {p}" for p in section.problems)
+    return out

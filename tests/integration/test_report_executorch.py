@@ -1,0 +1,154 @@
+"""`invoke report` with deploy-executorch's results: TorchScript CPU, NNAPI and ExecuTorch XNNPACK side by side per
+device, speed-ups over the legacy CPU model of the same precision, stale rows marked, a bad record refused.
+
+The tables come from real runs: `invoke deploy` and `invoke deploy-executorch` onto two virtual devices over the
+real adb server, from a user's directory with the defaults (tests/executorch_support/report_chain.py). Only the
+malformed and tampered records below are edited by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tests.deploy_support.fixtures import invoke_cli
+
+pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
+
+
+def _png_height(path) -> int:
+    head = open(path, "rb").read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(head[20:24], "big")
+
+
+def _report(chain, results, *args):
+    return invoke_cli(chain.work, "report", "--results", str(results), *args, port=1)
+
+
+def _copy(src, tmp_path):
+    """A private copy of a snapshot: `invoke report` writes its PNG, HTML and exports into the results directory."""
+    return shutil.copytree(src, tmp_path / "results")
+
+
+def _json_report(chain, results, *args) -> dict:
+    r = _report(chain, results, "--json", *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)  # one document, nothing else on stdout
+
+
+def test_defaults_show_executorch_beside_the_legacy_rows(executorch_report_chain):
+    """`invoke report` with no option in the user's directory: the latest run and the latest ExecuTorch results."""
+    chain = executorch_report_chain
+    r = invoke_cli(chain.work, "report", port=1)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    for serial, model in ((chain.serials["pixel"], "Pixel 3a"), (chain.serials["galaxy"], "Galaxy S10")):
+        assert f"{serial}: {model}" in out and "ExecuTorch beside TorchScript CPU and NNAPI" in out
+    for runtime in ("TorchScript CPU quant_none", "NNAPI quant_full", "ExecuTorch fp32-xnnpack", "ExecuTorch int8-xnnpack"):
+        assert out.count(runtime) == 2, runtime  # one line per device
+    assert "ExecuTorch fp32-vulkan" not in out  # never run on a phone: the runner has no Vulkan delegate
+
+
+def test_json_speedups_follow_from_the_reported_runs_medians(executorch_report_chain, tmp_path):
+    chain = executorch_report_chain
+    data = _json_report(chain, _copy(chain.fresh, tmp_path))
+    et = data["executorch"]
+    assert et["present"] and et["stale"] == [] and et["legacy_run_id"] == data["run_id"] == 1
+    assert _png_height(data["png"]) > 1300  # the chart has a third panel: the speed-ups of deploy-executorch
+    cpu = {(r["serial"], r["mode"]): r["median_ms"] for r in data["rows"] if r["backend"] == "cpu"}
+    assert {d["serial"] for d in et["devices"]} == set(chain.serials.values())
+    for table in et["devices"]:
+        assert table["stale"] == []
+        rows = {r["runtime"]: r for r in table["rows"]}
+        base = {"fp32": cpu[(table["serial"], "none")], "int8": cpu[(table["serial"], "full")]}
+        # the legacy CPU rows are this run's own medians, and each speed-up is baseline / median of its precision
+        assert rows["TorchScript CPU quant_none"]["median_ms"] == base["fp32"]
+        assert rows["TorchScript CPU quant_full"]["median_ms"] == base["int8"]
+        for name in ("ExecuTorch fp32-xnnpack", "ExecuTorch int8-xnnpack", "NNAPI quant_none", "NNAPI quant_full"):
+            row = rows[name]
+            assert row["status"] == "ok" and row["median_ms"] > 0
+            assert row["speedup_vs_cpu"] == pytest.approx(base[row["precision"]] / row["median_ms"], rel=1e-3)
+        assert rows["ExecuTorch int8-xnnpack"]["samples"] == 6  # --iter 6 --repeat 1, the warm-up dropped
+    # the Pixel's legacy CPU is slow (SBT_CPU_US=30000): its speed-ups over it are larger than the Galaxy's
+    by = {t["serial"]: {r["runtime"]: r for r in t["rows"]} for t in et["devices"]}
+    pixel, galaxy = by[chain.serials["pixel"]], by[chain.serials["galaxy"]]
+    assert pixel["NNAPI quant_none"]["speedup_vs_cpu"] > galaxy["NNAPI quant_none"]["speedup_vs_cpu"]
+
+
+def test_rows_older_than_the_legacy_run_are_marked_stale(executorch_report_chain, tmp_path):
+    """deploy, deploy-executorch, deploy: the ExecuTorch rows joined run 1 and predate run 2."""
+    chain = executorch_report_chain
+    results = _copy(chain.older, tmp_path)
+    r = _report(chain, results)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "STALE: its TorchScript CPU/NNAPI lines and speed-ups come from legacy run 1, not from run 2" in r.stdout
+    assert "before legacy run 2 started" in r.stdout
+    data = _json_report(chain, results)
+    assert data["run_id"] == 2 and len(data["executorch"]["stale"]) == 2
+    # the run the ExecuTorch rows were measured beside is not stale
+    assert _json_report(chain, results, "--run", "1")["executorch"]["stale"] == []
+
+
+def test_rows_from_another_models_directory_are_marked_stale(executorch_report_chain, tmp_path):
+    chain = executorch_report_chain
+    data = _json_report(chain, _copy(chain.other_models, tmp_path))
+    stale = data["executorch"]["stale"]
+    assert data["executorch"]["legacy_run_id"] == 2 and len(stale) == 1
+    assert "other-models" in stale[0] and str((chain.work / "build" / "models").resolve()) in stale[0]
+
+
+def test_without_executorch_results_the_report_is_as_before_plus_one_line(executorch_report_chain, tmp_path):
+    chain = executorch_report_chain
+    results = _copy(chain.legacy_only, tmp_path)
+    r = _report(chain, results)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ExecuTorch beside" not in r.stdout and "mobilenetv2" in r.stdout
+    hints = [line for line in r.stdout.splitlines() if "ExecuTorch" in line]
+    assert len(hints) == 1 and "invoke deploy-executorch" in hints[0], r.stdout
+    data = _json_report(chain, results)
+    assert data["executorch"]["present"] is False and _png_height(data["png"]) < 1000  # the two legacy panels only
+
+
+def _tamper(path, edit):
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def _faster(data):
+    row = next(r for r in data["rows"] if r["runtime"] == "ExecuTorch int8-xnnpack")
+    for key in ("median_ms", "p90_ms", "min_ms"):  # hand-made better numbers: the speed-up no longer follows
+        row[key] = row[key] / 2
+
+
+@pytest.mark.parametrize("name, edit, mentions", [
+    ("numbers edited", _faster, "does not follow from the medians"),
+    ("speed-up edited", lambda d: d["rows"][-1].update(speedup_vs_cpu=d["rows"][-1]["speedup_vs_cpu"] * 2),
+     "does not follow from the medians"),
+    ("median below min", lambda d: d["rows"][-1].update(median_ms=d["rows"][-1]["min_ms"] / 2), "does not hold"),
+    ("row without status", lambda d: d["rows"][0].pop("status"), "malformed"),
+    ("negative latency", lambda d: d["rows"][-1].update(median_ms=-1.0), "not a positive number"),
+    ("unknown runtime", lambda d: d["rows"][-1].update(runtime="TFLite gpu"), "unknown runtime"),
+    ("foreign kind", lambda d: d.update(kind="something-else"), "is not a torchdroid.executorch-deploy record"),
+    ("other schema", lambda d: d.update(schema=99), "schema 99"),
+])
+def test_a_tampered_record_is_refused_with_exit_5(executorch_report_chain, tmp_path, name, edit, mentions):
+    chain = executorch_report_chain
+    results = _copy(chain.fresh, tmp_path)
+    _tamper(results / "executorch-latest.json", edit)
+    r = _report(chain, results)
+    assert r.returncode == 5, r.stdout + r.stderr
+    assert mentions in r.stderr and "invoke deploy-executorch" in r.stderr
+    assert not list(results.glob("report-run-*")), "nothing is drawn from a refused record"
+
+
+def test_a_truncated_record_is_refused_with_exit_5(executorch_report_chain, tmp_path):
+    chain = executorch_report_chain
+    results = _copy(chain.fresh, tmp_path)
+    path = results / "executorch-latest.json"
+    path.write_bytes(path.read_bytes()[:200])
+    r = _report(chain, results, "--json")
+    assert r.returncode == 5 and "cannot be read" in r.stderr and r.stdout == ""

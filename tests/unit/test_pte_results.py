@@ -1,0 +1,80 @@
+"""The deploy-executorch record (toolchain/pte_results.py) and the report's staleness rules (deploy/pte_report.py)."""
+
+import json
+
+import pytest
+
+from deploy.pte_report import record_staleness
+from toolchain.errors import RecordError
+from toolchain.pte_results import PteDeployRecord, PteResultRow, add_speedups, pte_results_path
+
+
+def _rows(serial="S"):
+    rows = [PteResultRow(serial, "TorchScript CPU quant_none", "fp32", "a-cpu.pt", "ok", 40.0, 44.0, 36.0, 10),
+            PteResultRow(serial, "TorchScript CPU quant_full", "int8", "b-cpu.pt", "ok", 20.0, 22.0, 18.0, 10),
+            PteResultRow(serial, "NNAPI quant_full", "int8", "b-nnapi.pt", "ok", 10.0, 11.0, 9.0, 10),
+            PteResultRow(serial, "ExecuTorch fp32-xnnpack", "fp32", "m.pte", "ok", 16.0, 17.0, 15.0, 5),
+            PteResultRow(serial, "ExecuTorch int8-xnnpack", "int8", "q.pte", "failed", note="exited 1")]
+    add_speedups(rows)
+    return rows
+
+
+def _record(tmp_path, rows=None, **kw):
+    fields = dict(models=str(tmp_path / "models"), build_info="b.json", warmup=1, iters=5, repeat=1, threads=1,
+                  rows=rows if rows is not None else _rows(), legacy={"run_id": 3, "started": "2026-11-23T10:00:00+00:00"})
+    fields.update(kw)
+    return PteDeployRecord(**fields)
+
+
+def test_speedups_are_over_the_cpu_model_of_the_same_precision():
+    by = {r.runtime: r.speedup_vs_cpu for r in _rows()}
+    assert by["ExecuTorch fp32-xnnpack"] == 2.5 and by["NNAPI quant_full"] == 2.0
+    assert by["TorchScript CPU quant_none"] == 1.0 and by["ExecuTorch int8-xnnpack"] is None  # failed: no number
+    alone = [PteResultRow("T", "ExecuTorch fp32-xnnpack", "fp32", "m.pte", "ok", 16.0, 17.0, 15.0, 5)]
+    add_speedups(alone)
+    assert alone[0].speedup_vs_cpu is None  # no legacy CPU row of that device: no speed-up invented
+
+
+def test_the_record_round_trips_and_its_csv_has_every_row(tmp_path):
+    rec = _record(tmp_path)
+    paths = rec.write(tmp_path)
+    back = PteDeployRecord.load(tmp_path)
+    assert back.rows == rec.rows and back.legacy_run_id == 3 and back.written == rec.written
+    assert paths["json"] == pte_results_path(tmp_path)
+    assert len(paths["csv"].read_text().splitlines()) == 1 + len(rec.rows)
+
+
+@pytest.mark.parametrize("row, problem", [
+    (PteResultRow("S", "ExecuTorch fp32-xnnpack", "fp32", "m.pte", "ok", 16.0, 17.0, 15.0, 0), "at least one sample"),
+    (PteResultRow("S", "ExecuTorch fp32-xnnpack", "fp32", "m.pte", "failed"), "needs its reason"),
+    (PteResultRow("S", "ExecuTorch fp32-xnnpack", "fp16", "m.pte", "ok", 16.0, 17.0, 15.0, 5), "unknown precision"),
+    (PteResultRow("S", "ExecuTorch fp32-xnnpack", "fp32", "m.pte", "ok", float("nan"), 17.0, 15.0, 5), "not a positive"),
+    (PteResultRow("", "ExecuTorch fp32-xnnpack", "fp32", "m.pte", "ok", 16.0, 17.0, 15.0, 5), "no device serial"),
+])
+def test_nonsense_rows_are_named(row, problem):
+    assert any(problem in p for p in row.problems())
+
+
+def test_a_record_with_a_nonsense_row_is_refused(tmp_path):
+    _record(tmp_path).write(tmp_path)
+    path = pte_results_path(tmp_path)
+    data = json.loads(path.read_text())
+    data["rows"][3]["samples"] = 0
+    path.write_text(json.dumps(data))
+    with pytest.raises(RecordError, match="inconsistent value") as e:
+        PteDeployRecord.load(tmp_path)
+    assert "deploy-executorch" in e.value.remedy
+
+
+def test_staleness_rules(tmp_path):
+    rec = _record(tmp_path, written="2026-11-23T10:05:00+00:00")
+    models = str(tmp_path / "models")
+    assert record_staleness(rec, 3, "2026-11-23T10:00:00+00:00", models) == []
+    # started in the same second as the record was written: not called older (whole seconds cannot tell)
+    assert record_staleness(rec, 3, "2026-11-23T10:05:00+00:00", models) == []
+    later = record_staleness(rec, 4, "2026-11-23T10:06:00+00:00", models)
+    assert len(later) == 2 and "legacy run 3, not from run 4" in later[0] and "before legacy run 4 started" in later[1]
+    other = record_staleness(rec, 3, "2026-11-23T10:00:00+00:00", str(tmp_path / "else"))
+    assert len(other) == 1 and "else" in other[0]
+    none = record_staleness(_record(tmp_path, legacy={}, written=rec.written), 3, "2026-11-23T10:00:00+00:00", models)
+    assert "found no legacy results" in none[0]

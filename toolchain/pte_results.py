@@ -1,0 +1,244 @@
+"""The deploy-executorch results record: ``<results>/executorch-latest.json`` (and its CSV twin).
+
+``invoke deploy-executorch`` writes it; ``invoke report`` reads it to put ExecuTorch's numbers beside the
+legacy TorchScript CPU and NNAPI rows of the same phone.  One row per device and runtime:
+
+    {"kind": "torchdroid.executorch-deploy", "schema": 1, "written": "2026-11-23T19:00:00+00:00",
+     "models": "/abs/build/models", "build_info": "...", "warmup": 5, "iters": 50, "repeat": 3, "threads": 1,
+     "legacy": {"path": ".../latest.json", "run_id": 7, "started": "..."},      # {} when there was none
+     "rows": [{"serial": "R58N", "runtime": "ExecuTorch fp32-xnnpack", "precision": "fp32", "file": "...",
+               "status": "ok", "median_ms": 7.6, "p90_ms": 8.1, "min_ms": 7.2, "samples": 150,
+               "speedup_vs_cpu": 2.3, "note": ""}, ...],
+     "problems": ["..."]}
+
+The reader refuses anything it would have to guess about (a missing or mistyped field, an unknown status, an
+``ok`` row without positive latencies, a speed-up that does not follow from the medians it relates) with a
+:class:`RecordError` (exit 5) that says to run deploy-executorch again.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from .errors import RecordError
+from .fsutil import atomic_write_text
+from .records import now_iso, read_record, write_record
+
+PTE_RESULTS_KIND = "torchdroid.executorch-deploy"
+PTE_RESULTS_SCHEMA = 1
+PTE_RESULTS_STEM = "executorch-latest"
+PTE_ROW_STATUSES = ("ok", "failed")
+PRECISIONS = ("fp32", "int8")
+BASELINE_PREFIX = "TorchScript CPU"  # the legacy CPU model of the same precision: every speed-up's denominator
+RUNTIME_PREFIXES = ("ExecuTorch ", BASELINE_PREFIX + " ", "NNAPI ")
+REMEDY = "run `invoke deploy-executorch` again (it rewrites <results>/executorch-latest.json)"
+
+
+def pte_results_path(results_dir: Path) -> Path:
+    return Path(results_dir) / f"{PTE_RESULTS_STEM}.json"
+
+
+def parse_time(text: str) -> Optional[_dt.datetime]:
+    """An ISO time as written by :func:`toolchain.records.now_iso` (``None`` when it is not one)."""
+    try:
+        t = _dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
+
+
+@dataclass
+class PteResultRow:
+    """One runtime on one device: an ExecuTorch program, or a legacy TorchScript CPU / NNAPI model it is compared with."""
+
+    serial: str
+    runtime: str  # "ExecuTorch fp32-xnnpack", "TorchScript CPU quant_none", "NNAPI quant_full"
+    precision: str  # fp32 | int8
+    file: str
+    status: str  # ok | failed
+    median_ms: Optional[float] = None
+    p90_ms: Optional[float] = None
+    min_ms: Optional[float] = None
+    samples: int = 0
+    speedup_vs_cpu: Optional[float] = None  # legacy CPU median of the same precision / this median
+    note: str = ""
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.runtime.startswith(BASELINE_PREFIX)
+
+    @property
+    def lane(self) -> str:
+        """``executorch`` or ``legacy``."""
+        return "executorch" if self.runtime.startswith("ExecuTorch ") else "legacy"
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "PteResultRow":
+        if not isinstance(d, dict):
+            raise TypeError(f"a row is a {type(d).__name__}, not an object")
+        names = {f.name for f in fields(cls)}
+        missing = sorted({"serial", "runtime", "precision", "file", "status"} - set(d))
+        unknown = sorted(set(d) - names)
+        if missing or unknown:
+            raise TypeError(f"row fields missing: {missing}, unknown: {unknown}")
+        return cls(**d)
+
+    def problems(self) -> List[str]:
+        """What makes this row nonsense; empty when it is sound."""
+        out = []
+        for name in ("serial", "runtime", "file", "note"):
+            if not isinstance(getattr(self, name), str):
+                out.append(f"{name} is not a text")
+        if out:
+            return out
+        if not self.serial:
+            out.append("no device serial")
+        if not self.runtime.startswith(RUNTIME_PREFIXES):
+            out.append(f"unknown runtime {self.runtime!r}")
+        if self.precision not in PRECISIONS:
+            out.append(f"unknown precision {self.precision!r}")
+        if self.status not in PTE_ROW_STATUSES:
+            out.append(f"unknown status {self.status!r}")
+        if not isinstance(self.samples, int) or isinstance(self.samples, bool) or self.samples < 0:
+            out.append(f"samples {self.samples!r} is not a count")
+        out.extend(self._number_problems())
+        return out
+
+    def _number_problems(self) -> List[str]:
+        values = {"median_ms": self.median_ms, "p90_ms": self.p90_ms, "min_ms": self.min_ms,
+                  "speedup_vs_cpu": self.speedup_vs_cpu}
+        bad = [k for k, v in values.items() if v is not None and not _positive(v)]
+        if bad:
+            return [f"{', '.join(bad)} not a positive number"]
+        if self.status == "ok":
+            if self.median_ms is None or self.p90_ms is None or self.min_ms is None or not self.samples:
+                return [f"an ok row needs median, p90 and min from at least one sample (median {self.median_ms}, "
+                        f"{self.samples} samples)"]
+            if not self.min_ms <= self.median_ms <= self.p90_ms:
+                return [f"min {self.min_ms} <= median {self.median_ms} <= p90 {self.p90_ms} does not hold"]
+        elif not self.note:
+            return ["a failed row needs its reason (note)"]
+        elif self.median_ms is not None or self.speedup_vs_cpu is not None:
+            return ["a failed row has a latency or speed-up"]
+        return []
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def speedup_problems(rows: List[PteResultRow]) -> List[str]:
+    """Every speed-up must be the legacy CPU median of the same device and precision over the row's median."""
+    base = {(r.serial, r.precision): r.median_ms for r in rows if r.is_baseline and r.status == "ok"}
+    out = []
+    for r in rows:
+        b = base.get((r.serial, r.precision))
+        want = round(b / r.median_ms, 3) if b and r.median_ms else None
+        if (want is None) != (r.speedup_vs_cpu is None) or (want is not None and abs(want - r.speedup_vs_cpu) > 1e-3):
+            out.append(f"{r.serial} {r.runtime}: speed-up {r.speedup_vs_cpu} does not follow from the medians "
+                       f"(expected {want})")
+    return out
+
+
+def add_speedups(rows: List[PteResultRow]) -> None:
+    """Fill each row's speed-up over the ok legacy CPU row of the same device and precision."""
+    base = {(r.serial, r.precision): r.median_ms for r in rows if r.is_baseline and r.status == "ok"}
+    for r in rows:
+        b = base.get((r.serial, r.precision))
+        r.speedup_vs_cpu = round(b / r.median_ms, 3) if b and r.median_ms else None
+
+
+@dataclass
+class PteDeployRecord:
+    """``executorch-latest.json``: what one ``invoke deploy-executorch`` measured, per device, with the legacy rows it joined."""
+
+    models: str  # the models directory (absolute) whose .pte programs ran
+    build_info: str
+    warmup: int
+    iters: int
+    repeat: int
+    threads: int
+    rows: List[PteResultRow]
+    problems: List[str] = field(default_factory=list)
+    legacy: Dict[str, Any] = field(default_factory=dict)  # path, run_id, started of the legacy results joined
+    written: str = ""
+    path: Optional[Path] = None
+
+    @property
+    def legacy_run_id(self) -> Optional[int]:
+        return self.legacy.get("run_id")
+
+    def serials(self) -> List[str]:
+        return list(dict.fromkeys(r.serial for r in self.rows))
+
+    def rows_of(self, serial: str) -> List[PteResultRow]:
+        return [r for r in self.rows if r.serial == serial]
+
+    def to_body(self) -> Dict[str, Any]:
+        return {"models": self.models, "build_info": self.build_info, "warmup": self.warmup, "iters": self.iters,
+                "repeat": self.repeat, "threads": self.threads, "legacy": self.legacy,
+                "rows": [asdict(r) for r in self.rows], "problems": list(self.problems)}
+
+    def write(self, results_dir: Path) -> Dict[str, Path]:
+        """``executorch-latest.json`` (the record) and ``executorch-latest.csv`` (its rows), both atomically."""
+        self.written = now_iso()
+        json_path = write_record(pte_results_path(results_dir), PTE_RESULTS_KIND, PTE_RESULTS_SCHEMA,
+                                 {**self.to_body(), "written": self.written})
+        self.path = json_path
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=[f.name for f in fields(PteResultRow)])
+        w.writeheader()
+        for r in self.rows:
+            w.writerow(asdict(r))
+        csv_path = atomic_write_text(Path(results_dir) / f"{PTE_RESULTS_STEM}.csv", buf.getvalue())
+        return {"json": json_path, "csv": csv_path}
+
+    @classmethod
+    def exists(cls, results_dir: Path) -> bool:
+        return pte_results_path(results_dir).is_file()
+
+    @classmethod
+    def load(cls, results_dir: Path) -> "PteDeployRecord":
+        path = pte_results_path(results_dir)
+        data = read_record(path, PTE_RESULTS_KIND, PTE_RESULTS_SCHEMA, REMEDY)
+        try:
+            rec = cls(models=data["models"], build_info=data["build_info"], warmup=data["warmup"],
+                      iters=data["iters"], repeat=data["repeat"], threads=data["threads"],
+                      rows=[PteResultRow.from_dict(r) for r in data["rows"]], problems=list(data.get("problems", [])),
+                      legacy=dict(data.get("legacy") or {}), written=data.get("written", ""), path=path)
+        except (KeyError, TypeError, ValueError) as e:
+            raise RecordError(f"{path} is malformed ({type(e).__name__}: {e})",
+                              cause="it was edited, damaged, or written by another torchdroid version",
+                              remedy=REMEDY) from e
+        bad = rec.problems_found()
+        if bad:
+            raise RecordError(f"{path} holds {len(bad)} inconsistent value(s): {bad[0]}",
+                              cause="it was edited or damaged after deploy-executorch wrote it", remedy=REMEDY)
+        return rec
+
+    def _header_problems(self) -> List[str]:
+        out = []
+        if not isinstance(self.models, str) or not self.models:
+            out.append("no models directory")
+        if parse_time(self.written) is None:
+            out.append(f"written {self.written!r} is not a time")
+        for name in ("warmup", "iters", "repeat", "threads"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "warmup" else 1):
+                out.append(f"{name} {v!r} is not a valid count")
+        return out
+
+    def problems_found(self) -> List[str]:
+        """Everything inconsistent in the record (empty: it is sound)."""
+        out = self._header_problems()
+        run_id = self.legacy.get("run_id")
+        if run_id is not None and (not isinstance(run_id, int) or isinstance(run_id, bool)):
+            out.append(f"legacy run id {run_id!r} is not a number")
+        out.extend(f"{r.serial or '?'} {r.runtime}: {p}" for r in self.rows for p in r.problems())
+        return out or speedup_problems(self.rows)
