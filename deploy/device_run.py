@@ -224,7 +224,7 @@ def bench_app(run: DeviceRun) -> None:
     app = run.plan.app
     if app is None or run.rep.installed is None or not run.s.app_bench:
         return
-    for backend in ("cpu", "nnapi"):
+    for backend in app.backends:
         if backend == "nnapi" and run.nnapi_reason:
             continue
         run.status(f"in-app benchmark ({backend})")
