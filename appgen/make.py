@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from toolchain import __version__ as TORCHDROID_VERSION
+from toolchain import executorch_pins as et_pins
 from toolchain import pins, records
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import (
@@ -37,7 +38,6 @@ from toolchain.fsutil import (
     output_lock,
     sha256_file,
 )
-from toolchain import executorch_pins as et_pins
 from toolchain.progress import progress
 from toolchain.pte_records import PteFile
 from toolchain.settings import default
@@ -240,20 +240,10 @@ def plan(settings: AppSettings) -> AppPlan:
                                  "to rewrite the manifest")
     notes, warnings = _plan_messages(checked, nnapi is not None)
     gradle = Gradle.locate() if settings.wrapper_jar else None
-    request = {
-        "variant": cpu.qualified_variant,
-        "sources": sorted(f.sha256 for f in files.values()),
-        "app_name": checked.app_name,
-        "application_id": checked.application_id,
-        "abi_filters": list(checked.abi_filters),
-        "min_sdk": checked.min_sdk,
-        "target_sdk": checked.target_sdk,
-        "lane": checked.lane.name,
-        "runtime": {"source": checked.runtime.source, "pytorch_android": checked.runtime.pytorch_android,
-                    "aar_sha256": sha256_file(checked.runtime.aar) if checked.runtime.aar else None},
-        "template": template.digest(),
-        "torchdroid": TORCHDROID_VERSION,
-    }
+    runtime = checked.runtime
+    request = _request(checked, template, cpu.qualified_variant, sorted(f.sha256 for f in files.values()),
+                       {"source": runtime.source, "pytorch_android": runtime.pytorch_android,
+                        "aar_sha256": sha256_file(runtime.aar) if runtime.aar else None})
     return AppPlan(settings, checked, cpu, nnapi, Path(settings.models) / records.MANIFEST_NAME, template, gradle,
                    request, tuple(notes), tuple(warnings))
 
@@ -271,23 +261,30 @@ def plan_program(settings: AppSettings, checked: _Checked) -> AppPlan:
         notes.append(f"minSdk raised from {settings.min_sdk} to {checked.min_sdk}: "
                      f"{et_pins.EXECUTORCH_ANDROID_ARTIFACT} declares minSdk {et_pins.EXECUTORCH_ANDROID_MIN_SDK}")
     gradle = Gradle.locate() if settings.wrapper_jar else None
-    request = {
-        "variant": pte.qualified_variant,
-        "sources": [pte.sha256],
+    request = _request(checked, template, pte.qualified_variant, [pte.sha256],
+                       {"source": runtime.source, "library": runtime.library,
+                        "executorch_android": runtime.executorch_android,
+                        "aar_sha256": sha256_file(runtime.aar) if runtime.aar else None})
+    return AppPlan(settings, checked, pte, None, Path(settings.models) / records.MANIFEST_NAME, template, gradle,
+                   request, tuple(notes), tuple(warnings), conversion)
+
+
+def _request(checked: _Checked, template: AppTemplate, variant: str, sources: List[str],
+             runtime: Dict[str, Any]) -> Dict[str, Any]:
+    """What the app-info records as the request: the same values make the same project (the up-to-date key)."""
+    return {
+        "variant": variant,
+        "sources": sources,
         "app_name": checked.app_name,
         "application_id": checked.application_id,
         "abi_filters": list(checked.abi_filters),
         "min_sdk": checked.min_sdk,
         "target_sdk": checked.target_sdk,
         "lane": checked.lane.name,
-        "runtime": {"source": runtime.source, "library": runtime.library,
-                    "executorch_android": runtime.executorch_android,
-                    "aar_sha256": sha256_file(runtime.aar) if runtime.aar else None},
+        "runtime": runtime,
         "template": template.digest(),
         "torchdroid": TORCHDROID_VERSION,
     }
-    return AppPlan(settings, checked, pte, None, Path(settings.models) / records.MANIFEST_NAME, template, gradle,
-                   request, tuple(notes), tuple(warnings), conversion)
 
 
 def _plan_messages(checked: _Checked, has_nnapi: bool) -> Tuple[List[str], List[str]]:

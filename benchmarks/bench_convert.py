@@ -6,12 +6,25 @@
    (the default verify-after-convert included); the second run finds everything current from hashes
    and records alone.
 2. torchdroid's in-process conversion of the six MobileNetV2 files / the PyTorch NNAPI tutorial's flow
-   for the same six files, same process (target <= 0.8).  The tutorial downloads pre-quantized weights;
-   offline, its quantized modes are reproduced with the same eager qnnpack calibration torchdroid uses,
-   per mode, as the tutorial builds each mode from scratch.  torchvision is imported before timing, and
-   the tutorial runs before and after torchdroid (mean), so neither side pays the imports or a cold cache.
+   ("(Beta) Convert MobileNetV2 to NNAPI", make_mobilenetv2_nnapi() for none/core/full) for the same six files,
+   same process, same torch thread count (printed), target <= 0.8.  Equal work: both sides start from the same
+   float weights file and make the same six models (checked: the largest output difference of the CPU models is
+   printed, 0 when they match).  The tutorial reads pretrained weights (torch hub cache) and, for core/full,
+   torchvision's pre-quantized weights; offline, the float weights are a stand-in made before timing (seeded
+   random weights with BatchNorm statistics estimated on the calibration images, so quantization is not
+   degenerate), torchdroid reads it with --weights PATH, and the tutorial's quantized modes are calibrated the
+   way torchdroid calibrates (same qconfig, images and chunks), each mode from scratch as the tutorial builds it.
+   torchvision is imported before timing, and the tutorial runs before and after torchdroid (mean), so neither
+   side pays the imports or a cold cache.  Printed beside it, not the target: the tutorial as written (its
+   quantized modes load a pre-quantized state_dict, made before timing, and calibrate nothing: not the same work),
+   and with --with-random torchdroid with --weights random (adds its BatchNorm re-estimation).
 
-Usage: python benchmarks/bench_convert.py [--calibration-count N] [--skip-cli] [--skip-tutorial]
+   Changed from the previous version (which gave the tutorial 32 per-image calibration passes per quantized mode
+   and timed torchdroid with --weights random): the tutorial never re-estimates BatchNorm (it has no random
+   mode), and per-image calibration made models different from torchdroid's; now both sides do the same work.
+
+Usage: python benchmarks/bench_convert.py [--calibration-count N] [--skip-cli] [--skip-tutorial] [--rounds N]
+       [--with-random]
 """
 
 from __future__ import annotations
@@ -40,26 +53,53 @@ def cli_convert(cwd: Path, count: int) -> float:
     return time.perf_counter() - t0
 
 
-def tutorial_flow(out: Path, batch) -> None:
-    """The tutorial's make_mobilenetv2_nnapi() for none/core/full (quantization done locally)."""
+MODES = {"none": (False, False), "core": (True, False), "full": (True, True)}  # (quantize_core, quantize_iface)
+
+
+def _tutorial_model(quantize_mode: str, weights: Path, how: str, calibration):
+    """The tutorial's ``mobilenet_v2(pretrained=True, quantize=quantize_core)`` with the weights read from disk.
+
+    ``how == "as-written"``: torchvision's own quantize_model (one dummy forward) and the pre-quantized state_dict,
+    as the tutorial gets them; ``how == "calibrated"``: the float weights, calibrated here exactly as torchdroid
+    calibrates (qnnpack default qconfig, the same images in the same chunks), so both sides make the same models.
+    """
+    import torch
+    import torchvision.models.quantization.mobilenet as tvq
+
+    from converter.export import CALIBRATION_CHUNK
+
+    quantize_core = MODES[quantize_mode][0]
+    if how == "as-written":
+        model = tvq.mobilenet_v2(weights=None, quantize=quantize_core, backend="qnnpack")
+        model.load_state_dict(torch.load(weights["quantized" if quantize_core else "float"], weights_only=True))
+        model.eval()
+        if not quantize_core:
+            model.fuse_model()
+        return model
+    model = tvq.mobilenet_v2(weights=None, quantize=False)
+    model.load_state_dict(torch.load(weights["float"], weights_only=True))
+    model.eval()
+    model.fuse_model()
+    if quantize_core:
+        torch.backends.quantized.engine = "qnnpack"
+        model.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
+        torch.ao.quantization.prepare(model, inplace=True)
+        with torch.no_grad():
+            for i in range(0, len(calibration), CALIBRATION_CHUNK):
+                model(torch.cat(calibration[i:i + CALIBRATION_CHUNK], 0))
+        torch.ao.quantization.convert(model, inplace=True)
+    return model
+
+
+def tutorial_flow(out: Path, weights, how: str = "calibrated", calibration=()) -> None:
+    """The tutorial's make_mobilenetv2_nnapi() for none/core/full, each mode from scratch as the tutorial does."""
     import torch
     import torch.backends._nnapi.prepare
     import torch.utils.bundled_inputs
-    import torchvision.models.quantization.mobilenet
 
     for quantize_mode in ("none", "core", "full"):
-        quantize_core, quantize_iface = {"none": (False, False), "core": (True, False), "full": (True, True)}[quantize_mode]
-        torch.manual_seed(0)
-        model = torchvision.models.quantization.mobilenet.mobilenet_v2(weights=None, quantize=False)
-        model.eval()
-        model.fuse_model()
-        if quantize_core:  # stands in for pretrained=True, quantize=True
-            torch.backends.quantized.engine = "qnnpack"
-            model.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
-            torch.ao.quantization.prepare(model, inplace=True)
-            for x in batch:
-                model(x)
-            torch.ao.quantization.convert(model, inplace=True)
+        quantize_core, quantize_iface = MODES[quantize_mode]
+        model = _tutorial_model(quantize_mode, weights, how, calibration)
         model.classifier[0] = torch.nn.Identity()
         input_float = torch.zeros(1, 3, 224, 224)
         input_tensor = input_float
@@ -87,6 +127,8 @@ def tutorial_flow(out: Path, batch) -> None:
             def forward(self, arg):
                 return self.mod(arg)
 
+        # the tutorial scripts the CPU model bare; wrapped here (a new class per call) because TorchScript shares a
+        # class's compiled type within a process and bundled inputs can be added to a type only once (rounds)
         cpu = torch.jit.script(BundleWrapper(model))  # optimize_for_mobile raises without XNNPACK
         nnapi = torch.jit.script(BundleWrapper(nnapi_model))
         torch.utils.bundled_inputs.augment_model_with_bundled_inputs(
@@ -110,32 +152,91 @@ def bench_cli(tmp: Path, count: int) -> None:
     print(f"unchanged / cold ratio:              {warm / cold:8.3f}   (target <= 0.1) {verdict(warm / cold, 0.1)}")
 
 
-def bench_tutorial(tmp: Path, count: int, rounds: int = 3) -> None:
+def stand_in_weights(tmp: Path, batch) -> dict:
+    """Offline stand-ins for the tutorial's torch hub cache, made before timing: a float state_dict (torchdroid's
+    seeded random weights with BatchNorm statistics estimated on the calibration images, so quantization is not
+    degenerate) and the quantized state_dict the tutorial would download (that float model, calibrated)."""
+    import torch
+
+    from converter.models import build_float_model, estimate_batchnorm, parse_model, parse_weights
+
+    model, _ = build_float_model(parse_model("mobilenet_v2"), parse_weights("random", 0))
+    estimate_batchnorm(model, batch)
+    paths = {"float": tmp / "float-weights.pth", "quantized": tmp / "quantized-weights.pth"}
+    torch.save(model.state_dict(), paths["float"])
+    torch.save(_tutorial_model("full", paths, "calibrated", batch).state_dict(), paths["quantized"])
+    return paths
+
+
+def same_models(a: Path, b: Path, probe) -> str:
+    """Largest output difference of the two sides' CPU files on one input: they must make the same models."""
+    import torch
+
+    worst = 0.0
+    for mode in ("none", "core", "full"):
+        x = probe.contiguous(memory_format=torch.channels_last)
+        if mode == "full":  # quint8 in: the quantizer's own parameters, read from the saved core model
+            m = torch.jit.load(str(b / f"mobilenetv2-quant_core-cpu.pt"))
+            q = m.mod.quant
+            x = torch.quantize_per_tensor(x, float(q.scale), int(q.zero_point), torch.quint8)
+        ys = []
+        for side in (a, b):
+            y = torch.jit.load(str(side / f"mobilenetv2-quant_{mode}-cpu.pt"))(x)
+            ys.append(y.dequantize() if y.is_quantized else y)
+        worst = max(worst, float((ys[0] - ys[1]).abs().max()))
+    return f"largest output difference tutorial vs torchdroid, CPU models of the three modes: {worst:.3g}"
+
+
+def timed(label: str, run) -> tuple:
+    t0, c0 = time.perf_counter(), time.process_time()
+    run()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(f"  {label}: {wall:.2f} s wall, {cpu:.2f} s CPU", flush=True)
+    return wall, cpu
+
+
+def bench_tutorial(tmp: Path, count: int, rounds: int = 3, with_random: bool = False) -> None:
+    import torch
     import torchvision.models.quantization  # noqa: F401  (imports are a process cost, not either flow's)
 
     from converter import ConvertSettings, convert
     from converter.calibration import synthetic_images
 
     batch = synthetic_images(count, 0, (224, 224))
+    weights = stand_in_weights(tmp, batch)
+    print(f"torch threads: {torch.get_num_threads()} (both flows, same process); load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+
+    def torchdroid(out: Path, how: str = "file") -> None:
+        convert(ConvertSettings(out=out, weights=str(weights["float"]) if how == "file" else "random",
+                                calibration_count=count, build_dir=tmp / "build"))
+
     wall = {"tutorial": [], "torchdroid": []}
     cpu = {"tutorial": [], "torchdroid": []}
     for i, who in enumerate(("tutorial", "torchdroid", "tutorial", "torchdroid")[:rounds]):
         out = tmp / f"{who}{i}"
         out.mkdir()
-        t0, c0 = time.perf_counter(), time.process_time()
-        if who == "tutorial":
-            tutorial_flow(out, copy.deepcopy(batch))
-        else:
-            convert(ConvertSettings(out=out, weights="random", calibration_count=count, build_dir=tmp / "build"))
-        wall[who].append(time.perf_counter() - t0)
-        cpu[who].append(time.process_time() - c0)
-        print(f"  {who}: {wall[who][-1]:.2f} s wall, {cpu[who][-1]:.2f} s CPU", flush=True)
+        run = (lambda: tutorial_flow(out, weights, "calibrated", list(batch))) if who == "tutorial" else (
+            lambda: torchdroid(out))
+        w, c = timed(f"{who} (same float weights file{', calibrated' if who == 'tutorial' else ''})", run)
+        wall[who].append(w)
+        cpu[who].append(c)
+    print(same_models(tmp / "tutorial0", tmp / "torchdroid1", batch[1]))
     mean = {k: {w: sum(v[w]) / len(v[w]) for w in v} for k, v in (("wall", wall), ("cpu", cpu))}
     for kind in ("wall", "cpu"):
         ratio = mean[kind]["torchdroid"] / mean[kind]["tutorial"]
         print(f"torchdroid / tutorial, six files, {kind:4s} time: {mean[kind]['torchdroid']:7.2f} s / "
               f"{mean[kind]['tutorial']:7.2f} s = {ratio:6.3f}   (target <= 0.8) {verdict(ratio, 0.8)}")
     print("(wall time is what the target means on an idle machine; CPU time is steadier on a busy one)")
+    (tmp / "as-written").mkdir()
+    w, c = timed("tutorial as written (pre-quantized weights, no calibration: not the same work)",
+                 lambda: tutorial_flow(tmp / "as-written", weights, "as-written"))
+    print(f"torchdroid / tutorial as written: {mean['wall']['torchdroid'] / w:6.3f} wall, "
+          f"{mean['cpu']['torchdroid'] / c:6.3f} CPU   (information: torchdroid calibrates, the tutorial downloads "
+          "weights calibrated elsewhere)")
+    if with_random:
+        (tmp / "random").mkdir()
+        timed("torchdroid --weights random (adds the BatchNorm re-estimation)", lambda: torchdroid(tmp / "random", "random"))
 
 
 def main() -> int:
@@ -145,13 +246,15 @@ def main() -> int:
     ap.add_argument("--skip-tutorial", action="store_true")
     ap.add_argument("--rounds", type=int, default=3, choices=(2, 3, 4),
                     help="alternating runs: tutorial, torchdroid, tutorial[, torchdroid]")
+    ap.add_argument("--with-random", action="store_true",
+                    help="also time torchdroid with --weights random (information, not the target)")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
     with tempfile.TemporaryDirectory(prefix="td-bench-convert-") as tmp:
         if not args.skip_cli:
             bench_cli(Path(tmp), args.calibration_count)
         if not args.skip_tutorial:
-            bench_tutorial(Path(tmp), args.calibration_count, args.rounds)
+            bench_tutorial(Path(tmp), args.calibration_count, args.rounds, args.with_random)
     return 0
 
 

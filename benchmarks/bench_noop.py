@@ -9,7 +9,10 @@ hashes and records alone.
 Targets (issue 14): unchanged `invoke convert` / cold `invoke convert` <= 0.1; unchanged `invoke all`
 <= 5 s on an idle 2-core machine.
 
-Usage: python benchmarks/bench_noop.py [--calibration-count N] [--skip-all]
+With --run-main it also times `./run main` twice in this checkout (its own build/, as a user runs it; the
+first run converts when build/models is not current) and prints the unchanged run's seconds.
+
+Usage: python benchmarks/bench_noop.py [--calibration-count N] [--skip-all] [--run-main]
 """
 
 from __future__ import annotations
@@ -39,11 +42,30 @@ def run(cwd: Path, args, count: int, check: bool = True):
     return seconds, torch_imported, res.returncode
 
 
+def run_main_twice() -> None:
+    """`./run main` in this checkout, then again on the unchanged tree (set-up check, adb server, all stages)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INVOKE_", "ANDROID_"))}
+    env.update(CI="1")
+    times = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        res = subprocess.run([str(ROOT / "run"), "main"], cwd=ROOT, capture_output=True, text=True, env=env)
+        times.append(time.perf_counter() - t0)
+        if res.returncode != 0:
+            sys.exit(f"`./run main` failed ({res.returncode}):\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+    print(f"first ./run main:          {times[0]:8.2f} s")
+    print(f"unchanged ./run main:      {times[1]:8.2f} s   (target <= 5 s on an idle 2-core machine) "
+          f"{'OK' if times[1] <= 5 else 'MISSED'}   load average {os.getloadavg()[0]:.1f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calibration-count", type=int, default=32)
     ap.add_argument("--skip-all", action="store_true", help="only `invoke convert`")
+    ap.add_argument("--run-main", action="store_true", help="also time `./run main` twice in this checkout")
     args = ap.parse_args()
+    if args.run_main:
+        run_main_twice()
     with tempfile.TemporaryDirectory(prefix="td-bench-noop-") as tmp:
         user = Path(tmp) / "user"
         user.mkdir()

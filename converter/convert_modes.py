@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +84,41 @@ def _mobile_optimization(facts: ConversionFacts) -> None:
     facts.notes.append("optimize_for_mobile skipped: this torch has no XNNPACK (CPU models fused, not prepacked)")
 
 
+class _Background:
+    """``fn(*args)`` in a thread; :meth:`result` waits for it and returns its value or raises its exception."""
+
+    def __init__(self, fn, *args):
+        self._value: Any = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, args=(fn, args), name="torchdroid-convert", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn, args) -> None:
+        try:
+            self._value = fn(*args)
+        except BaseException as e:  # handed to the caller by result()
+            self._error = e
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _next_export(exports: Iterator[ExportedVariant]) -> Optional[ExportedVariant]:
+    with torch.no_grad():  # grad mode is per thread
+        return next(exports, None)
+
+
+def _wait_quietly(job: _Background) -> None:
+    """Let a background job finish (its own error is dropped: the caller is raising a first one)."""
+    try:
+        job.result()
+    except BaseException:  # noqa: BLE001 - the caller's exception is the one to report
+        log.debug("a background conversion step failed after an earlier error", exc_info=True)
+
+
 class ModeConverter:
     """Converts the modes of one model into ``out``; :meth:`prepare` first, then iterate :meth:`run`."""
 
@@ -125,24 +161,48 @@ class ModeConverter:
         return self.out / cpu, self.out / nnapi
 
     def run(self, modes: List[str]) -> Iterator[ModeDone]:
-        """Yield each requested mode once saved and checked (none first, then full and core)."""
+        """Yield each requested mode once saved and checked (none first, then full and core).
+
+        The quantized modes' calibration runs in a background thread while quant_none is exported and checked
+        here: calibration is torch kernels (which release the GIL), tracing, scripting and NNAPI conversion are
+        mostly Python on one core, so the two overlap on a multi-core machine.  quant_none is yielded (and so
+        recorded) as soon as it is saved, before a calibration error is raised, exactly as without the thread."""
         label = self.spec.stem
+        quantized_modes = [m for m in ("full", "core") if m in modes]
+        fused = None
         if "none" in modes:
             with torch.no_grad():
-                ex = export_float(fused_float(self.model), self.batch[0], self._paths("none"), self.fmt,
-                                  f"{label} quant_none", self.facts.xnnpack)
+                fused = fused_float(self.model)  # copied before calibration starts: the thread copies it too
+        calibration = _Background(self._calibrate) if quantized_modes else None
+        if fused is not None:
+            with torch.no_grad():
+                ex = export_float(fused, self.batch[0], self._paths("none"), self.fmt, f"{label} quant_none",
+                                  self.facts.xnnpack)
             yield self._check(ex)
-        quantized_modes = [m for m in ("full", "core") if m in modes]
-        if not quantized_modes:
+        if calibration is None:
             return
-        with torch.no_grad():
-            qmodel, float_top1 = quantize(self.model, self.batch, f"{label} (quantized modes)")
-            self.agreement.set_reference(float_top1)
-            exports = export_quantized(qmodel, quantized_modes, self.batch[0],
-                                       {m: self._paths(m) for m in quantized_modes}, self.fmt, label,
-                                       self.facts.xnnpack)
-            for ex in exports:
-                yield self._check(ex)
+        qmodel, float_top1 = calibration.result()
+        self.agreement.set_reference(float_top1)
+        exports = export_quantized(qmodel, quantized_modes, self.batch[0],
+                                   {m: self._paths(m) for m in quantized_modes}, self.fmt, label, self.facts.xnnpack)
+        ex = _next_export(exports)
+        while ex is not None:  # the next mode is scripted and saved in a thread while this one is checked
+            following = _Background(_next_export, exports)
+            try:
+                done = self._check(ex)
+            except BaseException:
+                _wait_quietly(following)  # nothing may be written after this run gives up its lock
+                raise
+            try:
+                yield done  # recorded now; the following mode's export goes on meanwhile
+            except BaseException:  # the caller stopped (e.g. its record could not be written)
+                _wait_quietly(following)
+                raise
+            ex = following.result()
+
+    def _calibrate(self):
+        with torch.no_grad():  # grad mode is per thread
+            return quantize(self.model, self.batch, f"{self.spec.stem} (quantized modes)")
 
     def _check(self, ex: ExportedVariant) -> ModeDone:
         checked = host_check(ex.cpu_path, ex.mode, self.fmt)

@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from toolchain.errors import TorchdroidError
 from toolchain.records import ModelFile, ResultRow
@@ -20,7 +20,7 @@ from . import bench as _bench
 from .adb import Device, state_error
 from .environment import READ_COMMAND, SECTION, Conditions, parse_snapshot, throttle_warnings
 from .install import install_apk
-from .lock import device_lock
+from .lock import Attempt, answer, device_lock, lock_path, new_owner, take_command
 from .plan import DeployPlan, DeploySettings
 from .preflight import DeviceFacts, check_abi, check_page_size, check_space, parse_df_available, parse_page_size
 from .push import PushItem, parse_state, push_all, state_command
@@ -29,6 +29,7 @@ from .servers import Target
 
 log = logging.getLogger(__name__)
 _PAGE_MARK = "--torchdroid-page--"
+_LOCK_MARK = "--torchdroid-lock--"
 
 
 @dataclass
@@ -59,6 +60,9 @@ class DeviceRun:
     models: List[ModelFile] = field(default_factory=list)  # what this device benchmarks (NNAPI dropped below SDK 29)
     nnapi_reason: Optional[str] = None
     there: str = ""  # state_command output: what the directory holds already
+    props: Dict[str, str] = field(default_factory=dict)  # getprop, from the probe
+    df: str = ""  # df -k of the device directory's parent, from the probe
+    tail: str = ""  # the probe's page size and conditions
 
 
 def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: DeployPlan, directory: str,
@@ -66,8 +70,12 @@ def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: Deplo
     if target.state != "device":
         raise state_error(rep.serial, target.state)
     run = DeviceRun(target.server.device(target.serial, s.timeout), rep, s, plan, directory, status)
-    probe(run)
-    with device_lock(run.dev, directory):
+    attempt = probe(run)
+    with device_lock(run.dev, directory, attempt):
+        if answer(attempt.output) is not None:  # the lock was taken after a wait: read the directory again
+            run.there = run.dev.shell(state_command(directory, _candidates(run)), check=True,
+                                      what=f"reading {directory}").output
+        check(run)
         push(run)
         install(run)
         bench_binary(run)
@@ -79,20 +87,40 @@ def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: Deplo
 # --------------------------------------------------------------------------- check
 
 
-def probe(run: DeviceRun) -> None:
-    """Facts, free space, page size, conditions and the directory's state in one round trip; then the checks."""
+def _candidates(run: DeviceRun) -> List[str]:
+    return [_bench.BINARY_NAME, _bench.GATORD_NAME] + [m.file for m in run.plan.models]
+
+
+def _measures(run: DeviceRun) -> bool:
+    return run.s.bench or (run.plan.app is not None and run.s.app_bench)  # conditions only matter then
+
+
+def probe(run: DeviceRun) -> Attempt:
+    """One round trip: facts, free space, the first attempt at the directory's lock, then (under it, when
+    taken) the directory's state, the page size and the conditions.  Returns the lock attempt; ``check``
+    reads the rest."""
     run.status("checking")
     parent = run.directory.rsplit("/", 1)[0]
-    candidates = [_bench.BINARY_NAME, _bench.GATORD_NAME] + [m.file for m in run.plan.models]
-    measures = run.s.bench or (run.plan.app is not None and run.s.app_bench)  # conditions only matter then
-    then = (f"{state_command(run.directory, candidates)}; echo {_PAGE_MARK}; getconf PAGE_SIZE 2>/dev/null; "
-            f"{READ_COMMAND if measures else ''}")
-    props, df, rest = run.dev.probe(parent, then=then)
-    run.there, _, tail = rest.partition(_PAGE_MARK)
-    page_text, _, env_text = tail.partition(SECTION)
-    facts = dataclasses.replace(DeviceFacts.from_props(run.rep.serial, props), page_size=parse_page_size(page_text))
+    me = new_owner()
+    then = (f"{take_command(lock_path(run.directory), me)}; echo \"{_LOCK_MARK} $?\"; "
+            f"{state_command(run.directory, _candidates(run))}; echo {_PAGE_MARK}; getconf PAGE_SIZE 2>/dev/null; "
+            f"{READ_COMMAND if _measures(run) else ''}")
+    props, run.df, rest = run.dev.probe(parent, then=then)
+    lock_out, _, rest = rest.partition(_LOCK_MARK)
+    code, _, rest = rest.partition("\n")
+    run.there, _, run.tail = rest.partition(_PAGE_MARK)
+    run.props = props
+    return Attempt(me, lock_out, int(code) if code.strip().isdigit() else 1)
+
+
+def check(run: DeviceRun) -> None:
+    """The facts of the probe's round trip, and the checks: ABI, page size, NNAPI's SDK, free space."""
+    parent = run.directory.rsplit("/", 1)[0]
+    page_text, _, env_text = run.tail.partition(SECTION)
+    facts = dataclasses.replace(DeviceFacts.from_props(run.rep.serial, run.props),
+                                page_size=parse_page_size(page_text))
     run.facts = run.rep.facts = facts
-    if measures:  # a push-only deploy (--no-bench) does not pay two environment reads on its critical path
+    if _measures(run):  # a push-only deploy (--no-bench) does not pay two environment reads on its critical path
         run.rep.conditions = Conditions(run.rep.serial, facts.soc, facts.page_size, parse_snapshot(SECTION + env_text))
     binary = run.plan.binary
     if binary is not None:
@@ -101,7 +129,7 @@ def probe(run: DeviceRun) -> None:
     run.nnapi_reason = facts.nnapi_skip_reason()
     run.models = [m for m in run.plan.models if m.backend != "nnapi" or run.nnapi_reason is None]
     _note_nnapi(run)
-    check_space(facts, parse_df_available(df), _bytes_needed(run), parent)
+    check_space(facts, parse_df_available(run.df), _bytes_needed(run), parent)
 
 
 def _note_nnapi(run: DeviceRun) -> None:
@@ -196,7 +224,7 @@ def bench_app(run: DeviceRun) -> None:
     app = run.plan.app
     if app is None or run.rep.installed is None or not run.s.app_bench:
         return
-    for backend in ("cpu", "nnapi"):
+    for backend in app.backends:
         if backend == "nnapi" and run.nnapi_reason:
             continue
         run.status(f"in-app benchmark ({backend})")

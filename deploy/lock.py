@@ -16,9 +16,9 @@ import shlex
 import socket
 import time
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Iterator, NamedTuple, Optional
 
-from toolchain.errors import DeviceError, TorchdroidError
+from toolchain.errors import DeviceError, ToolFailed, TorchdroidError
 from toolchain.fsutil import pid_alive
 
 from .adb import Device
@@ -72,13 +72,47 @@ def is_stale(owner: Optional[Owner], now: float, host: str) -> bool:
     return now - owner.started > STALE_AFTER
 
 
+def new_owner() -> Owner:
+    """Who this run is, for a lock it takes now."""
+    return Owner(os.getpid(), socket.gethostname().split(".")[0] or "host", time.time(), secrets.token_hex(4))
+
+
+def take_command(path: str, me: Owner) -> str:
+    """One attempt to take the lock at ``path``: prints TAKEN, or the current owner line (see answer)."""
+    q = shlex.quote(path)
+    return (f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0])} && if mkdir {q} 2>/dev/null; then "
+            f"echo {shlex.quote(me.line())} > {q}/owner && echo {TAKEN}; else cat {q}/owner 2>/dev/null; echo; fi")
+
+
+def answer(output: str) -> Optional[str]:
+    """take_command's output -> None when the lock was taken, else the current owner line."""
+    return None if output.strip().endswith(TAKEN) else output.strip()
+
+
+class Attempt(NamedTuple):
+    """An attempt made in another round trip (the deploy's probe): who tried, take_command's output, its exit code."""
+
+    owner: Owner
+    output: str
+    code: int
+
+
 def _try_take(device: Device, path: str, me: Owner) -> Optional[str]:
     """Take the lock; return None when taken, else the current owner line."""
-    q = shlex.quote(path)
-    res = device.shell(f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0])} && if mkdir {q} 2>/dev/null; then "
-                       f"echo {shlex.quote(me.line())} > {q}/owner && echo {TAKEN}; else cat {q}/owner 2>/dev/null; "
-                       "echo; fi", check=True, what="taking the device directory's lock")
-    return None if res.output.strip().endswith(TAKEN) else res.output.strip()
+    res = device.shell(take_command(path, me), check=True, what="taking the device directory's lock")
+    return answer(res.output)
+
+
+def _first_answer(device: Device, path: str, me: Owner, attempt: Optional[Attempt]) -> Optional[str]:
+    """The answer of the first attempt: the one made already (its failure raised as _try_take's), or a new one."""
+    if attempt is None:
+        return _try_take(device, path, me)
+    if attempt.code != 0:
+        raise ToolFailed(f"taking the device directory's lock failed on {device.serial} (exit code {attempt.code})",
+                         cause=f"command: {take_command(path, me)}", tail=attempt.output.splitlines()[-15:],
+                         remedy=f"check that {path.rsplit('/', 1)[0]} can be created: "
+                                f"adb -s {device.serial} shell ls -ld {shlex.quote(path.rsplit('/', 1)[0])}")
+    return answer(attempt.output)
 
 
 def _ours_in_use(owner: Optional[Owner], me: Owner) -> bool:
@@ -87,11 +121,21 @@ def _ours_in_use(owner: Optional[Owner], me: Owner) -> bool:
 
 
 @contextlib.contextmanager
-def device_lock(device: Device, directory: str) -> Iterator[Owner]:
-    """Hold the lock of ``directory`` on ``device`` for the block; DeviceBusy when another run holds it."""
+def device_lock(device: Device, directory: str, attempt: Optional[Attempt] = None) -> Iterator[Owner]:
+    """Hold the lock of ``directory`` on ``device`` for the block; DeviceBusy when another run holds it.
+
+    ``attempt``: the first try was made already, in a round trip the caller made anyway (take_command);
+    whatever it took is released at the end of the block like a lock taken here.
+    """
     path = lock_path(directory)
-    me = Owner(os.getpid(), socket.gethostname().split(".")[0] or "host", time.time(), secrets.token_hex(4))
-    held = _try_take(device, path, me)
+    me = attempt.owner if attempt is not None else new_owner()
+    try:
+        held = _first_answer(device, path, me, attempt)
+    except BaseException:
+        if attempt is not None:  # it may have been taken (the owner line not written): never leave it
+            with contextlib.suppress(TorchdroidError):
+                device.shell(f"rm -rf {shlex.quote(path)}")
+        raise
     unowned = 0
     while held is not None and (_ours_in_use(Owner.parse(held), me) or Owner.parse(held) is None and unowned < 20):
         # this run reaches the same device through another adb server: take turns; a lock without its owner

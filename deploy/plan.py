@@ -25,7 +25,8 @@ from .hashes import LocalHashes
 from .preflight import check_commits, elf_abi, load_alignment
 
 _PROJECT_RE = re.compile(r"[^A-Za-z0-9._-]+")
-_VARIANT_RE = re.compile(r"(?:([A-Za-z0-9_.+-]+?)-)?(quant_(?:none|core|full))")
+_VARIANT_RE = re.compile(r"(?:([A-Za-z0-9_.+-]+?)-)?(quant_(?:none|core|full)|(?:fp32|int8)-(?:xnnpack|portable|vulkan))"
+                         r"(?=$|[-.])")  # legacy quant_* or an ExecuTorch program's <precision>-<delegate>
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,11 @@ class AppPlan:
     @property
     def package(self) -> str:
         return self.facts.package
+
+    @property
+    def backends(self) -> Tuple[str, ...]:
+        """What the in-app benchmark runs: an ExecuTorch app (``fp32-xnnpack``...) has no NNAPI model to ask for."""
+        return ("cpu", "nnapi") if self.variant.startswith("quant_") or self.variant == "unknown" else ("cpu",)
 
 
 @dataclass
@@ -164,7 +170,8 @@ def _asset_variant(facts: ApkFacts) -> Tuple[Optional[str], Optional[str]]:
     """``(variant, stem)`` from the model asset names in the APK (``mobilenetv2-quant_full-cpu.pt``)."""
     with zipfile.ZipFile(facts.path) as z:
         for name in z.namelist():
-            m = _VARIANT_RE.search(os.path.basename(name)) if name.startswith("assets/") else None
+            m = _VARIANT_RE.search(os.path.basename(name)) if name.startswith("assets/") and \
+                name.endswith((".pt", ".ptl", ".pte")) else None
             if m:
                 return m.group(2), m.group(1)
     return None, None

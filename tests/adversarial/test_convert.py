@@ -135,6 +135,16 @@ def test_shape_mismatch_is_named_as_such_not_as_control_flow(tmp_path):
 
 
 @adversarial("convert", "bad model")
+def test_a_calibration_failure_keeps_quant_none_recorded(tmp_path):
+    """Calibration runs beside quant_none's export (a thread): its error comes after quant_none is recorded."""
+    res = convert(tmp_path, "--quant", "none,full,core", "--out", "m", model=f"{SUPPORT}:fails_calibrating")
+    assert_clean(res, "conversion", mentions=["does not accept", "refuses batches"], root=tmp_path)
+    assert modes_recorded(tmp_path / "m") == {"none"}
+    check_recorded_files(tmp_path / "m")
+    assert not list((tmp_path / "m").glob("*quant_full*")) and not list((tmp_path / "m").glob("*quant_core*"))
+
+
+@adversarial("convert", "bad model")
 def test_factory_file_that_raises_on_import(tmp_path):
     (tmp_path / "net.py").write_text("raise RuntimeError('half-finished file')\n")
     res = convert(tmp_path, "--out", "m", model="net.py:make")
@@ -270,6 +280,18 @@ def test_disk_full_after_one_mode_keeps_it_and_resumes_with_the_rest(tmp_path, s
     assert (out / "tiny-quant_none-cpu.pt").stat().st_mtime_ns == before  # resumed, not redone
 
 
+@adversarial("convert", "full disk")
+def test_disk_full_in_the_second_quantized_mode_keeps_the_first(tmp_path, small_disk):
+    """quant_core is scripted and saved in a thread while quant_full is checked: its error still arrives, after
+    quant_full is recorded, and leaves nothing partial."""
+    subprocess.run(["mount", "-o", "remount,size=1700k", str(small_disk)], check=True)  # 1 MiB reserve + quant_full (0.35 MB)
+    out = small_disk / "m"
+    res = convert(tmp_path, "--quant", "full,core", "--out", str(out))
+    assert_clean(res, "usage", mentions=["not enough disk space"], root=small_disk)
+    assert modes_recorded(out) == {"full"}
+    check_recorded_files(out)
+
+
 # --------------------------------------------------------------------------- kills
 
 
@@ -298,9 +320,11 @@ def test_kill_after_the_first_mode_keeps_it_and_redoes_only_the_rest(tmp_path):
     pause = tmp_path / "pause"
     pause.mkdir()
     out = tmp_path / "m"
-    _kill_when(tmp_path, ["--quant", "none,full", "--out", "m"], lambda: (pause / "calibrating").exists(),
+    # calibration for quant_full runs beside quant_none's export: kill once it is calibrating and none is recorded
+    _kill_when(tmp_path, ["--quant", "none,full", "--out", "m"],
+               lambda: (pause / "calibrating").exists() and modes_recorded(out) == {"none"},
                env={"TD_TEST_PAUSE_DIR": str(pause)})
-    assert modes_recorded(out) == {"none"}  # quant_none finished before calibration for quant_full began
+    assert modes_recorded(out) == {"none"}
     before = {p.name: p.stat().st_mtime_ns for p in out.glob("*quant_none*.pt")}
     res = convert(tmp_path, "--quant", "none,full", "--out", "m", model=PAUSING)
     assert_clean(res, "ok", root=tmp_path)

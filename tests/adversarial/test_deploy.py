@@ -430,3 +430,20 @@ def test_cooldown_waits_between_models(tmp_path, standin, lab):
     assert_clean(out, "ok", root=tmp_path)
     assert out.text.count("cooling down 2s") == 1  # two models: one pause between them, none before the first
     assert time.monotonic() - t0 >= 2
+
+
+@adversarial("deploy", "foreign file: a file stands where the device directory should be created")
+def test_device_directory_that_cannot_be_created(tmp_path, standin, lab):
+    """The lock is taken in the probe's round trip: when its directory cannot be made, the device fails with
+    the command and the remedy (as a lock taken on its own did), and the foreign file stays as it was."""
+    server, devs = lab
+    user(tmp_path, standin)
+    blocker = devs["good"].path("/data/local/tmp/td-blocked")
+    blocker.write_text("someone else's file\n")
+    try:
+        out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--no-install",
+                     env={"INVOKE_DEPLOY_DEVICE_DIR": "/data/local/tmp/td-blocked/sub"})
+        assert_clean(out, "device", mentions=["taking the device directory's lock failed", "ls -ld"], root=tmp_path)
+        assert blocker.read_text() == "someone else's file\n"
+    finally:
+        blocker.unlink()

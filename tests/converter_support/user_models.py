@@ -108,3 +108,21 @@ class PausingTiny(Tiny):
 
 def pausing_tiny():
     return PausingTiny()
+
+
+class FailsCalibrating(Tiny):
+    """Tiny, but its eager forward on a batch (only calibration calls it so) raises: quant_none converts,
+    the quantized modes fail while calibrating (scripted or traced copies never raise)."""
+
+    def forward(self, x):
+        if not torch.jit.is_scripting() and x.shape[0] > 1:
+            self.fail()
+        return super().forward(x)
+
+    @torch.jit.unused
+    def fail(self):
+        raise RuntimeError("this model refuses batches (test)")
+
+
+def fails_calibrating():
+    return FailsCalibrating()

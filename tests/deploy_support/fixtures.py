@@ -111,9 +111,11 @@ def make_apk(path: Path, package: str = APP_ID, signer: bytes = b"debug-key-A", 
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
         z.writestr("AndroidManifest.xml", manifest)
         z.writestr("META-INF/CERT.RSA", signer)
-        z.writestr(f"assets/mobilenetv2-{variant}-cpu.pt", os.urandom(size // 2))
+        executorch = not variant.startswith("quant_")  # fp32-xnnpack ...: an app on ExecuTorch's runtime
+        model = f"mobilenetv2-{variant}.pte" if executorch else f"mobilenetv2-{variant}-cpu.pt"
+        z.writestr(f"assets/{model}", os.urandom(size // 2))
         for abi in abis:
-            z.writestr(f"lib/{abi}/libpytorch_jni.so", b"\x7fELF" + b"\0" * 1000)
+            z.writestr(f"lib/{abi}/{'libexecutorch.so' if executorch else 'libpytorch_jni.so'}", b"\x7fELF" + b"\0" * 1000)
     return path
 
 

@@ -51,3 +51,20 @@ def test_binary_only_apk_only_and_both(tmp_path, standin):
                           "--models", "models", *FAST], work, env)
         assert out.code == 0, out.text
         assert {r["source"] for r in _rows(work) if r["status"] == "ok"} == {"binary", "app"}
+
+
+def test_an_executorch_app_is_deployed_under_its_program_variant_on_the_cpu_only(tmp_path):
+    """`make-app --model fp32-xnnpack` packages `<stem>-fp32-xnnpack.pte` and ExecuTorch's runtime: deploy names
+    its rows after the program (not `unknown`) and runs only the CPU benchmark (the app has no NNAPI model)."""
+    work = tmp_path / "et-app"
+    make_apk(work / "et.apk", package="com.example.et", activity=".MainActivity", variant="fp32-xnnpack",
+             abis=("x86_64",))
+    with adb_with_devices(tmp_path / "adb3", {"d": {"props": {"ro.product.cpu.abilist": "x86_64"}}}) as (server, devs):
+        out = run_invoke(["deploy", "--serial", devs["d"].serial, "--apk", "et.apk", *FAST], work,
+                         {"ANDROID_ADB_SERVER_PORT": str(server.port)})
+        assert out.code == 0, out.text
+        rows = _rows(work)
+        assert [(r["source"], r["status"], r["variant"], r["stem"], r["backend"]) for r in rows] == \
+            [("app", "ok", "fp32-xnnpack", "mobilenetv2", "cpu")]
+        log = (devs["d"].state_dir / "device.log").read_text()
+        assert "--es backend cpu" in log and "--es backend nnapi" not in log

@@ -206,7 +206,8 @@ def am(args) -> int:
 
 def _app_variant(pkg: str) -> str:
     with zipfile.ZipFile(_packages() / pkg / "base.apk") as z:
-        found = [re.search(r"quant_(none|core|full)", n) for n in z.namelist()]
+        found = [re.search(r"quant_(none|core|full)|(fp32|int8)-(xnnpack|portable|vulkan)", n)
+                 for n in z.namelist() if n.startswith("assets/")]
     return next((m.group(0) for m in found if m), "quant_none")
 
 
@@ -233,10 +234,11 @@ def _app_benchmark(pkg: str, extras: dict) -> None:
     for k in range(max(1, iters // 10), iters + 1, max(1, iters // 10)):
         progress("iter", k, iters)
     sdk = int(props().get("ro.build.version.sdk", "29"))
-    fell_back = backend == "nnapi" and (sdk < 29 or bool(bench.get("fell_back")))
+    variant = _app_variant(pkg)  # an ExecuTorch app has no NNAPI model: it runs nnapi requests on the CPU
+    fell_back = backend == "nnapi" and (sdk < 29 or bool(bench.get("fell_back")) or not variant.startswith("quant_"))
     base = float(bench.get("cpu" if fell_back else backend, 20.0 if backend == "cpu" else 15.0))
     line = {
-        "variant": _app_variant(pkg), "backend": "cpu" if fell_back else backend, "requested": backend,
+        "variant": variant, "backend": "cpu" if fell_back else backend, "requested": backend,
         "fell_back": fell_back, "iters": iters, "warmup": warmup,
         "median_ms": base, "p90_ms": round(base * 1.08, 3), "min_ms": round(base * 0.95, 3),
         "mean_ms": round(base * 1.01, 3), "error": None,
