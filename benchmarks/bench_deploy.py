@@ -6,12 +6,16 @@ of an unchanged re-deploy.  Targets (issue 14): >= 0.95 on a 40 MB/s link (USB 2
 Uses the real adb server and the virtual device of the tests (127.0.0.1 only).  The files are six
 model files of a float MobileNetV2's size (~14 MB each at --scale 1).
 
-    /work/venv/bin/python benchmarks/bench_deploy.py [--scale 1.0] [--repeat 3] [--link MB/s ...]
+    .venv/bin/python benchmarks/bench_deploy.py [--scale 1.0] [--repeat 3] [--link MB/s ...]
+
+The virtual device's storage is a directory on /dev/shm when there is one (--workdir): a phone's flash writes
+are not this machine's CPU work.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -24,6 +28,8 @@ sys.path.insert(0, str(ROOT))
 from deploy import DeploySettings, deploy  # noqa: E402
 from tests.deploy_support.fixtures import make_inputs  # noqa: E402
 from tests.virtual_device.harness import adb_with_devices  # noqa: E402
+
+from bench_deploy_fleet import default_workdir  # noqa: E402
 
 TARGETS = {40.0: 0.95, 150.0: 0.85, 0.0: 0.7}  # link MB/s (0: unlimited) -> minimum ratio
 
@@ -42,16 +48,16 @@ def main(argv=None) -> int:
     ap.add_argument("--link", type=float, action="append", default=None,
                     help="virtual device link speed in MB/s, 0 = unlimited loopback (repeatable; default: 40 (USB 2), "
                          "150 (USB 3 class) and 0)")
+    ap.add_argument("--workdir", default=default_workdir(), help="where the device's storage goes (default: %(default)s)")
     args = ap.parse_args(argv)
     ok = True
     for link in args.link or [40.0, 150.0, 0.0]:
-        ok &= measure(args.scale, args.repeat, link)
+        ok &= measure(args.scale, args.repeat, link, args.workdir)
     return 0 if ok else 1
 
 
-def measure(scale: float, repeat: int, link: float) -> bool:
-
-    with tempfile.TemporaryDirectory(prefix="bench-deploy-") as tmp:
+def measure(scale: float, repeat: int, link: float, workdir: str) -> bool:
+    with tempfile.TemporaryDirectory(prefix="bench-deploy-", dir=workdir) as tmp:
         tmp = Path(tmp)
         inp = make_inputs(tmp / "in", modes=("none", "core", "full"), model_size=int(14_000_000 * scale))
         files = sorted(inp.models.glob("*.pt"))  # --no-bench: the deploy pushes exactly these
@@ -83,7 +89,8 @@ def measure(scale: float, repeat: int, link: float) -> bool:
     ratio = p / f
     goal = target(link)
     where = f"link limited to {link:g} MB/s" if link else "unlimited loopback link"
-    print(f"== virtual device, {where}: {len(files)} files, {total / 1e6:.1f} MB; median of {repeat}")
+    print(f"== virtual device, {where}: {len(files)} files, {total / 1e6:.1f} MB; median of {repeat}; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"plain adb push:        {p:6.3f} s  ({total / p / 1e6:7.1f} MB/s)")
     print(f"invoke deploy (fresh): {f:6.3f} s  ({total / f / 1e6:7.1f} MB/s)  incl. checks, hashes, verify, rename")
     print(f"deploy throughput / adb push throughput: {ratio:.2f} (target >= {goal}) "

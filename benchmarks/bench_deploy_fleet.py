@@ -8,8 +8,13 @@ Uses 4 real adb servers (127.0.0.1 only), each with 4 virtual devices of the tes
 run is the same deploy (same files, same servers up) with --serial of one device; both are measured
 alternately in this one run, median of --repeat.
 
-    /work/venv/bin/python benchmarks/bench_deploy_fleet.py [--servers 4] [--per-server 4] [--link 40]
-                                                           [--model-mb 4] [--repeat 3]
+    .venv/bin/python benchmarks/bench_deploy_fleet.py [--servers 4] [--per-server 4] [--link 40]
+                                                      [--model-mb 4 | --sizes mobilenetv2] [--repeat 3]
+
+--sizes mobilenetv2 uses the sizes of the six files of a real `invoke convert` of MobileNetV2 (45.3 MB per
+device) instead of six files of --model-mb.  The virtual devices' storage is a directory on /dev/shm when
+there is one (--workdir): a phone's flash writes are not this machine's CPU work, the host's ext4 and its
+writeback threads would be.
 """
 
 from __future__ import annotations
@@ -31,6 +36,15 @@ from tests.deploy_support.fixtures import make_inputs  # noqa: E402
 from tests.virtual_device.harness import adb_servers_with_devices  # noqa: E402
 
 TARGET = 1.5
+# the files of `invoke convert` (MobileNetV2, torch 2.x, random weights; build/models of 2026-11-23), bytes
+MOBILENETV2_SIZES = {"quant_none-cpu": 14_739_293, "quant_none-nnapi": 14_600_429, "quant_core-cpu": 4_216_749,
+                     "quant_core-nnapi": 4_196_677, "quant_full-cpu": 3_763_357, "quant_full-nnapi": 3_741_757}
+
+
+def default_workdir() -> str:
+    """Where the devices' storage goes: /dev/shm when it is a writable directory, else the system's temp dir."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else tempfile.gettempdir()
 
 
 def cpu_seconds(pids) -> tuple:
@@ -61,14 +75,18 @@ def main(argv=None) -> int:
     ap.add_argument("--per-server", type=int, default=4, help="virtual devices per adb server")
     ap.add_argument("--link", type=float, default=40.0, help="each device's link in MB/s")
     ap.add_argument("--model-mb", type=float, default=4.0, help="size of each of the six model files")
+    ap.add_argument("--sizes", choices=("uniform", "mobilenetv2"), default="uniform",
+                    help="uniform: six files of --model-mb; mobilenetv2: the sizes of a real convert's six files")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workdir", default=default_workdir(), help="where the devices' storage goes (default: %(default)s)")
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-fleet-", dir=args.workdir) as tmp:
         return run(Path(tmp), args)
 
 
 def run(tmp: Path, args) -> int:
-    inp = make_inputs(tmp / "in", modes=("none", "core", "full"), model_size=int(args.model_mb * 1e6))
+    sizes = MOBILENETV2_SIZES if args.sizes == "mobilenetv2" else int(args.model_mb * 1e6)
+    inp = make_inputs(tmp / "in", modes=("none", "core", "full"), model_size=sizes)
     total = sum(f.stat().st_size for f in inp.models.glob("*.pt"))
     layout = {f"s{k}": {f"d{k}{j}": {"link_mb_s": args.link} for j in range(args.per_server)}
               for k in range(args.servers)}

@@ -305,9 +305,12 @@ def _send_all(device: Device, directory: str, items: Sequence[PushItem], order: 
             acks.put((i, it, tmp, sent, mtime, digests, n == len(order), n >= len(order) - 1))
             if acks.error is not None:
                 break
-    except BaseException:
+    except BaseException as e:
+        first = acks.error  # the device's answers failed before this send did: that is the cause
         session.abort()  # wakes the reader up if it waits for an answer that will never come
         acks.finish()
+        if first is not None and isinstance(e, TorchdroidError):
+            raise first from e
         raise
     acks.finish()
     session.close()

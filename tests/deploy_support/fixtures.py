@@ -10,7 +10,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional, Union
 
 from toolchain.fsutil import sha256_file
 from toolchain.records import (
@@ -58,16 +58,18 @@ def _spec(shape, dtype="float32"):
 
 
 def write_models(models_dir: Path, modes: Iterable[str] = ("none", "full"), commit: str = COMMIT,
-                 size: int = 200_000, stem: str = "mobilenetv2", seed: int = 1) -> Path:
-    """A manifest with small dummy model files (the stand-in binary loads nothing)."""
+                 size: Union[int, Mapping[str, int]] = 200_000, stem: str = "mobilenetv2", seed: int = 1) -> Path:
+    """A manifest with small dummy model files (the stand-in binary loads nothing); ``size`` in bytes, or per
+    ``quant_MODE-BACKEND`` (e.g. ``{"quant_none-cpu": 14_739_293}``)."""
     models_dir.mkdir(parents=True, exist_ok=True)
     files = []
     for mode in modes:
         for backend in ("cpu", "nnapi"):
             name = f"{stem}-quant_{mode}-{backend}.pt"
-            data = (f"{name}:{seed}:".encode() * (size // 20 + 1))[:size]
+            n = size if isinstance(size, int) else size[f"quant_{mode}-{backend}"]
+            data = (f"{name}:{seed}:".encode() * (n // 20 + 1))[:n]
             (models_dir / name).write_bytes(data)
-            files.append({"file": name, "sha256": sha256_file(models_dir / name), "size": size,
+            files.append({"file": name, "sha256": sha256_file(models_dir / name), "size": n,
                           "model": "mobilenet_v2", "stem": stem, "mode": mode, "backend": backend,
                           "input": _spec([1, 3, 224, 224]), "output": _spec([1, 1000])})
     return write_record(models_dir / MANIFEST_NAME, MANIFEST_KIND, MANIFEST_SCHEMA, {
@@ -135,7 +137,8 @@ class Inputs:
     apk: Path
 
 
-def make_inputs(root: Path, modes=("none", "full"), standin: Optional[Path] = None, model_size: int = 200_000,
+def make_inputs(root: Path, modes=("none", "full"), standin: Optional[Path] = None,
+                model_size: Union[int, Mapping[str, int]] = 200_000,
                 commit: str = COMMIT) -> Inputs:
     binary = standin or build_standin(root / "bin")
     if standin is not None:

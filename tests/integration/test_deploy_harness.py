@@ -95,3 +95,30 @@ def test_bench_deploy_script_smoke(tmp_path):
     m = re.search(r"deploy throughput / adb push throughput: ([0-9.]+) \(target >= [0-9.]+\)", r.stdout)
     assert m and float(m.group(1)) > 0, r.stdout + r.stderr
     assert re.search(r"unchanged re-deploy: +[0-9.]+ s +\(0 bytes pushed\)", r.stdout), r.stdout
+
+
+def test_the_devices_native_sha1sum_prints_what_coreutils_prints(tmp_path):
+    """The virtual devices' libcrypto sha1sum (tests/virtual_device/tools.py) is a stand-in for the device's
+    tool: same digests, same lines, same exit codes as the host's sha1sum, a damaged file gives another digest,
+    and the devices find it first on their PATH."""
+    from tests.virtual_device.tools import tools_dir
+
+    built = tools_dir()
+    if built is None:
+        pytest.skip("no C compiler or libcrypto here: the devices use coreutils' sha1sum")
+    files = {"empty": b"", "one": b"x", "big": os.urandom(300_000) * 3}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    damaged = bytearray(files["big"])
+    damaged[123_456] ^= 0x01
+    (tmp_path / "damaged").write_bytes(bytes(damaged))
+    for args in (["empty", "one", "big", "damaged"], ["big", "missing", "one"], [], ["-"]):
+        ours = subprocess.run([str(built / "sha1sum"), *args], cwd=tmp_path, input=b"abc", capture_output=True)
+        real = subprocess.run(["/usr/bin/sha1sum", *args], cwd=tmp_path, input=b"abc", capture_output=True)
+        assert (ours.returncode, ours.stdout) == (real.returncode, real.stdout), args
+        assert (b"missing" in ours.stderr) == (b"missing" in real.stderr)
+    out = subprocess.run([str(built / "sha1sum"), "big", "damaged"], cwd=tmp_path, capture_output=True).stdout.split()
+    assert out[0] != out[2]
+    with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
+        where = server.adb("-s", devs["d"].serial, "shell", "command -v sha1sum").stdout.strip()
+        assert where == str(built / "sha1sum")

@@ -68,7 +68,8 @@ _PATH_RE = re.compile(r"(^|[\s'\"=:;|&(<>])/(" + "|".join(MAPPED) + r")(?=/|\s|$
 
 _HEADER = struct.Struct("<6I")
 WINDOW = 2 * MAX_PAYLOAD  # bytes a stream takes in before its reader caught up (then OKAY waits for it)
-SPARE_BUFFERS = 4  # WRTE buffers a connection keeps for reuse
+SPARE_BUFFERS = 8  # WRTE buffers a connection keeps for reuse (a stream has up to four: WINDOW + the one it reads)
+SMALL_PAYLOAD = 64 * 1024  # smaller WRTE payloads get a buffer of their own size
 THROTTLE_STEP = 0.01  # the link emulation sleeps once it is this far ahead of the link (not per DATA packet)
 
 
@@ -161,6 +162,10 @@ class Stream:
             self.conn.send(A_WRTE, self.local_id, self.remote_id, piece)
 
     def close(self) -> None:
+        if self.buffer is not None:  # the service is done with it
+            self.view.release()
+            self.conn.give_back(self.buffer)
+            self.buffer = None
         if not self.closed:
             self.closed = True
             self.conn.send(A_CLSE, self.local_id, self.remote_id)
@@ -204,12 +209,15 @@ class Connection:
         return bytes(out)
 
     def give_back(self, buffer: bytearray) -> None:
-        if len(self.spare) < SPARE_BUFFERS:
+        if len(buffer) == MAX_PAYLOAD and len(self.spare) < SPARE_BUFFERS:
             self.spare.append(buffer)
 
     def receive_write(self, arg0: int, arg1: int, length: int) -> None:
         """A WRTE: its payload read into a reusable buffer and handed to its stream."""
-        buffer = self.spare.pop() if self.spare else bytearray(MAX_PAYLOAD)
+        if length <= SMALL_PAYLOAD:  # a shell's or a sync request's packet: a buffer of its own
+            buffer = bytearray(length)
+        else:
+            buffer = self.spare.pop() if self.spare else bytearray(MAX_PAYLOAD)
         with memoryview(buffer)[:length] as view:
             self.recv_into(view)
         stream = self.streams.get(arg1)
