@@ -175,10 +175,12 @@ class ModeConverter:
                 fused = fused_float(self.model)  # copied before calibration starts: the thread copies it too
         calibration = _Background(self._calibrate) if quantized_modes else None
         if fused is not None:
-            with torch.no_grad():
-                ex = export_float(fused, self.batch[0], self._paths("none"), self.fmt, f"{label} quant_none",
-                                  self.facts.xnnpack)
-            yield self._check(ex)
+            try:
+                yield self._none(fused)
+            except BaseException:  # an error here, or the caller stopped: never leave torch running in a thread
+                if calibration is not None:  # while the process exits
+                    _wait_quietly(calibration)
+                raise
         if calibration is None:
             return
         qmodel, float_top1 = calibration.result()
@@ -189,16 +191,17 @@ class ModeConverter:
         while ex is not None:  # the next mode is scripted and saved in a thread while this one is checked
             following = _Background(_next_export, exports)
             try:
-                done = self._check(ex)
-            except BaseException:
+                yield self._check(ex)  # recorded now; the following mode's export goes on meanwhile
+            except BaseException:  # the check failed or the caller stopped (e.g. its record could not be written):
                 _wait_quietly(following)  # nothing may be written after this run gives up its lock
                 raise
-            try:
-                yield done  # recorded now; the following mode's export goes on meanwhile
-            except BaseException:  # the caller stopped (e.g. its record could not be written)
-                _wait_quietly(following)
-                raise
             ex = following.result()
+
+    def _none(self, fused) -> ModeDone:
+        with torch.no_grad():
+            ex = export_float(fused, self.batch[0], self._paths("none"), self.fmt, f"{self.spec.stem} quant_none",
+                              self.facts.xnnpack)
+        return self._check(ex)
 
     def _calibrate(self):
         with torch.no_grad():  # grad mode is per thread

@@ -247,6 +247,21 @@ def script_cpu(model, input_tensor, label: str, optimize: bool):
     return cpu_model, how, notes
 
 
+def _adopt_scripted_children(model, scripted) -> None:
+    """Put the scripted copies of ``model``'s children (from scripting it for quant_full) in their place.
+
+    quant_core's CPU model is the same quantized model with other quant/dequant modules: scripting it again
+    would infer every submodule's TorchScript type afresh (most of a second) only to find the types quant_full's
+    scripting made.  Scripting a module whose children are already scripted reuses them: the same types, the
+    same saved file.  Only the children scripting found (a child ``forward`` never calls is left alone)."""
+    for name, child in list(model.named_children()):
+        if name in ("quant", "dequant"):
+            continue
+        done = getattr(scripted, name, None)
+        if done is not None and hasattr(done, "_c") and done.original_name == type(child).__name__:
+            setattr(model, name, done)
+
+
 def bundle_and_save(scripted, input_tensor, path: Path, fmt: str) -> Tuple[int, str]:
     """Bundle ``input_tensor`` (speed_benchmark_torch's --use_bundled_input) and save; returns (size, sha256)."""
     import torch.utils.bundled_inputs as bundled
@@ -298,6 +313,8 @@ def export_quantized(quantized, modes: List[str], float_input, paths: Dict[str, 
     if "full" in modes:
         cpu_model, how, notes = script_cpu(quantized, q_input, f"{label} quant_full", optimize)
         nnapi_model = torch.jit.script(_bundle_wrapper(nnapi_core))
+        if how == "script" and not optimize:
+            _adopt_scripted_children(quantized, cpu_model.mod)
         yield _saved("full", *paths["full"], bundle_and_save(cpu_model, q_input, paths["full"][0], fmt),
                              bundle_and_save(nnapi_model, q_input, paths["full"][1], fmt), q_input, q_input, how,
                              optimize, qparams, notes)

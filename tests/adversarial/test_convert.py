@@ -145,6 +145,16 @@ def test_a_calibration_failure_keeps_quant_none_recorded(tmp_path):
 
 
 @adversarial("convert", "bad model")
+def test_a_quant_none_failure_while_calibrating_is_the_error_reported(tmp_path):
+    """quant_none fails its host check (constant output) while calibration runs in a thread: that error, exit 6,
+    a clean exit (the thread is waited for, never left running while the process ends), nothing recorded."""
+    res = convert(tmp_path, "--quant", "none,full", "--out", "m", model=f"{SUPPORT}:constant_when_scripted")
+    assert_clean(res, "conversion", mentions=["quant_none-cpu.pt gives a constant output"], root=tmp_path)
+    assert modes_recorded(tmp_path / "m") == set()
+    assert not list((tmp_path / "m").glob("*quant_full*"))  # the quantized modes never got to export
+
+
+@adversarial("convert", "bad model")
 def test_factory_file_that_raises_on_import(tmp_path):
     (tmp_path / "net.py").write_text("raise RuntimeError('half-finished file')\n")
     res = convert(tmp_path, "--out", "m", model="net.py:make")

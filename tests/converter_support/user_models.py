@@ -126,3 +126,20 @@ class FailsCalibrating(Tiny):
 
 def fails_calibrating():
     return FailsCalibrating()
+
+
+class ConstantWhenScripted(Tiny):
+    """Tiny whose scripted copies output zeros: traced and eager runs (NNAPI conversion, calibration) are
+    normal, the host check of the saved CPU model finds a constant output."""
+
+    def forward(self, x):
+        x = self.quant(x)
+        x = self.relu(self.bn(self.conv(x)))
+        x = self.dequant(self.fc(self.pool(x).flatten(1)))
+        if torch.jit.is_scripting():
+            return x * 0.0
+        return x
+
+
+def constant_when_scripted():
+    return ConstantWhenScripted()
