@@ -51,6 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", default=default_workdir(), help="where the device's storage goes (default: %(default)s)")
     args = ap.parse_args(argv)
     ok = True
+    print(f"load average before the runs: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for link in args.link or [40.0, 150.0, 0.0]:
         ok &= measure(args.scale, args.repeat, link, args.workdir)
     return 0 if ok else 1
@@ -90,7 +91,7 @@ def measure(scale: float, repeat: int, link: float, workdir: str) -> bool:
     goal = target(link)
     where = f"link limited to {link:g} MB/s" if link else "unlimited loopback link"
     print(f"== virtual device, {where}: {len(files)} files, {total / 1e6:.1f} MB; median of {repeat}; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+          f"load average {os.getloadavg()[0]:.1f} after the runs")
     print(f"plain adb push:        {p:6.3f} s  ({total / p / 1e6:7.1f} MB/s)")
     print(f"invoke deploy (fresh): {f:6.3f} s  ({total / f / 1e6:7.1f} MB/s)  incl. checks, hashes, verify, rename")
     print(f"deploy throughput / adb push throughput: {ratio:.2f} (target >= {goal}) "

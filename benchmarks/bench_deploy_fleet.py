@@ -80,6 +80,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workdir", default=default_workdir(), help="where the devices' storage goes (default: %(default)s)")
     args = ap.parse_args(argv)
+    args.load_before = os.getloadavg()[0]  # the runs' own 40 processes raise the load average they end with
     with tempfile.TemporaryDirectory(prefix="bench-fleet-", dir=args.workdir) as tmp:
         return run(Path(tmp), args)
 
@@ -100,7 +101,7 @@ def run(tmp: Path, args) -> int:
         for i in range(args.repeat):
             single.append(fleet.deploy(f"one{i}", (fleet.one,)))
             every.append(fleet.deploy(f"all{i}", ()))
-    return report(single, every, total, len(devs), args.repeat)
+    return report(single, every, total, len(devs), args.repeat, args.load_before)
 
 
 class Fleet:
@@ -128,16 +129,20 @@ class Fleet:
         return out
 
 
-def report(single: list, every: list, total: int, n: int, repeat: int) -> int:
+def report(single: list, every: list, total: int, n: int, repeat: int, load_before: float = 0.0) -> int:
     w1, c1 = statistics.median(x[0] for x in single), _cpu_text(single)
     wn, cn = statistics.median(x[0] for x in every), _cpu_text(every)
     ratio = wn / w1
     cpu_all = statistics.median(sum(x[1].values()) for x in every)
     print(f"one device:   {w1:6.3f} s  ({total / w1 / 1e6:6.1f} MB/s)   median of {repeat}; CPU s: {c1}")
     print(f"{n} devices:  {wn:6.3f} s  ({n * total / wn / 1e6:6.1f} MB/s in all)  CPU s: {cn}")
-    print(f"(this machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; the {n} devices' work "
+    print(f"(this machine: {os.cpu_count()} cores, load average {load_before:.1f} before the runs, "
+          f"{os.getloadavg()[0]:.1f} after them; the {n} devices' work "
           f"needs {cpu_all:.2f} CPU s, i.e. at least {cpu_all / os.cpu_count() / w1:.2f} x one device's wall time "
           f"on {os.cpu_count()} idle cores)")
+    host = statistics.median(x[1]["deploy"] + x[1]["adb servers"] for x in every)
+    print(f"(of that, the deploy and the adb servers: {host:.2f} CPU s; the rest is the virtual phones' own work, "
+          f"which real phones do on their own cores: without it at least {host / os.cpu_count() / w1:.2f} x)")
     print(f"fleet wall time / one device: {ratio:.2f} (target <= {TARGET}) "
           f"{'OK' if ratio <= TARGET else 'ABOVE TARGET'}")
     return 0 if ratio <= TARGET else 1

@@ -395,6 +395,7 @@ class SyncSession:
         self.device = device
         self._c = None
         self._aborted = False  # after a failure the session stays closed (no silent new connection)
+        self._views: Optional[List[memoryview]] = None  # the send buffers, made on first use
 
     def __enter__(self) -> "SyncSession":
         return self
@@ -449,21 +450,23 @@ class SyncSession:
             raw = f"{remote},{_stat.S_IFREG | mode}".encode()
             sock = self._c.conn
             sock.sendall(b"SEND" + struct.pack("<I", len(raw)) + raw)
-            views = [memoryview(bytearray(SYNC_CHUNK)) for _ in range(SEND_GROUP)]
+            if self._views is None:
+                self._views = [memoryview(bytearray(SYNC_CHUNK)) for _ in range(SEND_GROUP)]
             with open(local, "rb", buffering=0) as f:
                 while True:
                     frames = []
-                    for view in views:
+                    for view in self._views:
                         n = f.readinto(view)
                         if not n:
                             break
                         frames += (_DATA.pack(b"DATA", n), view[:n])
-                        sent += n
-                        if on_bytes:
-                            on_bytes(n)
                     if not frames:
                         break
                     _send_frames(sock, frames)
+                    group = sum(len(x) for x in frames[1::2])
+                    sent += group
+                    if on_bytes:
+                        on_bytes(group)
             mtime = int(time.time())
             sock.sendall(b"DONE" + struct.pack("<I", mtime))
             return sent, mtime

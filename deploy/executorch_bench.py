@@ -118,8 +118,8 @@ def legacy_rows(legacy: Optional[DeployResults], serial: str, stems: Sequence[st
         return []
     out = []
     for r in legacy.rows:
-        if (r.serial == serial and r.source == "binary" and r.stem in stems and r.variant in ("quant_none", "quant_full")
-                and r.status == "ok"):
+        if (r.serial == serial and r.source == "binary" and r.stem in stems and r.status == "ok"
+                and r.variant in ("quant_none", "quant_full")):
             label = f"{'TorchScript CPU' if r.backend == 'cpu' else 'NNAPI'} {r.variant}"
             out.append(PteResultRow(serial, label, "fp32" if r.mode == "none" else "int8", r.model_file, "ok",
                                     r.median_ms, r.p90_ms, r.min_ms, r.samples,

@@ -102,6 +102,7 @@ class LocalHashes:
     def __init__(self, workers: int = 1, cache: Optional[Path] = None):
         self._lock = threading.Lock()
         self._futures: Dict[tuple, Future] = {}
+        self._real: Dict[Path, str] = {}
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="local-hash")
         self._cache_path: Optional[Path] = None
         self._cached: Dict[str, list] = {}
@@ -117,10 +118,12 @@ class LocalHashes:
         except (OSError, ValueError, AttributeError):
             self._cached = {}
 
-    @staticmethod
-    def _key(path: Path, algo: str) -> str:
-        st = os.stat(path)
-        return f"{Path(path).resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}|{algo}"
+    def _key(self, path: Path, algo: str) -> str:
+        st = os.stat(path)  # every time: a file changed meanwhile gets another key
+        real = self._real.get(path)
+        if real is None:  # resolve() costs a system call per path component: once per path and deploy
+            real = self._real[path] = str(Path(path).resolve())
+        return f"{real}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}|{algo}"
 
     def request(self, path: Path, algo: str) -> Future:
         key = self._key(path, algo)

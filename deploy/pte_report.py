@@ -62,7 +62,9 @@ def record_staleness(rec: PteDeployRecord, run_id: int, run_started: str, run_mo
     """Why the record's rows do not belong to legacy run ``run_id`` (empty: they do)."""
     out = []
     if rec.legacy_run_id is None:
-        out.append(f"deploy-executorch found no legacy results to join (the TorchScript/NNAPI lines and speed-ups "
+        error = rec.legacy.get("error")
+        why = f" ({rec.legacy.get('path', 'latest.json')} could not be read: {error})" if error else ""
+        out.append(f"deploy-executorch found no legacy results to join{why} (the TorchScript/NNAPI lines and speed-ups "
                    f"are missing), while this report draws legacy run {run_id}")
     elif rec.legacy_run_id != run_id:
         out.append(f"its TorchScript CPU/NNAPI lines and speed-ups come from legacy run {rec.legacy_run_id}, "

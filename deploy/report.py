@@ -138,7 +138,7 @@ def _pte_bar(ax, r, pos: float, width: float, stale: bool) -> None:
 
 
 def _executorch_panel(ax, section: PteReportSection) -> None:
-    """Per device, each NNAPI / ExecuTorch line's speed-up over the legacy CPU model of its precision; stale: hatched."""
+    """Per device, each NNAPI / ExecuTorch line's speed-up over the legacy CPU model of its precision."""
     per_device = [[r for r in t.rows if not r.is_baseline] for t in section.devices]
     width = 0.8 / max(1, max(len(lines) for lines in per_device))
     for x, (t, lines) in enumerate(zip(section.devices, per_device)):
@@ -165,8 +165,8 @@ def draw(rows: List[ResultRow], png: Path, title: str, executorch: Optional[PteR
     failed_devices = [r for r in rows if r.source == "deploy"]
     labels = [f"{model}\n{serial}\n{stem} {mode}" for serial, model, stem, mode in groups]
     with_pte = executorch is not None and bool(executorch.devices)
-    fig, axes = plt.subplots(3 if with_pte else 2, 1, figsize=(max(7.0, 1.3 * len(groups) + 2), 12.5 if with_pte else 8.5),
-                             constrained_layout=True)
+    size = (max(7.0, 1.3 * len(groups) + 2), 12.5 if with_pte else 8.5)
+    fig, axes = plt.subplots(3 if with_pte else 2, 1, figsize=size, constrained_layout=True)
     _latency_panel(axes[0], rows, groups, title)
     _speedup_panel(axes[1], rows, groups)
     for ax in axes[:2]:

@@ -55,7 +55,7 @@ def parse_time(text: str) -> Optional[_dt.datetime]:
 
 @dataclass
 class PteResultRow:
-    """One runtime on one device: an ExecuTorch program, or a legacy TorchScript CPU / NNAPI model it is compared with."""
+    """One runtime on one device: an ExecuTorch program, or a legacy TorchScript CPU / NNAPI model beside it."""
 
     serial: str
     runtime: str  # "ExecuTorch fp32-xnnpack", "TorchScript CPU quant_none", "NNAPI quant_full"
@@ -156,7 +156,7 @@ def add_speedups(rows: List[PteResultRow]) -> None:
 
 @dataclass
 class PteDeployRecord:
-    """``executorch-latest.json``: what one ``invoke deploy-executorch`` measured, per device, with the legacy rows it joined."""
+    """``executorch-latest.json``: what one deploy-executorch measured per device, with the legacy rows it joined."""
 
     models: str  # the models directory (absolute) whose .pte programs ran
     build_info: str

@@ -78,3 +78,6 @@ def test_staleness_rules(tmp_path):
     assert len(other) == 1 and "else" in other[0]
     none = record_staleness(_record(tmp_path, legacy={}, written=rec.written), 3, "2026-11-23T10:00:00+00:00", models)
     assert "found no legacy results" in none[0]
+    broken = _record(tmp_path, legacy={"path": "r/latest.json", "error": "r/latest.json cannot be read"},
+                     written=rec.written)
+    assert "r/latest.json could not be read" in record_staleness(broken, 3, "2026-11-23T10:00:00+00:00", models)[0]
