@@ -79,8 +79,8 @@ def new_owner() -> Owner:
 
 def take_command(path: str, me: Owner) -> str:
     """One attempt to take the lock at ``path``: prints TAKEN, or the current owner line (see answer)."""
-    q = shlex.quote(path)
-    return (f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0])} && if mkdir {q} 2>/dev/null; then "
+    q, parent = shlex.quote(path), shlex.quote(path.rsplit('/', 1)[0])
+    return (f"{{ [ -d {parent} ] || mkdir -p {parent}; }} && if mkdir {q} 2>/dev/null; then "
             f"echo {shlex.quote(me.line())} > {q}/owner && echo {TAKEN}; else cat {q}/owner 2>/dev/null; echo; fi")
 
 

@@ -4,7 +4,8 @@ The real adb server attaches it with ``adb connect 127.0.0.1:PORT``.  It serves
 ``shell`` (v1 and shell_v2 with exit codes), ``exec`` and ``sync`` (STAT, LIST,
 SEND, RECV); shell commands run with the host ``/bin/sh`` inside a sandbox
 directory in which ``/data``, ``/sdcard`` and ``/storage`` are mapped, with small
-stand-ins for the Android-only commands (getprop, pm, am, logcat, df) on PATH.
+stand-ins for the Android-only commands: getprop, df and getconf as shell functions (prelude.sh, sourced
+first; also on PATH), pm, am, logcat and dumpsys on PATH.
 
 Run it as a process: ``python -m tests.virtual_device.device CONFIG.json``; it
 prints ``LISTENING <port>`` once it accepts connections.  Config keys:
@@ -410,12 +411,13 @@ class VirtualDevice:
             "VDEV_STATE": str(self.state),
             "VDEV_ROOT": str(self.root),
             "VDEV_PYTHON": sys.executable,
+            "VDEV_PRELUDE": str(HERE / "prelude.sh"),
             "LC_ALL": "C",
         }
         env.update({k: str(v) for k, v in (self.config.get("env") or {}).items()})
         self.log(f"shell: {cmd}")
         proc = subprocess.run(
-            ["/bin/sh", "-c", self.map_command(cmd)],
+            ["/bin/sh", "-c", '. "$VDEV_PRELUDE"\n' + self.map_command(cmd)],  # getprop, df, getconf: functions
             cwd=self.root, env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600,
         )
