@@ -147,7 +147,7 @@ def check_program(pte: PteFile, runtime: Runtime) -> List[str]:
                                f"backends only (scripts/build_android_library.sh builds Vulkan only with "
                                "EXECUTORCH_BUILD_VULKAN=ON)",
                          remedy="pick an XNNPACK or portable program (--model fp32-xnnpack), or build the AAR with "
-                                f"that backend and pass it with --executorch-aar")
+                                "that backend and pass it with --executorch-aar")
     made_by = str(pte.executorch.get("version") or "unknown")
     warnings = []
     if runtime.aar and pte.delegate not in et_pins.EXECUTORCH_ANDROID_DELEGATES:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial.harness import adversarial, assert_clean, run_invoke, snapshot
-from tests.deploy_support.fixtures import build_standin, make_apk, make_inputs, write_app_info
+from tests.deploy_support.fixtures import build_standin, make_apk, make_inputs
 from tests.virtual_device.harness import adb_with_devices
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None or shutil.which("aapt") is None,
