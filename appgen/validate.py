@@ -129,7 +129,7 @@ def variant_name(value: str) -> str:
 
 def program_name(value: str) -> str:
     """``fp32-xnnpack`` / ``mobilenetv2-int8-xnnpack``: a precision and a delegate the converter writes."""
-    from converter.executorch_lane import DELEGATES
+    from toolchain.pte_records import DELEGATES
 
     value = (value or "").strip()
     m = _PROGRAM.match(value)

@@ -19,15 +19,13 @@ from typing import Any, Dict, List, Optional, Tuple
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock, sha256_file
-from toolchain.pte_records import BASELINE, PteFile, load_section, pte_name, write_section
+from toolchain.pte_records import BASELINE, DELEGATES, PteFile, load_section, pte_name, write_section
 from toolchain.records import ConvertManifest, manifest_owner, now_iso
 
 from .calibration import CalibrationSpec, parse_calibration
 from .models import ModelSpec, WeightsSpec, parse_model, parse_weights
 
 log = logging.getLogger(__name__)
-
-DELEGATES = ("xnnpack", "portable", "vulkan")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, ToolFailed, ToolNotFound, UsageError
-from toolchain.fsutil import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -373,22 +372,13 @@ class Device:
         """One sync connection for several pushes (opening one costs a round trip through the server)."""
         return SyncSession(self)
 
-    def push_file(self, local: Path, remote: str, mode: int = 0o644,
-                  on_bytes: Optional[Callable[[int], None]] = None) -> Tuple[int, str]:
-        """Send ``local`` to ``remote`` with sync SEND; return the bytes sent and their sha256.
-
-        Raises DeviceError when the device refuses the file or the connection drops.
-        """
-        with self.sync_session() as session:
-            return session.push_file(local, remote, mode, on_bytes)
-
 
 class SyncSession:
     """A sync connection to one device, opened on first use; every SEND on it is checked (OKAY/FAIL).
 
     ``send`` does not wait for the device's answer (adb's own push pipelines the same way): a caller
     that sends several files reads the answers with ``reply``, in order, from another thread, so the
-    link never idles for a round trip between files.  ``push_file`` is both, for one file.
+    link never idles for a round trip between files.
     """
 
     def __init__(self, device: Device):
@@ -420,15 +410,6 @@ class SyncSession:
             with contextlib.suppress(OSError):
                 c.conn.shutdown(socket.SHUT_RDWR)
             c.close()
-
-    def push_file(self, local: Path, remote: str, mode: int = 0o644,
-                  on_bytes: Optional[Callable[[int], None]] = None,
-                  with_hash: bool = True) -> Tuple[int, Optional[str]]:
-        """Send ``local`` to ``remote`` with sync SEND and wait for the answer; return the bytes sent and
-        their sha256 (None unless ``with_hash``)."""
-        sent, _mtime = self.send(local, remote, mode, on_bytes)
-        self.reply(remote, Path(local).name)
-        return sent, sha256_file(Path(local)) if with_hash else None
 
     def send(self, local: Path, remote: str, mode: int = 0o644,
              on_bytes: Optional[Callable[[int], None]] = None) -> Tuple[int, int]:

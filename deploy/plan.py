@@ -16,6 +16,7 @@ from typing import List, Optional, Tuple
 
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import sha256_file
+from toolchain.pte_records import PROGRAM_VARIANT_PATTERN
 from toolchain.records import AppInfo, BuildInfo, ConvertManifest, ModelFile
 from toolchain.settings import default
 
@@ -25,8 +26,8 @@ from .hashes import LocalHashes
 from .preflight import check_commits, elf_abi, load_alignment
 
 _PROJECT_RE = re.compile(r"[^A-Za-z0-9._-]+")
-_VARIANT_RE = re.compile(r"(?:([A-Za-z0-9_.+-]+?)-)?(quant_(?:none|core|full)|(?:fp32|int8)-(?:xnnpack|portable|vulkan))"
-                         r"(?=$|[-.])")  # legacy quant_* or an ExecuTorch program's <precision>-<delegate>
+# legacy quant_* or an ExecuTorch program's <precision>-<delegate>
+_VARIANT_RE = re.compile(rf"(?:([A-Za-z0-9_.+-]+?)-)?(quant_(?:none|core|full)|{PROGRAM_VARIANT_PATTERN})(?=$|[-.])")
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,13 @@ from typing import Any, Dict, List, Optional
 
 from .errors import RecordError
 from .fsutil import atomic_write_text
+from .pte_records import PRECISIONS
 from .records import now_iso, read_record, write_record
 
 PTE_RESULTS_KIND = "torchdroid.executorch-deploy"
 PTE_RESULTS_SCHEMA = 1
 PTE_RESULTS_STEM = "executorch-latest"
 PTE_ROW_STATUSES = ("ok", "failed")
-PRECISIONS = ("fp32", "int8")
 BASELINE_PREFIX = "TorchScript CPU"  # the legacy CPU model of the same precision: every speed-up's denominator
 RUNTIME_PREFIXES = ("ExecuTorch ", BASELINE_PREFIX + " ", "NNAPI ")
 REMEDY = "run `invoke deploy-executorch` again (it rewrites <results>/executorch-latest.json)"
@@ -133,13 +133,20 @@ def _positive(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
-def speedup_problems(rows: List[PteResultRow]) -> List[str]:
-    """Every speed-up must be the legacy CPU median of the same device and precision over the row's median."""
+def expected_speedups(rows: List[PteResultRow]) -> List[Optional[float]]:
+    """Per row, the ok legacy CPU median of the same device and precision over the row's median (or None)."""
     base = {(r.serial, r.precision): r.median_ms for r in rows if r.is_baseline and r.status == "ok"}
-    out = []
+    out: List[Optional[float]] = []
     for r in rows:
         b = base.get((r.serial, r.precision))
-        want = round(b / r.median_ms, 3) if b and r.median_ms else None
+        out.append(round(b / r.median_ms, 3) if b and r.median_ms else None)
+    return out
+
+
+def speedup_problems(rows: List[PteResultRow]) -> List[str]:
+    """Every speed-up must be the legacy CPU median of the same device and precision over the row's median."""
+    out = []
+    for r, want in zip(rows, expected_speedups(rows)):
         if (want is None) != (r.speedup_vs_cpu is None) or (want is not None and abs(want - r.speedup_vs_cpu) > 1e-3):
             out.append(f"{r.serial} {r.runtime}: speed-up {r.speedup_vs_cpu} does not follow from the medians "
                        f"(expected {want})")
@@ -148,10 +155,8 @@ def speedup_problems(rows: List[PteResultRow]) -> List[str]:
 
 def add_speedups(rows: List[PteResultRow]) -> None:
     """Fill each row's speed-up over the ok legacy CPU row of the same device and precision."""
-    base = {(r.serial, r.precision): r.median_ms for r in rows if r.is_baseline and r.status == "ok"}
-    for r in rows:
-        b = base.get((r.serial, r.precision))
-        r.speedup_vs_cpu = round(b / r.median_ms, 3) if b and r.median_ms else None
+    for r, want in zip(rows, expected_speedups(rows)):
+        r.speedup_vs_cpu = want
 
 
 @dataclass
