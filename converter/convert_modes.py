@@ -240,7 +240,7 @@ class ModeConverter:
         else:
             qp = (ex.core_qparams or {}).get("input") if ex.mode == "full" else None
             agreement = self.agreement.measure(checked.module, qp)
-            if self.quantized is not None and agreement and agreement["agree"] * 2 < agreement["total"]:
+            if self._mismatched(agreement):
                 ex.notes.append(mismatch_note(ex.mode, agreement))
         out_spec = TensorSpec(**checked.record["output_spec"])
         common: Dict[str, Any] = {"format": self.fmt}
@@ -251,6 +251,12 @@ class ModeConverter:
         nnapi = self._file(ex.nnapi_path, ex.nnapi_size, ex.nnapi_sha256, ex.mode, "nnapi", spec_of(ex.nnapi_input),
                            out_spec, {**common, "nnapi_nhwc": True, "needs": NNAPI_NEEDS})
         return ModeDone(ex.mode, [cpu, nnapi], checked.record, agreement, list(ex.notes))
+
+    def _mismatched(self, agreement: Optional[Dict[str, int]]) -> bool:
+        """Pre-quantized weights that disagree with trained float weights on most inputs (random float weights
+        predict noise, so there it says nothing)."""
+        return (self.quantized is not None and self.weights.origin != "random" and bool(agreement)
+                and agreement["agree"] * 2 < agreement["total"])
 
     def _file(self, path: Path, size: int, sha: str, mode: str, backend: str, inp: TensorSpec, outp: TensorSpec,
               extra: Dict[str, Any]) -> ModelFile:

@@ -194,3 +194,14 @@ def test_pretrained_quantized_weights_come_from_the_hub_cache(tmp_path):
     assert r.returncode == 0, r.stderr
     q = ConvertManifest.load(tmp_path / "o").conversions["mobilenetv2"]["weights"]["quantized"]
     assert q["origin"] == "pretrained" and q["url"] == enum.url
+
+
+def test_torchvisions_per_channel_quantized_weights_are_refused_by_name():
+    """resnet18's pre-quantized weights in torchvision are fbgemm's (per channel): refused before any download."""
+    from converter.models import parse_model
+    from converter.prequantized import pretrained_quantized_enum
+    from toolchain.errors import UsageError
+
+    assert pretrained_quantized_enum(parse_model("mobilenet_v2")).meta["backend"] == "qnnpack"
+    with pytest.raises(UsageError, match="are for fbgemm, not qnnpack"):
+        pretrained_quantized_enum(parse_model("resnet18"))
