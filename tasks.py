@@ -24,12 +24,13 @@ invoke_hooks.install()  # config files and INVOKE_* values are checked by the sc
 
 
 @task(help=helps(model="convert.model", quant="convert.quant", weights="convert.weights",
-                 calibration="convert.calibration", out="convert.out", force="convert.force",
+                 calibration="convert.calibration", quantized_weights="convert.quantized_weights",
+                 out="convert.out", force="convert.force",
                  format="convert.format", delegates="convert.executorch_delegates",
                  no_verify="skip the host NNAPI check of the NNAPI models afterwards (config verify.after_convert)"),
       iterable=["quant", "format", "delegates"])
-def convert(c, model=None, quant=None, weights=None, calibration=None, out=None, force=False, no_verify=False,
-            format=None, delegates=None, json=False, debug=False):
+def convert(c, model=None, quant=None, weights=None, calibration=None, quantized_weights=None, out=None, force=False,
+            no_verify=False, format=None, delegates=None, json=False, debug=False):
     """MobileNetV2 (or another model) -> CPU and NNAPI TorchScript models per quantization mode, with a manifest."""
     common = dict(model=model, weights=weights, calibration=calibration, out=out, force=force)
     result = None
@@ -39,7 +40,8 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, out=None,
 
         formats = resolve.formats(c.config, format=format)
         if "torchscript" in formats:
-            result = run_convert(resolve.convert(c.config, quant=quant, **common))
+            result = run_convert(resolve.convert(c.config, quant=quant, quantized_weights=quantized_weights,
+                                                 **common))
         pte = convert_executorch(resolve.executorch_convert(c.config, delegates=delegates, **common)) \
             if "executorch" in formats else None
     show.converted(result, pte, json)  # --json with both formats: one document {"torchscript": ..., "executorch": ...}

@@ -7,21 +7,19 @@
    and records alone.
 2. torchdroid's in-process conversion of the six MobileNetV2 files / the PyTorch NNAPI tutorial's flow
    ("(Beta) Convert MobileNetV2 to NNAPI", make_mobilenetv2_nnapi() for none/core/full) for the same six files,
-   same process, same torch thread count (printed), target <= 0.8.  Equal work: both sides start from the same
-   float weights file and make the same six models (checked: the largest output difference of the CPU models is
-   printed, 0 when they match).  The tutorial reads pretrained weights (torch hub cache) and, for core/full,
-   torchvision's pre-quantized weights; offline, the float weights are a stand-in made before timing (seeded
-   random weights with BatchNorm statistics estimated on the calibration images, so quantization is not
-   degenerate), torchdroid reads it with --weights PATH, and the tutorial's quantized modes are calibrated the
-   way torchdroid calibrates (same qconfig, images and chunks), each mode from scratch as the tutorial builds it.
-   torchvision is imported before timing, and the tutorial runs before and after torchdroid (mean), so neither
-   side pays the imports or a cold cache.  Printed beside it, not the target: the tutorial as written (its
-   quantized modes load a pre-quantized state_dict, made before timing, and calibrate nothing: not the same work),
-   and with --with-random torchdroid with --weights random (adds its BatchNorm re-estimation).
-
-   Changed from the previous version (which gave the tutorial 32 per-image calibration passes per quantized mode
-   and timed torchdroid with --weights random): the tutorial never re-estimates BatchNorm (it has no random
-   mode), and per-image calibration made models different from torchdroid's; now both sides do the same work.
+   same process, same torch thread count (printed), target <= 0.8, measured two ways, each with equal work on both
+   sides (checked: the largest output difference of the CPU models is printed, 0 when they make the same models):
+   a. the tutorial as written: `mobilenet_v2(pretrained=True, quantize=...)` reads torchvision's float weights and,
+      for core/full, its pre-quantized QNNPACK weights from the torch hub cache.  torchdroid gets the same two files
+      (`--weights FILE --quantized-weights FILE`) and calibrates nothing either.
+   b. both sides calibrate: torchdroid's default (`--quantized-weights calibrate`) against the tutorial with its
+      quantized modes calibrated the way torchdroid calibrates (same qconfig, images and chunks), each mode from
+      scratch as the tutorial builds it.
+   Offline, the weight files are stand-ins made before timing: seeded random float weights with BatchNorm statistics
+   estimated on the calibration images (so quantization is not degenerate), and that model quantized (b's way) as
+   the pre-quantized file.  torchvision is imported before timing, and the sides alternate (tutorial, torchdroid,
+   tutorial; mean), so neither pays the imports or a cold cache.  Information: torchdroid calibrating / the tutorial
+   as written (not the same work), and with --with-random torchdroid with --weights random.
 
 Usage: python benchmarks/bench_convert.py [--calibration-count N] [--skip-cli] [--skip-tutorial] [--rounds N]
        [--with-random]
@@ -194,6 +192,30 @@ def timed(label: str, run) -> tuple:
     return wall, cpu
 
 
+def alternate(label: str, sides: dict, rounds: int) -> dict:
+    """Run the two ``sides`` ({name: (description, run(out_dir))}) alternately, first side first; print each run
+    and the mean ratio second/first (wall and CPU).  Returns ``{"wall": {side: mean}, "cpu": {...}}``."""
+    names = list(sides)
+    wall = {n: [] for n in names}
+    cpu = {n: [] for n in names}
+    for i in range(rounds):
+        who = names[i % 2]
+        text, run = sides[who]
+        w, c = timed(text, lambda: run(i))
+        wall[who].append(w)
+        cpu[who].append(c)
+    mean = {k: {n: sum(v[n]) / len(v[n]) for n in names} for k, v in (("wall", wall), ("cpu", cpu))}
+    first, second = names
+    for kind in ("wall", "cpu"):
+        ratio = mean[kind][second] / mean[kind][first]
+        print(f"{label}, six files, {kind:4s} time: {mean[kind][second]:7.2f} s / {mean[kind][first]:7.2f} s = "
+              f"{ratio:6.3f}   (target <= 0.8) {verdict(ratio, 0.8)}", flush=True)
+    best = {k: {n: min(v[n]) for n in names} for k, v in (("wall", wall), ("cpu", cpu))}
+    print(f"  least disturbed run of each side: {best['wall'][second] / best['wall'][first]:6.3f} wall, "
+          f"{best['cpu'][second] / best['cpu'][first]:6.3f} CPU (other work on the machine inflates single runs)")
+    return mean
+
+
 def bench_tutorial(tmp: Path, count: int, rounds: int = 3, with_random: bool = False) -> None:
     import torch
     import torchvision.models.quantization  # noqa: F401  (imports are a process cost, not either flow's)
@@ -206,38 +228,33 @@ def bench_tutorial(tmp: Path, count: int, rounds: int = 3, with_random: bool = F
     print(f"torch threads: {torch.get_num_threads()} (both flows, same process); load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
-    def torchdroid(out: Path, how: str = "file") -> None:
-        convert(ConvertSettings(out=out, weights=str(weights["float"]) if how == "file" else "random",
-                                calibration_count=count, build_dir=tmp / "build"))
-
-    wall = {"tutorial": [], "torchdroid": []}
-    cpu = {"tutorial": [], "torchdroid": []}
-    for i, who in enumerate(("tutorial", "torchdroid", "tutorial", "torchdroid")[:rounds]):
-        out = tmp / f"{who}{i}"
+    def torchdroid(out: Path, how: str = "file", quantized: str = "calibrate") -> None:
         out.mkdir()
-        run = (lambda: tutorial_flow(out, weights, "calibrated", list(batch))) if who == "tutorial" else (
-            lambda: torchdroid(out))
-        w, c = timed(f"{who} (same float weights file{', calibrated' if who == 'tutorial' else ''})", run)
-        wall[who].append(w)
-        cpu[who].append(c)
-    print(same_models(tmp / "tutorial0", tmp / "torchdroid1", batch[1]))
-    mean = {k: {w: sum(v[w]) / len(v[w]) for w in v} for k, v in (("wall", wall), ("cpu", cpu))}
-    for kind in ("wall", "cpu"):
-        ratio = mean[kind]["torchdroid"] / mean[kind]["tutorial"]
-        print(f"torchdroid / tutorial, six files, {kind:4s} time: {mean[kind]['torchdroid']:7.2f} s / "
-              f"{mean[kind]['tutorial']:7.2f} s = {ratio:6.3f}   (target <= 0.8) {verdict(ratio, 0.8)}")
-    best = {k: {w: min(v[w]) for w in v} for k, v in (("wall", wall), ("cpu", cpu))}
-    print(f"least disturbed run of each side: {best['wall']['torchdroid'] / best['wall']['tutorial']:6.3f} wall, "
-          f"{best['cpu']['torchdroid'] / best['cpu']['tutorial']:6.3f} CPU (other work on the machine inflates single runs)")
+        convert(ConvertSettings(out=out, weights=str(weights["float"]) if how == "file" else "random",
+                                calibration_count=count, build_dir=tmp / "build", quantized_weights=quantized))
+
+    def tutorial(out: Path, how: str) -> None:
+        out.mkdir()
+        tutorial_flow(out, weights, how, list(batch))
+
+    print("1. the tutorial as written: its quantized modes load torchvision's pre-quantized weights (stand-in made "
+          "before timing); torchdroid gets the same two files (--weights FILE --quantized-weights FILE)")
+    as_written = alternate("torchdroid / tutorial as written, same weight files", {
+        "tutorial": ("tutorial as written (float + pre-quantized weights)",
+                     lambda i: tutorial(tmp / f"tw{i}", "as-written")),
+        "torchdroid": ("torchdroid --weights FILE --quantized-weights FILE",
+                       lambda i: torchdroid(tmp / f"dq{i}", quantized=str(weights["quantized"])))}, rounds)
+    print(same_models(tmp / "tw0", tmp / "dq1", batch[1]))
+    print("2. both sides calibrate (torchdroid's default: no pre-quantized weights; the tutorial's quantized modes "
+          "calibrated the way torchdroid calibrates)")
+    calibrated = alternate("torchdroid / tutorial, both calibrating", {
+        "tutorial": ("tutorial, calibrated like torchdroid", lambda i: tutorial(tmp / f"tc{i}", "calibrated")),
+        "torchdroid": ("torchdroid --weights FILE (calibrates)", lambda i: torchdroid(tmp / f"dc{i}"))}, rounds)
+    print(same_models(tmp / "tc0", tmp / "dc1", batch[1]))
     print("(wall time is what the target means on an idle machine; CPU time is steadier on a busy one)")
-    (tmp / "as-written").mkdir()
-    w, c = timed("tutorial as written (pre-quantized weights, no calibration: not the same work)",
-                 lambda: tutorial_flow(tmp / "as-written", weights, "as-written"))
-    print(f"torchdroid / tutorial as written: {mean['wall']['torchdroid'] / w:6.3f} wall, "
-          f"{mean['cpu']['torchdroid'] / c:6.3f} CPU   (information: torchdroid calibrates, the tutorial downloads "
-          "weights calibrated elsewhere)")
+    print(f"information: torchdroid calibrating / tutorial as written (not the same work): "
+          f"{calibrated['wall']['torchdroid'] / as_written['wall']['tutorial']:6.3f} wall")
     if with_random:
-        (tmp / "random").mkdir()
         timed("torchdroid --weights random (adds the BatchNorm re-estimation)", lambda: torchdroid(tmp / "random", "random"))
 
 

@@ -20,10 +20,12 @@ import torch
 from toolchain.records import MODES, ModelFile, TensorSpec, model_file_names
 
 from .calibration import CalibrationSpec, few_images_warning, load_batch
-from .export import ExportedVariant, export_float, export_quantized, fused_float, probe, quantize, xnnpack_available
+from .export import (ExportedVariant, export_float, export_quantized, float_top1, fused_float, probe, quantize,
+                     xnnpack_available)
 from .host_check import Agreement, host_check, spec_of
 from .models import ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
 from .precheck import check_model, refuse
+from .prequantized import load_prequantized
 from .precheck import describe as describe_check
 
 log = logging.getLogger(__name__)
@@ -119,13 +121,23 @@ def _wait_quietly(job: _Background) -> None:
         log.debug("a background conversion step failed after an earlier error", exc_info=True)
 
 
+def mismatch_note(mode: str, agreement: Dict[str, int]) -> str:
+    note = (f"quant_{mode} agrees with the float model on only {agreement['agree']}/{agreement['total']} inputs: "
+            "the pre-quantized weights may not belong to the float weights (--weights)")
+    log.warning("warning: %s", note)
+    return note
+
+
 class ModeConverter:
     """Converts the modes of one model into ``out``; :meth:`prepare` first, then iterate :meth:`run`."""
 
-    def __init__(self, spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, out: Path, fmt: str):
+    def __init__(self, spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, out: Path, fmt: str,
+                 quantized: Optional[WeightsSpec] = None):
         self.spec, self.weights, self.calib, self.out, self.fmt = spec, weights, calib, Path(out), fmt
+        self.quantized = quantized  # pre-quantized weights of core/full; None: calibrated here
         self.facts = ConversionFacts()
         self.model = None
+        self.qmodel = None  # the quantized model made from self.quantized in prepare()
         self.batch: List[torch.Tensor] = []
         self.agreement: Optional[Agreement] = None
 
@@ -146,7 +158,7 @@ class ModeConverter:
         describe(f"{spec.stem}: preparing {self.calib.count} calibration inputs ({self.calib.source})")
         self.batch = load_batch(self.calib, spec.input_hw)
         facts.bundled_input = f"calibration input #0 ({self.calib.source})"
-        if few_images_warning(self.calib):
+        if few_images_warning(self.calib) and self.quantized is None:  # pre-quantized: no ranges estimated here
             facts.notes.append(few_images_warning(self.calib))
         if spec.source != "torchvision":
             probe(self.model, self.batch[0], spec.name)
@@ -154,7 +166,19 @@ class ModeConverter:
             n = estimate_batchnorm(self.model, self.batch)
             facts.weights_record["batchnorm_statistics"] = f"estimated on the {self.calib.count} calibration inputs ({n} layers)"
         self.agreement = Agreement(self.batch)
+        if self.quantized is not None and any(m != "none" for m in modes):
+            self._load_quantized(describe)
         return facts
+
+    def _load_quantized(self, describe) -> None:
+        """The pre-quantized weights, loaded and checked now: a file that does not fit is refused before any
+        file is written."""
+        describe(f"{self.spec.stem}: loading the pre-quantized weights ({self.quantized.origin})")
+        self.qmodel, record = load_prequantized(self.model, self.quantized, self.spec)
+        self.facts.weights_record["quantized"] = record
+        self.facts.notes.append("quant_core/quant_full use pre-quantized weights (not calibrated here): "
+                                f"{record.get('path') or record.get('tag')}; the calibration inputs give the bundled "
+                                "input and the top-1 agreement check")
 
     def _paths(self, mode: str):
         cpu, nnapi = model_file_names(self.spec.stem, mode)
@@ -205,6 +229,8 @@ class ModeConverter:
 
     def _calibrate(self):
         with torch.no_grad():  # grad mode is per thread
+            if self.qmodel is not None:  # pre-quantized: only the float model's predictions are still needed
+                return self.qmodel, float_top1(self.model, self.batch, self.spec.stem)
             return quantize(self.model, self.batch, f"{self.spec.stem} (quantized modes)")
 
     def _check(self, ex: ExportedVariant) -> ModeDone:
@@ -214,6 +240,8 @@ class ModeConverter:
         else:
             qp = (ex.core_qparams or {}).get("input") if ex.mode == "full" else None
             agreement = self.agreement.measure(checked.module, qp)
+            if self._mismatched(agreement):
+                ex.notes.append(mismatch_note(ex.mode, agreement))
         out_spec = TensorSpec(**checked.record["output_spec"])
         common: Dict[str, Any] = {"format": self.fmt}
         if ex.core_qparams:
@@ -223,6 +251,12 @@ class ModeConverter:
         nnapi = self._file(ex.nnapi_path, ex.nnapi_size, ex.nnapi_sha256, ex.mode, "nnapi", spec_of(ex.nnapi_input),
                            out_spec, {**common, "nnapi_nhwc": True, "needs": NNAPI_NEEDS})
         return ModeDone(ex.mode, [cpu, nnapi], checked.record, agreement, list(ex.notes))
+
+    def _mismatched(self, agreement: Optional[Dict[str, int]]) -> bool:
+        """Pre-quantized weights that disagree with trained float weights on most inputs (random float weights
+        predict noise, so there it says nothing)."""
+        return (self.quantized is not None and self.weights.origin != "random" and bool(agreement)
+                and agreement["agree"] * 2 < agreement["total"])
 
     def _file(self, path: Path, size: int, sha: str, mode: str, backend: str, inp: TensorSpec, outp: TensorSpec,
               extra: Dict[str, Any]) -> ModelFile:

@@ -107,6 +107,24 @@ def quantize(float_model, calibration: List[Any], label: str):
     return model, top1
 
 
+def float_top1(float_model, batch: List[Any], label: str) -> List[int]:
+    """Top-1 class of the fused float model per input (what calibration gets for free from its observers)."""
+    import torch
+
+    from converter.host_check import output_tensors
+
+    model = fused_float(float_model)
+    top1: List[int] = []
+    with torch.no_grad():
+        for i in range(0, len(batch), CALIBRATION_CHUNK):
+            try:
+                y = output_tensors(model(torch.cat(list(batch[i:i + CALIBRATION_CHUNK]), 0)))[0]
+            except Exception as e:  # a user's model can raise anything
+                raise input_error(e, label, batch[0]) from e
+            top1.extend(int(k) for k in y.reshape(y.shape[0], -1).argmax(dim=1))
+    return top1
+
+
 def input_error(e: Exception, label: str, example) -> ConversionError:
     """The model failed on torchdroid's input: say which input it got, not "make it traceable"."""
     first = str(e).splitlines()[0][:300] if str(e) else type(e).__name__

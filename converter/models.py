@@ -227,9 +227,9 @@ def _cache_path(enum) -> Path:
     return Path(torch.hub.get_dir()) / "checkpoints" / enum.url.rsplit("/", 1)[-1]
 
 
-def _download_state_dict(enum):
+def _download_state_dict(enum, alternatives: str = ""):
+    """torchvision's weights file (hub cache, else downloaded); ``alternatives``: the remedy's other ways."""
     import urllib.error
-
 
     cached = _cache_path(enum)
     try:
@@ -239,9 +239,9 @@ def _download_state_dict(enum):
             f"pretrained weights {enum} could not be downloaded",
             cause=f"{type(e).__name__}: {e} (no network here?)",
             remedy=(
-                f"on a machine with internet, download {enum.url} and place it at {cached}; "
+                f"on a machine with internet, download {enum.url} and place it at {cached}; " + (alternatives or
                 "or pass --weights path/to/state_dict.pth; or --weights random for an explicitly untrained model "
-                "(the manifest records it as random)"
+                "(the manifest records it as random)")
             ),
         ) from e
 

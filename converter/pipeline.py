@@ -23,6 +23,7 @@ from toolchain.settings import default
 
 from .calibration import CalibrationSpec, parse_calibration
 from .models import ModelSpec, WeightsSpec, parse_model, parse_weights
+from .prequantized import parse_quantized_weights
 from .reuse import mode_key, read_existing, torch_identity, up_to_date
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class ConvertSettings:
     weights: str = default("convert.weights")
     calibration: Optional[Path] = None
     calibration_count: int = default("convert.calibration_count")
+    quantized_weights: str = default("convert.quantized_weights")  # calibrate | pretrained | PATH
     seed: int = default("convert.seed")
     fmt: str = "torchscript"  # the legacy file format; convert.format lists the lanes (torchscript, executorch)
     build_dir: Path = Path(default("build_dir"))
@@ -76,6 +78,7 @@ class Plan:
     keys: Dict[str, str]
     manifest: ConvertManifest
     todo: List[str]
+    quantized: Optional[WeightsSpec] = None  # pre-quantized weights of core/full (None: calibrated here)
 
     @property
     def out(self) -> Path:
@@ -99,12 +102,12 @@ def _check_modes(requested) -> Tuple[str, ...]:
 
 
 def _check_inputs_not_overwritten(out: Path, spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec,
-                                  modes) -> None:
+                                  modes, quantized: Optional[WeightsSpec] = None) -> None:
     """None of the files convert writes may be one of its inputs (a weights file named like a model...)."""
     written = {manifest_path(out).resolve()}
     for mode in modes:
         written.update((out / name).resolve() for name in model_file_names(spec.stem, mode))
-    inputs = [weights.path, spec.factory_file, *calib.files]
+    inputs = [weights.path, spec.factory_file, quantized.path if quantized else None, *calib.files]
     for item in inputs:
         if item is not None and Path(item).resolve() in written:
             raise UsageError(
@@ -114,27 +117,30 @@ def _check_inputs_not_overwritten(out: Path, spec: ModelSpec, weights: WeightsSp
             )
 
 
-def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, CalibrationSpec, Tuple[str, ...]]:
-    """Everything that can be checked without torch, so bad input fails at once."""
+def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, CalibrationSpec, Tuple[str, ...],
+                                                Optional[WeightsSpec]]:
+    """Everything that can be checked without torch, so bad input fails at once: ``(model, weights, calibration,
+    modes, pre-quantized weights or None)``."""
     modes = _check_modes(settings.modes)
     if settings.fmt not in FORMATS:
         raise UsageError(f"unknown model format {settings.fmt!r}", remedy=f"set convert.format to one of {FORMATS}")
     spec = parse_model(settings.model)
     weights = parse_weights(settings.weights, settings.seed)
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
-    _check_inputs_not_overwritten(Path(settings.out), spec, weights, calib, modes)
+    quantized = parse_quantized_weights(settings.quantized_weights, spec)
+    _check_inputs_not_overwritten(Path(settings.out), spec, weights, calib, modes, quantized)
     ensure_writable_dir(settings.out)
-    return spec, weights, calib, modes
+    return spec, weights, calib, modes, quantized
 
 
 def plan(settings: ConvertSettings, spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec,
-         modes: Tuple[str, ...]) -> Plan:
+         modes: Tuple[str, ...], quantized: Optional[WeightsSpec] = None) -> Plan:
     """Which requested modes must be (re)built: from keys, the manifest and the files' hashes (no torch)."""
     torch_id = torch_identity()
-    keys = {m: mode_key(spec, weights, calib, m, settings.fmt, torch_id) for m in modes}
+    keys = {m: mode_key(spec, weights, calib, m, settings.fmt, torch_id, quantized) for m in modes}
     manifest = read_existing(Path(settings.out))
     todo = [m for m in modes if settings.force or not up_to_date(manifest, spec.stem, m, keys[m])]
-    return Plan(settings, spec, weights, calib, modes, keys, manifest, todo)
+    return Plan(settings, spec, weights, calib, modes, keys, manifest, todo, quantized)
 
 
 def _result(p: Plan, manifest: ConvertManifest, built: List[str], notes: Optional[List[str]], t0: float) -> ConvertResult:
@@ -152,8 +158,8 @@ def _adopt(out: Path) -> bool:
 
 def convert(settings: ConvertSettings) -> ConvertResult:
     t0 = time.monotonic()
-    spec, weights, calib, modes = validate(settings)
-    p = plan(settings, spec, weights, calib, modes)
+    spec, weights, calib, modes, quantized = validate(settings)
+    p = plan(settings, spec, weights, calib, modes, quantized)
     if not p.todo:
         log.info("all %d requested %s variants are up to date in %s (use --force to rebuild)", len(modes), spec.stem,
                  settings.out)
@@ -162,7 +168,7 @@ def convert(settings: ConvertSettings) -> ConvertResult:
     out = Path(settings.out)
     with output_lock(out, "invoke convert"):
         claim_output_dir(out, "convert", force=settings.force, adopt=_adopt)
-        p = plan(settings, spec, weights, calib, modes)  # again under the lock: another run may have finished
+        p = plan(settings, spec, weights, calib, modes, quantized)  # again under the lock: another run may have finished
         if not p.todo:
             return _result(p, p.manifest, [], None, t0)
         manifest, notes = _convert_and_record(p)
@@ -212,7 +218,7 @@ def _convert_and_record(p: Plan) -> Tuple[ConvertManifest, List[str]]:
     """Convert the modes still to do; rewrite the manifest after each one."""
     from .convert_modes import ModeConverter, quiet_torch  # torch is imported only from here on
 
-    converter = ModeConverter(p.spec, p.weights, p.calib, p.out, p.settings.fmt)
+    converter = ModeConverter(p.spec, p.weights, p.calib, p.out, p.settings.fmt, p.quantized)
     manifest = p.manifest
     with quiet_torch(), progress(f"converting {p.spec.stem}", total=1 + len(p.todo)) as bar:
         facts = converter.prepare(bar.describe, p.todo)

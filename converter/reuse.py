@@ -61,7 +61,8 @@ def code_digest(directory: Optional[Path] = None) -> str:
 
 
 def mode_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, mode: str, fmt: str,
-             torch_id: Dict[str, Any]) -> str:
+             torch_id: Dict[str, Any], quantized: Optional[WeightsSpec] = None) -> str:
+    """What a mode's two files depend on; the pre-quantized weights (when given) only for core and full."""
     body = {
         "model": spec.key(),
         "weights": weights.key(),
@@ -71,6 +72,8 @@ def mode_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, mode
         "torch": [torch_id.get("version"), torch_id.get("git_version"), torch_id.get("torchvision")],
         "converter": code_digest(),
     }
+    if quantized is not None and mode != "none":
+        body["quantized_weights"] = quantized.key()
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 

@@ -135,6 +135,9 @@ KEYS: Tuple[Key, ...] = (
     Key("convert.calibration", PathKind(), None, "directory of images to calibrate quantization with "
                                                  "(default: built-in synthetic set)"),
     Key("convert.calibration_count", Int(min=1, max=100000), 32, "calibration images used"),
+    Key("convert.quantized_weights", Text(), "calibrate", "quant_core/quant_full weights: calibrate (quantize here "
+        "with the calibration images) | pretrained (torchvision's QNNPACK weights, as the tutorial's quantize=True) "
+        "| PATH to a quantized state_dict"),
     Key("convert.seed", Int(min=0), 0, "random seed of weights and synthetic inputs"),
     Key("convert.format", ListOf("torchscript", "executorch"), ["torchscript"],
         "model formats: torchscript (PyTorch Mobile) and/or executorch (.pte programs, docs/executorch.md)"),

@@ -52,6 +52,7 @@ def convert(config: Any, **cli) -> "Any":
         weights=r.get("convert.weights", "weights"),
         calibration=r.path("convert.calibration", "calibration"),
         calibration_count=r.get("convert.calibration_count"),
+        quantized_weights=r.get("convert.quantized_weights", "quantized_weights"),
         seed=r.get("convert.seed"),
         fmt="torchscript",  # the legacy format; convert.format also lists executorch (executorch_convert below)
         out=r.path("convert.out", "out"),

@@ -213,6 +213,51 @@ def test_an_input_named_like_an_output_is_not_overwritten(tmp_path):
     assert_clean(res, "usage", mentions=["overwrite its own input"], kept=kept, root=tmp_path)
 
 
+@adversarial("convert", "foreign file")
+def test_pre_quantized_weights_named_like_an_output_are_not_overwritten(tmp_path):
+    import torch
+
+    out = tmp_path / "m"
+    out.mkdir()
+    weights = out / "tiny-quant_full-cpu.pt"
+    torch.save({"w": torch.zeros(1)}, weights)
+    kept = snapshot([weights])
+    res = run_invoke(["convert", "--model", TINY, "--weights", "random", "--quantized-weights", str(weights),
+                      "--no-verify", "--out", "m"], tmp_path, FAST)
+    assert_clean(res, "usage", mentions=["overwrite its own input"], kept=kept, root=tmp_path)
+
+
+@adversarial("convert", "bad value (pre-quantized weights)")
+@pytest.mark.parametrize("content, kind, mentions", [
+    (b"PK\x03\x04 not really a zip", "usage", ["not a loadable state_dict"]),
+    (b"", "usage", ["not a loadable state_dict"]),
+    ("list", "usage", ["holds a list, not a state_dict"]),
+    ("float", "usage", ["holds float weights, not quantized ones", "--weights PATH"]),
+])
+def test_bad_pre_quantized_weights_file_writes_nothing(tmp_path, content, kind, mentions):
+    import torch
+
+    bad = tmp_path / "q.pth"
+    if content == "list":
+        torch.save([1, 2, 3], bad)
+    elif content == "float":
+        torch.save({"conv.weight": torch.zeros(8, 3, 3, 3)}, bad)
+    else:
+        bad.write_bytes(content)
+    kept = snapshot([bad])
+    res = convert(tmp_path, "--quantized-weights", str(bad), "--out", "m")
+    assert_clean(res, kind, mentions=mentions, kept=kept, root=tmp_path)
+    assert not [p for p in (tmp_path / "m").glob("*") if p.name != OWNER_MARKER]
+
+
+@adversarial("convert", "bad value (invoke.yaml)")
+def test_pre_quantized_weights_from_invoke_yaml_that_do_not_exist(tmp_path):
+    (tmp_path / "invoke.yaml").write_text("convert:\n  quantized_weights: weights/missing.pth\n")
+    res = run_invoke(["-f", "invoke.yaml", "convert", "--model", TINY, "--weights", "random", "--no-verify",
+                      "--out", "m"], tmp_path)
+    assert_clean(res, "usage", mentions=["weights/missing.pth", "calibrate"], root=tmp_path)
+
+
 # --------------------------------------------------------------------------- concurrent runs
 
 
