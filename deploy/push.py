@@ -359,13 +359,25 @@ class _AckReader:
             self.verifier.submit(i, it, tmp, (sent, mtime), digests, last=last, urgent=urgent)
 
 
+class _Batch(NamedTuple):
+    """Files a verify call takes (see _BatchVerifier)."""
+
+    files: List[tuple]
+    first: bool  # the index is still to be rewritten
+    cleanup: str  # the leftovers' removal it runs first
+    number: int
+    waits: Optional[List[int]]  # the last batch: the batches whose marks it waits for to release the lock
+    parallel: bool  # hash its files in parallel: no later transfer hides its hashing
+
+
 class _BatchVerifier:
     """The verify calls of one device: each checks the files queued since the previous one, in one shell call.
 
     A batch starts when half of the bytes to send is waiting, or the file before the last one or the
     last one arrived (so the last batch, the only one not hidden behind a transfer, holds one file): few
     shell calls (each costs a round trip and a few processes on the device; six model files take three)
-    and a short tail.  Up to two run at once (a phone has several cores), except the first, which runs
+    and a short tail.  The half-way batch hashes its files one after the other in one process (the files
+    still to send hide it); the later ones in parallel.  Up to two run at once (a phone has several cores), except the first, which runs
     alone: it removes the leftovers of an interrupted deploy and rewrites the hash index with the ``index``
     entries of the files that stay (``rewrite``: not when the directory had no index and none stay: the
     appends create it); every batch then appends the entries of the files it renamed (see verify_command).
@@ -410,34 +422,33 @@ class _BatchVerifier:
             self.urgent = self.urgent or urgent or last
         self.pool.submit(self._drain)
 
-    def _take(self) -> Tuple[List[tuple], bool, str, int, Optional[List[int]]]:
-        """``(files to verify now, whether the index is still to be rewritten, the cleanup it runs first, the
-        batch's number, the numbers of the batches whose marks it waits for to release the lock (None: it does
-        not release it))``."""
+    def _take(self) -> Optional[_Batch]:
+        """The files to verify now (None: none, or they wait for more)."""
         with self.cond:
             if not self.queued or self.sending and not self.urgent and self.queued_bytes < self.threshold:
-                return [], False, "", 0, None  # wait for more: a later submit (or close) drains them
+                return None  # wait for more: a later submit (or close) drains them
             if self.started and not self.index_written and self.running:
-                return [], False, "", 0, None  # the first batch (index, leftovers) runs alone; its end drains again
-            batch, self.queued, self.queued_bytes = self.queued, [], 0
+                return None  # the first batch (index, leftovers) runs alone; its end drains again
+            files, self.queued, self.queued_bytes = self.queued, [], 0
             cleanup, self.cleanup = self.cleanup, ""
             self.started += 1
             self.running += 1
             last = self.release is not None and self.all_sent  # nothing is queued after it: it ends the push
             waits = sorted(self.in_flight) if last else None
             self.in_flight.add(self.started)
-            return batch, not self.index_written, cleanup, self.started, waits
+            return _Batch(files, not self.index_written, cleanup, self.started, waits,
+                          parallel=self.urgent or not self.sending)
 
     def _drain(self) -> None:
-        batch, first, cleanup, number, waits = self._take()
-        if not batch:  # an earlier drain took these files already, or they wait for more
+        batch = self._take()
+        if batch is None:  # an earlier drain took these files already, or they wait for more
             return
         try:
-            self._verify(batch, first, cleanup, self._ending(number, waits))
+            self._verify(batch, self._ending(batch.number, batch.waits))
         finally:
             with self.cond:
                 self.running -= 1
-                self.in_flight.discard(number)
+                self.in_flight.discard(batch.number)
                 self.cond.notify_all()
             if self.queued:
                 with contextlib.suppress(RuntimeError):  # the pool is shut down: close() drains them
@@ -453,9 +464,9 @@ class _BatchVerifier:
         ended = " && ".join(f"[ -e {_ENDED_MARK}{self.run}-{k} ]" for k in waits) or "true"
         return "", f"if {ended}; then {self.release.command()} && echo {_RELEASED_MARK}; fi"
 
-    def _verify(self, batch: List[tuple], first: bool, cleanup: str, ending: Tuple[str, str] = ("", "")) -> None:
-        checks, discard = [], ""
-        for i, it, tmp, sent, fut in batch:
+    def _verify(self, batch: _Batch, ending: Tuple[str, str] = ("", "")) -> None:
+        checks, discard, first = [], "", batch.first
+        for i, it, tmp, sent, fut in batch.files:
             try:
                 sha, digest = fut.result()
             except OSError as e:  # the local file vanished after it was sent
@@ -474,7 +485,8 @@ class _BatchVerifier:
             release = ""
         try:
             got, out = run_batch(self.device, self.directory, [c[1] for c in checks], self.algo,
-                                 index=self.index if rewrite else None, cleanup=cleanup + discard, tail=mark + release)
+                                 index=self.index if rewrite else None, cleanup=batch.cleanup + discard,
+                                 tail=mark + release, parallel=batch.parallel)
             self.index_written = self.index_written or rewrite
             if release and _RELEASED_MARK in out.splitlines():
                 self.release.released = True
@@ -556,9 +568,10 @@ _NL = "nl='\n'"
 
 
 def verify_command(directory: str, batch: Sequence[SentFile], algo: str,
-                   index: Optional[Dict[str, tuple]] = None, cleanup: str = "", tail: str = "") -> str:
+                   index: Optional[Dict[str, tuple]] = None, cleanup: str = "", tail: str = "",
+                   parallel: bool = True) -> str:
     """The one shell command that verifies a batch of sent files: hash them all with the device's tool
-    (in parallel), remove those whose digest differs, set the modes of the others (one chmod per mode),
+    (in parallel, or one after the other in one process unless ``parallel``), remove those whose digest differs, set the modes of the others (one chmod per mode),
     rename them to their final names and append their entries to the hash index.  With ``index`` (the
     first batch) the index is first rewritten with those entries (temp name + rename): the files that
     stay.  An entry is appended only after its file was renamed, and the last line of a name wins.
@@ -577,8 +590,9 @@ def verify_command(directory: str, batch: Sequence[SentFile], algo: str,
         idx = f".{INDEX_NAME.lstrip('.')}{PARTIAL_MARK}{os.getpid()}"
         script.append(f"printf %s {shlex.quote(index_lines(index))} > {idx} && mv -f {idx} {INDEX_NAME} || exit 1")
     if batch:
-        tool = TOOL_OF[algo]  # several files: hashed in parallel (one line each, written whole)
-        hashing = f"{tool} {tmp[0]}" if len(tmp) == 1 else " ".join(f"{tool} {t} &" for t in tmp) + " wait"
+        tool = TOOL_OF[algo]  # several files in parallel: one line each, written whole
+        parallel = parallel and len(tmp) > 1
+        hashing = " ".join(f"{tool} {t} &" for t in tmp) + " wait" if parallel else f"{tool} {' '.join(tmp)}"
         script += [f"H=$({{ {hashing}; }} 2>/dev/null)", f"echo {_H_MARK}", 'echo "$H"', f"echo {_H_MARK}",
                    'H="${nl}${H}${nl}"']
     for f, t in zip(batch, tmp):  # a match joins its mode's group, a mismatch goes
@@ -612,21 +626,16 @@ def parse_verify(output: str) -> Tuple[Dict[int, str], Dict[str, str], List[str]
     return lines, found, other, bool(done)
 
 
-def finish_batch(device: Device, directory: str, batch: Sequence[SentFile], algo: str = "sha256",
-                 index: Optional[Dict[str, tuple]] = None, cleanup: str = "") -> List[object]:
+def run_batch(device: Device, directory: str, batch: Sequence[SentFile], algo: str,
+              index: Optional[Dict[str, tuple]] = None, cleanup: str = "", tail: str = "",
+              parallel: bool = True) -> Tuple[List[object], str]:
     """Verify sent files in one shell call (see verify_command), with the device's ``algo`` tool.
 
     With ``index`` (``{name: (sha256, size, mtime)}`` of the files that stay), the same call first rewrites
     the hash index with those lines; the entries of the files renamed now are appended.
-    Returns a PushOutcome or the exception to raise, per file, in order.
+    Returns a PushOutcome or the exception to raise, per file, in order, and the shell's output.
     """
-    return run_batch(device, directory, batch, algo, index, cleanup)[0]
-
-
-def run_batch(device: Device, directory: str, batch: Sequence[SentFile], algo: str,
-              index: Optional[Dict[str, tuple]] = None, cleanup: str = "", tail: str = "") -> Tuple[List[object], str]:
-    """finish_batch with a ``tail`` (see verify_command); also returns the shell's output."""
-    res = device.shell(verify_command(directory, batch, algo, index, cleanup, tail))
+    res = device.shell(verify_command(directory, batch, algo, index, cleanup, tail, parallel))
     lines, found, other, hashed = parse_verify(res.output)
     return [_batch_outcome(device, directory, f, algo, lines.get(k), found, other, res.code, hashed)
             for k, f in enumerate(batch)], res.output

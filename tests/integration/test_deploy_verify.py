@@ -9,7 +9,8 @@ import shutil
 import pytest
 
 from deploy.adb import AdbServer
-from deploy.push import INDEX_NAME, PushItem, SentFile, finish_batch, parse_index, push_all, remote_state, send_to_temp
+from deploy.push import (INDEX_NAME, PushItem, SentFile, parse_index, push_all, remote_state, run_batch,
+                         send_to_temp)
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.errors import DeviceError, VerificationError
 
@@ -18,7 +19,8 @@ pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not 
 DEVICE_DIR = "/data/local/tmp/torchdroid/verify"
 
 
-def test_batch_verify_renames_only_matching_files(tmp_path):
+@pytest.mark.parametrize("parallel", [True, False])  # one hash process per file, or one for the batch
+def test_batch_verify_renames_only_matching_files(tmp_path, parallel):
     good, bad, gone = tmp_path / "good.bin", tmp_path / "bad.bin", tmp_path / "gone.bin"
     for i, f in enumerate((good, bad, gone)):
         f.write_bytes(bytes([i]) * 300_000)
@@ -40,7 +42,7 @@ def test_batch_verify_renames_only_matching_files(tmp_path):
             fh.write(b"\xff")
         os.unlink(devs["d"].path(batch[2][1]))  # the temporary file vanished before the verify
 
-        ok, corrupt, missing = finish_batch(dev, DEVICE_DIR, batch, "sha1")
+        ok, corrupt, missing = run_batch(dev, DEVICE_DIR, batch, "sha1", parallel=parallel)[0]
 
         assert ok.pushed and ok.sha256 == batch[0].sha256 and ok.bytes == 300_000 and ok.size == 300_000 and ok.mtime > 0
         assert (d / "good.bin").read_bytes() == good.read_bytes()
