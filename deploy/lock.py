@@ -16,7 +16,7 @@ import shlex
 import socket
 import time
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple, Optional
+from typing import Iterator, List, NamedTuple, Optional
 
 from toolchain.errors import DeviceError, ToolFailed, TorchdroidError
 from toolchain.fsutil import pid_alive
@@ -60,6 +60,21 @@ class Owner:
 def lock_path(directory: str) -> str:
     head, _, name = directory.rstrip("/").rpartition("/")
     return f"{head}/.{name}.torchdroid-lock"
+
+
+class Held:
+    """A lock this run holds.  ``command``: the shell words that remove it (and ``also``: names a user of the
+    lock left next to it, removed with it); a caller that runs them in a shell call it makes anyway (push's last
+    verify, when nothing follows it under the lock) marks it ``released``, and the separate unlock is skipped."""
+
+    def __init__(self, owner: Owner, path: str):
+        self.owner = owner
+        self.path = path
+        self.also: List[str] = []  # shell words (quoted paths or globs)
+        self.released = False
+
+    def command(self) -> str:
+        return " ".join(["rm -rf", shlex.quote(self.path), *self.also])
 
 
 def is_stale(owner: Optional[Owner], now: float, host: str) -> bool:
@@ -121,11 +136,12 @@ def _ours_in_use(owner: Optional[Owner], me: Owner) -> bool:
 
 
 @contextlib.contextmanager
-def device_lock(device: Device, directory: str, attempt: Optional[Attempt] = None) -> Iterator[Owner]:
+def device_lock(device: Device, directory: str, attempt: Optional[Attempt] = None) -> Iterator[Held]:
     """Hold the lock of ``directory`` on ``device`` for the block; DeviceBusy when another run holds it.
 
     ``attempt``: the first try was made already, in a round trip the caller made anyway (take_command);
-    whatever it took is released at the end of the block like a lock taken here.
+    whatever it took is released at the end of the block like a lock taken here, unless the block released
+    it already (``Held.released``: the last shell call of the block ran ``Held.command()``).
     """
     path = lock_path(directory)
     me = attempt.owner if attempt is not None else new_owner()
@@ -159,9 +175,11 @@ def device_lock(device: Device, directory: str, attempt: Optional[Attempt] = Non
             raise DeviceBusy(f"busy: another torchdroid run took {directory} on {device.serial} just now",
                              remedy="wait for it to finish and deploy again")
     _HELD.add(me.token)
+    held_lock = Held(me, path)
     try:
-        yield me
+        yield held_lock
     finally:
         _HELD.discard(me.token)
-        with contextlib.suppress(TorchdroidError):
-            device.shell(f"rm -rf {shlex.quote(path)}")
+        if not held_lock.released:
+            with contextlib.suppress(TorchdroidError):
+                device.shell(held_lock.command())

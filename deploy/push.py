@@ -20,6 +20,7 @@ from toolchain.fsutil import sha256_file
 
 from .adb import Device, SyncSession
 from .hashes import HEX_LEN, TOOL_OF, LocalHashes, no_hash_tool, pick_algo, probe_command
+from .lock import Held
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ def push_all(device: Device, directory: str, items: Sequence[PushItem],
              on_progress: Optional[Callable[[str], None]] = None,
              on_bytes: Optional[Callable[[int], None]] = None,
              existing: Optional[RemoteState] = None,
-             hashes: Optional[LocalHashes] = None) -> List[PushOutcome]:
+             hashes: Optional[LocalHashes] = None, release: Optional[Held] = None) -> List[PushOutcome]:
     """Bring ``items`` into ``directory`` on the device; return what was pushed and what skipped.
 
     ``existing`` is the remote_state() of (at least) these names if the caller read it already;
@@ -186,6 +187,10 @@ def push_all(device: Device, directory: str, items: Sequence[PushItem],
     final name.  The host hashes the files in the background while they are sent, and verification
     runs while the next files are sent: whenever the verifier is free it takes every file sent since,
     in ONE shell call that hashes them in parallel on the device.
+
+    ``release``: the device directory's lock, when nothing follows this push under it; the verify call that
+    ends the push removes it too (one round trip less), once every other verify call of the push ended.
+    ``release.released`` says whether it did; when not, the caller's unlock removes it.
     """
     directory = check_dir(directory)
     for it in items:
@@ -197,7 +202,7 @@ def push_all(device: Device, directory: str, items: Sequence[PushItem],
     own = hashes is None
     hashes = hashes or LocalHashes()
     try:
-        return _push_planned(device, directory, items, existing, hashes, on_progress, on_bytes)
+        return _push_planned(device, directory, items, existing, hashes, on_progress, on_bytes, release)
     finally:
         if own:
             hashes.close()
@@ -205,7 +210,7 @@ def push_all(device: Device, directory: str, items: Sequence[PushItem],
 
 def _push_planned(device: Device, directory: str, items: Sequence[PushItem], existing: RemoteState,
                   hashes: LocalHashes, on_progress: Optional[Callable[[str], None]],
-                  on_bytes: Optional[Callable[[int], None]]) -> List[PushOutcome]:
+                  on_bytes: Optional[Callable[[int], None]], release: Optional[Held] = None) -> List[PushOutcome]:
     """plan (what is there already) -> send and verify the rest -> write the index -> outcomes in order."""
     skipped, order = plan_push(device, directory, items, existing, hashes)
     run = f"{os.getpid()}-{secrets.token_hex(3)}"  # in this deploy's temporary names; leftovers lack it
@@ -213,9 +218,11 @@ def _push_planned(device: Device, directory: str, items: Sequence[PushItem], exi
                f"*) rm -f \"$f\";; esac; done; ") if existing.leftovers else ""
     # what the index will hold besides the files verified now (known hashes of files that stay as they are)
     index = {o.name: (o.sha256, o.size, o.mtime) for o in skipped.values()}
+    if release is not None and order:  # the marks of the verify calls (see _BatchVerifier) go with the lock
+        release.also.append(f"{shlex.quote(directory)}/{_ENDED_MARK}{run}-*")
     verifier = _BatchVerifier(device, directory, existing.algo, index, cleanup,
                               total=sum(items[i].local.stat().st_size for i in order),
-                              rewrite=bool(index) or existing.indexed)
+                              rewrite=bool(index) or existing.indexed, release=release if order else None, run=run)
     try:
         _send_all(device, directory, items, order, hashes, verifier, run, on_progress, on_bytes)
     finally:
@@ -362,10 +369,14 @@ class _BatchVerifier:
     alone: it removes the leftovers of an interrupted deploy and rewrites the hash index with the ``index``
     entries of the files that stay (``rewrite``: not when the directory had no index and none stay: the
     appends create it); every batch then appends the entries of the files it renamed (see verify_command).
+
+    With ``release`` (the lock, when nothing follows the push under it), each batch ends by creating its mark
+    (``_ENDED_MARK``: every file of it had its turn), and the batch of the last file removes the lock and the
+    marks when the marks of the batches still running when it started are there; else the caller unlocks.
     """
 
     def __init__(self, device: Device, directory: str, algo: str, index: Dict[str, tuple], cleanup: str = "",
-                 total: int = 0, rewrite: bool = True):
+                 total: int = 0, rewrite: bool = True, release: Optional[Held] = None, run: str = ""):
         self.device = device
         self.directory = directory
         self.algo = algo
@@ -381,6 +392,10 @@ class _BatchVerifier:
         self.started = 0  # batches taken
         self.running = 0  # batches in flight
         self.index_written = not rewrite  # the first batch's shell rewrote the index (or nothing is to rewrite)
+        self.release = release
+        self.run = run
+        self.all_sent = False  # the last file arrived (no send failed)
+        self.in_flight: set = set()  # numbers of the batches running
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"verify-{device.serial}")
 
     def submit(self, i: int, it: PushItem, tmp: str, sent: Tuple[int, int], digests: Future, last: bool = False,
@@ -391,37 +406,54 @@ class _BatchVerifier:
             self.queued.append((i, it, tmp, sent, digests))
             self.queued_bytes += sent[0]
             self.sending = self.sending and not last
+            self.all_sent = self.all_sent or last
             self.urgent = self.urgent or urgent or last
         self.pool.submit(self._drain)
 
-    def _take(self) -> Tuple[List[tuple], bool, str]:
-        """``(files to verify now, whether the index is still to be rewritten, the cleanup it runs first)``."""
+    def _take(self) -> Tuple[List[tuple], bool, str, int, Optional[List[int]]]:
+        """``(files to verify now, whether the index is still to be rewritten, the cleanup it runs first, the
+        batch's number, the numbers of the batches whose marks it waits for to release the lock (None: it does
+        not release it))``."""
         with self.cond:
             if not self.queued or self.sending and not self.urgent and self.queued_bytes < self.threshold:
-                return [], False, ""  # wait for more: a later submit (or close) drains them
+                return [], False, "", 0, None  # wait for more: a later submit (or close) drains them
             if self.started and not self.index_written and self.running:
-                return [], False, ""  # the first batch (index, leftovers) runs alone; its end drains again
+                return [], False, "", 0, None  # the first batch (index, leftovers) runs alone; its end drains again
             batch, self.queued, self.queued_bytes = self.queued, [], 0
             cleanup, self.cleanup = self.cleanup, ""
             self.started += 1
             self.running += 1
-            return batch, not self.index_written, cleanup
+            last = self.release is not None and self.all_sent  # nothing is queued after it: it ends the push
+            waits = sorted(self.in_flight) if last else None
+            self.in_flight.add(self.started)
+            return batch, not self.index_written, cleanup, self.started, waits
 
     def _drain(self) -> None:
-        batch, first, cleanup = self._take()
+        batch, first, cleanup, number, waits = self._take()
         if not batch:  # an earlier drain took these files already, or they wait for more
             return
         try:
-            self._verify(batch, first, cleanup)
+            self._verify(batch, first, cleanup, self._ending(number, waits))
         finally:
             with self.cond:
                 self.running -= 1
+                self.in_flight.discard(number)
                 self.cond.notify_all()
             if self.queued:
                 with contextlib.suppress(RuntimeError):  # the pool is shut down: close() drains them
                     self.pool.submit(self._drain)
 
-    def _verify(self, batch: List[tuple], first: bool, cleanup: str) -> None:
+    def _ending(self, number: int, waits: Optional[List[int]]) -> Tuple[str, str]:
+        """What batch ``number`` runs after every file had its turn: its mark, or (the last batch) the release
+        of the lock once the marks of ``waits`` are there; and the release's shell (for _verify), or ""."""
+        if self.release is None:
+            return "", ""
+        if waits is None:
+            return f": > {_ENDED_MARK}{self.run}-{number}", ""
+        ended = " && ".join(f"[ -e {_ENDED_MARK}{self.run}-{k} ]" for k in waits) or "true"
+        return "", f"if {ended}; then {self.release.command()} && echo {_RELEASED_MARK}; fi"
+
+    def _verify(self, batch: List[tuple], first: bool, cleanup: str, ending: Tuple[str, str] = ("", "")) -> None:
         checks, discard = [], ""
         for i, it, tmp, sent, fut in batch:
             try:
@@ -437,10 +469,15 @@ class _BatchVerifier:
             else:
                 checks.append((i, SentFile(it, tmp, sent[0], sent[1], digest, sha)))
         rewrite = first and bool(checks)  # nothing to rename: the index can wait for a batch that has
+        mark, release = ending
+        if first and not rewrite:  # the index is still to be written after this batch: the lock stays
+            release = ""
         try:
-            got = finish_batch(self.device, self.directory, [c[1] for c in checks], self.algo,
-                               index=self.index if rewrite else None, cleanup=cleanup + discard)
+            got, out = run_batch(self.device, self.directory, [c[1] for c in checks], self.algo,
+                                 index=self.index if rewrite else None, cleanup=cleanup + discard, tail=mark + release)
             self.index_written = self.index_written or rewrite
+            if release and _RELEASED_MARK in out.splitlines():
+                self.release.released = True
         except Exception as e:  # the connection dropped: every file of the batch failed with it
             got = [e] * len(checks)
         with self.cond:
@@ -512,17 +549,20 @@ class SentFile(NamedTuple):
 
 _H_MARK = "--torchdroid-hashes--"
 _DONE_MARK = "--torchdroid-verified--"
+_RELEASED_MARK = "--torchdroid-unlocked--"
+_ENDED_MARK = f"..verified{PARTIAL_MARK}"  # + run + batch number: a verify call of the run ended (see _BatchVerifier)
 _VERIFY_LINE = re.compile(r"^(\d+) (OK|E)$")
 _NL = "nl='\n'"
 
 
 def verify_command(directory: str, batch: Sequence[SentFile], algo: str,
-                   index: Optional[Dict[str, tuple]] = None, cleanup: str = "") -> str:
+                   index: Optional[Dict[str, tuple]] = None, cleanup: str = "", tail: str = "") -> str:
     """The one shell command that verifies a batch of sent files: hash them all with the device's tool
     (in parallel), remove those whose digest differs, set the modes of the others (one chmod per mode),
     rename them to their final names and append their entries to the hash index.  With ``index`` (the
     first batch) the index is first rewritten with those entries (temp name + rename): the files that
     stay.  An entry is appended only after its file was renamed, and the last line of a name wins.
+    ``tail`` runs after every file had its turn (after _DONE_MARK is printed).
 
     Output: the tool's lines between two _H_MARK lines (the host reads a mismatch's digest there), a
     ``K OK`` or ``K E`` line per file that matched, then _DONE_MARK (every file had its turn).  A few
@@ -551,6 +591,8 @@ def verify_command(directory: str, batch: Sequence[SentFile], algo: str,
                       f'echo "{k} OK"; echo "{f.sha256} {f.size} {f.mtime} {f.item.name}" >> {INDEX_NAME}; '
                       f'else rm -f {t}; echo "{k} E"; fi;; esac')
     script.append(f"echo {_DONE_MARK}")
+    if tail:
+        script.append(tail)
     return "\n".join(script)
 
 
@@ -578,10 +620,16 @@ def finish_batch(device: Device, directory: str, batch: Sequence[SentFile], algo
     the hash index with those lines; the entries of the files renamed now are appended.
     Returns a PushOutcome or the exception to raise, per file, in order.
     """
-    res = device.shell(verify_command(directory, batch, algo, index, cleanup))
+    return run_batch(device, directory, batch, algo, index, cleanup)[0]
+
+
+def run_batch(device: Device, directory: str, batch: Sequence[SentFile], algo: str,
+              index: Optional[Dict[str, tuple]] = None, cleanup: str = "", tail: str = "") -> Tuple[List[object], str]:
+    """finish_batch with a ``tail`` (see verify_command); also returns the shell's output."""
+    res = device.shell(verify_command(directory, batch, algo, index, cleanup, tail))
     lines, found, other, hashed = parse_verify(res.output)
     return [_batch_outcome(device, directory, f, algo, lines.get(k), found, other, res.code, hashed)
-            for k, f in enumerate(batch)]
+            for k, f in enumerate(batch)], res.output
 
 
 def _batch_outcome(device: Device, directory: str, f: SentFile, algo: str, line: Optional[str],

@@ -4,6 +4,8 @@
  * Why: a phone hashes on its own cores, the virtual devices hash on the host's; coreutils' portable SHA-1
  * costs 2-3x more CPU than libcrypto's, which on a host running 16 virtual devices is simulation cost, not
  * deploy cost.  Any option other than "-" is handed to the host's /usr/bin/sha1sum unchanged.
+ * A regular file is hashed where it lies (mmap) instead of being copied through a read buffer first: the copy
+ * is a quarter of the tool's CPU on the host, and the output is the same.
  * The harness builds it (tests/virtual_device/tools.py) and checks it against known digests; without a
  * compiler or libcrypto the devices use coreutils' sha1sum.
  */
@@ -11,6 +13,8 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* libcrypto's low-level SHA-1 (declared here: the headers may not be installed, the library is) */
@@ -21,10 +25,32 @@ int SHA1_Final(unsigned char *md, sha_ctx *c);
 
 static unsigned char buf[128 * 1024];
 
+static void print_digest(const unsigned char *md, const char *name) {
+    for (int i = 0; i < 20; i++) printf("%02x", md[i]);
+    printf("  %s\n", name);
+}
+
+/* A non-empty regular file, hashed in place; -1: not one (or not mappable), read it instead. */
+static int hash_mapped(int fd, const char *name) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) return -1;
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) return -1;
+    sha_ctx ctx;
+    unsigned char md[20];
+    SHA1_Init(&ctx);
+    SHA1_Update(&ctx, p, (size_t)st.st_size);
+    SHA1_Final(md, &ctx);
+    munmap(p, (size_t)st.st_size);
+    print_digest(md, name);
+    return 0;
+}
+
 static int hash_fd(int fd, const char *name) {
     sha_ctx ctx;
     unsigned char md[20];
     ssize_t n;
+    if (fd != 0 && hash_mapped(fd, name) == 0) return 0;
     SHA1_Init(&ctx);
     while ((n = read(fd, buf, sizeof buf)) != 0) {
         if (n < 0) {
@@ -35,8 +61,7 @@ static int hash_fd(int fd, const char *name) {
         SHA1_Update(&ctx, buf, (size_t)n);
     }
     SHA1_Final(md, &ctx);
-    for (int i = 0; i < 20; i++) printf("%02x", md[i]);
-    printf("  %s\n", name);
+    print_digest(md, name);
     return 0;
 }
 
