@@ -138,6 +138,7 @@ class ModeConverter:
         self.facts = ConversionFacts()
         self.model = None
         self.qmodel = None  # the quantized model made from self.quantized in prepare()
+        self._float_top1: Optional[_Background] = None  # pre-quantized: the float predictions, still computing
         self.batch: List[torch.Tensor] = []
         self.agreement: Optional[Agreement] = None
 
@@ -191,7 +192,6 @@ class ModeConverter:
         here: calibration is torch kernels (which release the GIL), tracing, scripting and NNAPI conversion are
         mostly Python on one core, so the two overlap on a multi-core machine.  quant_none is yielded (and so
         recorded) as soon as it is saved, before a calibration error is raised, exactly as without the thread."""
-        label = self.spec.stem
         quantized_modes = [m for m in ("full", "core") if m in modes]
         fused = None
         if "none" in modes:
@@ -207,10 +207,22 @@ class ModeConverter:
                 raise
         if calibration is None:
             return
-        qmodel, float_top1 = calibration.result()
-        self.agreement.set_reference(float_top1)
+        if self.qmodel is None:
+            qmodel, float_top1 = calibration.result()
+            self.agreement.set_reference(float_top1)
+            yield from self._quantized(qmodel, quantized_modes)
+            return
+        self._float_top1 = calibration  # pre-quantized: export now; the first check awaits the float predictions
+        try:
+            yield from self._quantized(self.qmodel, quantized_modes)
+        finally:  # never leave torch running in a thread when the export failed first
+            if self._float_top1 is not None:
+                _wait_quietly(self._float_top1)
+
+    def _quantized(self, qmodel, quantized_modes: List[str]) -> Iterator[ModeDone]:
         exports = export_quantized(qmodel, quantized_modes, self.batch[0],
-                                   {m: self._paths(m) for m in quantized_modes}, self.fmt, label, self.facts.xnnpack)
+                                   {m: self._paths(m) for m in quantized_modes}, self.fmt, self.spec.stem,
+                                   self.facts.xnnpack)
         ex = _next_export(exports)
         while ex is not None:  # the next mode is scripted and saved in a thread while this one is checked
             following = _Background(_next_export, exports)
@@ -228,9 +240,10 @@ class ModeConverter:
         return self._check(ex)
 
     def _calibrate(self):
+        """The quantized model and the float model's top-1 per calibration input; pre-quantized: the top-1 only."""
         with torch.no_grad():  # grad mode is per thread
-            if self.qmodel is not None:  # pre-quantized: only the float model's predictions are still needed
-                return self.qmodel, float_top1(self.model, self.batch, self.spec.stem)
+            if self.qmodel is not None:
+                return float_top1(self.model, self.batch, self.spec.stem)
             return quantize(self.model, self.batch, f"{self.spec.stem} (quantized modes)")
 
     def _check(self, ex: ExportedVariant) -> ModeDone:
@@ -239,6 +252,9 @@ class ModeConverter:
             agreement = None
         else:
             qp = (ex.core_qparams or {}).get("input") if ex.mode == "full" else None
+            if self._float_top1 is not None:  # pre-quantized weights: the float predictions, computed meanwhile
+                self.agreement.set_reference(self._float_top1.result())
+                self._float_top1 = None
             agreement = self.agreement.measure(checked.module, qp)
             if self._mismatched(agreement):
                 ex.notes.append(mismatch_note(ex.mode, agreement))

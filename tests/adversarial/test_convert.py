@@ -90,11 +90,15 @@ def test_bad_calibration_count_from_the_environment(tmp_path, value):
 
 
 @adversarial("convert", "bad value (invoke.yaml)")
-def test_bad_calibration_count_from_invoke_yaml(tmp_path):
-    (tmp_path / "invoke.yaml").write_text("convert:\n  calibration_count: lots\n")
+@pytest.mark.parametrize("setting, mentions", [
+    ("calibration_count: lots", ["calibration_count", "invoke.yaml"]),
+    ("quantized_weights: weights/missing.pth", ["weights/missing.pth", "calibrate"]),
+])
+def test_bad_convert_values_from_invoke_yaml(tmp_path, setting, mentions):
+    (tmp_path / "invoke.yaml").write_text(f"convert:\n  {setting}\n")
     res = run_invoke(["-f", "invoke.yaml", "convert", "--model", TINY, "--weights", "random", "--no-verify",
                       "--out", "m"], tmp_path)
-    assert_clean(res, "usage", mentions=["calibration_count", "invoke.yaml"], root=tmp_path)
+    assert_clean(res, "usage", mentions=mentions, root=tmp_path)
 
 
 @adversarial("convert", "bad calibration set")
@@ -200,30 +204,20 @@ def test_directory_with_user_files_needs_force_and_keeps_them(tmp_path):
 
 
 @adversarial("convert", "foreign file")
-def test_an_input_named_like_an_output_is_not_overwritten(tmp_path):
+@pytest.mark.parametrize("option, name, extra", [
+    ("--weights", "tiny-quant_none-cpu.pt", ["--quant", "none"]),
+    ("--quantized-weights", "tiny-quant_full-cpu.pt", ["--weights", "random"]),
+])
+def test_an_input_named_like_an_output_is_not_overwritten(tmp_path, option, name, extra):
     import torch
 
     out = tmp_path / "m"
     out.mkdir()
-    weights = out / "tiny-quant_none-cpu.pt"
+    weights = out / name
     torch.save({"w": torch.zeros(1)}, weights)
     kept = snapshot([weights])
-    res = run_invoke(["convert", "--model", TINY, "--weights", str(weights), "--quant", "none", "--no-verify",
-                      "--out", "m"], tmp_path, FAST)
-    assert_clean(res, "usage", mentions=["overwrite its own input"], kept=kept, root=tmp_path)
-
-
-@adversarial("convert", "foreign file")
-def test_pre_quantized_weights_named_like_an_output_are_not_overwritten(tmp_path):
-    import torch
-
-    out = tmp_path / "m"
-    out.mkdir()
-    weights = out / "tiny-quant_full-cpu.pt"
-    torch.save({"w": torch.zeros(1)}, weights)
-    kept = snapshot([weights])
-    res = run_invoke(["convert", "--model", TINY, "--weights", "random", "--quantized-weights", str(weights),
-                      "--no-verify", "--out", "m"], tmp_path, FAST)
+    res = run_invoke(["convert", "--model", TINY, *extra, option, str(weights), "--no-verify", "--out", "m"],
+                     tmp_path, FAST)
     assert_clean(res, "usage", mentions=["overwrite its own input"], kept=kept, root=tmp_path)
 
 
@@ -248,14 +242,6 @@ def test_bad_pre_quantized_weights_file_writes_nothing(tmp_path, content, kind, 
     res = convert(tmp_path, "--quantized-weights", str(bad), "--out", "m")
     assert_clean(res, kind, mentions=mentions, kept=kept, root=tmp_path)
     assert not [p for p in (tmp_path / "m").glob("*") if p.name != OWNER_MARKER]
-
-
-@adversarial("convert", "bad value (invoke.yaml)")
-def test_pre_quantized_weights_from_invoke_yaml_that_do_not_exist(tmp_path):
-    (tmp_path / "invoke.yaml").write_text("convert:\n  quantized_weights: weights/missing.pth\n")
-    res = run_invoke(["-f", "invoke.yaml", "convert", "--model", TINY, "--weights", "random", "--no-verify",
-                      "--out", "m"], tmp_path)
-    assert_clean(res, "usage", mentions=["weights/missing.pth", "calibrate"], root=tmp_path)
 
 
 # --------------------------------------------------------------------------- concurrent runs
