@@ -309,7 +309,7 @@ def _send_all(device: Device, directory: str, items: Sequence[PushItem], order: 
             digests = hashes.request(it.local, verifier.algo)  # hashed on the host while it is sent
             tmp = temp_name(directory, it, run)
             sent, mtime = session.send(it.local, tmp, it.mode, on_bytes)
-            acks.put((i, it, tmp, sent, mtime, digests, n == len(order), n >= len(order) - 1))
+            acks.put((i, it, tmp, sent, mtime, digests, n == len(order)))
             if acks.error is not None:
                 break
     except BaseException as e:
@@ -350,13 +350,13 @@ class _AckReader:
                 if entry is None:
                     return
                 continue  # after a failure: drain, never verify what may not have arrived
-            i, it, tmp, sent, mtime, digests, last, urgent = entry
+            i, it, tmp, sent, mtime, digests, last = entry
             try:
                 self.session.reply(tmp, it.name)
             except BaseException as e:
                 self.error = e
                 continue
-            self.verifier.submit(i, it, tmp, (sent, mtime), digests, last=last, urgent=urgent)
+            self.verifier.submit(i, it, tmp, (sent, mtime), digests, last=last)
 
 
 class _Batch(NamedTuple):
@@ -373,12 +373,11 @@ class _Batch(NamedTuple):
 class _BatchVerifier:
     """The verify calls of one device: each checks the files queued since the previous one, in one shell call.
 
-    A batch starts when half of the bytes to send is waiting, or the file before the last one or the
-    last one arrived (so the last batch, the only one not hidden behind a transfer, holds one file): few
-    shell calls (each costs a round trip and a few processes on the device; six model files take three)
-    and a short tail.  The half-way batch hashes its files one after the other in one process (the files
-    still to send hide it); the later ones in parallel.  Up to two run at once (a phone has several cores), except the first, which runs
-    alone: it removes the leftovers of an interrupted deploy and rewrites the hash index with the ``index``
+    A batch starts when two thirds of the bytes to send are waiting, and when the last file arrived: few shell
+    calls (each costs a round trip and a few processes on the device; six model files take two) and a short
+    tail (the last batch holds the smaller files sent last, largest first, hashed in parallel; the first one
+    hashes its files one after the other in one process, hidden behind the files still to send).  Up to two
+    run at once (a phone has several cores), except the first, which runs alone: it removes the leftovers of an interrupted deploy and rewrites the hash index with the ``index``
     entries of the files that stay (``rewrite``: not when the directory had no index and none stay: the
     appends create it); every batch then appends the entries of the files it renamed (see verify_command).
 
@@ -397,8 +396,7 @@ class _BatchVerifier:
         self.cond = threading.Condition()
         self.queued: List[tuple] = []
         self.queued_bytes = 0
-        self.threshold = total // 2
-        self.urgent = False
+        self.threshold = total * 2 // 3
         self.results: Dict[int, object] = {}
         self.sending = True
         self.started = 0  # batches taken
@@ -410,22 +408,20 @@ class _BatchVerifier:
         self.in_flight: set = set()  # numbers of the batches running
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"verify-{device.serial}")
 
-    def submit(self, i: int, it: PushItem, tmp: str, sent: Tuple[int, int], digests: Future, last: bool = False,
-               urgent: bool = False) -> None:
-        """Queue a sent file (``sent``: its size and the mtime sent with it); ``urgent``: verify without
-        waiting for more (``last``: nothing follows it)."""
+    def submit(self, i: int, it: PushItem, tmp: str, sent: Tuple[int, int], digests: Future,
+               last: bool = False) -> None:
+        """Queue a sent file (``sent``: its size and the mtime sent with it; ``last``: nothing follows it)."""
         with self.cond:
             self.queued.append((i, it, tmp, sent, digests))
             self.queued_bytes += sent[0]
             self.sending = self.sending and not last
             self.all_sent = self.all_sent or last
-            self.urgent = self.urgent or urgent or last
         self.pool.submit(self._drain)
 
     def _take(self) -> Optional[_Batch]:
         """The files to verify now (None: none, or they wait for more)."""
         with self.cond:
-            if not self.queued or self.sending and not self.urgent and self.queued_bytes < self.threshold:
+            if not self.queued or self.sending and self.queued_bytes < self.threshold:
                 return None  # wait for more: a later submit (or close) drains them
             if self.started and not self.index_written and self.running:
                 return None  # the first batch (index, leftovers) runs alone; its end drains again
@@ -437,7 +433,7 @@ class _BatchVerifier:
             waits = sorted(self.in_flight) if last else None
             self.in_flight.add(self.started)
             return _Batch(files, not self.index_written, cleanup, self.started, waits,
-                          parallel=self.urgent or not self.sending)
+                          parallel=not self.sending)
 
     def _drain(self) -> None:
         batch = self._take()
