@@ -122,3 +122,21 @@ def test_the_devices_native_sha1sum_prints_what_coreutils_prints(tmp_path):
     with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
         where = server.adb("-s", devs["d"].serial, "shell", "command -v sha1sum").stdout.strip()
         assert where == str(built / "sha1sum")
+
+
+def test_the_devices_mv_and_chmod_leave_what_coreutils_leaves(tmp_path):
+    """The virtual devices' mv and chmod (tests/virtual_device/tools.py: one system call for the simple forms a
+    deploy uses, coreutils for the rest) give coreutils' results, messages and exit codes; a stand-in that does
+    not is caught by the same comparison; the devices find them first on their PATH."""
+    from tests.virtual_device.tools import CHMOD_CASES, MV_CASES, _files, compare_with_coreutils, tools_dir
+
+    built = tools_dir()
+    if built is None or not (built / "mv").exists() or not (built / "chmod").exists():
+        pytest.skip("no C compiler here: the devices use coreutils' mv and chmod")
+    assert compare_with_coreutils(built / "mv", "/usr/bin/mv", MV_CASES, _files) == []
+    assert compare_with_coreutils(built / "chmod", "/usr/bin/chmod", CHMOD_CASES, _files) == []
+    wrong = compare_with_coreutils(Path("/bin/true"), "/usr/bin/mv", MV_CASES, _files)  # renames nothing
+    assert any("'-f', 'a', 'c'" in d for d in wrong)
+    with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
+        where = server.adb("-s", devs["d"].serial, "shell", "command -v mv; command -v chmod").stdout.split()
+        assert where == [str(built / "mv"), str(built / "chmod")]
