@@ -19,8 +19,8 @@ pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not 
 DEVICE_DIR = "/data/local/tmp/torchdroid/verify"
 
 
-@pytest.mark.parametrize("parallel", [True, False])  # one hash process per file, or one for the batch
-def test_batch_verify_renames_only_matching_files(tmp_path, parallel):
+@pytest.mark.parametrize("runs", [None, 1, 2])  # one hash process per file, one for the batch, two
+def test_batch_verify_renames_only_matching_files(tmp_path, runs):
     good, bad, gone = tmp_path / "good.bin", tmp_path / "bad.bin", tmp_path / "gone.bin"
     for i, f in enumerate((good, bad, gone)):
         f.write_bytes(bytes([i]) * 300_000)
@@ -42,7 +42,7 @@ def test_batch_verify_renames_only_matching_files(tmp_path, parallel):
             fh.write(b"\xff")
         os.unlink(devs["d"].path(batch[2][1]))  # the temporary file vanished before the verify
 
-        ok, corrupt, missing = run_batch(dev, DEVICE_DIR, batch, "sha1", parallel=parallel)[0]
+        ok, corrupt, missing = run_batch(dev, DEVICE_DIR, batch, "sha1", runs=runs)[0]
 
         assert ok.pushed and ok.sha256 == batch[0].sha256 and ok.bytes == 300_000 and ok.size == 300_000 and ok.mtime > 0
         assert (d / "good.bin").read_bytes() == good.read_bytes()
