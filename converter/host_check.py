@@ -46,6 +46,7 @@ class Checked:
 
     record: Dict[str, Any]  # file, mode, output_shape, output_dtype, constant, ms, output_spec
     module: Any = field(repr=False, default=None)
+    output: Any = field(repr=False, default=None)  # the first output tensor on the bundled input
 
 
 def _first_line(e: Exception) -> str:
@@ -81,7 +82,7 @@ def host_check(path: Path, mode: str, fmt: str) -> Checked:
         )
     s = spec_of(y)
     return Checked({"file": path.name, "mode": mode, "output_shape": list(y.shape), "output_dtype": s.dtype,
-                    "constant": False, "ms": ms, "output_spec": s.to_dict()}, m)
+                    "constant": False, "ms": ms, "output_spec": s.to_dict()}, m, y)
 
 
 def output_tensors(y) -> List[torch.Tensor]:

@@ -61,8 +61,10 @@ class ConvertResult:
             lines.append(f"host check: {f['file']}: output {f['output_shape']} {f['output_dtype']}, "
                          f"{'varies' if not f['constant'] else 'CONSTANT'} ({f['ms']:.1f} ms)")
         for mode, agr in sorted(self.host_check.get("top1_agreement", {}).items()):
+            same = (f" (the same quantized core as {agr['measured_on']}: identical output on the bundled input)"
+                    if agr.get("measured_on") else "")
             lines.append(f"host check: quant_{mode} top-1 agrees with the float model on {agr['agree']}/{agr['total']} "
-                         f"calibration inputs ({100.0 * agr['agree'] / max(1, agr['total']):.0f}%)")
+                         f"calibration inputs ({100.0 * agr['agree'] / max(1, agr['total']):.0f}%){same}")
         return lines
 
 
