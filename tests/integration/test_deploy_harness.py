@@ -124,19 +124,21 @@ def test_the_devices_native_sha1sum_prints_what_coreutils_prints(tmp_path):
         assert where == str(built / "sha1sum")
 
 
-def test_the_devices_mv_and_chmod_leave_what_coreutils_leaves(tmp_path):
-    """The virtual devices' mv and chmod (tests/virtual_device/tools.py: one system call for the simple forms a
-    deploy uses, coreutils for the rest) give coreutils' results, messages and exit codes; a stand-in that does
-    not is caught by the same comparison; the devices find them first on their PATH."""
-    from tests.virtual_device.tools import CHMOD_CASES, MV_CASES, _files, compare_with_coreutils, tools_dir
+def test_the_devices_mv_chmod_mkdir_and_rm_leave_what_coreutils_leaves(tmp_path):
+    """The virtual devices' mv, chmod, mkdir and rm (tests/virtual_device/tools.py: a few system calls for the
+    simple forms a deploy uses, coreutils for the rest) give coreutils' results, messages and exit codes; a
+    stand-in that does not is caught by the same comparison; the devices find them first on their PATH."""
+    from tests.virtual_device import tools
 
-    built = tools_dir()
-    if built is None or not (built / "mv").exists() or not (built / "chmod").exists():
-        pytest.skip("no C compiler here: the devices use coreutils' mv and chmod")
-    assert compare_with_coreutils(built / "mv", "/usr/bin/mv", MV_CASES, _files) == []
-    assert compare_with_coreutils(built / "chmod", "/usr/bin/chmod", CHMOD_CASES, _files) == []
-    wrong = compare_with_coreutils(Path("/bin/true"), "/usr/bin/mv", MV_CASES, _files)  # renames nothing
-    assert any("'-f', 'a', 'c'" in d for d in wrong)
+    built = tools.tools_dir()
+    names = ("mv", "chmod", "mkdir", "rm")
+    if built is None or not all((built / n).exists() for n in names):
+        pytest.skip("no C compiler here: the devices use coreutils' tools")
+    cases = {"mv": tools.MV_CASES, "chmod": tools.CHMOD_CASES, "mkdir": tools.MKDIR_CASES, "rm": tools.RM_CASES}
+    for name in names:
+        assert tools.compare_with_coreutils(built / name, f"/usr/bin/{name}", cases[name], tools._files) == []
+        wrong = tools.compare_with_coreutils(Path("/bin/true"), f"/usr/bin/{name}", cases[name], tools._files)
+        assert wrong, name  # a stand-in that does nothing is caught
     with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
-        where = server.adb("-s", devs["d"].serial, "shell", "command -v mv; command -v chmod").stdout.split()
-        assert where == [str(built / "mv"), str(built / "chmod")]
+        where = server.adb("-s", devs["d"].serial, "shell", "; ".join(f"command -v {n}" for n in names)).stdout.split()
+        assert where == [str(built / n) for n in names]

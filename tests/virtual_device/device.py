@@ -33,7 +33,8 @@ prints ``LISTENING <port>`` once it accepts connections.  Config keys:
   (``{"level", "status", "usb"}``) for ``dumpsys``;
 * ``link_mb_s``: limit sync SEND to this many MB/s (a USB 2 phone pushes ~40 MB/s);
 * ``tools_dir``: a directory of native tool stand-ins put first on the shell's PATH (tools.py: a
-  ``sha1sum`` over the host's libcrypto; ``mv`` and ``chmod`` that make the simple cases one system call).
+  ``sha1sum`` over the host's libcrypto; ``mv``, ``chmod``, ``mkdir``, ``rm`` that make the simple cases a
+  few system calls).
 """
 
 from __future__ import annotations

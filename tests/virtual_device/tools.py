@@ -1,7 +1,7 @@
 """Native stand-ins of device tools, built once per source version and shared by every virtual device.
 
 ``tools_dir()`` returns a directory holding ``sha1sum`` (tools/sha1sum.c over the host's libcrypto) and, when
-they build, ``mv`` and ``chmod`` (tools/mv.c, tools/chmod.c: one system call for the simple forms a deploy
+they build, ``mv``, ``chmod``, ``mkdir`` and ``rm`` (tools/*.c: a few system calls for the simple forms a deploy
 uses, coreutils for everything else), or None when sha1sum cannot be built here (no C compiler, no
 libcrypto): the devices then use the host's coreutils.  A built tool is used only after it behaved like
 coreutils on known inputs.
@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "tools" / "sha1sum.c"
-SOURCES = {name: HERE / "tools" / f"{name}.c" for name in ("sha1sum", "mv", "chmod")}
+SOURCES = {name: HERE / "tools" / f"{name}.c" for name in ("sha1sum", "mv", "chmod", "mkdir", "rm")}
 # static libcrypto first (starts in ~0.6 ms, like toybox), then the shared one (~1.6 ms)
 LINKS = (["-Wl,-Bstatic", "-lcrypto", "-Wl,-Bdynamic", "-ldl", "-lpthread"], ["-lcrypto"], ["-l:libcrypto.so.3"])
 STATIC = (["-static"], [])  # mv, chmod: static starts in ~0.4 ms, coreutils' in ~1 ms
@@ -35,6 +35,8 @@ def tools_dir() -> Optional[Path]:
         return None
     _ready(out, "mv", STATIC, mv_works)  # optional: without them the devices use coreutils'
     _ready(out, "chmod", STATIC, chmod_works)
+    _ready(out, "mkdir", STATIC, mkdir_works)
+    _ready(out, "rm", STATIC, rm_works)
     return out
 
 
@@ -105,12 +107,31 @@ def _files(d: Path) -> None:
     (d / "b").write_bytes(b"b")
     (d / "dir").mkdir()
     os.chmod(d / "a", 0o666)
+    (d / "lock").mkdir()  # a device lock: a directory with its owner file
+    (d / "lock" / "owner").write_bytes(b"1 host 0 t\n")
+    (d / "deep" / "sub").mkdir(parents=True)
+    (d / "deep" / "sub" / "f").write_bytes(b"f")
 
 
 MV_CASES = (["-f", "a", "c"], ["a", "b"], ["-f", "a", "b"], ["a", "dir"], ["a", "a"], ["missing", "c"], ["a"],
             ["-f", "dir", "d2"], ["a", "b", "dir"])
 CHMOD_CASES = (["644", "a", "b"], ["755", "a"], ["u+x", "a"], ["644", "missing", "a"], ["755", "dir"], ["0640", "a"],
                ["99", "a"], ["644"])
+
+
+MKDIR_CASES = (["new"], ["dir"], ["a"], ["missing/new"], ["-p", "x/y"], ["new", "new2"], [])
+RM_CASES = (["-rf", "lock", "a", "missing", "m*"], ["-rf", "deep"], ["-rf", "lock", "deep", "b"], ["-f", "a"],
+            ["-rf", "."], ["-rf"], ["a", "dir"], ["-rf", "dir/"])
+
+
+def mkdir_works(tool: Path) -> bool:
+    """``mkdir`` leaves what coreutils' leaves, with the same exit codes and messages."""
+    return not compare_with_coreutils(tool, "/usr/bin/mkdir", MKDIR_CASES, _files)
+
+
+def rm_works(tool: Path) -> bool:
+    """``rm`` leaves what coreutils' leaves, with the same exit codes and messages."""
+    return not compare_with_coreutils(tool, "/usr/bin/rm", RM_CASES, _files)
 
 
 def mv_works(tool: Path) -> bool:
