@@ -462,8 +462,10 @@ class _BatchVerifier:
         ended = " && ".join(f"[ -e {_ENDED_MARK}{self.run}-{k} ]" for k in waits) or "true"
         return "", f"if {ended}; then {self.release.command()} && echo {_RELEASED_MARK}; fi"
 
-    def _verify(self, batch: _Batch, ending: Tuple[str, str] = ("", "")) -> None:
-        checks, discard, first = [], "", batch.first
+    def _checks(self, batch: _Batch) -> Tuple[List[Tuple[int, SentFile]], str]:
+        """``([(index, SentFile)] to verify, the shell that removes the temporary files of the others)``: a
+        file whose local copy vanished or changed since it was recorded is never verified."""
+        checks, discard = [], ""
         for i, it, tmp, sent, fut in batch.files:
             try:
                 sha, digest = fut.result()
@@ -477,9 +479,13 @@ class _BatchVerifier:
                 discard += f"rm -f {shlex.quote(tmp.rsplit('/', 1)[1])}; "
             else:
                 checks.append((i, SentFile(it, tmp, sent[0], sent[1], digest, sha)))
-        rewrite = first and bool(checks)  # nothing to rename: the index can wait for a batch that has
+        return checks, discard
+
+    def _verify(self, batch: _Batch, ending: Tuple[str, str] = ("", "")) -> None:
+        checks, discard = self._checks(batch)
+        rewrite = batch.first and bool(checks)  # nothing to rename: the index can wait for a batch that has
         mark, release = ending
-        if first and not rewrite:  # the index is still to be written after this batch: the lock stays
+        if batch.first and not rewrite:  # the index is still to be written after this batch: the lock stays
             release = ""
         try:
             got, out = run_batch(self.device, self.directory, [c[1] for c in checks], self.algo,
