@@ -227,7 +227,7 @@ def test_an_input_named_like_an_output_is_not_overwritten(tmp_path, option, name
     (b"", "usage", ["not a loadable state_dict"]),
     ("list", "usage", ["holds a list, not a state_dict"]),
     ("float", "usage", ["holds float weights, not quantized ones", "--weights PATH"]),
-])
+], ids=["not-a-zip", "empty", "a-list", "float-weights"])
 def test_bad_pre_quantized_weights_file_writes_nothing(tmp_path, content, kind, mentions):
     import torch
 
