@@ -69,6 +69,18 @@ def _quantizable(model):
     return torch.ao.quantization.QuantWrapper(model)
 
 
+def prepared_for_qnnpack(float_model):
+    """A copy of the model fused, with the qnnpack qconfig and observers in place (eager-mode ``prepare``): what
+    calibration runs, and what pre-quantized weights are loaded into once converted."""
+    import torch
+
+    torch.backends.quantized.engine = "qnnpack"
+    model = fused_float(_quantizable(copy.deepcopy(float_model)), copy_model=False)
+    model.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
+    torch.ao.quantization.prepare(model, inplace=True)
+    return model
+
+
 def quantize(float_model, calibration: List[Any], label: str):
     """Fuse, qnnpack qconfig, calibrate, convert; refuse degenerate calibration.
 
@@ -76,22 +88,8 @@ def quantize(float_model, calibration: List[Any], label: str):
     """
     import torch
 
-    from converter.host_check import output_tensors
-
-    torch.backends.quantized.engine = "qnnpack"
-    model = fused_float(_quantizable(copy.deepcopy(float_model)), copy_model=False)
-    model.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
-    torch.ao.quantization.prepare(model, inplace=True)
-    top1: List[int] = []  # observers pass values through: these are the fused float model's own predictions
-    with torch.no_grad():
-        for i in range(0, len(calibration), CALIBRATION_CHUNK):  # batched: one call per chunk, not per image
-            chunk = torch.cat(list(calibration[i:i + CALIBRATION_CHUNK]), 0)
-            try:
-                y = model(chunk)
-            except Exception as e:  # a user's model can raise anything
-                raise input_error(e, label, calibration[0]) from e
-            y = output_tensors(y)[0]  # several outputs: the agreement is judged on the first
-            top1.extend(int(k) for k in y.reshape(y.shape[0], -1).argmax(dim=1))
+    model = prepared_for_qnnpack(float_model)
+    top1 = top1_in_chunks(model, calibration, label)  # observers pass values through: the float model's predictions
     degenerate = degenerate_observers(model)
     if degenerate:
         shown = ", ".join(f"{n} (range {lo:.3g}..{hi:.3g})" for n, lo, hi in degenerate[:4])
@@ -109,18 +107,25 @@ def quantize(float_model, calibration: List[Any], label: str):
 
 def float_top1(float_model, batch: List[Any], label: str) -> List[int]:
     """Top-1 class of the fused float model per input (what calibration gets for free from its observers)."""
+    return top1_in_chunks(fused_float(float_model), batch, label)
+
+
+def top1_in_chunks(model, batch: List[Any], label: str) -> List[int]:
+    """Top-1 class of ``model``'s first output per input, run CALIBRATION_CHUNK inputs per call (one call per
+    chunk, not per image); a model that fails on torchdroid's input is named as such."""
     import torch
 
     from converter.host_check import output_tensors
 
-    model = fused_float(float_model)
     top1: List[int] = []
     with torch.no_grad():
         for i in range(0, len(batch), CALIBRATION_CHUNK):
+            chunk = torch.cat(list(batch[i:i + CALIBRATION_CHUNK]), 0)
             try:
-                y = output_tensors(model(torch.cat(list(batch[i:i + CALIBRATION_CHUNK]), 0)))[0]
+                y = model(chunk)
             except Exception as e:  # a user's model can raise anything
                 raise input_error(e, label, batch[0]) from e
+            y = output_tensors(y)[0]  # several outputs: the agreement is judged on the first
             top1.extend(int(k) for k in y.reshape(y.shape[0], -1).argmax(dim=1))
     return top1
 

@@ -15,7 +15,6 @@ The parsing at the top is torch-free (bad input fails in milliseconds); the load
 
 from __future__ import annotations
 
-import copy
 import logging
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -97,8 +96,8 @@ def load_prequantized(float_model, qweights: WeightsSpec, spec: ModelSpec):
         origin = f"torchvision {enum}"
     else:
         state, origin = _load_file(qweights.path), str(qweights.path)
+    _check_quantized(state, origin)  # before the structure is built: a float file is named at once
     model = quantized_structure(float_model)
-    _check_quantized(state, origin)
     want = set(model.state_dict())
     missing, unexpected = sorted(want - set(state)), sorted(set(state) - want)
     if missing or unexpected:
@@ -129,14 +128,11 @@ def quantized_structure(float_model):
 
     import torch
 
-    from .export import _quantizable, fused_float
+    from .export import prepared_for_qnnpack
 
-    torch.backends.quantized.engine = "qnnpack"
-    model = fused_float(_quantizable(copy.deepcopy(float_model)), copy_model=False)
-    model.qconfig = torch.ao.quantization.get_default_qconfig("qnnpack")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.ao.quantization.prepare(model, inplace=True)
+        model = prepared_for_qnnpack(float_model)
         torch.ao.quantization.convert(model, inplace=True)
     return model
 
