@@ -18,6 +18,7 @@ import torch
 
 from appgen import AppSettings, assets, make_app
 from tests.appgen_support.javac import compile_app
+from tests.appgen_support.java_probe import probe_head
 from tests.appgen_support.models import scratch, tiny_models, tiny_programs
 from toolchain import executorch_pins as et_pins
 from toolchain import records
@@ -102,26 +103,7 @@ def test_the_stubs_reject_what_the_real_api_does_not_have(rendered, wrong, right
     assert error in "\n".join(ei.value.tail or []) + str(ei.value)
 
 
-PROBE = """package com.example.et_app;
-
-import android.graphics.Bitmap;
-import java.io.FileOutputStream;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
-import java.nio.file.Files;
-import java.nio.file.Paths;
-import org.pytorch.executorch.Module;
-import org.pytorch.executorch.Tensor;
-
-public class Probe {
-    static Bitmap frame(byte[] rgb, int size) {
-        int[] colors = new int[size * size];
-        for (int i = 0; i < colors.length; i++) {
-            colors[i] = 0xff000000 | ((rgb[3 * i] & 0xff) << 16) | ((rgb[3 * i + 1] & 0xff) << 8) | (rgb[3 * i + 2] & 0xff);
-        }
-        return Bitmap.createBitmap(colors, size, size, Bitmap.Config.ARGB_8888);
-    }
-
+PROBE = probe_head("com.example.et_app", "org.pytorch.executorch") + """
     static String q(String s) {
         return s == null ? "null" : "\\"" + s.replace("\\\\", "\\\\\\\\").replace("\\"", "\\\\\\"") + "\\"";
     }

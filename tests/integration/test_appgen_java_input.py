@@ -12,31 +12,13 @@ import pytest
 import torch
 
 from appgen import AppSettings, assets, make_app
+from tests.appgen_support.java_probe import probe_head
 from tests.appgen_support.models import scratch, tiny_models
 
 FAKES = Path(__file__).resolve().parents[1] / "appgen_support" / "jvm_fakes"
 PKG = "org.example.probe"
 
-PROBE = """package org.example.probe;
-
-import android.graphics.Bitmap;
-import java.io.FileOutputStream;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
-import java.nio.file.Files;
-import java.nio.file.Paths;
-import org.pytorch.Module;
-import org.pytorch.Tensor;
-
-public class Probe {
-    static Bitmap frame(byte[] rgb, int size) {
-        int[] colors = new int[size * size];
-        for (int i = 0; i < colors.length; i++) {
-            colors[i] = 0xff000000 | ((rgb[3 * i] & 0xff) << 16) | ((rgb[3 * i + 1] & 0xff) << 8) | (rgb[3 * i + 2] & 0xff);
-        }
-        return Bitmap.createBitmap(colors, size, size, Bitmap.Config.ARGB_8888);
-    }
-
+PROBE = probe_head("org.example.probe", "org.pytorch") + """
     public static void main(String[] a) throws Exception {
         int size = AppConfig.INPUT_SIZE;
         byte[] lut = "uint8_lut".equals(AppConfig.INPUT_MODE) ? Files.readAllBytes(Paths.get(a[2])) : null;
