@@ -113,8 +113,8 @@ def test_float_state_dict_is_named_and_nothing_is_written(tmp_path):
 
     float_file = tmp_path / "float.pth"
     torch.save(_tiny().state_dict(), float_file)
-    r = invoke("convert", "--model", TINY, "--weights", "random", "--quantized-weights", str(float_file),
-               "--out", str(tmp_path / "out"))
+    r = invoke("convert", "--model", TINY, "--weights", "random", "--quantized-weights", "float.pth",
+               "--out", "out", cwd=tmp_path)  # relative to the working directory, as a user types it
     assert r.returncode == 2, r.stderr
     assert "holds float weights, not quantized ones" in r.stderr and "--weights PATH" in r.stderr
     assert "Traceback" not in r.stderr
