@@ -171,6 +171,13 @@ def synthetic_images(count: int, seed: int, hw: Tuple[int, int]):
     activations cover realistic ranges (unlike the tutorial's all-zero input,
     which with untrained weights gives activation scales at the float floor).
     """
+    from .torch_state import pinned
+
+    with pinned(threads=1):  # torch's bilinear upsampling rounds differently with 1 and with 2+ threads
+        return _synthetic(count, seed, hw)
+
+
+def _synthetic(count: int, seed: int, hw: Tuple[int, int]):
     import torch
     import torch.nn.functional as F
 

@@ -162,8 +162,10 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
             claim_output_dir(out, "convert", force=settings.force, adopt=lambda d: manifest_owner(d) == "ours",
                              inputs=[weights.path, spec.factory_file, settings.calibration])
             from . import executorch_export  # torch and executorch are imported only from here on
+            from .torch_state import pinned
 
-            programs = executorch_export.build_programs(spec, weights, calib, todo, out, settings.check_inputs)
+            with pinned():  # the quantized engine and threads as they were before, whatever export changes
+                programs = executorch_export.build_programs(spec, weights, calib, todo, out, settings.check_inputs)
             section = _merge(_existing_section(out), spec, calib, programs, keys, versions)
             notes.extend(programs.notes)
             path = write_section(out, section)

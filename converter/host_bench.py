@@ -4,6 +4,11 @@ Protocol: load the model, take its first bundled input (``--use_bundled_input=0`
 run ``warmup`` untimed iterations, then ``iters`` timed ones, single-threaded by
 default (``--pthreadpool_size=1``).  NNAPI models are not run here: they need a
 phone (``invoke deploy``) or the host NNAPI (``invoke verify``).
+
+Every model is loaded and warmed up first, then the models are timed in ``repeat`` alternated rounds
+(:mod:`converter.rounds`), so the quantized models' speed-ups over the float one are measured in the same
+rounds.  The quantized engine and the thread count are pinned for the measurement and restored after it
+(:mod:`converter.torch_state`): the same files give the same numbers whatever ran before in the process.
 """
 
 from __future__ import annotations
@@ -11,12 +16,10 @@ from __future__ import annotations
 import csv
 import io
 import logging
-import statistics
-import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 from toolchain.errors import UsageError
 from toolchain.fsutil import atomic_write_json, atomic_write_text
@@ -24,7 +27,11 @@ from toolchain.progress import progress
 from toolchain.records import ConvertManifest, now_iso
 from toolchain.settings import default
 
+from .rounds import VARIANCE_LIMIT_PCT, Ratio, alternate, percentile, prepare, ratio  # noqa: F401 (re-exported)
+from .torch_state import host_engine, pinned
+
 log = logging.getLogger(__name__)
+PROTOCOL = 2  # engine and threads pinned, alternated rounds (workflow/chain.py reuses only this protocol's results)
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,7 @@ class HostBenchSettings:
     iters: int = default("bench.iter")
     threads: int = default("bench.threads")
     out: Path = Path(default("bench.out"))
-    repeat: int = default("bench.repeat")  # timed runs of ``iters``; their medians disagreeing by > 10 % flags the row ``unstable``
+    repeat: int = default("bench.repeat")  # alternated rounds of ``iters``; medians > 10 % apart flag the row ``unstable``
 
 
 @dataclass
@@ -56,10 +63,11 @@ class BenchRow:
     load_ms: float = 0.0  # torch.jit.load
     first_ms: float = 0.0  # the first inference after loading
     warmup_ms: float = 0.0  # mean of the warm-up iterations
-    spread_pct: float = 0.0  # range of the per-run medians relative to their median
-    unstable: bool = False  # spread_pct > VARIANCE_LIMIT_PCT: the repeats disagree
+    spread_pct: float = 0.0  # range of the per-round medians relative to their median
+    unstable: bool = False  # spread_pct > VARIANCE_LIMIT_PCT: the rounds disagree
     repeats: int = 1
-    peak_rss_kb: int = 0  # VmHWM of this (Python + torch) process after the model ran
+    memory_kb: Optional[int] = None  # peak resident memory this model added (load, first run, warm-up); None: unknown
+    quantized_engine: str = ""  # torch.backends.quantized.engine while it was loaded and timed
 
 
 @dataclass
@@ -68,55 +76,25 @@ class HostBenchResult:
     json_path: Path
     csv_path: Path
     notes: List[str] = field(default_factory=list)
+    ratios: List[Ratio] = field(default_factory=list)  # each quantized model against its stem's float model
+    quantized_engine: str = ""
+
+    def ratio_lines(self) -> List[str]:
+        return [f"{r.other} vs {r.base}: {r.value:.2f}x the speed (rounds {r.low:.2f}x-{r.high:.2f}x)"
+                + (" UNCERTAIN" if r.uncertain else "") for r in self.ratios]
 
 
-def percentile(values: List[float], q: float) -> float:
-    """Nearest-rank percentile (what speed_benchmark_torch-style reports use)."""
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, int(round(q / 100.0 * len(s) + 0.5)) - 1))
-    return s[k]
-
-
-VARIANCE_LIMIT_PCT = 10.0
-
-
-def _timed(module, inputs) -> float:
-    t0 = time.perf_counter()
-    module(*inputs)
-    return (time.perf_counter() - t0) * 1000.0
-
-
-def peak_rss_kb() -> int:
-    """VmHWM of this process (Linux /proc; 0 elsewhere)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def measure(path: Path, settings: HostBenchSettings) -> dict:
-    """Load, first inference, warm-up, then ``repeat`` runs of ``iters``: every number of a BenchRow."""
+def load_bundled(path: Path):
+    """A TorchScript model and its first bundled input, as one call (what speed_benchmark_torch runs)."""
     import torch
 
-    t0 = time.perf_counter()
     module = torch.jit.load(str(path), map_location="cpu")
-    load_ms = (time.perf_counter() - t0) * 1000.0
     inputs = module.get_all_bundled_inputs()[0]
-    with torch.no_grad():
-        first = _timed(module, inputs)
-        warm = [_timed(module, inputs) for _ in range(settings.warmup)]
-        runs = [[_timed(module, inputs) for _ in range(settings.iters)] for _ in range(max(1, settings.repeat))]
-    times = [t for run in runs for t in run]
-    medians = [statistics.median(run) for run in runs]
-    spread = 100.0 * (max(medians) - min(medians)) / statistics.median(medians)
-    return dict(median_ms=statistics.median(times), p90_ms=percentile(times, 90), min_ms=min(times),
-                mean_ms=statistics.fmean(times), max_ms=max(times),
-                std_ms=statistics.stdev(times) if len(times) > 1 else 0.0, load_ms=load_ms, first_ms=first,
-                warmup_ms=statistics.fmean(warm) if warm else 0.0, spread_pct=spread,
-                unstable=len(runs) > 1 and spread > VARIANCE_LIMIT_PCT, repeats=len(runs), peak_rss_kb=peak_rss_kb())
+
+    def call():
+        with torch.no_grad():
+            return module(*inputs)
+    return call
 
 
 def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
@@ -127,50 +105,68 @@ def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
     cpu_files = [f for f in manifest.files if f.backend == "cpu"]
     if not cpu_files:
         raise UsageError(f"{manifest.path} lists no CPU models", remedy="run `invoke convert`")
-    rows = _measure_all(cpu_files, settings)
-    notes = _notes(rows)
-    json_path, csv_path = _write_results(Path(settings.out), manifest, cpu_files, rows, notes, settings)
-    return HostBenchResult(rows, json_path, csv_path, notes)
+    rows, subjects = _measure_all(cpu_files, settings)
+    ratios = _ratios(cpu_files, subjects)
+    notes = _notes(rows, ratios)
+    json_path, csv_path = _write_results(Path(settings.out), manifest, cpu_files, rows, notes, ratios, settings)
+    return HostBenchResult(rows, json_path, csv_path, notes, ratios, rows[0].quantized_engine)
 
 
-def _measure_all(cpu_files, settings: HostBenchSettings) -> List[BenchRow]:
-    import torch
-
-    torch.set_num_threads(settings.threads)
-    rows: List[BenchRow] = []
-    with warnings.catch_warnings(), progress("host benchmark", total=len(cpu_files)) as bar:
+def _measure_all(cpu_files, settings: HostBenchSettings):
+    engine = host_engine()
+    n = len(cpu_files)
+    with pinned(threads=settings.threads, engine=engine), warnings.catch_warnings(), \
+            progress("host benchmark", total=n * (1 + settings.repeat)) as bar:
         warnings.filterwarnings("ignore", category=FutureWarning)
+        subjects = []
         for f in cpu_files:
-            bar.describe(f"benchmarking {f.file} (load, {settings.warmup} warm-up, {settings.repeat}x{settings.iters} "
-                         "iterations)")
+            bar.describe(f"{f.file}: load, first inference, {settings.warmup} warm-up")
             f.check_hash()
-            rows.append(BenchRow(f.file, f.qualified_variant, f.mode, f.backend, settings.iters, settings.warmup,
-                                 settings.threads, mobile_optimized=bool(f.extra.get("mobile_optimized", False)),
-                                 **measure(f.path, settings)))
+            subjects.append(prepare(f.file, lambda p=f.path: load_bundled(p), settings.warmup))
             bar.advance()
-    return rows
+
+        def on_round(r, s):
+            bar.advance(text=f"round {r + 1}/{settings.repeat}: {s.key} ({settings.iters} iterations)")
+        alternate(subjects, settings.repeat, settings.iters, on_round)
+    rows = [BenchRow(f.file, f.qualified_variant, f.mode, f.backend, settings.iters, settings.warmup, settings.threads,
+                     mobile_optimized=bool(f.extra.get("mobile_optimized", False)), memory_kb=s.memory_kb,
+                     quantized_engine=engine, **s.stats()) for f, s in zip(cpu_files, subjects)]
+    return rows, subjects
 
 
-def _notes(rows: List[BenchRow]) -> List[str]:
+def _ratios(cpu_files, subjects) -> List[Ratio]:
+    """Each quantized CPU model's speed against the float (quant_none) model of the same stem, round by round."""
+    by_file = {s.key: s for s in subjects}
+    base = {f.stem: by_file[f.file] for f in cpu_files if f.mode == "none"}
+    return [ratio(base[f.stem].key, base[f.stem].runs, f.file, by_file[f.file].runs)
+            for f in cpu_files if f.mode != "none" and f.stem in base]
+
+
+def _notes(rows: List[BenchRow], ratios: List[Ratio]) -> List[str]:
     notes = ["NNAPI models are not run by the host benchmark: they need a phone (`invoke deploy`) "
              "or torchdroid's host NNAPI (`invoke verify`)"]
     for r in rows:
         if r.unstable:
-            notes.append(f"{r.file}: the {r.repeats} runs disagree (their medians differ by {r.spread_pct:.0f}% > "
+            notes.append(f"{r.file}: the {r.repeats} rounds disagree (their medians differ by {r.spread_pct:.0f}% > "
                          f"{VARIANCE_LIMIT_PCT:.0f}%): the machine is busy or throttling; close other work and rerun")
+    notes.extend(x.note() for x in ratios if x.uncertain)
+    if any(r.memory_kb is None for r in rows):
+        notes.append("memory per model not shown: this system does not let a process reset its peak resident size "
+                     "(/proc/self/clear_refs)")
     if any(not r.mobile_optimized for r in rows):
         notes.append("CPU models were converted without optimize_for_mobile (no XNNPACK in that torch)")
     return notes
 
 
 def _write_results(out: Path, manifest: ConvertManifest, cpu_files, rows: List[BenchRow], notes: List[str],
-                   settings: HostBenchSettings):
+                   ratios: List[Ratio], settings: HostBenchSettings):
     import torch
 
-    body = {"kind": "torchdroid.host-bench", "written": now_iso(), "manifest": str(manifest.path),
+    body = {"kind": "torchdroid.host-bench", "protocol": PROTOCOL, "written": now_iso(), "manifest": str(manifest.path),
             "torch": torch.__version__, "threads": settings.threads, "warmup": settings.warmup, "iters": settings.iters,
+            "repeat": settings.repeat, "quantized_engine": rows[0].quantized_engine,
             "models": {f.file: f.sha256 for f in cpu_files},  # what was measured (`invoke all` reuses it)
-            "rows": [asdict(r) for r in rows], "notes": notes}
+            "rows": [asdict(r) for r in rows], "ratios": [r.as_dict() for r in ratios], "notes": notes}
     json_path = atomic_write_json(out / "host-bench.json", body)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(asdict(rows[0]).keys()))

@@ -104,9 +104,11 @@ def current_facts(p: AllPlan, facts: Facts, summary: AllSummary) -> Facts:
 
 
 def bench_is_current(p: AllPlan) -> Optional[str]:
-    """host-bench.json measured exactly these CPU model files with the same warm-up, iterations and threads."""
+    """host-bench.json measured exactly these CPU model files with the same protocol, warm-up, iterations, rounds
+    and threads."""
     import json
 
+    from converter.host_bench import PROTOCOL  # torch-free; an older protocol's results are measured again
     from toolchain.records import ConvertManifest
 
     if p.bench is None:
@@ -121,7 +123,8 @@ def bench_is_current(p: AllPlan) -> Optional[str]:
         return None
     wanted = {f.file: f.sha256 for f in manifest.files if f.backend == "cpu"}
     same = (done.get("models") == wanted and done.get("warmup") == p.bench.warmup
-            and done.get("iters") == p.bench.iters and done.get("threads") == p.bench.threads)
+            and done.get("iters") == p.bench.iters and done.get("threads") == p.bench.threads
+            and done.get("repeat") == p.bench.repeat and done.get("protocol") == PROTOCOL)
     return f"{path} measured these models with these settings" if same and wanted else None
 
 

@@ -47,12 +47,16 @@ def host_bench(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
     columns = ["model", "mode", "load ms", "first ms", "median ms", "p90 ms", "min ms", "max ms", "mean ms", "std ms",
-               "spread %", "peak MB"]
-    table("host benchmark (CPU models, bundled input)", columns,
+               "spread %", "model MB"]
+    table(f"host benchmark (CPU models, bundled input; quantized engine {result.quantized_engine}, "
+          f"{result.rows[0].threads} thread(s), models alternated round by round)", columns,
           [(r.file, r.mode, f"{r.load_ms:.0f}", f"{r.first_ms:.2f}", f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}",
             f"{r.min_ms:.2f}", f"{r.max_ms:.2f}", f"{r.mean_ms:.2f}", f"{r.std_ms:.2f}",
-            f"{r.spread_pct:.1f}" + (" !" if r.unstable else ""), f"{r.peak_rss_kb / 1024:.0f}") for r in result.rows],
+            f"{r.spread_pct:.1f}" + (" !" if r.unstable else ""),
+            "unknown" if r.memory_kb is None else f"{r.memory_kb / 1024:.0f}") for r in result.rows],
           numeric=columns[2:])
+    for line in result.ratio_lines():
+        print(line)
     for line in result.notes:
         note(line)
     print(f"results: {result.json_path}")

@@ -24,3 +24,14 @@ def executorch_report_chain(tmp_path_factory, standin):
     from tests.executorch_support.report_chain import run_chain
 
     return run_chain(tmp_path_factory.mktemp("et-report"), standin)
+
+
+@pytest.fixture(scope="session")
+def mobilenet_models(tmp_path_factory):
+    """MobileNetV2 converted once for the session, in this process (as `invoke all` does): six files and a manifest."""
+    from converter import ConvertSettings, convert
+
+    out = tmp_path_factory.mktemp("models")
+    result = convert(ConvertSettings(out=out, weights="random", calibration_count=8,
+                                     build_dir=tmp_path_factory.mktemp("build")))
+    return out, result

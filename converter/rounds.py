@@ -1,0 +1,121 @@
+"""Timing several models against each other: load and warm each, then alternate them round by round.
+
+Timing model A for a minute and model B a minute later compares two machines (load, clock, thermal state
+change in between): the measured ratio moved from 4.0x to 2.6x between two runs that way.  Here every model
+is loaded, run once and warmed up first (its load time, first inference, warm-up and peak memory measured
+alone), then ``rounds`` rounds each time every model for ``iters`` iterations, the order rotating by one each
+round.  A ratio between two models is then known per round, and its spread over the rounds says whether the
+difference it shows is larger than the noise (:class:`Ratio`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from .torch_state import peak_above, reset_peak
+
+VARIANCE_LIMIT_PCT = 10.0  # per-round medians further apart than this: the row is flagged unstable
+
+
+def percentile(values: List[float], q: float) -> float:
+    """Nearest-rank percentile (what speed_benchmark_torch-style reports use)."""
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, int(round(q / 100.0 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+def timed(call: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    call()
+    return (time.perf_counter() - t0) * 1000.0
+
+
+@dataclass
+class Subject:
+    """One model being timed: how to call it, and what was measured of it."""
+
+    key: str
+    call: Callable[[], Any]
+    load_ms: float = 0.0
+    first_ms: float = 0.0
+    warm: List[float] = field(default_factory=list)
+    memory_kb: Optional[int] = None  # peak resident memory this model added while loading and warming up
+    runs: List[List[float]] = field(default_factory=list)  # one list of ``iters`` times per round
+
+    def stats(self) -> Dict[str, Any]:
+        """median / p90 / min / mean / max / std over every timed iteration, the rounds' spread, load, first, warm-up."""
+        times = [t for run in self.runs for t in run]
+        medians = [statistics.median(run) for run in self.runs]
+        spread = 100.0 * (max(medians) - min(medians)) / statistics.median(medians)
+        return dict(median_ms=statistics.median(times), p90_ms=percentile(times, 90), min_ms=min(times),
+                    mean_ms=statistics.fmean(times), max_ms=max(times),
+                    std_ms=statistics.stdev(times) if len(times) > 1 else 0.0, load_ms=self.load_ms,
+                    first_ms=self.first_ms, warmup_ms=statistics.fmean(self.warm) if self.warm else 0.0,
+                    spread_pct=spread, unstable=len(self.runs) > 1 and spread > VARIANCE_LIMIT_PCT,
+                    repeats=len(self.runs))
+
+
+def prepare(key: str, load: Callable[[], Callable[[], Any]], warmup: int) -> Subject:
+    """Load a model (``load`` returns its call), run it once and ``warmup`` times, measuring what it adds to memory."""
+    baseline = reset_peak()
+    t0 = time.perf_counter()
+    call = load()
+    load_ms = (time.perf_counter() - t0) * 1000.0
+    first = timed(call)
+    warm = [timed(call) for _ in range(warmup)]
+    return Subject(key, call, load_ms, first, warm, peak_above(baseline))
+
+
+def alternate(subjects: Sequence[Subject], rounds: int, iters: int,
+              on_round: Optional[Callable[[int, Subject], None]] = None) -> None:
+    """``rounds`` rounds of ``iters`` timed calls of every subject, the order rotating by one each round."""
+    n = len(subjects)
+    for r in range(max(1, rounds)):
+        for i in range(n):
+            s = subjects[(r + i) % n]
+            if on_round is not None:
+                on_round(r, s)
+            s.runs.append([timed(s.call) for _ in range(iters)])
+
+
+@dataclass
+class Ratio:
+    """``base`` median / ``other`` median (> 1: ``other`` is faster), and the same ratio per round."""
+
+    base: str
+    other: str
+    value: float
+    per_round: List[float]
+
+    @property
+    def low(self) -> float:
+        return min(self.per_round)
+
+    @property
+    def high(self) -> float:
+        return max(self.per_round)
+
+    @property
+    def uncertain(self) -> bool:
+        """The rounds disagree by more than the difference the ratio shows (its distance from 1.0)."""
+        return len(self.per_round) > 1 and (self.high - self.low) > abs(self.value - 1.0)
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"base": self.base, "other": self.other, "ratio": round(self.value, 4),
+                "per_round": [round(x, 4) for x in self.per_round], "low": round(self.low, 4),
+                "high": round(self.high, 4), "uncertain": self.uncertain}
+
+    def note(self) -> str:
+        return (f"{self.other} vs {self.base}: {self.value:.2f}x, but the rounds range {self.low:.2f}x-{self.high:.2f}x, "
+                f"more than the difference from 1.0x: not a measured difference; rerun on a quieter machine or with "
+                f"more --repeat")
+
+
+def ratio(base_key: str, base_runs: List[List[float]], other_key: str, other_runs: List[List[float]]) -> Ratio:
+    """The ratio of two subjects timed in the same alternated rounds."""
+    value = statistics.median([t for r in base_runs for t in r]) / statistics.median([t for r in other_runs for t in r])
+    per_round = [statistics.median(b) / statistics.median(o) for b, o in zip(base_runs, other_runs)]
+    return Ratio(base_key, other_key, value, per_round)

@@ -1,0 +1,120 @@
+"""Host numbers that do not depend on what ran before (issue 24 item 1, issue 23 item 6).
+
+`invoke all` converts and then benchmarks in one process; `invoke bench --host` benchmarks in a fresh one.
+Converting used to leave the process on the QNNPACK quantized engine, so `all` timed the quantized models
+about 3x slower than `bench --host` did; conversion output used to change with the thread count (the synthetic
+calibration images went through torch's thread-dependent bilinear upsampling).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = f"{ROOT / 'tests' / 'converter_support' / 'user_models.py'}:tiny"
+
+
+def _convert_tiny(out: Path, threads: int):
+    import torch
+
+    from converter import ConvertSettings, convert
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return convert(ConvertSettings(out=out, model=TINY, weights="random", calibration_count=8,
+                                       build_dir=out.parent / f"build-{threads}"))
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_convert_puts_back_the_quantized_engine_and_the_thread_count(tmp_path):
+    import torch
+
+    from converter.torch_state import host_engine
+
+    torch.backends.quantized.engine = host_engine()
+    torch.set_num_threads(2)
+    _convert_tiny(tmp_path / "m", 2)
+    assert torch.backends.quantized.engine == host_engine() != "qnnpack"
+    assert torch.get_num_threads() == 2
+
+
+def test_conversion_does_not_depend_on_the_thread_count(tmp_path):
+    """Bundled inputs, quantization parameters and outputs of every model: bit for bit with 1 and 2 threads
+    (the files' bytes differ anyway: TorchScript writes a random serialization id)."""
+    import torch
+
+    one, two = _convert_tiny(tmp_path / "t1", 1), _convert_tiny(tmp_path / "t2", 2)
+    for a, b in zip(one.files, two.files):
+        assert a.file == b.file and a.input == b.input and a.output == b.output
+        ma, mb = torch.jit.load(str(a.path)), torch.jit.load(str(b.path))
+        (xa,), (xb,) = ma.get_all_bundled_inputs()[0], mb.get_all_bundled_inputs()[0]
+        assert torch.equal(_raw(xa), _raw(xb)), f"{a.file}: the bundled input changed with the thread count"
+        if a.backend == "cpu":
+            ya, yb = ma(xa), mb(xa)
+            assert torch.equal(_raw(ya), _raw(yb)), f"{a.file}: the output changed with the thread count"
+
+
+def _raw(t):
+    return t.int_repr() if t.is_quantized else t
+
+
+def test_synthetic_calibration_images_do_not_depend_on_the_thread_count():
+    import torch
+
+    from converter.calibration import synthetic_images
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = synthetic_images(2, 0, (224, 224))
+        torch.set_num_threads(2)
+        two = synthetic_images(2, 0, (224, 224))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(one, two))
+
+
+def test_bench_host_and_all_give_the_same_latencies_for_the_same_files(mobilenet_models, tmp_path):
+    """The must-show: `all`'s bench (this process, right after the session's convert) and `invoke bench --host`
+    (a fresh process) on the same files agree within noise, and record the same engine and threads."""
+    import torch
+
+    from converter.host_bench import HostBenchSettings, run_host_bench
+    from converter.torch_state import host_engine
+
+    out, _ = mobilenet_models
+    torch.backends.quantized.engine = "qnnpack"  # what a conversion used to leave behind
+    torch.set_num_threads(2)
+    inproc = run_host_bench(HostBenchSettings(models=out, warmup=2, iters=8, threads=1, repeat=2, out=tmp_path / "a"))
+    assert torch.backends.quantized.engine == "qnnpack" and torch.get_num_threads() == 2  # put back afterwards
+    fresh = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "bench", "--host", "--models",
+                            str(out), "--warmup", "2", "--iter", "8", "--repeat", "2", "--threads", "1", "--out",
+                            str(tmp_path / "b")], cwd=ROOT, env=dict(os.environ, CI="1"), capture_output=True,
+                           text=True, timeout=600)
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    a = json.loads((tmp_path / "a" / "host-bench.json").read_text())
+    b = json.loads((tmp_path / "b" / "host-bench.json").read_text())
+    engine = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.quantized.engine)"],
+                            capture_output=True, text=True, timeout=120).stdout.strip()
+    assert a["quantized_engine"] == b["quantized_engine"] == host_engine() == engine  # a fresh process's default
+    assert a["threads"] == b["threads"] == 1 and inproc.quantized_engine == engine
+    assert f"quantized engine {engine}" in fresh.stdout and "quant_full-cpu.pt vs mobilenetv2-quant_none" in fresh.stdout
+    for ra, rb in zip(a["rows"], b["rows"]):
+        assert ra["file"] == rb["file"]
+        slower = max(ra["median_ms"], rb["median_ms"]) / min(ra["median_ms"], rb["median_ms"])
+        assert slower < 2.0, f"{ra['file']}: {ra['median_ms']:.2f} ms here, {rb['median_ms']:.2f} ms in bench --host"
+    # memory per model, not the process's peak: the float model's weights are ~4x the int8 ones
+    mem = {r["mode"]: r["memory_kb"] for r in a["rows"]}
+    assert None not in mem.values() and mem["none"] > mem["full"] > 0, mem
+    # the quantized models against the float one, measured in the same alternated rounds
+    assert {(r["base"], r["other"]) for r in a["ratios"]} == {
+        ("mobilenetv2-quant_none-cpu.pt", "mobilenetv2-quant_core-cpu.pt"),
+        ("mobilenetv2-quant_none-cpu.pt", "mobilenetv2-quant_full-cpu.pt")}
+    assert all(len(r["per_round"]) == 2 and r["low"] <= r["high"] for r in a["ratios"])
