@@ -87,15 +87,17 @@ def verify(c, models=None, variant=None, rounding=None, random_inputs=None, laye
 
 @task(help=helps(models="convert.out", warmup="bench.warmup", iter="bench.iter", threads="bench.threads",
                  out="bench.out", no_legacy="time only the .pte programs, not the legacy TorchScript CPU and host NNAPI models",
-                 no_per_operator="skip the per-operator comparison (ETDump + ETRecord through ExecuTorch's Inspector)"))
+                 no_per_operator="skip the per-operator comparison (ETDump + ETRecord through ExecuTorch's Inspector)",
+                 reference_kernels="bench.reference_kernels", again="bench.again"))
 def bench_executorch(c, models=None, warmup=None, iter=None, threads=None, out=None, no_legacy=False,
-                     no_per_operator=False, json=False, debug=False):
+                     no_per_operator=False, reference_kernels=None, again=False, json=False, debug=False):
     """Check each .pte against its reference in ExecuTorch's host runtime and time it beside the legacy models."""
     with stage(c.config, "bench-executorch", debug):
         from converter.pte_host import run_pte_bench
 
         result = run_pte_bench(resolve.pte_bench(c.config, models=models, warmup=warmup, iter=iter, threads=threads,
-                                                 out=out, no_legacy=no_legacy, no_per_operator=no_per_operator))
+                                                 out=out, no_legacy=no_legacy, no_per_operator=no_per_operator,
+                                                 reference_kernels=reference_kernels, again=again))
         show.pte_bench(result, json)
         result.raise_for_failures()
 

@@ -19,7 +19,6 @@ TorchScript CPU models and, when the host NNAPI builds here, the legacy NNAPI mo
 from __future__ import annotations
 
 import logging
-import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -31,9 +30,7 @@ from toolchain.errors import RecordError, UsageError, VerificationError
 from toolchain.fsutil import atomic_write_json
 from toolchain.progress import progress
 from toolchain.pte_records import PteFile, load_section, pte_files, reference_path
-from toolchain.records import ConvertManifest, ModelFile, now_iso
-
-from .host_bench import percentile
+from toolchain.records import ConvertManifest, now_iso
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +49,13 @@ class PteBenchSettings:
     debug_buffer_mb: int = 512  # ETDump's buffer for every intermediate output of one run
     legacy: bool = True  # time the legacy CPU (and host NNAPI) models beside the .pte programs
     host_nnapi: bool = True
+    reference_kernels: str = "short"  # portable .pte and host NNAPI lines: short (a few iterations) | full | skip
+    again: bool = False  # measure again even when the last results measured the same files with the same settings
 
 
 @dataclass
 class Timing:
-    """The statistics of ``invoke bench --host`` (converter/host_bench.measure), for any runtime."""
+    """The statistics of ``invoke bench --host`` (converter/rounds.Subject.stats), for any runtime."""
 
     median_ms: float
     p90_ms: float
@@ -70,18 +69,6 @@ class Timing:
     spread_pct: float = 0.0
     unstable: bool = False
     repeats: int = 1
-
-    @classmethod
-    def of(cls, load_ms: float, first_ms: float, warm: List[float], runs: List[List[float]]) -> "Timing":
-        from .host_bench import VARIANCE_LIMIT_PCT
-
-        times = [t for run in runs for t in run]
-        medians = [statistics.median(run) for run in runs]
-        spread = 100.0 * (max(medians) - min(medians)) / statistics.median(medians)
-        return cls(statistics.median(times), percentile(times, 90), min(times), statistics.fmean(times), max(times),
-                   statistics.stdev(times) if len(times) > 1 else 0.0, load_ms, first_ms,
-                   statistics.fmean(warm) if warm else 0.0, spread, len(runs) > 1 and spread > VARIANCE_LIMIT_PCT,
-                   len(runs))
 
 
 @dataclass
@@ -114,6 +101,7 @@ class BenchLine:
     precision: str  # fp32 | int8
     timing: Optional[Timing] = None
     note: str = ""
+    stem: str = ""
 
 
 @dataclass
@@ -122,6 +110,7 @@ class PteBenchResult:
     lines: List[BenchLine]
     json_path: Path
     notes: List[str] = field(default_factory=list)
+    ratios: List[Any] = field(default_factory=list)  # converter.rounds.Ratio: each line over the legacy CPU line
 
     @property
     def ok(self) -> bool:
@@ -171,20 +160,6 @@ def _timed(call: Callable[[], Any]) -> float:
     t0 = time.perf_counter()
     call()
     return (time.perf_counter() - t0) * 1000.0
-
-
-def measure_program(path: Path, example, s: "PteBenchSettings") -> Timing:
-    """host_bench.measure's protocol for a .pte: load, first inference, warm-up, ``repeat`` runs of ``iters``."""
-    t0 = time.perf_counter()
-    method = load_method(path)
-    load_ms = (time.perf_counter() - t0) * 1000.0
-
-    def call():
-        return method.execute([example])
-    first = _timed(call)
-    warm = [_timed(call) for _ in range(s.warmup)]
-    runs = [[_timed(call) for _ in range(s.iters)] for _ in range(max(1, s.repeat))]
-    return Timing.of(load_ms, first, warm, runs)
 
 
 # --------------------------------------------------------------------------- checking
@@ -261,8 +236,9 @@ def per_operator(f: PteFile, reference: Path, models_dir: Path, debug_buffer_mb:
         return [], "no ETRecord recorded for this program (convert again with --force)"
     with tempfile.TemporaryDirectory(prefix="torchdroid-ops-") as tmp:
         out = Path(tmp) / "ops.json"
-        res = run([sys.executable, "-m", "converter.pte_operators", f.path, models_dir / etrecord["file"], reference,
-                   out, str(debug_buffer_mb)], cwd=Path(__file__).resolve().parents[1], check=False,
+        # absolute paths: the child runs in the project's directory, the user's --models may be relative
+        res = run([sys.executable, "-m", "converter.pte_operators", Path(f.path).resolve(),
+                   (models_dir / etrecord["file"]).resolve(), Path(reference).resolve(), out, str(debug_buffer_mb)], cwd=Path(__file__).resolve().parents[1], check=False,
                   what=f"per-operator comparison of {f.file}")
         if res.returncode != 0 or not out.is_file():
             overflow = "Ran out of space" in res.output
@@ -277,30 +253,46 @@ def per_operator(f: PteFile, reference: Path, models_dir: Path, debug_buffer_mb:
 
 # --------------------------------------------------------------------------- timing
 
-
-def bench_program(f: PteFile, example, s: PteBenchSettings) -> BenchLine:
-    line = BenchLine(f"ExecuTorch {f.variant}", f.file, "executorch", f.precision)
-    if not f.runs_on_host:
-        line.note = "not runnable here: " + (f.extra.get("host_check") or {}).get("reason", "delegate not registered")
-        return line
-    line.timing = measure_program(f.path, example, s)
-    return line
+SHORT_ITERS = 3  # reference-kernel lines in ``short`` mode: timed calls per round (and one warm-up)
 
 
-def bench_legacy(mf: ModelFile, s: PteBenchSettings, runtime: str) -> BenchLine:
-    """A legacy TorchScript model measured by ``invoke bench --host``'s own function (its first bundled input)."""
-    from .host_bench import HostBenchSettings, measure
+@dataclass
+class Candidate:
+    """A line to time: how to load it (returns its call), and whether it runs reference kernels."""
 
-    label = f"{'TorchScript CPU' if runtime == 'torchscript-cpu' else 'host NNAPI'} {mf.variant}"
-    line = BenchLine(label, mf.file, runtime, "fp32" if mf.mode == "none" else "int8")
-    mf.check_hash()
-    stats = measure(mf.path, HostBenchSettings(models=s.models, warmup=s.warmup, iters=s.iters, threads=s.threads,
-                                               repeat=s.repeat))
-    line.timing = Timing(**{k: stats[k] for k in Timing.__dataclass_fields__})
-    return line
+    line: BenchLine
+    load: Callable[[], Callable[[], Any]]
+    reference_kernels: bool = False
 
 
-def legacy_lines(models_dir: Path, stems: List[str], s: PteBenchSettings, notes: List[str]) -> List[BenchLine]:
+def _pte_loader(path: Path, example) -> Callable[[], Callable[[], Any]]:
+    def load():
+        method = load_method(path)
+        return lambda: method.execute([example])
+    return load
+
+
+def _legacy_loader(path: Path) -> Callable[[], Callable[[], Any]]:
+    from .host_bench import load_bundled
+
+    return lambda: load_bundled(path)
+
+
+def pte_candidates(files: List[PteFile], refs: Dict[str, Any]) -> tuple:
+    """(candidates, lines not runnable here) of the .pte programs."""
+    cands, idle = [], []
+    for f in files:
+        line = BenchLine(f"ExecuTorch {f.variant}", f.file, "executorch", f.precision, stem=f.stem)
+        if not f.runs_on_host:
+            line.note = "not runnable here: " + (f.extra.get("host_check") or {}).get("reason", "delegate not registered")
+            idle.append(line)
+            continue
+        cands.append(Candidate(line, _pte_loader(f.path, refs[f.stem]["inputs"][0]), f.delegate == "portable"))
+    return cands, idle
+
+
+def legacy_candidates(models_dir: Path, stems: List[str], s: PteBenchSettings, notes: List[str]) -> List[Candidate]:
+    """The legacy TorchScript CPU models (and, where the host NNAPI builds, the NNAPI ones) of quant_none/quant_full."""
     man = ConvertManifest.load(models_dir)
     wanted = [f for f in man.files if f.stem in stems and f.variant in ("quant_none", "quant_full")]
     if not wanted:
@@ -310,13 +302,16 @@ def legacy_lines(models_dir: Path, stems: List[str], s: PteBenchSettings, notes:
     nnapi_ok, why = _host_nnapi(s)
     if not nnapi_ok:
         notes.append(f"host NNAPI not timed: {why}")
-    lines = []
+    cands = []
     for f in wanted:
-        if f.backend == "cpu":
-            lines.append(bench_legacy(f, s, "torchscript-cpu"))
-        elif nnapi_ok:
-            lines.append(bench_legacy(f, s, "host-nnapi"))
-    return lines
+        if f.backend != "cpu" and not nnapi_ok:
+            continue
+        f.check_hash()
+        runtime = "torchscript-cpu" if f.backend == "cpu" else "host-nnapi"
+        label = f"{'TorchScript CPU' if f.backend == 'cpu' else 'host NNAPI'} {f.variant}"
+        line = BenchLine(label, f.file, runtime, "fp32" if f.mode == "none" else "int8", stem=f.stem)
+        cands.append(Candidate(line, _legacy_loader(f.path), reference_kernels=f.backend != "cpu"))
+    return cands
 
 
 def _host_nnapi(s: PteBenchSettings) -> tuple:
@@ -330,6 +325,47 @@ def _host_nnapi(s: PteBenchSettings) -> tuple:
     return ok, why
 
 
+def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
+    """Load and warm every candidate, say how long the rounds will take, then time them alternated round by round.
+
+    Returns (lines, ratios of each line over the legacy CPU line of the same stem and precision, estimate in s)."""
+    from .rounds import alternate, estimate_s, prepare, ratio
+
+    subjects = []
+    for c in cands:
+        short = c.reference_kernels and s.reference_kernels == "short"
+        bar.describe(f"{c.line.file}: load, first run, {1 if short else s.warmup} warm-up")
+        subj = prepare(c.line.label, c.load, 1 if short else s.warmup)
+        subj.iters = SHORT_ITERS if short else None
+        if short:
+            c.line.note = (f"reference kernels: {SHORT_ITERS} iterations per round, a rough number "
+                           "(--reference-kernels full for the whole protocol)")
+        subjects.append(subj)
+        bar.advance()
+    estimate = estimate_s(subjects, s.repeat, s.iters)
+    log.info("timing %d lines in %d alternated rounds: about %s", len(subjects), s.repeat, _duration(estimate))
+
+    def on_round(r, subj):
+        bar.advance(text=f"round {r + 1}/{s.repeat}: {subj.key} (about {_duration(estimate)} in all)")
+    alternate(subjects, s.repeat, s.iters, on_round)
+    lines = []
+    for c, subj in zip(cands, subjects):
+        st = subj.stats()
+        c.line.timing = Timing(**{k: st[k] for k in Timing.__dataclass_fields__})
+        lines.append(c.line)
+    by_label = {subj.key: subj for subj in subjects}
+    base = {(c.line.stem, c.line.precision): c.line.label for c in cands if c.line.runtime == "torchscript-cpu"}
+    ratios = [ratio(base[(c.line.stem, c.line.precision)], by_label[base[(c.line.stem, c.line.precision)]].runs,
+                    c.line.label, by_label[c.line.label].runs)
+              for c in cands if c.line.runtime != "torchscript-cpu" and (c.line.stem, c.line.precision) in base]
+    return lines, ratios, estimate
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
 # --------------------------------------------------------------------------- the stage
 
 
@@ -337,6 +373,8 @@ def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
     if s.iters < 1 or s.warmup < 0 or s.threads < 1 or s.repeat < 1:
         raise UsageError("bench-executorch needs iter >= 1, warmup >= 0, threads >= 1 and repeat >= 1",
                          remedy="e.g. invoke bench-executorch --warmup 5 --iter 50 --threads 1")
+    from .torch_state import host_engine, pinned
+
     files = pte_files(s.models)
     executorch_pins.require_executorch()
     for f in files:
@@ -345,23 +383,39 @@ def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
     section = load_section(s.models)
     ref_paths = {stem: reference_path(s.models, stem, section) for stem in sorted({f.stem for f in files})}
     refs = {stem: load_reference(path) for stem, path in ref_paths.items()}
-    set_threads(s.threads)
-    checks, lines, notes = [], [], []
-    with progress("ExecuTorch host check and benchmark", total=len(files)) as bar:
-        for f in files:
-            bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}")
-            checks.append(_check_with_operators(f, refs[f.stem], ref_paths[f.stem], s))
-            bar.describe(f"{f.file}: {s.warmup} warm-up + {s.iters} timed iterations")
-            lines.append(bench_program(f, refs[f.stem]["inputs"][0], s))
-            bar.advance()
-    if s.legacy:
-        lines = legacy_lines(s.models, sorted(refs), s, notes) + lines
+    notes: List[str] = []
+    with pinned(threads=s.threads, engine=host_engine()):
+        set_threads(s.threads)
+        checks = _checks(files, refs, ref_paths, s)
+        cands, idle = pte_candidates(files, refs)
+        if s.legacy:
+            cands = legacy_candidates(s.models, sorted(refs), s, notes) + cands
+        if s.reference_kernels == "skip":
+            for c in [c for c in cands if c.reference_kernels]:
+                c.line.note = "reference kernels: not timed (--reference-kernels short or full times them)"
+                idle.append(c.line)
+            cands = [c for c in cands if not c.reference_kernels]
+        with progress("ExecuTorch host timing", total=len(cands) * (1 + s.repeat)) as bar:
+            lines, ratios, _ = measure_lines(cands, s, bar)
+    lines += idle
     notes.extend(unstable_notes(lines))
-    return PteBenchResult(checks, lines, _write(s, checks, lines, notes), notes)
+    notes.extend(r.note() for r in ratios if r.uncertain)
+    return PteBenchResult(checks, lines, _write(s, checks, lines, notes, ratios), notes, ratios)
+
+
+def _checks(files: List[PteFile], refs, ref_paths, s: PteBenchSettings) -> List[CheckRow]:
+    checks = []
+    with progress("ExecuTorch host check", total=len(files)) as bar:
+        for f in files:
+            bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}"
+                         + (" and per operator" if s.per_operator and f.runs_on_host else ""))
+            checks.append(_check_with_operators(f, refs[f.stem], ref_paths[f.stem], s))
+            bar.advance()
+    return checks
 
 
 def unstable_notes(lines: List[BenchLine]) -> List[str]:
-    return [f"{x.label}: the {x.timing.repeats} runs disagree (medians {x.timing.spread_pct:.0f}% apart): the machine "
+    return [f"{x.label}: the {x.timing.repeats} rounds disagree (medians {x.timing.spread_pct:.0f}% apart): the machine "
             "is busy or throttling; close other work and rerun" for x in lines if x.timing and x.timing.unstable]
 
 
@@ -387,13 +441,14 @@ def load_reference(path: Path) -> Dict[str, Any]:
                           remedy="run `invoke convert --format executorch --force`") from e
 
 
-def _write(s: PteBenchSettings, checks, lines, notes) -> Path:
+def _write(s: PteBenchSettings, checks, lines, notes, ratios) -> Path:
     import torch
 
     body = {"kind": "torchdroid.executorch-host-bench", "written": now_iso(), "models": str(s.models),
             "torch": torch.__version__, "executorch": executorch_pins.identity(), "threads": s.threads,
             "warmup": s.warmup, "iters": s.iters, "checks": [asdict(c) for c in checks],
-            "rows": [asdict(x) for x in lines], "speedups": speedups(lines), "notes": notes}
+            "repeat": s.repeat, "reference_kernels": s.reference_kernels, "rows": [asdict(x) for x in lines],
+            "speedups": speedups(lines), "ratios": [r.as_dict() for r in ratios], "notes": notes}
     return atomic_write_json(Path(s.out) / "executorch-host-bench.json", body)
 
 

@@ -44,6 +44,12 @@ class Subject:
     warm: List[float] = field(default_factory=list)
     memory_kb: Optional[int] = None  # peak resident memory this model added while loading and warming up
     runs: List[List[float]] = field(default_factory=list)  # one list of ``iters`` times per round
+    iters: Optional[int] = None  # timed calls per round for this subject (None: the rounds' own count)
+
+    @property
+    def call_ms(self) -> float:
+        """One call's time as the warm-up saw it (the first call when there was no warm-up)."""
+        return statistics.fmean(self.warm) if self.warm else self.first_ms
 
     def stats(self) -> Dict[str, Any]:
         """median / p90 / min / mean / max / std over every timed iteration, the rounds' spread, load, first, warm-up."""
@@ -69,6 +75,11 @@ def prepare(key: str, load: Callable[[], Callable[[], Any]], warmup: int) -> Sub
     return Subject(key, call, load_ms, first, warm, peak_above(baseline))
 
 
+def estimate_s(subjects: Sequence[Subject], rounds: int, iters: int) -> float:
+    """How long :func:`alternate` will take, from each subject's warm-up time."""
+    return sum(s.call_ms * (s.iters or iters) for s in subjects) * max(1, rounds) / 1000.0
+
+
 def alternate(subjects: Sequence[Subject], rounds: int, iters: int,
               on_round: Optional[Callable[[int, Subject], None]] = None) -> None:
     """``rounds`` rounds of ``iters`` timed calls of every subject, the order rotating by one each round."""
@@ -78,7 +89,7 @@ def alternate(subjects: Sequence[Subject], rounds: int, iters: int,
             s = subjects[(r + i) % n]
             if on_round is not None:
                 on_round(r, s)
-            s.runs.append([timed(s.call) for _ in range(iters)])
+            s.runs.append([timed(s.call) for _ in range(s.iters or iters)])
 
 
 @dataclass

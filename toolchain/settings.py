@@ -152,6 +152,11 @@ KEYS: Tuple[Key, ...] = (
     Key("bench.out", PathKind(), "build/bench", "where host benchmark results go"),
     Key("bench.repeat", Int(min=1, max=1000), 3, "timed runs of iter; their medians disagreeing by > 10 % flags "
                                                  "the row unstable"),
+    Key("bench.reference_kernels", Choice("short", "full", "skip"), "short",
+        "bench-executorch: the reference-kernel lines (the portable .pte, the host NNAPI models, 50x slower than the "
+        "rest): short = 3 iterations per round (a rough number), full = the whole protocol, skip = not timed"),
+    Key("bench.again", Flag(), False, "bench-executorch: measure again even when the programs, models and settings "
+                                      "are those of the last results", cli_only=True),
     # ---- pytorch, ndk, android
     Key("pytorch.lane", Choice(*pins.LANES, item="lane"), pins.DEFAULT_LANE, "pin set: " + ", ".join(pins.LANES)),
     Key("pytorch.commit", Text(), None, "build another PyTorch commit: full SHA or tag (lane facts from the "

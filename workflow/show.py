@@ -256,11 +256,16 @@ def pte_bench(result: Any, as_json: bool = False) -> None:
           ["program", "reference", "max |diff|", "bound", "top-1/top-5", "per operator", "result"],
           [check_cells(c) for c in result.checks])
     ups = speedups(result.lines)
-    columns = ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up"]
-    table("host latency, same protocol and threads (speed-up over legacy TorchScript CPU of the same precision)",
+    spans = {r.other: f" ({r.low:.2f}-{r.high:.2f}{', ?' if r.uncertain else ''})" for r in result.ratios}
+    columns = ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up (rounds)"]
+    table("host latency, same protocol and threads, alternated round by round (speed-up over legacy TorchScript CPU "
+          "of the same precision; ? = the rounds spread wider than the difference)",
           columns, [(x.label, x.file, f"{x.timing.median_ms:.2f}", f"{x.timing.p90_ms:.2f}", f"{x.timing.min_ms:.2f}",
-                     f"{ups[x.label]:.2f}x" if x.label in ups else "-") if x.timing else
+                     f"{ups[x.label]:.2f}x{spans.get(x.label, '')}" if x.label in ups else "-") if x.timing else
                     (x.label, x.file, "-", "-", "-", x.note) for x in result.lines])
+    for x in result.lines:
+        if x.timing and x.note:
+            print(f"{x.label}: {x.note}")
     for c in result.checks:
         if c.operator_note:
             print(f"per operator, {c.variant}: {c.operator_note}")

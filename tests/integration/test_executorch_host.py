@@ -112,6 +112,13 @@ def test_host_check_per_operator_and_side_by_side_timing(tiny_lane, tmp_path):
     assert body["kind"] == "torchdroid.executorch-host-bench"
     assert body["speedups"]["ExecuTorch fp32-xnnpack"] == pytest.approx(
         labels["TorchScript CPU quant_none"].timing.median_ms / labels["ExecuTorch fp32-xnnpack"].timing.median_ms, rel=1e-2)
+    # every line timed in the same alternated rounds: one ratio per round for each line over its legacy CPU line
+    ratios = {r["other"]: r for r in body["ratios"]}
+    assert set(ratios) == {"ExecuTorch fp32-xnnpack", "ExecuTorch int8-xnnpack", "ExecuTorch fp32-portable"}
+    assert all(len(r["per_round"]) == 3 and r["low"] <= r["ratio"] * 1.5 for r in ratios.values())
+    assert ratios["ExecuTorch int8-xnnpack"]["base"] == "TorchScript CPU quant_full"
+    # the portable program runs reference kernels: 3 iterations per round by default, and said so
+    assert labels["ExecuTorch fp32-portable"].timing.repeats == 3 and "reference kernels" in labels["ExecuTorch fp32-portable"].note
 
 
 def test_a_wrong_reference_fails_the_check(tiny_lane, tmp_path):
@@ -161,6 +168,8 @@ def test_cli_convert_executorch_only_then_bench(tiny_lane, tmp_path):
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "ExecuTorch fp32-xnnpack" in r.stdout and "TorchScript CPU quant_none" in r.stdout
+    # per operator from a relative models directory (the child process runs elsewhere: paths made absolute)
+    assert "per operator, fp32-portable: per operator (portable kernels)" in r.stdout, r.stdout
     assert (tmp_path / "build" / "bench" / "executorch-host-bench.json").is_file()
 
 
