@@ -173,15 +173,16 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs) -> BuiltProgr
         example = batch[0].contiguous()
         float_exported = export(model, example, f"{spec.stem} fp32")
         quantized = quantize_pt2e(model, batch, f"{spec.stem} int8")
-        checks = [b.contiguous() for b in batch[:max(1, check_inputs)]]
+        checks = held_out_inputs(calib, spec.input_hw, max(1, check_inputs))
         with torch.no_grad():
             expected = {"fp32": [model(x) for x in checks], "int8": [quantized(x) for x in checks]}
-        built.reference = _write_reference(out, spec.stem, checks, expected, output_qparams(quantized))
+        built.reference = _write_reference(out, spec.stem, checks, expected, output_qparams(quantized), example)
         bar.advance()
         for variant in todo:
             bar.describe(f"{spec.stem}: {variant.name}: lowering to ExecuTorch")
             exported = float_exported if variant.precision == "fp32" else export(quantized, example, f"{spec.stem} int8")
-            entry = _write_program(spec, variant, exported, example, out, expected[variant.precision][0], registered)
+            entry = _write_program(spec, variant, exported, example, out, (checks[0], expected[variant.precision][0]),
+                                   registered)
             if variant.precision == "int8":
                 entry["quantization"] = {"scheme": QUANT_SCHEME, "calibration": calib.record(),
                                          "output": output_qparams(quantized)}
@@ -194,7 +195,8 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs) -> BuiltProgr
     return built
 
 
-def _write_program(spec, variant: PteVariant, exported, example, out: Path, expected, registered) -> Dict[str, Any]:
+def _write_program(spec, variant: PteVariant, exported, example, out: Path, check, registered) -> Dict[str, Any]:
+    """Lower, write the program and its ETRecord, run it once on ``check`` = (reference input #0, its expected output)."""
     label = f"{spec.stem} {variant.name}"
     data, etrecord = lower(exported, variant.delegate, label, example)
     name = pte_name(spec.stem, variant.precision, variant.delegate)
@@ -203,7 +205,8 @@ def _write_program(spec, variant: PteVariant, exported, example, out: Path, expe
     path = atomic_write_bytes(out / name, bytes(data))
     backend = RUNTIME_BACKEND[variant.delegate]
     runs_here = backend is None or backend in registered
-    check = _host_check(path, example, expected, label) if runs_here else {"ran": False,
+    expected = check[1]
+    check = _host_check(path, check[0], expected, label) if runs_here else {"ran": False,
         "reason": f"{backend} is not registered in this host runtime (it has: {', '.join(registered)})"}
     return {"file": name, "sha256": sha256_file(path), "size": path.stat().st_size, "model": spec.name,
             "stem": spec.stem, "format": "executorch", "precision": variant.precision, "delegate": variant.delegate,
@@ -226,17 +229,31 @@ def _host_check(path: Path, example, expected, label: str) -> Dict[str, Any]:
                               cause=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
                               remedy="run with --debug and report it; the file was written but is not usable") from e
     if float(y.max() - y.min()) == 0.0:
-        raise ConversionError(f"{label}: {path.name} gives a constant output on calibration input #0",
+        raise ConversionError(f"{label}: {path.name} gives a constant output on reference input #0",
                               cause="the program (or its quantization) has collapsed",
                               remedy="check the weights (--weights) and the calibration images (--calibration)")
     return {"ran": True, "max_abs_diff": float((y - expected).abs().max()), "against": "reference output on input #0"}
 
 
-def _write_reference(out: Path, stem: str, inputs, expected, qparams) -> Dict[str, Any]:
-    """Inputs and expected outputs (fp32: eager model; int8: the PT2E reference) for the host check."""
+HELD_OUT_SEED_OFFSET = 1_000_003  # the reference inputs' seed: calibration seed + this (never a calibration input)
+
+
+def held_out_inputs(calib: CalibrationSpec, hw, count: int) -> List[Any]:
+    """The host check's inputs: synthetic images the calibration never saw (another seed), whatever the calibration
+    source, so the int8 program is judged out of sample."""
+    from .calibration import synthetic_images
+
+    return [x.contiguous() for x in synthetic_images(count, calib.seed + HELD_OUT_SEED_OFFSET, hw)]
+
+
+def _write_reference(out: Path, stem: str, inputs, expected, qparams, example) -> Dict[str, Any]:
+    """Inputs and expected outputs (fp32: eager model; int8: the PT2E reference) for the host check, and the
+    lowering's example input (the ETRecord's representative input: what the per-operator comparison runs)."""
     buf = io.BytesIO()
-    torch.save({"inputs": inputs, "expected": expected, "int8_output": qparams}, buf)
+    torch.save({"inputs": inputs, "expected": expected, "int8_output": qparams, "held_out": True,
+                "example": example}, buf)
     name = f"{stem}-executorch-reference.pt"
     path = atomic_write_bytes(out / name, buf.getvalue())
     return {"file": name, "sha256": sha256_file(path), "inputs": len(inputs),
-            "what": "calibration inputs #0..; fp32 expected = eager model, int8 expected = PT2E converted graph"}
+            "what": "held-out synthetic inputs (calibration seed + 1000003, not calibrated on); fp32 expected = eager "
+                    "model, int8 expected = PT2E converted graph"}

@@ -85,6 +85,9 @@ class CheckRow:
     top5_agreement: Optional[float] = None
     rel_error: Optional[float] = None  # worst relative L2 error against the reference
     rel_budget: Optional[float] = None  # int8: worst relative L2 error of the reference against the float model
+    grid_offset_lsb: Optional[float] = None  # int8: largest distance of an output from its quantization grid (LSB)
+    codes: Optional[tuple] = None  # int8: lowest and highest output code seen
+    held_out: bool = False  # the reference inputs were not among the calibration inputs
     ok: bool = False
     reason: str = ""
     operators: List[Dict[str, Any]] = field(default_factory=list)
@@ -186,16 +189,60 @@ def _rel(a, b) -> float:
     return float((a - b).norm() / max(float(b.norm()), 1e-12))
 
 
+GRID_TOLERANCE_LSB = 1e-3  # float rounding of (q - zero_point) * scale; a float output is ~0.25 LSB off on average
+INT8_RANGE = (-128, 127)  # XNNPACKQuantizer's activations are int8
+
+
+def grid_offset(got, qparams: Dict[str, Any]) -> tuple:
+    """(largest distance of an output from the int8 output's quantization grid in LSB, (lowest, highest) code).
+
+    A dequantized int8 output is ``(q - zero_point) * scale`` for an integer ``q``: every value sits on that grid,
+    within float rounding.  An unquantized (float) output, or a correct one rescaled on the way, does not."""
+    k = got.double() / float(qparams["scale"]) + int(qparams["zero_point"])
+    return float((k - k.round()).abs().max()), (int(k.round().min()), int(k.round().max()))
+
+
 def _judge(f: PteFile, s: PteBenchSettings, row: CheckRow) -> None:
     if f.precision == "fp32":
         row.ok = row.max_abs_diff is not None and row.max_abs_diff <= row.limit
         if not row.ok:
             row.reason = f"max |diff| {row.max_abs_diff:.3g} > {row.limit:.3g} against the {row.reference}"
         return
-    row.ok = row.rel_error is not None and row.rel_budget is not None and row.rel_error <= row.rel_budget
-    if not row.ok:
-        row.reason = (f"relative error {row.rel_error:.3g} against the {row.reference} exceeds the quantization's own "
-                      f"error against the float model ({row.rel_budget:.3g})")
+    problems = []
+    if row.grid_offset_lsb is None:
+        problems.append("the int8 output's scale and zero point are not recorded (convert again with --force)")
+    elif row.grid_offset_lsb > GRID_TOLERANCE_LSB or not (INT8_RANGE[0] <= row.codes[0] and row.codes[1] <= INT8_RANGE[1]):
+        problems.append(f"its outputs are not dequantized int8 values of the recorded output quantization (up to "
+                        f"{row.grid_offset_lsb:.2f} LSB off the grid, codes {row.codes[0]}..{row.codes[1]}): not the "
+                        "int8 program's output")
+    if row.rel_error is None or row.rel_budget is None or row.rel_error > row.rel_budget:
+        problems.append(f"relative error {row.rel_error:.3g} against the {row.reference} exceeds the quantization's "
+                        f"own error against the float model ({row.rel_budget:.3g})")
+    row.ok = not problems
+    row.reason = "; ".join(problems)
+
+
+def judge_outputs(f: PteFile, outputs: List[Any], reference: Dict[str, Any], s: PteBenchSettings,
+                  row: CheckRow) -> CheckRow:
+    """Fill ``row`` from the program's ``outputs`` on the reference inputs, and decide (fp32: within the float
+    bound of the eager model; int8: on the output's quantization grid and no further from the PT2E reference than
+    the quantization itself is from the float model)."""
+    qparams = reference.get("int8_output")
+    top1 = top5 = 0.0
+    for got, ref, flt in zip(outputs, reference["expected"][f.precision], reference["expected"]["fp32"]):
+        _compare(f, got, ref, qparams, s, row)
+        row.rel_error = max(row.rel_error or 0.0, _rel(got, ref))
+        row.rel_budget = max(row.rel_budget or 0.0, _rel(ref, flt))
+        if f.precision == "int8" and qparams:
+            off, (lo, hi) = grid_offset(got, qparams)
+            row.grid_offset_lsb = max(row.grid_offset_lsb or 0.0, off)
+            row.codes = (min(row.codes[0], lo), max(row.codes[1], hi)) if row.codes else (lo, hi)
+        one, five = _agreement(got, ref)
+        top1, top5 = top1 + one, top5 + five
+    row.inputs = len(outputs)
+    row.top1_agreement, row.top5_agreement = top1 / max(1, row.inputs), top5 / max(1, row.inputs)
+    _judge(f, s, row)
+    return row
 
 
 def check_program(f: PteFile, reference: Dict[str, Any], s: PteBenchSettings) -> CheckRow:
@@ -206,18 +253,9 @@ def check_program(f: PteFile, reference: Dict[str, Any], s: PteBenchSettings) ->
         return row
     f.check_hash()
     method = load_method(f.path)
-    top1 = top5 = 0.0
-    for x, ref, flt in zip(reference["inputs"], reference["expected"][f.precision], reference["expected"]["fp32"]):
-        got = method.execute([x])[0]
-        _compare(f, got, ref, reference.get("int8_output"), s, row)
-        row.rel_error = max(row.rel_error or 0.0, _rel(got, ref))
-        row.rel_budget = max(row.rel_budget or 0.0, _rel(ref, flt))
-        one, five = _agreement(got, ref)
-        top1, top5 = top1 + one, top5 + five
-    row.inputs = len(reference["inputs"])
-    row.top1_agreement, row.top5_agreement = top1 / max(1, row.inputs), top5 / max(1, row.inputs)
-    _judge(f, s, row)
-    return row
+    outputs = [method.execute([x])[0] for x in reference["inputs"]]
+    row.held_out = bool(reference.get("held_out"))
+    return judge_outputs(f, outputs, reference, s, row)
 
 
 def per_operator(f: PteFile, reference: Path, models_dir: Path, debug_buffer_mb: int) -> tuple:

@@ -39,7 +39,8 @@ def main(argv=None) -> int:
     from toolchain.fsutil import atomic_write_json
 
     program, etrecord, reference, out, mb = (argv or sys.argv[1:])[:5]
-    example = torch.load(reference, weights_only=True)["inputs"][0]
+    ref = torch.load(reference, weights_only=True)
+    example = ref.get("example", ref["inputs"][0])  # the ETRecord's representative input (lowering's example)
     atomic_write_json(Path(out), {"rows": numeric_gap(Path(program), Path(etrecord), example, int(mb))})
     return 0
 

@@ -174,7 +174,8 @@ def test_cli_convert_executorch_only_then_bench(tiny_lane, tmp_path):
 
 
 def test_an_int8_program_off_its_reference_fails(tiny_lane, tmp_path):
-    """The int8 bound can fail: against a reference far from the program (and from float) the error exceeds it."""
+    """The int8 bound can fail: against a 'reference' that is the float model itself (no quantization error, so
+    no budget) the program's own quantization error exceeds it."""
     import torch
 
     from toolchain.fsutil import sha256_file
@@ -184,13 +185,14 @@ def test_an_int8_program_off_its_reference_fails(tiny_lane, tmp_path):
     section = load_section(out)
     ref_file = out / section["reference"]["tiny"]["file"]
     ref = torch.load(ref_file, weights_only=True)
-    ref["expected"]["int8"] = [y.flip(-1) for y in ref["expected"]["fp32"]]  # a permuted float output
+    ref["expected"]["int8"] = [y.clone() for y in ref["expected"]["fp32"]]  # the float outputs as "int8 reference"
     torch.save(ref, ref_file)
     section["reference"]["tiny"]["sha256"] = sha256_file(ref_file)
     write_section(out, section)
-    result = _bench(out, tmp_path, legacy=False, per_operator=False)
+    result = _bench(out, tmp_path, legacy=False, per_operator=False, reference_kernels="skip")
     checks = {c.variant: c for c in result.checks}
     assert checks["fp32-xnnpack"].ok and not checks["int8-xnnpack"].ok
+    assert checks["int8-xnnpack"].rel_budget == 0.0
     assert "exceeds the quantization's own error" in checks["int8-xnnpack"].reason
 
 
@@ -212,3 +214,55 @@ def test_cli_convert_both_formats_json_is_one_document(tiny_lane, tmp_path):
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "torchscript" not in json.loads(r.stdout) and json.loads(r.stdout)["files"]
+
+
+def test_the_int8_check_judges_held_out_inputs_on_the_output_grid(tiny_lane):
+    """The int8 check can fail (issue 23 item 6): an output scaled to 0.75x of the reference and the unquantized
+    float output both fail, the program itself passes; the reference inputs are not calibration inputs."""
+    import torch
+
+    from converter.calibration import load_batch, parse_calibration
+    from converter.pte_host import CheckRow, PteBenchSettings, judge_outputs, load_method, load_reference
+
+    out = tiny_lane[0]
+    ref = load_reference(out / "tiny-executorch-reference.pt")
+    assert ref["held_out"] is True
+    calibration = load_batch(parse_calibration(None, 4, 0), (224, 224))
+    assert not any(torch.equal(x, c) for x in ref["inputs"] for c in calibration)
+    f = find_pte(out, "tiny-int8-xnnpack")
+    s = PteBenchSettings(models=out)
+    program = [load_method(f.path).execute([x])[0] for x in ref["inputs"]]
+
+    def verdict(outputs):
+        return judge_outputs(f, outputs, ref, s, CheckRow(f.variant, f.file, ran=True))
+    good = verdict(program)
+    assert good.ok and good.grid_offset_lsb < 1e-3 and -128 <= good.codes[0] <= good.codes[1] <= 127
+    scaled = verdict([0.75 * y for y in ref["expected"]["int8"]])
+    assert not scaled.ok and "not dequantized int8 values" in scaled.reason
+    # the unquantized model's output: no further from the int8 reference than the quantization itself (the old
+    # bound's margin), but off the output grid
+    unquantized = verdict(ref["expected"]["fp32"])
+    assert unquantized.rel_error <= unquantized.rel_budget * 1.0001
+    assert not unquantized.ok and "not dequantized int8 values" in unquantized.reason
+
+
+def test_the_float_program_passed_off_as_the_int8_one_fails(tiny_lane, tmp_path):
+    """A negative control through the stage: the fp32 .pte under the int8 program's name (hash recorded) is exit 8."""
+    import shutil
+
+    from toolchain.fsutil import sha256_file
+    from toolchain.pte_records import write_section
+
+    out = copy_models(tiny_lane[0], tmp_path / "models")
+    section = load_section(out)
+    shutil.copyfile(out / "tiny-fp32-xnnpack.pte", out / "tiny-int8-xnnpack.pte")
+    for e in section["files"]:
+        if e["file"] == "tiny-int8-xnnpack.pte":
+            e["sha256"], e["size"] = sha256_file(out / e["file"]), (out / e["file"]).stat().st_size
+    write_section(out, section)
+    result = _bench(out, tmp_path, legacy=False, per_operator=False, reference_kernels="skip")
+    checks = {c.variant: c for c in result.checks}
+    assert checks["fp32-xnnpack"].ok and not checks["int8-xnnpack"].ok
+    with pytest.raises(VerificationError) as e:
+        result.raise_for_failures()
+    assert "int8-xnnpack" in str(e.value) and "grid" in str(e.value)
