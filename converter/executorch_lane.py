@@ -162,9 +162,13 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
             claim_output_dir(out, "convert", force=settings.force, adopt=lambda d: manifest_owner(d) == "ours",
                              inputs=[weights.path, spec.factory_file, settings.calibration])
             from . import executorch_export  # torch and executorch are imported only from here on
+            from toolchain.logs import native_output_to_log
+
             from .torch_state import pinned
 
-            with pinned():  # the quantized engine and threads as they were before, whatever export changes
+            # the quantized engine and threads as they were before, whatever export changes; upstream C++ lines
+            # (ExecuTorch, cpuinfo) in the run log, not over the progress
+            with pinned(), native_output_to_log():
                 programs = executorch_export.build_programs(spec, weights, calib, todo, out, settings.check_inputs)
             section = _merge(_existing_section(out), spec, calib, programs, keys, versions)
             notes.extend(programs.notes)

@@ -92,6 +92,7 @@ class CheckRow:
     reason: str = ""
     operators: List[Dict[str, Any]] = field(default_factory=list)
     operator_note: str = ""
+    key: str = ""  # what the result depends on (programs, reference, bounds): an unchanged key reuses it
 
 
 @dataclass
@@ -411,6 +412,13 @@ def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
     if s.iters < 1 or s.warmup < 0 or s.threads < 1 or s.repeat < 1:
         raise UsageError("bench-executorch needs iter >= 1, warmup >= 0, threads >= 1 and repeat >= 1",
                          remedy="e.g. invoke bench-executorch --warmup 5 --iter 50 --threads 1")
+    from toolchain.logs import native_output_to_log
+
+    with native_output_to_log():  # ExecuTorch's and cpuinfo's C++ lines go to the run log, not over the progress
+        return _run_pte_bench(s)
+
+
+def _run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
     from .torch_state import host_engine, pinned
 
     files = pte_files(s.models)
@@ -422,9 +430,10 @@ def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
     ref_paths = {stem: reference_path(s.models, stem, section) for stem in sorted({f.stem for f in files})}
     refs = {stem: load_reference(path) for stem, path in ref_paths.items()}
     notes: List[str] = []
+    previous = {} if s.again else _previous(s)
     with pinned(threads=s.threads, engine=host_engine()):
         set_threads(s.threads)
-        checks = _checks(files, refs, ref_paths, s)
+        checks = _checks(files, refs, ref_paths, s, previous, notes)
         cands, idle = pte_candidates(files, refs)
         if s.legacy:
             cands = legacy_candidates(s.models, sorted(refs), s, notes) + cands
@@ -433,22 +442,116 @@ def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
                 c.line.note = "reference kernels: not timed (--reference-kernels short or full times them)"
                 idle.append(c.line)
             cands = [c for c in cands if not c.reference_kernels]
-        with progress("ExecuTorch host timing", total=len(cands) * (1 + s.repeat)) as bar:
-            lines, ratios, _ = measure_lines(cands, s, bar)
+        key = timing_key(cands, s, host_engine())
+        reused = _reused_timing(previous, key)
+        if reused is not None:
+            lines, ratios = reused
+            notes.append(f"timings reused from {previous.get('written')}: the same files measured with the same "
+                         "settings (--again measures again)")
+        else:
+            with progress("ExecuTorch host timing", total=len(cands) * (1 + s.repeat)) as bar:
+                lines, ratios, _ = measure_lines(cands, s, bar)
     lines += idle
     notes.extend(unstable_notes(lines))
     notes.extend(r.note() for r in ratios if r.uncertain)
-    return PteBenchResult(checks, lines, _write(s, checks, lines, notes, ratios), notes, ratios)
+    return PteBenchResult(checks, lines, _write(s, checks, lines, notes, ratios, key), notes, ratios)
 
 
-def _checks(files: List[PteFile], refs, ref_paths, s: PteBenchSettings) -> List[CheckRow]:
-    checks = []
+# --------------------------------------------------------------------------- reusing unchanged measurements
+
+CACHE_PROTOCOL = 1  # bump when what a check or a timing measures changes
+
+
+def _digest(obj: Any) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _previous(s: PteBenchSettings) -> Dict[str, Any]:
+    """The last results of this output directory, when readable and ours (anything else: measure)."""
+    import json
+
+    path = Path(s.out) / "executorch-host-bench.json"
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return body if isinstance(body, dict) and body.get("kind") == "torchdroid.executorch-host-bench" else {}
+
+
+def check_key(f: PteFile, ref_path: Path, s: PteBenchSettings) -> str:
+    """What a check's result depends on: the program, its reference and ETRecord, the bounds, the runtime."""
+    from toolchain.fsutil import sha256_file
+
+    etrecord = (f.extra.get("etrecord") or {}).get("sha256")
+    return _digest([CACHE_PROTOCOL, f.sha256, sha256_file(ref_path), etrecord, s.float_atol, s.float_rtol,
+                    s.per_operator, s.debug_buffer_mb, executorch_pins.identity()])
+
+
+def timing_key(cands: List["Candidate"], s: PteBenchSettings, engine: str) -> str:
+    """What the timings depend on: every file timed (by content), the protocol, the threads, engine and versions."""
+    import torch
+
+    from toolchain.fsutil import sha256_file
+
+    return _digest([CACHE_PROTOCOL, [(c.line.label, sha256_file(Path(s.models) / c.line.file)) for c in cands],
+                    s.warmup, s.iters, s.repeat, s.threads, s.reference_kernels, engine, torch.__version__,
+                    executorch_pins.identity()])
+
+
+def _reused_check(previous: Dict[str, Any], key: str) -> Optional[CheckRow]:
+    for row in previous.get("checks") or []:
+        if isinstance(row, dict) and row.get("key") == key:
+            try:
+                fields = {k: v for k, v in row.items() if k in CheckRow.__dataclass_fields__}
+                c = CheckRow(**fields)
+                c.codes = tuple(c.codes) if c.codes else None
+                return c
+            except TypeError:
+                return None
+    return None
+
+
+def _reused_timing(previous: Dict[str, Any], key: str) -> Optional[tuple]:
+    from .rounds import Ratio
+
+    if previous.get("timing_key") != key:
+        return None
+    try:
+        lines = []
+        for row in previous["rows"]:
+            if row.get("timing") is None:
+                continue  # idle lines are rebuilt from this run's files
+            timing = Timing(**row["timing"])
+            lines.append(BenchLine(**{**{k: v for k, v in row.items() if k in BenchLine.__dataclass_fields__},
+                                      "timing": timing}))
+        ratios = [Ratio(r["base"], r["other"], r["ratio"], list(r["per_round"])) for r in previous.get("ratios", [])]
+    except (KeyError, TypeError):
+        return None
+    return lines, ratios
+
+
+def _checks(files: List[PteFile], refs, ref_paths, s: PteBenchSettings, previous: Dict[str, Any],
+            notes: List[str]) -> List[CheckRow]:
+    checks, reused = [], []
     with progress("ExecuTorch host check", total=len(files)) as bar:
         for f in files:
-            bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}"
-                         + (" and per operator" if s.per_operator and f.runs_on_host else ""))
-            checks.append(_check_with_operators(f, refs[f.stem], ref_paths[f.stem], s))
+            key = check_key(f, ref_paths[f.stem], s) if f.runs_on_host else ""
+            row = _reused_check(previous, key) if key else None
+            if row is None:
+                bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}"
+                             + (" and per operator" if s.per_operator and f.runs_on_host else ""))
+                row = _check_with_operators(f, refs[f.stem], ref_paths[f.stem], s)
+            else:
+                reused.append(f.variant)
+            row.key = key
+            checks.append(row)
             bar.advance()
+    if reused:
+        notes.append(f"checks reused from {previous.get('written')} for {', '.join(reused)}: the same program, "
+                     "reference and bounds (--again checks again)")
     return checks
 
 
@@ -479,14 +582,15 @@ def load_reference(path: Path) -> Dict[str, Any]:
                           remedy="run `invoke convert --format executorch --force`") from e
 
 
-def _write(s: PteBenchSettings, checks, lines, notes, ratios) -> Path:
+def _write(s: PteBenchSettings, checks, lines, notes, ratios, timing_key: str) -> Path:
     import torch
 
     body = {"kind": "torchdroid.executorch-host-bench", "written": now_iso(), "models": str(s.models),
             "torch": torch.__version__, "executorch": executorch_pins.identity(), "threads": s.threads,
             "warmup": s.warmup, "iters": s.iters, "checks": [asdict(c) for c in checks],
             "repeat": s.repeat, "reference_kernels": s.reference_kernels, "rows": [asdict(x) for x in lines],
-            "speedups": speedups(lines), "ratios": [r.as_dict() for r in ratios], "notes": notes}
+            "speedups": speedups(lines), "ratios": [r.as_dict() for r in ratios], "timing_key": timing_key,
+            "notes": notes}
     return atomic_write_json(Path(s.out) / "executorch-host-bench.json", body)
 
 

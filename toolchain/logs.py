@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 CONSOLE_FORMAT = "%(message)s"
 FILE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
@@ -47,6 +48,8 @@ def setup_logging(build_dir: Path, stage: str, debug: bool = False) -> Path:
         console = logging.StreamHandler(sys.stderr)
         console.setFormatter(logging.Formatter(CONSOLE_FORMAT))
     console.setLevel(logging.DEBUG if debug else logging.INFO)
+    if not debug:
+        console.addFilter(_own_or_warning)  # upstream libraries' INFO (ExecuTorch's partitioner...) only in the file
     setattr(console, _HANDLER_TAG, True)
     root.addHandler(fh)
     root.addHandler(console)
@@ -63,6 +66,44 @@ def setup_logging(build_dir: Path, stage: str, debug: bool = False) -> Path:
             warnings_log.removeHandler(h)
     warnings_log.addHandler(fh)
     return path
+
+
+OWN_LOGGERS = ("torchdroid", "converter", "deploy", "workflow", "toolchain", "host_nnapi", "ndk_build", "appgen",
+               "tasks", "benchmarks", "tests")
+
+
+def _own_or_warning(record: logging.LogRecord) -> bool:
+    """The console shows torchdroid's own INFO lines and everybody's warnings; the log file keeps everything."""
+    return record.levelno >= logging.WARNING or record.name.split(".")[0] in OWN_LOGGERS
+
+
+@contextlib.contextmanager
+def native_output_to_log() -> Iterator[Optional[Path]]:
+    """Send what C/C++ libraries write to file descriptor 2 (ExecuTorch's runtime and cpuinfo, torch's C++ warnings)
+    to the run log for the block, keeping torchdroid's own console lines on the terminal.  Without a run log (a
+    library call outside a task) nothing changes."""
+    path = current_log_path()
+    if path is None:
+        yield None
+        return
+    ours = [h for h in logging.getLogger().handlers
+            if getattr(h, _HANDLER_TAG, False) and type(h) is logging.StreamHandler and h.stream is sys.stderr]
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = os.dup(2)
+    console = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8", errors="replace")
+    previous = [h.setStream(console) for h in ours]
+    try:
+        with open(path, "ab") as log_file:
+            os.dup2(log_file.fileno(), 2)
+        yield path
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        for h, stream in zip(ours, previous):
+            h.setStream(stream)
+        console.close()
 
 
 def current_log_path() -> Optional[Path]:

@@ -22,6 +22,7 @@ class Progress:
         self._rich = None
         self._task = None
         self._last = 0.0
+        self._start = time.monotonic()
 
     def describe(self, text: str) -> None:
         self.description = text
@@ -54,10 +55,17 @@ class Progress:
         if not force and now - self._last < 5.0:
             return
         self._last = now
+        elapsed = _clock(now - self._start)
         if self.total:
-            log.info("[%d/%d] %s", self.done, self.total, self.description)
+            log.info("[%d/%d %s] %s", self.done, self.total, elapsed, self.description)
         else:
-            log.info("%s", self.description)
+            log.info("[%s] %s", elapsed, self.description)
+
+
+def _clock(seconds: float) -> str:
+    """Elapsed time as H:MM:SS, never shortened."""
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 @contextlib.contextmanager
@@ -66,7 +74,9 @@ def progress(description: str, total: Optional[int] = None) -> Iterator[Progress
     if interactive():
         from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+        # the clock and the count first: a long description is cut at the terminal's edge, never the elapsed time
+        columns = [SpinnerColumn(), TimeElapsedColumn(), MofNCompleteColumn(), BarColumn(bar_width=20),
+                   TextColumn("{task.description}")]
         with RichProgress(*columns, transient=True) as rp:
             p._rich = rp
             p._task = rp.add_task(description, total=total)

@@ -168,7 +168,15 @@ def test_cli_convert_executorch_only_then_bench(tiny_lane, tmp_path):
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "ExecuTorch fp32-xnnpack" in r.stdout and "TorchScript CPU quant_none" in r.stdout
-    # per operator from a relative models directory (the child process runs elsewhere: paths made absolute)
+    # upstream C++ lines (ExecuTorch's runtime, cpuinfo: "[threadpool.cpp:66] ...") go to the run log, not the console;
+    # the progress lines carry an elapsed clock that is never cut
+    import re
+
+    assert not re.search(r"^\[\w+\.cpp:\d+\]", r.stderr, re.M), r.stderr[-2000:]
+    assert re.search(r"^\[\d+/\d+ \d+:\d\d:\d\d\] ", r.stderr, re.M), r.stderr[-2000:]
+    log = max((tmp_path / "build" / "logs").glob("bench-executorch-*.log"), key=lambda p: p.stat().st_mtime).read_text()
+    assert "threadpool.cpp" in log  # ExecuTorch logs its threadpool reset (bench sets the thread count)
+
     assert "per operator, fp32-portable: per operator (portable kernels)" in r.stdout, r.stdout
     assert (tmp_path / "build" / "bench" / "executorch-host-bench.json").is_file()
 
@@ -266,3 +274,23 @@ def test_the_float_program_passed_off_as_the_int8_one_fails(tiny_lane, tmp_path)
     with pytest.raises(VerificationError) as e:
         result.raise_for_failures()
     assert "int8-xnnpack" in str(e.value) and "grid" in str(e.value)
+
+
+def test_unchanged_measurements_are_reused_and_again_measures_again(tiny_lane, tmp_path):
+    """bench-executorch twice on the same files and settings: the second run measures nothing; other settings or
+    --again measure again (issue 24 item 6)."""
+    out = tiny_lane[0]
+    kw = dict(host_nnapi=False, per_operator=False)
+    first = _bench(out, tmp_path, **kw)
+    medians = {x.label: x.timing.median_ms for x in first.lines if x.timing}
+    second = _bench(out, tmp_path, **kw)
+    assert {x.label: x.timing.median_ms for x in second.lines if x.timing} == medians
+    assert any(n.startswith("timings reused from") for n in second.notes)
+    assert any(n.startswith("checks reused from") for n in second.notes)
+    assert [c.ok for c in second.checks] == [c.ok for c in first.checks]
+    assert [r.per_round for r in second.ratios] == [[round(x, 4) for x in r.per_round] for r in first.ratios]
+    other = _bench(out, tmp_path, repeat=2, **kw)  # another protocol: measured
+    assert not any("reused" in n for n in other.notes if n.startswith("timings"))
+    assert all(x.timing.repeats == 2 for x in other.lines if x.timing)
+    again = _bench(out, tmp_path, repeat=2, again=True, **kw)
+    assert not any("reused" in n for n in again.notes)
