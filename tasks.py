@@ -133,13 +133,17 @@ def deploy_executorch(c, models=None, build_info=None, serial=None, warmup=None,
                  "executor_runner at the pinned release (command line only)", commit="pytorch.commit", repo_url="pytorch.repo_url", ndk="ndk.path",
                  abi="android.abi", api_level="android.api_level", python="pytorch.python",
                  max_jobs="android.max_jobs", clean="build_android.clean", aar="build_android.aar",
-                 cmake_arg="build_android.cmake_args", vulkan="build_android.vulkan", java_home="android.java_home"),
+                 cmake_arg="build_android.cmake_args", vulkan="build_android.vulkan", java_home="android.java_home",
+                 event_tracer="android.executorch_event_tracer",
+                 no_event_tracer="--lane executorch: a runner without ExecuTorch's event tracer (no per-operator times)"),
       iterable=["cmake_arg"])
 def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, api_level=None, python=None,
-                  max_jobs=None, clean=False, aar=False, cmake_arg=None, vulkan=False, java_home=None, debug=False):
+                  max_jobs=None, clean=False, aar=False, cmake_arg=None, vulkan=False, java_home=None,
+                  event_tracer=False, no_event_tracer=False, debug=False):
     """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
     if lane == "executorch":  # ExecuTorch's runtime and executor_runner (docs/executorch.md); command line only
-        return _build_executorch(c, ndk=ndk, abi=abi, api_level=api_level, max_jobs=max_jobs, debug=debug)
+        return _build_executorch(c, ndk=ndk, abi=abi, api_level=api_level, max_jobs=max_jobs, debug=debug,
+                                 event_tracer=event_tracer, no_event_tracer=no_event_tracer)
     with stage(c.config, "build-android", debug):
         from ndk_build import build_android as run_build
 

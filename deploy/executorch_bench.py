@@ -63,16 +63,23 @@ def parse_iterations(output: str) -> List[float]:
     return [float(m.group(3)) for m in ITERATION.finditer(output)]
 
 
-def runner_command(directory: str, program: str, runs: int, threads: int) -> str:
+def runner_command(directory: str, program: str, runs: int, threads: int, etdump: Optional[str] = None) -> str:
+    """The runner's command line; ``etdump``: a runner built with the event tracer writes its ETDump there (EB4)."""
+    trace = f" --etdump_path={shlex.quote(etdump)}" if etdump else ""
     return (f"cd {shlex.quote(directory)} && ./{pins.RUNNER} --model_path={shlex.quote(program)} "
-            f"--num_executions={int(runs)} --cpu_threads={int(threads)} 2>&1")
+            f"--num_executions={int(runs)} --cpu_threads={int(threads)}{trace} 2>&1")
 
 
-def bench_program(device: Device, directory: str, f: PteFile, s: PteDeploySettings) -> PteResultRow:
+def bench_program(device: Device, directory: str, f: PteFile, s: PteDeploySettings,
+                  event_tracer: bool = False) -> PteResultRow:
+    """``repeat`` runs of warm-up + iterations; with the event tracer the first run also writes the ETDump."""
+    from .etdump import etdump_name
+
     row = PteResultRow(device.serial, f"ExecuTorch {f.variant}", f.precision, f.file, "failed")
     samples: List[float] = []
-    for _ in range(s.repeat):
-        res = device.shell(runner_command(directory, f.file, s.warmup + s.iters, s.threads), timeout=s.timeout)
+    for i in range(s.repeat):
+        etdump = etdump_name(f.file) if event_tracer and i == 0 else None
+        res = device.shell(runner_command(directory, f.file, s.warmup + s.iters, s.threads, etdump), timeout=s.timeout)
         times = parse_iterations(res.output)
         if not res.ok or len(times) != s.warmup + s.iters:
             row.note = (f"executor_runner exited {res.code} after {len(times)} of {s.warmup + s.iters} executions: "
@@ -142,19 +149,22 @@ def deploy_pte(s: PteDeploySettings) -> PteDeployResult:
     rows: List[PteResultRow] = []
     problems: List[str] = []
     legacy, legacy_facts = load_legacy(s.results)
+    operators: List[Dict[str, Any]] = []
     for serial in serials:
-        found = _one_device(server, serial, connected.get(serial), directory, items, programs, info, s, problems)
+        found = _one_device(server, serial, connected.get(serial), directory, items, programs, info, s, problems,
+                            operators)
         if found:
             rows.extend(legacy_rows(legacy, serial, sorted({f.stem for f in programs})) + found)
     add_speedups(rows)
     record = PteDeployRecord(models=str(Path(s.models).resolve()), build_info=str(Path(s.build_info).resolve()),
                              warmup=s.warmup, iters=s.iters, repeat=s.repeat, threads=s.threads, rows=rows,
-                             problems=problems, legacy=legacy_facts)
+                             problems=problems, legacy=legacy_facts, operators=operators)
     paths = record.write(s.results)
     return PteDeployResult(rows, paths["json"], paths["csv"], problems, record)
 
 
-def _one_device(server, serial, state, directory, items, programs, info, s, problems) -> List[PteResultRow]:
+def _one_device(server, serial, state, directory, items, programs, info, s, problems,
+                operators) -> List[PteResultRow]:
     if state != "device":
         problems.append(f"device {serial} is {state or 'not connected'!r}")
         return []
@@ -167,8 +177,23 @@ def _one_device(server, serial, state, directory, items, programs, info, s, prob
         f.check_hash()
     push_all(device, directory, items)
     rows = []
+    tracer = bool(info.get("event_tracer"))
     for f in programs:
-        rows.append(bench_program(device, directory, f, s))
+        rows.append(bench_program(device, directory, f, s, tracer))
         if rows[-1].status != "ok":
             problems.append(f"{serial}: {f.file}: {rows[-1].note}")
+        operators.append(_operators(device, directory, f, rows[-1], tracer, s))
     return rows
+
+
+def _operators(device: Device, directory: str, f: PteFile, row: PteResultRow, tracer: bool,
+               s: PteDeploySettings) -> Dict[str, Any]:
+    """The program's per-operator table from the phone's ETDump, or "unknown" and why."""
+    from .etdump import program_operators, unknown
+
+    if not tracer:
+        return unknown(device.serial, f.file, "the runner was built without ExecuTorch's event tracer: run "
+                                              "`invoke build-android --lane executorch` (event tracer on by default)")
+    if row.status != "ok":
+        return unknown(device.serial, f.file, "the program did not run: " + row.note)
+    return program_operators(device, directory, f, s.models, Path(s.results) / "etdump", s.warmup)

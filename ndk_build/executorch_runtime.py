@@ -46,6 +46,7 @@ class RuntimeBuildSettings:
     source_dir: Optional[Path] = None
     git_jobs: int = 4
     env: Optional[Mapping[str, str]] = None
+    event_tracer: bool = True  # devtools + event tracer: the runner takes --etdump_path (docs/facts.md EB rows)
 
 
 @dataclass
@@ -60,7 +61,14 @@ def out_dir(build_dir: Path, abi: str) -> Path:
     return Path(build_dir).resolve() / "android" / abi / "executorch"
 
 
-def cmake_args(src: Path, build: Path, ndk: Ndk, abi: str, api_level: int) -> List[str]:
+def event_tracer_args(on: bool) -> List[str]:
+    """The android preset turns the event tracer off and devtools on; the tracer requires devtools (EB1-EB3)."""
+    if not on:
+        return ["-DEXECUTORCH_ENABLE_EVENT_TRACER=OFF"]
+    return ["-DEXECUTORCH_BUILD_DEVTOOLS=ON", "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON"]
+
+
+def cmake_args(src: Path, build: Path, ndk: Ndk, abi: str, api_level: int, event_tracer: bool = True) -> List[str]:
     """The configure command line: upstream's android preset, then what makes the runner (docs/facts.md E4-E9)."""
     return [
         "-S", str(src), "-B", str(build), "-G", "Ninja",
@@ -75,6 +83,7 @@ def cmake_args(src: Path, build: Path, ndk: Ndk, abi: str, api_level: int) -> Li
         "-DEXECUTORCH_BUILD_EXTENSION_RUNNER_UTIL=ON",
         "-DEXECUTORCH_PAL_DEFAULT=posix",  # the android PAL logs to logcat only; posix writes stderr (E7)
         "-DEXECUTORCH_BUILD_ANDROID_JNI=OFF",  # the JNI library is the AAR's business, not the runner's
+        *event_tracer_args(event_tracer),
         *ndk.page_size_args(),
     ]
 
@@ -116,7 +125,7 @@ def build_runtime(s: RuntimeBuildSettings, log_path: Path) -> RuntimeBuild:
     with output_lock(out, "invoke build-android --lane executorch"):
         checkout = ensure_checkout(Git.locate(log_path), s.repo_url or pins.RUNTIME_REPO, s.commit, src, s.git_jobs)
         build = out / "cmake-out"
-        args = cmake_args(src, build, ndk, s.abi, s.api_level)
+        args = cmake_args(src, build, ndk, s.abi, s.api_level, s.event_tracer)
         run([cmake.path, *args], log_path=log_path, what="ExecuTorch CMake configure")
         jobs = str(s.max_jobs or os.cpu_count() or 1)
         run([cmake.path, "--build", str(build), "--target", pins.RUNNER, "-j", jobs], log_path=log_path,
@@ -133,6 +142,7 @@ def _record(s: RuntimeBuildSettings, checkout, ndk: Ndk, args: List[str], runner
             "repo_url": s.repo_url or pins.RUNTIME_REPO, "source_dir": str(checkout.path),
             "ndk": {"path": str(ndk.path), "revision": ndk.revision, "recommended": pins.NDK_RECOMMENDED},
             "abi": s.abi, "api_level": s.api_level, "cmake_args": args, "built": now_iso(),
+            "event_tracer": s.event_tracer,  # the runner takes --etdump_path and writes an ETDump (EB4)
             "page_alignment": {pins.RUNNER: elf["load_alignment"]}, "elf": {pins.RUNNER: elf},
             "artefacts": [{"name": pins.RUNNER, "path": pins.RUNNER, "kind": "binary", "sha256": sha256_file(runner),
                            "load_alignment": elf["load_alignment"]}],

@@ -172,6 +172,8 @@ class PteDeployRecord:
     rows: List[PteResultRow]
     problems: List[str] = field(default_factory=list)
     legacy: Dict[str, Any] = field(default_factory=dict)  # path, run_id, started of the legacy results joined
+    # per device and program: the ETDump's operator table (deploy/etdump.py), status ok or unknown with the reason
+    operators: List[Dict[str, Any]] = field(default_factory=list)
     written: str = ""
     path: Optional[Path] = None
 
@@ -188,7 +190,8 @@ class PteDeployRecord:
     def to_body(self) -> Dict[str, Any]:
         return {"models": self.models, "build_info": self.build_info, "warmup": self.warmup, "iters": self.iters,
                 "repeat": self.repeat, "threads": self.threads, "legacy": self.legacy,
-                "rows": [asdict(r) for r in self.rows], "problems": list(self.problems)}
+                "rows": [asdict(r) for r in self.rows], "problems": list(self.problems),
+                "operators": list(self.operators)}
 
     def write(self, results_dir: Path) -> Dict[str, Path]:
         """``executorch-latest.json`` (the record) and ``executorch-latest.csv`` (its rows), both atomically."""
@@ -216,7 +219,8 @@ class PteDeployRecord:
             rec = cls(models=data["models"], build_info=data["build_info"], warmup=data["warmup"],
                       iters=data["iters"], repeat=data["repeat"], threads=data["threads"],
                       rows=[PteResultRow.from_dict(r) for r in data["rows"]], problems=list(data.get("problems", [])),
-                      legacy=dict(data.get("legacy") or {}), written=data.get("written", ""), path=path)
+                      legacy=dict(data.get("legacy") or {}), operators=list(data.get("operators") or []),
+                      written=data.get("written", ""), path=path)
         except (KeyError, TypeError, ValueError) as e:
             raise RecordError(f"{path} is malformed ({type(e).__name__}: {e})",
                               cause="it was edited, damaged, or written by another torchdroid version",
@@ -246,4 +250,22 @@ class PteDeployRecord:
         if run_id is not None and (not isinstance(run_id, int) or isinstance(run_id, bool)):
             out.append(f"legacy run id {run_id!r} is not a number")
         out.extend(f"{r.serial or '?'} {r.runtime}: {p}" for r in self.rows for p in r.problems())
+        out.extend(operator_problems(self.operators))
         return out or speedup_problems(self.rows)
+
+    def operators_of(self, serial: str) -> List[Dict[str, Any]]:
+        return [o for o in self.operators if o.get("serial") == serial]
+
+
+def operator_problems(entries: Any) -> List[str]:
+    """A per-operator entry is ok with rows of non-negative times, or unknown with its reason."""
+    out = []
+    for o in entries if isinstance(entries, list) else [entries]:
+        if not isinstance(o, dict) or o.get("status") not in ("ok", "unknown") or not o.get("file"):
+            out.append(f"per-operator entry {str(o)[:60]} is not ok/unknown with a program")
+        elif o["status"] == "unknown" and not o.get("reason"):
+            out.append(f"{o.get('serial')} {o['file']}: per-operator times unknown without a reason")
+        elif o["status"] == "ok" and not all(isinstance(r.get("median_ms"), (int, float)) and r["median_ms"] >= 0
+                                             for r in o.get("rows") or [{}]):
+            out.append(f"{o.get('serial')} {o['file']}: per-operator times that are not durations")
+    return out

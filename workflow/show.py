@@ -278,6 +278,9 @@ def executorch_runtime(result: Any, log_path: Any) -> None:
     info = result.build_info
     print(f"built ExecuTorch {info.get('tag')} ({info.commit[:12]}) executor_runner for {info.abi} API "
           f"{info.get('api_level')}, LOAD alignment {info.get('page_alignment')}: {result.runner}")
+    print("event tracer: " + ("on (deploy-executorch pulls an ETDump per program: time per operator)"
+                              if info.get("event_tracer") else
+                              "off (no per-operator times on the phones; build without --no-event-tracer for them)"))
     print(f"build-info: {info.path} ({result.seconds:.1f}s; log {log_path})")
 
 
@@ -288,5 +291,21 @@ def pte_deploy(result: Any) -> None:
             r.samples, f"{r.speedup_vs_cpu:.2f}x" if r.speedup_vs_cpu else "-", r.note[:60]) for r in result.rows])
     for p in result.problems:
         print(f"problem: {p}")
+    if result.record is not None:
+        pte_operators(result.record.operators)
     print(f"results: {result.json_path}, {result.csv_path}")
     print("next: invoke report  (these lines beside the legacy run, in the console and the HTML page)")
+
+
+def pte_operators(entries: Any) -> None:
+    """Per device and program: where the time went on the phone (ETDump), or why it is unknown."""
+    from deploy.etdump import table_of
+
+    for entry in entries:
+        t = table_of(entry)
+        if t["rows"]:
+            table(t["title"], t["columns"], t["rows"], numeric=("median ms", "share"))
+        else:
+            print(t["title"])
+        for line in t["notes"]:
+            print(f"  {line}")

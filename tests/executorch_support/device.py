@@ -15,22 +15,25 @@ from toolchain.records import BuildInfo, DeployResults, MANIFEST_KIND, MANIFEST_
 RUNNER_SRC = FIXTURE / "examples" / "portable" / "executor_runner"
 
 
-def build_standin_runner(out_dir: Path, api_level: int = 29) -> Path:
-    """The fixture executor_runner (posix logging) compiled with the host C compiler."""
+def build_standin_runner(out_dir: Path, api_level: int = 29, event_tracer: bool = False) -> Path:
+    """The fixture executor_runner (posix logging) compiled with the host C compiler; ``event_tracer``: as built with
+    EXECUTORCH_ENABLE_EVENT_TRACER (takes --etdump_path, writes a real ETDump with the installed runtime)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     exe = out_dir / pins.RUNNER
     cc = shutil.which("gcc") or shutil.which("cc")
-    subprocess.run([cc, "-O1", f"-DFIXTURE_API_LEVEL={api_level}", "-o", str(exe), str(RUNNER_SRC / "executor_runner.c"),
-                    str(RUNNER_SRC / "android_note.c"), "-lm"], check=True)
+    tracer = ["-DET_EVENT_TRACER_ENABLED=1", f'-DFIXTURE_ETDUMP_WRITER="{RUNNER_SRC / "etdump_writer.py"}"'] if event_tracer else []
+    subprocess.run([cc, "-O1", f"-DFIXTURE_API_LEVEL={api_level}", *tracer, "-o", str(exe),
+                    str(RUNNER_SRC / "executor_runner.c"), str(RUNNER_SRC / "android_note.c"), "-lm"], check=True)
     return exe
 
 
-def write_runtime_build_info(build_dir: Path, runner: Path, abi: str = "arm64-v8a") -> Path:
+def write_runtime_build_info(build_dir: Path, runner: Path, abi: str = "arm64-v8a", event_tracer: bool = False) -> Path:
     out = build_dir / "android" / abi / "executorch"
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy2(runner, out / pins.RUNNER)
     BuildInfo.write(out / "build-info.json", {
         "lane": pins.RUNTIME_LANE, "runtime": "executorch", "commit": pins.RUNTIME_COMMIT, "abi": abi, "api_level": 29,
+        "event_tracer": event_tracer,
         "artefacts": [{"name": pins.RUNNER, "path": pins.RUNNER, "kind": "binary", "sha256": sha256_file(out / pins.RUNNER)}]})
     return out / "build-info.json"
 

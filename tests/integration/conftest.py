@@ -35,3 +35,13 @@ def mobilenet_models(tmp_path_factory):
     result = convert(ConvertSettings(out=out, weights="random", calibration_count=8,
                                      build_dir=tmp_path_factory.mktemp("build")))
     return out, result
+
+
+@pytest.fixture(scope="session")
+def tiny_lane(tmp_path_factory):
+    """The tiny user model as legacy TorchScript and real .pte programs (with ETRecords), once for the session."""
+    from tests.executorch_support.lane import convert_tiny
+
+    out = tmp_path_factory.mktemp("et") / "models"
+    legacy, pte = convert_tiny(out)
+    return out, legacy, pte

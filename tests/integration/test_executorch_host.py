@@ -12,19 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.executorch_support.lane import TINY, convert_tiny, copy_models
+from tests.executorch_support.lane import TINY, copy_models
 from toolchain.errors import RecordError, VerificationError
 from toolchain.pte_records import find_pte, load_section, pte_files
 from toolchain.records import ConvertManifest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def tiny_lane(tmp_path_factory):
-    out = tmp_path_factory.mktemp("et") / "models"
-    legacy, pte = convert_tiny(out)
-    return out, legacy, pte
 
 
 def test_every_variant_is_written_and_recorded(tiny_lane):

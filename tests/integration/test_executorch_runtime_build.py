@@ -30,13 +30,13 @@ def ndks(tmp_path_factory):
     return {r: make_ndk_release(root, r) for r in ("r23c", "r27c")}
 
 
-def _settings(tmp_path, remote, ndk, abi="x86_64"):
+def _settings(tmp_path, remote, ndk, abi="x86_64", **kw):
     """x86_64: the fixture NDK keeps the host compiler, so the host ABI is the one whose machine check can pass."""
     return rt.RuntimeBuildSettings(build_dir=tmp_path / "build", ndk=str(ndk), repo_url=remote.url,
-                                   commit=remote.commit, max_jobs=2, env={}, abi=abi)
+                                   commit=remote.commit, max_jobs=2, env={}, abi=abi, **kw)
 
 
-def test_the_runner_is_built_verified_and_recorded(tmp_path, remote, ndks):
+def test_the_runner_is_built_verified_and_recorded(tmp_path, remote, ndks, tiny_lane):
     result = rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"]), tmp_path / "build.log")
     info = BuildInfo.load(result.build_info.path)
     assert info.lane == "executorch-1.5.1" and info.get("api_level") == 29 and info.get("abi") == "x86_64"
@@ -48,10 +48,36 @@ def test_the_runner_is_built_verified_and_recorded(tmp_path, remote, ndks):
     assert art == result.runner.resolve()
     args = info.get("cmake_args")
     assert "-DEXECUTORCH_BUILD_EXECUTOR_RUNNER=ON" in args and "-DANDROID_PLATFORM=android-29" in args
-    model = fake_pte(tmp_path / "m.pte")
-    run = subprocess.run([str(result.runner), f"--model_path={model}", "--num_executions=3", "--cpu_threads=1"],
+    # the default: devtools and the event tracer on (EB1-EB4), recorded, the runner writes an ETDump
+    assert {"-DEXECUTORCH_BUILD_DEVTOOLS=ON", "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON"} <= set(args)
+    assert info.get("event_tracer") is True
+    import sys
+
+    model = tiny_lane[0] / "tiny-fp32-portable.pte"
+    run = subprocess.run([str(result.runner), f"--model_path={model}", "--num_executions=3", "--cpu_threads=1",
+                          f"--etdump_path={tmp_path / 'm.etdump'}"], capture_output=True, text=True,
+                         env={"VDEV_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
+    assert run.returncode == 0 and run.stderr.count("Iteration ") == 3, run.stderr
+    assert (tmp_path / "m.etdump").stat().st_size > 0
+
+
+def test_the_event_tracer_needs_devtools(tmp_path, remote, ndks, monkeypatch):
+    """EB2: EXECUTORCH_ENABLE_EVENT_TRACER=ON without EXECUTORCH_BUILD_DEVTOOLS fails at configure."""
+    real = rt.cmake_args
+    monkeypatch.setattr(rt, "cmake_args", lambda *a: [x.replace("DEVTOOLS=ON", "DEVTOOLS=OFF") for x in real(*a)])
+    with pytest.raises(ToolFailed, match="configure"):
+        rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"]), tmp_path / "build.log")
+    assert "'EXECUTORCH_BUILD_DEVTOOLS'" in (tmp_path / "build.log").read_text()  # CMake wraps the message
+
+
+def test_without_the_tracer_the_runner_has_no_etdump_path(tmp_path, remote, ndks, monkeypatch):
+    """EB1/EB4: the android preset leaves the event tracer off; such a runner refuses --etdump_path (gflags)."""
+    real = rt.cmake_args
+    monkeypatch.setattr(rt, "cmake_args", lambda *a: [x for x in real(*a) if "EVENT_TRACER" not in x])
+    result = rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"]), tmp_path / "build.log")
+    run = subprocess.run([str(result.runner), f"--model_path={fake_pte(tmp_path / 'm.pte')}", "--etdump_path=x"],
                          capture_output=True, text=True)
-    assert run.returncode == 0 and run.stderr.count("Iteration ") == 3
+    assert run.returncode == 1 and "unknown command line flag" in run.stderr
 
 
 def test_a_runner_for_another_machine_is_refused(tmp_path, remote, ndks):
@@ -88,7 +114,7 @@ def test_the_android_pal_would_hide_the_timings(tmp_path, remote, ndks, monkeypa
     """E7: the preset's android PAL logs to logcat; without the posix override the runner prints no times."""
     real = rt.cmake_args
     monkeypatch.setattr(rt, "cmake_args", lambda *a: [x for x in real(*a) if "PAL_DEFAULT" not in x])
-    result = rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"]), tmp_path / "build.log")
+    result = rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"], event_tracer=False), tmp_path / "build.log")
     run = subprocess.run([str(result.runner), f"--model_path={fake_pte(tmp_path / 'm.pte')}", "--num_executions=2"],
                          capture_output=True, text=True)
     assert run.returncode == 0 and "Iteration" not in run.stderr

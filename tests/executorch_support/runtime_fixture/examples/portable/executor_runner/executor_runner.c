@@ -1,11 +1,19 @@
 /* Stand-in for ExecuTorch's examples/portable/executor_runner (E8): gflags-style --flag=value options
  * model_path, num_executions, cpu_threads; refuses a file that is not a .pte (flatbuffer id "ET12" at
  * offset 4); prints "Iteration i of N: X ms" per execution through the PAL: stderr with the posix PAL,
- * nothing on the console with the android PAL (logcat). Work per execution scales with the file size. */
+ * nothing on the console with the android PAL (logcat). Work per execution scales with the file size.
+ * Built with ET_EVENT_TRACER_ENABLED (EXECUTORCH_ENABLE_EVENT_TRACER=ON, EB3/EB4) it also takes
+ * --etdump_path (default model.etdump) and writes a real ETDump of the program after the executions, with
+ * the installed ExecuTorch runtime (etdump_writer.py); without it --etdump_path is an unknown flag. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef ET_EVENT_TRACER_ENABLED
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
 static void log_line(const char *fmt, unsigned a, unsigned b, double c) {
 #ifndef FIXTURE_LOG_TO_LOGCAT
@@ -23,14 +31,40 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+#ifdef ET_EVENT_TRACER_ENABLED
+/* The ETDump of `runs` executions of the program, by the installed ExecuTorch runtime ($VDEV_PYTHON or python3). */
+static int write_etdump(const char *model, const char *path, unsigned runs) {
+  char count[32];
+  snprintf(count, sizeof count, "%u", runs);
+  const char *python = getenv("VDEV_PYTHON") ? getenv("VDEV_PYTHON") : "python3";
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) { dup2(devnull, 1); dup2(devnull, 2); }  /* the runtime's own log lines are not the runner's */
+    execlp(python, python, FIXTURE_ETDUMP_WRITER, model, path, count, (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+#endif
+
 int main(int argc, char **argv) {
   const char *model = "model.pte";
   unsigned runs = 1;
   int threads = -1;
+#ifdef ET_EVENT_TRACER_ENABLED
+  const char *etdump_path = "model.etdump";
+#endif
   for (int i = 1; i < argc; i++) {
     if (strncmp(argv[i], "--model_path=", 13) == 0) model = argv[i] + 13;
     else if (strncmp(argv[i], "--num_executions=", 17) == 0) runs = (unsigned)strtoul(argv[i] + 17, NULL, 10);
     else if (strncmp(argv[i], "--cpu_threads=", 14) == 0) threads = atoi(argv[i] + 14);
+#ifdef ET_EVENT_TRACER_ENABLED
+    else if (strncmp(argv[i], "--etdump_path=", 14) == 0) etdump_path = argv[i] + 14;
+#endif
     else { fprintf(stderr, "ERROR: unknown command line flag '%s'\n", argv[i]); return 1; }
   }
   FILE *f = fopen(model, "rb");
@@ -54,6 +88,12 @@ int main(int argc, char **argv) {
   }
 #ifndef FIXTURE_LOG_TO_LOGCAT
   fprintf(stderr, "I executorch:executor_runner.cpp:791] Model executed successfully %u time(s) in %f ms.\n", runs, total);
+#endif
+#ifdef ET_EVENT_TRACER_ENABLED
+  if (write_etdump(model, etdump_path, runs) != 0) {
+    fprintf(stderr, "E executorch:executor_runner.cpp:871] Failed to save ETDump file.\n");
+    abort();  /* ET_CHECK_MSG */
+  }
 #endif
   return 0;
 }

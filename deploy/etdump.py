@@ -1,0 +1,145 @@
+"""Where the time went on a phone (ExecuTorch): the runner's ETDump, pulled and read with ExecuTorch's Inspector.
+
+A runner built with ExecuTorch's devtools and event tracer (``build-android --lane executorch``, the default;
+docs/facts.md EB1-EB4) takes ``--etdump_path`` and, after its executions, writes an ETDump: one event block per
+execution with a profiling event per operator (``native_call_<op>.out`` on the portable kernels), per delegate
+call (``DELEGATE_CALL``) and, where the delegate profiles itself (XNNPACK), per operator inside the delegate.
+deploy-executorch passes it on the first timed run of each program, reads the file back, and
+:func:`operator_table` joins it with the ETRecord convert wrote (aten operators per event) through
+``executorch.devtools.Inspector``.  A runner built without the tracer gives no ETDump: the table then says
+"unknown" and why, never a guess.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import shlex
+import statistics
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+log = logging.getLogger(__name__)
+TOP = 10  # operators shown per program
+# profiling events that are not an operator's own time: the whole execution, the wrapper around an operator
+# call (the same span as its native_call_ event), and loading
+_NOT_OPERATORS = {"Method::execute", "OPERATOR_CALL", "Method::init", "Program::load_method"}
+
+
+def etdump_name(program: str) -> str:
+    """The ETDump's name on the device, next to the program: ``m-fp32-xnnpack.pte`` -> ``m-fp32-xnnpack.etdump``."""
+    return (program[:-4] if program.endswith(".pte") else program) + ".etdump"
+
+
+def unknown(serial: str, program: str, reason: str) -> Dict[str, Any]:
+    return {"serial": serial, "file": program, "status": "unknown", "reason": reason, "rows": [], "delegates": []}
+
+
+def fetch(device: Any, directory: str, name: str, local: Path) -> Optional[str]:
+    """Read ``directory/name`` back from the device (base64 over the shell: binary-safe) into ``local``.
+    Returns why it could not, or None."""
+    remote = f"{directory.rstrip('/')}/{name}"
+    res = device.shell(f"base64 {shlex.quote(remote)} && rm -f {shlex.quote(remote)}")
+    if not res.ok:
+        return f"the runner wrote no ETDump at {remote} (exit {res.code}: {' | '.join(res.tail(2))})"
+    try:
+        data = base64.b64decode("".join(res.output.split()), validate=True)
+    except ValueError as e:
+        return f"the ETDump {remote} could not be read back ({e})"
+    if not data:
+        return f"the ETDump {remote} is empty"
+    local.parent.mkdir(parents=True, exist_ok=True)
+    from toolchain.fsutil import atomic_write_bytes
+
+    atomic_write_bytes(local, data)
+    return None
+
+
+def operator_table(etdump: Path, etrecord: Optional[Path], skip_runs: int = 0, top: int = TOP) -> Dict[str, Any]:
+    """Per-operator times of the runs in ``etdump`` (the first ``skip_runs`` executions are warm-up), joined with
+    the ETRecord's aten operators: ``{"total_ms", "runs", "rows": [...top operators], "delegates": [...]}``."""
+    from executorch.devtools import Inspector
+
+    kwargs = {"etrecord": str(etrecord)} if etrecord is not None and etrecord.is_file() else {}
+    inspector = Inspector(etdump_path=str(etdump), **kwargs)
+    blocks = [b for b in inspector.event_blocks if b.name.startswith("Execute")]
+    if not blocks:
+        raise ValueError("the ETDump holds no execution")
+    times: Dict[tuple, List[float]] = {}
+    total: List[float] = []
+    for block in blocks:
+        for e in block.events:
+            raw = list(e.perf_data.raw) if e.perf_data is not None else []
+            kept = raw[skip_runs:] if len(raw) > skip_runs else raw
+            if not kept:
+                continue
+            if e.name == "Method::execute":
+                total.extend(kept)
+                continue
+            if e.name in _NOT_OPERATORS:
+                continue
+            kind = ("delegate call" if e.name == "DELEGATE_CALL" else
+                    "in delegate" if e.is_delegated_op else "operator")
+            key = (e.name, kind, e.delegate_backend_name or "", tuple(e.op_types or ()))
+            times.setdefault(key, []).extend(kept)
+    total_ms = statistics.median(total) if total else None
+    rows = []
+    for (name, kind, backend, ops), values in times.items():
+        ms = statistics.median(values)
+        rows.append({"name": name, "kind": kind, "backend": backend, "aot_ops": list(ops), "median_ms": ms,
+                     "calls": len(values), "share": (ms / total_ms) if total_ms else None})
+    delegates = [r for r in rows if r["kind"] == "delegate call"]
+    operators = sorted((r for r in rows if r["kind"] != "delegate call"), key=lambda r: -r["median_ms"])
+    return {"total_ms": total_ms, "runs": len(total) or None, "skipped_runs": skip_runs,
+            "etrecord": bool(kwargs), "rows": operators[:top], "operators_seen": len(operators),
+            "delegates": delegates}
+
+
+def program_operators(device: Any, directory: str, program: Any, models: Path, local_dir: Path,
+                      skip_runs: int) -> Dict[str, Any]:
+    """Pull one program's ETDump from the device and make its operator table (``status`` ok or unknown)."""
+    serial = device.serial
+    local = local_dir / serial / etdump_name(program.file)
+    why = fetch(device, directory, etdump_name(program.file), local)
+    if why:
+        return unknown(serial, program.file, why)
+    etrecord = (program.extra.get("etrecord") or {}).get("file")
+    try:
+        table = operator_table(local, Path(models) / etrecord if etrecord else None, skip_runs)
+    except ImportError as e:
+        return unknown(serial, program.file, f"ExecuTorch's Inspector is not installed on this host ({e}); "
+                                             "pip install executorch (toolchain/executorch_pins.py)")
+    except Exception as e:  # a damaged or foreign file: say so, keep the timings
+        log.debug("ETDump %s not readable", local, exc_info=True)
+        return unknown(serial, program.file, f"the ETDump {local} could not be read by the Inspector "
+                                             f"({type(e).__name__}: {str(e)[:200]})")
+    return {"serial": serial, "file": program.file, "status": "ok", "reason": "", "etdump": str(local.resolve()),
+            **table}
+
+
+COLUMNS = ["operator", "where", "aten operators", "median ms", "share"]
+
+
+def table_of(entry: Dict[str, Any]) -> Dict[str, Any]:
+    """One program's per-operator entry as text: ``{"title", "columns", "rows", "notes"}`` (console and report)."""
+    head = f"{entry.get('serial')} {entry.get('file')}"
+    if entry.get("status") != "ok":
+        return {"title": f"{head}: per operator: unknown", "columns": COLUMNS, "rows": [],
+                "notes": [f"unknown: {entry.get('reason')}"]}
+    total = entry.get("total_ms")
+    title = (f"{head}: where the time went (phone's ETDump, median of {entry.get('runs')} executions"
+             + (f" after {entry.get('skipped_runs')} warm-up" if entry.get("skipped_runs") else "")
+             + (f", {total:.3f} ms each)" if total else ")"))
+    rows = [(r["name"], r["kind"] + (f" ({r['backend']})" if r.get("backend") else ""),
+             ", ".join(o.replace("aten.", "") for o in r.get("aot_ops") or []) or "-",
+             f"{r['median_ms']:.3f}", f"{r['share']:.0%}" if r.get("share") is not None else "-")
+            for r in entry.get("rows") or []]
+    notes = [f"delegate block {d.get('backend') or '?'}: {d['median_ms']:.3f} ms per call"
+             + (f" ({d['share']:.0%} of the execution)" if d.get("share") is not None else "")
+             + f", covering {len(d.get('aot_ops') or [])} aten operators" for d in entry.get("delegates") or []]
+    shown, seen = len(rows), entry.get("operators_seen", len(rows))
+    if seen > shown:
+        notes.append(f"top {shown} of {seen} operators shown (all in {entry.get('etdump')})")
+    if not entry.get("etrecord"):
+        notes.append("no ETRecord found: operators are named by the runtime only")
+    return {"title": title, "columns": COLUMNS, "rows": rows, "notes": notes}

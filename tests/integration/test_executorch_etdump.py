@@ -1,0 +1,84 @@
+"""Where the time went on the phone (issue 23 item 3): a runner built with ExecuTorch's event tracer writes an
+ETDump on a virtual device, deploy-executorch pulls it and ExecuTorch's Inspector makes the per-operator table
+with the ETRecord convert wrote; a runner built without it says "unknown" and why.
+
+The stand-in runner compiled as EXECUTORCH_ENABLE_EVENT_TRACER=ON would build it (ET_EVENT_TRACER_ENABLED,
+docs/facts.md EB1-EB4) runs the real tiny .pte programs with the installed ExecuTorch runtime for its ETDump.
+"""
+
+import shutil
+import subprocess
+
+import pytest
+
+from deploy.executorch_bench import PteDeploySettings, deploy_pte, runner_command
+from tests.executorch_support.device import build_standin_runner, write_runtime_build_info
+from tests.executorch_support.lane import copy_models
+from tests.virtual_device.harness import adb_with_devices
+from toolchain.pte_results import PteDeployRecord
+
+pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
+DIR = "/data/local/tmp/torchdroid"
+
+
+@pytest.fixture(scope="module")
+def runners(tmp_path_factory):
+    root = tmp_path_factory.mktemp("et-runners")
+    return {"tracer": build_standin_runner(root / "tracer", event_tracer=True),
+            "plain": build_standin_runner(root / "plain")}
+
+
+def _settings(models, info, results, port):
+    return PteDeploySettings(models=models, build_info=info, results=results, adb_port=port, warmup=1, iters=2,
+                             repeat=1, device_dir=DIR, timeout=120)
+
+
+def test_a_phone_with_an_event_tracer_runner_gives_per_operator_times(tiny_lane, runners, tmp_path):
+    models = copy_models(tiny_lane[0], tmp_path / "models")
+    info = write_runtime_build_info(tmp_path / "build", runners["tracer"], event_tracer=True)
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        serial = devs["a"].serial
+        left = [p.name for p in devs["a"].path(DIR + "/executorch").iterdir() if p.name.endswith(".etdump")]
+    assert not result.problems, result.problems
+    ops = {o["file"]: o for o in PteDeployRecord.load(tmp_path / "res").operators_of(serial)}
+    assert set(ops) == {"tiny-fp32-xnnpack.pte", "tiny-int8-xnnpack.pte", "tiny-fp32-portable.pte"}
+    assert all(o["status"] == "ok" for o in ops.values()), ops
+    portable = ops["tiny-fp32-portable.pte"]
+    assert portable["rows"][0]["name"] == "native_call_convolution.out"  # the conv dominates the tiny model
+    assert portable["rows"][0]["aot_ops"] == ["aten.convolution.default"] and portable["etrecord"] is True
+    assert portable["runs"] == 2 and portable["skipped_runs"] == 1  # 1 warm-up + 2 timed executions, warm-up dropped
+    assert 0 < portable["rows"][0]["median_ms"] <= portable["total_ms"] and not portable["delegates"]
+    xnn = ops["tiny-fp32-xnnpack.pte"]
+    assert [d["backend"] for d in xnn["delegates"]] == ["XnnpackBackend"]
+    assert "aten.convolution.default" in xnn["delegates"][0]["aot_ops"]
+    assert any(r["kind"] == "in delegate" for r in xnn["rows"])  # XNNPACK profiles its own operators
+    assert (tmp_path / "res" / "etdump" / serial / "tiny-fp32-portable.etdump").read_bytes()  # kept beside the results
+    assert not left  # read back and removed from the phone
+
+
+def test_a_runner_built_without_the_tracer_says_unknown_and_why(tiny_lane, runners, tmp_path):
+    models = copy_models(tiny_lane[0], tmp_path / "models")
+    info = write_runtime_build_info(tmp_path / "build", runners["plain"], event_tracer=False)
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+    assert not result.problems and all(r.status == "ok" for r in result.rows)
+    ops = result.record.operators
+    assert ops and all(o["status"] == "unknown" and "without ExecuTorch's event tracer" in o["reason"] for o in ops)
+
+
+def test_the_fixture_runner_refuses_etdump_path_unless_built_with_the_tracer(tiny_lane, runners, tmp_path):
+    """EB4: --etdump_path exists only under ET_EVENT_TRACER_ENABLED; gflags refuses an unknown flag."""
+    program = tiny_lane[0] / "tiny-fp32-portable.pte"
+    cmd = runner_command(str(tmp_path), str(program), 1, 1, etdump="x.etdump").replace("./executor_runner", "{}")
+    plain = subprocess.run(["/bin/sh", "-c", cmd.format(runners["plain"])], capture_output=True, text=True)
+    assert plain.returncode == 1 and "unknown command line flag" in plain.stdout
+    assert not (tmp_path / "x.etdump").exists()
+    import sys
+
+    traced = subprocess.run(["/bin/sh", "-c", cmd.format(runners["tracer"])], capture_output=True, text=True,
+                            env={"VDEV_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
+    assert traced.returncode == 0, traced.stdout
+    from executorch.devtools import Inspector
+
+    assert [b.name for b in Inspector(etdump_path=str(tmp_path / "x.etdump")).event_blocks][-1].startswith("Execute")
