@@ -35,6 +35,7 @@ class PteDeviceTable:
     title: str
     rows: List[PteResultRow]
     stale: List[str] = field(default_factory=list)  # why these rows do not belong to the reported run
+    operators: List[Dict[str, Any]] = field(default_factory=list)  # per program: the phone's ETDump table or unknown
 
 
 @dataclass
@@ -98,7 +99,8 @@ def build_section(results_dir: Path, run_rows: Sequence[ResultRow], run_settings
     in_run = {r.serial for r in run_rows}
     for serial in rec.serials():
         stale = [] if serial in in_run else [f"device {serial} is not in legacy run {run_id}"]
-        section.devices.append(PteDeviceTable(serial, _title(serial, run_rows), rec.rows_of(serial), stale))
+        section.devices.append(PteDeviceTable(serial, _title(serial, run_rows), rec.rows_of(serial), stale,
+                                              rec.operators_of(serial)))
     section.missing_devices = sorted({r.serial for r in run_rows if r.source != "deploy"} - set(rec.serials()))
     return section
 

@@ -116,6 +116,24 @@ def _executorch_section(section: Optional[PteReportSection]) -> str:
         parts.append(f"<h3>{_e(t.title)}</h3>" + _table(PTE_COLUMNS, [_pte_cells(r, stale) for r in t.rows],
                                                           [stale or ("failed" if r.status != "ok" else "")
                                                            for r in t.rows], text_cols=(0, 1, 2, 3, 9, 10)))
+        parts.append(operator_section(t.serial, t.operators))
+    return "".join(parts)
+
+
+def operator_section(serial: str, entries: Sequence[dict]) -> str:
+    """Where the time went on one phone (ExecuTorch's ETDump through its Inspector), per program, or "unknown"."""
+    from .etdump import table_of
+
+    if not entries:
+        return ""
+    parts = [f"<h4 id='operators-{_e(serial)}'>Top operators on {_e(serial)} (ExecuTorch ETDump)</h4>"]
+    for entry in entries:
+        t = table_of(entry)
+        parts.append(f"<p>{_e(t['title'])}</p>")
+        if t["rows"]:
+            parts.append(_table(t["columns"], t["rows"], text_cols=(0, 1, 2)))
+        if t["notes"]:
+            parts.append("<p>" + "<br>".join(_e(n) for n in t["notes"]) + "</p>")
     return "".join(parts)
 
 

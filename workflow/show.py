@@ -136,8 +136,9 @@ def executorch_tables(section: Any) -> None:
 
     if section is None:
         return
-    for title, columns, table_rows in tables(section):
+    for (title, columns, table_rows), device in zip(tables(section), section.devices):
         table(title, columns, table_rows, numeric=("median ms", "p90 ms", "samples", "speed-up"))
+        pte_operators(device.operators)
     for line in summary_lines(section):
         (warning if line.startswith("STALE") else note)(line)
 

@@ -55,6 +55,11 @@ def test_a_phone_with_an_event_tracer_runner_gives_per_operator_times(tiny_lane,
     assert any(r["kind"] == "in delegate" for r in xnn["rows"])  # XNNPACK profiles its own operators
     assert (tmp_path / "res" / "etdump" / serial / "tiny-fp32-portable.etdump").read_bytes()  # kept beside the results
     assert not left  # read back and removed from the phone
+    # the report page's section: the same table, from the record
+    from deploy.report_html import operator_section
+
+    html = operator_section(serial, PteDeployRecord.load(tmp_path / "res").operators_of(serial))
+    assert f"id='operators-{serial}'" in html and "native_call_convolution.out" in html and "XnnpackBackend" in html
 
 
 def test_a_runner_built_without_the_tracer_says_unknown_and_why(tiny_lane, runners, tmp_path):

@@ -50,6 +50,8 @@ def test_defaults_show_executorch_beside_the_legacy_rows(executorch_report_chain
     for runtime in ("TorchScript CPU quant_none", "NNAPI quant_full", "ExecuTorch fp32-xnnpack", "ExecuTorch int8-xnnpack"):
         assert out.count(runtime) == 2, runtime  # one line per device
     assert "ExecuTorch fp32-vulkan" not in out  # never run on a phone: the runner has no Vulkan delegate
+    # the chain's runner was built without the event tracer: per operator, every program says unknown and why
+    assert out.count("per operator: unknown") == 6 and "built without ExecuTorch's event tracer" in out
 
 
 def test_json_speedups_follow_from_the_reported_runs_medians(executorch_report_chain, tmp_path):
