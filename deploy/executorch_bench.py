@@ -158,9 +158,25 @@ def deploy_pte(s: PteDeploySettings) -> PteDeployResult:
     add_speedups(rows)
     record = PteDeployRecord(models=str(Path(s.models).resolve()), build_info=str(Path(s.build_info).resolve()),
                              warmup=s.warmup, iters=s.iters, repeat=s.repeat, threads=s.threads, rows=rows,
-                             problems=problems, legacy=legacy_facts, operators=operators)
+                             problems=problems, legacy=legacy_facts, operators=operators,
+                             notes=_baseline_notes(s.models))
     paths = record.write(s.results)
     return PteDeployResult(rows, paths["json"], paths["csv"], problems, record)
+
+
+def _baseline_notes(models: Path) -> List[str]:
+    """Every speed-up's baseline is the legacy CPU model: say so when those were not optimised for mobile."""
+    from toolchain.records import ConvertManifest
+
+    from .plan import unoptimized_warning
+
+    try:
+        files = ConvertManifest.load(models).files
+    except RecordError:
+        return []
+    bad = [f.file for f in files if f.backend == "cpu" and f.variant in ("quant_none", "quant_full")
+           and not f.extra.get("mobile_optimized", False)]
+    return [unoptimized_warning(bad)] if bad else []
 
 
 def _one_device(server, serial, state, directory, items, programs, info, s, problems,
