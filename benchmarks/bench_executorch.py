@@ -69,12 +69,25 @@ def pte_call(pf, example):
     return lambda: method.execute([example])
 
 
-def pair(legacy, pte, rounds: int, warmup: int, iters: int):
+ROUND_RATIOS = {}  # label -> per-round ratios of the last pair() with that label (printed in the JSON)
+
+
+def pair(legacy, pte, rounds: int, warmup: int, iters: int, label: str = ""):
     a, b = [], []
     for _ in range(rounds):  # interleaved
         a.append(best_median(legacy, warmup, iters))
         b.append(best_median(pte, warmup, iters))
+    if label:
+        ROUND_RATIOS[label] = [y / x for x, y in zip(a, b)]
     return min(a), min(b)
+
+
+def spread(label: str, ratio: float) -> dict:
+    """The ratio per round, and whether the rounds spread wider than the ratio's distance from 1.0 (then the
+    difference it shows is not measured: converter/rounds.py's rule)."""
+    per_round = ROUND_RATIOS.get(label, [])
+    wide = len(per_round) > 1 and max(per_round) - min(per_round) > abs(ratio - 1.0)
+    return {"per_round": [round(x, 3) for x in per_round], "uncertain": wide}
 
 
 def eager_model():
@@ -118,16 +131,20 @@ def measure(models: Path, args) -> dict:
     pte = {p: find_pte(models, f"mobilenetv2-{p}-xnnpack") for p in ("fp32", "int8")}
     example = torch.load(models / "mobilenetv2-executorch-reference.pt", weights_only=True)["inputs"][0]
     set_threads(args.threads)
-    ts_fp32, et_fp32 = pair(legacy_call(legacy["none"]), pte_call(pte["fp32"], example), args.rounds, args.warmup, args.iters)
-    ts_int8, et_int8 = pair(legacy_call(legacy["full"]), pte_call(pte["int8"], example), args.rounds, args.warmup, args.iters)
+    ts_fp32, et_fp32 = pair(legacy_call(legacy["none"]), pte_call(pte["fp32"], example), args.rounds, args.warmup,
+                            args.iters, "fp32")
+    ts_int8, et_int8 = pair(legacy_call(legacy["full"]), pte_call(pte["int8"], example), args.rounds, args.warmup,
+                            args.iters, "int8")
     spike = spike_pair(pte["fp32"], example, args)
     return {"benchmark": "executorch_vs_torchscript_mobilenetv2", "threads": args.threads, "iters": args.iters,
             "rounds": args.rounds, "torch": torch.__version__, "cpus": os.cpu_count(),
             "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],  # other work on the machine skews all numbers
             "torchscript_cpu_quant_none_ms": round(ts_fp32, 3), "executorch_fp32_xnnpack_ms": round(et_fp32, 3),
             "ratio_fp32_xnnpack_over_quant_none": round(et_fp32 / ts_fp32, 3),
+            "ratio_fp32_rounds": spread("fp32", et_fp32 / ts_fp32),
             "torchscript_cpu_quant_full_ms": round(ts_int8, 3), "executorch_int8_xnnpack_ms": round(et_int8, 3),
             "ratio_int8_xnnpack_over_quant_full": round(et_int8 / ts_int8, 3),
+            "ratio_int8_rounds": spread("int8", et_int8 / ts_int8),
             "pte_sizes_mb": {p: round(f.size / 1e6, 2) for p, f in pte.items()},
             "spike": spike}
 

@@ -106,6 +106,7 @@ class BenchLine:
     timing: Optional[Timing] = None
     note: str = ""
     stem: str = ""
+    mobile_optimized: Optional[bool] = None  # legacy CPU models: did optimize_for_mobile run (XNNPACK prepacking)?
 
 
 @dataclass
@@ -292,6 +293,10 @@ def per_operator(f: PteFile, reference: Path, models_dir: Path, debug_buffer_mb:
 
 # --------------------------------------------------------------------------- timing
 
+UNOPTIMIZED_BASELINE = ("the legacy TorchScript CPU models (every speed-up's baseline) were converted without "
+                        "optimize_for_mobile: this torch has no XNNPACK (x86_64 PyPI wheels), so they are fused but not "
+                        "XNNPACK-prepacked and slower than the fully optimised files a torch with XNNPACK makes; "
+                        "ExecuTorch's speed-ups over them are larger than over optimised ones")
 SHORT_ITERS = 3  # reference-kernel lines in ``short`` mode: timed calls per round (and one warm-up)
 
 
@@ -348,7 +353,8 @@ def legacy_candidates(models_dir: Path, stems: List[str], s: PteBenchSettings, n
         f.check_hash()
         runtime = "torchscript-cpu" if f.backend == "cpu" else "host-nnapi"
         label = f"{'TorchScript CPU' if f.backend == 'cpu' else 'host NNAPI'} {f.variant}"
-        line = BenchLine(label, f.file, runtime, "fp32" if f.mode == "none" else "int8", stem=f.stem)
+        line = BenchLine(label, f.file, runtime, "fp32" if f.mode == "none" else "int8", stem=f.stem,
+                         mobile_optimized=bool(f.extra.get("mobile_optimized")) if f.backend == "cpu" else None)
         cands.append(Candidate(line, _legacy_loader(f.path), reference_kernels=f.backend != "cpu"))
     return cands
 
@@ -452,6 +458,8 @@ def _run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
             with progress("ExecuTorch host timing", total=len(cands) * (1 + s.repeat)) as bar:
                 lines, ratios, _ = measure_lines(cands, s, bar)
     lines += idle
+    if any(x.mobile_optimized is False for x in lines):
+        notes.append(UNOPTIMIZED_BASELINE)
     notes.extend(unstable_notes(lines))
     notes.extend(r.note() for r in ratios if r.uncertain)
     return PteBenchResult(checks, lines, _write(s, checks, lines, notes, ratios, key), notes, ratios)

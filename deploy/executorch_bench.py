@@ -2,7 +2,7 @@
 
 Per device: the runner (from `build-android --lane executorch`'s build-info) and the XNNPACK / portable
 programs go through deploy's own push (temporary name, hash on the device, rename only on a match, unchanged
-files not sent again); each program runs ``repeat`` times as ``executor_runner --model_path=P
+files not sent again); the programs run in ``repeat`` alternated rounds, each as ``executor_runner --model_path=P
 --num_executions=warmup+iters --cpu_threads=T`` (the remote exit code is checked); the runner's
 ``Iteration i of N: X ms`` lines give the samples, the first ``warmup`` of each run are dropped.  The report
 joins the latest legacy deploy results of the same device (TorchScript CPU and NNAPI, quant_none and
@@ -70,27 +70,43 @@ def runner_command(directory: str, program: str, runs: int, threads: int, etdump
             f"--num_executions={int(runs)} --cpu_threads={int(threads)}{trace} 2>&1")
 
 
-def bench_program(device: Device, directory: str, f: PteFile, s: PteDeploySettings,
-                  event_tracer: bool = False) -> PteResultRow:
-    """``repeat`` runs of warm-up + iterations; with the event tracer the first run also writes the ETDump."""
+def bench_programs(device: Device, directory: str, programs: Sequence[PteFile], s: PteDeploySettings,
+                   event_tracer: bool = False) -> List[PteResultRow]:
+    """``repeat`` rounds, each running every program once (warm-up + iterations), the order rotating by one per
+    round, so the programs are compared in the same minutes; with the event tracer each program's first run also
+    writes its ETDump.  A program whose run fails is not run again and keeps the runner's output as its note."""
     from .etdump import etdump_name
 
-    row = PteResultRow(device.serial, f"ExecuTorch {f.variant}", f.precision, f.file, "failed")
-    samples: List[float] = []
-    for i in range(s.repeat):
-        etdump = etdump_name(f.file) if event_tracer and i == 0 else None
-        res = device.shell(runner_command(directory, f.file, s.warmup + s.iters, s.threads, etdump), timeout=s.timeout)
-        times = parse_iterations(res.output)
-        if not res.ok or len(times) != s.warmup + s.iters:
-            row.note = (f"executor_runner exited {res.code} after {len(times)} of {s.warmup + s.iters} executions: "
-                        + " | ".join(res.tail(3)))
-            return row
-        samples.extend(times[s.warmup:])
+    rows = {f.file: PteResultRow(device.serial, f"ExecuTorch {f.variant}", f.precision, f.file, "failed")
+            for f in programs}
+    samples: Dict[str, List[float]] = {f.file: [] for f in programs}
+    failed: set = set()
+    n = len(programs)
+    for r in range(s.repeat):
+        for f in [programs[(r + i) % n] for i in range(n)]:
+            if f.file in failed:
+                continue
+            etdump = etdump_name(f.file) if event_tracer and r == 0 else None
+            res = device.shell(runner_command(directory, f.file, s.warmup + s.iters, s.threads, etdump),
+                               timeout=s.timeout)
+            times = parse_iterations(res.output)
+            if not res.ok or len(times) != s.warmup + s.iters:
+                rows[f.file].note = (f"executor_runner exited {res.code} after {len(times)} of {s.warmup + s.iters} "
+                                     "executions: " + " | ".join(res.tail(3)))
+                failed.add(f.file)
+                continue
+            samples[f.file].extend(times[s.warmup:])
+    for f in programs:
+        if f.file not in failed:
+            _fill(rows[f.file], samples[f.file])
+    return [rows[f.file] for f in programs]
+
+
+def _fill(row: PteResultRow, samples: List[float]) -> None:
     ordered = sorted(samples)
     row.status, row.samples = "ok", len(samples)
     row.median_ms, row.min_ms = statistics.median(samples), ordered[0]
     row.p90_ms = ordered[max(0, min(len(ordered) - 1, int(round(0.9 * len(ordered) + 0.5)) - 1))]
-    return row
 
 
 def _runner(s: PteDeploySettings) -> tuple:
@@ -158,9 +174,25 @@ def deploy_pte(s: PteDeploySettings) -> PteDeployResult:
     add_speedups(rows)
     record = PteDeployRecord(models=str(Path(s.models).resolve()), build_info=str(Path(s.build_info).resolve()),
                              warmup=s.warmup, iters=s.iters, repeat=s.repeat, threads=s.threads, rows=rows,
-                             problems=problems, legacy=legacy_facts, operators=operators)
+                             problems=problems, legacy=legacy_facts, operators=operators,
+                             notes=_baseline_notes(s.models))
     paths = record.write(s.results)
     return PteDeployResult(rows, paths["json"], paths["csv"], problems, record)
+
+
+def _baseline_notes(models: Path) -> List[str]:
+    """Every speed-up's baseline is the legacy CPU model: say so when those were not optimised for mobile."""
+    from toolchain.records import ConvertManifest
+
+    from .plan import unoptimized_warning
+
+    try:
+        files = ConvertManifest.load(models).files
+    except RecordError:
+        return []
+    bad = [f.file for f in files if f.backend == "cpu" and f.variant in ("quant_none", "quant_full")
+           and not f.extra.get("mobile_optimized", False)]
+    return [unoptimized_warning(bad)] if bad else []
 
 
 def _one_device(server, serial, state, directory, items, programs, info, s, problems,
@@ -176,13 +208,12 @@ def _one_device(server, serial, state, directory, items, programs, info, s, prob
     for f in programs:
         f.check_hash()
     push_all(device, directory, items)
-    rows = []
     tracer = bool(info.get("event_tracer"))
-    for f in programs:
-        rows.append(bench_program(device, directory, f, s, tracer))
-        if rows[-1].status != "ok":
-            problems.append(f"{serial}: {f.file}: {rows[-1].note}")
-        operators.append(_operators(device, directory, f, rows[-1], tracer, s))
+    rows = bench_programs(device, directory, programs, s, tracer)
+    for f, row in zip(programs, rows):
+        if row.status != "ok":
+            problems.append(f"{serial}: {f.file}: {row.note}")
+        operators.append(_operators(device, directory, f, row, tracer, s))
     return rows
 
 

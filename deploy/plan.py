@@ -241,7 +241,18 @@ def make_plan(s: DeploySettings) -> DeployPlan:
     warnings: List[str] = []
     if binary is not None:
         warnings += check_commits(binary.commit, {f.file: f.torch_git_version for f in models}, s.allow_mismatch)
+    unoptimized = [f.file for f in models if f.backend == "cpu" and not f.extra.get("mobile_optimized", False)]
+    if unoptimized:
+        warnings.append(unoptimized_warning(unoptimized))
     return DeployPlan(binary, models, app, warnings, references=plan_references(s, binary is not None))
+
+
+def unoptimized_warning(files: List[str]) -> str:
+    """What every CPU-vs-NNAPI (and ExecuTorch-vs-CPU) comparison on the phones must say about these CPU models."""
+    return (f"the TorchScript CPU models ({', '.join(files)}) were converted without optimize_for_mobile (the "
+            "converting torch has no XNNPACK, as the x86_64 PyPI wheels): fused but not XNNPACK-prepacked, so the "
+            "CPU numbers (and every speed-up over them) are those of unoptimised files; convert with a torch built "
+            "with XNNPACK (aarch64 wheels, or a source build) for fully optimised CPU models")
 
 
 def plan_references(s: DeploySettings, binary: bool) -> Optional[ReferenceOutputs]:

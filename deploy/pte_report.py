@@ -48,6 +48,7 @@ class PteReportSection:
     devices: List[PteDeviceTable] = field(default_factory=list)
     missing_devices: List[str] = field(default_factory=list)  # devices of the run without ExecuTorch rows
     problems: List[str] = field(default_factory=list)  # what deploy-executorch itself reported
+    notes: List[str] = field(default_factory=list)  # what every comparison must say (unoptimised CPU baselines...)
     hint: str = ""
 
     @property
@@ -95,7 +96,7 @@ def build_section(results_dir: Path, run_rows: Sequence[ResultRow], run_settings
     models = run_settings.get("models")
     section = PteReportSection(path, True, rec.written, rec.legacy_run_id,
                                record_staleness(rec, run_id, started, None if models is None else str(models)),
-                               problems=list(rec.problems))
+                               problems=list(rec.problems), notes=list(rec.notes))
     in_run = {r.serial for r in run_rows}
     for serial in rec.serials():
         stale = [] if serial in in_run else [f"device {serial} is not in legacy run {run_id}"]
@@ -121,4 +122,5 @@ def summary_lines(section: PteReportSection) -> List[str]:
     out.extend(f"no ExecuTorch rows for device {s}: run `invoke deploy-executorch --serial {s}`"
                for s in section.missing_devices)
     out.extend(f"deploy-executorch problem: {p}" for p in section.problems)
+    out.extend(section.notes)
     return out

@@ -4,7 +4,7 @@ skipped rows with their reason; a PNG and an HTML page (charts and tables) besid
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -39,6 +39,7 @@ class ReportResult:
     rows: List[ResultRow]
     exports: Dict[str, Path]
     executorch: Optional[PteReportSection] = None  # deploy-executorch's rows beside this run (or how to get them)
+    notes: List[str] = field(default_factory=list)  # what the CPU comparisons must say (unoptimised CPU models)
 
 
 def make_report(s: ReportSettings) -> ReportResult:
@@ -58,9 +59,29 @@ def make_report(s: ReportSettings) -> ReportResult:
     png = Path(s.out) if s.out else Path(s.results) / f"report-run-{run_id:04d}.png"
     title = f"torchdroid run {run_id} ({rows[0].started}), {s.source} benchmark"
     draw(chosen + [r for r in rows if r.source == "deploy"], png, title=title, executorch=pte)
-    html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte)
+    notes = baseline_notes(store.settings(run_id).get("models"), rows)
+    html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte, notes)
     exports = export(rows, Path(s.results), f"run-{run_id:04d}", store.devices(run_id))
-    return ReportResult(png, html, run_id, rows, exports, pte)
+    return ReportResult(png, html, run_id, rows, exports, pte, notes)
+
+
+def baseline_notes(models: Optional[str], rows: List[ResultRow]) -> List[str]:
+    """The run's TorchScript CPU models, when the manifest still describes them (same files by sha256) and says
+    optimize_for_mobile did not run: every CPU number and speed-up of the run must say so."""
+    from toolchain.errors import TorchdroidError
+    from toolchain.records import ConvertManifest
+
+    from .plan import unoptimized_warning
+
+    if not models:
+        return []
+    try:
+        files = {f.file: f for f in ConvertManifest.load(Path(models)).files if f.backend == "cpu"}
+    except TorchdroidError:
+        return []
+    ran = {r.model_file for r in rows if r.backend == "cpu"}
+    bad = sorted(name for name in ran if name in files and not files[name].extra.get("mobile_optimized", False))
+    return [unoptimized_warning(bad)] if bad else []
 
 
 def _groups(rows: List[ResultRow]) -> list:

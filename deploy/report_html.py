@@ -138,7 +138,7 @@ def operator_section(serial: str, entries: Sequence[dict]) -> str:
 
 
 def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict],
-           executorch: Optional[PteReportSection] = None) -> str:
+           executorch: Optional[PteReportSection] = None, notes: Sequence[str] = ()) -> str:
     img = os.path.relpath(png, html_path.parent)
     throttled = [d for d in devices if d.get("warnings")]
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style>"
@@ -155,6 +155,8 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
     parts.append(_table(LATENCY_COLUMNS, latency_rows(rows), [r.status if r.status != "ok" else "" for r in rows],
                         text_cols=(0, 1, 2, 3, 4, 5, 18, 19)))
     parts.append("<h2>NNAPI speed-up over CPU</h2>" + _speedup_table(rows))
+    if notes:  # what the CPU-vs-NNAPI comparisons must say (CPU models not optimised for mobile...)
+        parts.append("<p class='warn' id='cpu-baseline'>" + "<br>".join(_e(n) for n in notes) + "</p>")
     parts.append(_executorch_section(executorch))
     parts.append(_failures_table(rows))
     parts.append("<h2>Device conditions</h2>" + (_conditions_table(devices) if devices else "<p>not recorded</p>"))
@@ -166,5 +168,5 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
 
 
 def write_html(html_path: Path, png: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict],
-               executorch: Optional[PteReportSection] = None) -> Path:
-    return atomic_write_text(html_path, render(png, html_path, title, rows, devices, executorch))
+               executorch: Optional[PteReportSection] = None, notes: Sequence[str] = ()) -> Path:
+    return atomic_write_text(html_path, render(png, html_path, title, rows, devices, executorch, notes))

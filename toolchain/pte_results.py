@@ -174,6 +174,7 @@ class PteDeployRecord:
     legacy: Dict[str, Any] = field(default_factory=dict)  # path, run_id, started of the legacy results joined
     # per device and program: the ETDump's operator table (deploy/etdump.py), status ok or unknown with the reason
     operators: List[Dict[str, Any]] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)  # what every comparison must say (unoptimised CPU baselines...)
     written: str = ""
     path: Optional[Path] = None
 
@@ -191,7 +192,7 @@ class PteDeployRecord:
         return {"models": self.models, "build_info": self.build_info, "warmup": self.warmup, "iters": self.iters,
                 "repeat": self.repeat, "threads": self.threads, "legacy": self.legacy,
                 "rows": [asdict(r) for r in self.rows], "problems": list(self.problems),
-                "operators": list(self.operators)}
+                "operators": list(self.operators), "notes": list(self.notes)}
 
     def write(self, results_dir: Path) -> Dict[str, Path]:
         """``executorch-latest.json`` (the record) and ``executorch-latest.csv`` (its rows), both atomically."""
@@ -220,6 +221,7 @@ class PteDeployRecord:
                       iters=data["iters"], repeat=data["repeat"], threads=data["threads"],
                       rows=[PteResultRow.from_dict(r) for r in data["rows"]], problems=list(data.get("problems", [])),
                       legacy=dict(data.get("legacy") or {}), operators=list(data.get("operators") or []),
+                      notes=[str(n) for n in data.get("notes") or []],
                       written=data.get("written", ""), path=path)
         except (KeyError, TypeError, ValueError) as e:
             raise RecordError(f"{path} is malformed ({type(e).__name__}: {e})",

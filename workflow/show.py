@@ -48,7 +48,8 @@ def host_bench(result: Any, as_json: bool = False) -> None:
         return emit_json(result)
     columns = ["model", "mode", "load ms", "first ms", "median ms", "p90 ms", "min ms", "max ms", "mean ms", "std ms",
                "spread %", "model MB"]
-    table(f"host benchmark (CPU models, bundled input; quantized engine {result.quantized_engine}, "
+    unopt = ", NOT optimize_for_mobile'd (no XNNPACK in that torch)" if any(not r.mobile_optimized for r in result.rows) else ""
+    table(f"host benchmark (CPU models{unopt}, bundled input; quantized engine {result.quantized_engine}, "
           f"{result.rows[0].threads} thread(s), models alternated round by round)", columns,
           [(r.file, r.mode, f"{r.load_ms:.0f}", f"{r.first_ms:.2f}", f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}",
             f"{r.min_ms:.2f}", f"{r.max_ms:.2f}", f"{r.mean_ms:.2f}", f"{r.std_ms:.2f}",
@@ -170,6 +171,8 @@ def report(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
     result_tables(result.rows)
+    for line in getattr(result, "notes", []):
+        note(line)
     executorch_tables(result.executorch)
     print(f"picture: {result.png}")
     print(f"page: {result.html} (chart and tables; open it in a browser)")
@@ -259,8 +262,10 @@ def pte_bench(result: Any, as_json: bool = False) -> None:
     ups = speedups(result.lines)
     spans = {r.other: f" ({r.low:.2f}-{r.high:.2f}{', ?' if r.uncertain else ''})" for r in result.ratios}
     columns = ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up (rounds)"]
+    unopt = any(x.mobile_optimized is False for x in result.lines)
     table("host latency, same protocol and threads, alternated round by round (speed-up over legacy TorchScript CPU "
-          "of the same precision; ? = the rounds spread wider than the difference)",
+          "of the same precision" + (", NOT optimize_for_mobile'd: no XNNPACK in this torch" if unopt else "")
+          + "; ? = the rounds spread wider than the difference)",
           columns, [(x.label, x.file, f"{x.timing.median_ms:.2f}", f"{x.timing.p90_ms:.2f}", f"{x.timing.min_ms:.2f}",
                      f"{ups[x.label]:.2f}x{spans.get(x.label, '')}" if x.label in ups else "-") if x.timing else
                     (x.label, x.file, "-", "-", "-", x.note) for x in result.lines])
@@ -293,6 +298,8 @@ def pte_deploy(result: Any) -> None:
     for p in result.problems:
         print(f"problem: {p}")
     if result.record is not None:
+        for line in result.record.notes:
+            note(line)
         pte_operators(result.record.operators)
     print(f"results: {result.json_path}, {result.csv_path}")
     print("next: invoke report  (these lines beside the legacy run, in the console and the HTML page)")

@@ -39,3 +39,13 @@ def test_deploy_real_converted_models(tmp_path):
     assert not result.failed
     assert sorted((r.stem, r.mode, r.backend, r.status) for r in result.rows) == [
         ("tiny", "full", "cpu", "ok"), ("tiny", "full", "nnapi", "ok")]
+    # CPU models converted without optimize_for_mobile (no XNNPACK in this torch) are labelled in deploy and report
+    import torch
+
+    if not torch._C._is_xnnpack_enabled():
+        assert any("tiny-quant_full-cpu.pt" in w and "optimize_for_mobile" in w for w in result.warnings)
+        from deploy.report import ReportSettings, make_report
+
+        rep = make_report(ReportSettings(results=tmp_path / "results"))
+        assert rep.notes and "optimize_for_mobile" in rep.notes[0]
+        assert "id='cpu-baseline'" in rep.html.read_text()

@@ -45,6 +45,12 @@ def test_push_run_and_report_beside_the_legacy_results(inputs, tmp_path):
             assert sha256_file(d / name) == sha256_file(models / name)
         assert not (d / "mobilenetv2-fp32-vulkan.pte").exists()  # the runner has no Vulkan delegate
         assert not [p for p in d.iterdir() if "partial" in p.name]
+        log = (devs["a"].state_dir / "device.log").read_text()
+    # the programs alternate round by round (the order rotating), never one program's repeats back to back
+    import re
+
+    ran = re.findall(r"--model_path=mobilenetv2-([\w-]+)\.pte", log)
+    assert ran == ["fp32-xnnpack", "int8-xnnpack", "fp32-portable", "int8-xnnpack", "fp32-portable", "fp32-xnnpack"]
     rows = {r.runtime: r for r in result.rows}
     assert not result.problems
     assert rows["ExecuTorch fp32-xnnpack"].samples == 10 and rows["ExecuTorch fp32-xnnpack"].median_ms > 0

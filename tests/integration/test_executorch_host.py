@@ -110,6 +110,12 @@ def test_host_check_per_operator_and_side_by_side_timing(tiny_lane, tmp_path):
     assert set(ratios) == {"ExecuTorch fp32-xnnpack", "ExecuTorch int8-xnnpack", "ExecuTorch fp32-portable"}
     assert all(len(r["per_round"]) == 3 and r["low"] <= r["ratio"] * 1.5 for r in ratios.values())
     assert ratios["ExecuTorch int8-xnnpack"]["base"] == "TorchScript CPU quant_full"
+    # the baseline CPU models were converted without optimize_for_mobile here (no XNNPACK): every comparison says so
+    import torch
+
+    if not torch._C._is_xnnpack_enabled():
+        assert labels["TorchScript CPU quant_none"].mobile_optimized is False
+        assert any("without optimize_for_mobile" in n for n in result.notes)
     # the portable program runs reference kernels: 3 iterations per round by default, and said so
     assert labels["ExecuTorch fp32-portable"].timing.repeats == 3 and "reference kernels" in labels["ExecuTorch fp32-portable"].note
 

@@ -105,6 +105,7 @@ def test_bench_host_and_all_give_the_same_latencies_for_the_same_files(mobilenet
                             capture_output=True, text=True, timeout=120).stdout.strip()
     assert a["quantized_engine"] == b["quantized_engine"] == host_engine() == engine  # a fresh process's default
     assert a["threads"] == b["threads"] == 1 and inproc.quantized_engine == engine
+    assert "NOT optimize_for_mobile'd" in fresh.stdout or torch._C._is_xnnpack_enabled()
     assert f"quantized engine {engine}" in fresh.stdout and "quant_full-cpu.pt vs mobilenetv2-quant_none" in fresh.stdout
     for ra, rb in zip(a["rows"], b["rows"]):
         assert ra["file"] == rb["file"]
