@@ -189,6 +189,7 @@ def report(result: Any, as_json: bool = False) -> None:
     result_tables(result.rows)
     for line in getattr(result, "notes", []):
         note(line)
+    numerics(result.numerics, result.labels, result.numerics_note)
     executorch_tables(result.executorch)
     print(f"picture: {result.png}")
     print(f"page: {result.html} (chart and tables; open it in a browser)")
