@@ -232,6 +232,9 @@ def check_numerics(run: DeviceRun, m: ModelFile, mb: _bench.ModelBench) -> None:
     if refs is None or not run.s.numerics:
         return
     ref = refs.current(m.file, m.sha256)
+    if ref is None or not ref.outputs:  # nothing to compare with: no run on the phone, the reason recorded
+        run.rep.numerics.append(_numerics.judge(run.rep.serial, m, [], [], ref))
+        return
     if mb.cold is not None and mb.cold.problem and not any(r.ok for r in mb.runs):
         run.rep.numerics.append(NumericsVerdict(run.rep.serial, m.file, m.backend, m.mode, "unknown",
                                                 reason=f"the model did not run: {mb.cold.problem}"))

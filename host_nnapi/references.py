@@ -10,7 +10,9 @@ torch is imported lazily.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import zipfile
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
@@ -36,9 +38,12 @@ def ensure(models_dir: Path, files: Sequence[ModelFile], cache: Optional[Path] =
     todo = [f for f in files if record.current(f.file, f.sha256) is None]
     if not todo:
         return record
-    from host_nnapi.verify import _qengine
+    engine = contextlib.nullcontext()
+    if any(zipfile.is_zipfile(f.path) for f in todo):  # torch only for files it can load
+        from host_nnapi.verify import _qengine
 
-    with _qengine("qnnpack"):  # quantized weights are packed for the engine current at load time (as verify)
+        engine = _qengine("qnnpack")  # quantized weights are packed for the engine current at load time (as verify)
+    with engine:
         for f in todo:
             log.info("host reference outputs of %s", f.file)
             record.files[f.file] = file_reference(f, cache)
@@ -48,6 +53,10 @@ def ensure(models_dir: Path, files: Sequence[ModelFile], cache: Optional[Path] =
 
 def file_reference(f: ModelFile, cache: Optional[Path] = None) -> FileReference:
     ref = FileReference(f.file, f.sha256, f.backend, f.mode)
+    if not zipfile.is_zipfile(f.path):  # a TorchScript file is a zip archive: nothing to load (and no torch import)
+        key = HOST_CPU if f.backend == "cpu" else ",".join(host_nnapi_key(r) for r in ROUNDING_MODES)
+        ref.problems = {key: f"{f.file} is not a TorchScript file (not a zip archive): the host cannot run it"}
+        return ref
     if f.backend == "nnapi":
         from . import availability
 
