@@ -231,7 +231,9 @@ def build_app(c, out=None, debug=False):
                  app_bench="run the in-app benchmark via its intent and logcat (config deploy.app_bench, default on)",
                  no_app_bench="do not run the in-app benchmark",
                  install="install the APK (config deploy.install, default on)",
-                 no_install="skip the app entirely", warmup="deploy.warmup", iter="deploy.iter",
+                 no_install="skip the app entirely",
+                 numerics="check each model's output on the phone against the host's (config deploy.numerics, "
+                          "default on)", no_numerics="do not check the phones' outputs", warmup="deploy.warmup", iter="deploy.iter",
                  repeat="deploy.repeat", cooldown="deploy.cooldown", threads="deploy.threads", caching_allocator="deploy.caching_allocator",
                  no_caching_allocator="do not pass --use_caching_allocator", bundled_input="deploy.bundled_input",
                  allow_mismatch="deploy.allow_mismatch", no_allow_mismatch="refuse a torch commit mismatch",
@@ -241,7 +243,7 @@ def build_app(c, out=None, debug=False):
       iterable=["serial", "variant", "adb_server"])
 def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=None, apk=None, app=None,
            bench=False, no_bench=False, app_bench=False, no_app_bench=False, install=False, no_install=False,
-           warmup=None, iter=None, repeat=None, cooldown=None, threads=None, caching_allocator=False,
+           numerics=False, no_numerics=False, warmup=None, iter=None, repeat=None, cooldown=None, threads=None, caching_allocator=False,
            no_caching_allocator=False,
            bundled_input=None, allow_mismatch=False, no_allow_mismatch=False, profile_with_gatord=None,
            device_dir=None, project=None, results=None, adb_host=None, adb_port=None, adb_server=None, debug=False):
@@ -249,10 +251,11 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
     cli = {k: v for k, v in locals().items() if k not in ("c", "debug")}
     with stage(c.config, "deploy", debug):
         from deploy import deploy as run_deploy
-        from workflow.stage_flows import deploy_compat
+        from workflow.stage_flows import deploy_compat, host_references
 
         settings = resolve.deploy(c.config, **cli)
         deploy_compat(settings)  # before anything is pushed
+        host_references(settings)  # what the phones' outputs are compared with
         result = run_deploy(settings)
     show.deploy(result)
     if result.failed:

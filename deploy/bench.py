@@ -7,6 +7,7 @@ timed runs; every run's peak memory (VmHWM) sampled by a shell wrapper.  The in-
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -248,6 +249,13 @@ def bench_command(directory: str, model_name: str, backend: str, opts: BenchOpti
             "while kill -0 $p 2>/dev/null; do x=$(grep VmHWM /proc/$p/status 2>/dev/null) && h=${x#VmHWM:}; "
             "sleep 0.2; done; wait $p; c=$?; read e _ < /proc/uptime; "
             f"echo \"{RUN_MARK} $s $e ${{h% kB}}\"; exit $c; }}")
+
+
+def output_command(directory: str, model_name: str, backend: str, opts: BenchOptions) -> str:
+    """One run that prints the model's output on bundled input ``opts.bundled_input`` (upstream's --print_output,
+    docs/facts.md NU1) before "Starting benchmark.": the numerics check's run, with the benchmark's own flags."""
+    argv = bench_args(model_name, backend, dataclasses.replace(opts, gatord=False), None, warmup=0, iters=1)
+    return f"cd {shlex.quote(directory)} && " + " ".join(shlex.quote(a) for a in argv + ["--print_output=true"])
 
 
 @dataclass

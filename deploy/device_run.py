@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 from toolchain.errors import TorchdroidError
+from toolchain.numerics_records import NumericsVerdict
 from toolchain.records import ModelFile, ResultRow
 
 from . import app_bench as _app
 from . import bench as _bench
+from . import numerics as _numerics
 from .adb import Device, state_error
 from .environment import READ_COMMAND, SECTION, Conditions, parse_snapshot, throttle_warnings
 from .install import install_apk
@@ -46,6 +48,7 @@ class DeviceReport:
     rows: List[ResultRow] = field(default_factory=list)
     errors: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
+    numerics: List[NumericsVerdict] = field(default_factory=list)  # is each model's answer right (deploy/numerics.py)
 
 
 @dataclass
@@ -220,6 +223,30 @@ def bench_binary(run: DeviceRun) -> None:
         run.status(f"benchmarking {m.file} ({i}/{len(run.models)}, cold start + {opts.repeat}x{opts.iters} iterations)")
         mb = _bench.run_model(run.dev, run.directory, m.file, m.backend, opts, m.input)
         run.rep.rows.append(model_row(run.facts, run.plan, m, "ok", opts, bench=mb))
+        check_numerics(run, m, mb)
+
+
+def check_numerics(run: DeviceRun, m: ModelFile, mb: _bench.ModelBench) -> None:
+    """The model's output on each bundled input, printed by the phone, against the host's reference."""
+    refs = run.plan.references
+    if refs is None or not run.s.numerics:
+        return
+    ref = refs.current(m.file, m.sha256)
+    if ref is None or not ref.outputs:  # nothing to compare with: no run on the phone, the reason recorded
+        run.rep.numerics.append(_numerics.judge(run.rep.serial, m, [], [], ref))
+        return
+    if mb.cold is not None and mb.cold.problem and not any(r.ok for r in mb.runs):
+        run.rep.numerics.append(NumericsVerdict(run.rep.serial, m.file, m.backend, m.mode, "unknown",
+                                                reason=f"the model did not run: {mb.cold.problem}"))
+        return
+    run.status(f"checking the output of {m.file}")
+    inputs = max((len(v) for v in ref.outputs.values()), default=1) if ref is not None else 1
+    opts = run.s.options
+
+    def command(i: int) -> str:
+        return _bench.output_command(run.directory, m.file, m.backend, dataclasses.replace(opts, bundled_input=i))
+
+    run.rep.numerics.append(_numerics.check_on_device(run.dev, run.rep.serial, m, command, inputs, ref, opts.timeout))
 
 
 def bench_app(run: DeviceRun) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, TorchdroidError
+from toolchain.numerics_records import NumericsRecord, NumericsVerdict, numerics_path
 from toolchain.records import ResultRow, now_iso
 
 from .adb import Adb
@@ -38,6 +39,10 @@ class DeployResult:
     @property
     def rows(self) -> List[ResultRow]:
         return [r for d in self.devices for r in d.rows]
+
+    @property
+    def numerics(self) -> List[NumericsVerdict]:
+        return [v for d in self.devices for v in d.numerics]
 
     @property
     def failed(self) -> List[DeviceReport]:
@@ -123,4 +128,12 @@ def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], sta
         run_id = store.add_run(started, project_name(s.project), plan.commit, settings, rows, devices)
         exports = export(rows, Path(s.results), f"run-{run_id:04d}", devices)
         exports.update({f"latest_{k}": v for k, v in export(rows, Path(s.results), "latest", devices).items()})
+        exports.update(record_numerics(reports, Path(s.results), run_id))
     return DeployResult(reports, run_id, store.path, exports, plan.warnings, directory)
+
+
+def record_numerics(reports: List[DeviceReport], results: Path, run_id: int) -> Dict[str, Path]:
+    """Every phone's numerics verdicts (report reads ``latest-numerics.json``; an empty list when none ran)."""
+    rec = NumericsRecord(run_id, [v for rep in reports for v in rep.numerics])
+    return {"numerics": rec.write(numerics_path(results, f"run-{run_id:04d}")),
+            "latest_numerics": rec.write(numerics_path(results, "latest"))}

@@ -16,6 +16,7 @@ from typing import List, Optional, Tuple
 
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import sha256_file
+from toolchain.numerics_records import ReferenceOutputs, references_path
 from toolchain.pte_records import PROGRAM_VARIANT_PATTERN
 from toolchain.records import AppInfo, BuildInfo, ConvertManifest, ModelFile
 from toolchain.settings import default
@@ -51,6 +52,7 @@ class DeploySettings:
     bench: bool = True
     app_bench: bool = True
     install: bool = True
+    numerics: bool = True  # each model's output on its bundled inputs against the host reference (deploy/numerics.py)
     options: _bench.BenchOptions = field(default_factory=_bench.BenchOptions)
     allow_mismatch: bool = False
     gatord: Optional[Path] = None
@@ -95,6 +97,7 @@ class DeployPlan:
     app: Optional[AppPlan]
     warnings: List[str] = field(default_factory=list)
     hashes: LocalHashes = field(default_factory=LocalHashes)  # each local file hashed once for all devices
+    references: Optional[ReferenceOutputs] = None  # the host's outputs (None: numerics off or no record)
 
     @property
     def commit(self) -> str:
@@ -241,7 +244,7 @@ def make_plan(s: DeploySettings) -> DeployPlan:
     unoptimized = [f.file for f in models if f.backend == "cpu" and not f.extra.get("mobile_optimized", False)]
     if unoptimized:
         warnings.append(unoptimized_warning(unoptimized))
-    return DeployPlan(binary, models, app, warnings)
+    return DeployPlan(binary, models, app, warnings, references=plan_references(s, binary is not None))
 
 
 def unoptimized_warning(files: List[str]) -> str:
@@ -250,3 +253,11 @@ def unoptimized_warning(files: List[str]) -> str:
             "converting torch has no XNNPACK, as the x86_64 PyPI wheels): fused but not XNNPACK-prepacked, so the "
             "CPU numbers (and every speed-up over them) are those of unoptimised files; convert with a torch built "
             "with XNNPACK (aarch64 wheels, or a source build) for fully optimised CPU models")
+
+
+def plan_references(s: DeploySettings, binary: bool) -> Optional[ReferenceOutputs]:
+    """The host's reference outputs (``invoke deploy`` computes them first); None when there is nothing to check."""
+    path = references_path(s.models)
+    if not (s.numerics and s.bench and binary) or not path.is_file():
+        return None
+    return ReferenceOutputs.load(path)

@@ -11,6 +11,9 @@ from typing import Dict, List, Optional
 from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_path
 
+from toolchain.numerics_records import NumericsVerdict
+
+from . import numerics_report
 from .pte_report import PteReportSection, build_section
 from .report_html import write_html
 from .results import DB_NAME, ResultRow, ResultStore, export, speedups
@@ -40,6 +43,9 @@ class ReportResult:
     exports: Dict[str, Path]
     executorch: Optional[PteReportSection] = None  # deploy-executorch's rows beside this run (or how to get them)
     notes: List[str] = field(default_factory=list)  # what the CPU comparisons must say (unoptimised CPU models)
+    numerics: List[NumericsVerdict] = field(default_factory=list)  # is each phone's answer right
+    numerics_note: str = ""  # why there are none (a run without the check)
+    labels: Dict[str, str] = field(default_factory=dict)  # serial -> "Model (serial)"
 
 
 def make_report(s: ReportSettings) -> ReportResult:
@@ -60,9 +66,12 @@ def make_report(s: ReportSettings) -> ReportResult:
     title = f"torchdroid run {run_id} ({rows[0].started}), {s.source} benchmark"
     draw(chosen + [r for r in rows if r.source == "deploy"], png, title=title, executorch=pte)
     notes = baseline_notes(store.settings(run_id).get("models"), rows)
-    html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte, notes)
+    verdicts, why = numerics_report.load_run(Path(s.results), run_id)
+    labels = {r.serial: f"{r.device_model} ({r.serial})" if r.device_model else r.serial for r in rows}
+    html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte, notes,
+                      numerics_report.html_section(verdicts, labels, why))
     exports = export(rows, Path(s.results), f"run-{run_id:04d}", store.devices(run_id))
-    return ReportResult(png, html, run_id, rows, exports, pte, notes)
+    return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, labels)
 
 
 def baseline_notes(models: Optional[str], rows: List[ResultRow]) -> List[str]:

@@ -144,10 +144,26 @@ def executorch_tables(section: Any) -> None:
         (warning if line.startswith("STALE") else note)(line)
 
 
+def numerics(verdicts: Any, labels: Any, why: str = "") -> None:
+    """Is each phone's answer right: one row per phone x model, a warning per model that differs."""
+    from deploy import numerics_report as nr
+
+    if why:
+        note(f"numerics: {why}")
+    if not verdicts:
+        return
+    table(f"is the answer right: the phones' outputs on the bundled inputs vs the host ({nr.counts(verdicts)})",
+          nr.COLUMNS, nr.table_rows(verdicts, labels), numeric=("largest diff", "LSB", "top-1", "top-5"))
+    for line in nr.problem_lines(verdicts, labels):
+        warning(line)
+
+
 def deploy(result: Any) -> None:
     for w in result.warnings:
         warning(w)
     result_tables(result.rows)
+    numerics(result.numerics, {d.serial: f"{d.facts.model} ({d.serial})" if d.facts else d.serial
+                               for d in result.devices})
     for d in result.devices:
         facts = f" ({d.facts.model}, SDK {d.facts.sdk})" if d.facts else ""
         print(f"{d.serial}{facts}: {d.pushed_files} file(s) pushed ({d.pushed_bytes} bytes), "
@@ -173,6 +189,7 @@ def report(result: Any, as_json: bool = False) -> None:
     result_tables(result.rows)
     for line in getattr(result, "notes", []):
         note(line)
+    numerics(result.numerics, result.labels, result.numerics_note)
     executorch_tables(result.executorch)
     print(f"picture: {result.png}")
     print(f"page: {result.html} (chart and tables; open it in a browser)")

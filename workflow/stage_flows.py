@@ -94,3 +94,20 @@ def deploy_compat(settings: Any) -> None:
         for line in report.lines():
             print(f"check-compat: {line}")
     report.raise_for_status()
+
+
+def host_references(settings: Any) -> None:
+    """Before deploy's numerics check: the host's reference outputs of the models it will push (the CPU models on
+    this machine's torch, the NNAPI models on the host NNAPI in both roundings), computed only for changed files."""
+    if not (settings.numerics and settings.bench) or not settings.models.is_dir():
+        return
+    from deploy.plan import plan_models
+    from host_nnapi.references import ensure
+    from toolchain.errors import RecordError
+
+    try:
+        models = plan_models(settings, needed=False)
+    except RecordError:  # deploy's own plan says what is wrong with the models
+        return
+    if models:
+        ensure(settings.models, models)

@@ -1,0 +1,295 @@
+"""Is the phone's answer right: each model's output on its bundled inputs, from the phone, against the host's.
+
+On the phone: the benchmark binary deploy already pushes, ``speed_benchmark_torch --use_bundled_input=N
+--print_output=true --warmup=0 --iter=1`` (upstream prints the model's output on that input with ATen's
+tensor printer before "Starting benchmark."; docs/facts.md NU1-NU3).  Here: :func:`parse_printed_tensor`
+reads that text back (``Columns a to b`` blocks, a common ``scale *`` factor, 4 decimals; quantized outputs
+are printed dequantized with their ``scale`` / ``zero_point``), and :func:`judge` compares it with the host
+reference (toolchain/numerics_records.py): the host CPU run for a CPU model, the host NNAPI in both
+roundings for an NNAPI model (the closest rounding counts).
+
+Tolerances (docs/deploy.md "Is the answer right"):
+* float output: ``max |phone - ref| <= 1e-3 x max(|ref|)`` (the form of upstream compare_models_torch's check,
+  NU3), CPU and NNAPI alike: torchdroid's NNAPI models are not relaxed to float16 (torch's
+  ``relax_f32_to_f16=False``, NU5), so a driver must compute float32 (AOSP's CTS allows 1e-5 per operation);
+* quantized output: ``max |phone - ref|`` in steps of the output scale ``<= N LSB``, N = 1 for a CPU run (the
+  same QNNPACK kernels), 2 for NNAPI against the closer host rounding (AOSP's CTS allows 1 LSB per operation
+  on quant8, NU4).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from toolchain.errors import TorchdroidError
+from toolchain.numerics_records import HOST_CPU, FileReference, NumericsVerdict, TensorValues
+from toolchain.records import ModelFile
+
+from .adb import Device
+
+log = logging.getLogger(__name__)
+
+FLOAT_RTOL = {"cpu": 1e-3, "nnapi": 1e-3}
+QUANT_LSB = {"cpu": 1, "nnapi": 2}
+START_MARK = "Starting benchmark."
+_TRAILER = re.compile(r"\[ (\w+)\{([\d,]*)\}(?:, qscheme: (\w+)(?:, scale: ([0-9.eE+-]+), zero_point: (-?\d+))?)?")
+_COLUMNS = re.compile(r"^Columns (\d+) to (\d+)(.*)$")
+_POW10 = re.compile(r"^(?:1e[+-]\d+|0\.0*1|10*)$")
+_SCALED = re.compile(r"^Columns (\d+) to (\d+[0-9.eE+-]*) \*$")
+_MATRIX = re.compile(r"^\((?:\d+,)+\.,\.\) =$")
+
+
+class Unreadable(ValueError):
+    """The phone's output text is not a tensor ATen's printer would write."""
+
+
+# --------------------------------------------------------------------------- reading ATen's printed tensor
+
+
+def _columns_header(line: str) -> Tuple[int, int, str, Optional[float]]:
+    """``Columns a to b`` and what follows it: the first values, or (glued to b, as ATen prints it) the block's
+    ``scale *``; returns (a, b, the values part, the scale or None)."""
+    scaled = _SCALED.match(line)
+    if scaled:  # "Columns 1 to 10" + "0.01 *" = "Columns 1 to 100.01 *": split where the tail is a power of 10
+        first, glued = int(scaled.group(1)), scaled.group(2)
+        for cut in range(1, len(glued)):
+            head, tail = glued[:cut], glued[cut:]
+            if head.isdigit() and int(head) >= first and _POW10.match(tail):
+                return first, int(head), "", float(tail)
+        raise Unreadable(f"cannot split the column header {line!r}")
+    m = _COLUMNS.match(line)
+    if not m or (m.group(3) and m.group(3)[0] not in " -"):
+        raise Unreadable(f"unexpected column header {line!r}")
+    return int(m.group(1)), int(m.group(2)), m.group(3), None
+
+
+def parse_printed_tensor(text: str) -> TensorValues:
+    """The tensor ``std::cout << tensor`` printed (ATen's Formatting.cpp), as float values.
+
+    The text before the trailer ``[ CPUFloatType{1,1000} ]`` holds the values; a quantized tensor's trailer
+    adds ``qscheme: per_tensor_affine, scale: S, zero_point: Z``.  Raises :class:`Unreadable`.
+    """
+    m = _TRAILER.search(text)
+    if not m:
+        raise Unreadable("no '[ <Type>{sizes} ]' trailer: not a tensor printed by ATen")
+    shape = [int(x) for x in m.group(2).split(",") if x]
+    scale = float(m.group(4)) if m.group(4) else None
+    zp = int(m.group(5)) if m.group(5) else None
+    if "Quantized" in m.group(1) and m.group(3) != "per_tensor_affine":
+        raise Unreadable(f"a {m.group(3)} output (only per-tensor quantized outputs are compared)")
+    values = _values(text[:m.start()], shape[-1] if shape else 1)
+    n = math.prod(shape) if shape else 1
+    if len(values) != n:
+        raise Unreadable(f"{len(values)} values printed for a tensor of shape {shape}")
+    return TensorValues(shape, values, scale, zp)
+
+
+@dataclass
+class _Block:
+    first: int  # 1-based columns, as printed
+    last: int
+    factor: float = 1.0
+    values: List[float] = field(default_factory=list)
+
+
+def _values(body: str, columns: int) -> List[float]:
+    """Every value in row-major order: a matrix is printed block of columns by block of columns."""
+    matrices: List[List[_Block]] = [[]]
+    factor = 1.0
+    for raw in body.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if _MATRIX.match(line):  # a new matrix of a >2-d tensor: its own format and scale follow
+            matrices.append([])
+            factor = 1.0
+            continue
+        if line.startswith("Columns "):
+            first, last, line, glued = _columns_header(line)
+            factor = glued if glued is not None else 1.0
+            matrices[-1].append(_Block(first, last, factor))
+            line = line.strip()
+            if not line:
+                continue
+        sm = re.match(r"^([0-9.eE+-]+) \*$", line)
+        if sm and _POW10.match(sm.group(1)):
+            factor = float(sm.group(1))
+            for b in matrices[-1][-1:]:
+                b.factor = factor
+            continue
+        if not matrices[-1]:
+            matrices[-1].append(_Block(1, columns, factor))
+        block = matrices[-1][-1]
+        for tok in line.split():
+            try:
+                block.values.append(float(tok) * block.factor)
+            except ValueError as e:
+                raise Unreadable(f"{tok!r} is not a number") from e
+    return [v for m in matrices for v in _row_major(m)]
+
+
+def _row_major(blocks: List[_Block]) -> List[float]:
+    if len(blocks) <= 1:
+        return blocks[0].values if blocks else []
+    widths = [b.last - b.first + 1 for b in blocks]
+    if any(w <= 0 or len(b.values) % w for b, w in zip(blocks, widths)):
+        raise Unreadable("a block of columns does not hold whole rows")
+    rows = len(blocks[0].values) // widths[0]
+    if any(len(b.values) // w != rows for b, w in zip(blocks, widths)):
+        raise Unreadable("the blocks of columns hold different numbers of rows")
+    return [v for r in range(rows) for b, w in zip(blocks, widths) for v in b.values[r * w:(r + 1) * w]]
+
+
+def printed_output(output: str) -> str:
+    """The part of the binary's output ``--print_output`` wrote (before "Starting benchmark.")."""
+    head, found, _ = output.partition(START_MARK)
+    return head if found else ""
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+@dataclass
+class Difference:
+    max_abs: float
+    max_lsb: Optional[float]
+    top1: Tuple[int, int]
+    top5: Tuple[int, int]
+    within: bool
+    rule: str
+
+
+def _rows(t: TensorValues) -> List[List[float]]:
+    width = t.shape[-1] if t.shape else 1
+    return [t.values[i:i + width] for i in range(0, len(t.values), width)] if width else []
+
+
+def _topk(row: Sequence[float], k: int) -> List[int]:
+    return sorted(range(len(row)), key=lambda i: (-row[i], i))[:k]
+
+
+def _top_agreement(phone: TensorValues, ref: TensorValues) -> Tuple[Tuple[int, int], Tuple[int, int]]:
+    t1 = t5 = n5 = 0
+    rows = list(zip(_rows(phone), _rows(ref)))
+    for p, r in rows:
+        best = max(r)
+        t1 += r[_topk(p, 1)[0]] == best  # a tie for the top value counts as the same answer
+        k = min(5, len(r))
+        t5 += len(set(_topk(p, k)) & set(_topk(r, k)))
+        n5 += k
+    return (t1, len(rows)), (t5, n5)
+
+
+def difference(phone: TensorValues, ref: TensorValues, backend: str) -> Difference:
+    """How far the phone's output is from one reference, and whether that is within the mode's tolerance."""
+    diffs = [abs(a - b) for a, b in zip(phone.values, ref.values)]
+    worst = max(diffs) if diffs else 0.0
+    if any(math.isnan(a) != math.isnan(b) for a, b in zip(phone.values, ref.values)):
+        worst = math.inf
+    top1, top5 = _top_agreement(phone, ref)
+    if ref.scale:  # quantized: in LSB of the output scale
+        lsb = lsb_difference(phone, ref)
+        bound = QUANT_LSB[backend]
+        return Difference(worst, lsb, top1, top5, lsb <= bound, f"<= {bound} LSB (scale {ref.scale:.6g})")
+    rtol = FLOAT_RTOL[backend]
+    magnitude = max((abs(v) for v in ref.values), default=0.0)
+    return Difference(worst, None, top1, top5, worst <= rtol * magnitude,
+                      f"|d| <= {rtol:g} x max|ref| ({rtol * magnitude:.3g})")
+
+
+def lsb_difference(phone: TensorValues, ref: TensorValues) -> float:
+    """The largest difference in steps of the output scale.  Both sides are dequantized integers, and ATen prints
+    them with a resolution far finer than half a step, so each value is snapped back onto its grid; a phone whose
+    output has another scale (or values off the grid) is measured unsnapped."""
+    s = ref.scale
+    on_grid = phone.scale is not None and math.isclose(phone.scale, s, rel_tol=1e-5) and all(
+        abs(v / s - round(v / s)) < 0.25 for v in phone.values if math.isfinite(v))
+    if not on_grid:
+        return max((abs(a - b) / s for a, b in zip(phone.values, ref.values)), default=0.0)
+    return float(max((abs(round(a / s) - round(b / s)) if math.isfinite(a) else math.inf
+                      for a, b in zip(phone.values, ref.values)), default=0))
+
+
+def judge(serial: str, f: ModelFile, phone: Sequence[Optional[TensorValues]], problems: Sequence[str],
+          ref: Optional[FileReference]) -> NumericsVerdict:
+    """The verdict of one phone x model file from its printed outputs (None where there was none) and the
+    host's reference."""
+    v = NumericsVerdict(serial, f.file, f.backend, f.mode, "unknown", reason="?")
+    if ref is None:
+        v.reason = "no host reference for these bytes (the host did not compute one)"
+        return v
+    keys = sorted(ref.outputs)
+    v.reference = ",".join(keys)
+    if not keys:
+        v.reason = "; ".join(sorted(set(ref.problems.values()))) or "the host has no reference output"
+        return v
+    got = [p for p in phone if p is not None]
+    if not got:
+        v.reason = "; ".join(dict.fromkeys(problems)) or "the phone printed no output"
+        return v
+    if len(got) < len(phone):
+        v.reason = f"{len(phone) - len(got)} of {len(phone)} bundled inputs gave no output: {problems[0]}"
+        return v
+    return _verdict(v, got, ref, keys)
+
+
+def _verdict(v: NumericsVerdict, got: List[TensorValues], ref: FileReference, keys: List[str]) -> NumericsVerdict:
+    best = None
+    for key in keys:
+        refs = ref.outputs[key]
+        if len(refs) != len(got) or any(p.shape != r.shape for p, r in zip(got, refs)):
+            shapes = ", ".join(str(p.shape) for p in got)
+            v.verdict, v.reason = "differs", f"the phone's output shape(s) {shapes} are not the host's ({key})"
+            return v
+        ds = [difference(p, r, v.backend) for p, r in zip(got, refs)]
+        worst = max(ds, key=lambda d: d.max_abs)
+        within = all(d.within for d in ds)
+        if best is None or (within, -worst.max_abs) > (best[0], -best[1].max_abs):
+            best = (within, worst, key, ds)
+    within, worst, key, ds = best
+    v.inputs = len(got)
+    v.reference, v.tolerance = key, worst.rule
+    v.max_abs, v.max_lsb = worst.max_abs, worst.max_lsb
+    v.top1 = f"{sum(d.top1[0] for d in ds)}/{sum(d.top1[1] for d in ds)}"
+    v.top5 = f"{sum(d.top5[0] for d in ds)}/{sum(d.top5[1] for d in ds)}"
+    v.verdict = "agrees" if within else "differs"
+    v.reason = "" if within else (f"largest difference {worst.max_abs:.4g}"
+                                  + (f" = {worst.max_lsb:.1f} LSB" if worst.max_lsb is not None else "")
+                                  + f" > {worst.rule} against {key}")
+    if v.backend == "cpu" and key != HOST_CPU:
+        v.reference = key
+    return v
+
+
+# --------------------------------------------------------------------------- on the phone
+
+
+def check_on_device(device: Device, serial: str, f: ModelFile, command_for: Callable[[int], str],
+                    inputs: int, ref: Optional[FileReference], timeout: float) -> NumericsVerdict:
+    """Run the model once per bundled input with ``--print_output=true`` and judge what the phone printed."""
+    phone: List[Optional[TensorValues]] = []
+    problems: List[str] = []
+    for i in range(max(1, inputs)):
+        try:
+            res = device.shell(command_for(i), timeout=timeout)
+        except TorchdroidError as e:
+            phone.append(None)
+            problems.append(f"the output run failed: {e.what}")
+            continue
+        text = printed_output(res.output)
+        if res.code != 0 or not text.strip():
+            phone.append(None)
+            problems.append(f"the phone printed no output (exit code {res.code})" if res.code
+                            else "the phone printed no output before 'Starting benchmark.'")
+            continue
+        try:
+            phone.append(parse_printed_tensor(text))
+        except Unreadable as e:
+            phone.append(None)
+            problems.append(f"the phone's output cannot be read: {e}")
+    return judge(serial, f, phone, problems, ref)
+

@@ -1,0 +1,78 @@
+"""Is the phone's answer right (issue 23 items 2 and 5), in the virtual lab: `invoke deploy` on three phones whose
+benchmark binary prints each model's real output on its bundled input (the host's torch running the pushed file;
+NNAPI models on the project's host NNAPI), compared with the host's references; `invoke report` shows it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.deploy_support.fixtures import invoke_cli as invoke
+from tests.deploy_support.fixtures import write_build_info
+from tests.virtual_device.harness import adb_with_devices
+from toolchain.numerics_records import NumericsRecord, ReferenceOutputs, numerics_path, references_path
+
+pytestmark = [pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)"),
+              pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+HELPER = f"env PYTHONPATH={ROOT} {sys.executable} {ROOT / 'tests' / 'deploy_support' / 'print_output.py'}"
+
+
+def test_three_phones_one_wrong_driver_one_silent(tmp_path, standin, mobilenet_models):
+    models = tmp_path / "models"
+    shutil.copytree(mobilenet_models[0], models)
+    build_info = write_build_info(tmp_path / "android", standin)
+    cache = str(tmp_path / "outputs-cache")
+    phone = {"SBT_OUTPUT_CMD": HELPER, "SBT_OUTPUT_CACHE": cache}
+    devices = {
+        "good": {"props": {"ro.product.model": "Good Phone"}, "env": dict(phone)},
+        "wrong": {"props": {"ro.product.model": "Wrong Driver"},
+                  "env": dict(phone, SBT_OFF_LSB="quant_full-nnapi:3")},  # 3 LSB off on one model, NNAPI only
+        "silent": {"props": {"ro.product.model": "Silent Phone"}, "env": {}},  # its binary prints no output
+    }
+    results = tmp_path / "results"
+    args = ["deploy", "--models", str(models), "--build-info", str(build_info), "--variant", "quant_none",
+            "--variant", "quant_full", "--iter", "2", "--repeat", "1", "--warmup", "0", "--allow-mismatch",
+            "--project", "numerics", "--results", str(results)]
+    work = tmp_path / "work"
+    work.mkdir()
+    with adb_with_devices(tmp_path / "adb", devices) as (server, devs):
+        r = invoke(work, *args, port=server.port)
+        assert r.returncode == 0, r.stdout + r.stderr
+        serial = {name: d.serial for name, d in devs.items()}
+
+    refs = ReferenceOutputs.load(references_path(models))
+    assert sorted(refs.files) == sorted(p.name for p in models.glob("*quant_[nf]*.pt"))
+    nnapi_ref = refs.files["mobilenetv2-quant_full-nnapi.pt"]
+    assert sorted(nnapi_ref.outputs) == ["host-nnapi-nnapi", "host-nnapi-qnnpack"]  # both roundings
+
+    verdicts = {(v.serial, v.file): v for v in NumericsRecord.load(numerics_path(results, "latest")).verdicts}
+    assert len(verdicts) == 12
+    for (s, f), v in verdicts.items():
+        if s == serial["silent"]:
+            assert v.verdict == "unknown" and "printed no output" in v.reason, v
+        elif s == serial["wrong"] and f == "mobilenetv2-quant_full-nnapi.pt":
+            assert v.verdict == "differs", v
+            assert v.max_lsb == 3 and "LSB" in v.tolerance, v
+        else:
+            assert v.verdict == "agrees", v
+            assert v.top1 == "1/1" and v.top5 == "5/5", v
+            if v.backend == "nnapi" and v.mode == "full":
+                assert v.max_lsb is not None and v.max_lsb <= 2
+    good_cpu = verdicts[(serial["good"], "mobilenetv2-quant_full-cpu.pt")]
+    assert good_cpu.reference == "host-cpu" and good_cpu.max_lsb == 0  # same QNNPACK kernels, same bytes
+
+    # the console says it, per phone and model
+    assert "differs" in r.stdout and "Wrong Driver" in r.stdout, r.stdout
+    # the report page and the console of `invoke report` carry the section
+    rep = invoke(work, "report", "--results", str(results), "--json", port=server.port)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    doc = json.loads(rep.stdout)
+    got = {(v["serial"], v["file"]): v["verdict"] for v in doc["numerics"]}
+    assert got[(serial["wrong"], "mobilenetv2-quant_full-nnapi.pt")] == "differs"
+    assert sum(x == "agrees" for x in got.values()) == 7

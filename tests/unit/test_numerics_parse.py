@@ -1,0 +1,118 @@
+"""deploy.numerics reads back what ATen's tensor printer writes (speed_benchmark_torch --print_output), and judges
+a phone's output against the host's reference with the stated tolerances; negative controls show it can fail."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+
+from deploy.numerics import Unreadable, difference, judge, parse_printed_tensor, printed_output
+from toolchain.numerics_records import HOST_CPU, FileReference, TensorValues, host_nnapi_key
+from toolchain.records import ModelFile, TensorSpec
+
+
+def aten_print(t) -> str:
+    """What ATen's operator<< writes for ``t``: TorchScript's print() goes through the same printer."""
+    import torch
+
+    @torch.jit.script
+    def show(x: torch.Tensor) -> int:
+        print(x)
+        return 0
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        show(t)
+    return buf.getvalue()
+
+
+def _cases():
+    import torch
+
+    g = torch.Generator().manual_seed(5)
+    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    return {
+        "logits": r(1, 1000) * 4,
+        "tiny": r(1, 37) * 1e-3,  # a common "1e-04 *" factor glued to the column header
+        "huge": r(1, 23) * 3e6,
+        "wide range": torch.cat([r(1, 9) * 1e-6, r(1, 9) * 1e3], 1),  # scientific
+        "integers": torch.arange(-12, 30, dtype=torch.float32).reshape(1, 42),
+        "vector": r(15),
+        "3-d": r(2, 3, 14) * 100,
+        "negative first": -torch.ones(1, 11) * 11.5,
+        "quantized": torch.quantize_per_tensor(r(1, 1000) * 3, 0.0921, 17, torch.quint8),
+    }
+
+
+@pytest.mark.parametrize("name", list(_cases()))
+def test_parse_reads_back_every_aten_format(name):
+    import torch
+
+    t = _cases()[name]
+    parsed = parse_printed_tensor(aten_print(t))
+    want = (t.dequantize() if t.is_quantized else t).reshape(-1)
+    assert parsed.shape == list(t.shape)
+    got = torch.tensor(parsed.values, dtype=torch.float64)
+    # 4 decimals of the value over its block's power-of-ten factor (5 significant digits in scientific mode)
+    assert torch.allclose(got, want.double(), rtol=1e-4, atol=1e-4 * float(want.abs().max())), name
+    if t.is_quantized:
+        assert (parsed.scale, parsed.zero_point) == (pytest.approx(0.0921), 17)
+        steps = (got / parsed.scale)
+        assert float((steps - steps.round()).abs().max()) < 1e-3  # dequantized values sit on the grid
+
+
+def test_unreadable_output_is_refused():
+    with pytest.raises(Unreadable):
+        parse_printed_tensor("Columns 1 to 3  1.0 2.0 3.0\n")  # no trailer
+    with pytest.raises(Unreadable):
+        parse_printed_tensor("Columns 1 to 3  1.0 2.0\n[ CPUFloatType{1,3} ]")  # a value missing
+    with pytest.raises(Unreadable):
+        parse_printed_tensor("Columns 1 to 2  1.0 two\n[ CPUFloatType{1,2} ]")
+    assert printed_output("x\nStarting benchmark.\n") == "x\n"
+    assert printed_output("Segmentation fault\n") == ""
+
+
+def _model(backend="nnapi", mode="full"):
+    spec = TensorSpec([1, 10], "float32")
+    return ModelFile(f"m-quant_{mode}-{backend}.pt", None, "0" * 64, 1, "m", "m", mode, backend, spec, spec, {})
+
+
+def _q(values, scale=0.1, zp=0):
+    return TensorValues([1, len(values)], [round(v / scale) * scale for v in values], scale, zp)
+
+
+def test_quantized_nnapi_tolerance_in_lsb_against_the_closest_rounding():
+    base = [0.1 * i for i in range(10)]
+    ref = FileReference("m-quant_full-nnapi.pt", "0" * 64, "nnapi", "full", {
+        host_nnapi_key("nnapi"): [_q(base)], host_nnapi_key("qnnpack"): [_q([v + 0.3 for v in base])]})
+    ok = judge("P", _model(), [_q([v + 0.2 for v in base])], [], ref)  # 2 LSB from one, 1 LSB from the other
+    assert ok.verdict == "agrees" and ok.max_lsb == pytest.approx(1.0) and ok.top1 == "1/1" and ok.top5 == "5/5"
+    off = judge("P", _model(), [_q([v - 0.4 for v in base])], [], ref)  # negative control: 4 LSB below both
+    assert off.verdict == "differs" and off.max_lsb == pytest.approx(4.0), off
+    assert "LSB" in off.reason and off.reference == host_nnapi_key("nnapi")
+
+
+def test_float_tolerance_and_top5():
+    ref_vals = [float(i) for i in range(10)]
+    ref = FileReference("m-quant_none-cpu.pt", "0" * 64, "cpu", "none",
+                        {HOST_CPU: [TensorValues([1, 10], ref_vals)]})
+    near = judge("P", _model("cpu", "none"), [TensorValues([1, 10], [v + 0.005 for v in ref_vals])], [], ref)
+    assert near.verdict == "agrees"  # 0.005 <= 1e-3 x 9
+    swapped = list(ref_vals)
+    swapped[9], swapped[0] = swapped[0], swapped[9]
+    far = judge("P", _model("cpu", "none"), [TensorValues([1, 10], swapped)], [], ref)
+    assert far.verdict == "differs" and far.top1 == "0/1" and far.top5 == "4/5"
+    d = difference(TensorValues([1, 2], [1.0, float("nan")]), TensorValues([1, 2], [1.0, 2.0]), "cpu")
+    assert not d.within
+
+
+def test_unknown_says_why():
+    ref = FileReference("m-quant_full-nnapi.pt", "0" * 64, "nnapi", "full", {}, {"host-nnapi-nnapi": "no C compiler"})
+    v = judge("P", _model(), [_q([0.0] * 10)], [], ref)
+    assert v.verdict == "unknown" and "no C compiler" in v.reason
+    v = judge("P", _model(), [None], ["the phone printed no output (exit code 139)"],
+              FileReference("x", "0", "nnapi", "full", {"host-nnapi-nnapi": [_q([0.0] * 10)]}))
+    assert v.verdict == "unknown" and "exit code 139" in v.reason
+    assert judge("P", _model(), [None], [], None).verdict == "unknown"

@@ -1,0 +1,172 @@
+"""Two records of "is the phone's answer right" (issue 23 item 2).
+
+* the **host reference outputs** (``<models>/reference-outputs.json``), written before deploy by
+  ``host_nnapi.references`` (the CPU model run by the host's torch; the NNAPI model on the host NNAPI in
+  both roundings), read by deploy;
+* the **numerics verdicts** of a deploy run (``<results>/run-NNNN-numerics.json`` and
+  ``latest-numerics.json``), written by deploy, read by report: one verdict per phone x model file,
+  ``agrees`` / ``differs`` (largest difference, top-1 / top-5 agreement) or ``unknown`` with the reason.
+
+Both carry ``kind`` and ``schema``; the readers refuse what they would have to guess about.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from .errors import RecordError
+from .records import read_record, write_record
+
+REFERENCES_NAME = "reference-outputs.json"
+REFERENCES_KIND = "torchdroid.reference-outputs"
+REFERENCES_SCHEMA = 1
+NUMERICS_KIND = "torchdroid.numerics"
+NUMERICS_SCHEMA = 1
+VERDICTS = ("agrees", "differs", "unknown")
+HOST_CPU = "host-cpu"  # the reference of a CPU model: the same file run by the host's torch
+
+
+def host_nnapi_key(rounding: str) -> str:
+    """The reference of an NNAPI model under one rounding of the host NNAPI (``host-nnapi-qnnpack``)."""
+    return f"host-nnapi-{rounding}"
+
+
+def references_path(models_dir: Path) -> Path:
+    return Path(models_dir) / REFERENCES_NAME
+
+
+def numerics_path(results_dir: Path, stem: str) -> Path:
+    """``<results>/run-0007-numerics.json`` (``stem`` = ``run-0007``) or ``latest-numerics.json``."""
+    return Path(results_dir) / f"{stem}-numerics.json"
+
+
+@dataclass
+class TensorValues:
+    """One output tensor as floats (a quantized output dequantized), with its quantization if it has one."""
+
+    shape: List[int]
+    values: List[float]
+    scale: Optional[float] = None
+    zero_point: Optional[int] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"shape": list(self.shape), "values": list(self.values), "scale": self.scale,
+                "zero_point": self.zero_point}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "TensorValues":
+        shape, values = [int(x) for x in d["shape"]], [float(x) for x in d["values"]]
+        n = 1
+        for x in shape:
+            n *= x
+        if n != len(values):
+            raise ValueError(f"{len(values)} values for shape {shape}")
+        return cls(shape, values, d.get("scale"), d.get("zero_point"))
+
+
+@dataclass
+class FileReference:
+    """The host's outputs of one model file on its bundled inputs: ``outputs[key][i]`` for bundled input i."""
+
+    file: str
+    sha256: str
+    backend: str
+    mode: str
+    outputs: Dict[str, List[TensorValues]] = field(default_factory=dict)
+    problems: Dict[str, str] = field(default_factory=dict)  # key -> why the host could not compute it
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"file": self.file, "sha256": self.sha256, "backend": self.backend, "mode": self.mode,
+                "outputs": {k: [t.to_dict() for t in v] for k, v in self.outputs.items()},
+                "problems": dict(self.problems)}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "FileReference":
+        return cls(d["file"], d["sha256"], d["backend"], d["mode"],
+                   {k: [TensorValues.from_dict(t) for t in v] for k, v in (d.get("outputs") or {}).items()},
+                   {str(k): str(v) for k, v in (d.get("problems") or {}).items()})
+
+
+@dataclass
+class ReferenceOutputs:
+    path: Path
+    files: Dict[str, FileReference] = field(default_factory=dict)  # by file name
+
+    REMEDY = "run `invoke deploy` again (it computes the host references first), or delete the file"
+
+    def write(self) -> Path:
+        return write_record(self.path, REFERENCES_KIND, REFERENCES_SCHEMA,
+                            {"files": [f.to_dict() for f in self.files.values()]})
+
+    @classmethod
+    def load(cls, path: Path) -> "ReferenceOutputs":
+        data = read_record(path, REFERENCES_KIND, REFERENCES_SCHEMA, cls.REMEDY)
+        try:
+            files = [FileReference.from_dict(f) for f in data.get("files", [])]
+        except (KeyError, TypeError, ValueError) as e:
+            raise RecordError(f"{path} has a malformed reference entry", cause=str(e), remedy=cls.REMEDY) from e
+        return cls(Path(path), {f.file: f for f in files})
+
+    @classmethod
+    def load_or_empty(cls, path: Path) -> "ReferenceOutputs":
+        return cls.load(path) if Path(path).is_file() else cls(Path(path))
+
+    def current(self, file: str, sha256: str) -> Optional[FileReference]:
+        """The reference of this file if it was computed from these bytes."""
+        ref = self.files.get(file)
+        return ref if ref is not None and ref.sha256 == sha256 else None
+
+
+@dataclass
+class NumericsVerdict:
+    """Is one phone's answer for one model file right (on the model's bundled inputs)."""
+
+    serial: str
+    file: str
+    backend: str  # cpu | nnapi
+    mode: str  # none | core | full
+    verdict: str  # agrees | differs | unknown
+    reason: str = ""  # why unknown / what differs
+    reference: str = ""  # host-cpu | host-nnapi-nnapi,host-nnapi-qnnpack (what it was compared with)
+    tolerance: str = ""  # the rule, e.g. "|d| <= 1e-3 x max|ref|" or "<= 2 LSB (scale 0.0921)"
+    max_abs: Optional[float] = None  # largest |phone - reference| (to the closest reference)
+    max_lsb: Optional[float] = None  # the same in LSB of the output scale (quantized outputs)
+    top1: str = ""  # "1/1": rows whose top-1 class agrees
+    top5: str = ""  # "5/5": classes shared by the top-5 lists (summed over rows)
+    inputs: int = 0  # bundled inputs compared
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, not {self.verdict!r}")
+        if self.verdict == "unknown" and not self.reason:
+            raise ValueError("an unknown verdict needs its reason")
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "NumericsVerdict":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
+class NumericsRecord:
+    run_id: Optional[int]
+    verdicts: List[NumericsVerdict] = field(default_factory=list)
+
+    REMEDY = "run `invoke deploy` again (it writes <results>/latest-numerics.json)"
+
+    def write(self, path: Path) -> Path:
+        return write_record(path, NUMERICS_KIND, NUMERICS_SCHEMA,
+                            {"run_id": self.run_id, "verdicts": [v.to_dict() for v in self.verdicts]})
+
+    @classmethod
+    def load(cls, path: Path) -> "NumericsRecord":
+        data = read_record(path, NUMERICS_KIND, NUMERICS_SCHEMA, cls.REMEDY)
+        try:
+            return cls(data.get("run_id"), [NumericsVerdict.from_dict(v) for v in data.get("verdicts", [])])
+        except (TypeError, ValueError) as e:
+            raise RecordError(f"{path} has a malformed verdict", cause=str(e), remedy=cls.REMEDY) from e
