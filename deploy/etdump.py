@@ -39,9 +39,12 @@ def fetch(device: Any, directory: str, name: str, local: Path) -> Optional[str]:
     """Read ``directory/name`` back from the device (base64 over the shell: binary-safe) into ``local``.
     Returns why it could not, or None."""
     remote = f"{directory.rstrip('/')}/{name}"
-    res = device.shell(f"base64 {shlex.quote(remote)} && rm -f {shlex.quote(remote)}")
-    if not res.ok:
-        return f"the runner wrote no ETDump at {remote} (exit {res.code}: {' | '.join(res.tail(2))})"
+    q = shlex.quote(remote)
+    res = device.shell(f"test -f {q} || exit 3; base64 {q} && rm -f {q}")
+    if res.code == 3:
+        return f"the runner wrote no ETDump at {remote}"
+    if not res.ok:  # toybox's base64 (Android 6+) is what reads it back: a phone without it says so here
+        return f"the ETDump {remote} could not be read back with base64 (exit {res.code}: {' | '.join(res.tail(2))})"
     try:
         data = base64.b64decode("".join(res.output.split()), validate=True)
     except ValueError as e:
