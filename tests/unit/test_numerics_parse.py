@@ -116,3 +116,49 @@ def test_unknown_says_why():
               FileReference("x", "0", "nnapi", "full", {"host-nnapi-nnapi": [_q([0.0] * 10)]}))
     assert v.verdict == "unknown" and "exit code 139" in v.reason
     assert judge("P", _model(), [None], [], None).verdict == "unknown"
+
+
+def test_another_printer_or_place_is_not_guessed():
+    """What a changed binary could print instead (Python's repr, or the output after the benchmark) is refused."""
+    import torch
+
+    with pytest.raises(Unreadable):
+        parse_printed_tensor(repr(torch.zeros(1, 3)))
+    after = "Starting benchmark.\n" + aten_print(torch.zeros(1, 3))
+    assert printed_output(after) == ""  # nothing before the marker: the verdict says the phone printed nothing
+
+
+def test_the_output_run_prints_on_each_bundled_input_with_the_benchmarks_flags():
+    from dataclasses import replace
+
+    from deploy.bench import BenchOptions, output_command
+
+    opts = BenchOptions(threads=2, gatord=True, caching_allocator=True)
+    cmd = output_command("/data/local/tmp/x y", "m-quant_full-cpu.pt", "cpu", replace(opts, bundled_input=3))
+    assert cmd.startswith("cd '/data/local/tmp/x y' && ./speed_benchmark_torch --model=./m-quant_full-cpu.pt ")
+    for flag in ("--use_bundled_input=3", "--warmup=0", "--iter=1", "--pthreadpool_size=2",
+                 "--use_caching_allocator=true", "--print_output=true"):
+        assert flag in cmd.split(), cmd
+    assert "gatord" not in cmd
+
+
+def test_records_refuse_what_they_would_have_to_guess(tmp_path):
+    from toolchain.errors import RecordError
+    from toolchain.numerics_records import NumericsRecord, NumericsVerdict, ReferenceOutputs, references_path
+    from toolchain.records import write_record
+
+    with pytest.raises(ValueError):
+        NumericsVerdict("P", "f", "cpu", "none", "unknown")  # unknown without its reason
+    with pytest.raises(ValueError):
+        NumericsVerdict("P", "f", "cpu", "none", "fine")
+    path = tmp_path / "n.json"
+    write_record(path, "torchdroid.numerics", 1, {"run_id": 1, "verdicts": [{"serial": "P", "file": "f",
+                                                                             "backend": "cpu", "mode": "none",
+                                                                             "verdict": "maybe"}]})
+    with pytest.raises(RecordError):
+        NumericsRecord.load(path)
+    write_record(references_path(tmp_path), "torchdroid.reference-outputs", 1, {"files": [
+        {"file": "f", "sha256": "0", "backend": "cpu", "mode": "none",
+         "outputs": {HOST_CPU: [{"shape": [1, 3], "values": [1.0, 2.0]}]}}]})
+    with pytest.raises(RecordError):
+        ReferenceOutputs.load(references_path(tmp_path))
