@@ -164,11 +164,11 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
             from . import executorch_export  # torch and executorch are imported only from here on
             from toolchain.logs import native_output_to_log
 
-            from .torch_state import pinned
+            from .torch_state import for_conversion
 
             # the quantized engine and threads as they were before, whatever export changes; upstream C++ lines
             # (ExecuTorch, cpuinfo) in the run log, not over the progress
-            with pinned(), native_output_to_log():
+            with for_conversion(), native_output_to_log():
                 programs = executorch_export.build_programs(spec, weights, calib, todo, out, settings.check_inputs)
             section = _merge(_existing_section(out), spec, calib, programs, keys, versions)
             notes.extend(programs.notes)

@@ -219,12 +219,12 @@ def _with_mode(conv: Dict[str, Any], done, key: str) -> Dict[str, Any]:
 def _convert_and_record(p: Plan) -> Tuple[ConvertManifest, List[str]]:
     """Convert the modes still to do; rewrite the manifest after each one."""
     from .convert_modes import ModeConverter, quiet_torch  # torch is imported only from here on
-    from .torch_state import pinned
+    from .torch_state import for_conversion
 
     converter = ModeConverter(p.spec, p.weights, p.calib, p.out, p.settings.fmt, p.quantized)
     manifest = p.manifest
-    # pinned(): quantizing switches the process to QNNPACK; the engine (and threads) are put back afterwards
-    with quiet_torch(), pinned(), progress(f"converting {p.spec.stem}", total=1 + len(p.todo)) as bar:
+    # quantizing switches the process to QNNPACK: engine, threads and oneDNN are put back afterwards
+    with quiet_torch(), for_conversion(), progress(f"converting {p.spec.stem}", total=1 + len(p.todo)) as bar:
         facts = converter.prepare(bar.describe, p.todo)
         conv = _conversion_record(p, facts, manifest.conversions.get(p.spec.stem, {}))
         bar.advance()

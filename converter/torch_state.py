@@ -31,20 +31,34 @@ def host_engine() -> str:
 
 
 @contextlib.contextmanager
-def pinned(threads: Optional[int] = None, engine: Optional[str] = None) -> Iterator[None]:
-    """Run a block with ``threads`` intra-op threads and quantized ``engine`` (None: leave as is); restore both."""
+def pinned(threads: Optional[int] = None, engine: Optional[str] = None,
+           mkldnn: Optional[bool] = None) -> Iterator[None]:
+    """Run a block with ``threads`` intra-op threads, quantized ``engine`` and oneDNN (``mkldnn``) on or off (None:
+    leave as is); restore all three."""
     import torch
 
     old_engine, old_threads = torch.backends.quantized.engine, torch.get_num_threads()
+    old_mkldnn = torch.backends.mkldnn.enabled
     try:
         if engine is not None:
             torch.backends.quantized.engine = engine
         if threads is not None:
             torch.set_num_threads(threads)
+        if mkldnn is not None:
+            torch.backends.mkldnn.enabled = mkldnn
         yield
     finally:
         torch.backends.quantized.engine = old_engine
         torch.set_num_threads(old_threads)
+        torch.backends.mkldnn.enabled = old_mkldnn
+
+
+def for_conversion():
+    """Conversion's numbers must not depend on the host's thread count: oneDNN's float convolutions sum in an order
+    that follows the threads (MobileNetV2's outputs, hence BatchNorm statistics and calibration ranges, change
+    between 1 and 2 threads; torch's native kernels do not), so conversion runs with oneDNN off, and puts the
+    engine, threads and oneDNN back afterwards (docs/facts.md EB10)."""
+    return pinned(mkldnn=False)
 
 
 # --------------------------------------------------------------------------- memory of one model

@@ -60,6 +60,33 @@ def test_conversion_does_not_depend_on_the_thread_count(tmp_path):
             assert torch.equal(_raw(ya), _raw(yb)), f"{a.file}: the output changed with the thread count"
 
 
+def test_mobilenet_quantization_does_not_depend_on_the_thread_count(mobilenet_models, tmp_path):
+    """MobileNetV2's quant_full converted with 1 thread equals the session's (converted with torch's default, every
+    core): oneDNN's float convolutions sum by thread, which moved BatchNorm statistics and calibration ranges (4 LSB
+    on the output, scale in the 7th digit) before conversion turned oneDNN off."""
+    import pytest
+    import torch
+
+    from converter import ConvertSettings, convert
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: the session's conversion used one thread too")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        one = convert(ConvertSettings(out=tmp_path / "m", weights="random", modes=("full",), calibration_count=8,
+                                      build_dir=tmp_path / "b"))
+    finally:
+        torch.set_num_threads(before)
+    name = "mobilenetv2-quant_full-cpu.pt"
+    ma = torch.jit.load(str(mobilenet_models[0] / name))
+    mb = torch.jit.load(str(next(f.path for f in one.files if f.file == name)))
+    (xa,), (xb,) = ma.get_all_bundled_inputs()[0], mb.get_all_bundled_inputs()[0]
+    assert torch.equal(xa.int_repr(), xb.int_repr()) and xa.q_scale() == xb.q_scale()
+    ya, yb = ma(xa), mb(xa)
+    assert ya.q_scale() == yb.q_scale() and torch.equal(ya.int_repr(), yb.int_repr())
+
+
 def _raw(t):
     return t.int_repr() if t.is_quantized else t
 
@@ -92,10 +119,10 @@ def test_bench_host_and_all_give_the_same_latencies_for_the_same_files(mobilenet
     out, _ = mobilenet_models
     torch.backends.quantized.engine = "qnnpack"  # what a conversion used to leave behind
     torch.set_num_threads(2)
-    inproc = run_host_bench(HostBenchSettings(models=out, warmup=2, iters=8, threads=1, repeat=2, out=tmp_path / "a"))
+    inproc = run_host_bench(HostBenchSettings(models=out, warmup=2, iters=10, threads=1, repeat=2, out=tmp_path / "a"))
     assert torch.backends.quantized.engine == "qnnpack" and torch.get_num_threads() == 2  # put back afterwards
     fresh = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "bench", "--host", "--models",
-                            str(out), "--warmup", "2", "--iter", "8", "--repeat", "2", "--threads", "1", "--out",
+                            str(out), "--warmup", "2", "--iter", "10", "--repeat", "2", "--threads", "1", "--out",
                             str(tmp_path / "b")], cwd=ROOT, env=dict(os.environ, CI="1"), capture_output=True,
                            text=True, timeout=600)
     assert fresh.returncode == 0, fresh.stderr[-2000:]
@@ -107,10 +134,12 @@ def test_bench_host_and_all_give_the_same_latencies_for_the_same_files(mobilenet
     assert a["threads"] == b["threads"] == 1 and inproc.quantized_engine == engine
     assert "NOT optimize_for_mobile'd" in fresh.stdout or torch._C._is_xnnpack_enabled()
     assert f"quantized engine {engine}" in fresh.stdout and "quant_full-cpu.pt vs mobilenetv2-quant_none" in fresh.stdout
+    # within noise: the fastest iteration of each side (the least disturbed by other work on a shared machine); the
+    # engine QNNPACK left behind made the quantized models ~3x slower (12 ms against 3.6 ms)
     for ra, rb in zip(a["rows"], b["rows"]):
         assert ra["file"] == rb["file"]
-        slower = max(ra["median_ms"], rb["median_ms"]) / min(ra["median_ms"], rb["median_ms"])
-        assert slower < 2.0, f"{ra['file']}: {ra['median_ms']:.2f} ms here, {rb['median_ms']:.2f} ms in bench --host"
+        slower = max(ra["min_ms"], rb["min_ms"]) / min(ra["min_ms"], rb["min_ms"])
+        assert slower < 1.8, f"{ra['file']}: {ra['min_ms']:.2f} ms here, {rb['min_ms']:.2f} ms in bench --host (fastest)"
     # memory per model, not the process's peak: the float model's weights are ~4x the int8 ones
     mem = {r["mode"]: r["memory_kb"] for r in a["rows"]}
     assert None not in mem.values() and mem["none"] > mem["full"] > 0, mem
