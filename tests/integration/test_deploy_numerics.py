@@ -11,16 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from host_nnapi.build import cache_root
 from tests.deploy_support.fixtures import invoke_cli as invoke
 from tests.deploy_support.fixtures import write_build_info
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.numerics_records import NumericsRecord, ReferenceOutputs, numerics_path, references_path
 
-pytestmark = [pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)"),
-              pytest.mark.slow]
+pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
 
 ROOT = Path(__file__).resolve().parents[2]
-HELPER = f"env PYTHONPATH={ROOT} {sys.executable} {ROOT / 'tests' / 'deploy_support' / 'print_output.py'}"
+# the phones' "driver": the host NNAPI library built once for this machine (not once per phone's sandbox HOME)
+HELPER = (f"env PYTHONPATH={ROOT} TORCHDROID_HOST_NNAPI_CACHE={cache_root()} {sys.executable} "
+          f"{ROOT / 'tests' / 'deploy_support' / 'print_output.py'}")
 
 
 def test_three_phones_one_wrong_driver_one_silent(tmp_path, standin, mobilenet_models):
@@ -76,3 +78,10 @@ def test_three_phones_one_wrong_driver_one_silent(tmp_path, standin, mobilenet_m
     got = {(v["serial"], v["file"]): v["verdict"] for v in doc["numerics"]}
     assert got[(serial["wrong"], "mobilenetv2-quant_full-nnapi.pt")] == "differs"
     assert sum(x == "agrees" for x in got.values()) == 7
+    # the page: the section, the wrong driver's row marked, the silent phone's reason
+    page = invoke(work, "report", "--results", str(results), port=server.port)
+    assert page.returncode == 0, page.stdout + page.stderr
+    text = (results / "report-run-0001.html").read_text()
+    section = text[text.index("id='numerics'"):]
+    assert "Wrong Driver" in section and "<tr class='failed'>" in section and "printed no output" in section
+    assert "differs" in page.stdout and "is the answer right" in page.stdout
