@@ -27,7 +27,7 @@ from toolchain.progress import progress
 from toolchain.records import ConvertManifest, now_iso
 from toolchain.settings import default
 
-from .rounds import VARIANCE_LIMIT_PCT, Ratio, alternate, percentile, prepare, ratio  # noqa: F401 (re-exported)
+from .rounds import VARIANCE_LIMIT_PCT, Ratio, alternate, estimate_s, percentile, prepare, ratio  # noqa: F401
 from .torch_state import host_engine, pinned
 
 log = logging.getLogger(__name__)
@@ -125,8 +125,13 @@ def _measure_all(cpu_files, settings: HostBenchSettings):
             subjects.append(prepare(f.file, lambda p=f.path: load_bundled(p), settings.warmup))
             bar.advance()
 
+        estimate = estimate_s(subjects, settings.repeat, settings.iters)
+        log.info("timing %d models in %d alternated rounds of %d iterations: about %.0f s", n, settings.repeat,
+                 settings.iters, estimate)
+
         def on_round(r, s):
-            bar.advance(text=f"round {r + 1}/{settings.repeat}: {s.key} ({settings.iters} iterations)")
+            bar.advance(text=f"round {r + 1}/{settings.repeat}: {s.key} ({settings.iters} iterations, about "
+                             f"{estimate:.0f} s in all)")
         alternate(subjects, settings.repeat, settings.iters, on_round)
     rows = [BenchRow(f.file, f.qualified_variant, f.mode, f.backend, settings.iters, settings.warmup, settings.threads,
                      mobile_optimized=bool(f.extra.get("mobile_optimized", False)), memory_kb=s.memory_kb,
