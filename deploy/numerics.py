@@ -12,9 +12,10 @@ Tolerances (docs/deploy.md "Is the answer right"):
 * float output: ``max |phone - ref| <= 1e-3 x max(|ref|)`` (the form of upstream compare_models_torch's check,
   NU3), CPU and NNAPI alike: torchdroid's NNAPI models are not relaxed to float16 (torch's
   ``relax_f32_to_f16=False``, NU5), so a driver must compute float32 (AOSP's CTS allows 1e-5 per operation);
-* quantized output: ``max |phone - ref|`` in steps of the output scale ``<= N LSB``, N = 1 for a CPU run (the
-  same QNNPACK kernels), 2 for NNAPI against the closer host rounding (AOSP's CTS allows 1 LSB per operation
-  on quant8, NU4).
+* quantized output: ``max |phone - ref|`` in steps of the output scale ``<= 2 LSB``: for NNAPI against the
+  closer host rounding (AOSP's CTS allows 1 LSB per operation on quant8, NU4); for a CPU run against the same
+  file on the host's QNNPACK (the phone's NEON kernels and the host's SSE2 ones are assumed to round alike
+  within one step per operation: not read, so the bound leaves room for it).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .adb import Device
 log = logging.getLogger(__name__)
 
 FLOAT_RTOL = {"cpu": 1e-3, "nnapi": 1e-3}
-QUANT_LSB = {"cpu": 1, "nnapi": 2}
+QUANT_LSB = {"cpu": 2, "nnapi": 2}
 START_MARK = "Starting benchmark."
 _TRAILER = re.compile(r"\[ (\w+)\{([\d,]*)\}(?:, qscheme: (\w+)(?:, scale: ([0-9.eE+-]+), zero_point: (-?\d+))?)?")
 _COLUMNS = re.compile(r"^Columns (\d+) to (\d+)(.*)$")
