@@ -259,8 +259,8 @@ def _verdict(v: NumericsVerdict, got: List[TensorValues], ref: FileReference, ke
     v.top5 = f"{sum(d.top5[0] for d in ds)}/{sum(d.top5[1] for d in ds)}"
     v.verdict = "agrees" if within else "differs"
     v.reason = "" if within else (f"largest difference {worst.max_abs:.4g}"
-                                  + (f" = {worst.max_lsb:.1f} LSB" if worst.max_lsb is not None else "")
-                                  + f" > {worst.rule} against {key}")
+                                  + (f" ({worst.max_lsb:.3g} LSB)" if worst.max_lsb is not None else "")
+                                  + f" is outside the tolerance {worst.rule}, against {key}")
     if v.backend == "cpu" and key != HOST_CPU:
         v.reference = key
     return v
