@@ -145,10 +145,24 @@ def _row_major(blocks: List[_Block]) -> List[float]:
     return [v for r in range(rows) for b, w in zip(blocks, widths) for v in b.values[r * w:(r + 1) * w]]
 
 
+_BODY_LINE = re.compile(r"^(?:\s*|Columns \d+ to .*|\((?:\d+,)+\.,\.\) = ?|[\s0-9eE.+\-*nainf]+)$")
+
+
 def printed_output(output: str) -> str:
-    """The part of the binary's output ``--print_output`` wrote (before "Starting benchmark.")."""
+    """The tensor ``--print_output`` wrote before "Starting benchmark.": the lines ending with ATen's trailer, read
+    back from it while they look like a printed tensor (what the runtime wrote before it, e.g. a warning on
+    stderr, is left out)."""
     head, found, _ = output.partition(START_MARK)
-    return head if found else ""
+    if not found:
+        return ""
+    lines = head.rstrip("\n").split("\n")
+    end = next((i for i in range(len(lines) - 1, -1, -1) if _TRAILER.search(lines[i])), None)
+    if end is None:
+        return head
+    start = end
+    while start > 0 and _BODY_LINE.match(lines[start - 1]):
+        start -= 1
+    return "\n".join(lines[start:end + 1]) + "\n"
 
 
 # --------------------------------------------------------------------------- comparing
