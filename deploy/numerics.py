@@ -12,9 +12,10 @@ Tolerances (docs/deploy.md "Is the answer right"):
 * float output: ``max |phone - ref| <= 1e-3 x max(|ref|)`` (the form of upstream compare_models_torch's check,
   NU3), CPU and NNAPI alike: torchdroid's NNAPI models are not relaxed to float16 (torch's
   ``relax_f32_to_f16=False``, NU5), so a driver must compute float32 (AOSP's CTS allows 1e-5 per operation);
-* quantized output: ``max |phone - ref|`` in steps of the output scale ``<= N LSB``, N = 1 for a CPU run (the
-  same QNNPACK kernels), 2 for NNAPI against the closer host rounding (AOSP's CTS allows 1 LSB per operation
-  on quant8, NU4).
+* quantized output: ``max |phone - ref|`` in steps of the output scale ``<= 2 LSB``: for NNAPI against the
+  closer host rounding (AOSP's CTS allows 1 LSB per operation on quant8, NU4); for a CPU run against the same
+  file on the host's QNNPACK (the phone's NEON kernels and the host's SSE2 ones are assumed to round alike
+  within one step per operation: not read, so the bound leaves room for it).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .adb import Device
 log = logging.getLogger(__name__)
 
 FLOAT_RTOL = {"cpu": 1e-3, "nnapi": 1e-3}
-QUANT_LSB = {"cpu": 1, "nnapi": 2}
+QUANT_LSB = {"cpu": 2, "nnapi": 2}
 START_MARK = "Starting benchmark."
 _TRAILER = re.compile(r"\[ (\w+)\{([\d,]*)\}(?:, qscheme: (\w+)(?:, scale: ([0-9.eE+-]+), zero_point: (-?\d+))?)?")
 _COLUMNS = re.compile(r"^Columns (\d+) to (\d+)(.*)$")
@@ -144,10 +145,24 @@ def _row_major(blocks: List[_Block]) -> List[float]:
     return [v for r in range(rows) for b, w in zip(blocks, widths) for v in b.values[r * w:(r + 1) * w]]
 
 
+_BODY_LINE = re.compile(r"^(?:\s*|Columns \d+ to .*|\((?:\d+,)+\.,\.\) = ?|[\s0-9eE.+\-*nainf]+)$")
+
+
 def printed_output(output: str) -> str:
-    """The part of the binary's output ``--print_output`` wrote (before "Starting benchmark.")."""
+    """The tensor ``--print_output`` wrote before "Starting benchmark.": the lines ending with ATen's trailer, read
+    back from it while they look like a printed tensor (what the runtime wrote before it, e.g. a warning on
+    stderr, is left out)."""
     head, found, _ = output.partition(START_MARK)
-    return head if found else ""
+    if not found:
+        return ""
+    lines = head.rstrip("\n").split("\n")
+    end = next((i for i in range(len(lines) - 1, -1, -1) if _TRAILER.search(lines[i])), None)
+    if end is None:
+        return head
+    start = end
+    while start > 0 and _BODY_LINE.match(lines[start - 1]):
+        start -= 1
+    return "\n".join(lines[start:end + 1]) + "\n"
 
 
 # --------------------------------------------------------------------------- comparing
@@ -258,8 +273,8 @@ def _verdict(v: NumericsVerdict, got: List[TensorValues], ref: FileReference, ke
     v.top5 = f"{sum(d.top5[0] for d in ds)}/{sum(d.top5[1] for d in ds)}"
     v.verdict = "agrees" if within else "differs"
     v.reason = "" if within else (f"largest difference {worst.max_abs:.4g}"
-                                  + (f" = {worst.max_lsb:.1f} LSB" if worst.max_lsb is not None else "")
-                                  + f" > {worst.rule} against {key}")
+                                  + (f" ({worst.max_lsb:.3g} LSB)" if worst.max_lsb is not None else "")
+                                  + f" is outside the tolerance {worst.rule}, against {key}")
     if v.backend == "cpu" and key != HOST_CPU:
         v.reference = key
     return v

@@ -22,7 +22,7 @@ def _num(v: Optional[float], spec: str) -> str:
 
 def table_rows(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str]) -> List[List[str]]:
     return [[labels.get(v.serial, v.serial), v.file, v.backend, v.verdict, _num(v.max_abs, ".4g"),
-             _num(v.max_lsb, ".1f"), v.top1, v.top5, v.reference, v.tolerance, v.reason] for v in verdicts]
+             _num(v.max_lsb, ".3g"), v.top1, v.top5, v.reference, v.tolerance, v.reason] for v in verdicts]
 
 
 def counts(verdicts: Sequence[NumericsVerdict]) -> str:

@@ -128,12 +128,20 @@ def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], sta
         run_id = store.add_run(started, project_name(s.project), plan.commit, settings, rows, devices)
         exports = export(rows, Path(s.results), f"run-{run_id:04d}", devices)
         exports.update({f"latest_{k}": v for k, v in export(rows, Path(s.results), "latest", devices).items()})
-        exports.update(record_numerics(reports, Path(s.results), run_id))
+        exports.update(record_numerics(reports, Path(s.results), run_id, plan))
     return DeployResult(reports, run_id, store.path, exports, plan.warnings, directory)
 
 
-def record_numerics(reports: List[DeviceReport], results: Path, run_id: int) -> Dict[str, Path]:
-    """Every phone's numerics verdicts (report reads ``latest-numerics.json``; an empty list when none ran)."""
-    rec = NumericsRecord(run_id, [v for rep in reports for v in rep.numerics])
+def record_numerics(reports: List[DeviceReport], results: Path, run_id: int, plan: DeployPlan) -> Dict[str, Path]:
+    """Every phone's numerics verdicts (report reads ``latest-numerics.json``; an empty list when none ran); a
+    device that failed before its models ran gets "unknown" for each of them, with its failure."""
+    verdicts = []
+    for rep in reports:
+        verdicts += rep.numerics
+        if not rep.numerics and rep.errors and plan.references is not None:
+            verdicts += [NumericsVerdict(rep.serial, m.file, m.backend, m.mode, "unknown",
+                                         reason=f"the device failed: {rep.errors[0].splitlines()[0]}")
+                         for m in plan.models]
+    rec = NumericsRecord(run_id, verdicts)
     return {"numerics": rec.write(numerics_path(results, f"run-{run_id:04d}")),
             "latest_numerics": rec.write(numerics_path(results, "latest"))}

@@ -109,5 +109,10 @@ def host_references(settings: Any) -> None:
         models = plan_models(settings, needed=False)
     except RecordError:  # deploy's own plan says what is wrong with the models
         return
-    if models:
+    if not models:
+        return
+    try:
         ensure(settings.models, models)
+    except OSError as e:  # a read-only models directory: deploy goes on, the report says numerics were not checked
+        warning(f"the host reference outputs could not be written into {settings.models} ({e.strerror or e}): the "
+                "phones' outputs are not checked in this run; make the directory writable, or pass --no-numerics")

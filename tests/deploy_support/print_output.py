@@ -17,6 +17,7 @@ same file on several virtual phones is computed once (the faults are applied aft
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import io
 import os
@@ -79,17 +80,18 @@ def main(argv) -> int:
     off = int(_matches("SBT_OFF_LSB", str(model)) or 0)
     cache = os.environ.get("SBT_OUTPUT_CACHE")
     key = f"{hashlib.sha256(model.read_bytes()).hexdigest()}-{index}-{rounding}-{off}.txt"
-    hit = Path(cache) / key if cache else None
-    if hit is not None and hit.is_file():
-        text = hit.read_text()
-    else:
-        text = compute(model, index, rounding, off)
-        if hit is not None:
-            hit.parent.mkdir(parents=True, exist_ok=True)
+    if not cache:
+        sys.stdout.write(compute(model, index, rounding, off) + "\n")
+        return 0
+    hit = Path(cache) / key
+    hit.parent.mkdir(parents=True, exist_ok=True)
+    with open(hit.with_suffix(".lock"), "w") as lock:  # phones asking for the same output wait for the first one
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not hit.is_file():
             tmp = hit.with_suffix(f".{os.getpid()}.partial")
-            tmp.write_text(text)
+            tmp.write_text(compute(model, index, rounding, off))
             os.replace(tmp, hit)
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(hit.read_text() + "\n")
     return 0
 
 

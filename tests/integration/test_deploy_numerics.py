@@ -11,16 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from host_nnapi.build import cache_root
 from tests.deploy_support.fixtures import invoke_cli as invoke
 from tests.deploy_support.fixtures import write_build_info
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.numerics_records import NumericsRecord, ReferenceOutputs, numerics_path, references_path
 
-pytestmark = [pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)"),
-              pytest.mark.slow]
+pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
 
 ROOT = Path(__file__).resolve().parents[2]
-HELPER = f"env PYTHONPATH={ROOT} {sys.executable} {ROOT / 'tests' / 'deploy_support' / 'print_output.py'}"
+# the phones' "driver": the host NNAPI library built once for this machine (not once per phone's sandbox HOME)
+HELPER = (f"env PYTHONPATH={ROOT} TORCHDROID_HOST_NNAPI_CACHE={cache_root()} {sys.executable} "
+          f"{ROOT / 'tests' / 'deploy_support' / 'print_output.py'}")
 
 
 def test_three_phones_one_wrong_driver_one_silent(tmp_path, standin, mobilenet_models):
@@ -76,3 +78,38 @@ def test_three_phones_one_wrong_driver_one_silent(tmp_path, standin, mobilenet_m
     got = {(v["serial"], v["file"]): v["verdict"] for v in doc["numerics"]}
     assert got[(serial["wrong"], "mobilenetv2-quant_full-nnapi.pt")] == "differs"
     assert sum(x == "agrees" for x in got.values()) == 7
+    # the page: the section, the wrong driver's row marked, the silent phone's reason
+    page = invoke(work, "report", "--results", str(results), port=server.port)
+    assert page.returncode == 0, page.stdout + page.stderr
+    text = (results / "report-run-0001.html").read_text()
+    section = text[text.index("id='numerics'"):]
+    assert "Wrong Driver" in section and "<tr class='failed'>" in section and "printed no output" in section
+    assert "differs" in page.stdout and "is the answer right" in page.stdout
+
+
+def test_no_reference_no_extra_run_and_no_numerics_says_not_checked(tmp_path, standin):
+    """Files the host cannot run get 'unknown' with the reason and cost the phone nothing; --no-numerics runs
+    nothing and the report says the run was not checked."""
+    from tests.deploy_support.fixtures import make_inputs
+
+    inp = make_inputs(tmp_path / "in", modes=("full",), standin=standin)  # dummy bytes, not TorchScript
+    results = tmp_path / "results"
+    args = ["deploy", "--models", str(inp.models), "--build-info", str(inp.build_info), "--no-install",
+            "--iter", "2", "--repeat", "1", "--project", "nu", "--results", str(results)]
+    work = tmp_path / "work"
+    work.mkdir()
+    with adb_with_devices(tmp_path / "adb", {"p": {"env": {"SBT_OUTPUT_CMD": HELPER}}}) as (server, devs):
+        r = invoke(work, *args, port=server.port)
+        assert r.returncode == 0, r.stdout + r.stderr
+        verdicts = NumericsRecord.load(numerics_path(results, "run-0001")).verdicts
+        assert [(v.verdict, "not a TorchScript file" in v.reason) for v in verdicts] == [("unknown", True)] * 2
+        log = (devs["p"].state_dir / "device.log").read_text()
+        assert "./speed_benchmark_torch --model=" in log and "--print_output" not in log  # not asked: nothing to compare
+
+        r = invoke(work, *args, "--no-numerics", port=server.port)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert NumericsRecord.load(numerics_path(results, "run-0002")).verdicts == []
+        rep = invoke(work, "report", "--results", str(results), port=server.port)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    assert "numerics: not checked in this run" in rep.stdout
+    assert "not checked in this run" in (results / "report-run-0002.html").read_text()

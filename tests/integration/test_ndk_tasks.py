@@ -39,7 +39,7 @@ def test_build_android_task_builds_then_is_up_to_date(tmp_path, fake_pytorch, fa
     assert "warning: custom commit" in first.stdout
     assert json.loads(info_path.read_text())["api_level"] == 28
     # the console shows progress from the build's [n/N] lines; the full output is only in the log
-    assert re.search(r"^\[\d+/(\d+)\] x86_64: Linking CXX executable speed_benchmark_torch", first.stderr, re.M)
+    assert re.search(r"^\[\d+/(\d+) \d+:\d\d:\d\d\] x86_64: Linking CXX executable speed_benchmark_torch", first.stderr, re.M)
     assert "-- Configuring done" not in first.stderr + first.stdout
     assert "-- Configuring done" in (info_path.parent / "build.log").read_text()
     assert "nearest preset lane 'current'" in first.stdout

@@ -162,3 +162,30 @@ def test_records_refuse_what_they_would_have_to_guess(tmp_path):
          "outputs": {HOST_CPU: [{"shape": [1, 3], "values": [1.0, 2.0]}]}}]})
     with pytest.raises(RecordError):
         ReferenceOutputs.load(references_path(tmp_path))
+
+
+def test_a_device_that_failed_gets_unknown_for_each_model_with_its_failure(tmp_path):
+    from deploy.device_run import DeviceReport
+    from deploy.orchestrate import record_numerics
+    from deploy.plan import DeployPlan
+    from toolchain.numerics_records import NumericsRecord, ReferenceOutputs
+
+    plan = DeployPlan(None, [_model("cpu", "none"), _model()], None, references=ReferenceOutputs(tmp_path / "r.json"))
+    ok = DeviceReport("A")
+    ok.numerics.append(judge("A", _model(), [None], ["the phone printed no output"], None))
+    bad = DeviceReport("B", errors=["device offline\nmore"])
+    paths = record_numerics([ok, bad], tmp_path, 7, plan)
+    rec = NumericsRecord.load(paths["numerics"])
+    assert paths["numerics"].name == "run-0007-numerics.json" and rec.run_id == 7
+    assert [(v.serial, v.verdict, v.reason) for v in rec.verdicts][1:] == [
+        ("B", "unknown", "the device failed: device offline")] * 2
+
+
+def test_what_the_runtime_wrote_before_the_tensor_is_left_out():
+    import torch
+
+    t = torch.quantize_per_tensor(torch.linspace(-1, 1, 30).reshape(1, 30), 0.05, 20, torch.quint8)
+    out = ("[W qlinear.cpp:42] Warning: something about packing\nW/libc: 3 things\n" + aten_print(t)
+           + "\nStarting benchmark.\nRunning warmup runs.\n")
+    parsed = parse_printed_tensor(printed_output(out))
+    assert parsed.shape == [1, 30] and parsed.values[0] == pytest.approx(-1.0)
