@@ -93,6 +93,7 @@ class CheckRow:
     operators: List[Dict[str, Any]] = field(default_factory=list)
     operator_note: str = ""
     key: str = ""  # what the result depends on (programs, reference, bounds): an unchanged key reuses it
+    seconds: float = 0.0  # how long the check (with its per-operator comparison) took
 
 
 @dataclass
@@ -436,10 +437,11 @@ def _run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
     ref_paths = {stem: reference_path(s.models, stem, section) for stem in sorted({f.stem for f in files})}
     refs = {stem: load_reference(path) for stem, path in ref_paths.items()}
     notes: List[str] = []
-    previous = {} if s.again else _previous(s)
+    last = _previous(s)
+    previous = {} if s.again else last  # --again: nothing reused, the last times still say how long it takes
     with pinned(threads=s.threads, engine=host_engine()):
         set_threads(s.threads)
-        checks = _checks(files, refs, ref_paths, s, previous, notes)
+        checks = _checks(files, refs, ref_paths, s, previous, notes, last)
         cands, idle = pte_candidates(files, refs)
         if s.legacy:
             cands = legacy_candidates(s.models, sorted(refs), s, notes) + cands
@@ -542,16 +544,20 @@ def _reused_timing(previous: Dict[str, Any], key: str) -> Optional[tuple]:
 
 
 def _checks(files: List[PteFile], refs, ref_paths, s: PteBenchSettings, previous: Dict[str, Any],
-            notes: List[str]) -> List[CheckRow]:
+            notes: List[str], last: Optional[Dict[str, Any]] = None) -> List[CheckRow]:
     checks, reused = [], []
+    keys = {f.file: check_key(f, ref_paths[f.stem], s) if f.runs_on_host else "" for f in files}
+    _say_check_time(files, keys, previous, last or previous)
     with progress("ExecuTorch host check", total=len(files)) as bar:
         for f in files:
-            key = check_key(f, ref_paths[f.stem], s) if f.runs_on_host else ""
+            key = keys[f.file]
             row = _reused_check(previous, key) if key else None
             if row is None:
                 bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}"
                              + (" and per operator" if s.per_operator and f.runs_on_host else ""))
+                t0 = time.monotonic()
                 row = _check_with_operators(f, refs[f.stem], ref_paths[f.stem], s)
+                row.seconds = round(time.monotonic() - t0, 2)
             else:
                 reused.append(f.variant)
             row.key = key
@@ -561,6 +567,19 @@ def _checks(files: List[PteFile], refs, ref_paths, s: PteBenchSettings, previous
         notes.append(f"checks reused from {previous.get('written')} for {', '.join(reused)}: the same program, "
                      "reference and bounds (--again checks again)")
     return checks
+
+
+def _say_check_time(files: List[PteFile], keys: Dict[str, str], previous: Dict[str, Any],
+                    times: Dict[str, Any]) -> None:
+    """How long the checks to run will take, from the last results' times for the same programs (when known)."""
+    reusable = {row.get("file"): row.get("key") for row in previous.get("checks") or [] if isinstance(row, dict)}
+    last = {row.get("file"): row for row in times.get("checks") or [] if isinstance(row, dict)}
+    todo = [f for f in files if f.runs_on_host and reusable.get(f.file) != keys[f.file]]
+    known = [float(last[f.file]["seconds"]) for f in todo if (last.get(f.file) or {}).get("seconds")]
+    if todo and known and len(known) == len(todo):
+        log.info("checking %d program(s): about %s (their last checks)", len(todo), _duration(sum(known)))
+    elif todo:
+        log.info("checking %d program(s), each with its per-operator comparison in a child process", len(todo))
 
 
 def unstable_notes(lines: List[BenchLine]) -> List[str]:

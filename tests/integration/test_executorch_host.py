@@ -281,6 +281,7 @@ def test_unchanged_measurements_are_reused_and_again_measures_again(tiny_lane, t
     out = tiny_lane[0]
     kw = dict(host_nnapi=False, per_operator=False)
     first = _bench(out, tmp_path, **kw)
+    assert all(c.seconds > 0 for c in first.checks if c.ran)  # what the next run's estimate is made of
     medians = {x.label: x.timing.median_ms for x in first.lines if x.timing}
     second = _bench(out, tmp_path, **kw)
     assert {x.label: x.timing.median_ms for x in second.lines if x.timing} == medians
