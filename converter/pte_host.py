@@ -557,7 +557,7 @@ def _checks(files: List[PteFile], refs, ref_paths, s: PteBenchSettings, previous
                              + (" and per operator" if s.per_operator and f.runs_on_host else ""))
                 t0 = time.monotonic()
                 row = _check_with_operators(f, refs[f.stem], ref_paths[f.stem], s)
-                row.seconds = round(time.monotonic() - t0, 2)
+                row.seconds = time.monotonic() - t0
             else:
                 reused.append(f.variant)
             row.key = key
