@@ -3,29 +3,18 @@ a phone's output against the host's reference with the stated tolerances; negati
 
 from __future__ import annotations
 
-import contextlib
-import io
 
 import pytest
 
 from deploy.numerics import Unreadable, difference, judge, parse_printed_tensor, printed_output
 from toolchain.numerics_records import HOST_CPU, FileReference, TensorValues, host_nnapi_key
+from tests.deploy_support.print_output import show
 from toolchain.records import ModelFile, TensorSpec
 
 
 def aten_print(t) -> str:
-    """What ATen's operator<< writes for ``t``: TorchScript's print() goes through the same printer."""
-    import torch
-
-    @torch.jit.script
-    def show(x: torch.Tensor) -> int:
-        print(x)
-        return 0
-
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        show(t)
-    return buf.getvalue()
+    """What ATen's operator<< writes for ``t`` (the virtual phone's printer: TorchScript's print())."""
+    return show(t)
 
 
 def _cases():
