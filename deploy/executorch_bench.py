@@ -110,7 +110,8 @@ def _fill(row: PteResultRow, samples: List[float]) -> None:
 
 
 def _runner(s: PteDeploySettings) -> tuple:
-    info = BuildInfo.load(s.build_info)
+    info = BuildInfo.load(s.build_info, remedy="run `invoke build-android --lane executorch` first (or pass its "
+                                               "build-info with --build-info)")
     if info.lane != pins.RUNTIME_LANE:
         raise UsageError(f"{info.path} is a {info.lane!r} build, not ExecuTorch's runner",
                          remedy="run `invoke build-android --lane executorch` and pass its build-info")

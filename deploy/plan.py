@@ -135,7 +135,8 @@ def plan_binary(s: DeploySettings) -> Optional[BinaryPlan]:
         return BinaryPlan(path, elf_abi(path), commit, load_alignment(path))
     if not info_there:
         return None
-    info = BuildInfo.load(s.build_info)
+    info = BuildInfo.load(s.build_info, remedy="run `invoke build-android` first (or pass the file with "
+                                               "--build-info, or the binary with --binary)")
     path = _recorded_binary(info)
     return BinaryPlan(path, info.abi or elf_abi(path), info.commit, load_alignment(path))
 

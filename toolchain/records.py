@@ -340,7 +340,8 @@ class BuildInfo:
     """The build-info (``build/android/<abi>/build-info.json``): one reader (:meth:`load`), one writer
     (:meth:`write`), one path helper (:func:`build_info_path`)."""
 
-    REMEDY = "run `invoke build-android` first (or pass the file with --build-info / the binary with --binary)"
+    # Each reader names the options of its own task (a fix must name a command or option that exists there).
+    REMEDY = "run `invoke build-android` first (or pass the file with --build-info)"
 
     def __init__(self, path: Path, data: Dict[str, Any]):
         self.path = Path(path)
@@ -348,10 +349,10 @@ class BuildInfo:
         self.data = data
 
     @classmethod
-    def load(cls, location: Path) -> "BuildInfo":
+    def load(cls, location: Path, remedy: Optional[str] = None) -> "BuildInfo":
         location = Path(location)
         path = location / BUILD_INFO_NAME if location.is_dir() else location
-        return cls(path, read_record(path, BUILD_INFO_KIND, BUILD_INFO_SCHEMA, cls.REMEDY))
+        return cls(path, read_record(path, BUILD_INFO_KIND, BUILD_INFO_SCHEMA, remedy or cls.REMEDY))
 
     @classmethod
     def write(cls, path: Path, body: Dict[str, Any]) -> "BuildInfo":

@@ -238,7 +238,9 @@ def describe_runtime(build_info: Union[Path, str, BuildInfo, None], pytorch_andr
         raise UsageError(f"--source {source_dir} is not a directory",
                          remedy="pass the PyTorch checkout the runtime was built from (build-info.json: source_dir)")
     if build_info is not None:
-        bi = build_info if isinstance(build_info, BuildInfo) else BuildInfo.load(Path(build_info))
+        bi = build_info if isinstance(build_info, BuildInfo) else BuildInfo.load(
+            Path(build_info), remedy="run `invoke build-android` first (or pass the file with --build-info, or "
+                                     "check against a release with --pytorch-android VERSION)")
         src = source_dir or (Path(bi.get("source_dir")) if bi.get("source_dir") else None)
         return Runtime(f"PyTorch {bi.commit[:12]} (lane {bi.lane}, {bi.path})", commit=bi.commit, lane=bi.lane,
                        source_dir=src)
