@@ -97,6 +97,9 @@ def parse_weights(value: str, seed: int = 0) -> WeightsSpec:
         return WeightsSpec("random", seed=seed)
     if value == "pretrained":
         return WeightsSpec("pretrained")
+    if value == "auto":  # the tasks decide it (workflow/stage_settings.weights); a library call must choose
+        raise UsageError("weights 'auto' reached the converter undecided",
+                         remedy="pass weights='pretrained', 'random' or a state_dict path to ConvertSettings")
     path = Path(value).expanduser()
     if value and path.is_file():
         return WeightsSpec("file", path.resolve(), sha256_file(path))

@@ -131,7 +131,9 @@ KEYS: Tuple[Key, ...] = (
                                                   "resnet18, ...) or path/to/file.py:factory"),
     Key("convert.quant", ListOf(*MODES, item="quantization mode"), list(MODES), "quantization modes: none, core, full (repeat or "
                                                       "comma-separate)"),
-    Key("convert.weights", Text(), "pretrained", "pretrained | random | PATH to a state_dict (.pth/.pt)"),
+    Key("convert.weights", Text(), "auto", "auto (pretrained when they can be had, else random, announced and "
+                                           "recorded, as `invoke all`) | pretrained | random | PATH to a state_dict "
+                                           "(.pth/.pt)"),
     Key("convert.calibration", PathKind(), None, "directory of images to calibrate quantization with "
                                                  "(default: built-in synthetic set)"),
     Key("convert.calibration_count", Int(min=1, max=100000), 32, "calibration images used"),

@@ -9,10 +9,13 @@ importing this module stays cheap (``invoke --list``).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Optional
 
 from toolchain.resolve import Resolver
+
+log = logging.getLogger(__name__)
 
 
 def _r(config: Any, cli: dict) -> Resolver:
@@ -41,6 +44,23 @@ def build_info_path(r: Resolver, abi_param: Optional[str] = None) -> Path:
 # --------------------------------------------------------------------------- convert, bench, verify
 
 
+def weights(r: Resolver) -> str:
+    """convert.weights with ``auto`` (the default of every task, as in `invoke all`) decided here: pretrained when they
+    can be had, else random weights, said loudly as a warning; the manifest then records ``random``."""
+    value = r.get("convert.weights", "weights")
+    if value.strip() != "auto":
+        return value
+    from workflow.plan import resolve_weights
+    from workflow.weights import pretrained_status
+
+    build = r.path("build_dir")
+    used, note, substituted = resolve_weights("auto", r.get("convert.model", "model"),
+                                              lambda model: pretrained_status(model, build))
+    if substituted:
+        log.warning("%s", note)
+    return used
+
+
 def convert(config: Any, **cli) -> "Any":
     from converter import ConvertSettings
 
@@ -49,7 +69,7 @@ def convert(config: Any, **cli) -> "Any":
     return ConvertSettings(
         model=r.get("convert.model", "model"),
         modes=tuple(modes or r.get("convert.quant", "quant")),
-        weights=r.get("convert.weights", "weights"),
+        weights=weights(r),
         calibration=r.path("convert.calibration", "calibration"),
         calibration_count=r.get("convert.calibration_count"),
         quantized_weights=r.get("convert.quantized_weights", "quantized_weights"),
@@ -72,7 +92,7 @@ def executorch_convert(config: Any, **cli):
     r = _r(config, cli)
     return ExecutorchSettings(
         out=r.path("convert.out", "out"), model=r.get("convert.model", "model"),
-        weights=r.get("convert.weights", "weights"), calibration=r.path("convert.calibration", "calibration"),
+        weights=weights(r), calibration=r.path("convert.calibration", "calibration"),
         calibration_count=r.get("convert.calibration_count"), seed=r.get("convert.seed"),
         delegates=tuple(r.get("convert.executorch_delegates", "delegates")),
         force=r.get_flag("convert.force", on="force"))

@@ -263,3 +263,22 @@ def test_unchanged_convert_decides_without_torch_and_without_verifying_again(tmp
     other = invoke("-f", "invoke.yaml", *args, env=env, cwd=tmp_path)
     assert other.returncode == 0, other.stderr
     assert "verify: up to date" not in other.stdout and "results:" in other.stdout
+
+
+def test_the_default_weights_work_offline_and_say_they_are_random(tmp_path):
+    """`invoke convert` as the README's first command after `./run main`, offline, from another directory with no
+    options and an empty home: the same default as `invoke all` (auto), so it converts with random weights, says so
+    as a warning and records `random` (it exited 2 demanding pretrained weights before)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INVOKE_", "TORCH_HOME", "XDG_"))}
+    env.update({"HOME": str(home), "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "CI": "1"})
+    work = tmp_path / "work"
+    work.mkdir()
+    r = subprocess.run([*INVOKE, "--search-root", str(ROOT), "convert", "--quant", "none", "--no-verify"], cwd=work,
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "RANDOM weights" in r.stderr
+    manifest = json.loads((work / "build" / "models" / "manifest.json").read_text())
+    weights = {c["weights"]["origin"] for c in manifest["conversions"].values()}
+    assert weights == {"random"}, weights
