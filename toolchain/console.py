@@ -1,8 +1,9 @@
 """What tasks print: tables that fit the terminal, one style of notes and warnings, JSON on request.
 
-* Tables take the terminal's width (``COLUMNS`` wins) and wrap long cells instead of cutting them.
-  When stdout is not a terminal (a pipe, a file, CI) and ``COLUMNS`` is not set, lines are as long as
-  their content, so ``grep`` finds whole cells.  One number per cell.
+* Tables take the terminal's width (``COLUMNS`` wins); when stdout is not a terminal (a pipe, a file, CI)
+  and ``COLUMNS`` is not set, at most :data:`PIPE_WIDTH` columns.  A table that does not fit whole is
+  printed as a list instead (one block per row: the first cell, then ``column: value`` lines), so a
+  number or a header is never wrapped in the middle and nothing is cut.  One number per cell.
 * ``note(...)`` and ``warning(...)`` print ``note: ...`` / ``warning: ...`` lines, indented
   continuation lines included.
 * ``emit_json(obj)`` prints dataclasses, paths and tuples as JSON (``--json`` on the result tasks).
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 
-PIPE_WIDTH = 1000  # not a terminal: no wrapping (content width)
+PIPE_WIDTH = 120  # not a terminal (a log, CI, `| less`): never wider than this
 
 
 def _console():
@@ -32,15 +33,39 @@ def _console():
 
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, numeric: Sequence[str] = ()) -> None:
-    """A rich table as wide as the terminal; cells wrap (``fold``) instead of being cut."""
+    """A rich table when it fits the width whole, else the same cells as a list (:func:`_as_list`)."""
+    from rich.console import Console
     from rich.table import Table
 
+    cells = [["" if x is None else str(x) for x in row] for row in rows]
     t = Table(title=title, title_justify="left", expand=False)
     for col in columns:
-        t.add_column(col, overflow="fold", justify="right" if col in numeric else "left")
+        t.add_column(col, no_wrap=True, justify="right" if col in numeric else "left")
+    for row in cells:
+        t.add_row(*row)
+    console = _console()
+    if Console(width=100_000).measure(t).maximum <= console.width:
+        console.print(t)
+    else:
+        _as_list(title, columns, cells, console.width)
+
+
+def _as_list(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> None:
+    """The narrow layout: per row its first cell, then ``column: value`` lines; only text wraps, at spaces."""
+    import textwrap
+
+    def wrapped(text: str, head: str, rest: str) -> list:
+        return textwrap.wrap(text, width=width, initial_indent=head, subsequent_indent=rest, break_long_words=True,
+                             break_on_hyphens=False) or [head.rstrip()]
+
+    out = textwrap.wrap(title, width=width) if title else []
     for row in rows:
-        t.add_row(*["" if x is None else str(x) for x in row])
-    _console().print(t)
+        out.extend(wrapped(row[0] if row else "", "- ", "  "))
+        for col, value in zip(columns[1:], row[1:]):
+            if value != "":
+                out.extend(wrapped(value, f"    {col}: ", "      "))
+    print("\n".join(out))
+    sys.stdout.flush()
 
 
 def note(text: str) -> None:
