@@ -233,7 +233,9 @@ def build_app(c, out=None, debug=False):
                  install="install the APK (config deploy.install, default on)",
                  no_install="skip the app entirely",
                  numerics="check each model's output on the phone against the host's (config deploy.numerics, "
-                          "default on)", no_numerics="do not check the phones' outputs", warmup="deploy.warmup", iter="deploy.iter",
+                          "default on)", no_numerics="do not check the phones' outputs",
+                 hardware="find which hardware NNAPI chose per operation, from its log (config deploy.hardware, "
+                          "default on)", no_hardware="do not read NNAPI's placement log", warmup="deploy.warmup", iter="deploy.iter",
                  repeat="deploy.repeat", cooldown="deploy.cooldown", threads="deploy.threads", caching_allocator="deploy.caching_allocator",
                  no_caching_allocator="do not pass --use_caching_allocator", bundled_input="deploy.bundled_input",
                  allow_mismatch="deploy.allow_mismatch", no_allow_mismatch="refuse a torch commit mismatch",
@@ -243,7 +245,7 @@ def build_app(c, out=None, debug=False):
       iterable=["serial", "variant", "adb_server"])
 def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=None, apk=None, app=None,
            bench=False, no_bench=False, app_bench=False, no_app_bench=False, install=False, no_install=False,
-           numerics=False, no_numerics=False, warmup=None, iter=None, repeat=None, cooldown=None, threads=None, caching_allocator=False,
+           numerics=False, no_numerics=False, hardware=False, no_hardware=False, warmup=None, iter=None, repeat=None, cooldown=None, threads=None, caching_allocator=False,
            no_caching_allocator=False,
            bundled_input=None, allow_mismatch=False, no_allow_mismatch=False, profile_with_gatord=None,
            device_dir=None, project=None, results=None, adb_host=None, adb_port=None, adb_server=None, debug=False):

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 from toolchain.errors import TorchdroidError
+from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
 from toolchain.records import ModelFile, ResultRow
 
 from . import app_bench as _app
 from . import bench as _bench
+from . import nnapi_log as _nnapi_log
 from . import numerics as _numerics
 from .adb import Device, state_error
 from .environment import READ_COMMAND, SECTION, Conditions, parse_snapshot, throttle_warnings
@@ -49,6 +51,7 @@ class DeviceReport:
     errors: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     numerics: List[NumericsVerdict] = field(default_factory=list)  # is each model's answer right (deploy/numerics.py)
+    hardware: List[Placement] = field(default_factory=list)  # which hardware NNAPI chose (deploy/nnapi_log.py)
 
 
 @dataclass
@@ -222,8 +225,10 @@ def bench_binary(run: DeviceRun) -> None:
         _cool_down(run, i)
         run.status(f"benchmarking {m.file} ({i}/{len(run.models)}, cold start + {opts.repeat}x{opts.iters} iterations)")
         mb = _bench.run_model(run.dev, run.directory, m.file, m.backend, opts, m.input)
-        run.rep.rows.append(model_row(run.facts, run.plan, m, "ok", opts, bench=mb))
+        row = model_row(run.facts, run.plan, m, "ok", opts, bench=mb)
+        run.rep.rows.append(row)
         check_numerics(run, m, mb)
+        find_hardware(run, m, row)
 
 
 def check_numerics(run: DeviceRun, m: ModelFile, mb: _bench.ModelBench) -> None:
@@ -247,6 +252,28 @@ def check_numerics(run: DeviceRun, m: ModelFile, mb: _bench.ModelBench) -> None:
         return _bench.output_command(run.directory, m.file, m.backend, dataclasses.replace(opts, bundled_input=i))
 
     run.rep.numerics.append(_numerics.check_on_device(run.dev, run.rep.serial, m, command, inputs, ref, opts.timeout))
+
+
+def find_hardware(run: DeviceRun, m: ModelFile, row: ResultRow) -> None:
+    """After the model's benchmark (its cold start stays cold): one more run with NNAPI's placement log on, the
+    property put back by the same device shell; a row whose operations (partly) ran on the CPU fallback says so."""
+    if m.backend != "nnapi" or not run.s.hardware:
+        return
+    run.status(f"reading which hardware NNAPI chose for {m.file}")
+    try:
+        res = run.dev.shell(_nnapi_log.probe_command(run.directory, m, run.s.options), timeout=run.s.options.timeout)
+        probe = _nnapi_log.read_probe(res.output)
+    except TorchdroidError as e:
+        probe = _nnapi_log.ProbeOutput()
+        log.warning("[%s] NNAPI placement log of %s: %s", run.rep.serial, m.file, e.what)
+    found = _nnapi_log.placement(run.rep.serial, m, probe)
+    run.rep.hardware.append(found)
+    if found.restored is False:
+        run.rep.notes.append(f"WARNING: {_nnapi_log.VLOG_PROP} could not be put back to {probe.before!r} "
+                             f"(reads {probe.after!r}): set it with `adb shell setprop {_nnapi_log.VLOG_PROP} ...`")
+    flag = {"cpu": "nnapi-cpu-fallback", "partly-cpu": "nnapi-partly-cpu"}.get(found.status)
+    if flag:
+        row.flags = ",".join(x for x in (row.flags, flag) if x)
 
 
 def bench_app(run: DeviceRun) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, TorchdroidError
+from toolchain.hardware_records import HardwareRecord, Placement, hardware_path
 from toolchain.numerics_records import NumericsRecord, NumericsVerdict, numerics_path
 from toolchain.records import ResultRow, now_iso
 
@@ -43,6 +44,10 @@ class DeployResult:
     @property
     def numerics(self) -> List[NumericsVerdict]:
         return [v for d in self.devices for v in d.numerics]
+
+    @property
+    def hardware(self) -> List[Placement]:
+        return [p for d in self.devices for p in d.hardware]
 
     @property
     def failed(self) -> List[DeviceReport]:
@@ -129,6 +134,7 @@ def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], sta
         exports = export(rows, Path(s.results), f"run-{run_id:04d}", devices)
         exports.update({f"latest_{k}": v for k, v in export(rows, Path(s.results), "latest", devices).items()})
         exports.update(record_numerics(reports, Path(s.results), run_id, plan))
+        exports.update(record_hardware(reports, Path(s.results), run_id, plan if s.hardware and s.bench else None))
     return DeployResult(reports, run_id, store.path, exports, plan.warnings, directory)
 
 
@@ -145,3 +151,23 @@ def record_numerics(reports: List[DeviceReport], results: Path, run_id: int, pla
     rec = NumericsRecord(run_id, verdicts)
     return {"numerics": rec.write(numerics_path(results, f"run-{run_id:04d}")),
             "latest_numerics": rec.write(numerics_path(results, "latest"))}
+
+
+def record_hardware(reports: List[DeviceReport], results: Path, run_id: int,
+                    plan: Optional[DeployPlan]) -> Dict[str, Path]:
+    """Every phone's NNAPI placements (report reads ``run-NNNN-hardware.json``); an NNAPI model a device did not
+    run (the device failed, or skipped NNAPI) is "unknown" with the reason.  Nothing is written when not asked for."""
+    if plan is None or plan.binary is None:
+        return {}
+    placements = []
+    for rep in reports:
+        placements += rep.hardware
+        seen = {p.file for p in rep.hardware}
+        for m in plan.models:
+            if m.backend == "nnapi" and m.file not in seen:
+                why = next((r.reason for r in rep.rows if r.model_file == m.file and r.reason), "") or (
+                    rep.errors[0].splitlines()[0] if rep.errors else "the model was not run on this device")
+                placements.append(Placement(rep.serial, m.file, m.mode, "unknown", reason=f"not run: {why}"))
+    rec = HardwareRecord(run_id, placements)
+    return {"hardware": rec.write(hardware_path(results, f"run-{run_id:04d}")),
+            "latest_hardware": rec.write(hardware_path(results, "latest"))}

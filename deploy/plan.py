@@ -52,6 +52,7 @@ class DeploySettings:
     bench: bool = True
     app_bench: bool = True
     install: bool = True
+    hardware: bool = True  # which hardware NNAPI chose per operation, from its log (deploy/nnapi_log.py)
     numerics: bool = True  # each model's output on its bundled inputs against the host reference (deploy/numerics.py)
     options: _bench.BenchOptions = field(default_factory=_bench.BenchOptions)
     allow_mismatch: bool = False
@@ -150,7 +151,8 @@ def plan_models(s: DeploySettings, needed: bool) -> List[ModelFile]:
         return []
     manifest = ConvertManifest.load(s.models)
     if s.variants:
-        models = [f for name in s.variants for f in manifest.find(name).values()]
+        chosen = [f for name in s.variants for f in manifest.find(name).values()]
+        models = list({f.file: f for f in chosen}.values())  # a variant named twice is deployed once
     else:
         models = manifest.files
     if not models:

@@ -11,9 +11,10 @@ from typing import Dict, List, Optional
 from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_path
 
+from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
 
-from . import numerics_report
+from . import hardware_report, numerics_report
 from .pte_report import PteReportSection, build_section
 from .report_html import write_html
 from .results import DB_NAME, ResultRow, ResultStore, export, speedups
@@ -46,6 +47,8 @@ class ReportResult:
     numerics: List[NumericsVerdict] = field(default_factory=list)  # is each phone's answer right
     numerics_note: str = ""  # why there are none (a run without the check)
     labels: Dict[str, str] = field(default_factory=dict)  # serial -> "Model (serial)"
+    hardware: List[Placement] = field(default_factory=list)  # which hardware NNAPI chose per phone and model
+    hardware_note: str = ""  # why there are none
 
 
 def make_report(s: ReportSettings) -> ReportResult:
@@ -68,10 +71,12 @@ def make_report(s: ReportSettings) -> ReportResult:
     notes = baseline_notes(store.settings(run_id).get("models"), rows)
     verdicts, why = numerics_report.load_run(Path(s.results), run_id)
     labels = {r.serial: f"{r.device_model} ({r.serial})" if r.device_model else r.serial for r in rows}
+    placements, hw_why = hardware_report.load_run(Path(s.results), run_id)
     html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte, notes,
-                      numerics_report.html_section(verdicts, labels, why))
+                      numerics_report.html_section(verdicts, labels, why),
+                      hardware_report.html_section(placements, labels, hw_why))
     exports = export(rows, Path(s.results), f"run-{run_id:04d}", store.devices(run_id))
-    return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, labels)
+    return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, labels, placements, hw_why)
 
 
 def baseline_notes(models: Optional[str], rows: List[ResultRow]) -> List[str]:

@@ -138,7 +138,8 @@ def operator_section(serial: str, entries: Sequence[dict]) -> str:
 
 
 def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict],
-           executorch: Optional[PteReportSection] = None, notes: Sequence[str] = (), numerics: str = "") -> str:
+           executorch: Optional[PteReportSection] = None, notes: Sequence[str] = (), numerics: str = "",
+           hardware: str = "") -> str:
     img = os.path.relpath(png, html_path.parent)
     throttled = [d for d in devices if d.get("warnings")]
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style>"
@@ -157,6 +158,7 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
     parts.append("<h2>NNAPI speed-up over CPU</h2>" + _speedup_table(rows))
     if notes:  # what the CPU-vs-NNAPI comparisons must say (CPU models not optimised for mobile...)
         parts.append("<p class='warn' id='cpu-baseline'>" + "<br>".join(_e(n) for n in notes) + "</p>")
+    parts.append(hardware)  # which hardware NNAPI chose (deploy/hardware_report.py)
     parts.append(numerics)  # is each phone's answer right (deploy/numerics_report.py)
     parts.append(_executorch_section(executorch))
     parts.append(_failures_table(rows))
@@ -169,5 +171,7 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
 
 
 def write_html(html_path: Path, png: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict],
-               executorch: Optional[PteReportSection] = None, notes: Sequence[str] = (), numerics: str = "") -> Path:
-    return atomic_write_text(html_path, render(png, html_path, title, rows, devices, executorch, notes, numerics))
+               executorch: Optional[PteReportSection] = None, notes: Sequence[str] = (), numerics: str = "",
+               hardware: str = "") -> Path:
+    return atomic_write_text(html_path, render(png, html_path, title, rows, devices, executorch, notes, numerics,
+                                               hardware))

@@ -29,6 +29,10 @@ def _notes(sp: dict, cpu: Optional[ResultRow], nn: Optional[ResultRow]) -> str:
     notes = []
     if sp["nnapi_slower"]:
         notes.append(f"NNAPI SLOWER than CPU ({1 / sp['speedup']:.2f}x)")
+    if nn is not None and nn.has_flag("nnapi-cpu-fallback"):
+        notes.append("NNAPI ran it all on its CPU fallback (nnapi-reference)")
+    elif nn is not None and nn.has_flag("nnapi-partly-cpu"):
+        notes.append("NNAPI ran part of it on its CPU fallback (nnapi-reference)")
     for r in (cpu, nn):
         if r is not None and r.reason:
             notes.append(f"{r.backend}: {r.status + ': ' if r.status != 'ok' else ''}{r.reason}")

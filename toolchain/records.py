@@ -481,7 +481,7 @@ class ResultRow:
     first_ms: Optional[float] = None  # the first inference after loading
     warmup_ms: Optional[float] = None  # mean of the warm-up iterations
     peak_kb: Optional[int] = None  # VmHWM of the benchmark process
-    flags: str = ""  # comma-separated: unstable, throttled, nnapi-deprecated, fell-back
+    flags: str = ""  # comma-separated: unstable, throttled, nnapi-deprecated, fell-back, nnapi-partly-cpu, nnapi-cpu-fallback
 
     def to_dict(self) -> Dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -248,6 +248,9 @@ KEYS: Tuple[Key, ...] = (
     Key("deploy.app_bench", Flag(), True, "also run the in-app benchmark via its intent and logcat"),
     Key("deploy.numerics", Flag(), True, "check each model's output on its bundled inputs on every phone against "
         "the host's reference (--no-numerics skips it: one extra run per model and bundled input)"),
+    Key("deploy.hardware", Flag(), True, "find which hardware NNAPI chose for each operation on every phone, from "
+        "the NNAPI runtime's log (debug.nn.vlog, put back afterwards; --no-hardware skips it: one extra run per "
+        "NNAPI model)"),
     Key("deploy.caching_allocator", Flag(), False, "pass --use_caching_allocator=true to CPU models"),
     Key("deploy.bundled_input", Int(min=-1, max=1000), 0, "--use_bundled_input index; -1 passes "
                                                           "--input_dims/--input_type from the manifest"),

@@ -158,12 +158,30 @@ def numerics(verdicts: Any, labels: Any, why: str = "") -> None:
         warning(line)
 
 
+def hardware(placements: Any, labels: Any, why: str = "") -> None:
+    """Which hardware NNAPI chose: the per-phone summary, one row per phone x NNAPI model, a warning per model
+    whose NNAPI number is (partly) the CPU fallback's."""
+    from deploy import hardware_report as hr
+
+    if why:
+        note(f"hardware: {why}")
+    if not placements:
+        return
+    columns, rows = hr.summary(placements, labels)
+    table(f"which hardware NNAPI chose ({hr.counts(placements)})", columns, rows)
+    table("NNAPI placement per phone and model (from the phones' NNAPI logs)", hr.COLUMNS,
+          hr.table_rows(placements, labels))
+    for line in hr.problem_lines(placements, labels):
+        warning(line)
+
+
 def deploy(result: Any) -> None:
     for w in result.warnings:
         warning(w)
     result_tables(result.rows)
-    numerics(result.numerics, {d.serial: f"{d.facts.model} ({d.serial})" if d.facts else d.serial
-                               for d in result.devices})
+    labels = {d.serial: f"{d.facts.model} ({d.serial})" if d.facts else d.serial for d in result.devices}
+    hardware(result.hardware, labels)
+    numerics(result.numerics, labels)
     for d in result.devices:
         facts = f" ({d.facts.model}, SDK {d.facts.sdk})" if d.facts else ""
         print(f"{d.serial}{facts}: {d.pushed_files} file(s) pushed ({d.pushed_bytes} bytes), "
@@ -189,6 +207,7 @@ def report(result: Any, as_json: bool = False) -> None:
     result_tables(result.rows)
     for line in getattr(result, "notes", []):
         note(line)
+    hardware(result.hardware, result.labels, result.hardware_note)
     numerics(result.numerics, result.labels, result.numerics_note)
     executorch_tables(result.executorch)
     print(f"picture: {result.png}")

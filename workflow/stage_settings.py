@@ -327,6 +327,7 @@ def deploy(config: Any, **cli):
         app_bench=r.get_flag("deploy.app_bench", on="app_bench", off="no_app_bench"),
         install=r.get_flag("deploy.install", on="install", off="no_install"),
         numerics=r.get_flag("deploy.numerics", on="numerics", off="no_numerics"),
+        hardware=r.get_flag("deploy.hardware", on="hardware", off="no_hardware"),
         options=bench_options(r),
         allow_mismatch=r.get_flag("deploy.allow_mismatch", on="allow_mismatch", off="no_allow_mismatch"),
         gatord=r.path("deploy.gatord", "profile_with_gatord"),

@@ -13,6 +13,9 @@
  *                              computes the model's output and prints it as ATen does, print_output.py) before
  *                              "Starting benchmark.", as upstream prints the output first; its failure aborts
  *                              like a model that cannot run.  Unset: nothing is printed (a phone that says nothing)
+ *   SBT_NNAPI_LOG_CMD=command  when loading a model whose path contains "nnapi": run `command MODEL PID` (the
+ *                              phone's NNAPI runtime logging its compilation to logcat for this process,
+ *                              nnapi_runtime_log.py), as the real runtime compiles the model in the process
  */
 #include <signal.h>
 #include <stdio.h>
@@ -59,6 +62,21 @@ int main(int argc, char **argv) {
     abort();
   }
   fclose(f);
+  const char *nnapi_log = getenv("SBT_NNAPI_LOG_CMD");
+  if (strstr(model, "nnapi") != NULL && nnapi_log && *nnapi_log) {
+    char pid_text[32];
+    snprintf(pid_text, sizeof pid_text, "%d", (int)getpid());
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+      char script[4096];
+      snprintf(script, sizeof script, "%s \"$0\" \"$1\"", nnapi_log);
+      execl("/bin/sh", "sh", "-c", script, model, pid_text, (char *)NULL);
+      _exit(127);
+    }
+    int status = 0;
+    if (child > 0) waitpid(child, &status, 0);
+  }
   if (matches("SBT_GARBAGE", model)) {
     printf("W/libc: unexpected state, nothing measured\n");
     return 0;

@@ -258,10 +258,11 @@ def logcat(args) -> int:
     tags = None
     if "-s" in args:
         tags = {a.split(":")[0] for a in args[args.index("-s") + 1:] if not a.startswith("-")}
+    pid = next((a.split("=", 1)[1] for a in args if a.startswith("--pid=")), None)  # logcat --pid=N (Android 7+)
     if buf.exists():
         for line in buf.read_text().splitlines():
-            m = re.match(r"\S+ \S+\s+\d+\s+\d+ \w (\S+?): ", line)
-            if tags is None or (m and m.group(1) in tags):
+            m = re.match(r"\S+ \S+\s+(\d+)\s+\d+ \w (\S+?)\s*: ", line)
+            if (tags is None or (m and m.group(2) in tags)) and (pid is None or (m and m.group(1) == pid)):
                 print(line)
     return 0
 

@@ -4,7 +4,7 @@ The real adb server attaches it with ``adb connect 127.0.0.1:PORT``.  It serves
 ``shell`` (v1 and shell_v2 with exit codes), ``exec`` and ``sync`` (STAT, LIST,
 SEND, RECV); shell commands run with the host ``/bin/sh`` inside a sandbox
 directory in which ``/data``, ``/sdcard`` and ``/storage`` are mapped, with small
-stand-ins for the Android-only commands: getprop, df and getconf as shell functions (prelude.sh, sourced
+stand-ins for the Android-only commands: getprop, setprop, df and getconf as shell functions (prelude.sh, sourced
 first; also on PATH), pm, am, logcat and dumpsys on PATH.
 
 Run it as a process: ``python -m tests.virtual_device.device CONFIG.json``; it
@@ -27,6 +27,7 @@ prints ``LISTENING <port>`` once it accepts connections.  Config keys:
   ``am start`` (a crash logs a FATAL EXCEPTION, a hang stops after the warm-up progress line);
 * ``am_error``: what ``am start`` prints instead of starting the activity (e.g. a SecurityException);
 * ``logcat_fail``: ``logcat`` exits 1 with this message;
+* ``setprop_denied``: ``setprop`` refuses every property (a phone whose shell user may not set them);
 * ``page_size``: what ``getconf PAGE_SIZE`` answers (4096; 16384 on a 16 KB-page device);
 * ``cpus``/``thermal_zones``: the cpufreq and thermal sysfs files; ``thermal_status`` (a list: the n-th
   ``dumpsys thermalservice`` answers the n-th entry, the last one after that) and ``battery``
@@ -352,6 +353,8 @@ class VirtualDevice:
         (self.state / "free_kb").write_text(str(int(config.get("free_kb", 20 * 1024 * 1024))))
         (self.state / "device.json").write_text(json.dumps(config))
         (self.state / "page_size").write_text(str(int(config.get("page_size", 4096))) + "\n")
+        if config.get("setprop_denied"):
+            (self.state / "setprop_denied").write_text("1\n")
         self.write_sysfs(config)
         self.cut = dict(config.get("cut_send") or {})
         self.corrupt = dict(config.get("corrupt_send") or {})

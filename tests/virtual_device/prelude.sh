@@ -1,4 +1,4 @@
-# Stand-ins of Android's getprop, df and getconf as shell functions, in the output formats of the real ones.
+# Stand-ins of Android's getprop, setprop, df and getconf as shell functions, in the output formats of the real ones.
 # Every virtual device shell sources this file first (device.py), so a call costs no process, as a toybox
 # builtin costs the phone little; vbin/getprop, vbin/df and vbin/getconf run the same functions for callers
 # that exec them (xargs, env, another shell).  State: $VDEV_STATE/{props.txt,free_kb,page_size}.
@@ -11,6 +11,18 @@ getprop() {  # "[key]: [value]" lines; with a key: its value, or the default giv
   local _vd_v
   _vd_v=$(grep -F "[$1]: [" "$VDEV_STATE/props.txt" | head -n 1)
   if [ -n "$_vd_v" ]; then _vd_v=${_vd_v#*]: [}; echo "${_vd_v%]}"; else echo "${2:-}"; fi
+}
+
+setprop() {  # NAME VALUE: replaces the property (ro.* only when unset); $VDEV_STATE/setprop_denied: refused
+  if [ $# -ne 2 ]; then echo "usage: setprop NAME VALUE" >&2; return 1; fi
+  if [ -e "$VDEV_STATE/setprop_denied" ] || { case "$1" in ro.*) grep -qF "[$1]: [" "$VDEV_STATE/props.txt";;
+                                                        *) false;; esac; }; then
+    echo "Failed to set property '$1' to '$2'." >&2
+    return 1
+  fi
+  grep -vF "[$1]: [" "$VDEV_STATE/props.txt" > "$VDEV_STATE/props.txt.new"
+  printf '[%s]: [%s]\n' "$1" "$2" >> "$VDEV_STATE/props.txt.new"
+  mv "$VDEV_STATE/props.txt.new" "$VDEV_STATE/props.txt"
 }
 
 df() {  # toybox's layout; the free space is what the test configured (free_kb)

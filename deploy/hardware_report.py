@@ -1,0 +1,109 @@
+"""The hardware section (which hardware NNAPI chose, per phone, model and operation) of deploy's console output
+and the report page: the per-phone summary like the Arm blog's Table 1 (float and int8 per phone), one row per
+phone x NNAPI model with the operations that ran on NNAPI's CPU fallback."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+from toolchain.hardware_records import CPU_FALLBACK, HardwareRecord, Placement, hardware_path
+
+COLUMNS = ["device", "model file", "status", "where the operations ran", "on the CPU fallback", "drivers named",
+           "reason"]
+MODE_NAMES = {"none": "float", "core": "int8 core", "full": "int8"}
+NOT_READ = ("not read in this run: deploy ran without it (--no-hardware, --no-bench, or no benchmark binary) or "
+            "before torchdroid had it; run `invoke deploy` again")
+HOW = ("read from each phone's NNAPI runtime log (debug.nn.vlog=compilation, tag ExecutionPlan) during one extra run "
+       "per NNAPI model; nnapi-reference is NNAPI's CPU fallback")
+
+
+def _fallback(p: Placement) -> str:
+    ops = p.fallback_operations()
+    return ", ".join(f"{op} x{n}" for op, n in ops.items()) if ops else ("-" if p.status != "unknown" else "")
+
+
+def table_rows(placements: Sequence[Placement], labels: Dict[str, str]) -> List[List[str]]:
+    return [[labels.get(p.serial, p.serial), p.file, p.status, p.where(), _fallback(p), ", ".join(p.drivers),
+             p.reason] for p in placements]
+
+
+def summary(placements: Sequence[Placement], labels: Dict[str, str]) -> Tuple[List[str], List[List[str]]]:
+    """Columns and rows of the per-phone table: one column per model stem x precision (float, int8), each cell the
+    device(s) NNAPI chose, ``unknown`` where the phone did not say."""
+    keys = list(dict.fromkeys((_stem(p.file), p.mode) for p in placements))
+    columns = ["device"] + [f"{stem} {MODE_NAMES.get(mode, mode)}" for stem, mode in keys]
+    out = []
+    for serial in dict.fromkeys(p.serial for p in placements):
+        cells = {(_stem(p.file), p.mode): _chosen(p) for p in placements if p.serial == serial}
+        out.append([labels.get(serial, serial)] + [cells.get(k, "-") for k in keys])
+    return columns, out
+
+
+def _stem(file: str) -> str:
+    return file.rsplit("-quant_", 1)[0]
+
+
+def _chosen(p: Placement) -> str:
+    if p.status == "unknown":
+        return "unknown"
+    names = list(p.per_device())
+    if names == [CPU_FALLBACK]:
+        return "CPU (NNAPI fallback)"
+    return " + ".join(n if n != CPU_FALLBACK else "CPU fallback" for n in names)
+
+
+def counts(placements: Sequence[Placement]) -> str:
+    n = {k: sum(p.status == k for p in placements) for k in ("accelerated", "partly-cpu", "cpu", "unknown")}
+    return (f"{n['accelerated']} on accelerators only, {n['partly-cpu']} partly on the CPU fallback, {n['cpu']} all "
+            f"on the CPU fallback, {n['unknown']} unknown")
+
+
+def problem_lines(placements: Sequence[Placement], labels: Dict[str, str]) -> List[str]:
+    """A warning per phone x model whose NNAPI number is (partly) the CPU fallback's."""
+    out = []
+    for p in placements:
+        if p.status in ("cpu", "partly-cpu"):
+            share = "all of it" if p.status == "cpu" else f"{sum(p.fallback_operations().values())} of " \
+                                                          f"{len(p.operations)} operations ({_fallback(p)})"
+            out.append(f"{labels.get(p.serial, p.serial)}: {p.file}: NNAPI ran {share} on its CPU fallback "
+                       f"({CPU_FALLBACK}); its NNAPI latency is (partly) the fallback's")
+    return out
+
+
+def load_run(results: Path, run_id: int) -> Tuple[List[Placement], str]:
+    """The run's placements, or none and why."""
+    path = hardware_path(results, f"run-{run_id:04d}")
+    if not path.is_file():
+        return [], NOT_READ
+    rec = HardwareRecord.load(path)
+    return rec.placements, ("" if rec.placements else "no NNAPI model ran in this run")
+
+
+def html_section(placements: Sequence[Placement], labels: Dict[str, str], note: str) -> str:
+    e = html.escape
+    parts = ["<h2 id='hardware'>Which hardware ran each model (NNAPI)</h2>"]
+    if note:
+        parts.append(f"<p class='warn'>{e(note)}</p>")
+    if placements:
+        parts.append(f"<p>{e(counts(placements))}; {e(HOW)}</p>")
+        parts.append(_table(*summary(placements, labels)))
+        parts.append(_table(COLUMNS, table_rows(placements, labels),
+                            ["failed" if p.status in ("cpu", "partly-cpu") else "skipped" if p.status == "unknown"
+                             else "" for p in placements]))
+        for p in placements:
+            if p.operations:
+                parts.append(f"<details><summary>{e(labels.get(p.serial, p.serial))}: {e(p.file)}, "
+                             f"{len(p.operations)} operations</summary>"
+                             + _table(["#", "operation", "device"], [[str(i), op, dev] for i, (op, dev)
+                                                                    in enumerate(p.operations)]) + "</details>")
+    return "".join(parts)
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[str]], classes: Sequence[str] = ()) -> str:
+    e = html.escape
+    head = "".join(f"<th>{e(c)}</th>" for c in columns)
+    body = "".join(f"<tr class='{classes[i] if i < len(classes) else ''}'>"
+                   + "".join(f"<td class='t'>{e(str(c))}</td>" for c in row) + "</tr>" for i, row in enumerate(rows))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -1,0 +1,168 @@
+"""Which hardware ran each operation of an NNAPI model on a phone, from the NNAPI runtime's own log.
+
+One shell command per phone x NNAPI model (``probe_command``): read ``debug.nn.vlog``, set it to
+``compilation,manager``, run the model once (a fresh process compiles it), put the property back (also when the
+shell is hung up or interrupted: a trap), then dump that process's log lines (``logcat --pid``).  ``parse`` reads
+the lines the runtime writes (AOSP frameworks/ml/nn, docs/facts.md NH1-NH7):
+
+* tag ``ExecutionPlan``: ``ModelBuilder::findBestDeviceForEachOperation(CONV_2D) = 1 (qti-dsp)`` (Android 10-11;
+  Android 12 on: ``(CONV_2D:7) = 1 (qti-dsp)``), and ``ModelBuilder::partitionTheWork: only one best device: 1 =
+  qti-dsp`` when one device takes the whole graph;
+* tag ``Manager``: ``Found interface qti-dsp`` (Android 12 on: ``... (version = X)``);
+* tag ``chatty`` (logd's de-duplication): ``uid=2000(shell) ./speed_benchmark_torch identical 4 lines`` stands for
+  four more copies of the previous line; ``expire N lines`` says lines were dropped.
+
+Nothing is guessed: no line, or lines in a format not known here, make the placement ``unknown`` with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+from typing import List, Optional, Tuple
+
+from toolchain.hardware_records import CPU_FALLBACK, Placement
+from toolchain.records import ModelFile
+
+from .bench import BenchOptions, bench_args
+
+VLOG_PROP = "debug.nn.vlog"
+VLOG_VALUE = "compilation,manager"  # Utils.cpp initVLogMask splits on " ,:" (NH1)
+TAGS = ("ExecutionPlan", "Manager", "chatty")
+MARK = "TORCHDROID_NNLOG"
+DRIVER_DETAILS = ("type and feature level unknown: NNAPI's log names the drivers but not their type (the NDK's "
+                  "ANeuralNetworksDevice_getType needs a program on the phone that torchdroid does not build yet)")
+
+_LINE = re.compile(r"^\S+\s+\S+\s+(\d+)\s+\d+\s+[VDIWEF]\s+(\S+?)\s*: (.*)$")  # logcat -v threadtime
+_BEST = re.compile(r"ModelBuilder::findBestDeviceForEachOperation\(([A-Z0-9_]+)(?::\d+)?\) = (-?\d+) \(([^)]*)\)$")
+_ONLY = re.compile(r"ModelBuilder::partitionTheWork: only one best device: (-?\d+) = (\S+)$")
+_FOUND = re.compile(r"Found interface (\S+?)(?: \(version = .*\))?$")
+_CHATTY = re.compile(r"identical (\d+) lines?$")
+_EXPIRE = re.compile(r"expire (\d+) lines?$")
+
+
+def probe_command(directory: str, m: ModelFile, opts: BenchOptions) -> str:
+    """The property set, the model run once, the property put back, the run's log lines: one device shell."""
+    argv = " ".join(shlex.quote(a) for a in bench_args(m.file, m.backend, dataclasses.replace(opts, gatord=False),
+                                                        m.input, warmup=0, iters=1))
+    restore = f'setprop {VLOG_PROP} "$old"'
+    return (f"cd {shlex.quote(directory)} || exit 1; old=$(getprop {VLOG_PROP}); "
+            f"trap '{restore}' EXIT; trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; trap 'exit 143' TERM; "
+            f"echo \"{MARK} before [$old]\"; setprop {VLOG_PROP} {VLOG_VALUE}; "
+            f"echo \"{MARK} set [$(getprop {VLOG_PROP})]\"; "
+            f"{argv} >/dev/null 2>&1 & p=$!; wait $p; c=$?; {restore}; "
+            f"echo \"{MARK} run $p $c [$(getprop {VLOG_PROP})]\"; "
+            f"logcat -d -v threadtime --pid=$p -s {' '.join(t + ':V' for t in TAGS)}")
+
+
+@dataclasses.dataclass
+class ProbeOutput:
+    before: Optional[str] = None  # debug.nn.vlog before
+    set_to: Optional[str] = None  # read back after torchdroid set it
+    pid: Optional[int] = None
+    exit_code: Optional[int] = None
+    after: Optional[str] = None  # read back after the restore
+    lines: List[Tuple[str, str]] = dataclasses.field(default_factory=list)  # (tag, message) of that pid
+
+
+def read_probe(output: str) -> ProbeOutput:
+    out = ProbeOutput()
+    for line in output.splitlines():
+        if line.startswith(MARK + " "):
+            _mark(out, line[len(MARK) + 1:])
+            continue
+        m = _LINE.match(line.rstrip())
+        if m and (out.pid is None or int(m.group(1)) == out.pid):
+            out.lines.append((m.group(2), m.group(3)))
+    return out
+
+
+def _mark(out: ProbeOutput, text: str) -> None:
+    value = text[text.find("[") + 1:text.rfind("]")] if "[" in text else None
+    word, _, rest = text.partition(" ")
+    if word == "before":
+        out.before = value
+    elif word == "set":
+        out.set_to = value
+    elif word == "run":
+        parts = rest.split()
+        if len(parts) >= 2 and parts[0].isdigit() and parts[1].lstrip("-").isdigit():
+            out.pid, out.exit_code = int(parts[0]), int(parts[1])
+        out.after = value
+
+
+def _expanded(lines: List[Tuple[str, str]]) -> Tuple[List[Tuple[str, str]], int]:
+    """The lines with chatty's "identical N lines" replaced by N copies of the line before; and how many lines
+    logd says it dropped ("expire N lines")."""
+    out: List[Tuple[str, str]] = []
+    dropped = 0
+    for tag, msg in lines:
+        if tag == "chatty":
+            same, gone = _CHATTY.search(msg), _EXPIRE.search(msg)
+            if same and out:
+                out += [out[-1]] * int(same.group(1))
+            elif gone:
+                dropped += int(gone.group(1))
+            continue
+        out.append((tag, msg))
+    return out, dropped
+
+
+def placement(serial: str, m: ModelFile, probe: ProbeOutput) -> Placement:
+    """What the log says about this model on this phone, or ``unknown`` and why."""
+    base = Placement(serial, m.file, m.mode, "unknown", reason="?", vlog=probe.set_to or "",
+                     restored=None if probe.after is None or probe.before is None else probe.after == probe.before,
+                     driver_details=DRIVER_DETAILS)
+    why = _cannot_read(probe)
+    if why:
+        return dataclasses.replace(base, reason=why)
+    lines, dropped = _expanded(probe.lines)
+    ops, only, drivers, unread = [], "", [], []
+    for tag, msg in lines:
+        best, one, found = _BEST.search(msg), _ONLY.search(msg), _FOUND.search(msg)
+        if tag == "ExecutionPlan" and best:
+            ops.append([best.group(1), best.group(3)])
+        elif tag == "ExecutionPlan" and one:
+            only = one.group(2)
+        elif tag == "Manager" and found:
+            drivers.append(found.group(1))
+        elif tag == "ExecutionPlan" and ("findBestDevice" in msg or "only one best device" in msg):
+            unread.append(msg)
+    if not ops:
+        return dataclasses.replace(base, reason=_no_operations(probe, lines, unread))
+    drivers = list(dict.fromkeys(drivers + [d for _, d in ops]))
+    devices = {d for _, d in ops}
+    status = "cpu" if devices == {CPU_FALLBACK} else "partly-cpu" if CPU_FALLBACK in devices else "accelerated"
+    notes = []
+    if dropped:
+        notes.append(f"logd dropped {dropped} line(s) of this run (chatty 'expire'): the list may be incomplete")
+    if unread:
+        notes.append(f"{len(unread)} line(s) in a format not known here, e.g. {unread[0]!r}")
+    if only and devices != {only}:
+        notes.append(f"the runtime said one device ({only}) but listed operations on {sorted(devices)}")
+    return dataclasses.replace(base, status=status, reason="; ".join(notes), operations=ops, single_device=only,
+                               drivers=drivers)
+
+
+def _cannot_read(probe: ProbeOutput) -> str:
+    if probe.set_to is None or probe.pid is None:
+        return "the probe's output was cut short (no marker lines): the shell or the connection failed"
+    wanted = {"compilation", "1", "all"}
+    if not wanted & set(re.split(r"[ ,:]", probe.set_to)):
+        return (f"setprop {VLOG_PROP} {VLOG_VALUE} did not take (read back {probe.set_to!r}): the shell user "
+                "may not set debug properties on this phone")
+    return ""
+
+
+def _no_operations(probe: ProbeOutput, lines: List[Tuple[str, str]], unread: List[str]) -> str:
+    if unread:
+        return (f"NNAPI's log lines are in a format torchdroid does not know (e.g. {unread[0]!r}); nothing is "
+                "guessed: report it with the phone's Android version")
+    plan_lines = [msg for tag, msg in lines if tag == "ExecutionPlan"]
+    if plan_lines:
+        return (f"the runtime logged {len(plan_lines)} ExecutionPlan line(s) but none placing an operation "
+                f"(e.g. {plan_lines[0]!r}): a format torchdroid does not know")
+    ran = f"the model's run exited with {probe.exit_code}" if probe.exit_code else "the model ran"
+    return (f"{ran}, but the phone logged no ExecutionPlan line for it with {VLOG_PROP}={probe.set_to}: its NNAPI "
+            "runtime does not log placements (or logcat lost them)")

@@ -1,0 +1,152 @@
+"""Which hardware NNAPI chose (issue 23 items 1, 4 and 5), in the virtual lab: `invoke deploy` on phones whose NNAPI
+runtime logs its placement decisions as AOSP's does (tests/deploy_support/nnapi_runtime_log.py, the real operations
+of the pushed models), `invoke report` shows them; debug.nn.vlog is put back after success, failure and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.deploy_support.fixtures import invoke_cli as invoke
+from tests.deploy_support.fixtures import write_build_info
+from tests.virtual_device.harness import adb_with_devices
+from toolchain.hardware_records import HardwareRecord, hardware_path
+
+pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME_LOG = f"env PYTHONPATH={ROOT} {sys.executable} {ROOT / 'tests' / 'deploy_support' / 'nnapi_runtime_log.py'}"
+FLOAT_NNAPI, INT8_NNAPI = "mobilenetv2-quant_none-nnapi.pt", "mobilenetv2-quant_full-nnapi.pt"
+
+
+RELEASES = {29: "10", 30: "11", 31: "12", 34: "14"}
+
+
+def _phone(model: str, sdk: int, nnapi: str = "", vlog: str = "", **extra) -> dict:
+    env = {"SBT_NNAPI_LOG_CMD": RUNTIME_LOG, **({"SBT_NNAPI": nnapi} if nnapi else {}), **extra.pop("env", {})}
+    props = {"ro.product.model": model, "ro.build.version.sdk": str(sdk), "ro.build.version.release": RELEASES[sdk],
+             **({"debug.nn.vlog": vlog} if vlog else {})}
+    return {"props": props, "env": env, **extra}
+
+
+def _deploy_args(models: Path, build_info: Path, results: Path, *more: str) -> list:
+    return ["deploy", "--models", str(models), "--build-info", str(build_info), "--variant", "quant_none",
+            "--variant", "quant_full", "--iter", "1", "--repeat", "1", "--warmup", "0", "--allow-mismatch",
+            "--no-numerics", "--project", "hardware", "--results", str(results), *more]
+
+
+def _vlog(dev) -> str:
+    text = (dev.state_dir / "props.txt").read_text()
+    return next((line.split("]: [", 1)[1].rstrip("]") for line in text.splitlines()
+                 if line.startswith("[debug.nn.vlog]: [")), "<unset>")
+
+
+@pytest.fixture
+def lab_models(tmp_path, mobilenet_models, standin):
+    models = tmp_path / "models"
+    shutil.copytree(mobilenet_models[0], models)
+    return models, write_build_info(tmp_path / "android", standin)
+
+
+def test_four_phones_say_which_hardware_ran_each_model(tmp_path, lab_models):
+    models, build_info = lab_models
+    devices = {
+        # the blog's kind of phone: float on the GPU, int8 on the DSP (Android 11's log format, chatty on)
+        "snapdragon": _phone("DSP Phone", 30, "qti-dsp=quant,qti-gpu=float"),
+        # an NPU without AVERAGE_POOL_2D and RESHAPE: those two run on NNAPI's CPU fallback (Android 12's format); the user's own
+        # debug.nn.vlog value must come back
+        "npu": _phone("NPU Phone", 31, "vendor-npu=all-AVERAGE_POOL_2D-RESHAPE", vlog="model"),
+        "silent": _phone("Silent Phone", 30),  # its runtime logs nothing
+        "future": _phone("Future Phone", 34, "gpu=all", env={"SBT_NNAPI_FORMAT": "changed"}),
+    }
+    results, work = tmp_path / "results", tmp_path / "work"
+    work.mkdir()
+    with adb_with_devices(tmp_path / "adb", devices) as (server, devs):
+        r = invoke(work, *_deploy_args(models, build_info, results), port=server.port)
+        assert r.returncode == 0, r.stdout + r.stderr
+        serial = {name: d.serial for name, d in devs.items()}
+        assert {name: _vlog(d) for name, d in devs.items()} == {
+            "snapdragon": "", "npu": "model", "silent": "", "future": ""}  # every phone's property put back
+        report = invoke(work, "report", "--results", str(results), "--json", port=server.port)
+        page = invoke(work, "report", "--results", str(results), port=server.port)
+
+    found = {(p.serial, p.file): p for p in HardwareRecord.load(hardware_path(results, "latest")).placements}
+    assert len(found) == 8
+    dsp_float, dsp_int8 = found[(serial["snapdragon"], FLOAT_NNAPI)], found[(serial["snapdragon"], INT8_NNAPI)]
+    assert dsp_float.status == "accelerated" and set(dsp_float.per_device()) == {"qti-gpu"}, dsp_float
+    assert dsp_float.single_device == "qti-gpu" and len(dsp_float.operations) > 30  # chatty lines expanded
+    assert dsp_int8.status == "accelerated" and dsp_int8.single_device == "qti-dsp", dsp_int8
+    assert dsp_int8.drivers == ["qti-dsp", "qti-gpu"], dsp_int8  # the runtime's "Found interface" lines
+    for file in (FLOAT_NNAPI, INT8_NNAPI):
+        npu = found[(serial["npu"], file)]
+        assert npu.status == "partly-cpu" and npu.fallback_operations() == {"AVERAGE_POOL_2D": 1, "RESHAPE": 1}, npu
+        assert not npu.single_device
+        assert found[(serial["silent"], file)].status == "unknown"
+        assert "logged no ExecutionPlan line" in found[(serial["silent"], file)].reason
+        future = found[(serial["future"], file)]
+        assert future.status == "unknown" and "format torchdroid does not know" in future.reason, future
+    # the NNAPI row of the partly-CPU phone is flagged, in the results and on the console
+    rows = json.loads((results / "latest.json").read_text())
+    rows = rows["results"]
+    npu_rows = [x for x in rows if x["serial"] == serial["npu"] and x["backend"] == "nnapi"]
+    assert npu_rows and all("nnapi-partly-cpu" in x["flags"] for x in npu_rows), npu_rows
+    assert "which hardware NNAPI chose" in r.stdout and "CPU fallback" in r.stdout, r.stdout
+
+    assert report.returncode == 0, report.stdout + report.stderr
+    doc = json.loads(report.stdout)
+    assert {(p["serial"], p["file"]): p["status"] for p in doc["hardware"]} == {k: v.status for k, v in found.items()}
+    assert page.returncode == 0, page.stdout + page.stderr
+    assert "which hardware NNAPI chose" in page.stdout and "unknown" in page.stdout
+    html = next(results.glob("report-run-*.html")).read_text()
+    assert "id='hardware'" in html and "qti-dsp" in html and "vendor-npu" in html and "RESHAPE x1" in html
+
+
+def test_the_property_is_put_back_after_a_crash_and_a_refusal_is_unknown(tmp_path, lab_models):
+    models, build_info = lab_models
+    devices = {
+        "crash": _phone("Crash Phone", 29, "qti-dsp=quant", vlog="all", env={"SBT_CRASH": "nnapi"}),
+        "locked": _phone("Locked Phone", 30, "qti-dsp=quant", setprop_denied=True),
+    }
+    results, work = tmp_path / "results", tmp_path / "work"
+    work.mkdir()
+    with adb_with_devices(tmp_path / "adb", devices) as (server, devs):
+        r = invoke(work, *_deploy_args(models, build_info, results), port=server.port)
+        serial = {name: d.serial for name, d in devs.items()}
+        assert _vlog(devs["crash"]) == "all" and _vlog(devs["locked"]) == "<unset>"
+    assert r.returncode != 0  # the crashing NNAPI models fail their benchmark
+    found = {(p.serial, p.file): p for p in HardwareRecord.load(hardware_path(results, "latest")).placements}
+    crashed = found[(serial["crash"], INT8_NNAPI)]
+    assert crashed.status == "accelerated" and crashed.restored is True, crashed  # compiled, then crashed
+    locked = found[(serial["locked"], INT8_NNAPI)]
+    assert locked.status == "unknown" and "did not take" in locked.reason, locked
+
+
+def test_ctrl_c_during_the_placement_run_puts_the_property_back(tmp_path, lab_models):
+    models, build_info = lab_models
+    marker = tmp_path / "compiling"
+    slow = f"sh -c 'touch {marker}; sleep 4; exec \"$@\"' _ {RUNTIME_LOG}"  # the runtime takes 4 s to compile
+    devices = {"phone": _phone("Slow Phone", 30, "qti-dsp=quant", vlog="model", env={"SBT_NNAPI_LOG_CMD": slow})}
+    results, work = tmp_path / "results", tmp_path / "work"
+    work.mkdir()
+    with adb_with_devices(tmp_path / "adb", devices) as (server, devs):
+        proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(ROOT),
+                                 *_deploy_args(models, build_info, results, "--variant", "quant_full")],
+                                cwd=work, env=dict(os.environ, ANDROID_ADB_SERVER_PORT=str(server.port), CI="1"), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (marker.exists() and _vlog(devs["phone"]) != "model"):
+            time.sleep(0.1)  # the placement run has set the property
+        assert _vlog(devs["phone"]) == "compilation,manager"
+        os.kill(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+        time.sleep(0.5)
+        assert _vlog(devs["phone"]) == "model", out
+    assert out.count("benchmarking mobilenetv2-quant_full-nnapi.pt") == 1, out  # a variant named twice runs once

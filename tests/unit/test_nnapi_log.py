@@ -1,0 +1,136 @@
+"""Reading NNAPI's placement log (deploy/nnapi_log.py) from lines in the formats AOSP's runtime writes
+(docs/facts.md NH1-NH7), and the device shell that sets and puts back debug.nn.vlog."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from deploy import nnapi_log
+from deploy.bench import BenchOptions
+from toolchain.records import ModelFile, TensorSpec
+
+PID = 21016
+
+
+def _model(name: str = "m-quant_full-nnapi.pt") -> ModelFile:
+    spec = TensorSpec([1, 3, 224, 224], "float32")
+    return ModelFile(name, Path(name), "0" * 64, 1, "m", "m", "full", "nnapi", spec, spec, {})
+
+
+def _probe(*lines: str, set_to: str = "compilation,manager", pid: int = PID) -> str:
+    head = [f"{nnapi_log.MARK} before []", f"{nnapi_log.MARK} set [{set_to}]", f"{nnapi_log.MARK} run {pid} 0 []"]
+    return "\n".join(head + list(lines)) + "\n"
+
+
+def _line(tag: str, msg: str, pid: int = PID) -> str:
+    return f"08-15 23:18:17.212 {pid:5d} {pid:5d} I {tag:<8}: {msg}"
+
+
+def _best(op: str, i: int, name: str) -> str:
+    return _line("ExecutionPlan", f"ModelBuilder::findBestDeviceForEachOperation({op}) = {i} ({name})")
+
+
+def test_android_10_lines_with_chatty_are_expanded_to_every_operation():
+    # a run of 4 identical lines as logd's chatty writes it: the first, "identical 2 lines", the last (NH6)
+    out = _probe(_line("Manager", "Found interface qti-dsp"), _line("Manager", "Found interface qti-gpu"),
+                 _best("CONV_2D", 0, "qti-dsp"), _best("MUL", 0, "qti-dsp"),
+                 _line("chatty", "uid=2000(shell) /data/local/tmp/benchmark_model identical 2 lines"),
+                 _best("MUL", 0, "qti-dsp"), _best("ADD", 0, "qti-dsp"),
+                 _line("ExecutionPlan", "ModelBuilder::partitionTheWork: only one best device: 0 = qti-dsp"))
+    p = nnapi_log.placement("s", _model(), nnapi_log.read_probe(out))
+    assert p.status == "accelerated" and p.single_device == "qti-dsp", p
+    assert [op for op, _ in p.operations] == ["CONV_2D", "MUL", "MUL", "MUL", "MUL", "ADD"]
+    assert p.drivers == ["qti-dsp", "qti-gpu"] and p.where() == "qti-dsp (all 6)"
+    assert p.restored is True and not p.reason
+
+
+def test_android_12_lines_with_indices_and_the_cpu_fallback():
+    out = _probe(_line("ExecutionPlan", "ModelBuilder::findBestDeviceForEachOperation(CONV_2D:0) = 0 (npu)"),
+                 _line("ExecutionPlan", "ModelBuilder::findBestDeviceForEachOperation(RESHAPE:1) = 1 (nnapi-reference)"),
+                 _line("ExecutionPlan", "ModelBuilder::findBestDeviceForEachOperation(CONV_2D:2) = 0 (npu)"))
+    p = nnapi_log.placement("s", _model(), nnapi_log.read_probe(out))
+    assert p.status == "partly-cpu" and p.fallback_operations() == {"RESHAPE": 1}
+    assert p.where() == "npu 2 + nnapi-reference 1"
+    every = _probe(_best("CONV_2D", 1, "nnapi-reference"), _best("ADD", 1, "nnapi-reference"))
+    assert nnapi_log.placement("s", _model(), nnapi_log.read_probe(every)).status == "cpu"
+
+
+def test_other_processes_lines_and_dropped_lines():
+    out = _probe(_best("CONV_2D", 0, "gpu"), _best("ADD", 1, "nnapi-reference", ) .replace(f"{PID:5d}", "  777"),
+                 _line("chatty", "uid=2000(shell) ./speed_benchmark_torch expire 3 lines"))
+    p = nnapi_log.placement("s", _model(), nnapi_log.read_probe(out))
+    assert p.operations == [["CONV_2D", "gpu"]] and p.status == "accelerated"
+    assert "dropped 3 line(s)" in p.reason
+
+
+def test_what_cannot_be_read_is_unknown_never_guessed():
+    cases = {
+        "no lines": (_probe(), "logged no ExecutionPlan line"),
+        "a changed format": (_probe(_line("ExecutionPlan", "ModelBuilder::findBestDeviceForEachOperation CONV_2D -> "
+                                                           "qti-dsp")), "format torchdroid does not know"),
+        "setprop refused": (_probe(_best("CONV_2D", 0, "gpu"), set_to=""), "did not take"),
+        "cut short": ("", "cut short"),
+    }
+    for name, (out, why) in cases.items():
+        p = nnapi_log.placement("s", _model(), nnapi_log.read_probe(out))
+        assert p.status == "unknown" and why in p.reason, (name, p)
+    # the negative control: the same lines in the known format are read
+    assert nnapi_log.placement("s", _model(), nnapi_log.read_probe(_probe(_best("CONV_2D", 0, "gpu")))).status \
+        == "accelerated"
+
+
+def _fake_phone(tmp_path: Path) -> dict:
+    """getprop/setprop/logcat over a file, and a benchmark binary that hangs: the probe's shell on a host sh."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    prop = tmp_path / "vlog"
+    prop.write_text("model")
+    scripts = {
+        "getprop": f"#!/bin/sh\ncat {prop}\n",
+        "setprop": f"#!/bin/sh\nprintf %s \"$2\" > {prop}\n",
+        "logcat": "#!/bin/sh\nexit 0\n",
+    }
+    for name, text in scripts.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    phone_dir = tmp_path / "dir"
+    phone_dir.mkdir()
+    (phone_dir / "speed_benchmark_torch").write_text("#!/bin/sh\nsleep 30\n")
+    (phone_dir / "speed_benchmark_torch").chmod(0o755)
+    return {"env": dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}"), "prop": prop, "dir": phone_dir}
+
+
+def test_the_device_shell_puts_the_property_back_when_it_is_hung_up(tmp_path):
+    phone = _fake_phone(tmp_path)
+    cmd = nnapi_log.probe_command(str(phone["dir"]), _model(), BenchOptions())
+    assert _hang_up(phone, cmd.replace("trap ", ": "), signal.SIGHUP) == nnapi_log.VLOG_VALUE  # without the traps
+    for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        assert _hang_up(phone, cmd, sig) == "model", sig
+
+
+def _hang_up(phone: dict, cmd: str, sig: int) -> str:
+    """The property's value after the probe's shell got ``sig`` while the model ran."""
+    phone["prop"].write_text("model")
+    proc = subprocess.Popen(["/bin/sh", "-c", cmd], env=phone["env"], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 10
+    while phone["prop"].read_text() != nnapi_log.VLOG_VALUE and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert phone["prop"].read_text() == nnapi_log.VLOG_VALUE
+    proc.send_signal(sig)  # adbd hangs the shell up when the host goes away
+    proc.wait(timeout=10)
+    if _alive(proc.pid):
+        os.killpg(proc.pid, signal.SIGKILL)
+    return phone["prop"].read_text()
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except OSError:
+        return False

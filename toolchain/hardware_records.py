@@ -1,0 +1,98 @@
+"""Which hardware NNAPI chose on each phone (issue 23 item 1): one placement per phone x NNAPI model file.
+
+Written by deploy (``<results>/run-NNNN-hardware.json`` and ``latest-hardware.json``) from the NNAPI runtime's own
+log lines (``deploy/nnapi_log.py``), read by report.  Nothing in it is guessed: a phone whose log said nothing,
+or said it in a format torchdroid does not know, has ``status = "unknown"`` and the reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from .errors import RecordError
+from .records import read_record, write_record
+
+HARDWARE_KIND = "torchdroid.nnapi-hardware"
+HARDWARE_SCHEMA = 1
+CPU_FALLBACK = "nnapi-reference"  # NNAPI's own CPU implementation (docs/facts.md NH3)
+# accelerated: no operation on the CPU fallback; partly-cpu: some; cpu: all; unknown: the phone did not say
+STATUSES = ("accelerated", "partly-cpu", "cpu", "unknown")
+
+
+def hardware_path(results_dir: Path, stem: str) -> Path:
+    """``<results>/run-0007-hardware.json`` (``stem`` = ``run-0007``) or ``latest-hardware.json``."""
+    return Path(results_dir) / f"{stem}-hardware.json"
+
+
+@dataclass
+class Placement:
+    """Where one NNAPI model file's operations ran on one phone, as its NNAPI runtime logged it."""
+
+    serial: str
+    file: str
+    mode: str  # none | core | full (float / int8 core / int8 full)
+    status: str  # one of STATUSES
+    reason: str = ""  # why unknown; what else the reader must know (dropped log lines)
+    operations: List[List[str]] = field(default_factory=list)  # [operation, device name] in the model's order
+    single_device: str = ""  # "only one best device": the whole graph on it
+    drivers: List[str] = field(default_factory=list)  # the devices the runtime named (its log), in its order
+    driver_details: str = ""  # type / feature level, or why they are unknown
+    vlog: str = ""  # debug.nn.vlog while the model compiled (what torchdroid set)
+    restored: Optional[bool] = None  # the property read back equal to its value before
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, not {self.status!r}")
+        if self.status == "unknown" and not self.reason:
+            raise ValueError("an unknown placement needs its reason")
+
+    def per_device(self) -> Dict[str, int]:
+        """Operations per device, in the order the devices first appear."""
+        return dict(Counter(d for _, d in self.operations))
+
+    def fallback_operations(self) -> Dict[str, int]:
+        """The operations that ran on NNAPI's CPU fallback, with counts."""
+        return dict(Counter(op for op, d in self.operations if d == CPU_FALLBACK))
+
+    def where(self) -> str:
+        """``qti-dsp (all 65)``, ``qti-dsp 63 + nnapi-reference 2``, or ``unknown``."""
+        if self.status == "unknown":
+            return "unknown"
+        counts = self.per_device()
+        if len(counts) == 1:
+            name, n = next(iter(counts.items()))
+            return f"{name} (all {n})"
+        return " + ".join(f"{name} {n}" for name, n in counts.items())
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Placement":
+        known = {f.name for f in fields(cls)}
+        p = cls(**{k: v for k, v in d.items() if k in known})
+        p.operations = [[str(op), str(dev)] for op, dev in p.operations]
+        return p
+
+
+@dataclass
+class HardwareRecord:
+    run_id: Optional[int]
+    placements: List[Placement] = field(default_factory=list)
+
+    REMEDY = "run `invoke deploy` again (it writes <results>/latest-hardware.json)"
+
+    def write(self, path: Path) -> Path:
+        return write_record(path, HARDWARE_KIND, HARDWARE_SCHEMA,
+                            {"run_id": self.run_id, "placements": [p.to_dict() for p in self.placements]})
+
+    @classmethod
+    def load(cls, path: Path) -> "HardwareRecord":
+        data = read_record(path, HARDWARE_KIND, HARDWARE_SCHEMA, cls.REMEDY)
+        try:
+            return cls(data.get("run_id"), [Placement.from_dict(p) for p in data.get("placements", [])])
+        except (TypeError, ValueError) as e:
+            raise RecordError(f"{path} has a malformed placement", cause=str(e), remedy=cls.REMEDY) from e
