@@ -14,7 +14,7 @@ from toolchain.fsutil import atomic_path
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
 
-from . import hardware_report, numerics_report
+from . import hardware_report, numerics_report, phone_overview
 from .pte_report import PteReportSection, build_section
 from .report_html import write_html
 from .results import DB_NAME, ResultRow, ResultStore, export, speedups
@@ -49,6 +49,7 @@ class ReportResult:
     labels: Dict[str, str] = field(default_factory=dict)  # serial -> "Model (serial)"
     hardware: List[Placement] = field(default_factory=list)  # which hardware NNAPI chose per phone and model
     hardware_note: str = ""  # why there are none
+    phones: List[phone_overview.PhoneOverview] = field(default_factory=list)  # each phone at a glance
 
 
 def make_report(s: ReportSettings) -> ReportResult:
@@ -72,11 +73,14 @@ def make_report(s: ReportSettings) -> ReportResult:
     verdicts, why = numerics_report.load_run(Path(s.results), run_id)
     labels = {r.serial: f"{r.device_model} ({r.serial})" if r.device_model else r.serial for r in rows}
     placements, hw_why = hardware_report.load_run(Path(s.results), run_id)
+    phones = phone_overview.overview(chosen + failed_devices, placements, verdicts, labels,
+                                     {d.serial: d.operators for d in pte.devices} if pte else None)
     html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte, notes,
                       numerics_report.html_section(verdicts, labels, why),
-                      hardware_report.html_section(placements, labels, hw_why))
+                      hardware_report.html_section(placements, labels, hw_why), phone_overview.html_section(phones))
     exports = export(rows, Path(s.results), f"run-{run_id:04d}", store.devices(run_id))
-    return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, labels, placements, hw_why)
+    return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, labels, placements, hw_why,
+                        phones)
 
 
 def baseline_notes(models: Optional[str], rows: List[ResultRow]) -> List[str]:

@@ -139,12 +139,12 @@ def operator_section(serial: str, entries: Sequence[dict]) -> str:
 
 def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict],
            executorch: Optional[PteReportSection] = None, notes: Sequence[str] = (), numerics: str = "",
-           hardware: str = "") -> str:
+           hardware: str = "", overview: str = "") -> str:
     img = os.path.relpath(png, html_path.parent)
     throttled = [d for d in devices if d.get("warnings")]
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style>"
              f"</head><body><h1>{_e(title)}</h1>",
-             f"<p><img id='chart' src='{_e(img)}' alt='latency and NNAPI speed-up chart'></p>"]
+             f"<p><img id='chart' src='{_e(img)}' alt='latency and NNAPI speed-up chart'></p>", overview]
     if any(r.has_flag("nnapi-deprecated") for r in rows):
         parts.append("<p class='warn'>NNAPI rows flagged nnapi-deprecated come from Android 15+ (SDK 35+) devices: "
                      "NNAPI is deprecated there and the numbers may come from a CPU fallback driver, not an "
@@ -172,6 +172,6 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
 
 def write_html(html_path: Path, png: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict],
                executorch: Optional[PteReportSection] = None, notes: Sequence[str] = (), numerics: str = "",
-               hardware: str = "") -> Path:
+               hardware: str = "", overview: str = "") -> Path:
     return atomic_write_text(html_path, render(png, html_path, title, rows, devices, executorch, notes, numerics,
-                                               hardware))
+                                               hardware, overview))

@@ -175,6 +175,20 @@ def hardware(placements: Any, labels: Any, why: str = "") -> None:
         warning(line)
 
 
+def phones(overviews: Any) -> None:
+    """Each phone at a glance: latency, the hardware NNAPI chose, the answers' verdicts, the top operators."""
+    from deploy.phone_overview import COLUMNS
+
+    for p in overviews:
+        if p.problem:
+            warning(f"{p.label}: failed: {p.problem}")
+        if p.rows:
+            table(f"{p.label}: latency, hardware and answers", COLUMNS, p.rows,
+                  numeric=("CPU ms", "NNAPI ms", "speed-up"))
+        for line in p.top_operators:
+            note(f"{p.label}: top ExecuTorch operator: {line}")
+
+
 def deploy(result: Any) -> None:
     for w in result.warnings:
         warning(w)
@@ -204,6 +218,7 @@ def deploy(result: Any) -> None:
 def report(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
+    phones(result.phones)
     result_tables(result.rows)
     for line in getattr(result, "notes", []):
         note(line)

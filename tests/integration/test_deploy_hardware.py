@@ -150,3 +150,48 @@ def test_ctrl_c_during_the_placement_run_puts_the_property_back(tmp_path, lab_mo
         time.sleep(0.5)
         assert _vlog(devs["phone"]) == "model", out
     assert out.count("benchmarking mobilenetv2-quant_full-nnapi.pt") == 1, out  # a variant named twice runs once
+
+
+def test_one_page_per_run_explains_every_phones_number(tmp_path, lab_models, tiny_lane):
+    """Issue 23's must-show: three phones; deploy (latency, hardware, numerics) and deploy-executorch (ETDump) into
+    one results directory; `invoke report` shows each phone's latency, hardware, verdicts and top operators, on the
+    console and the page."""
+    from deploy.executorch_bench import PteDeploySettings, deploy_pte
+    from host_nnapi.build import cache_root
+    from tests.executorch_support.device import build_standin_runner, write_runtime_build_info
+    from tests.executorch_support.lane import copy_models
+
+    models, build_info = lab_models
+    printer = (f"env PYTHONPATH={ROOT} TORCHDROID_HOST_NNAPI_CACHE={cache_root()} {sys.executable} "
+               f"{ROOT / 'tests' / 'deploy_support' / 'print_output.py'}")
+    answers = {"SBT_OUTPUT_CMD": printer, "SBT_OUTPUT_CACHE": str(tmp_path / "outputs")}
+    devices = {
+        "dsp": _phone("DSP Phone", 30, "qti-dsp=quant,qti-gpu=float", env=answers),
+        "wrong": _phone("Wrong Driver", 31, "vendor-npu=all-AVERAGE_POOL_2D-RESHAPE",
+                        env=dict(answers, SBT_OFF_LSB="quant_full-nnapi:3")),
+        "silent": _phone("Silent Phone", 29),  # no placement log, no printed outputs
+    }
+    results, work = tmp_path / "results", tmp_path / "work"
+    work.mkdir()
+    pte_models = copy_models(tiny_lane[0], tmp_path / "pte-models")
+    runner = build_standin_runner(tmp_path / "runner", event_tracer=True)
+    runner_info = write_runtime_build_info(tmp_path / "et-build", runner, event_tracer=True)
+    with adb_with_devices(tmp_path / "adb", devices) as (server, devs):
+        args = [a for a in _deploy_args(models, build_info, results) if a != "--no-numerics"]
+        r = invoke(work, *args, port=server.port)
+        assert r.returncode == 0, r.stdout + r.stderr
+        et = deploy_pte(PteDeploySettings(models=pte_models, build_info=runner_info, results=results,
+                                          adb_port=server.port, warmup=1, iters=2, repeat=1, timeout=120))
+        assert not et.problems, et.problems
+        page = invoke(work, "report", "--results", str(results), port=server.port)
+        serial = {name: d.serial for name, d in devs.items()}
+    assert page.returncode == 0, page.stdout + page.stderr
+    out = page.stdout
+    for name, label in (("dsp", "DSP Phone"), ("wrong", "Wrong Driver"), ("silent", "Silent Phone")):
+        assert f"{label} ({serial[name]}): latency, hardware and answers" in out, out
+    assert "qti-dsp" in out and "vendor-npu + CPU fallback" in out and "DIFFERS (3 LSB)" in out, out
+    assert "unknown (not checked)" not in out.split("Silent Phone")[0]  # the checked phones have verdicts
+    assert "top ExecuTorch operator" in out and "native_call_convolution.out" in out, out
+    html = next(results.glob("report-run-*.html")).read_text()
+    for anchor in ("phones", "hardware", "numerics", f"phone-{serial['wrong']}", f"operators-{serial['dsp']}"):
+        assert f"id='{anchor}'" in html, anchor
