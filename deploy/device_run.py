@@ -10,10 +10,10 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from toolchain.errors import TorchdroidError
-from toolchain.hardware_records import Placement
+from toolchain.hardware_records import LISTER_NAME, Placement
 from toolchain.numerics_records import NumericsVerdict
 from toolchain.records import ModelFile, ResultRow
 
@@ -69,6 +69,7 @@ class DeviceRun:
     props: Dict[str, str] = field(default_factory=dict)  # getprop, from the probe
     df: str = ""  # df -k of the device directory's parent, from the probe
     tail: str = ""  # the probe's page size and conditions
+    nnapi_devices: Optional[Tuple[List[List[str]], str]] = None  # the lister's devices or why none, read once
 
 
 def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: DeployPlan, directory: str,
@@ -94,7 +95,14 @@ def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: Deplo
 
 
 def _candidates(run: DeviceRun) -> List[str]:
-    return [_bench.BINARY_NAME, _bench.GATORD_NAME] + [m.file for m in run.plan.models]
+    return [_bench.BINARY_NAME, _bench.GATORD_NAME, LISTER_NAME] + [m.file for m in run.plan.models]
+
+
+def _lists_devices(run: DeviceRun) -> bool:
+    """The NNAPI device lister goes along when placements are read and build-android built it."""
+    binary = run.plan.binary
+    return (binary is not None and binary.lister is not None and run.s.hardware
+            and any(m.backend == "nnapi" for m in run.models))
 
 
 def _measures(run: DeviceRun) -> bool:
@@ -156,6 +164,8 @@ def _push_items(run: DeviceRun) -> List[PushItem]:
         items.append(PushItem(run.plan.binary.path, _bench.BINARY_NAME, 0o755))
         if run.s.gatord:
             items.append(PushItem(run.s.gatord, _bench.GATORD_NAME, 0o755))
+        if _lists_devices(run):
+            items.append(PushItem(run.plan.binary.lister, LISTER_NAME, 0o755))
     return items + [PushItem(m.path, m.file, 0o644, m.sha256) for m in run.models]
 
 
@@ -266,7 +276,7 @@ def find_hardware(run: DeviceRun, m: ModelFile, row: ResultRow) -> None:
     except TorchdroidError as e:
         probe = _nnapi_log.ProbeOutput()
         log.warning("[%s] NNAPI placement log of %s: %s", run.rep.serial, m.file, e.what)
-    found = _nnapi_log.placement(run.rep.serial, m, probe)
+    found = _nnapi_log.placement(run.rep.serial, m, probe, nnapi_devices(run))
     run.rep.hardware.append(found)
     if found.restored is False:
         run.rep.notes.append(f"WARNING: {_nnapi_log.VLOG_PROP} could not be put back to {probe.before!r} "
@@ -274,6 +284,20 @@ def find_hardware(run: DeviceRun, m: ModelFile, row: ResultRow) -> None:
     flag = {"cpu": "nnapi-cpu-fallback", "partly-cpu": "nnapi-partly-cpu"}.get(found.status)
     if flag:
         row.flags = ",".join(x for x in (row.flags, flag) if x)
+
+
+def nnapi_devices(run: DeviceRun) -> Tuple[List[List[str]], str]:
+    """The phone's NNAPI devices with type and feature level (the lister, run once per phone), or none and why."""
+    if run.nnapi_devices is None:
+        if not _lists_devices(run):
+            run.nnapi_devices = ([], _nnapi_log.NO_LISTER)
+        else:
+            try:
+                out = run.dev.shell(_nnapi_log.lister_command(run.directory), timeout=run.s.options.timeout).output
+                run.nnapi_devices = _nnapi_log.parse_devices(out)
+            except TorchdroidError as e:
+                run.nnapi_devices = ([], f"{LISTER_NAME} failed on the phone: {e.what}")
+    return run.nnapi_devices
 
 
 def bench_app(run: DeviceRun) -> None:

@@ -10,7 +10,8 @@ from typing import Dict, List, Sequence, Tuple
 
 from toolchain.hardware_records import CPU_FALLBACK, HardwareRecord, Placement, hardware_path
 
-COLUMNS = ["device", "model file", "status", "where the operations ran", "on the CPU fallback", "drivers named",
+COLUMNS = ["device", "model file", "status", "where the operations ran", "on the CPU fallback",
+           "NNAPI devices (type, feature level)",
            "reason"]
 MODE_NAMES = {"none": "float", "core": "int8 core", "full": "int8"}
 NOT_READ = ("not read in this run: deploy ran without it (--no-hardware, --no-bench, or no benchmark binary) or "
@@ -25,7 +26,7 @@ def _fallback(p: Placement) -> str:
 
 
 def table_rows(placements: Sequence[Placement], labels: Dict[str, str]) -> List[List[str]]:
-    return [[labels.get(p.serial, p.serial), p.file, p.status, p.where(), _fallback(p), ", ".join(p.drivers),
+    return [[labels.get(p.serial, p.serial), p.file, p.status, p.where(), _fallback(p), p.device_list(),
              p.reason] for p in placements]
 
 
@@ -33,11 +34,14 @@ def summary(placements: Sequence[Placement], labels: Dict[str, str]) -> Tuple[Li
     """Columns and rows of the per-phone table: one column per model stem x precision (float, int8), each cell the
     device(s) NNAPI chose, ``unknown`` where the phone did not say."""
     keys = list(dict.fromkeys((_stem(p.file), p.mode) for p in placements))
-    columns = ["device"] + [f"{stem} {MODE_NAMES.get(mode, mode)}" for stem, mode in keys]
+    columns = ["device"] + [f"{stem} {MODE_NAMES.get(mode, mode)}" for stem, mode in keys] + ["NNAPI devices"]
     out = []
     for serial in dict.fromkeys(p.serial for p in placements):
-        cells = {(_stem(p.file), p.mode): _chosen(p) for p in placements if p.serial == serial}
-        out.append([labels.get(serial, serial)] + [cells.get(k, "-") for k in keys])
+        mine = [p for p in placements if p.serial == serial]
+        cells = {(_stem(p.file), p.mode): _chosen(p) for p in mine}
+        listed = next((p.device_list() for p in mine if p.devices), "") or next(
+            (p.device_list() for p in mine if p.drivers), "unknown")
+        out.append([labels.get(serial, serial)] + [cells.get(k, "-") for k in keys] + [listed])
     return columns, out
 
 

@@ -22,7 +22,7 @@ import re
 import shlex
 from typing import List, Optional, Tuple
 
-from toolchain.hardware_records import CPU_FALLBACK, Placement
+from toolchain.hardware_records import CPU_FALLBACK, DEVICE_TYPES, LISTER_NAME, Placement, feature_level_name
 from toolchain.records import ModelFile
 
 from .bench import BenchOptions, bench_args
@@ -31,8 +31,8 @@ VLOG_PROP = "debug.nn.vlog"
 VLOG_VALUE = "compilation,manager"  # Utils.cpp initVLogMask splits on " ,:" (NH1)
 TAGS = ("ExecutionPlan", "Manager", "chatty")
 MARK = "TORCHDROID_NNLOG"
-DRIVER_DETAILS = ("type and feature level unknown: NNAPI's log names the drivers but not their type (the NDK's "
-                  "ANeuralNetworksDevice_getType needs a program on the phone that torchdroid does not build yet)")
+NO_LISTER = (f"no {LISTER_NAME} in the build-info: the build-android that made the benchmark binary did not build "
+             "the NNAPI device lister; run `invoke build-android` again")
 
 _LINE = re.compile(r"^\S+\s+\S+\s+(\d+)\s+\d+\s+[VDIWEF]\s+(\S+?)\s*: (.*)$")  # logcat -v threadtime
 _BEST = re.compile(r"ModelBuilder::findBestDeviceForEachOperation\(([A-Z0-9_]+)(?::\d+)?\) = (-?\d+) \(([^)]*)\)$")
@@ -109,11 +109,13 @@ def _expanded(lines: List[Tuple[str, str]]) -> Tuple[List[Tuple[str, str]], int]
     return out, dropped
 
 
-def placement(serial: str, m: ModelFile, probe: ProbeOutput) -> Placement:
-    """What the log says about this model on this phone, or ``unknown`` and why."""
+def placement(serial: str, m: ModelFile, probe: ProbeOutput,
+              listed: Tuple[List[List[str]], str] = ([], NO_LISTER)) -> Placement:
+    """What the log says about this model on this phone, or ``unknown`` and why; ``listed``: the phone's NNAPI
+    devices from the lister (``parse_devices``), or none and why."""
     base = Placement(serial, m.file, m.mode, "unknown", reason="?", vlog=probe.set_to or "",
                      restored=None if probe.after is None or probe.before is None else probe.after == probe.before,
-                     driver_details=DRIVER_DETAILS)
+                     devices=listed[0], driver_details="" if listed[0] else listed[1])
     why = _cannot_read(probe)
     if why:
         return dataclasses.replace(base, reason=why)
@@ -166,3 +168,29 @@ def _no_operations(probe: ProbeOutput, lines: List[Tuple[str, str]], unread: Lis
     ran = f"the model's run exited with {probe.exit_code}" if probe.exit_code else "the model ran"
     return (f"{ran}, but the phone logged no ExecutionPlan line for it with {VLOG_PROP}={probe.set_to}: its NNAPI "
             "runtime does not log placements (or logcat lost them)")
+
+
+def lister_command(directory: str) -> str:
+    return f"cd {shlex.quote(directory)} && ./{LISTER_NAME}"
+
+
+def parse_devices(output: str) -> Tuple[List[List[str]], str]:
+    """The lister's devices as ``[name, type, feature level, version]``; or none and why."""
+    devices: List[List[str]] = []
+    count: Optional[int] = None
+    for line in output.splitlines():
+        parts = line.rstrip("\r").split("\t")
+        if line.startswith("unavailable: "):
+            return [], f"the phone's NNAPI did not list its devices: {line[len('unavailable: '):].strip()}"
+        if parts[0] == "devices" and len(parts) == 2 and parts[1].isdigit():
+            count = int(parts[1])
+        elif parts[0] == "device" and len(parts) == 6 and parts[3].lstrip("-").isdigit() \
+                and parts[4].lstrip("-").isdigit():
+            code, level = int(parts[3]), int(parts[4])
+            devices.append([parts[2], DEVICE_TYPES.get(code, f"type code {code}"), feature_level_name(level),
+                            parts[5]])
+    if count is None:
+        return [], f"{LISTER_NAME} printed nothing torchdroid can read: {output.strip()[:200]!r}"
+    if count != len(devices):
+        return [], f"{LISTER_NAME} announced {count} device(s) but listed {len(devices)}: its output was cut short"
+    return devices, ""

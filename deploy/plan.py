@@ -16,6 +16,7 @@ from typing import List, Optional, Tuple
 
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import sha256_file
+from toolchain.hardware_records import LISTER_NAME
 from toolchain.numerics_records import ReferenceOutputs, references_path
 from toolchain.pte_records import PROGRAM_VARIANT_PATTERN
 from toolchain.records import AppInfo, BuildInfo, ConvertManifest, ModelFile
@@ -72,6 +73,7 @@ class BinaryPlan:
     abi: Optional[str]
     commit: str  # "" when unknown (--binary without a build-info)
     alignment: Optional[int]  # smallest LOAD p_align
+    lister: Optional[Path] = None  # the NNAPI device lister build-android built beside it (None: not recorded)
 
 
 @dataclass(frozen=True)
@@ -108,18 +110,26 @@ class DeployPlan:
 # --------------------------------------------------------------------------- binary
 
 
-def _recorded_binary(info: BuildInfo) -> Path:
-    path = info.artefact(_bench.BINARY_NAME)
+def _recorded(info: BuildInfo, name: str) -> Path:
+    """A recorded artefact, checked against its build-info's hash."""
+    path = info.artefact(name)
     if not path.is_file():
         raise RecordError(f"{info.path} names {path}, which does not exist",
                           remedy="run `invoke build-android` again, or pass --binary PATH")
-    recorded = next((a.get("sha256") for a in info.get("artefacts", []) if a.get("name") == _bench.BINARY_NAME), None)
+    recorded = next((a.get("sha256") for a in info.get("artefacts", []) if a.get("name") == name), None)
     if recorded and sha256_file(path) != recorded:
         raise RecordError(f"{path} no longer matches its build-info {info.path}",
-                          cause="the binary was rebuilt, replaced or modified after `invoke build-android` recorded it",
+                          cause=f"{name} was rebuilt, replaced or modified after `invoke build-android` recorded it",
                           remedy="run `invoke build-android` again (it rewrites the build-info), or pass the binary "
                                  "you mean with --binary PATH")
     return path
+
+
+def _recorded_lister(info: Optional[BuildInfo]) -> Optional[Path]:
+    """The NNAPI device lister; None when the build-info predates it (the hardware record says so)."""
+    if info is None or not any(a.get("name") == LISTER_NAME for a in info.get("artefacts", [])):
+        return None
+    return _recorded(info, LISTER_NAME)
 
 
 def plan_binary(s: DeploySettings) -> Optional[BinaryPlan]:
@@ -127,19 +137,19 @@ def plan_binary(s: DeploySettings) -> Optional[BinaryPlan]:
     if not s.bench:
         return None
     info_there = bool(s.build_info) and Path(s.build_info).exists()
+    info = BuildInfo.load(s.build_info, remedy="run `invoke build-android` first (or pass the file with "
+                                               "--build-info, or the binary with --binary)") if info_there else None
     if s.binary:
         path = Path(s.binary)
         if not path.is_file():
             raise UsageError(f"the benchmark binary {path} does not exist",
                              remedy="pass the speed_benchmark_torch that `invoke build-android` built")
-        commit = BuildInfo.load(s.build_info).commit if info_there else ""
-        return BinaryPlan(path, elf_abi(path), commit, load_alignment(path))
-    if not info_there:
+        return BinaryPlan(path, elf_abi(path), info.commit if info else "", load_alignment(path),
+                          _recorded_lister(info))
+    if info is None:
         return None
-    info = BuildInfo.load(s.build_info, remedy="run `invoke build-android` first (or pass the file with "
-                                               "--build-info, or the binary with --binary)")
-    path = _recorded_binary(info)
-    return BinaryPlan(path, info.abi or elf_abi(path), info.commit, load_alignment(path))
+    path = _recorded(info, _bench.BINARY_NAME)
+    return BinaryPlan(path, info.abi or elf_abi(path), info.commit, load_alignment(path), _recorded_lister(info))
 
 
 # --------------------------------------------------------------------------- models

@@ -41,6 +41,7 @@ from .hints import build_hint, parse_step
 from toolchain.tools.hostpython import HostPython
 from toolchain.settings import default
 from .ndk import Ndk, validate_api_level
+from .nnapi_lister import LISTER_NAME, build_lister, source_digest
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +304,7 @@ def make_plan(s: BuildSettings, target: Target, tools: Tools, checkout: Checkout
         "abi": target.abi, "api_level": target.api_level, "cmake_args": args,
         "env": {k: v for k, v in env.items() if k != "MAX_JOBS"}, "aar": bool(s.aar),
         "sdk": str(tools.sdk.path) if tools.sdk else None, "jdk": str(tools.jdk.home) if tools.jdk else None,
+        "nnapi_lister": source_digest(),
     }
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
     return BuildPlan(target, tools, source, env, args, key, gradle)
@@ -457,7 +459,10 @@ def execute(plan: BuildPlan) -> Outcome:
     if facts.api_level_ok is None:
         warnings.append(f"{BINARY} has no Android note (.note.android.ident): its API level could not be checked")
     artefacts = collect_artefacts(plan, binary)
-    native = [binary] + [t.out_dir / a["path"] for a in artefacts if a["kind"] == "shared-library"]
+    lister = build_lister(plan.tools.ndk, t.abi, t.api_level, t.out_dir, t.log_path)
+    verify_binary(lister, t.abi, t.api_level)
+    artefacts.append(_artefact(LISTER_NAME, lister, "tool", t.out_dir))
+    native = [binary, lister] + [t.out_dir / a["path"] for a in artefacts if a["kind"] == "shared-library"]
     alignment = verify_page_alignment(native, t.abi)
     if plan.tools.sdk is not None:
         aar = aar_build.build_aar(plan, plan.tools.sdk, plan.tools.jdk)

@@ -20,6 +20,19 @@ HARDWARE_SCHEMA = 1
 CPU_FALLBACK = "nnapi-reference"  # NNAPI's own CPU implementation (docs/facts.md NH3)
 # accelerated: no operation on the CPU fallback; partly-cpu: some; cpu: all; unknown: the phone did not say
 STATUSES = ("accelerated", "partly-cpu", "cpu", "unknown")
+LISTER_NAME = "torchdroid_nnapi_devices"  # build-android's NNAPI device lister (ndk_build/nnapi_devices)
+# ANeuralNetworksDevice_getType's codes (docs/facts.md NH9)
+DEVICE_TYPES = {0: "unknown", 1: "other", 2: "CPU", 3: "GPU", 4: "accelerator"}
+
+
+def feature_level_name(level: int) -> str:
+    """``ANeuralNetworksDevice_getFeatureLevel``'s value as a reader knows it: 27..31 are feature levels 1..5
+    (= the API level that brought them), 1000006 on are feature levels 6 on (docs/facts.md NH9)."""
+    if level >= 1000000:
+        return f"feature level {level - 1000000}"
+    if 27 <= level <= 31:
+        return f"feature level {level - 26} (API {level})"
+    return f"feature level code {level}"
 
 
 def hardware_path(results_dir: Path, stem: str) -> Path:
@@ -39,7 +52,8 @@ class Placement:
     operations: List[List[str]] = field(default_factory=list)  # [operation, device name] in the model's order
     single_device: str = ""  # "only one best device": the whole graph on it
     drivers: List[str] = field(default_factory=list)  # the devices the runtime named (its log), in its order
-    driver_details: str = ""  # type / feature level, or why they are unknown
+    driver_details: str = ""  # why the drivers' type and feature level are unknown ("" when ``devices`` has them)
+    devices: List[List[str]] = field(default_factory=list)  # [name, type, feature level, version] (the lister)
     vlog: str = ""  # debug.nn.vlog while the model compiled (what torchdroid set)
     restored: Optional[bool] = None  # the property read back equal to its value before
 
@@ -67,6 +81,15 @@ class Placement:
             return f"{name} (all {n})"
         return " + ".join(f"{name} {n}" for name, n in counts.items())
 
+    def device_list(self) -> str:
+        """``qti-dsp (accelerator, feature level 4 (API 30)), nnapi-reference (CPU, ...)``; or the drivers the log
+        named with why their type is unknown."""
+        if self.devices:
+            return ", ".join(f"{name} ({kind}, {level})" for name, kind, level, _ in self.devices)
+        if not self.drivers:
+            return ""
+        return ", ".join(self.drivers) + (f" (type unknown: {self.driver_details})" if self.driver_details else "")
+
     def to_dict(self) -> Dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
@@ -75,6 +98,7 @@ class Placement:
         known = {f.name for f in fields(cls)}
         p = cls(**{k: v for k, v in d.items() if k in known})
         p.operations = [[str(op), str(dev)] for op, dev in p.operations]
+        p.devices = [[str(x) for x in d] for d in p.devices]
         return p
 
 

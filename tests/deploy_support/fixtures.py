@@ -44,12 +44,41 @@ def build_standin(out_dir: Path) -> Path:
     return exe
 
 
-def write_build_info(build_dir: Path, binary: Path, abi: str = "arm64-v8a", commit: str = COMMIT) -> Path:
+def build_nnapi_lab(out_dir: Path) -> "NnapiLab":
+    """The NNAPI device lister, built by build-android's own code with the fixture NDK (a host ELF), and a stand-in
+    libneuralnetworks.so (the NDK device API over SBT_NNAPI_DEVICES) for the virtual phones' LD_LIBRARY_PATH."""
+    from ndk_build.nnapi_lister import build_lister
+    from tests.ndk_support import make_fake_ndk
+    from toolchain.tools.ndk import Ndk
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ndk = Ndk.from_dir(make_fake_ndk(out_dir / "ndk", "27.2.12479018"))
+    lister = build_lister(ndk, "x86_64", 29, out_dir / "android", out_dir / "lister.log")
+    return NnapiLab(lister, build_nnapi_library(out_dir / "lib"))
+
+
+def build_nnapi_library(lib_dir: Path, source: Path = HERE / "libneuralnetworks_standin.c") -> Path:
+    """``lib_dir/libneuralnetworks.so`` compiled from ``source`` with the host C compiler; returns ``lib_dir``."""
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    cc = shutil.which("gcc") or shutil.which("cc")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib_dir / "libneuralnetworks.so"), str(source)], check=True)
+    return lib_dir
+
+
+@dataclass(frozen=True)
+class NnapiLab:
+    lister: Path
+    lib_dir: Path  # holds libneuralnetworks.so
+
+
+def write_build_info(build_dir: Path, binary: Path, abi: str = "arm64-v8a", commit: str = COMMIT,
+                     lister: Optional[Path] = None) -> Path:
     build_dir.mkdir(parents=True, exist_ok=True)
-    rel = os.path.relpath(binary, build_dir)
+    arts = [("speed_benchmark_torch", binary)] + ([("torchdroid_nnapi_devices", lister)] if lister else [])
     return write_record(build_dir / BUILD_INFO_NAME, BUILD_INFO_KIND, BUILD_INFO_SCHEMA, {
         "abi": abi, "commit": commit, "lane": "current",
-        "artefacts": [{"name": "speed_benchmark_torch", "path": rel, "sha256": sha256_file(binary)}],
+        "artefacts": [{"name": name, "path": os.path.relpath(path, build_dir), "sha256": sha256_file(path)}
+                      for name, path in arts],
     })
 
 

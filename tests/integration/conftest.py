@@ -14,6 +14,15 @@ def standin(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def nnapi_lab(tmp_path_factory):
+    """The NNAPI device lister (built with build-android's code and the fixture NDK) and a stand-in
+    libneuralnetworks.so, once for the session."""
+    from tests.deploy_support.fixtures import build_nnapi_lab
+
+    return build_nnapi_lab(tmp_path_factory.mktemp("nnapi-lab"))
+
+
+@pytest.fixture(scope="session")
 def executorch_report_chain(tmp_path_factory, standin):
     """deploy, deploy-executorch, deploy, deploy-executorch --models elsewhere on two virtual devices (results kept
     after each step; tests/executorch_support/report_chain.py). Needs adb."""

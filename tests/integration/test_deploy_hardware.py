@@ -28,10 +28,16 @@ FLOAT_NNAPI, INT8_NNAPI = "mobilenetv2-quant_none-nnapi.pt", "mobilenetv2-quant_
 
 
 RELEASES = {29: "10", 30: "11", 31: "12", 34: "14"}
+LAB = {}  # the session's stand-in libneuralnetworks.so directory (set by lab_models)
 
 
-def _phone(model: str, sdk: int, nnapi: str = "", vlog: str = "", **extra) -> dict:
-    env = {"SBT_NNAPI_LOG_CMD": RUNTIME_LOG, **({"SBT_NNAPI": nnapi} if nnapi else {}), **extra.pop("env", {})}
+def _phone(model: str, sdk: int, nnapi: str = "", vlog: str = "", devices: str = "", **extra) -> dict:
+    """A virtual phone; ``devices``: its NNAPI drivers for the NDK device API (name:type:feature level, the
+    stand-in library on LD_LIBRARY_PATH; without it the library does not load there)."""
+    listed = {"SBT_NNAPI_DEVICES": devices, "SBT_NNAPI_LEVEL": str(sdk), "LD_LIBRARY_PATH": str(LAB["lib_dir"])} \
+        if devices else {}
+    env = {"SBT_NNAPI_LOG_CMD": RUNTIME_LOG, **({"SBT_NNAPI": nnapi} if nnapi else {}), **listed,
+           **extra.pop("env", {})}
     props = {"ro.product.model": model, "ro.build.version.sdk": str(sdk), "ro.build.version.release": RELEASES[sdk],
              **({"debug.nn.vlog": vlog} if vlog else {})}
     return {"props": props, "env": env, **extra}
@@ -50,22 +56,25 @@ def _vlog(dev) -> str:
 
 
 @pytest.fixture
-def lab_models(tmp_path, mobilenet_models, standin):
+def lab_models(tmp_path, mobilenet_models, standin, nnapi_lab):
     models = tmp_path / "models"
     shutil.copytree(mobilenet_models[0], models)
-    return models, write_build_info(tmp_path / "android", standin)
+    LAB["lib_dir"] = nnapi_lab.lib_dir
+    return models, write_build_info(tmp_path / "android", standin, lister=nnapi_lab.lister)
 
 
 def test_four_phones_say_which_hardware_ran_each_model(tmp_path, lab_models):
     models, build_info = lab_models
     devices = {
         # the blog's kind of phone: float on the GPU, int8 on the DSP (Android 11's log format, chatty on)
-        "snapdragon": _phone("DSP Phone", 30, "qti-dsp=quant,qti-gpu=float"),
+        "snapdragon": _phone("DSP Phone", 30, "qti-dsp=quant,qti-gpu=float", devices="qti-dsp:4:30:1.2,qti-gpu:3:30"),
         # an NPU without AVERAGE_POOL_2D and RESHAPE: those two run on NNAPI's CPU fallback (Android 12's format); the user's own
         # debug.nn.vlog value must come back
-        "npu": _phone("NPU Phone", 31, "vendor-npu=all-AVERAGE_POOL_2D-RESHAPE", vlog="model"),
-        "silent": _phone("Silent Phone", 30),  # its runtime logs nothing
-        "future": _phone("Future Phone", 34, "gpu=all", env={"SBT_NNAPI_FORMAT": "changed"}),
+        "npu": _phone("NPU Phone", 31, "vendor-npu=all-AVERAGE_POOL_2D-RESHAPE", vlog="model",
+                      devices="vendor-npu:4:31:2.0"),
+        "silent": _phone("Silent Phone", 30),  # its runtime logs nothing, its library does not load for the lister
+        "future": _phone("Future Phone", 34, "gpu=all", devices="gpu:3:1000007",
+                         env={"SBT_NNAPI_FORMAT": "changed", "SBT_NNAPI_FAIL": "1"}),
     }
     results, work = tmp_path / "results", tmp_path / "work"
     work.mkdir()
@@ -85,14 +94,22 @@ def test_four_phones_say_which_hardware_ran_each_model(tmp_path, lab_models):
     assert dsp_float.single_device == "qti-gpu" and len(dsp_float.operations) > 30  # chatty lines expanded
     assert dsp_int8.status == "accelerated" and dsp_int8.single_device == "qti-dsp", dsp_int8
     assert dsp_int8.drivers == ["qti-dsp", "qti-gpu"], dsp_int8  # the runtime's "Found interface" lines
+    # the NDK device API, through the lister: type and feature level, nnapi-reference last (as Manager.cpp does)
+    assert dsp_int8.devices == [["qti-dsp", "accelerator", "feature level 4 (API 30)", "1.2"],
+                                ["qti-gpu", "GPU", "feature level 4 (API 30)", "1.0"],
+                                ["nnapi-reference", "CPU", "feature level 4 (API 30)", "1.0"]], dsp_int8
+    assert not dsp_int8.driver_details
     for file in (FLOAT_NNAPI, INT8_NNAPI):
         npu = found[(serial["npu"], file)]
         assert npu.status == "partly-cpu" and npu.fallback_operations() == {"AVERAGE_POOL_2D": 1, "RESHAPE": 1}, npu
         assert not npu.single_device
-        assert found[(serial["silent"], file)].status == "unknown"
-        assert "logged no ExecutionPlan line" in found[(serial["silent"], file)].reason
+        assert npu.devices[0] == ["vendor-npu", "accelerator", "feature level 5 (API 31)", "2.0"], npu
+        silent = found[(serial["silent"], file)]
+        assert silent.status == "unknown" and "logged no ExecutionPlan line" in silent.reason
+        assert not silent.devices and "libneuralnetworks.so does not load" in silent.driver_details, silent
         future = found[(serial["future"], file)]
         assert future.status == "unknown" and "format torchdroid does not know" in future.reason, future
+        assert not future.devices and "getDeviceCount returned 5" in future.driver_details, future
     # the NNAPI row of the partly-CPU phone is flagged, in the results and on the console
     rows = json.loads((results / "latest.json").read_text())
     rows = rows["results"]
@@ -107,10 +124,12 @@ def test_four_phones_say_which_hardware_ran_each_model(tmp_path, lab_models):
     assert "which hardware NNAPI chose" in page.stdout and "unknown" in page.stdout
     html = next(results.glob("report-run-*.html")).read_text()
     assert "id='hardware'" in html and "qti-dsp" in html and "vendor-npu" in html and "RESHAPE x1" in html
+    assert "qti-dsp (accelerator, feature level 4 (API 30))" in html and "NNAPI devices" in html
 
 
-def test_the_property_is_put_back_after_a_crash_and_a_refusal_is_unknown(tmp_path, lab_models):
-    models, build_info = lab_models
+def test_the_property_is_put_back_after_a_crash_and_a_refusal_is_unknown(tmp_path, lab_models, standin):
+    models, _ = lab_models
+    build_info = write_build_info(tmp_path / "android-before-the-lister", standin)  # no lister recorded
     devices = {
         "crash": _phone("Crash Phone", 29, "qti-dsp=quant", vlog="all", env={"SBT_CRASH": "nnapi"}),
         "locked": _phone("Locked Phone", 30, "qti-dsp=quant", setprop_denied=True),
@@ -125,6 +144,7 @@ def test_the_property_is_put_back_after_a_crash_and_a_refusal_is_unknown(tmp_pat
     found = {(p.serial, p.file): p for p in HardwareRecord.load(hardware_path(results, "latest")).placements}
     crashed = found[(serial["crash"], INT8_NNAPI)]
     assert crashed.status == "accelerated" and crashed.restored is True, crashed  # compiled, then crashed
+    assert not crashed.devices and "did not build the NNAPI device lister" in crashed.driver_details, crashed
     locked = found[(serial["locked"], INT8_NNAPI)]
     assert locked.status == "unknown" and "did not take" in locked.reason, locked
 
@@ -166,7 +186,7 @@ def test_one_page_per_run_explains_every_phones_number(tmp_path, lab_models, tin
                f"{ROOT / 'tests' / 'deploy_support' / 'print_output.py'}")
     answers = {"SBT_OUTPUT_CMD": printer, "SBT_OUTPUT_CACHE": str(tmp_path / "outputs")}
     devices = {
-        "dsp": _phone("DSP Phone", 30, "qti-dsp=quant,qti-gpu=float", env=answers),
+        "dsp": _phone("DSP Phone", 30, "qti-dsp=quant,qti-gpu=float", devices="qti-dsp:4:30,qti-gpu:3:30", env=answers),
         "wrong": _phone("Wrong Driver", 31, "vendor-npu=all-AVERAGE_POOL_2D-RESHAPE",
                         env=dict(answers, SBT_OFF_LSB="quant_full-nnapi:3")),
         "silent": _phone("Silent Phone", 29),  # no placement log, no printed outputs

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ndk_build import BuildSettings, build_android
-from ndk_build.elfcheck import Readelf
+from ndk_build.elfcheck import Readelf, verify_binary
 from tests.ndk_support import make_fake_ndk, make_fake_sdk
 from tests.ndk_support import build_settings
 from tests.ndk_support.fixtures import *  # noqa: F403 (pytest fixtures: fake_pytorch, fake_ndk)
@@ -66,14 +66,15 @@ def test_build_records_verified_artefacts(built, fake_pytorch, fake_ndk):
                                     "page_16k_ok": True}
     # 16 KB pages: r21e has no flexible page size option, so the linker flag is passed; alignment recorded
     assert "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-z,max-page-size=16384" in info["cmake_args"]
-    assert info["page_alignment"] == {"speed_benchmark_torch": 16384}
+    assert info["page_alignment"] == {"speed_benchmark_torch": 16384, "torchdroid_nnapi_devices": 16384}
     typed = BuildInfo.load(res.build_info_path)
     assert typed.min_page_alignment() == 16384 and typed.source_dir == Path(info["source_dir"])
     binary_art = next(a for a in typed.artefacts if a.kind == "binary")
     assert binary_art.load_alignment == 16384 and binary_art.path == res.binary
     assert "-DUSE_VULKAN=OFF" in info["cmake_args"] and info["vulkan"] is False
     names = {a["name"]: a for a in info["artefacts"]}
-    assert {"speed_benchmark_torch", "libc10.a", "libtorch_cpu.a", "libfakedep.a", "headers"} <= set(names)
+    assert {"speed_benchmark_torch", "torchdroid_nnapi_devices", "libc10.a", "libtorch_cpu.a", "libfakedep.a",
+            "headers"} <= set(names)
     for a in info["artefacts"]:
         p = res.build_info_path.parent / a["path"]
         assert p.exists()
@@ -83,6 +84,38 @@ def test_build_records_verified_artefacts(built, fake_pytorch, fake_ndk):
     binary = BuildInfo.load(res.build_info_path).artefact("speed_benchmark_torch")
     assert binary == res.binary and os.access(binary, os.X_OK)
     assert info["seconds"] > 0 and info["started"] <= info["finished"]
+
+
+def test_the_nnapi_device_lister_is_built_recorded_and_lists_what_the_library_offers(built, tmp_path):
+    """build-android builds torchdroid's NNAPI device lister with the same NDK, ABI and page size; on a phone it
+    lists the drivers through the NDK device API, and says why when the library or the API is missing."""
+    from deploy.nnapi_log import parse_devices
+    from tests.deploy_support.fixtures import build_nnapi_library
+
+    s, res = built
+    lister = BuildInfo.load(res.build_info_path).artefact("torchdroid_nnapi_devices")
+    assert verify_binary(lister, "x86_64", 29).machine_ok
+    base = {"PATH": os.environ["PATH"]}
+
+    def listed(lib_dir=None, **env):
+        extra = {"LD_LIBRARY_PATH": str(lib_dir)} if lib_dir else {}
+        r = subprocess.run([str(lister)], env=dict(base, **extra, **env), capture_output=True, text=True)
+        return r.returncode, parse_devices(r.stdout)
+
+    code, (devices, why) = listed()
+    assert code == 2 and not devices and "libneuralnetworks.so does not load" in why  # no library on this host
+    lib = build_nnapi_library(tmp_path / "lib")
+    code, (devices, why) = listed(lib, SBT_NNAPI_DEVICES="qti-dsp:4:30:1.2,qti-gpu:3:1000006", SBT_NNAPI_LEVEL="30")
+    assert code == 0 and not why
+    assert devices == [["qti-dsp", "accelerator", "feature level 4 (API 30)", "1.2"],
+                       ["qti-gpu", "GPU", "feature level 6", "1.0"],
+                       ["nnapi-reference", "CPU", "feature level 4 (API 30)", "1.0"]]
+    code, (devices, why) = listed(lib, SBT_NNAPI_FAIL="1")
+    assert code == 4 and "getDeviceCount returned 5" in why
+    empty = tmp_path / "empty.c"  # a library older than the device API (Android 8.1/9)
+    empty.write_text("int ANeuralNetworksModel_create(void **m) { (void)m; return 0; }\n")
+    code, (devices, why) = listed(build_nnapi_library(tmp_path / "old", empty))
+    assert code == 3 and "no device API" in why
 
 
 def test_api_level_really_reaches_cmake(built):
