@@ -4,13 +4,14 @@ The fixture tree encodes ExecuTorch's real build interface (docs/facts.md E rows
 the lane's options are the ones that make a runner, and that the fixture fails where the real build would.
 """
 
+import shutil
 import subprocess
 
 import pytest
 
 from ndk_build import executorch_runtime as rt
 from tests.executorch_support.runtime import fake_pte, make_fake_executorch
-from tests.ndk_support import make_ndk_release
+from tests.ndk_support import NDK_REVISIONS, make_fake_ndk, make_ndk_release
 from tests.ndk_support.fixtures import ccache_dir, git_file_protocol  # noqa: F401 (fixtures)
 from toolchain.elf import read_elf
 from toolchain.errors import ToolFailed, ToolNotFound, VerificationError
@@ -80,10 +81,15 @@ def test_without_the_tracer_the_runner_has_no_etdump_path(tmp_path, remote, ndks
     assert run.returncode == 1 and "unknown command line flag" in run.stderr
 
 
-def test_a_runner_for_another_machine_is_refused(tmp_path, remote, ndks):
-    """Asking for arm64-v8a while the (fixture) toolchain makes x86-64 code fails the ELF machine check."""
+@pytest.mark.skipif(shutil.which("aarch64-linux-gnu-g++") is None, reason="./run test installs g++-aarch64-linux-gnu")
+def test_the_default_abi_gets_an_aarch64_runner_and_a_wrong_machine_is_refused(tmp_path, remote, ndks):
+    """arm64-v8a: the fixture NDK's toolchain, like the real one, compiles AArch64 code; an NDK whose toolchain
+    makes x86-64 code for it fails the ELF machine check."""
+    built = rt.build_runtime(_settings(tmp_path / "ok", remote, ndks["r27c"], abi="arm64-v8a"), tmp_path / "ok.log")
+    assert read_elf(built.runner).machine == "AArch64"
+    broken = make_fake_ndk(tmp_path / "host-only-ndk", NDK_REVISIONS["r27c"], host_only=True)
     with pytest.raises(VerificationError, match="expected AArch64"):
-        rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"], abi="arm64-v8a"), tmp_path / "build.log")
+        rt.build_runtime(_settings(tmp_path / "bad", remote, broken, abi="arm64-v8a"), tmp_path / "bad.log")
 
 
 def test_without_the_runner_option_nothing_is_built(tmp_path, remote, ndks, monkeypatch):

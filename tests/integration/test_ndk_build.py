@@ -161,8 +161,9 @@ def test_same_inputs_rebuild_nothing_and_clean_starts_over(tmp_path, fake_pytorc
     assert "-- Configuring done" in cleaned.log_path.read_text()
 
 
-def test_wrong_machine_for_the_abi_is_caught(tmp_path, fake_pytorch, fake_ndk):
-    s = settings(tmp_path, fake_pytorch, fake_ndk, abi="arm64-v8a")
+def test_wrong_machine_for_the_abi_is_caught(tmp_path, fake_pytorch):
+    broken = make_fake_ndk(tmp_path / "ndk-host-only", host_only=True)  # compiles arm64-v8a for the host
+    s = settings(tmp_path, fake_pytorch, broken, abi="arm64-v8a")
     with pytest.raises(VerificationError) as ei:
         build_android(s)
     msg = str(ei.value)

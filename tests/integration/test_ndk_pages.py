@@ -25,7 +25,7 @@ def test_r27c_uses_the_ndk_option_and_the_binary_is_16k_aligned(tmp_path, fake_p
     assert "-DANDROID_SUPPORT_FLEXIBLE_PAGE_SIZES=ON" in args
     assert not any(a.startswith("-DCMAKE_EXE_LINKER_FLAGS") for a in args)
     assert load_alignment(res.binary) == 16384
-    assert BuildInfo.load(res.build_info_path).page_alignment == {"speed_benchmark_torch": 16384}
+    assert BuildInfo.load(res.build_info_path).page_alignment == {"speed_benchmark_torch": 16384, "torchdroid_nnapi_devices": 16384}
     assert res.info["verification"]["page_16k_ok"] is True
 
 

@@ -106,14 +106,29 @@ def make_fake_pytorch(root: Path, bulk_bytes: int = 200_000, allow_sha: bool = T
 
 
 TOOLCHAIN_FIXTURE = """\
-# Fixture standing in for the NDK's build/cmake/android.toolchain.cmake: it keeps the host
-# compiler (so binaries are host ELFs) but takes the Android variables like the real one.
+# Fixture standing in for the NDK's build/cmake/android.toolchain.cmake: it takes the Android variables like the
+# real one and, like it, picks the compiler by ANDROID_ABI: arm64-v8a gets Debian's aarch64 cross compiler (real
+# AArch64 ELFs; the virtual arm64 phones run them under qemu-user), every other ABI the host compiler.
 set(ANDROID TRUE)
+if(NOT ANDROID_ABI)
+  set(ANDROID_ABI armeabi-v7a)  # the real toolchain file's default ABI
+endif()
+if(ANDROID_ABI STREQUAL "arm64-v8a" AND NOT TORCHDROID_FIXTURE_HOST_ONLY)
+  find_program(FIXTURE_AARCH64_CC aarch64-linux-gnu-gcc)
+  find_program(FIXTURE_AARCH64_CXX aarch64-linux-gnu-g++)
+  if(FIXTURE_AARCH64_CC AND FIXTURE_AARCH64_CXX)
+    set(CMAKE_SYSTEM_NAME Linux)
+    set(CMAKE_SYSTEM_PROCESSOR aarch64)
+    set(CMAKE_C_COMPILER ${FIXTURE_AARCH64_CC})
+    set(CMAKE_CXX_COMPILER ${FIXTURE_AARCH64_CXX})
+  endif()
+endif()
 if(NOT ANDROID_NATIVE_API_LEVEL)
   set(ANDROID_NATIVE_API_LEVEL 21)
 endif()
 set(ANDROID_PLATFORM_LEVEL ${ANDROID_NATIVE_API_LEVEL})
-list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES ANDROID_ABI ANDROID_NATIVE_API_LEVEL ANDROID_NDK)
+list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES ANDROID_ABI ANDROID_NATIVE_API_LEVEL ANDROID_NDK
+     TORCHDROID_FIXTURE_HOST_ONLY)
 """
 # NDK r27+: the toolchain file takes ANDROID_SUPPORT_FLEXIBLE_PAGE_SIZES and links the 64-bit ABIs for 16 KB pages.
 FLEXIBLE_PAGE_SIZES_FIXTURE = """\
@@ -129,21 +144,24 @@ VULKAN_WRAPPER_CPP = '#include "vulkan_wrapper.h"\nint InitVulkan(void) { return
 NDK_REVISIONS = {"r21e": "21.4.7075529", "r23c": "23.2.8568313", "r26d": "26.3.11579264", "r27c": "27.2.12479018"}
 
 
-def make_fake_ndk(root: Path, revision: str = "21.4.7075529") -> Path:
+def make_fake_ndk(root: Path, revision: str = "21.4.7075529", host_only: bool = False) -> Path:
     """An NDK directory with the layout of ``revision`` where it matters to torchdroid and PyTorch:
 
     * every revision: ``source.properties`` (Pkg.Revision), ``build/cmake/android.toolchain.cmake``,
       ``toolchains/llvm/prebuilt/linux-x86_64/bin/``;
     * up to r22: ``sources/third_party/vulkan/src/common/vulkan_wrapper.{h,cpp}`` (removed in r23);
     * up to r21: ``platforms/android-N`` (removed in r22: the sysroot under toolchains/llvm has them);
-    * r27+: the toolchain file honours ``ANDROID_SUPPORT_FLEXIBLE_PAGE_SIZES``.
+    * r27+: the toolchain file honours ``ANDROID_SUPPORT_FLEXIBLE_PAGE_SIZES``;
+    * ``host_only``: a broken NDK whose toolchain compiles every ABI with the host compiler (what torchdroid's ELF
+      checks must catch).
     """
     root = Path(root)
     major = int(revision.split(".", 1)[0])
     (root / "build" / "cmake").mkdir(parents=True, exist_ok=True)
     (root / "toolchains" / "llvm" / "prebuilt" / "linux-x86_64" / "bin").mkdir(parents=True, exist_ok=True)
     (root / "source.properties").write_text(f"Pkg.Desc = Android NDK\nPkg.Revision = {revision}\n")
-    toolchain = TOOLCHAIN_FIXTURE + (FLEXIBLE_PAGE_SIZES_FIXTURE if major >= 27 else "")
+    toolchain = ("set(TORCHDROID_FIXTURE_HOST_ONLY TRUE)\n" if host_only else "") + TOOLCHAIN_FIXTURE \
+        + (FLEXIBLE_PAGE_SIZES_FIXTURE if major >= 27 else "")
     (root / "build" / "cmake" / "android.toolchain.cmake").write_text(toolchain)
     if major <= 22:
         wrapper = root / "sources" / "third_party" / "vulkan" / "src" / "common"

@@ -33,6 +33,8 @@ prints ``LISTENING <port>`` once it accepts connections.  Config keys:
   ``dumpsys thermalservice`` answers the n-th entry, the last one after that) and ``battery``
   (``{"level", "status", "usb"}``) for ``dumpsys``;
 * ``link_mb_s``: limit sync SEND to this many MB/s (a USB 2 phone pushes ~40 MB/s);
+* ``props["ro.product.cpu.abi"]``: ``arm64-v8a`` makes the phone run AArch64 programs under qemu-user (the
+  binfmt_misc entry ``./run test`` registers, ``aarch64_cpu.sh``); on other phones they fail as a foreign ELF does;
 * ``tools_dir``: a directory of native tool stand-ins put first on the shell's PATH (tools.py: a
   ``sha1sum`` over the host's libcrypto; ``mv``, ``chmod``, ``mkdir``, ``rm`` that make the simple cases a
   few system calls).
@@ -416,6 +418,8 @@ class VirtualDevice:
             "VDEV_ROOT": str(self.root),
             "VDEV_PYTHON": sys.executable,
             "VDEV_PRELUDE": str(HERE / "prelude.sh"),
+            # the phone's CPU: AArch64 programs run (under qemu-user, aarch64_cpu.sh) only on an arm64-v8a phone
+            "VDEV_CPU_ABI": str((self.config.get("props") or {}).get("ro.product.cpu.abi", "")),
             "LC_ALL": "C",
         }
         env.update({k: str(v) for k, v in (self.config.get("env") or {}).items()})
