@@ -253,9 +253,11 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
     cli = {k: v for k, v in locals().items() if k not in ("c", "debug")}
     with stage(c.config, "deploy", debug):
         from deploy import deploy as run_deploy
+        from deploy.plan import check_values
         from workflow.stage_flows import deploy_compat, host_references
 
         settings = resolve.deploy(c.config, **cli)
+        check_values(settings)  # every value before any record is read
         deploy_compat(settings)  # before anything is pushed
         host_references(settings)  # what the phones' outputs are compared with
         result = run_deploy(settings)

@@ -142,7 +142,4 @@ def program_name(value: str) -> str:
     return value
 
 
-def maven_version(value: str, option: str = "--pytorch-android", example: str = "1.13.1") -> str:
-    if not re.match(r"^[0-9][0-9A-Za-z.+_-]*$", value or ""):
-        raise UsageError(f"{option} {value!r} is not a Maven version", remedy=f"pass e.g. {example}")
-    return value
+maven_version = pins.maven_version  # checked the same way by check-compat (toolchain/compat)

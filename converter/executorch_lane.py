@@ -75,6 +75,7 @@ class ExecutorchSettings:
     calibration: Optional[Path] = None
     calibration_count: int = 32
     seed: int = 0
+    factory_timeout: float = 600.0  # seconds for a user's model file (convert.factory_timeout)
     delegates: Tuple[str, ...] = DELEGATES
     check_inputs: int = 4  # calibration inputs whose reference outputs are recorded for the host check
     force: bool = False
@@ -138,7 +139,7 @@ def _reference_current(section: Dict[str, Any], out: Path, stem: str) -> bool:
 
 def validate(settings: ExecutorchSettings) -> tuple:
     """Everything that can be checked without torch: (spec, weights, calibration, variants, notes)."""
-    spec = parse_model(settings.model)
+    spec = parse_model(settings.model, settings.factory_timeout)
     weights = parse_weights(settings.weights, settings.seed)
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
     delegates = parse_delegates(list(settings.delegates))

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from toolchain.errors import ConversionError, UsageError
 from toolchain.fsutil import sha256_file
+from toolchain.settings import default
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,7 @@ class ModelSpec:
     factory_file: Optional[Path] = None
     factory_name: Optional[str] = None
     factory_sha256: Optional[str] = None
+    factory_timeout: float = default("convert.factory_timeout")  # seconds to import the file and call the factory
 
     def key(self) -> Dict[str, Any]:
         return {"name": self.name, "source": self.source, "factory_sha256": self.factory_sha256}
@@ -62,7 +65,7 @@ class WeightsSpec:
         return {"origin": self.origin, "sha256": self.sha256, "seed": self.seed if self.origin == "random" else None}
 
 
-def parse_model(value: str) -> ModelSpec:
+def parse_model(value: str, factory_timeout: float = default("convert.factory_timeout")) -> ModelSpec:
     value = (value or "").strip()
     if ":" in value and value.rsplit(":", 1)[0].endswith(".py"):
         file_part, factory = value.rsplit(":", 1)
@@ -75,7 +78,8 @@ def parse_model(value: str) -> ModelSpec:
         if not factory.isidentifier():
             raise UsageError(f"{factory!r} is not a Python function name", remedy="use --model file.py:function_name")
         stem = _safe_stem(path.stem if factory in ("model", "factory", "make_model", "build") else factory)
-        return ModelSpec(value, stem, "factory", (224, 224), path.resolve(), factory, sha256_file(path))
+        return ModelSpec(value, stem, "factory", (224, 224), path.resolve(), factory, sha256_file(path),
+                         float(factory_timeout))
     if value in TORCHVISION_MODELS:
         stem, hw = TORCHVISION_MODELS[value]
         return ModelSpec(value, stem, "torchvision", hw)
@@ -191,6 +195,40 @@ def estimate_batchnorm(model, batch) -> int:
 
 
 def _call_factory(spec: ModelSpec):
+    """The user's model: their file imported and its factory called in a worker thread, for at most
+    ``spec.factory_timeout`` seconds.
+
+    A Python thread cannot be stopped from outside: past the limit the error is raised and the process ends with
+    it, leaving the (daemon) thread behind.  ``sys.exit()`` and ``KeyboardInterrupt`` in the user's code become
+    usage errors naming the file, never a silent exit 0."""
+    outcome: Dict[str, Any] = {}
+    worker = threading.Thread(target=_build_user_model, args=(spec, outcome), name="torchdroid-model-factory",
+                              daemon=True)
+    worker.start()
+    worker.join(spec.factory_timeout)
+    if worker.is_alive():
+        raise UsageError(
+            f"the model file {spec.factory_file} took longer than {spec.factory_timeout:g} seconds to load and build "
+            f"the model ({spec.factory_name}())",
+            cause="it may be waiting for input, a download, a lock or a long computation; a thread cannot be "
+                  "stopped, so convert ends here instead of waiting",
+            remedy="make the file and its factory return sooner, or raise the limit: convert.factory_timeout in "
+                   "invoke.yaml (or INVOKE_CONVERT_FACTORY_TIMEOUT=1800)",
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["model"]
+
+
+def _build_user_model(spec: ModelSpec, outcome: Dict[str, Any]) -> None:
+    """The worker thread's body: ``outcome["model"]``, or ``outcome["error"]`` (a UsageError), never an escape."""
+    try:
+        outcome["model"] = _import_and_call(spec)
+    except UsageError as e:
+        outcome["error"] = e
+
+
+def _import_and_call(spec: ModelSpec):
     import torch
 
     mod_name = f"torchdroid_user_model_{spec.factory_sha256[:12]}"
@@ -198,6 +236,8 @@ def _call_factory(spec: ModelSpec):
         module_spec = importlib.util.spec_from_file_location(mod_name, spec.factory_file)
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
+    except (SystemExit, KeyboardInterrupt) as e:
+        raise _stopped(spec, e, "while loading") from e
     except Exception as e:  # a user's file can raise anything
         raise UsageError(
             f"could not import {spec.factory_file}",
@@ -213,6 +253,8 @@ def _call_factory(spec: ModelSpec):
     torch.manual_seed(0)
     try:
         model = factory()
+    except (SystemExit, KeyboardInterrupt) as e:
+        raise _stopped(spec, e, "while building the model") from e
     except Exception as e:
         raise UsageError(f"{spec.name} raised while building the model", cause=f"{type(e).__name__}: {e}") from e
     if not isinstance(model, torch.nn.Module):
@@ -221,6 +263,24 @@ def _call_factory(spec: ModelSpec):
             remedy="make the factory return an nn.Module instance",
         )
     return model
+
+
+def _stopped(spec: ModelSpec, e: BaseException, when: str) -> UsageError:
+    """The usage error for a model file that tried to end the program (``sys.exit``, ``KeyboardInterrupt``)."""
+    if isinstance(e, SystemExit):
+        call = "sys.exit()" if e.code is None else f"sys.exit({e.code!r})"
+        return UsageError(
+            f"the model file {spec.factory_file} called {call} {when}",
+            cause="the file is imported into convert's process, and sys.exit() (or exit(), quit()) there would end "
+                  "convert with nothing made",
+            remedy="put script code under `if __name__ == \"__main__\":`, and raise an exception with the reason "
+                   "instead of exiting",
+        )
+    return UsageError(
+        f"the model file {spec.factory_file} raised {type(e).__name__} {when}",
+        cause="an interrupt raised by the file itself (not Ctrl-C at the terminal) would end convert with nothing made",
+        remedy="raise an ordinary exception with the reason instead",
+    )
 
 
 def _cache_path(enum) -> Path:

@@ -40,6 +40,7 @@ class ConvertSettings:
     calibration_count: int = default("convert.calibration_count")
     quantized_weights: str = default("convert.quantized_weights")  # calibrate | pretrained | PATH
     seed: int = default("convert.seed")
+    factory_timeout: float = default("convert.factory_timeout")  # seconds for a user's model file
     fmt: str = "torchscript"  # the legacy file format; convert.format lists the lanes (torchscript, executorch)
     build_dir: Path = Path(default("build_dir"))
     force: bool = False
@@ -126,7 +127,7 @@ def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, Calibra
     modes = _check_modes(settings.modes)
     if settings.fmt not in FORMATS:
         raise UsageError(f"unknown model format {settings.fmt!r}", remedy=f"set convert.format to one of {FORMATS}")
-    spec = parse_model(settings.model)
+    spec = parse_model(settings.model, settings.factory_timeout)
     weights = parse_weights(settings.weights, settings.seed)
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
     quantized = parse_quantized_weights(settings.quantized_weights, spec)

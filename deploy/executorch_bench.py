@@ -155,9 +155,10 @@ def deploy_pte(s: PteDeploySettings) -> PteDeployResult:
     if s.iters < 1 or s.warmup < 0 or s.repeat < 1 or s.threads < 1:
         raise UsageError("deploy-executorch needs iter >= 1, warmup >= 0, repeat >= 1 and threads >= 1")
     directory = check_dir(s.device_dir.rstrip("/") + "/executorch")
+    adb = Adb.locate(host=s.adb_host, port=s.adb_port)  # the address is checked before any record is read
     programs = [f for f in pte_files(s.models) if f.delegate in ON_DEVICE_DELEGATES]
     info, runner = _runner(s)
-    server = Adb.locate(host=s.adb_host, port=s.adb_port).servers()[0]
+    server = adb.servers()[0]
     connected = server.devices()
     serials = list(s.serials) or [k for k, v in connected.items() if v == "device"]
     if not serials:

@@ -19,7 +19,7 @@ from toolchain.records import ResultRow, now_iso
 from .adb import Adb
 from .device_run import DeviceReport, record_failure, run_device
 from .hashes import HASH_CACHE_NAME
-from .plan import DeployPlan, DeploySettings, make_plan, project_name
+from .plan import DeployPlan, DeploySettings, check_values, make_plan, project_name
 from .push import check_dir
 from .results import DB_NAME, ResultStore, export
 from .servers import Target, Unreachable, list_servers, select
@@ -77,6 +77,7 @@ def pick_targets(s: DeploySettings) -> Tuple[List[Target], List[Unreachable]]:
 
 def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = None) -> DeployResult:
     """Deploy to every selected device in parallel; a failing device never stops the others."""
+    check_values(s)
     plan = make_plan(s)
     plan.hashes.load(Path(s.results) / HASH_CACHE_NAME)  # local files' digests: not read again when unchanged
     for w in plan.warnings:

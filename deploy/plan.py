@@ -19,7 +19,7 @@ from toolchain.fsutil import sha256_file
 from toolchain.hardware_records import LISTER_NAME
 from toolchain.numerics_records import ReferenceOutputs, references_path
 from toolchain.pte_records import PROGRAM_VARIANT_PATTERN
-from toolchain.records import AppInfo, BuildInfo, ConvertManifest, ModelFile
+from toolchain.records import AppInfo, BuildInfo, ConvertManifest, ModelFile, check_variant_names
 from toolchain.settings import default
 
 from . import bench as _bench
@@ -65,6 +65,20 @@ class DeploySettings:
 def project_name(text: str) -> str:
     name = _PROJECT_RE.sub("-", text).strip("-.") or "default"
     return name[:64]
+
+
+def check_values(s: DeploySettings) -> None:
+    """deploy's own values, before any record (manifest, build-info, app-info) is read: exit 2 naming the value."""
+    from .adb import resolve_servers
+    from .push import check_dir
+
+    check_dir(f"{s.device_dir.rstrip('/')}/{project_name(s.project)}")
+    resolve_servers(s.servers, s.adb_host, s.adb_port, source=s.servers_from)
+    check_variant_names(s.variants)
+    if s.gatord is not None and not Path(s.gatord).is_file():
+        raise UsageError(f"--profile-with-gatord {s.gatord} does not exist",
+                         remedy="pass the path of Arm's gatord binary (Arm Streamline / Performance Studio), or leave "
+                                "the option (config deploy.gatord) out")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ the lane and pins it was made with.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
@@ -205,3 +206,10 @@ def lane(name: str) -> Lane:
             f"unknown lane {name!r}",
             remedy=f"use one of: {', '.join(LANES)} (--lane or config pytorch.lane)",
         ) from None
+
+
+def maven_version(value: str, option: str = "--pytorch-android", example: str = "1.13.1") -> str:
+    """A Maven version as given by a user (``1.13.1``, ``2.1.0-SNAPSHOT``): digits first, no spaces or quotes."""
+    if not re.match(r"^[0-9][0-9A-Za-z.+_-]*$", value or ""):
+        raise UsageError(f"{option} {value!r} is not a Maven version", remedy=f"pass e.g. {example}")
+    return value

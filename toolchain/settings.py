@@ -141,6 +141,8 @@ KEYS: Tuple[Key, ...] = (
         "with the calibration images) | pretrained (torchvision's QNNPACK weights, as the tutorial's quantize=True) "
         "| PATH to a quantized state_dict"),
     Key("convert.seed", Int(min=0), 0, "random seed of weights and synthetic inputs"),
+    Key("convert.factory_timeout", Num(min=1, max=86400), 600.0, "seconds a model file (--model file.py:factory) may "
+        "take to import and build its model before convert reports it instead of waiting"),
     Key("convert.format", ListOf("torchscript", "executorch"), ["torchscript"],
         "model formats: torchscript (PyTorch Mobile) and/or executorch (.pte programs, docs/executorch.md)"),
     Key("convert.executorch_delegates", ListOf("xnnpack", "portable", "vulkan", "qnn", "mediatek", "samsung"),

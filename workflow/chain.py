@@ -56,9 +56,10 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
                   stage_settings.report):
         build(config)
     bench, verify = stage_settings.host_bench(config), stage_settings.verify(config)
-    stage_settings.make_app(config, model=model)
+    app = stage_settings.make_app(config, model=model)
     deploy = stage_settings.deploy(config)
     requested = r.get("all.weights", "weights")
+    check_values(skipped, r.get("convert.model"), requested, app, deploy)
     if pretrained_status is None:
         from . import weights
 
@@ -70,6 +71,24 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
                    build_info=deploy.build_info, binary=deploy.binary, apk=deploy.apk, replace_app=bool(replace_app),
                    adb_host=deploy.adb_host, adb_port=deploy.adb_port, adb_servers=tuple(deploy.servers), bench=bench,
                    verify=verify)
+
+
+def check_values(skipped: Tuple[str, ...], model: str, weights: str, app: Any, deploy: Any) -> None:
+    """The values of the stages that will run, checked before any stage starts or reads a record (exit 2)."""
+    if "convert" not in skipped:
+        from converter.models import parse_model, parse_weights
+
+        parse_model(model)
+        if weights.strip() != "auto":
+            parse_weights(weights)
+    if "make-app" not in skipped:
+        from appgen.make import check as check_app
+
+        check_app(app)
+    if "deploy" not in skipped:
+        from deploy.plan import check_values as check_deploy
+
+        check_deploy(deploy)
 
 
 def machine_facts(config: Any) -> Facts:

@@ -74,6 +74,7 @@ def convert(config: Any, **cli) -> "Any":
         calibration_count=r.get("convert.calibration_count"),
         quantized_weights=r.get("convert.quantized_weights", "quantized_weights"),
         seed=r.get("convert.seed"),
+        factory_timeout=float(r.get("convert.factory_timeout")),
         fmt="torchscript",  # the legacy format; convert.format also lists executorch (executorch_convert below)
         out=r.path("convert.out", "out"),
         build_dir=r.path("build_dir"),
@@ -94,6 +95,7 @@ def executorch_convert(config: Any, **cli):
         out=r.path("convert.out", "out"), model=r.get("convert.model", "model"),
         weights=weights(r), calibration=r.path("convert.calibration", "calibration"),
         calibration_count=r.get("convert.calibration_count"), seed=r.get("convert.seed"),
+        factory_timeout=float(r.get("convert.factory_timeout")),
         delegates=tuple(r.get("convert.executorch_delegates", "delegates")),
         force=r.get_flag("convert.force", on="force"))
 

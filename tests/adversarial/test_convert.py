@@ -165,6 +165,32 @@ def test_factory_file_that_raises_on_import(tmp_path):
     assert_clean(res, "usage", mentions=["could not import", "half-finished file"], root=tmp_path)
 
 
+EXITING_FILES = [
+    ("import sys\nsys.exit(0)\n", "called sys.exit(0) while loading"),
+    ("import sys\ndef make():\n    sys.exit(3)\n", "called sys.exit(3) while building the model"),
+    ("def make():\n    raise KeyboardInterrupt\n", "raised KeyboardInterrupt while building the model"),
+]
+
+
+@adversarial("convert", "bad model")
+@pytest.mark.parametrize("text,said", EXITING_FILES, ids=["exit-0-at-import", "exit-3-in-factory", "keyboard-interrupt"])
+def test_a_factory_file_that_exits_is_a_usage_error_naming_the_file(tmp_path, text, said):
+    """sys.exit() or KeyboardInterrupt in the user's file must not end convert with exit 0 having made nothing."""
+    (tmp_path / "net.py").write_text(text)
+    res = convert(tmp_path, "--out", "m", model="net.py:make")
+    assert_clean(res, "usage", mentions=["net.py", said], root=tmp_path)
+    assert modes_recorded(tmp_path / "m") == set()
+
+
+@adversarial("convert", "bad model")
+def test_a_factory_that_hangs_is_reported_after_the_time_limit(tmp_path):
+    (tmp_path / "net.py").write_text("import time\ndef make():\n    time.sleep(600)\n")
+    t0 = time.monotonic()
+    res = convert(tmp_path, "--out", "m", model="net.py:make", env={"INVOKE_CONVERT_FACTORY_TIMEOUT": "2"})
+    assert time.monotonic() - t0 < 120
+    assert_clean(res, "usage", mentions=["net.py", "2 seconds", "convert.factory_timeout"], root=tmp_path)
+
+
 # --------------------------------------------------------------------------- other people's files
 
 

@@ -99,6 +99,39 @@ def test_a_bad_environment_variable_is_a_usage_error_naming_the_variable(tmp_pat
     nothing_written(tmp_path)
 
 
+# --------------------------------------------------------------------------- values before records
+
+# A malformed value in a directory with no records at all: the value's error (exit 2, naming it), never the
+# missing manifest, build-info or results, and no work done.  Every task that reads a record has a case.
+RECORD_WORDS = (": record:", "run `invoke convert` first", "nothing to deploy", "no results database")
+VALUE_BEFORE_RECORD_CASES = [
+    (["check-compat", "--pytorch-android", "x y"], {}, ["--pytorch-android", "'x y'"]),
+    (["check-compat", "--source", "no/such/checkout"], {}, ["--source", "no/such/checkout"]),
+    (["deploy", "--device-dir", "relative dir"], {}, ["'relative dir"]),
+    (["deploy", "--adb-server", "nohostport"], {}, ["'nohostport'"]),
+    (["deploy", "--adb-host", "bad host!"], {}, ["'bad host!'"]),
+    (["deploy", "--variant", "quant_half"], {}, ["'quant_half'"]),
+    (["deploy", "--profile-with-gatord", "no/such/gatord"], {}, ["gatord", "no/such/gatord"]),
+    (["deploy-executorch"], {"INVOKE_DEPLOY_ADB_HOST": "bad host!"}, ["'bad host!'"]),
+    (["verify", "--variant", "quant_half"], {}, ["'quant_half'"]),
+    (["make-app", "--pytorch-android", "x y"], {}, ["--pytorch-android", "'x y'"]),
+    (["make-app", "--model", "bogus model"], {}, ["'bogus model'"]),
+    (["convert", "--model", "bogus model"], {}, ["'bogus model'"]),
+    (["all", "--weights", "no/such/weights.pth"], {}, ["--weights", "no/such/weights.pth"]),
+    (["all", "--model", "bogus model"], {}, ["'bogus model'"]),
+]
+
+
+@adversarial("settings", "a value checked only after the records")
+@pytest.mark.parametrize("args,env,mentions", VALUE_BEFORE_RECORD_CASES,
+                         ids=[" ".join(a + [f"{k}={v}" for k, v in e.items()]) for a, e, _ in VALUE_BEFORE_RECORD_CASES])
+def test_a_malformed_value_is_reported_before_any_record_is_read(tmp_path, args, env, mentions):
+    out = run_invoke(args, tmp_path, env)
+    assert_clean(out, "usage", mentions=mentions, root=tmp_path)
+    assert not [w for w in RECORD_WORDS if w in out.text], f"a record was read before the value:\n{out.text}"
+    nothing_written(tmp_path)
+
+
 # --------------------------------------------------------------------------- config files
 
 YAML_CASES = [

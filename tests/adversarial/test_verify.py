@@ -141,7 +141,7 @@ def test_unknown_rounding_from_the_environment(tmp_path, converted):
 @adversarial("verify", "bad value on the command line: a variant that was never converted")
 def test_unknown_variant(tmp_path, converted):
     _user_dir(tmp_path, converted)
-    assert_clean(verify(tmp_path, "--variant", "quant_half"), "usage", mentions=["small_net-quant_full"], root=tmp_path)
+    assert_clean(verify(tmp_path, "--variant", "other_net-quant_full"), "usage", mentions=["small_net-quant_full"], root=tmp_path)
 
 
 @adversarial("verify", "bad value on the command line: --out is a directory")

@@ -232,11 +232,20 @@ def _manifest(manifest: Union[Path, str, ConvertManifest]) -> ConvertManifest:
     return manifest if isinstance(manifest, ConvertManifest) else ConvertManifest.load(Path(manifest))
 
 
-def describe_runtime(build_info: Union[Path, str, BuildInfo, None], pytorch_android: Optional[str],
-                     source_dir: Optional[Path]) -> Runtime:
+def check_values(pytorch_android: Optional[str], source_dir: Optional[Path]) -> None:
+    """check-compat's own values, checked before any record is read (a usage error, exit 2)."""
+    from toolchain import pins
+
+    if pytorch_android is not None:
+        pins.maven_version(pytorch_android, "--pytorch-android", pins.PYTORCH_ANDROID_DEFAULT)
     if source_dir is not None and not Path(source_dir).is_dir():
         raise UsageError(f"--source {source_dir} is not a directory",
                          remedy="pass the PyTorch checkout the runtime was built from (build-info.json: source_dir)")
+
+
+def describe_runtime(build_info: Union[Path, str, BuildInfo, None], pytorch_android: Optional[str],
+                     source_dir: Optional[Path]) -> Runtime:
+    check_values(pytorch_android, source_dir)
     if build_info is not None:
         bi = build_info if isinstance(build_info, BuildInfo) else BuildInfo.load(
             Path(build_info), remedy="run `invoke build-android` first (or pass the file with --build-info, or "
@@ -366,6 +375,7 @@ def check_compat(
     backends: Iterable[str] = ("cpu", "nnapi"),
 ) -> CompatReport:
     """Can the runtime (a build-info, or a pytorch_android version + its source) run the manifest's models?"""
+    check_values(pytorch_android, source_dir)  # the values first: before any record is read
     m = _manifest(manifest)
     files = [f for f in m.files if f.backend in tuple(backends)]
     if not files:
