@@ -201,7 +201,8 @@ KEYS: Tuple[Key, ...] = (
     Key("doctor.strict", Flag(), False, "exit non-zero when anything is missing or does not fit the lane",
         cli_only=True),
     # ---- app
-    Key("app.out", PathKind(), "build/app", "where the Gradle project goes"),
+    Key("app.out", PathKind(), "build/app", "where the Gradle project goes (left at the default: build/app for the "
+        "default --model, build/app-<model> for another)"),
     Key("app.name", Text(), "torchdroid demo", "name on the launcher"),
     Key("app.application_id", Text(), "org.torchdroid.demo", "Android application id = Java package"),
     Key("app.abi_filters", ListOf(*ABIS, item="ABI"), ["arm64-v8a"], "ABIs to package (repeat or comma-separate)"),

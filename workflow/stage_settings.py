@@ -10,10 +10,12 @@ importing this module stays cheap (``invoke --list``).
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any, Optional
 
 from toolchain.resolve import Resolver
+from toolchain.settings import default
 
 log = logging.getLogger(__name__)
 
@@ -253,14 +255,27 @@ def app_out(config: Any, out: Optional[str] = None) -> Path:
     return Resolver(config, {"out": out}).path("app.out", "out")
 
 
+def model_app_out(r: Resolver, model: str) -> Path:
+    """Where make-app writes: ``app.out`` as given; left at its default, ``build/app`` for the default model and
+    ``build/app-<model>`` for any other, so the apps of several models live side by side (the app `invoke all`
+    made is never in the way of `make-app --model fp32-xnnpack`)."""
+    given = r.value("app.out", "out")
+    r.origins["app.out"] = given.source
+    out = Path(given.value)
+    if given.source.kind == "default" and model != default("app.model"):
+        out = out.with_name(f"{out.name}-{re.sub(r'[^A-Za-z0-9._-]+', '_', model)}")
+    return out
+
+
 def make_app(config: Any, **cli):
     from appgen import AppSettings
 
     r = _r(config, cli)
+    model = r.get("app.model", "model")
     return AppSettings(
-        model=r.get("app.model", "model"),
+        model=model,
         models=r.path("app.models", "models") or r.path("convert.out"),
-        out=r.path("app.out", "out"),
+        out=model_app_out(r, model),
         app_name=r.get("app.name", "app_name"),
         application_id=r.get("app.application_id", "application_id"),
         abi_filters=tuple(r.get("app.abi_filters", "abi_filters")),

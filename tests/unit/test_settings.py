@@ -212,3 +212,13 @@ def test_a_misspelt_invoke_variable_is_refused_not_ignored(tmp_path, monkeypatch
     assert "INVOKE_DEPLOY_ITER" in str(e.value)
     monkeypatch.delenv("INVOKE_DEPLOY_ITERS")
     check_config(config)  # Invoke's own variables (run.echo) are fine
+
+
+def test_apps_of_several_models_live_side_by_side_by_default():
+    """Issue 24 item 3: the app `invoke all` made (build/app, the default model) is not in the way of make-app for
+    another model; an --out the user gives (or app.out in a config) is used as given."""
+    assert stage_settings.make_app({}).out == Path("build/app")
+    assert stage_settings.make_app({}, model="fp32-xnnpack").out == Path("build/app-fp32-xnnpack")
+    assert stage_settings.make_app({}, model="net-quant_core").out == Path("build/app-net-quant_core")
+    assert stage_settings.make_app({}, model="fp32-xnnpack", out="mine").out == Path("mine")
+    assert stage_settings.make_app({"app": {"out": "apps/x"}}, model="quant_none").out == Path("apps/x")
