@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from toolchain import pins
-from toolchain.errors import RecordError, ToolFailed, UsageError
+from toolchain.errors import RecordError, ToolFailed, ToolNotFound, UsageError
 from toolchain.fsutil import ensure_space, output_lock, sha256_file
 from toolchain.progress import progress
 from toolchain.records import BUILD_INFO_NAME, BuildInfo, build_info_path, now_iso
@@ -49,6 +49,9 @@ BINARY = "speed_benchmark_torch"
 BUILD_SCRIPT = Path("scripts") / "build_android.sh"
 AAR_NAME = aar_build.AAR_NAME
 CMAKE_MIN = (3, 18)  # PyTorch's CMakeLists.txt: cmake_minimum_required(VERSION 3.18)
+# CMake 4 refuses the cmake_minimum_required(VERSION <3.5) of PyTorch's bundled third-party projects (docs/facts.md
+# F31): the PyTorch lanes need a CMake 3.x.
+CMAKE_TOO_NEW = (4,)
 
 
 @dataclass(frozen=True)
@@ -208,13 +211,26 @@ def check_disk(target: Target) -> None:
                      f"the PyTorch {target.lane.pytorch_ref} checkout and its {target.abi} build tree")
 
 
+def check_cmake(lane: pins.Lane, env: Mapping[str, str]) -> None:
+    """CMake 3.18 or newer, but not 4.x (docs/facts.md F9, F31)."""
+    cmake = CMake.locate(env).require(CMAKE_MIN, why=f"PyTorch {lane.pytorch_ref}'s CMakeLists.txt needs it")
+    if cmake.version is not None and cmake.version >= CMAKE_TOO_NEW:
+        raise ToolNotFound(
+            f"CMake {cmake.version_str} ({cmake.path}) is too new for lane '{lane.name}' (PyTorch {lane.pytorch_ref})",
+            cause="CMake 4 removed compatibility with cmake_minimum_required(VERSION) below 3.5, which PyTorch's "
+                  "bundled third-party projects still declare (protobuf, QNNPACK's clog): configure stops with "
+                  "\"Compatibility with CMake < 3.5 has been removed from CMake\" (pytorch/pytorch#150149, #150167)",
+            remedy='pip install "cmake>=3.18,<4" (in the venv: it comes first on PATH), or put a CMake 3.18-3.31 '
+                   "first on PATH")
+
+
 def check_tools(s: BuildSettings, target: Target, env: Mapping[str, str]) -> Tools:
     lane = target.lane
+    check_cmake(lane, env)
     python = HostPython.locate(s.python).check(lane)
     ndk = Ndk.locate(s.ndk, s.ndk_config, env, lane).check(lane)
     if s.vulkan:
         ndk.require_vulkan_wrapper(lane)
-    CMake.locate(env).require(CMAKE_MIN, why=f"PyTorch {lane.pytorch_ref}'s CMakeLists.txt needs it")
     if not Ninja.locate(env).found:
         log.warning("ninja is not installed: build_android.sh falls back to make, which is slower "
                     "(sudo apt-get install ninja-build)")
