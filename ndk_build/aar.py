@@ -44,7 +44,13 @@ AAR_SCRIPT = Path("scripts") / "build_pytorch_android.sh"
 AAR_OUTPUT = Path("android") / "pytorch_android" / "build" / "outputs" / "aar" / "pytorch_android-release.aar"
 AAR_NAME = "pytorch_android-release.aar"
 AAR_ROOT = "aar"  # <out>/aar is BUILD_ROOT for android/common.sh, which builds in $BUILD_ROOT/build_android_<abi>
+WRAPPER = Path("android") / "gradlew"
 WRAPPER_PROPS = Path("android") / "gradle" / "wrapper" / "gradle-wrapper.properties"
+# docs/facts.md F32
+NO_WRAPPER_CAUSE = ("android/gradlew arrived with pytorch/pytorch#51067 (2021-02); before it upstream's "
+                    "scripts/build_pytorch_android.sh runs a system Gradle (`gradle` on PATH or $GRADLE_HOME), "
+                    "whose version (and so the JDK and Android Gradle Plugin it works with) torchdroid cannot pin "
+                    "or check")
 ROOT_GRADLE = Path("android") / "build.gradle"
 SEED_MARK = "# torchdroid seed"
 

@@ -195,6 +195,11 @@ def resolve_target(s: BuildSettings) -> Target:
     out_dir.mkdir(parents=True, exist_ok=True)
     commit, ref, warnings = _resolve_commit((s.commit or lane.pytorch_commit).strip(), repo_url, out_dir)
     source = Path(s.source_dir).expanduser() if s.source_dir else Path(s.build_dir) / "src" / f"pytorch-{commit[:12]}"
+    if s.aar and not lane.aar_gradle_wrapper:
+        raise UsageError(f"--aar is not supported on lane '{lane.name}' ({lane.pytorch_ref})",
+                         cause=aar_build.NO_WRAPPER_CAUSE,
+                         remedy="build the AAR on lane current (`invoke build-android --lane current --aar`), "
+                                "or drop --aar (speed_benchmark_torch and the libraries need no Gradle)")
     return Target(lane, repo_url, commit, ref, commit != lane.pytorch_commit, out_dir, source.resolve(),
                   s.abi, api_level, tuple(warnings))
 
@@ -307,6 +312,10 @@ def make_plan(s: BuildSettings, target: Target, tools: Tools, checkout: Checkout
             remedy="use a commit up to v2.8.x: --lane current (v2.8.0) or --lane seed-2020",
         )
     gradle = None
+    if s.aar and not (source / aar_build.WRAPPER).is_file():
+        raise UsageError(f"{aar_build.WRAPPER} does not exist at commit {target.commit[:12]}: --aar cannot build here",
+                         cause=aar_build.NO_WRAPPER_CAUSE,
+                         remedy="use a commit from 2021-02 on (e.g. --lane current) for --aar, or drop --aar")
     if s.aar:  # the checkout's own Gradle files decide the JDK, still before any build
         gradle = aar_build.GradlePins.from_checkout(source, target.lane)
         tools = replace(tools, jdk=aar_build.choose_jdk(gradle, s.java_home, s.env if s.env is not None
