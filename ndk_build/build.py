@@ -146,6 +146,7 @@ class Outcome:
     verification: ElfFacts
     page_alignment: Dict[str, int]
     warnings: Tuple[str, ...] = ()
+    aar_ndk: Optional[Dict[str, str]] = None  # how --aar forced the NDK on the Android Gradle Plugin
 
 
 # --------------------------------------------------------------------------- 1. target
@@ -489,14 +490,16 @@ def execute(plan: BuildPlan) -> Outcome:
     artefacts.append(_artefact(LISTER_NAME, lister, "tool", t.out_dir))
     native = [binary, lister] + [t.out_dir / a["path"] for a in artefacts if a["kind"] == "shared-library"]
     alignment = verify_page_alignment(native, t.abi)
+    aar_ndk = None
     if plan.tools.sdk is not None:
         aar = aar_build.build_aar(plan, plan.tools.sdk, plan.tools.jdk)
+        aar_ndk = aar.ndk
         artefacts.append(_artefact("pytorch_android", aar.path, "aar", t.out_dir))
         alignment.update(aar.alignment)
         warnings.extend(aar.warnings)
     for w in warnings:
         log.warning(w)
-    return Outcome(artefacts, facts, alignment, tuple(warnings))
+    return Outcome(artefacts, facts, alignment, tuple(warnings), aar_ndk)
 
 
 # --------------------------------------------------------------------------- 7. record
@@ -516,6 +519,7 @@ def record(plan: BuildPlan, outcome: Outcome, started: str, seconds: float) -> D
         "command": ["bash", str(BUILD_SCRIPT), *plan.cmake_args],
         "verification": outcome.verification.to_dict(),
         "page_alignment": outcome.page_alignment,
+        "aar_ndk": outcome.aar_ndk,
         "started": started, "finished": now_iso(), "seconds": round(seconds, 2),
         "log": os.path.relpath(t.log_path, t.out_dir),
         "warnings": list(t.warnings) + list(outcome.warnings),

@@ -71,3 +71,24 @@ def test_the_seed_layout_fixture_fails_without_a_system_gradle_as_upstream_does(
     assert res.returncode == 1
     assert "Unable to find gradle, please add it to PATH or set GRADLE_HOME" in res.stdout
     assert not (tree / "android" / "pytorch_android" / "src" / "main" / "jniLibs").exists()  # stopped before building
+
+
+def test_the_fixture_agp_builds_with_its_own_default_ndk_unless_told(tmp_path, fake_ndk, fake_jdk11):
+    """docs/facts.md F33: pytorch_android/build.gradle sets no ndkVersion, so AGP 4.1 wants its default NDK."""
+    tree = shutil.copytree(FIXTURE_TREE, tmp_path / "pytorch")
+    libs = tree / "android" / "pytorch_android" / "src" / "main" / "jniLibs" / "x86_64"
+    libs.mkdir(parents=True)
+    (libs / "libtorch_cpu.a").write_bytes(b"!<arch>\n")
+    sdk = make_fake_sdk(tmp_path / "sdk")
+    env = {"PATH": os.environ["PATH"], "ANDROID_HOME": str(sdk), "JAVA_HOME": str(fake_jdk11),
+           "HOME": str(tmp_path), "ANDROID_NDK_HOME": str(fake_ndk)}  # AGP 4.1 no longer reads ANDROID_NDK_HOME
+    gradlew = [str(tree / "android" / "gradlew"), "-PABI_FILTERS=x86_64", "-p", str(tree / "android"),
+               "clean", "assembleRelease"]
+    res = subprocess.run(gradlew, env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "No version of NDK matched the requested version 21.0.6113669" in res.stdout
+    init = tmp_path / "guh" / "init.d"
+    init.mkdir(parents=True)
+    (init / "ndk.gradle").write_text('p.android.ndkVersion = "21.4.7075529"\np.android.ndkPath = "%s"\n' % fake_ndk)
+    res = subprocess.run(gradlew, env=dict(env, GRADLE_USER_HOME=str(tmp_path / "guh")), capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0 and f"(NDK 21.4.7075529 at {fake_ndk})" in res.stdout
