@@ -44,7 +44,13 @@ AAR_SCRIPT = Path("scripts") / "build_pytorch_android.sh"
 AAR_OUTPUT = Path("android") / "pytorch_android" / "build" / "outputs" / "aar" / "pytorch_android-release.aar"
 AAR_NAME = "pytorch_android-release.aar"
 AAR_ROOT = "aar"  # <out>/aar is BUILD_ROOT for android/common.sh, which builds in $BUILD_ROOT/build_android_<abi>
+WRAPPER = Path("android") / "gradlew"
 WRAPPER_PROPS = Path("android") / "gradle" / "wrapper" / "gradle-wrapper.properties"
+# docs/facts.md F32
+NO_WRAPPER_CAUSE = ("android/gradlew arrived with pytorch/pytorch#51067 (2021-02); before it upstream's "
+                    "scripts/build_pytorch_android.sh runs a system Gradle (`gradle` on PATH or $GRADLE_HOME), "
+                    "whose version (and so the JDK and Android Gradle Plugin it works with) torchdroid cannot pin "
+                    "or check")
 ROOT_GRADLE = Path("android") / "build.gradle"
 SEED_MARK = "# torchdroid seed"
 
@@ -124,6 +130,43 @@ class AarResult:
     path: Path
     alignment: Dict[str, int]  # "pytorch_android.aar:jni/<abi>/lib.so" -> LOAD alignment
     warnings: Tuple[str, ...]
+    ndk: Dict[str, str]  # how the NDK was forced on AGP (ndk_settings)
+
+
+INIT_SCRIPT = "torchdroid-ndk.gradle"
+GRADLE_USER_HOME = "gradle-user-home"  # <build>/android/gradle-user-home: torchdroid's own, shared by the ABIs
+
+
+def _agp_at_least(agp: str, want: Tuple[int, int]) -> bool:
+    parts = [int(x) for x in re.findall(r"\d+", agp)[:2]] + [0, 0]
+    return (parts[0], parts[1]) >= want
+
+
+def ndk_settings(ndk_path: Path, ndk_revision: str, agp: str) -> Dict[str, str]:
+    """What makes AGP ``agp`` build with this NDK instead of its own default (docs/facts.md F33): ``ndkVersion``
+    (AGP 3.5+) and ``ndkPath`` (AGP 4.1+); older AGPs read ``ANDROID_NDK_HOME`` (removed in 4.1)."""
+    out = {"agp": agp, "ANDROID_NDK_HOME": str(ndk_path)}
+    if _agp_at_least(agp, (3, 5)):
+        out["ndkVersion"] = ndk_revision
+    if _agp_at_least(agp, (4, 1)):
+        out["ndkPath"] = str(ndk_path)
+    return out
+
+
+def write_ndk_init_script(gradle_user_home: Path, settings: Dict[str, str]) -> Path:
+    """A Gradle init script that sets ``android.ndkVersion`` / ``android.ndkPath`` on every Android module as soon as
+    its plugin is applied (upstream's build.gradle sets neither, so nothing overrides them)."""
+    lines = [f'        p.android.{key} = "{settings[key]}"' for key in ("ndkVersion", "ndkPath") if key in settings]
+    text = ("// Written by torchdroid (build-android --aar): build pytorch_android's JNI code with the NDK torchdroid\n"
+            "// was given, not the Android Gradle Plugin's default NDK (docs/facts.md F33).\n"
+            "gradle.beforeProject { p ->\n"
+            "    ['com.android.library', 'com.android.application'].each { id ->\n"
+            "        p.plugins.withId(id) {\n" + "".join(f"    {line}\n" for line in lines) +
+            "        }\n    }\n}\n")
+    path = gradle_user_home / "init.d" / INIT_SCRIPT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
 
 
 def aar_alignment(aar: Path, abi: str) -> Tuple[Dict[str, int], List[str]]:
@@ -155,6 +198,13 @@ def build_aar(plan: "BuildPlan", sdk: AndroidSdk, jdk: Optional[Jdk]) -> AarResu
     aar_root = t.out_dir / AAR_ROOT
     seed_cache(aar_root / f"build_android_{t.abi}", cache_entries(plan, "-DUSE_VULKAN=OFF" not in plan.cmake_args))
     env = dict(plan.env, ANDROID_HOME=str(sdk.path), ANDROID_SDK_ROOT=str(sdk.path), BUILD_ROOT=str(aar_root))
+    agp = plan.gradle.agp if plan.gradle else GradlePins.from_lane(t.lane).agp
+    ndk = ndk_settings(plan.tools.ndk.path, plan.tools.ndk.revision, agp)
+    guh = t.out_dir.parent / GRADLE_USER_HOME
+    ndk["init_script"] = str(write_ndk_init_script(guh, ndk))
+    env.update(GRADLE_USER_HOME=str(guh), ANDROID_NDK_HOME=ndk["ANDROID_NDK_HOME"])
+    log.info("the AAR's JNI build uses NDK %s (%s) through %s", plan.tools.ndk.revision, plan.tools.ndk.path,
+             ndk["init_script"])
     if jdk is not None:
         env.update(JAVA_HOME=str(jdk.home), PATH=f"{jdk.home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
     log.info("building the pytorch_android AAR for %s with the SDK at %s and JDK %s", t.abi, sdk.path,
@@ -167,7 +217,7 @@ def build_aar(plan: "BuildPlan", sdk: AndroidSdk, jdk: Optional[Jdk]) -> AarResu
                          log_path=t.log_path, remedy="look at the end of the log")
     path = atomic_copy(produced, t.out_dir / AAR_NAME)
     aligns, warnings = aar_alignment(path, t.abi)
-    return AarResult(path, aligns, tuple(warnings))
+    return AarResult(path, aligns, tuple(warnings), ndk)
 
 
 def aar_hint(output: str) -> Optional[str]:

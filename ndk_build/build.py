@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from toolchain import pins
-from toolchain.errors import RecordError, ToolFailed, UsageError
+from toolchain.errors import RecordError, ToolFailed, ToolNotFound, UsageError
 from toolchain.fsutil import ensure_space, output_lock, sha256_file
 from toolchain.progress import progress
 from toolchain.records import BUILD_INFO_NAME, BuildInfo, build_info_path, now_iso
@@ -49,6 +49,9 @@ BINARY = "speed_benchmark_torch"
 BUILD_SCRIPT = Path("scripts") / "build_android.sh"
 AAR_NAME = aar_build.AAR_NAME
 CMAKE_MIN = (3, 18)  # PyTorch's CMakeLists.txt: cmake_minimum_required(VERSION 3.18)
+# CMake 4 refuses the cmake_minimum_required(VERSION <3.5) of PyTorch's bundled third-party projects (docs/facts.md
+# F31): the PyTorch lanes need a CMake 3.x.
+CMAKE_TOO_NEW = (4,)
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,7 @@ class Outcome:
     verification: ElfFacts
     page_alignment: Dict[str, int]
     warnings: Tuple[str, ...] = ()
+    aar_ndk: Optional[Dict[str, str]] = None  # how --aar forced the NDK on the Android Gradle Plugin
 
 
 # --------------------------------------------------------------------------- 1. target
@@ -192,6 +196,11 @@ def resolve_target(s: BuildSettings) -> Target:
     out_dir.mkdir(parents=True, exist_ok=True)
     commit, ref, warnings = _resolve_commit((s.commit or lane.pytorch_commit).strip(), repo_url, out_dir)
     source = Path(s.source_dir).expanduser() if s.source_dir else Path(s.build_dir) / "src" / f"pytorch-{commit[:12]}"
+    if s.aar and not lane.aar_gradle_wrapper:
+        raise UsageError(f"--aar is not supported on lane '{lane.name}' ({lane.pytorch_ref})",
+                         cause=aar_build.NO_WRAPPER_CAUSE,
+                         remedy="build the AAR on lane current (`invoke build-android --lane current --aar`), "
+                                "or drop --aar (speed_benchmark_torch and the libraries need no Gradle)")
     return Target(lane, repo_url, commit, ref, commit != lane.pytorch_commit, out_dir, source.resolve(),
                   s.abi, api_level, tuple(warnings))
 
@@ -208,13 +217,26 @@ def check_disk(target: Target) -> None:
                      f"the PyTorch {target.lane.pytorch_ref} checkout and its {target.abi} build tree")
 
 
+def check_cmake(lane: pins.Lane, env: Mapping[str, str]) -> None:
+    """CMake 3.18 or newer, but not 4.x (docs/facts.md F9, F31)."""
+    cmake = CMake.locate(env).require(CMAKE_MIN, why=f"PyTorch {lane.pytorch_ref}'s CMakeLists.txt needs it")
+    if cmake.version is not None and cmake.version >= CMAKE_TOO_NEW:
+        raise ToolNotFound(
+            f"CMake {cmake.version_str} ({cmake.path}) is too new for lane '{lane.name}' (PyTorch {lane.pytorch_ref})",
+            cause="CMake 4 removed compatibility with cmake_minimum_required(VERSION) below 3.5, which PyTorch's "
+                  "bundled third-party projects still declare (protobuf, QNNPACK's clog): configure stops with "
+                  "\"Compatibility with CMake < 3.5 has been removed from CMake\" (pytorch/pytorch#150149, #150167)",
+            remedy='pip install "cmake>=3.18,<4" (in the venv: it comes first on PATH), or put a CMake 3.18-3.31 '
+                   "first on PATH")
+
+
 def check_tools(s: BuildSettings, target: Target, env: Mapping[str, str]) -> Tools:
     lane = target.lane
+    check_cmake(lane, env)
     python = HostPython.locate(s.python).check(lane)
     ndk = Ndk.locate(s.ndk, s.ndk_config, env, lane).check(lane)
     if s.vulkan:
         ndk.require_vulkan_wrapper(lane)
-    CMake.locate(env).require(CMAKE_MIN, why=f"PyTorch {lane.pytorch_ref}'s CMakeLists.txt needs it")
     if not Ninja.locate(env).found:
         log.warning("ninja is not installed: build_android.sh falls back to make, which is slower "
                     "(sudo apt-get install ninja-build)")
@@ -291,6 +313,10 @@ def make_plan(s: BuildSettings, target: Target, tools: Tools, checkout: Checkout
             remedy="use a commit up to v2.8.x: --lane current (v2.8.0) or --lane seed-2020",
         )
     gradle = None
+    if s.aar and not (source / aar_build.WRAPPER).is_file():
+        raise UsageError(f"{aar_build.WRAPPER} does not exist at commit {target.commit[:12]}: --aar cannot build here",
+                         cause=aar_build.NO_WRAPPER_CAUSE,
+                         remedy="use a commit from 2021-02 on (e.g. --lane current) for --aar, or drop --aar")
     if s.aar:  # the checkout's own Gradle files decide the JDK, still before any build
         gradle = aar_build.GradlePins.from_checkout(source, target.lane)
         tools = replace(tools, jdk=aar_build.choose_jdk(gradle, s.java_home, s.env if s.env is not None
@@ -464,14 +490,16 @@ def execute(plan: BuildPlan) -> Outcome:
     artefacts.append(_artefact(LISTER_NAME, lister, "tool", t.out_dir))
     native = [binary, lister] + [t.out_dir / a["path"] for a in artefacts if a["kind"] == "shared-library"]
     alignment = verify_page_alignment(native, t.abi)
+    aar_ndk = None
     if plan.tools.sdk is not None:
         aar = aar_build.build_aar(plan, plan.tools.sdk, plan.tools.jdk)
+        aar_ndk = aar.ndk
         artefacts.append(_artefact("pytorch_android", aar.path, "aar", t.out_dir))
         alignment.update(aar.alignment)
         warnings.extend(aar.warnings)
     for w in warnings:
         log.warning(w)
-    return Outcome(artefacts, facts, alignment, tuple(warnings))
+    return Outcome(artefacts, facts, alignment, tuple(warnings), aar_ndk)
 
 
 # --------------------------------------------------------------------------- 7. record
@@ -491,6 +519,7 @@ def record(plan: BuildPlan, outcome: Outcome, started: str, seconds: float) -> D
         "command": ["bash", str(BUILD_SCRIPT), *plan.cmake_args],
         "verification": outcome.verification.to_dict(),
         "page_alignment": outcome.page_alignment,
+        "aar_ndk": outcome.aar_ndk,
         "started": started, "finished": now_iso(), "seconds": round(seconds, 2),
         "log": os.path.relpath(t.log_path, t.out_dir),
         "warnings": list(t.warnings) + list(outcome.warnings),

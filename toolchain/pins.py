@@ -60,6 +60,9 @@ class Lane:
     app_runtime_repository: str = ""  # where the app's pytorch_android comes from ("" = Maven Central / google())
     app_runtime_available: bool = True  # False: make-app must use --aar (the repository or version is gone)
     app_runtime_unavailable_reason: str = ""
+    # Issue 20: android/gradlew exists at this lane's commit (pytorch/pytorch#51067 added it in 2021-02); without it
+    # upstream's AAR script needs a system Gradle torchdroid cannot pin, so build-android refuses --aar.
+    aar_gradle_wrapper: bool = True
 
     def to_dict(self) -> Dict[str, object]:
         return {
@@ -83,6 +86,7 @@ class Lane:
             "aar_gradle": self.aar_gradle,
             "aar_android_gradle_plugin": self.aar_android_gradle_plugin,
             "app_runtime_available": self.app_runtime_available,
+            "aar_gradle_wrapper": self.aar_gradle_wrapper,
         }
 
 
@@ -119,6 +123,7 @@ LANES: Dict[str, Lane] = {
         aar_android_gradle_plugin="4.1.3",
         app_runtime_repository="https://oss.sonatype.org/content/repositories/snapshots",
         app_runtime_available=False,
+        aar_gradle_wrapper=False,
         app_runtime_unavailable_reason=(
             "pytorch_android 1.8.0-SNAPSHOT was only ever published to the OSSRH snapshot repository "
             "(oss.sonatype.org/content/repositories/snapshots), which Sonatype shut down on 2025-06-30; "

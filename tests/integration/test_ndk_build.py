@@ -232,6 +232,9 @@ def test_aar_needs_an_sdk_and_is_recorded(tmp_path, fake_pytorch, fake_ndk, fake
     cache = (tree / "CMakeCache.txt").read_text()
     assert "USE_VULKAN:BOOL=OFF" in cache and "CMAKE_HOME_DIRECTORY" in cache
     assert res.info["jdk"]["major"] == 11
+    # AGP 4.1 would take its own default NDK (facts F33): torchdroid forces the one it was given, and records it
+    assert res.info["aar_ndk"]["ndkVersion"] == "21.4.7075529" and res.info["aar_ndk"]["ndkPath"] == str(fake_ndk)
+    assert f"(NDK 21.4.7075529 at {fake_ndk})" in res.log_path.read_text()
     # the JNI library Gradle linked is 4 KB aligned: recorded and warned about, not hidden
     assert res.info["page_alignment"]["pytorch_android-release.aar:jni/x86_64/libpytorch_jni.so"] == 4096
     assert any("not 16 KB aligned" in w for w in res.info["warnings"])

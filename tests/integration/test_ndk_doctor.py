@@ -47,3 +47,16 @@ def test_missing_things_are_problems_with_the_install_command(tmp_path):
     assert ndk.status == "warn" and "sdkmanager --install 'ndk;26.3.11579264'" in ndk.fix
     assert facts["make-app.sdk"].status == "warn" and "sdkmanager" in facts["make-app.sdk"].fix
     assert ndk in problems(list(facts.values()))
+
+
+def test_cmake_4_is_a_problem_for_the_pytorch_lanes(tmp_path):
+    """docs/facts.md F31: build-android refuses CMake 4; doctor says so before anyone runs it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cmake").write_text("#!/bin/sh\necho 'cmake version 4.0.2'\n")
+    (bin_dir / "cmake").chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "ANDROID_ADB_SERVER_PORT": "1",
+           "TORCHDROID_JDK_DIRS": ""}
+    cmake = by_id(run_doctor(DoctorSettings(env=env, adb_port=1)))["build-android.cmake"]
+    assert cmake.status == "warn" and "4.0.2" in cmake.found and "< 3.5" in cmake.found
+    assert 'pip install "cmake>=3.18,<4"' in cmake.fix

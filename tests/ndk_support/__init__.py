@@ -58,9 +58,45 @@ def _bare_from(work: Path, bare: Path, allow_sha: bool) -> None:
     _git("config", "uploadpack.allowReachableSHA1InWant", "true" if allow_sha else "false", cwd=bare)
 
 
+# android/common.sh's check_gradle before pytorch/pytorch#51067 (2021-02) added android/gradlew: a system Gradle,
+# `gradle` on PATH or $GRADLE_HOME/bin/gradle (the lookup of that era's scripts; docs/facts.md F32).
+SEED_2020_CHECK_GRADLE = """check_gradle() {
+  GRADLE_PATH=gradle
+  GRADLE_NOT_FOUND_MSG="Unable to find gradle, please add it to PATH or set GRADLE_HOME"
+  if [ ! -x "$(command -v gradle)" ]; then
+    if [ -z "$GRADLE_HOME" ]; then
+      echo "$GRADLE_NOT_FOUND_MSG"
+      exit 1
+    fi
+    GRADLE_PATH=$GRADLE_HOME/bin/gradle
+    if [ ! -f "$GRADLE_PATH" ]; then
+      echo "$GRADLE_NOT_FOUND_MSG"
+      exit 1
+    fi
+  fi
+  echo "GRADLE_PATH:$GRADLE_PATH"
+}
+"""
+
+
+def apply_seed_2020_layout(tree: Path) -> Path:
+    """Turn a copy of ``pytorch_fixture`` into the seed-2020 (Nov 2020) layout: no Gradle wrapper under android/
+    and a common.sh that looks for a system Gradle."""
+    tree = Path(tree)
+    (tree / "android" / "gradlew").unlink()
+    shutil.rmtree(tree / "android" / "gradle" / "wrapper")
+    common = tree / "android" / "common.sh"
+    text = common.read_text()
+    start = text.index("check_gradle() {")
+    end = text.index("}\n", start) + 2
+    common.write_text(text[:start] + SEED_2020_CHECK_GRADLE + text[end:])
+    return tree
+
+
 def make_fake_pytorch(root: Path, bulk_bytes: int = 200_000, allow_sha: bool = True,
-                      extra_commits: int = 0) -> FakePytorch:
-    """Create the bare repositories under ``root`` and return their URLs and commit SHAs."""
+                      extra_commits: int = 0, seed_2020_layout: bool = False) -> FakePytorch:
+    """Create the bare repositories under ``root`` and return their URLs and commit SHAs (``seed_2020_layout``:
+    the android/ directory as it was at lane seed-2020's commit, see :func:`apply_seed_2020_layout`)."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     dep_work = root / "work-fakedep"
@@ -77,6 +113,8 @@ def make_fake_pytorch(root: Path, bulk_bytes: int = 200_000, allow_sha: bool = T
 
     work = root / "work-pytorch"
     shutil.copytree(FIXTURE_TREE, work)
+    if seed_2020_layout:
+        apply_seed_2020_layout(work)
     _git("init", "-q", "-b", "main", cwd=work)
     rnd = os.urandom(bulk_bytes)
     (work / "third_party").mkdir(exist_ok=True)

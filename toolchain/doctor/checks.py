@@ -254,6 +254,11 @@ def _build_tools(s: DoctorSettings) -> List[Check]:
     if cmake.found and cmake.version and cmake.version < (3, 18):
         out[-1] = Check("build-android", "cmake", WARN, f"{cmake.version_str} ({cmake.path}): PyTorch needs >= 3.18",
                         "pip install 'cmake>=3.18' (or a newer CMake on PATH)", True, "build-android.cmake")
+    elif cmake.found and cmake.version and cmake.version >= (4,):  # docs/facts.md F31
+        out[-1] = Check("build-android", "cmake", WARN,
+                        f"{cmake.version_str} ({cmake.path}): too new for the PyTorch lanes (CMake 4 refuses their "
+                        "third-party projects' cmake_minimum_required < 3.5)",
+                        'pip install "cmake>=3.18,<4" (or a CMake 3.x first on PATH)', True, "build-android.cmake")
     out.append(_program("build-android", "ninja", Ninja.locate(env), False, WARN, "build-android.ninja",
                         "faster builds (build_android.sh falls back to make): sudo apt-get install ninja-build"))
     out.append(_program("build-android", "ccache", Ccache.locate(env), False, INFO, "build-android.ccache",
