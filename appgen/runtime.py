@@ -100,11 +100,14 @@ def _refuse_unavailable(version: str, lane: pins.Lane, given: bool) -> None:
                  f"repository, which Sonatype shut down on {pins.OSSRH_SHUTDOWN}; no Maven repository serves them")
     else:
         return
-    raise UsageError(
-        f"{where} cannot be downloaded: make-app for this lane needs --aar", cause=cause,
-        remedy=f"build the lane's runtime with `invoke build-android --lane {lane.name} --aar` and pass the AAR: "
-               f"`invoke make-app --lane {lane.name} --aar PATH`",
-    )
+    if lane.aar_gradle_wrapper:
+        remedy = (f"build the lane's runtime with `invoke build-android --lane {lane.name} --aar` and pass the AAR: "
+                  f"`invoke make-app --lane {lane.name} --aar PATH`")
+    else:  # build-android refuses --aar for this lane: its commit has no android/gradlew (docs/facts.md)
+        remedy = (f"build the AAR at the lane's commit yourself (upstream's scripts/build_pytorch_android.sh with a "
+                  f"system Gradle on PATH) and pass it: `invoke make-app --lane {lane.name} --aar PATH`; or use "
+                  "`--lane current`")
+    raise UsageError(f"{where} cannot be downloaded: make-app for this lane needs --aar", cause=cause, remedy=remedy)
 
 
 def choose_runtime(lane_name: str, pytorch_android: Optional[str], aar: Optional[Path]) -> Runtime:

@@ -101,26 +101,26 @@ def test_out_is_a_file(user):
 
 @adversarial("make-app", "tampered record")
 def test_tampered_app_info_needs_force(user):
-    assert run_invoke(["make-app", "--model", "quant_none"], user).code == 0
+    assert run_invoke(["make-app", "--model", "quant_none", "--out", "build/app"], user).code == 0
     info = user / "build/app/torchdroid-app.json"
     info.write_text("{ tampered")
     kept = snapshot([user / "build/app"])
-    out = run_invoke(["make-app", "--model", "quant_none"], user)
+    out = run_invoke(["make-app", "--model", "quant_none", "--out", "build/app"], user)
     assert_clean(out, "usage", mentions=["cannot be read", "--force"], kept=kept, root=user)
 
 
 @adversarial("make-app", "stale output")
 def test_edited_asset_and_other_variant_need_force_then_force_keeps_local_properties(user):
-    assert run_invoke(["make-app", "--model", "quant_none"], user).code == 0
+    assert run_invoke(["make-app", "--model", "quant_none", "--out", "build/app"], user).code == 0
     app = user / "build/app"
     (app / "local.properties").write_text("sdk.dir=/opt/my-sdk\n")
     (app / "app/src/main/assets/labels.txt").write_text("my labels\n")
     kept = snapshot([app])
-    out = run_invoke(["make-app", "--model", "quant_none"], user)
+    out = run_invoke(["make-app", "--model", "quant_none", "--out", "build/app"], user)
     assert_clean(out, "usage", mentions=["labels.txt is missing or was changed", "--force"], kept=kept, root=user)
-    out = run_invoke(["make-app", "--model", "quant_core"], user)
+    out = run_invoke(["make-app", "--model", "quant_core", "--out", "build/app"], user)
     assert_clean(out, "usage", mentions=["made from other inputs", "variant"], kept=kept, root=user)
-    out = run_invoke(["make-app", "--model", "quant_core", "--force"], user)
+    out = run_invoke(["make-app", "--model", "quant_core", "--out", "build/app", "--force"], user)
     assert_clean(out, "ok", root=user)
     assert (app / "local.properties").read_text() == "sdk.dir=/opt/my-sdk\n"
     assert json.loads((app / "torchdroid-app.json").read_text())["variant"] == "quant_core"
@@ -151,7 +151,7 @@ def test_rerun_is_up_to_date_and_ends_with_the_next_command(user):
     (["--target-sdk", "99"], {}, ["above the lane's compileSdk"]),
     (["--abi-filters", "arm64"], {}, ["unknown ABI 'arm64'"]),
     (["--model", "quant_half"], {}, ["not a converted variant name"]),
-    (["--lane", "seed-2020"], {}, ["needs --aar", "2025-06-30", "invoke build-android --lane seed-2020 --aar"]),
+    (["--lane", "seed-2020"], {}, ["needs --aar", "2025-06-30", "system Gradle", "--lane current"]),
     (["--pytorch-android", "1.9.0-SNAPSHOT"], {}, ["cannot be downloaded"]),
     (["--pytorch-android", "latest!"], {}, ["not a Maven version"]),
 ])
@@ -222,14 +222,14 @@ def test_build_app_without_a_project(tmp_path):
 
 @adversarial("build-app", "tool missing")
 def test_build_app_without_sdk_names_everything_missing(user):
-    assert run_invoke(["make-app", "--model", "quant_none"], user).code == 0
+    assert run_invoke(["make-app", "--model", "quant_none", "--out", "build/app"], user).code == 0
     out = run_invoke(["build-app"], user)
     assert_clean(out, "tool", mentions=["the Android SDK", "wrapper jar", "sdkmanager"], root=user)
 
 
 @adversarial("build-app", "bad value")
 def test_build_app_honours_the_configured_sdk(user):
-    assert run_invoke(["make-app", "--model", "quant_none"], user).code == 0
+    assert run_invoke(["make-app", "--model", "quant_none", "--out", "build/app"], user).code == 0
     out = run_invoke(["build-app"], user, env={"INVOKE_ANDROID_SDK": str(user / "no-sdk"),
                                                "ANDROID_HOME": "/somewhere/else"})
     assert_clean(out, "tool", mentions=[f"{user / 'no-sdk'} (from android.sdk) does not exist"], root=user)
@@ -237,7 +237,7 @@ def test_build_app_honours_the_configured_sdk(user):
 
 @adversarial("build-app", "tampered record")
 def test_build_app_with_a_tampered_app_info(user):
-    assert run_invoke(["make-app", "--model", "quant_none"], user).code == 0
+    assert run_invoke(["make-app", "--model", "quant_none", "--out", "build/app"], user).code == 0
     info = user / "build/app/torchdroid-app.json"
     data = json.loads(info.read_text())
     del data["application_id"]

@@ -128,7 +128,7 @@ def test_runtime_choice(tmp_path):
 
     with pytest.raises(UsageError, match="needs --aar") as ei:  # 1.8.0-SNAPSHOT: OSSRH snapshots shut down
         choose_runtime("seed-2020", None, None)
-    assert "2025-06-30" in str(ei.value) and "invoke build-android --lane seed-2020 --aar" in str(ei.value)
+    assert "2025-06-30" in str(ei.value) and "system Gradle" in str(ei.value) and "--lane current" in str(ei.value)
     with pytest.raises(UsageError, match="cannot be downloaded"):
         choose_runtime("current", "1.9.0-SNAPSHOT", None)
     seed = choose_runtime("seed-2020", None, _fake_aar(tmp_path / "pytorch_android-seed.aar"))
