@@ -190,3 +190,31 @@ def test_check_removable_accepts_what_the_user_named_but_never_a_protected_place
     assert check_removable(named, "--out", named=True) == named
     assert protected_reason(home) and protected_reason(home.parent) and protected_reason("/")
     assert protected_reason(".") and protected_reason("..") and not protected_reason(named)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _store(results: Path) -> None:
+    from deploy.results import ResultStore
+    from toolchain.records import ResultRow
+
+    row = ResultRow(serial="A", device_model="Phone A", board="b", release="11", sdk=30, abi="arm64-v8a",
+                    stem="mobilenetv2", variant="quant_full", mode="full", backend="cpu", source="binary", status="ok",
+                    model_file="mobilenetv2-quant_full-cpu.pt", median_ms=20.0, p90_ms=22.0, min_ms=18.0, max_ms=26.0,
+                    mean_ms=20.0, std_ms=1.0, spread_pct=2.0, samples=200, load_ms=300.0, first_ms=60.0, peak_kb=512)
+    ResultStore(results / "results.sqlite").add_run("2026-11-23T10:00:00+00:00", "p", "abc", {}, [row], [])
+
+
+def test_report_out_png_never_overwrites_the_users_page_beside_it(tmp_path):
+    from deploy.report import ReportSettings, make_report
+
+    _store(tmp_path / "results")
+    notes = tmp_path / "notes.html"
+    notes.write_text("<html>my notes</html>")
+    with pytest.raises(UsageError, match="notes.html"):
+        make_report(ReportSettings(results=tmp_path / "results", out=tmp_path / "notes.png"))
+    assert notes.read_text() == "<html>my notes</html>" and not (tmp_path / "notes.png").exists()
+    first = make_report(ReportSettings(results=tmp_path / "results", out=tmp_path / "chart.png"))
+    again = make_report(ReportSettings(results=tmp_path / "results", out=tmp_path / "chart.png"))  # its own page
+    assert first.html == again.html and again.html.is_file()
