@@ -31,6 +31,7 @@ from toolchain.fsutil import (
     atomic_write_bytes,
     atomic_write_text,
     check_not_inputs,
+    check_removable,
     ensure_space,
     foreign_files,
     is_owned,
@@ -552,6 +553,8 @@ def make_app(settings: AppSettings) -> MakeAppResult:
         sizes = {name: (p.out / ASSETS_DIR / name).stat().st_size for name in sorted(info.asset_files)}
         return MakeAppResult(p.out, info.path, p.qualified_variant, info.application_id, sizes, p.checked.runtime,
                              info.wrapper_jar, [f"up to date: {why}"], list(p.warnings), up_to_date=True)
+    if p.out.is_symlink() or (p.out.is_dir() and any(p.out.iterdir())):  # before its lock is written beside it
+        check_removable(p.out, "make-app --out", named=True, verb="replace")
     with output_lock(p.out, "make-app"):
         guard_out(p, why)
         check_space(p)

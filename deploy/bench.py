@@ -28,6 +28,7 @@ BINARY_NAME = "speed_benchmark_torch"
 GATORD_NAME = "gatord"
 _PEP = re.compile(r'^PyTorchObserver (\{.*\})\s*$')
 RUN_MARK = "TORCHDROID_RUN"
+PID_FILE = ".torchdroid-bench.pid"  # the running benchmark's pid, in the device directory (stop_command)
 _WRAP = re.compile(RUN_MARK + r" ([0-9.]+) ([0-9.]+)[ \t]*(\d*)[ \t]*$", re.M)
 _MAIN = re.compile(r"Main run finished\. Microseconds per iter: ([0-9.eE+-]+)\. Iters per second: ([0-9.eE+-]+|inf|nan)")
 
@@ -245,10 +246,17 @@ def bench_command(directory: str, model_name: str, backend: str, opts: BenchOpti
     """The benchmark in the background, its VmHWM sampled every 0.2 s, and one TORCHDROID_RUN line at the end
     (start and end on /proc/uptime, the last VmHWM in kB); the exit code is the benchmark's."""
     argv = " ".join(shlex.quote(a) for a in bench_args(model_name, backend, opts, input_spec, warmup, iters))
-    return (f"cd {shlex.quote(directory)} && {{ read s _ < /proc/uptime; {argv} & p=$!; h=; "
+    return (f"cd {shlex.quote(directory)} && {{ read s _ < /proc/uptime; {argv} & p=$!; echo $p > {PID_FILE}; h=; "
             "while kill -0 $p 2>/dev/null; do x=$(grep VmHWM /proc/$p/status 2>/dev/null) && h=${x#VmHWM:}; "
-            "sleep 0.2; done; wait $p; c=$?; read e _ < /proc/uptime; "
+            f"sleep 0.2; done; wait $p; c=$?; rm -f {PID_FILE}; read e _ < /proc/uptime; "
             f"echo \"{RUN_MARK} $s $e ${{h% kB}}\"; exit $c; }}")
+
+
+def stop_command(directory: str) -> str:
+    """Ctrl-C on the host: stop the benchmark ``bench_command`` runs in ``directory`` (its pid file), and say so."""
+    d = shlex.quote(directory)
+    return (f"p=$(cat {d}/{PID_FILE} 2>/dev/null) && [ -n \"$p\" ] && kill $p 2>/dev/null "
+            "&& echo \"stopped $p\" || echo 'no benchmark running'")
 
 
 def output_command(directory: str, model_name: str, backend: str, opts: BenchOptions) -> str:
@@ -288,7 +296,7 @@ def _run_once(device: Device, command: str, timeout: float) -> Tuple[ParsedRun, 
 
 
 def run_model(device: Device, directory: str, model_name: str, backend: str, opts: BenchOptions,
-              input_spec=None) -> ModelBench:
+              input_spec=None, stop=None) -> ModelBench:
     """A cold run (load, first inference, warm-up), then ``opts.repeat`` timed runs; a crash is recorded with
     its output, never raised."""
     mb = ModelBench(model_name, backend, command=bench_command(directory, model_name, backend, opts, input_spec))
@@ -301,6 +309,8 @@ def run_model(device: Device, directory: str, model_name: str, backend: str, opt
         log.warning("[%s] %s (%s): %s", device.serial, model_name, backend, cold.problem)
         return mb
     for _ in range(max(1, opts.repeat)):
+        if stop is not None and stop.is_set():  # Ctrl-C (a threading.Event): the caller keeps no partial result
+            break
         parsed, out = _run_once(device, mb.command, opts.timeout)
         mb.runs.append(parsed)
         mb.outputs.append(out)

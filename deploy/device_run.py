@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
@@ -70,20 +71,33 @@ class DeviceRun:
     df: str = ""  # df -k of the device directory's parent, from the probe
     tail: str = ""  # the probe's page size and conditions
     nnapi_devices: Optional[Tuple[List[List[str]], str]] = None  # the lister's devices or why none, read once
+    cancel: threading.Event = field(default_factory=threading.Event)  # set by Ctrl-C (orchestrate.run_workers)
+
+    def go_on(self) -> None:
+        """Between steps: end here when the run was interrupted."""
+        if self.cancel.is_set():
+            raise Cancelled()
+
+
+class Cancelled(Exception):
+    """Ctrl-C: this device's run ends after its current step; its completed rows are kept."""
 
 
 def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: DeployPlan, directory: str,
-               status: Callable[[str], None]) -> None:
+               status: Callable[[str], None], cancel: Optional[threading.Event] = None) -> None:
     if target.state != "device":
         raise state_error(rep.serial, target.state)
-    run = DeviceRun(target.server.device(target.serial, s.timeout), rep, s, plan, directory, status)
+    run = DeviceRun(target.server.device(target.serial, s.timeout), rep, s, plan, directory, status,
+                    cancel=cancel or threading.Event())
     attempt = probe(run)
     with device_lock(run.dev, directory, attempt) as held:
         if answer(attempt.output) is not None:  # the lock was taken after a wait: read the directory again
             run.there = run.dev.shell(state_command(directory, _candidates(run)), check=True,
                                       what=f"reading {directory}").output
         check(run)
+        run.go_on()
         push(run, held if run.plan.binary is None and run.plan.app is None else None)  # the push is all: it unlocks
+        run.go_on()
         install(run)
         bench_binary(run)
         bench_app(run)
@@ -232,9 +246,11 @@ def bench_binary(run: DeviceRun) -> None:
         return
     opts = run.s.options
     for i, m in enumerate(run.models, 1):
+        run.go_on()
         _cool_down(run, i)
         run.status(f"benchmarking {m.file} ({i}/{len(run.models)}, cold start + {opts.repeat}x{opts.iters} iterations)")
-        mb = _bench.run_model(run.dev, run.directory, m.file, m.backend, opts, m.input)
+        mb = _bench.run_model(run.dev, run.directory, m.file, m.backend, opts, m.input, stop=run.cancel)
+        run.go_on()  # a benchmark stopped by Ctrl-C is not a result: the completed ones are kept
         row = model_row(run.facts, run.plan, m, "ok", opts, bench=mb)
         run.rep.rows.append(row)
         check_numerics(run, m, mb)
@@ -305,6 +321,7 @@ def bench_app(run: DeviceRun) -> None:
     if app is None or run.rep.installed is None or not run.s.app_bench:
         return
     for backend in app.backends:
+        run.go_on()
         if backend == "nnapi" and run.nnapi_reason:
             continue
         run.status(f"in-app benchmark ({backend})")
@@ -328,6 +345,18 @@ def conditions_after(run: DeviceRun) -> None:
             if r.status == "ok":
                 r.flags = ",".join(x for x in (r.flags, "throttled") if x)
         run.rep.notes += [f"WARNING: {w}" for w in cond.warnings]
+
+
+def stop_benchmarks(target: Target, s: DeploySettings, directory: str) -> bool:
+    """Ctrl-C: stop the benchmark running on the phone (its pid is in the device directory while it runs);
+    True when the phone was told.  Never raises: the run is ending anyway."""
+    try:
+        dev = target.server.device(target.serial, min(s.timeout, 15.0))
+        dev.shell(_bench.stop_command(directory), timeout=15)
+        return True
+    except Exception as e:  # noqa: BLE001 - a phone that cannot be told is said so, the others still are
+        log.warning("[%s] could not stop the benchmark on the phone: %s", target.label, getattr(e, "what", e))
+        return False
 
 
 def record_failure(rep: DeviceReport, reason: str) -> None:

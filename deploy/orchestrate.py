@@ -6,18 +6,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
+import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from toolchain.errors import DeviceError, TorchdroidError
+from toolchain.errors import DeviceError, RecordError, TorchdroidError
+from toolchain.fsutil import ensure_writable_dir
 from toolchain.hardware_records import HardwareRecord, Placement, hardware_path
 from toolchain.numerics_records import NumericsRecord, NumericsVerdict, numerics_path
 from toolchain.records import ResultRow, now_iso
 
 from .adb import Adb
-from .device_run import DeviceReport, record_failure, run_device
+from .device_run import Cancelled, DeviceReport, record_failure, run_device, stop_benchmarks
 from .hashes import HASH_CACHE_NAME
 from .plan import DeployPlan, DeploySettings, check_values, make_plan, project_name
 from .push import check_dir
@@ -76,7 +79,12 @@ def pick_targets(s: DeploySettings) -> Tuple[List[Target], List[Unreachable]]:
 
 
 def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = None) -> DeployResult:
-    """Deploy to every selected device in parallel; a failing device never stops the others."""
+    """Deploy to every selected device in parallel; a failing device never stops the others.
+
+    The results store is checked (a torchdroid database, not damaged, not locked, writable) and the run's id
+    reserved before any device work; each device's rows are stored and exported (``run-NNNN.csv``/``.json``)
+    as soon as that device is done.  Ctrl-C stops the benchmarks on the phones, keeps every completed row and
+    then ends the run (KeyboardInterrupt)."""
     check_values(s)
     plan = make_plan(s)
     plan.hashes.load(Path(s.results) / HASH_CACHE_NAME)  # local files' digests: not read again when unchanged
@@ -86,29 +94,114 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     targets, unreachable = pick_targets(s)
     reports = [DeviceReport(t.label, str(t.address)) for t in targets]
     started = now_iso()
+    keeper = Keeper.open(s, plan, started)  # before any device work: a store that cannot take the rows stops here
+    interrupted = None
     try:
         with contextlib.ExitStack() as stack:
             status = on_status or stack.enter_context(device_lines())
-            run_workers(reports, targets, s, plan, directory, status)
+            run_workers(reports, targets, s, plan, directory, status, keeper)
+    except KeyboardInterrupt as e:
+        interrupted = e
     finally:
         plan.hashes.close()
     for u in unreachable:  # a server that is down, and the named devices it may hold: rows with the reason
         rep = DeviceReport(u.serial or f"(adb server {u.address})", str(u.address))
         record_failure(rep, str(u.error))
         reports.append(rep)
-    for rep in reports:
+        keeper.device_done(rep)
+    result = record(s, plan, reports, keeper, directory)
+    if interrupted is not None:
+        log.warning("interrupted: kept %d completed row(s) of run %d in %s", len(result.rows), keeper.run_id,
+                    ", ".join(str(p) for p in (result.exports.get("csv"), result.exports.get("json"), keeper.store.path)
+                              if p))
+        raise interrupted
+    return result
+
+
+class Keeper:
+    """Keeps every device's rows as soon as they exist: the run reserved in the store before any device work,
+    each device's rows added to it and the run's CSV/JSON rewritten when that device is done.  A store that
+    fails later (busy, a full disk) loses nothing: the rows stay in the CSV/JSON and are stored at the end."""
+
+    def __init__(self, s: DeploySettings, store: ResultStore, run_id: int, started: str):
+        self.s, self.store, self.run_id, self.started = s, store, run_id, started
+        self.results = Path(s.results)
+        self.rows: List[ResultRow] = []
+        self.devices: List[dict] = []
+        self.unstored: List[Tuple[List[ResultRow], List[dict]]] = []
+        self.store_error: Optional[str] = None
+        self._guard = threading.Lock()
+
+    @classmethod
+    def open(cls, s: DeploySettings, plan: DeployPlan, started: str) -> "Keeper":
+        ensure_writable_dir(s.results, "results directory (deploy.results)")
+        store = ResultStore(Path(s.results) / DB_NAME)
+        # absolute paths: report compares the run's models directory with deploy-executorch's, from any directory
+        settings = {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in asdict(s).items()}
+        return cls(s, store, store.begin_run(started, project_name(s.project), plan.commit, settings), started)
+
+    @property
+    def stem(self) -> str:
+        return f"run-{self.run_id:04d}"
+
+    def device_done(self, rep: DeviceReport) -> None:
         for r in rep.rows:
             r.server = rep.server
-    return record(s, plan, reports, started, directory)
+            r.run_id, r.started = self.run_id, self.started
+        devices = [rep.conditions.to_dict()] if rep.conditions is not None else []
+        with self._guard:
+            self.rows += rep.rows
+            self.devices += devices
+            try:  # the CSV/JSON first: they never wait on SQLite
+                export(self.rows, self.results, self.stem, self.devices)
+            except TorchdroidError as e:  # a full disk: the store may still take them, and the end says so
+                log.warning("could not write %s.csv/.json after %s: %s", self.results / self.stem, rep.serial, e.what)
+            try:
+                for rows, devs in self.unstored:
+                    self.store.add_rows(self.run_id, self.started, rows, devs)
+                self.unstored = []
+                self.store.add_rows(self.run_id, self.started, rep.rows, devices)
+            except TorchdroidError as e:
+                self._unstored(rep.rows, devices, e.what)
+            except sqlite3.Error as e:
+                self._unstored(rep.rows, devices, f"{type(e).__name__}: {e}")
+
+    def _unstored(self, rows: List[ResultRow], devices: List[dict], why: str) -> None:
+        self.unstored.append((list(rows), devices))
+        self.store_error = why
+        log.warning("the results database %s did not take %d row(s) now (%s); they are kept in %s.csv/.json and "
+                    "stored at the end of the run", self.store.path, len(rows), why, self.results / self.stem)
+
+    def finish(self) -> None:
+        """The rows the store did not take during the run; raises when it still does not (the CSV/JSON keep them)."""
+        with self._guard:
+            if not self.unstored:
+                return
+            try:
+                for rows, devs in self.unstored:
+                    self.store.add_rows(self.run_id, self.started, rows, devs)
+                self.unstored = []
+            except (TorchdroidError, sqlite3.Error) as e:
+                raise RecordError(f"the results database {self.store.path} did not take run {self.run_id}'s rows",
+                                  cause=getattr(e, "what", str(e)),
+                                  remedy=f"every row is kept in {self.results / self.stem}.csv and .json; free the "
+                                         "database (another deploy or report?) and deploy again to have the history "
+                                         "hold them") from e
 
 
 def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySettings, plan: DeployPlan,
-                directory: str, status: Callable[[str, str], None]) -> None:
-    """One worker thread per device (whichever adb server it is on); whatever one device does, the others go on."""
+                directory: str, status: Callable[[str, str], None], keeper: Optional[Keeper] = None) -> None:
+    """One worker thread per device (whichever adb server it is on); whatever one device does, the others go on.
+
+    Ctrl-C: the benchmarks running on the phones are stopped (each phone is told, a status line says so), each
+    worker ends after its current step, the completed rows are kept, then KeyboardInterrupt is raised again."""
+    cancel = threading.Event()
 
     def work(rep: DeviceReport, target: Target) -> None:
         try:
-            run_device(target, rep, s, plan, directory, lambda t: status(rep.serial, t))
+            run_device(target, rep, s, plan, directory, lambda t: status(rep.serial, t), cancel)
+        except Cancelled:
+            status(rep.serial, "interrupted: benchmark stopped, completed rows kept")
         except TorchdroidError as e:
             record_failure(rep, str(e))
             status(rep.serial, f"failed: {e.what}")
@@ -116,27 +209,40 @@ def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySet
             log.debug("[%s] unexpected failure", rep.serial, exc_info=True)
             record_failure(rep, f"{type(e).__name__}: {e}")
             status(rep.serial, f"failed: {type(e).__name__}: {e}")
+        finally:
+            if keeper is not None:
+                keeper.device_done(rep)
 
-    with ThreadPoolExecutor(max_workers=max(1, len(reports)), thread_name_prefix="deploy") as pool:
-        list(pool.map(work, reports, targets))
+    pool = ThreadPoolExecutor(max_workers=max(1, len(reports)), thread_name_prefix="deploy")
+    futures = [pool.submit(work, rep, t) for rep, t in zip(reports, targets)]
+    try:
+        while not all(f.done() for f in futures):
+            wait(futures, timeout=0.5)
+    except KeyboardInterrupt:
+        cancel.set()
+        for rep, t in zip(reports, targets):
+            if not futures[reports.index(rep)].done():
+                status(rep.serial, "interrupted: stopping the benchmark on the phone")
+                stop_benchmarks(t, s, directory)
+        wait(futures)
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
-def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], started: str,
+def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Keeper,
            directory: str) -> DeployResult:
-    """Store every row (ok, failed, skipped) and each device's conditions; export CSV/JSON for this run and latest."""
+    """Every row (ok, failed, skipped) is stored already, device by device (``Keeper``); here the rest: the
+    run's and the latest CSV/JSON, numerics and hardware records."""
     rows = [r for rep in reports for r in rep.rows]
     devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
-    store = ResultStore(Path(s.results) / DB_NAME)
-    run_id, exports = None, {}
-    if rows:
-        # absolute paths: report compares the run's models directory with deploy-executorch's, from any directory
-        settings = {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in asdict(s).items()}
-        run_id = store.add_run(started, project_name(s.project), plan.commit, settings, rows, devices)
-        exports = export(rows, Path(s.results), f"run-{run_id:04d}", devices)
-        exports.update({f"latest_{k}": v for k, v in export(rows, Path(s.results), "latest", devices).items()})
-        exports.update(record_numerics(reports, Path(s.results), run_id, plan))
-        exports.update(record_hardware(reports, Path(s.results), run_id, plan if s.hardware and s.bench else None))
-    return DeployResult(reports, run_id, store.path, exports, plan.warnings, directory)
+    run_id = keeper.run_id
+    exports = export(rows, Path(s.results), keeper.stem, devices)
+    exports.update({f"latest_{k}": v for k, v in export(rows, Path(s.results), "latest", devices).items()})
+    exports.update(record_numerics(reports, Path(s.results), run_id, plan))
+    exports.update(record_hardware(reports, Path(s.results), run_id, plan if s.hardware and s.bench else None))
+    keeper.finish()
+    return DeployResult(reports, run_id, keeper.store.path, exports, plan.warnings, directory)
 
 
 def record_numerics(reports: List[DeviceReport], results: Path, run_id: int, plan: DeployPlan) -> Dict[str, Path]:

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from toolchain.errors import RecordError
-from toolchain.fsutil import atomic_path
+from toolchain.fsutil import atomic_path, check_removable
 
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
 
 from . import hardware_report, numerics_report, phone_overview
 from .pte_report import PteReportSection, build_section
-from .report_html import write_html
+from .report_html import is_report_page, write_html
 from .results import DB_NAME, ResultRow, ResultStore, export, speedups
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,10 @@ def make_report(s: ReportSettings) -> ReportResult:
                           + "pick another run with --run")
     pte = build_section(Path(s.results), rows, store.settings(run_id))  # refuses a bad record before any output
     png = Path(s.out) if s.out else Path(s.results) / f"report-run-{run_id:04d}.png"
+    # the page beside the PNG was not named by the user: it is replaced only when report wrote it
+    check_removable(png.with_suffix(".html"), f"the report page beside {png.name}", verb="overwrite",
+                    ours=lambda page: s.out is None or is_report_page(page))  # default: the results dir's own name
+    check_removable(png, "report --out", named=True, verb="overwrite")
     title = f"torchdroid run {run_id} ({rows[0].started}), {s.source} benchmark"
     draw(chosen + [r for r in rows if r.source == "deploy"], png, title=title, executorch=pte)
     notes = baseline_notes(store.settings(run_id).get("models"), rows)

@@ -26,6 +26,17 @@ LATENCY_COLUMNS = ["device", "model", "mode", "backend", "source", "status", "me
                    "max ms", "mean ms", "std ms", "spread %", "load ms", "first ms", "warm-up ms", "peak MB",
                    "samples", "flags", "reason"]
 
+GENERATOR = "<meta name='generator' content='torchdroid report'>"  # how report knows a page beside a PNG is its own
+
+
+def is_report_page(path: Path) -> bool:
+    """A page `invoke report` wrote (its generator tag near the top): the only HTML report ever replaces."""
+    try:
+        with open(path, "rb") as f:
+            return GENERATOR.encode() in f.read(4096)
+    except OSError:
+        return False
+
 
 def _e(v) -> str:
     return html.escape("" if v is None else str(v))
@@ -142,7 +153,7 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
            hardware: str = "", overview: str = "") -> str:
     img = os.path.relpath(png, html_path.parent)
     throttled = [d for d in devices if d.get("warnings")]
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style>"
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'>{GENERATOR}<title>{_e(title)}</title><style>{_CSS}</style>"
              f"</head><body><h1>{_e(title)}</h1>",
              f"<p><img id='chart' src='{_e(img)}' alt='latency and NNAPI speed-up chart'></p>", overview]
     if any(r.has_flag("nnapi-deprecated") for r in rows):

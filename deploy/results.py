@@ -30,10 +30,10 @@ class ResultStore:
     def __init__(self, path: Path):
         self.path = Path(path)
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, timeout: float = 30) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            con = sqlite3.connect(self.path, timeout=30)
+            con = sqlite3.connect(self.path, timeout=timeout)
             con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
             (schema,) = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
@@ -82,6 +82,55 @@ class ResultStore:
             return run_id
         finally:
             con.close()
+
+    def begin_run(self, started: str, project: str, binary_commit: str, settings: dict,
+                  busy_wait: float = 5.0) -> int:
+        """Before any device work: prove the store is a torchdroid database, readable in full, not locked and
+        writable, and reserve the run's id (its rows are added per device with ``add_rows``)."""
+        try:
+            con = self._connect(timeout=busy_wait)
+        except OSError as e:
+            raise RecordError(f"cannot open the results database {self.path}", cause=f"{e.strerror or e}",
+                              remedy="make the results directory writable, or set deploy.results (--results) to "
+                                     "another directory") from e
+        try:
+            (check,) = con.execute("PRAGMA quick_check").fetchone()
+            if check != "ok":
+                raise RecordError(f"the results database {self.path} is damaged", cause=f"SQLite: {check}",
+                                  remedy="move it away (its runs stay readable in the run-NNNN.csv/json beside it) "
+                                         "or set deploy.results to another directory, then deploy again")
+            with con:
+                cur = con.execute("INSERT INTO runs (started, project, binary_commit, settings) VALUES (?,?,?,?)",
+                                  (started, project, binary_commit, json.dumps(settings, default=str)))
+            return int(cur.lastrowid)
+        except sqlite3.OperationalError as e:
+            busy = "locked" in str(e) or "busy" in str(e)
+            raise RecordError(f"the results database {self.path} is {'busy' if busy else 'not writable'}",
+                              cause=str(e),
+                              remedy="another deploy or report is writing it: wait for it and deploy again" if busy
+                              else "make it writable, or set deploy.results (--results) to another directory") from e
+        except sqlite3.DatabaseError as e:
+            raise RecordError(f"the results database {self.path} is damaged", cause=str(e),
+                              remedy="move it away or set deploy.results to another directory, then deploy again"
+                              ) from e
+        finally:
+            con.close()
+
+    def add_rows(self, run_id: int, started: str, rows: Sequence[ResultRow], devices: Sequence[dict] = ()) -> None:
+        """One device's rows (and conditions) into a run ``begin_run`` reserved."""
+        check_rows(rows)
+        con = self._connect()
+        try:
+            with con:
+                con.executemany(
+                    f"INSERT INTO results (run_id, {', '.join(_STORED)}) VALUES (?, {', '.join('?' * len(_STORED))})",
+                    [(run_id, *[getattr(r, c) for c in _STORED]) for r in rows])
+                con.executemany("INSERT INTO devices (run_id, serial, facts) VALUES (?,?,?)",
+                                [(run_id, d.get("serial", ""), json.dumps(d, default=str)) for d in devices])
+        finally:
+            con.close()
+        for r in rows:
+            r.run_id, r.started = run_id, started
 
     def runs(self) -> List[dict]:
         if not self.path.is_file():

@@ -27,6 +27,16 @@ into one place, and a full disk is a clean error.  Each helper in one line:
   (``torch.jit.save`` or the lite interpreter's buffer) in memory first, checks the space for
   exactly those bytes, then writes atomically: a full disk is a clean error, never torch's C++
   abort (exit 134) and never a partial file.
+* **the one guard of every deleter**: ``check_removable(path, what, named=..., ours=...)`` before anything
+  is deleted or replaced (clean, make-app/convert ``--force``, report's page, deploy's results): never the
+  file system root, ``$HOME``, the working directory or a directory holding one of them (nor a symlink to
+  one), never a git checkout with local changes, and, unless the user named the path explicitly, only what
+  torchdroid wrote (its marker, a record of its own, or nothing but its own hidden names).
+  ``protected_reason(path)`` is its first check alone (``claim_output_dir`` uses it before ``--force``).
+* **no write through a link**: lock files are opened with ``O_NOFOLLOW`` and refused when they are not a
+  regular file of their own (a symlink or a hard link to a user's file is never truncated); every other
+  marker, record and temporary goes through ``atomic_path`` (``mkstemp``'s ``O_EXCL``, then a rename that
+  replaces a link instead of writing through it); ``open_append(path)`` opens a log the same way.
 * **stale partials**: ``remove_stale_partials(dir)`` removes ``*.partial`` temporaries of dead runs
   (ours by name: ``.td<pid>.`` with a pid that no longer runs, or the older pid-less names once
   older than an hour); ``output_lock`` calls it for the directory it locks.
@@ -43,6 +53,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -245,6 +256,8 @@ def atomic_dir(final: PathLike, force: bool = False) -> Iterator[Path]:
                 f"{final} already exists and is not empty",
                 remedy="choose a new --out directory, or pass --force to replace it",
             )
+        if any(final.iterdir()):
+            check_removable(final, "--out", named=True, verb="replace")  # never ~, /, . or a changed checkout
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(final.name), suffix=PARTIAL_SUFFIX, dir=final.parent))
     try:
@@ -342,6 +355,39 @@ def remove_stale_partials(directory: PathLike, only_for: Optional[str] = None) -
     return removed
 
 
+# --------------------------------------------------------------------------- no write through a link
+
+
+def _open_own_file(path: Path, flags: int, what: str) -> int:
+    """Open (creating) a file torchdroid writes in place, never through a symlink and never a hard link to
+    another file: a link planted at its name is refused, the linked file untouched."""
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666 & ~_umask())
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise _link_refused(path, what, f"it is a symbolic link to {os.readlink(path)}") from e
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        os.close(fd)
+        why = (f"it is a hard link ({st.st_nlink} names share the file)" if stat.S_ISREG(st.st_mode)
+               else "it is not a regular file")
+        raise _link_refused(path, what, why)
+    return fd
+
+
+def _link_refused(path: Path, what: str, why: str) -> UsageError:
+    return UsageError(f"refusing to write {what} {path}: {why}",
+                      cause="writing it would change the file the link points at, which torchdroid did not write",
+                      remedy=f"remove {path} (only the link: `rm {path}`) and run again")
+
+
+def open_append(path: PathLike, what: str = "the log file"):
+    """A text file opened for appending (a log), never through a link (see ``_open_own_file``)."""
+    fd = _open_own_file(Path(path), os.O_WRONLY | os.O_APPEND, what)
+    return os.fdopen(fd, "a", encoding="utf-8", errors="replace")
+
+
 # --------------------------------------------------------------------------- one writer at a time
 
 _held: Dict[str, int] = {}
@@ -399,7 +445,7 @@ def output_lock(directory: PathLike, command: str, wait: float = 0.0) -> Iterato
         return
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+        fd = _open_own_file(lock, os.O_RDWR, "the lock file")
     except OSError as e:
         if e.errno in _FULL_ERRNOS:
             raise _no_space_error(lock.parent, "the lock file", e) from e
@@ -468,10 +514,10 @@ def mark_owned(directory: PathLike, stage: str) -> Path:
 
 
 def _ours(entry: Path) -> bool:
-    """Hidden names torchdroid itself leaves in a directory: marker, probes, its temporaries."""
+    """Hidden names torchdroid itself leaves in a directory: marker, probes, locks, its temporaries."""
     name = entry.name
     return name == OWNER_MARKER or name.startswith(".torchdroid-") or (
-        name.startswith(".") and name.endswith(PARTIAL_SUFFIX))
+        name.startswith(".") and (name.endswith(PARTIAL_SUFFIX) or name.endswith(LOCK_SUFFIX)))
 
 
 def foreign_files(directory: PathLike) -> List[str]:
@@ -492,6 +538,8 @@ def claim_output_dir(directory: PathLike, stage: str, *, force: bool = False,
     if is_owned(directory):
         return directory
     foreign = foreign_files(directory)
+    if foreign:
+        _refuse_protected(directory, what, "write into")  # even with --force: ~, / and . are never output directories
     if foreign and not (adopt is not None and adopt(directory)) and not force:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise UsageError(
@@ -502,3 +550,133 @@ def claim_output_dir(directory: PathLike, stage: str, *, force: bool = False,
         )
     mark_owned(directory, stage)
     return directory
+
+
+# --------------------------------------------------------------------------- the one guard of every deleter
+
+RECORD_KIND_PREFIX = "torchdroid"
+
+
+def _contains(parent: Path, child: Path) -> bool:
+    return child == parent or _inside(child, parent)
+
+
+def protected_reason(path: PathLike) -> Optional[str]:
+    """Why ``path`` (or what a symlink there points at) must never be deleted or replaced, or None.
+
+    The file system root, the home directory, the working directory, and every directory holding one of
+    them: removing any of these loses files torchdroid never wrote."""
+    given = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+    seen = [given]
+    with contextlib.suppress(OSError, RuntimeError):
+        seen.append(given.resolve())
+    places = []
+    with contextlib.suppress(OSError, RuntimeError, KeyError):
+        home = Path.home()
+        places += [("your home directory", Path(os.path.abspath(home))), ("your home directory", home.resolve())]
+    with contextlib.suppress(OSError):
+        cwd = Path.cwd()
+        places += [("the working directory", cwd), ("the working directory", cwd.resolve())]
+    for p in seen:
+        link = "" if p == given else f" (the link {given} points there)"
+        if p == Path(p.anchor):
+            return f"it is the file system root{link}"
+        for name, place in places:
+            if p == place:
+                return f"it is {name}{link}"
+            if _contains(p, place):
+                return f"it holds {name} ({place}){link}"
+    return None
+
+
+def _refuse_protected(path: PathLike, what: str, verb: str) -> None:
+    why = protected_reason(path)
+    if why:
+        raise UsageError(f"refusing to {verb} {path} ({what}): {why}",
+                         cause="it holds files torchdroid did not write; --force never applies to it",
+                         remedy=f"name a directory of its own for {what} (e.g. build/app), or fix a typo in the path")
+
+
+def checkout_changes(path: PathLike) -> List[str]:
+    """Local changes of the git checkouts at ``path`` and directly below it (build-android's definition:
+    modified tracked files, in submodules too); a checkout git cannot read counts as changed."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_dir():
+        return []
+    found: List[str] = []
+    candidates = [path] + sorted(p for p in path.iterdir() if p.is_dir() and not p.is_symlink())
+    for repo in candidates:
+        if not (repo / ".git").exists():
+            continue
+        from .tools.git import Git  # git only when there is a checkout
+
+        try:
+            changes = Git.locate().local_changes(repo)
+        except Exception as e:  # noqa: BLE001 - no git, or a broken checkout: it cannot be shown unchanged
+            found.append(f"{repo}: cannot read its state ({getattr(e, 'what', e)})")
+            continue
+        found += [f"{repo}: {c.strip()}" for c in changes]
+    return found
+
+
+def _record_kind(path: Path) -> str:
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > (16 << 20):
+            return ""
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return ""
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else ""
+
+
+def is_torchdroid_record(path: PathLike) -> bool:
+    """A JSON file whose ``kind`` is one of torchdroid's records (manifest, build-info, app-info, results...)."""
+    return _record_kind(Path(path)).startswith(RECORD_KIND_PREFIX)
+
+
+def written_by_torchdroid(path: PathLike, depth: int = 2) -> bool:
+    """Evidence that torchdroid wrote ``path``: a symlink (removed as a link), its ownership marker, a record
+    of its own at the top, or nothing but torchdroid's own hidden names (and, ``depth`` levels down,
+    directories that are torchdroid's by the same rules)."""
+    path = Path(path)
+    if path.is_symlink():
+        return True
+    if path.is_file():
+        return path.suffix == ".json" and is_torchdroid_record(path)
+    if not path.is_dir():
+        return not path.exists()
+    if is_owned(path):
+        return True
+    entries = [e for e in path.iterdir() if not _ours(e)]
+    if any(e.suffix == ".json" and is_torchdroid_record(e) for e in entries):
+        return True
+    return depth > 0 and all(e.is_dir() and not e.is_symlink() and written_by_torchdroid(e, depth - 1)
+                             for e in entries)
+
+
+def check_removable(path: PathLike, what: str, *, named: bool = False,
+                    ours: Optional[Callable[[Path], bool]] = None, verb: str = "remove") -> Path:
+    """The one guard every deleter calls before it deletes or replaces ``path`` (see the module docstring).
+
+    ``named``: the user named this path explicitly (``--out X --force``): ownership is not asked for, the
+    other checks still apply.  ``ours``: the caller's own recogniser of what it writes (tried before the
+    generic ``written_by_torchdroid``).  Raises :class:`UsageError` (exit 2); returns ``path``."""
+    path = Path(path)
+    if not (path.exists() or path.is_symlink()):
+        return path
+    _refuse_protected(path, what, verb)
+    changes = checkout_changes(path)
+    if changes:
+        raise UsageError(
+            f"refusing to {verb} {path} ({what}): it holds a git checkout with local changes",
+            cause="; ".join(changes[:5]) + (f" and {len(changes) - 5} more" if len(changes) > 5 else ""),
+            remedy="commit or stash them (`git stash`), or remove the checkout yourself if they are not needed")
+    if named or (ours is not None and ours(path)) or written_by_torchdroid(path):
+        return path
+    shown = ", ".join(foreign_files(path)[:5]) if path.is_dir() else path.name
+    raise UsageError(
+        f"refusing to {verb} {path} ({what}): torchdroid did not write it ({shown})",
+        cause=f"it has no ownership marker ({OWNER_MARKER}) nor a torchdroid record, so it is someone else's",
+        remedy="move your files out of the build directory (or set build_dir / INVOKE_BUILD_DIR to a directory "
+               "of torchdroid's own), or remove it yourself")

@@ -20,6 +20,15 @@ def interactive() -> bool:
     return sys.stderr.isatty() and not os.environ.get("CI")
 
 
+class _LogFile(logging.FileHandler):
+    """The run's log file, never written through a link planted at its name (toolchain/fsutil.py)."""
+
+    def _open(self):
+        from .fsutil import open_append
+
+        return open_append(self.baseFilename)
+
+
 def setup_logging(build_dir: Path, stage: str, debug: bool = False) -> Path:
     """Send everything to ``<build_dir>/logs/<stage>-<timestamp>.log``; INFO to the console.
 
@@ -35,7 +44,7 @@ def setup_logging(build_dir: Path, stage: str, debug: bool = False) -> Path:
     logs.mkdir(parents=True, exist_ok=True)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     path = logs / f"{stage}-{stamp}-{os.getpid()}.log"
-    fh = logging.FileHandler(path, encoding="utf-8")
+    fh = _LogFile(path, encoding="utf-8")
     fh.setLevel(logging.DEBUG)
     fh.setFormatter(logging.Formatter(FILE_FORMAT))
     setattr(fh, _HANDLER_TAG, True)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence, Union
 
 from .errors import ToolFailed, ToolNotFound
+from .fsutil import open_append
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ def _open_log(log_path: Optional[Path], argv: list, cwd: Optional[PathLike]):
     if log_path is None:
         return None
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_file = open(log_path, "a", encoding="utf-8", errors="replace")
+    log_file = open_append(log_path)  # never through a link planted at the log's name
     log_file.write(f"\n$ {quote_argv(argv)}\n")
     if cwd:
         log_file.write(f"# cwd: {cwd}\n")

@@ -1,20 +1,29 @@
-"""`invoke clean`: remove build outputs, caches and old logs, only inside the build directory.
+"""`invoke clean`: remove build outputs, caches and old logs, only inside the build directory, only what
+torchdroid wrote.
 
-Only names torchdroid itself writes under the build directory are candidates (never a file found by
-a pattern elsewhere); a symlink is removed as a link, never followed.  ``dry_run`` lists without
-removing.
+Only names torchdroid itself writes under the build directory are candidates (never a file found by a
+pattern elsewhere), and each must show that torchdroid wrote it (``toolchain.fsutil.check_removable``, the
+guard every deleter uses: its marker, a record of its own, or the kind's own recogniser below); a git
+checkout with local changes is never removed.  Anything that fails the guard refuses the whole clean before
+anything is removed.  While removing, clean holds the lock each writing task holds on its directory, so it
+never deletes under a running convert, make-app or build-android.  A symlink is removed as a link, never
+followed.  ``dry_run`` lists without removing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import UsageError
+from toolchain.fsutil import check_removable, output_lock
 
 # what each kind names, relative to the build directory
 KINDS = {
@@ -24,6 +33,9 @@ KINDS = {
     "results": ("results",),  # the benchmark history: only when asked for by name
 }
 DEFAULT_KINDS = ("logs",)
+CHECKOUT_RE = re.compile(r"(pytorch|executorch)-[0-9a-f]{12}")  # build-android's src/<name>-<sha12>
+LOG_RE = re.compile(r".+-\d{8}-\d{6}-\d+\.log")  # toolchain/logs.py's <task>-<stamp>-<pid>.log
+ANDROID_NAMES = {"build-info.json", "build.log", "source.log", "cmake", "executorch", "install"}
 
 
 @dataclass
@@ -58,21 +70,99 @@ def _check_build_dir(build_dir: Path) -> Path:
     return resolved
 
 
-def plan_clean(build_dir: Path, kinds: Sequence[str] = DEFAULT_KINDS, log_days: float = 14.0) -> CleanPlan:
-    """What ``clean`` would remove: only existing known names inside ``build_dir``."""
-    root = _check_build_dir(Path(build_dir))
-    plan = CleanPlan(Path(build_dir))
+# --------------------------------------------------------------------------- what torchdroid wrote, per name
+
+
+def _checkout(path: Path) -> bool:
+    """A build-android checkout: its name, and a git checkout (changes are refused by the guard itself)."""
+    return bool(CHECKOUT_RE.fullmatch(path.name)) and (path / ".git").exists()
+
+
+def _android(path: Path) -> bool:
+    """build-android's tree: one directory per ABI, each holding its log, CMake tree or build-info."""
+    kids = [e for e in path.iterdir() if not e.name.startswith(".")]
+    return all(e.is_dir() and not e.is_symlink() and any((e / n).exists() for n in ANDROID_NAMES) for e in kids)
+
+
+def _results(path: Path) -> bool:
+    """deploy's results directory: a results database of torchdroid's (the JSON exports are records)."""
+    db = path / "results.sqlite"
+    if not db.is_file() or db.is_symlink():
+        return False
+    with contextlib.suppress(sqlite3.Error):
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2)
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            return {"meta", "runs", "results"} <= names
+        finally:
+            con.close()
+    return False
+
+
+RECOGNISERS: Dict[str, Callable[[Path], bool]] = {"android": _android, "results": _results}
+
+
+def _ours(name: str) -> Optional[Callable[[Path], bool]]:
+    return RECOGNISERS.get(name)
+
+
+# --------------------------------------------------------------------------- plan and execute
+
+
+def _candidates(root: Path, kinds: Sequence[str]) -> List[Tuple[Path, str]]:
+    """(path, what) of every existing known name of the kinds asked for; src/ is judged per checkout."""
+    found = []
     for kind in kinds:
         for name in KINDS[kind]:
             target = root / name
-            if target.exists() or target.is_symlink():
-                plan.targets.append((target, _size(target)))
+            if not (target.exists() or target.is_symlink()):
+                continue
+            if name == "src" and target.is_dir() and not target.is_symlink():
+                for child in sorted(target.iterdir()):
+                    found.append((child, "a build-android checkout"))
+                continue
+            found.append((target, f"clean --what {kind}"))
+    return found
+
+
+def plan_clean(build_dir: Path, kinds: Sequence[str] = DEFAULT_KINDS, log_days: float = 14.0) -> CleanPlan:
+    """What ``clean`` would remove: only existing known names inside ``build_dir`` that torchdroid wrote.
+
+    Refuses (exit 2, nothing removed) when one of them is not torchdroid's, or is a checkout with changes."""
+    root = _check_build_dir(Path(build_dir))
+    plan = CleanPlan(Path(build_dir))
+    refused: List[str] = []
+    for target, what in _candidates(root, kinds):
+        recognise = _checkout if target.parent.name == "src" and target.parent.parent == root else _ours(target.name)
+        try:
+            check_removable(target, what, ours=recognise)
+        except UsageError as e:
+            refused.append(f"{e.what}" + (f" ({e.cause})" if e.cause else ""))
+            continue
+        plan.targets.append((target, _size(target)))
     if "logs" in kinds and (root / "logs").is_dir():
         limit = time.time() - log_days * 86400
         for log in sorted((root / "logs").glob("*.log")):
-            if log.is_file() and log.stat().st_mtime < limit:
+            if LOG_RE.fullmatch(log.name) and log.is_file() and not log.is_symlink() and log.stat().st_mtime < limit:
                 plan.targets.append((log, log.stat().st_size))
+    if refused:
+        raise UsageError(f"refusing to clean {build_dir}: {len(refused)} item(s) there are not torchdroid's to remove; "
+                         "nothing was removed", cause="\n  ".join([""] + refused),
+                         remedy="move your own files out of the build directory (or point build_dir / "
+                                "INVOKE_BUILD_DIR at a directory only torchdroid writes), commit or stash changes in "
+                                "a checkout, or clean only the other kinds with --what")
     return plan
+
+
+def _locks(target: Path) -> List[Path]:
+    """The directories whose writer lock clean must hold to remove ``target`` (the same lock the writing task
+    holds: convert on models/, make-app on app/, build-android on android/<abi>/)."""
+    if target.is_symlink() or not target.is_dir():
+        return []
+    dirs = [target]
+    if target.name == "android":
+        dirs += sorted(e for e in target.iterdir() if e.is_dir() and not e.is_symlink())
+    return dirs
 
 
 def execute(plan: CleanPlan) -> None:
@@ -80,7 +170,11 @@ def execute(plan: CleanPlan) -> None:
     for target, _ in plan.targets:
         if root not in target.parents:  # pragma: no cover - plan_clean only names paths inside it
             raise UsageError(f"refusing to remove {target}: outside {root}")
-        if target.is_symlink() or target.is_file():
-            target.unlink(missing_ok=True)
-        elif target.is_dir():
-            shutil.rmtree(target)
+        with contextlib.ExitStack() as held:
+            for d in _locks(target):
+                held.enter_context(output_lock(d, "invoke clean"))
+            if target.is_symlink() or target.is_file():
+                target.unlink(missing_ok=True)
+            elif target.is_dir():
+                shutil.rmtree(target)
+

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from toolchain.errors import UsageError
+from toolchain.fsutil import mark_owned
 from toolchain.logs import rotate_logs
 from workflow.clean import execute, plan_clean
 
@@ -16,6 +17,7 @@ def test_only_known_outputs_inside_the_build_dir_and_logs_by_age(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     build = tmp_path / "build"
     (build / "models").mkdir(parents=True)
+    mark_owned(build / "models", "convert")  # what convert writes into its output directory
     (build / "models" / "a.pt").write_bytes(b"x" * 10)
     (build / "mine").mkdir()  # not a name torchdroid writes
     (build / "logs").mkdir()
