@@ -60,7 +60,8 @@ def test_serial_variant_binary_apk_and_parallel_devices(tmp_path, standin):
     # one worker per device: the two devices' benchmark runs overlap in time (serially they could not)
     spans = {n: [tuple(int(x) for x in line.split()[:2]) for line in t.read_text().splitlines()]
              for n, t in traces.items()}
-    assert len(spans["a"]) == len(spans["b"]) == 8  # per model: one cold start + the timed run
+    # per model: one cold start + the timed run; per NNAPI model one more run with NNAPI's placement log on
+    assert len(spans["a"]) == len(spans["b"]) == 10
     a_start, a_end = min(s for s, _ in spans["a"]), max(e for _, e in spans["a"])
     b_start, b_end = min(s for s, _ in spans["b"]), max(e for _, e in spans["b"])
     assert a_start < b_end and b_start < a_end, spans
@@ -97,7 +98,9 @@ def test_config_file_keys_and_an_unknown_serial(tmp_path, standin):
                  if "speed_benchmark_torch --model=" in ln]
         timed = [c for c in calls if "--iter=7" in c and "--warmup=2" in c]
         cold = [c for c in calls if "--iter=3 " in c and "--warmup=0" in c]  # cold start: 1 + warm-up iterations
-        assert len(calls) == 4 and len(timed) == 2 and len(cold) == 2, calls
+        placement = [c for c in calls if "nnapi" in c and "--iter=1 " in c and "--warmup=0" in c]
+        assert len(calls) == 5 and len(timed) == 2 and len(cold) == 2, calls  # + NNAPI's placement run
+        assert len(placement) == 1, calls  # the NNAPI model once more with debug.nn.vlog on (deploy --hardware)
         # deploy.bundled_input = -1: the input comes from the manifest's spec instead of the bundled one
         assert all("--input_dims=1,3,224,224 --input_type=float" in c and "bundled" not in c for c in calls), calls
     con = sqlite3.connect(tmp_path / "res" / "results.sqlite")
