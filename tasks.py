@@ -49,7 +49,8 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, quantized
         from workflow.stage_flows import verify_after_convert
 
         with show.quiet_stdout(json):  # the JSON on stdout stays one document
-            verify_after_convert(c.config, result.manifest_path.parent, sorted({f.mode for f in result.files}), debug)
+            verify_after_convert(c.config, result.manifest_path.parent,
+                                 sorted({f.qualified_variant for f in result.files if f.backend == "nnapi"}), debug)
     return result  # `invoke all` reads whether it was reused
 
 
@@ -300,7 +301,8 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, 
     runs = {
         "convert": lambda f: convert(c, weights=plan.weights, no_verify=True, debug=debug),  # verify is a stage
         "verify": lambda f: verify(c, debug=debug),
-        "make-app": lambda f: make_app(c, model=plan.variant, force=plan.replace_app, debug=debug),
+        "make-app": lambda f: make_app(c, model=plan.variant, out=str(plan.app_dir), force=plan.replace_app,
+                                       debug=debug),
         "build-app": lambda f: build_app(c, debug=debug),
         "bench": lambda f: bench(c, debug=debug),
         "build-android": lambda f: build_android(c, debug=debug),

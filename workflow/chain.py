@@ -60,6 +60,7 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
     deploy = stage_settings.deploy(config)
     requested = r.get("all.weights", "weights")
     check_values(skipped, r.get("convert.model"), requested, app, deploy)
+    variant = named_with_its_model(variant, r.get("convert.model"))
     if pretrained_status is None:
         from . import weights
 
@@ -71,6 +72,19 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
                    build_info=deploy.build_info, binary=deploy.binary, apk=deploy.apk, replace_app=bool(replace_app),
                    adb_host=deploy.adb_host, adb_port=deploy.adb_port, adb_servers=tuple(deploy.servers), bench=bench,
                    verify=verify)
+
+
+def named_with_its_model(variant: str, model: str) -> str:
+    """The app's variant named with the model `all` converts (``quant_full`` -> ``mobilenetv2-quant_full``), so
+    another model's files in the same directory never make it ambiguous; a name with its model is kept."""
+    import re
+
+    from converter.models import parse_model
+    from toolchain.pte_records import PROGRAM_VARIANT_PATTERN
+
+    if re.fullmatch(rf"quant_(?:none|core|full)|{PROGRAM_VARIANT_PATTERN}", variant):
+        return f"{parse_model(model).stem}-{variant}"
+    return variant
 
 
 def check_values(skipped: Tuple[str, ...], model: str, weights: str, app: Any, deploy: Any) -> None:

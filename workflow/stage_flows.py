@@ -14,11 +14,13 @@ from . import show, stage_settings
 from .run import stage
 
 
-def verify_after_convert(config: Any, models: Path, modes: Sequence[str] = (), debug: bool = False):
+def verify_after_convert(config: Any, models: Path, variants: Sequence[str] = (), debug: bool = False):
     """After `invoke convert`: verify the fresh models when the host NNAPI can be built here.
 
     config verify.after_convert: "warn" (default: a failed check is printed, convert still succeeds),
-    "fail" (a failed check fails convert with exit code 8) or "off".  Returns the VerifyResult or None.
+    "fail" (a failed check fails convert with exit code 8) or "off".  ``variants``: the qualified names of the
+    variants this convert wrote (``mobilenetv2-quant_full``: another model's files beside them never make the names
+    ambiguous).  Returns the VerifyResult or None.
     """
     mode = stage_settings.after_convert(config)
     if mode == "off":
@@ -33,7 +35,7 @@ def verify_after_convert(config: Any, models: Path, modes: Sequence[str] = (), d
     from toolchain.errors import VerificationError
 
     with stage(config, "verify", debug):
-        settings = stage_settings.verify(config, models=str(models), variant=[f"quant_{m}" for m in modes])
+        settings = stage_settings.verify(config, models=str(models), variant=list(variants))
         current, why = is_current(settings)
         if current:
             print(f"verify: up to date: {why}")
