@@ -79,7 +79,7 @@ def cmake_args(src: Path, build: Path, ndk: Ndk, abi: str, api_level: int, event
         f"-DCMAKE_TOOLCHAIN_FILE={ndk.toolchain_file}",
         f"-DANDROID_ABI={abi}",
         # Without it the NDK builds for its minimum (21): upstream's own set(ANDROID_PLATFORM android-30) runs after
-        # project() and changes nothing (E5, F31).
+        # project() and changes nothing (E5, F34).
         f"-DANDROID_PLATFORM=android-{api_level}",
         # The codegen Python (torchgen, yaml); unset, CMake would take whatever python3 it finds (E14).
         *([f"-DPYTHON_EXECUTABLE={python}"] if python else []),

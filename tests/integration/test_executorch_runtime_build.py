@@ -112,7 +112,7 @@ def test_the_runner_needs_its_extensions(tmp_path, remote, ndks, monkeypatch):
 
 
 def test_without_android_platform_the_runner_gets_the_ndk_minimum_not_30(tmp_path, remote, ndks, monkeypatch):
-    """E5, F31: upstream's set(ANDROID_PLATFORM android-30) comes after project(), when the NDK toolchain has fixed the
+    """E5, F34: upstream's set(ANDROID_PLATFORM android-30) comes after project(), when the NDK toolchain has fixed the
     compiler's API level: without -DANDROID_PLATFORM the runner is built for the NDK's minimum (21), even when 30 was
     what the user wanted. The ELF check catches it."""
     real = rt.cmake_args

@@ -161,7 +161,7 @@ if(ANDROID_ABI STREQUAL "arm64-v8a" AND NOT TORCHDROID_FIXTURE_HOST_ONLY)
     set(CMAKE_CXX_COMPILER ${FIXTURE_AARCH64_CXX})
   endif()
 endif()
-# The API level is settled here, while project() runs, as the real toolchain file does it (docs/facts.md F31):
+# The API level is settled here, while project() runs, as the real toolchain file does it (docs/facts.md F34):
 # ANDROID_NATIVE_API_LEVEL stands for ANDROID_PLATFORM when that is unset; with neither, the minimum for 64-bit ABIs
 # (21).  It reaches the compiler the way the real target triple does, through flags fixed now: a project that sets
 # ANDROID_PLATFORM after project() changes nothing (ExecuTorch's CMakeLists does, E5).

@@ -1,4 +1,4 @@
-/* FIXTURE_NDK_API_LEVEL comes from the fixture NDK toolchain's compile flags (fixed at project(), docs/facts.md F31). */
+/* FIXTURE_NDK_API_LEVEL comes from the fixture NDK toolchain's compile flags (fixed at project(), docs/facts.md F34). */
 #ifndef FIXTURE_NDK_API_LEVEL
 #error "built without the (fixture) NDK toolchain file: no API level"
 #endif
