@@ -143,7 +143,7 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
                   event_tracer=False, no_event_tracer=False, debug=False):
     """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
     if lane == "executorch":  # ExecuTorch's runtime and executor_runner (docs/executorch.md); command line only
-        return _build_executorch(c, ndk=ndk, abi=abi, api_level=api_level, max_jobs=max_jobs, debug=debug,
+        return _build_executorch(c, ndk=ndk, abi=abi, api_level=api_level, max_jobs=max_jobs, python=python, debug=debug,
                                  event_tracer=event_tracer, no_event_tracer=no_event_tracer)
     with stage(c.config, "build-android", debug):
         from ndk_build import build_android as run_build

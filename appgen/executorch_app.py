@@ -88,7 +88,7 @@ def choose_runtime(lane: pins.Lane, version: Optional[str], aar: Optional[Path],
                                 "Maven version")
     if aar:
         return Runtime("aar", None, check_executorch_aar(aar, abis), lane.name, None, (), LIBRARY, None)
-    version = validate.maven_version(version or et_pins.EXECUTORCH_ANDROID_DEFAULT, "--executorch-android", "1.0.1")
+    version = validate.maven_version(version or et_pins.EXECUTORCH_ANDROID_DEFAULT, "--executorch-android", "1.5.1")
     outside = [a for a in abis if a not in et_pins.EXECUTORCH_ANDROID_ABIS]
     if outside:
         raise UsageError(f"{et_pins.EXECUTORCH_ANDROID_ARTIFACT} has no native library for {', '.join(outside)}",
@@ -158,11 +158,14 @@ def check_program(pte: PteFile, runtime: Runtime) -> List[str]:
         warnings.append(f"the app links the local AAR {runtime.aar.name}; make sure it was built from ExecuTorch "
                         f"{made_by}{f' ({git})' if git else ''}, the release that wrote {pte.file}")
     elif runtime.executorch_android != made_by.split("+")[0]:
+        older = made_by != "unknown" and et_pins.app_runtime_older(str(runtime.executorch_android), made_by)
+        why = ("it is older than the exporter, and ExecuTorch promises no forward compatibility (a newer program may "
+               "use operators or program features it lacks: Module.load then fails on the phone)" if older else
+               "the app would run the program on another runtime than the one it was checked with")
         warnings.append(f"{et_pins.EXECUTORCH_ANDROID_ARTIFACT}:{runtime.executorch_android} is not the ExecuTorch "
-                        f"{made_by} that wrote {pte.file}: a runtime older than the exporter may lack operators or "
-                        f"program features it uses, and Module.load then fails on the phone. Pass "
-                        f"--executorch-android {made_by} once that version is on Maven Central, or build the AAR at "
-                        f"v{made_by} and pass --executorch-aar PATH")
+                        f"{made_by} that wrote {pte.file}: {why}. Pass --executorch-android {made_by} (or leave it "
+                        f"unset: the default is {et_pins.EXECUTORCH_ANDROID_DEFAULT}), or build the AAR at v{made_by} "
+                        "and pass --executorch-aar PATH")
     return warnings
 
 

@@ -35,7 +35,7 @@ class Runtime:
 
     @property
     def label(self) -> str:
-        """What the app links, in one phrase: ``maven org.pytorch:executorch-android:1.0.1``, ``aar x.aar``."""
+        """What the app links, in one phrase: ``maven org.pytorch:executorch-android:1.5.1``, ``aar x.aar``."""
         if self.aar:
             return f"aar {self.aar.name}"
         if self.library == "executorch":

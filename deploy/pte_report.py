@@ -10,15 +10,21 @@ when its rows do not belong to the reported run:
 * it was written before the reported run started (the legacy numbers are newer than the ExecuTorch ones);
 * its programs came from another models directory than the reported run's models;
 * a device of the record is not in the reported run.
+
+When the reported run has in-app numbers of an ExecuTorch program's app, it also says whether the app
+(org.pytorch:executorch-android at the app-info's version) and executor_runner (the build-info's ExecuTorch) are the
+same runtime, different ones, or not known to be the same (docs/facts.md EA8).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from toolchain.errors import TorchdroidError
 from toolchain.pte_results import PteDeployRecord, PteResultRow, parse_time, pte_results_path
+from toolchain.records import AppInfo, BuildInfo
 
 from .results import ResultRow
 
@@ -103,7 +109,76 @@ def build_section(results_dir: Path, run_rows: Sequence[ResultRow], run_settings
         section.devices.append(PteDeviceTable(serial, _title(serial, run_rows), rec.rows_of(serial), stale,
                                               rec.operators_of(serial)))
     section.missing_devices = sorted({r.serial for r in run_rows if r.source != "deploy"} - set(rec.serials()))
+    section.notes.extend(runtime_notes(rec, run_rows, run_settings))
     return section
+
+
+# --------------------------------------------------------------------------- the app's runtime and the runner's
+
+
+def app_executorch_rows(run_rows: Sequence[ResultRow]) -> List[ResultRow]:
+    """The run's in-app rows of an ExecuTorch program's app (``fp32-xnnpack``...; a TorchScript app's are quant_*)."""
+    return [r for r in run_rows if r.source == "app" and r.status == "ok" and r.variant
+            and not r.variant.startswith("quant_") and r.variant != "unknown"]
+
+
+def runner_runtime(build_info: str) -> Tuple[Optional[str], str]:
+    """``(ExecuTorch version of executor_runner, why unknown)`` from the runner's build-info."""
+    try:
+        version = BuildInfo.load(Path(build_info)).get("executorch_version")
+    except TorchdroidError as e:
+        return None, f"its build-info {build_info} could not be read: {e.what}"
+    return (str(version), "") if version else (None, f"its build-info {build_info} records no executorch_version")
+
+
+def app_runtime(run_settings: Dict[str, Any], package: str) -> Tuple[Optional[str], str]:
+    """``(org.pytorch:executorch-android version the app links, why unknown)`` from the app-info the run deployed."""
+    app_dir = run_settings.get("app_dir")
+    if not app_dir or not AppInfo.exists(Path(app_dir)):
+        return None, "the run names no app-info (torchdroid-app.json) for it"
+    try:
+        info = AppInfo.load(Path(app_dir))
+    except TorchdroidError as e:
+        return None, f"its app-info in {app_dir} could not be read: {e.what}"
+    if info.application_id != package:
+        return None, f"the app-info in {app_dir} is for {info.application_id}, not {package}"
+    runtime = info.runtime or {}
+    if runtime.get("library") != "executorch":
+        return None, f"the app-info in {app_dir} records no ExecuTorch runtime"
+    if runtime.get("executorch_android"):
+        return str(runtime["executorch_android"]), ""
+    aar = (runtime.get("aar") or {}).get("source") or "a local AAR"
+    return None, f"it links {aar}, whose ExecuTorch release is not recorded"
+
+
+def compare_runtimes(package: str, app: Optional[str], app_why: str, runner: Optional[str], runner_why: str) -> str:
+    """One line saying whether the app's and executor_runner's ExecuTorch numbers come from the same runtime."""
+    if app and runner and app.split("+")[0] == runner.split("+")[0]:
+        return f"same runtime: the app {package} (org.pytorch:executorch-android:{app}) and executor_runner both run " \
+               f"ExecuTorch {runner.split('+')[0]}"
+    if app and runner:
+        return (f"DIFFERENT RUNTIMES: the app {package} runs org.pytorch:executorch-android:{app}, executor_runner "
+                f"ExecuTorch {runner}: a gap between their numbers is not only the app's overhead (ExecuTorch promises "
+                f"no forward compatibility either: docs/facts.md EA8). Rebuild the app with --executorch-android "
+                f"{runner} (make-app) to compare one runtime")
+    unknown = "; ".join(w for w in (f"the app's: {app_why}" if not app else "",
+                                    f"the runner's: {runner_why}" if not runner else "") if w)
+    return (f"RUNTIMES NOT KNOWN to be the same: the app {package} "
+            f"({'org.pytorch:executorch-android:' + app if app else 'runtime unknown'}) and executor_runner "
+            f"({'ExecuTorch ' + runner if runner else 'runtime unknown'}) may be different ExecuTorch releases ({unknown})")
+
+
+def runtime_notes(rec: PteDeployRecord, run_rows: Sequence[ResultRow], run_settings: Dict[str, Any]) -> List[str]:
+    """When the reported run has in-app ExecuTorch numbers: say whether the app and the runner are one runtime."""
+    rows = app_executorch_rows(run_rows)
+    if not rows:
+        return []
+    runner, runner_why = runner_runtime(rec.build_info)
+    out = []
+    for package in dict.fromkeys(r.model_file.replace(" (app)", "") for r in rows):
+        app, app_why = app_runtime(run_settings, package)
+        out.append(compare_runtimes(package, app, app_why, runner, runner_why))
+    return out
 
 
 def row_stale(section: PteReportSection, table: PteDeviceTable) -> str:

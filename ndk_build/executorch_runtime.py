@@ -1,6 +1,6 @@
 """`invoke build-android --lane executorch`: ExecuTorch's runtime and executor_runner for Android, from a pinned release.
 
-Steps: NDK, CMake and git checks -> the pinned checkout (with submodules) -> CMake configure with the android
+Steps: NDK, CMake, Ninja, host C/C++ compiler and codegen Python checks -> the pinned checkout (with submodules) -> CMake configure with the android
 preset and the options that make a benchmark-capable runner (XNNPACK on, executor_runner on, posix logging
 so its per-iteration times reach ``adb shell``'s output) at the requested ABI and API level, 16 KB pages ->
 ``cmake --build --target executor_runner`` -> ELF verification (machine, API level note, LOAD alignment) ->
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +20,13 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from toolchain import executorch_pins as pins
 from toolchain.elf import ABIS_16K, PAGE_16K, read_elf
-from toolchain.errors import ToolNotFound, UsageError, VerificationError
+from toolchain.errors import ToolFailed, ToolNotFound, UsageError, VerificationError
 from toolchain.fsutil import atomic_copy, output_lock, sha256_file
 from toolchain.pins import ABI_ELF_MACHINE
 from toolchain.records import BUILD_INFO_NAME, BuildInfo, now_iso
 from toolchain.runner import run
 from toolchain.tools.ndk import Ndk
-from toolchain.tools.programs import CMake
+from toolchain.tools.programs import CCompiler, CMake, CxxCompiler, Ninja, Program
 
 from .gitsource import Git, ensure_checkout
 from .ndk import validate_api_level
@@ -47,6 +49,7 @@ class RuntimeBuildSettings:
     git_jobs: int = 4
     env: Optional[Mapping[str, str]] = None
     event_tracer: bool = True  # devtools + event tracer: the runner takes --etdump_path (docs/facts.md EB rows)
+    python: Optional[str] = None  # the Python ExecuTorch's code generators run with (default: the one running us)
 
 
 @dataclass
@@ -68,13 +71,18 @@ def event_tracer_args(on: bool) -> List[str]:
     return ["-DEXECUTORCH_BUILD_DEVTOOLS=ON", "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON"]
 
 
-def cmake_args(src: Path, build: Path, ndk: Ndk, abi: str, api_level: int, event_tracer: bool = True) -> List[str]:
+def cmake_args(src: Path, build: Path, ndk: Ndk, abi: str, api_level: int, event_tracer: bool = True,
+               python: Optional[Path] = None) -> List[str]:
     """The configure command line: upstream's android preset, then what makes the runner (docs/facts.md E4-E9)."""
     return [
-        "-S", str(src), "-B", str(build), "-G", "Ninja",
+        "-S", str(src), "-B", str(build), "-G", "Ninja",  # ninja is required, not optional, for this lane (E16)
         f"-DCMAKE_TOOLCHAIN_FILE={ndk.toolchain_file}",
         f"-DANDROID_ABI={abi}",
-        f"-DANDROID_PLATFORM=android-{api_level}",  # upstream defaults to android-30 when unset (E5)
+        # Without it the NDK builds for its minimum (21): upstream's own set(ANDROID_PLATFORM android-30) runs after
+        # project() and changes nothing (E5, F34).
+        f"-DANDROID_PLATFORM=android-{api_level}",
+        # The codegen Python (torchgen, yaml); unset, CMake would take whatever python3 it finds (E14).
+        *([f"-DPYTHON_EXECUTABLE={python}"] if python else []),
         "-DCMAKE_BUILD_TYPE=Release",
         f"-DEXECUTORCH_BUILD_PRESET_FILE={src / 'tools' / 'cmake' / 'preset' / 'android.cmake'}",
         "-DEXECUTORCH_BUILD_XNNPACK=ON",
@@ -98,7 +106,62 @@ def check_tools(s: RuntimeBuildSettings) -> tuple:
                            cause=f"its CMake build needs NDK r{pins.NDK_MIN_MAJOR} or newer",
                            remedy=f"install NDK {pins.NDK_RECOMMENDED} (what ExecuTorch's CI uses) and pass --ndk DIR")
     cmake = CMake.locate(s.env).require(pins.CMAKE_MIN, why=f"ExecuTorch {pins.EXECUTORCH_VERSION} needs it")
-    return ndk, cmake
+    Ninja.locate(s.env).require(why="build-android --lane executorch configures with -G Ninja (docs/facts.md E16)")
+    for var, program in (("CC", CCompiler), ("CXX", CxxCompiler)):
+        host_compiler(var, program, s.env)
+    return ndk, cmake, check_python(s.python)
+
+
+def host_compiler(var: str, program: type, env: Optional[Mapping[str, str]] = None) -> Path:
+    """The host compiler ExecuTorch builds flatc/flatcc with (E15): ``$CC``/``$CXX`` as CMake takes them, else on PATH."""
+    env = os.environ if env is None else env
+    why = ("ExecuTorch builds flatc and flatcc for this machine while it cross-compiles the runtime "
+           "(third-party/CMakeLists.txt, docs/facts.md E15)")
+    given = (env.get(var) or "").split()
+    if given:
+        found = shutil.which(given[0], path=env.get("PATH"))
+        if not found:
+            raise ToolNotFound(f"{var}={env.get(var)!r} names no program ({program.NAME} for the host)", cause=why,
+                               remedy=f"set {var} to an installed {program.NAME} or unset it; {program.INSTALL}")
+        return Path(found)
+    found_program: Program = program.locate(env)
+    if not found_program.found:
+        raise ToolNotFound(f"no host {program.NAME} ({', '.join(program.EXE)}) on PATH", cause=why,
+                           remedy=program.INSTALL)
+    return Path(str(found_program.path))
+
+
+# What ExecuTorch's code generators import (codegen/gen.py, tools/gen_oplist.py; torchgen ships with torch): E14.
+CODEGEN_MODULES = {"torch": "torch", "torchgen": "torch", "yaml": "pyyaml"}
+_PROBE = ("import sys, importlib.util as u; print(sys.executable); "
+          f"print(' '.join(m for m in {tuple(CODEGEN_MODULES)!r} if u.find_spec(m) is None))")
+
+
+def check_python(configured: Optional[str] = None) -> Path:
+    """The Python ExecuTorch's CMake runs its code generators with: it must import torch (torchgen) and yaml (E14)."""
+    exe = configured or sys.executable
+    found = shutil.which(exe) if not Path(exe).is_absolute() else (exe if os.access(exe, os.X_OK) else None)
+    option = "--python (config pytorch.python)"
+    if not found:
+        raise ToolNotFound(f"the Python {exe!r} for ExecuTorch's code generation was not found",
+                           remedy=f"pass {option} with an interpreter path that has torch and pyyaml")
+    try:
+        res = run([found, "-c", _PROBE], what=f"`{found}` (probing torch, torchgen, yaml)", timeout=60)
+    except ToolFailed as e:
+        raise ToolNotFound(f"the Python {found} for ExecuTorch's code generation does not run", cause=e.what,
+                           remedy=f"pass {option} with a working interpreter that has torch and pyyaml") from e
+    lines = res.lines + ["", ""]
+    missing = lines[1].split()
+    if missing:
+        packages = " ".join(dict.fromkeys(CODEGEN_MODULES[m] for m in missing))
+        raise ToolNotFound(
+            f"the Python {found} for ExecuTorch's code generation cannot import {', '.join(missing)}",
+            cause="ExecuTorch's build runs `PYTHON -m codegen.gen`, which imports torchgen (shipped with torch) and "
+                  "yaml; CMake does not check this when it configures, so the build would fail late "
+                  "(docs/facts.md E14)",
+            remedy=f"`{found} -m pip install {packages}`, or pass {option} with a Python that has them "
+                   "(e.g. torchdroid's .venv/bin/python)")
+    return Path(lines[0] or found)
 
 
 def verify_runner(binary: Path, abi: str, api_level: int) -> Dict[str, Any]:
@@ -119,13 +182,13 @@ def verify_runner(binary: Path, abi: str, api_level: int) -> Dict[str, Any]:
 
 def build_runtime(s: RuntimeBuildSettings, log_path: Path) -> RuntimeBuild:
     t0 = time.monotonic()
-    ndk, cmake = check_tools(s)
+    ndk, cmake, python = check_tools(s)
     out = out_dir(s.build_dir, s.abi)
     src = Path(s.source_dir).resolve() if s.source_dir else Path(s.build_dir).resolve() / "src" / f"executorch-{s.commit[:12]}"
     with output_lock(out, "invoke build-android --lane executorch"):
         checkout = ensure_checkout(Git.locate(log_path), s.repo_url or pins.RUNTIME_REPO, s.commit, src, s.git_jobs)
         build = out / "cmake-out"
-        args = cmake_args(src, build, ndk, s.abi, s.api_level, s.event_tracer)
+        args = cmake_args(src, build, ndk, s.abi, s.api_level, s.event_tracer, python)
         run([cmake.path, *args], log_path=log_path, what="ExecuTorch CMake configure")
         jobs = str(s.max_jobs or os.cpu_count() or 1)
         run([cmake.path, "--build", str(build), "--target", pins.RUNNER, "-j", jobs], log_path=log_path,
@@ -142,6 +205,7 @@ def _record(s: RuntimeBuildSettings, checkout, ndk: Ndk, args: List[str], runner
             "repo_url": s.repo_url or pins.RUNTIME_REPO, "source_dir": str(checkout.path),
             "ndk": {"path": str(ndk.path), "revision": ndk.revision, "recommended": pins.NDK_RECOMMENDED},
             "abi": s.abi, "api_level": s.api_level, "cmake_args": args, "built": now_iso(),
+            "python": next((a.split("=", 1)[1] for a in args if a.startswith("-DPYTHON_EXECUTABLE=")), None),
             "event_tracer": s.event_tracer,  # the runner takes --etdump_path and writes an ETDump (EB4)
             "page_alignment": {pins.RUNNER: elf["load_alignment"]}, "elf": {pins.RUNNER: elf},
             "artefacts": [{"name": pins.RUNNER, "path": pins.RUNNER, "kind": "binary", "sha256": sha256_file(runner),

@@ -9,10 +9,12 @@ writes records the ExecuTorch and torch versions it was made with.
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import importlib.util
 from typing import Dict, Optional
 
 from .errors import ToolNotFound
+from .pins import MATCHES, NEWEST, UNVERIFIED, PinNote
 
 # pip's version of the host tools (also in ./run's executorch_pins).
 EXECUTORCH_VERSION = "1.5.1"
@@ -85,11 +87,12 @@ RUNNER_ITERATION_RE = r"Iteration (\d+) of (\d+): ([0-9.]+) ms"
 # --------------------------------------------------------------------------- the app's runtime (make-app on a .pte)
 
 # org.pytorch:executorch-android: the AAR with the Java API (org.pytorch.executorch.Module/Tensor/EValue) and
-# libexecutorch.so.  1.0.1 is the newest version confirmed on Maven Central with the tools here; a 1.5.1 release
-# (matching the converter) could not be confirmed (docs/facts.md E13, EA7): `--executorch-android VER` or a locally
-# built AAR (`--executorch-aar PATH`) overrides it.
+# libexecutorch.so, at the exporter's release: ExecuTorch promises no forward compatibility (a .pte written by a newer
+# ExecuTorch may not load in an older runtime, runtime/COMPATIBILITY.md), so the app's runtime must not be older than
+# EXECUTORCH_VERSION (docs/facts.md EA7, EA8).  `--executorch-android VER` (app.executorch_android) or a locally built
+# AAR (`--executorch-aar PATH`) is the user's explicit override; make-app then warns when it is older.
 EXECUTORCH_ANDROID_ARTIFACT = "org.pytorch:executorch-android"
-EXECUTORCH_ANDROID_DEFAULT = "1.0.1"
+EXECUTORCH_ANDROID_DEFAULT = "1.5.1"
 # What the AAR's own build.gradle depends on (an AAR file carries no POM, so a local one needs them named): EA5.
 EXECUTORCH_ANDROID_FBJNI = "0.7.0"
 EXECUTORCH_ANDROID_NATIVELOADER = "0.10.5"
@@ -100,3 +103,31 @@ EXECUTORCH_JNI_LIBRARY = "libexecutorch.so"  # jni/<abi>/ of the AAR (scripts/bu
 # Delegates linked into the default AAR: XNNPACK always, the portable kernels (EA6); Vulkan only when the AAR is
 # built with EXECUTORCH_BUILD_VULKAN=ON (off by default), so a Vulkan program needs --executorch-aar.
 EXECUTORCH_ANDROID_DELEGATES = ("xnnpack", "portable")
+
+
+# --------------------------------------------------------------------------- how far each pin was checked (toolchain/pins.py)
+
+PIN_NOTES: Dict[str, PinNote] = {
+    "EXECUTORCH_VERSION": PinNote(UNVERIFIED, ("E1", "PN1"), why="installed and measured here; no second source that "
+                                                                 "no later release exists"),
+    "EXECUTORCH_TORCH": PinNote(MATCHES, ("E1",), why="the torch executorch 1.5.1 installs beside"),
+    "RUNTIME_COMMIT": PinNote(MATCHES, ("E1",), why="git_version of the installed executorch 1.5.1 wheel"),
+    "NDK_RECOMMENDED": PinNote(MATCHES, ("E2",), why="what ExecuTorch's CI installs"),
+    "EXECUTORCH_ANDROID_DEFAULT": PinNote(NEWEST, ("EA7", "EA8"), (
+        "public Android build files of independent projects depend on org.pytorch:executorch-android:1.5.1",
+        "a public audit of the Maven Central AAR executorch-android 1.5.1 (its sha256), and no public file naming "
+        "1.6 or later"), why="equal to EXECUTORCH_VERSION, the exporter"),
+    "EXECUTORCH_ANDROID_FBJNI": PinNote(MATCHES, ("EA5",), why="what the AAR's build.gradle declares"),
+    "EXECUTORCH_ANDROID_NATIVELOADER": PinNote(MATCHES, ("EA5",), why="what the AAR's build.gradle declares"),
+}
+
+
+def _version_tuple(version: str) -> tuple:
+    return tuple(int(x) for x in re.findall(r"\d+", version.split("+")[0].split("-")[0])[:3])
+
+
+def app_runtime_older(app_version: str, exporter: str = EXECUTORCH_VERSION) -> bool:
+    """True when org.pytorch:executorch-android ``app_version`` is an older release than the exporter's.
+
+    ExecuTorch makes no forward-compatibility promise (docs/facts.md EA8): such an app may fail in Module.load."""
+    return _version_tuple(app_version) < _version_tuple(exporter)

@@ -218,3 +218,58 @@ def maven_version(value: str, option: str = "--pytorch-android", example: str = 
     if not re.match(r"^[0-9][0-9A-Za-z.+_-]*$", value or ""):
         raise UsageError(f"{option} {value!r} is not a Maven version", remedy=f"pass e.g. {example}")
     return value
+
+
+# --------------------------------------------------------------------------- how far each pin was checked
+
+PINS_CHECKED_ON = "2026-11-26"
+NEWEST = f"newest known on {PINS_CHECKED_ON}"  # needs at least two independent sources (docs/facts.md)
+UNVERIFIED = "unverified"  # fewer than two sources: never called the newest
+MATCHES = "matches"  # deliberately equal to another pin or upstream file (no claim that it is the newest)
+
+
+@dataclass(frozen=True)
+class PinNote:
+    """What torchdroid knows about one pin: ``NEWEST`` (two or more independent sources), ``MATCHES`` (what it is
+    kept equal to) or ``UNVERIFIED``; ``facts`` are the docs/facts.md rows that hold the sources."""
+
+    status: str
+    facts: Tuple[str, ...] = ()
+    sources: Tuple[str, ...] = ()
+    why: str = ""
+
+    def describe(self) -> str:
+        refs = f" (docs/facts.md {', '.join(self.facts)})" if self.facts else ""
+        return f"{self.status}{': ' + self.why if self.why else ''}{refs}"
+
+
+# Every version pin of this module: the module constant's name, or LANES.<lane>.<field>.
+PIN_NOTES: Dict[str, PinNote] = {
+    "PYTORCH_ANDROID_DEFAULT": PinNote(NEWEST, ("F18", "PN1"), (
+        "pytorch/pytorch#154449 names 2.1.0 as the version users have",
+        "public build files depend on org.pytorch:pytorch_android:2.1.0; none on 2.2+ (find_string)")),
+    "CAMERAX_VERSION": PinNote(UNVERIFIED, ("PN1",), why="a CameraX the template compiles with; public builds use "
+                                                         "newer ones (1.4.1), so not the newest"),
+    "ANDROIDX_ACTIVITY_VERSION": PinNote(UNVERIFIED, ("PN1",), why="compiles with the template; not the newest"),
+    "FBJNI_VERSION": PinNote(UNVERIFIED, ("PN1",), why="what pytorch_android 1.13's POM names (POM not re-read)"),
+    "SOLOADER_VERSION": PinNote(UNVERIFIED, ("PN1",), why="what pytorch_android 1.13's POM names (POM not re-read)"),
+    "LANES.seed-2020.pytorch_commit": PinNote(MATCHES, ("PN1",), why="the Nov 2020 tutorials' nightly (issue 3)"),
+    "LANES.seed-2020.ndk_recommended": PinNote(MATCHES, ("PN1",), why="the tutorials' NDK range (not re-read)"),
+    "LANES.seed-2020.converter_torch": PinNote(MATCHES, ("PN1",), why="the runtime's own commit"),
+    "LANES.seed-2020.pytorch_android": PinNote(MATCHES, ("F19",), why="android/gradle.properties VERSION_NAME"),
+    "LANES.seed-2020.gradle": PinNote(UNVERIFIED, ("PN1",)),
+    "LANES.seed-2020.android_gradle_plugin": PinNote(UNVERIFIED, ("PN1",)),
+    "LANES.seed-2020.aar_gradle": PinNote(UNVERIFIED, ("PN1",)),
+    "LANES.seed-2020.aar_android_gradle_plugin": PinNote(UNVERIFIED, ("PN1",)),
+    "LANES.current.pytorch_commit": PinNote(NEWEST, ("F17", "PN1"), (
+        "pytorch/pytorch#167186 quotes the commit that deleted scripts/build_android.sh before v2.9.0",
+        "pytorch/pytorch#158475"), why="the newest release that still ships scripts/build_android.sh (v2.8.0)"),
+    "LANES.current.ndk_recommended": PinNote(UNVERIFIED, ("PN1",), why="r21e is what PyTorch's CI installed"),
+    "LANES.current.converter_torch": PinNote(MATCHES, ("PN1",), why="the runtime's release"),
+    "LANES.current.gradle": PinNote(UNVERIFIED, ("PN1",)),
+    "LANES.current.android_gradle_plugin": PinNote(UNVERIFIED, ("PN1",)),
+    "LANES.current.aar_gradle": PinNote(UNVERIFIED, ("F12",), why="two stored wrappers disagree (6.8.3, 8.1.1)"),
+    "LANES.current.aar_android_gradle_plugin": PinNote(UNVERIFIED, ("F12",)),
+}
+LANE_PIN_FIELDS = ("pytorch_commit", "ndk_recommended", "converter_torch", "pytorch_android", "gradle",
+                   "android_gradle_plugin", "aar_gradle", "aar_android_gradle_plugin")

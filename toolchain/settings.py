@@ -167,7 +167,8 @@ KEYS: Tuple[Key, ...] = (
                                         "nearest preset, with a warning)"),
     Key("pytorch.repo_url", Text(), None, "PyTorch repository to fetch from"),
     Key("pytorch.source_dir", PathKind(), None, "PyTorch checkout to use (default: <build_dir>/src/pytorch-<sha12>)"),
-    Key("pytorch.python", Text(), None, "host Python for PyTorch's build scripts (default: the one running "
+    Key("pytorch.python", Text(), None, "host Python for PyTorch's build scripts and ExecuTorch's code generators "
+                                        "(--lane executorch: needs torch and pyyaml; default: the one running "
                                         "torchdroid)"),
     Key("pytorch.git_jobs", Int(min=1, max=64), 4, "submodules fetched in parallel"),
     Key("ndk.path", PathKind(), None, "Android NDK directory (else ANDROID_NDK, ANDROID_NDK_HOME, "
@@ -219,8 +220,8 @@ KEYS: Tuple[Key, ...] = (
     Key("app.aar", PathKind(), None, "a local pytorch_android AAR (from `invoke build-android --aar`) instead "
                                      "of Maven"),
     Key("app.executorch_android", Text(), None, "Maven version of org.pytorch:executorch-android for an "
-                                                "ExecuTorch program's app (default: the newest confirmed, "
-                                                "toolchain/executorch_pins.py)"),
+                                                "ExecuTorch program's app (default: the exporter's release, "
+                                                "toolchain/executorch_pins.py; an older one may not load the program)"),
     Key("app.executorch_aar", PathKind(), None, "a local ExecuTorch AAR (scripts/build_android_library.sh) "
                                                 "instead of Maven, for an ExecuTorch program's app"),
     Key("app.gradle_timeout", Num(min=1), 3600.0, "seconds build-app waits for Gradle"),

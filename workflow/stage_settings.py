@@ -138,7 +138,8 @@ def executorch_runtime(config: Any, **cli):
         build_dir=r.path("build_dir"), ndk=cli.get("ndk"), ndk_config=_text(r.path("ndk.path")),
         abi=r.get("android.abi", "abi"), api_level=r.get("android.api_level", "api_level"),
         max_jobs=r.get("android.max_jobs", "max_jobs"), git_jobs=r.get("pytorch.git_jobs"),
-        event_tracer=r.get_flag("android.executorch_event_tracer", on="event_tracer", off="no_event_tracer"))
+        event_tracer=r.get_flag("android.executorch_event_tracer", on="event_tracer", off="no_event_tracer"),
+        python=r.get("pytorch.python", "python"))
 
 
 def host_bench(config: Any, **cli):

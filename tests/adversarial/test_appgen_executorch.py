@@ -162,7 +162,7 @@ def test_force_never_deletes_the_programs_or_the_aar(user):
 def test_a_second_run_is_up_to_date_and_a_version_change_needs_force(user):
     first = run_invoke(["make-app", "--model", "fp32-xnnpack"], user)
     assert_clean(first, "ok", root=user)
-    assert "org.pytorch:executorch-android:1.0.1" in (user / APP / "app/build.gradle").read_text()
+    assert "org.pytorch:executorch-android:1.5.1" in (user / APP / "app/build.gradle").read_text()
     project = snapshot([user / APP])
     again = run_invoke(["make-app", "--model", "fp32-xnnpack"], user)
     assert_clean(again, "ok", mentions=["up to date"], kept=project, root=user)

@@ -22,7 +22,7 @@ def build_standin_runner(out_dir: Path, api_level: int = 29, event_tracer: bool 
     exe = out_dir / pins.RUNNER
     cc = shutil.which("gcc") or shutil.which("cc")
     tracer = ["-DET_EVENT_TRACER_ENABLED=1", f'-DFIXTURE_ETDUMP_WRITER="{RUNNER_SRC / "etdump_writer.py"}"'] if event_tracer else []
-    subprocess.run([cc, "-O1", f"-DFIXTURE_API_LEVEL={api_level}", *tracer, "-o", str(exe),
+    subprocess.run([cc, "-O1", f"-DFIXTURE_NDK_API_LEVEL={api_level}", *tracer, "-o", str(exe),
                     str(RUNNER_SRC / "executor_runner.c"), str(RUNNER_SRC / "android_note.c"), "-lm"], check=True)
     return exe
 

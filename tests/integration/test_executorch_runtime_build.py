@@ -4,6 +4,7 @@ The fixture tree encodes ExecuTorch's real build interface (docs/facts.md E rows
 the lane's options are the ones that make a runner, and that the fixture fails where the real build would.
 """
 
+import dataclasses
 import shutil
 import subprocess
 
@@ -49,6 +50,8 @@ def test_the_runner_is_built_verified_and_recorded(tmp_path, remote, ndks, tiny_
     assert art == result.runner.resolve()
     args = info.get("cmake_args")
     assert "-DEXECUTORCH_BUILD_EXECUTOR_RUNNER=ON" in args and "-DANDROID_PLATFORM=android-29" in args
+    python = next(a for a in args if a.startswith("-DPYTHON_EXECUTABLE="))  # the codegen Python, checked (E14)
+    assert info.get("python") == python.split("=", 1)[1]
     # the default: devtools and the event tracer on (EB1-EB4), recorded, the runner writes an ETDump
     assert {"-DEXECUTORCH_BUILD_DEVTOOLS=ON", "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON"} <= set(args)
     assert info.get("event_tracer") is True
@@ -108,12 +111,69 @@ def test_the_runner_needs_its_extensions(tmp_path, remote, ndks, monkeypatch):
         rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"]), tmp_path / "build.log")
 
 
-def test_without_android_platform_the_api_level_check_fails(tmp_path, remote, ndks, monkeypatch):
-    """E5: upstream builds for android-30 when ANDROID_PLATFORM is unset; the ELF check catches it."""
+def test_without_android_platform_the_runner_gets_the_ndk_minimum_not_30(tmp_path, remote, ndks, monkeypatch):
+    """E5, F34: upstream's set(ANDROID_PLATFORM android-30) comes after project(), when the NDK toolchain has fixed the
+    compiler's API level: without -DANDROID_PLATFORM the runner is built for the NDK's minimum (21), even when 30 was
+    what the user wanted. The ELF check catches it."""
     real = rt.cmake_args
     monkeypatch.setattr(rt, "cmake_args", lambda *a: [x for x in real(*a) if "ANDROID_PLATFORM" not in x])
-    with pytest.raises(VerificationError, match="API level note 30, expected 29"):
-        rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"]), tmp_path / "build.log")
+    with pytest.raises(VerificationError, match="API level note 21, expected 30"):
+        rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"], api_level=30), tmp_path / "build.log")
+
+
+def _python_without_torch(tmp_path):
+    """A working python3 that imports neither torch nor yaml (-S: no site-packages at all)."""
+    system = shutil.which("python3", path="/usr/bin:/bin")
+    exe = tmp_path / "bare-python" / "python3"
+    exe.parent.mkdir()
+    exe.write_text(f'#!/bin/sh\nexec {system} -S "$@"\n')
+    exe.chmod(0o755)
+    return exe
+
+
+def test_a_python_without_torch_or_yaml_is_refused_before_any_work(tmp_path, remote, ndks):
+    """E14: the codegen Python is checked (torch, torchgen, yaml) before anything is fetched or configured."""
+    python = _python_without_torch(tmp_path)
+    with pytest.raises(ToolNotFound, match="cannot import torch, torchgen, yaml") as e:
+        rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"], python=str(python)), tmp_path / "build.log")
+    assert "pip install torch pyyaml" in e.value.remedy and "--python" in e.value.remedy
+    assert not (tmp_path / "build" / "src").exists() and not (tmp_path / "build" / "android").exists()
+
+
+def test_the_fixture_fails_in_the_build_without_a_python_that_has_torchgen(tmp_path, remote, ndks, monkeypatch):
+    """E14: like upstream, the fixture configures with a Python lacking torchgen and fails late, in the codegen step:
+    the failure torchdroid's check_python now prevents."""
+    python = _python_without_torch(tmp_path)
+    monkeypatch.setattr(rt, "check_python", lambda configured=None: python)
+    log = tmp_path / "build.log"
+    with pytest.raises(ToolFailed, match="building ExecuTorch's executor_runner"):
+        rt.build_runtime(_settings(tmp_path, remote, ndks["r27c"]), log)
+    text = log.read_text()
+    assert "Build files have been written" in text and "No module named" in text
+    assert f"-DPYTHON_EXECUTABLE={python}" in text
+
+
+def _bin_dir(tmp_path, *tools):
+    d = tmp_path / "bin"
+    d.mkdir(exist_ok=True)
+    for tool in tools:
+        (d / tool).symlink_to(shutil.which(tool))
+    return str(d)
+
+
+@pytest.mark.parametrize("tools,extra,message", [
+    (("cmake", "git", "cc", "c++"), {}, "Ninja is not installed"),
+    (("cmake", "git", "ninja", "cc"), {}, "no host C\\+\\+ compiler"),
+    (("cmake", "git", "ninja", "c++"), {}, "no host C compiler"),
+    (("cmake", "git", "ninja", "cc", "c++"), {"CXX": "clang++-404"}, "CXX='clang\\+\\+-404' names no program"),
+])
+def test_missing_ninja_or_host_compiler_is_refused_before_any_work(tmp_path, remote, ndks, tools, extra, message):
+    """E15, E16: the lane configures with -G Ninja and builds flatc/flatcc for the host: both checked first."""
+    env = {"PATH": _bin_dir(tmp_path, *tools), **extra}
+    with pytest.raises(ToolNotFound, match=message):
+        rt.build_runtime(dataclasses.replace(_settings(tmp_path, remote, ndks["r27c"]), env=env),
+                         tmp_path / "build.log")
+    assert not (tmp_path / "build" / "src").exists()
 
 
 def test_the_android_pal_would_hide_the_timings(tmp_path, remote, ndks, monkeypatch):

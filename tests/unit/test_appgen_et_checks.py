@@ -55,8 +55,8 @@ def _aar(path: Path, entries) -> Path:
 
 def test_runtime_choice(tmp_path):
     maven = executorch_app.choose_runtime(CURRENT, None, None, ("arm64-v8a",))
-    assert (maven.library, maven.source, maven.executorch_android) == ("executorch", "maven", "1.0.1")
-    assert maven.label == "maven org.pytorch:executorch-android:1.0.1"
+    assert (maven.library, maven.source, maven.executorch_android) == ("executorch", "maven", "1.5.1")
+    assert maven.label == "maven org.pytorch:executorch-android:1.5.1"
     assert maven.to_dict()["library"] == "executorch"
     other = executorch_app.choose_runtime(CURRENT, "1.3.1", None, ("x86_64",))
     assert other.executorch_android == "1.3.1"
@@ -86,11 +86,11 @@ def _pte(delegate="xnnpack", version="1.5.1") -> PteFile:
 
 
 def test_program_checks_and_warnings(tmp_path):
-    maven = executorch_app.choose_runtime(CURRENT, None, None, ("arm64-v8a",))
-    assert any("1.0.1 is not the ExecuTorch 1.5.1" in w for w in executorch_app.check_program(_pte(), maven))
-    assert executorch_app.matches_converter(_pte(), maven) is False
-    same = executorch_app.choose_runtime(CURRENT, "1.5.1", None, ("arm64-v8a",))
-    assert executorch_app.check_program(_pte(), same) == [] and executorch_app.matches_converter(_pte(), same)
+    maven = executorch_app.choose_runtime(CURRENT, None, None, ("arm64-v8a",))  # the default: the exporter's release
+    assert executorch_app.check_program(_pte(), maven) == [] and executorch_app.matches_converter(_pte(), maven)
+    old = executorch_app.choose_runtime(CURRENT, "1.0.1", None, ("arm64-v8a",))  # the user's explicit override
+    assert any("1.0.1 is not the ExecuTorch 1.5.1" in w for w in executorch_app.check_program(_pte(), old))
+    assert executorch_app.matches_converter(_pte(), old) is False
     with pytest.raises(UsageError, match="cannot run the vulkan program"):
         executorch_app.check_program(_pte("vulkan"), maven)
     aar = _aar(tmp_path / "executorch.aar", ["AndroidManifest.xml", "classes.jar", "jni/arm64-v8a/libexecutorch.so"])

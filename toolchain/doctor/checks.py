@@ -259,8 +259,14 @@ def _build_tools(s: DoctorSettings) -> List[Check]:
                         f"{cmake.version_str} ({cmake.path}): too new for the PyTorch lanes (CMake 4 refuses their "
                         "third-party projects' cmake_minimum_required < 3.5)",
                         'pip install "cmake>=3.18,<4" (or a CMake 3.x first on PATH)', True, "build-android.cmake")
-    out.append(_program("build-android", "ninja", Ninja.locate(env), False, WARN, "build-android.ninja",
-                        "faster builds (build_android.sh falls back to make): sudo apt-get install ninja-build"))
+    ninja = Ninja.locate(env)
+    out.append(_program("build-android", "ninja", ninja, False, WARN, "build-android.ninja",
+                        "sudo apt-get install ninja-build (or pip install ninja): required for --lane executorch, "
+                        "which configures with -G Ninja (docs/facts.md E16); the PyTorch lanes' build_android.sh "
+                        "falls back to make"))
+    if not ninja.found:
+        out[-1] = Check("build-android", "ninja", WARN, "not found: --lane executorch cannot build without it "
+                        "(the PyTorch lanes can, more slowly)", out[-1].fix, False, "build-android.ninja")
     out.append(_program("build-android", "ccache", Ccache.locate(env), False, INFO, "build-android.ccache",
                         "optional, faster rebuilds: sudo apt-get install ccache"))
     return out

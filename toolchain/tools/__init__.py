@@ -11,7 +11,7 @@ and says how to get it.  Stages and doctor ask these; nothing else looks for too
 from .jdk import Jdk, agp_min_java, gradle_java_range
 from .ndk import Ndk
 from .git import Git
-from .programs import Adb, CCompiler, Ccache, CMake, GitTool, GradleOnPath, Ninja
+from .programs import Adb, CCompiler, Ccache, CMake, CxxCompiler, GitTool, GradleOnPath, Ninja
 from .sdk import AndroidSdk
 
-__all__ = ["Adb", "AndroidSdk", "Git", "CCompiler", "Ccache", "CMake", "GitTool", "GradleOnPath", "Jdk", "Ndk", "Ninja", "agp_min_java", "gradle_java_range"]
+__all__ = ["Adb", "AndroidSdk", "Git", "CCompiler", "Ccache", "CMake", "CxxCompiler", "GitTool", "GradleOnPath", "Jdk", "Ndk", "Ninja", "agp_min_java", "gradle_java_range"]

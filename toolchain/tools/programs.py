@@ -1,4 +1,4 @@
-"""Programs on PATH that builds need: CMake (with a minimum version), Ninja, a C compiler, git."""
+"""Programs on PATH that builds need: CMake (with a minimum version), Ninja, a C and a C++ compiler, git."""
 
 from __future__ import annotations
 
@@ -71,6 +71,7 @@ def _program(name: str, exe: Tuple[str, ...], install: str, version_args: Tuple[
 CMake = _program("CMake", ("cmake",), "sudo apt-get install cmake (or pip install cmake)")
 Ninja = _program("Ninja", ("ninja", "ninja-build"), "sudo apt-get install ninja-build (or pip install ninja)")
 CCompiler = _program("C compiler", ("cc", "gcc", "clang"), "sudo apt-get install build-essential")
+CxxCompiler = _program("C++ compiler", ("c++", "g++", "clang++"), "sudo apt-get install build-essential (or g++)")
 GitTool = _program("git", ("git",), "sudo apt-get install git")
 Ccache = _program("ccache", ("ccache",), "sudo apt-get install ccache")
 GradleOnPath = _program("Gradle", ("gradle",), "optional: generated apps ship a Gradle wrapper")
