@@ -11,7 +11,8 @@ from __future__ import annotations
 from invoke import Collection, Exit
 
 from toolchain import invoke_hooks
-from toolchain.settings import config_defaults
+from toolchain.layout import Layout
+from toolchain.settings import config_defaults, key
 from workflow import show, stage_settings as resolve
 from workflow.plan import STAGES
 from workflow.run import stage
@@ -212,7 +213,7 @@ def make_app(c, model=None, models=None, out=None, app_name=None, application_id
     return result
 
 
-@task(help=helps(out="the Gradle project `invoke make-app` wrote (config app.out, default build/app)"))
+@task(help=helps(out=f"the Gradle project `invoke make-app` wrote (config app.out, default {key('app.out').default})"))
 def build_app(c, out=None, debug=False):
     """./gradlew assembleDebug in the generated project (needs an Android SDK and the wrapper jar)."""
     with stage(c.config, "build-app", debug):
@@ -317,7 +318,7 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, 
             facts = chain.machine_facts(c.config)
         chain.run_chain(plan, facts, runs, summary)  # with --json the stages' own output goes to stderr
     machine = {k: list(getattr(facts, k)) for k in ("host_nnapi", "ndk", "sdk", "devices")}
-    path = summary.write(plan.build_dir / "all.json", machine)
+    path = summary.write(Layout(plan.build_dir).all_summary, machine)
     show.all_summary(summary, path, plan.substituted, json)
     if summary.outcomes and summary.outcomes[-1].status == INTERRUPTED:
         raise Exit("torchdroid all: interrupted", code=130)

@@ -13,6 +13,7 @@ from typing import List, Mapping, Optional, Tuple
 from toolchain import records
 from toolchain.errors import ToolNotFound, VerificationError
 from toolchain.fsutil import sha256_file
+from toolchain.layout import Layout
 from toolchain.runner import run
 
 from toolchain.tools.sdk import INSTALL as SDK_INSTALL
@@ -82,7 +83,7 @@ def build_app(settings: BuildAppSettings, env: Optional[Mapping[str, str]] = Non
             remedy="".join(f"\n    - {p[2]}" for p in problems) + f"\n    then run `invoke build-app --out {settings.project}` again",
         )
     sdk = AndroidSdk.find(settings.sdk, env, project)
-    log_path = Path(settings.build_dir) / "logs" / f"gradle-assembleDebug-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    log_path = Layout(settings.build_dir).logs / f"gradle-assembleDebug-{time.strftime('%Y%m%d-%H%M%S')}.log"
     log.info("building %s with ./gradlew assembleDebug (SDK %s from %s; full output in %s)",
              project, sdk.root, sdk.source, log_path)
     started = time.monotonic()

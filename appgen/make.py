@@ -39,6 +39,7 @@ from toolchain.fsutil import (
     output_lock,
     sha256_file,
 )
+from toolchain.layout import Layout
 from toolchain.progress import progress
 from toolchain.pte_records import PteFile
 from toolchain.settings import default
@@ -339,7 +340,7 @@ def guard_out(p: AppPlan, stale_reason: str) -> None:
     out = p.out
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory", remedy="choose another --out directory")
-    inputs = [p.manifest_path, *(f.path for f in p.model_files().values()), Path(p.settings.build_dir) / "logs",
+    inputs = [p.manifest_path, *(f.path for f in p.model_files().values()), Layout(p.settings.build_dir).logs,
               p.checked.runtime.aar]
     check_not_inputs(out, inputs, "--out")  # even with --force
     if not out.exists() or not any(out.iterdir()) or p.settings.force:
@@ -518,7 +519,7 @@ def record(p: AppPlan, project: Path, asset_records: Dict[str, Dict[str, Any]], 
 def execute(p: AppPlan) -> MakeAppResult:
     """Write the project into a temporary directory and give it its final name when complete."""
     notes, warnings = list(p.notes), list(p.warnings)
-    work = Path(p.settings.build_dir) / "make-app"
+    work = Layout(p.settings.build_dir).make_app_work
     work.mkdir(parents=True, exist_ok=True)
     with progress(f"make-app {p.qualified_variant}", total=4) as bar, \
             atomic_dir(p.out, force=True) as tmp:

@@ -21,6 +21,7 @@ from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock, sha256_file
 from toolchain.pte_records import BASELINE, DELEGATES, PteFile, load_section, pte_name, write_section
 from toolchain.records import ConvertManifest, manifest_owner, now_iso
+from toolchain.settings import default
 
 from .calibration import CalibrationSpec, parse_calibration
 from .models import ModelSpec, WeightsSpec, parse_model, parse_weights
@@ -69,7 +70,7 @@ def parse_delegates(value: Any) -> Tuple[str, ...]:
 
 @dataclass(frozen=True)
 class ExecutorchSettings:
-    out: Path = Path("build/models")
+    out: Path = Path(default("convert.out"))
     model: str = "mobilenet_v2"
     weights: str = "pretrained"
     calibration: Optional[Path] = None

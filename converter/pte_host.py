@@ -31,6 +31,7 @@ from toolchain.fsutil import atomic_write_json
 from toolchain.progress import progress
 from toolchain.pte_records import PteFile, load_section, pte_files, reference_path
 from toolchain.records import ConvertManifest, now_iso
+from toolchain.settings import default
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class PteBenchSettings:
     iters: int = 50
     threads: int = 1
     repeat: int = 3  # timed runs of ``iters``, as `invoke bench --host` does
-    out: Path = Path("build/bench")
+    out: Path = Path(default("bench.out"))
     float_atol: float = 1e-4
     float_rtol: float = 1e-5
     per_operator: bool = True

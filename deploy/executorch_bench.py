@@ -24,6 +24,7 @@ from toolchain.errors import DeviceError, RecordError, UsageError
 from toolchain.pte_records import PteFile, pte_files
 from toolchain.pte_results import PteDeployRecord, PteResultRow, add_speedups
 from toolchain.records import BuildInfo, DeployResults, deploy_results_path
+from toolchain.settings import default
 
 from .adb import Adb, Device
 from .push import PushItem, check_dir, push_all
@@ -36,8 +37,8 @@ ITERATION = re.compile(pins.RUNNER_ITERATION_RE)
 @dataclass(frozen=True)
 class PteDeploySettings:
     models: Path
-    build_info: Path  # build/android/<abi>/executorch/build-info.json
-    results: Path = Path("build/results")
+    build_info: Path  # <build_dir>/android/<abi>/executorch/build-info.json
+    results: Path = Path(default("deploy.results"))
     serials: Sequence[str] = ()
     adb_host: Optional[str] = None
     adb_port: Optional[int] = None

@@ -116,7 +116,7 @@ def elf_abi(path: Path) -> Optional[str]:
                          remedy="pass an existing file with --binary") from e
     if head[:4] != b"\x7fELF":
         raise UsageError(f"{path} is not an ELF executable", remedy="pass the speed_benchmark_torch that "
-                         "`invoke build-android` built (build/android/<abi>/...) with --binary")
+                         "`invoke build-android` built (<build_dir>/android/<abi>/...) with --binary")
     little = head[5] == 1
     machine = int.from_bytes(head[18:20], "little" if little else "big")
     return ELF_MACHINE_ABI.get(machine)

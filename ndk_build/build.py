@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from toolchain import pins
 from toolchain.errors import RecordError, ToolFailed, ToolNotFound, UsageError
 from toolchain.fsutil import ensure_space, output_lock, sha256_file
+from toolchain.layout import Layout
 from toolchain.progress import progress
 from toolchain.records import BUILD_INFO_NAME, BuildInfo, build_info_path, now_iso
 from toolchain.runner import run
@@ -195,7 +196,7 @@ def resolve_target(s: BuildSettings) -> Target:
     out_dir = build_info_path(s.build_dir, s.abi).parent.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     commit, ref, warnings = _resolve_commit((s.commit or lane.pytorch_commit).strip(), repo_url, out_dir)
-    source = Path(s.source_dir).expanduser() if s.source_dir else Path(s.build_dir) / "src" / f"pytorch-{commit[:12]}"
+    source = Path(s.source_dir).expanduser() if s.source_dir else Layout(s.build_dir).checkout("pytorch", commit)
     if s.aar and not lane.aar_gradle_wrapper:
         raise UsageError(f"--aar is not supported on lane '{lane.name}' ({lane.pytorch_ref})",
                          cause=aar_build.NO_WRAPPER_CAUSE,

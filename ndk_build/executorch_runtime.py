@@ -4,7 +4,7 @@ Steps: NDK, CMake, Ninja, host C/C++ compiler and codegen Python checks -> the p
 preset and the options that make a benchmark-capable runner (XNNPACK on, executor_runner on, posix logging
 so its per-iteration times reach ``adb shell``'s output) at the requested ABI and API level, 16 KB pages ->
 ``cmake --build --target executor_runner`` -> ELF verification (machine, API level note, LOAD alignment) ->
-``build/android/<abi>/executorch/build-info.json``.  Every option and its upstream source: docs/facts.md (E rows).
+``<build_dir>/android/<abi>/executorch/build-info.json``.  Every option and its upstream source: docs/facts.md (E rows).
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from toolchain import executorch_pins as pins
 from toolchain.elf import ABIS_16K, PAGE_16K, read_elf
 from toolchain.errors import ToolFailed, ToolNotFound, UsageError, VerificationError
 from toolchain.fsutil import atomic_copy, output_lock, sha256_file
+from toolchain.layout import Layout
 from toolchain.pins import ABI_ELF_MACHINE
 from toolchain.records import BUILD_INFO_NAME, BuildInfo, now_iso
 from toolchain.runner import run
+from toolchain.settings import default
 from toolchain.tools.ndk import Ndk
 from toolchain.tools.programs import CCompiler, CMake, CxxCompiler, Ninja, Program
 
@@ -37,7 +39,7 @@ ABIS = ("arm64-v8a", "x86_64")  # the ABIs ExecuTorch's CMakePresets.json has an
 
 @dataclass(frozen=True)
 class RuntimeBuildSettings:
-    build_dir: Path = Path("build")
+    build_dir: Path = Path(default("build_dir"))
     ndk: Optional[str] = None
     ndk_config: Optional[str] = None
     abi: str = "arm64-v8a"
@@ -61,7 +63,7 @@ class RuntimeBuild:
 
 
 def out_dir(build_dir: Path, abi: str) -> Path:
-    return Path(build_dir).resolve() / "android" / abi / "executorch"
+    return Layout(Path(build_dir).resolve()).executorch(abi)
 
 
 def event_tracer_args(on: bool) -> List[str]:
@@ -184,7 +186,7 @@ def build_runtime(s: RuntimeBuildSettings, log_path: Path) -> RuntimeBuild:
     t0 = time.monotonic()
     ndk, cmake, python = check_tools(s)
     out = out_dir(s.build_dir, s.abi)
-    src = Path(s.source_dir).resolve() if s.source_dir else Path(s.build_dir).resolve() / "src" / f"executorch-{s.commit[:12]}"
+    src = Path(s.source_dir).resolve() if s.source_dir else Layout(Path(s.build_dir).resolve()).checkout("executorch", s.commit)
     with output_lock(out, "invoke build-android --lane executorch"):
         checkout = ensure_checkout(Git.locate(log_path), s.repo_url or pins.RUNTIME_REPO, s.commit, src, s.git_jobs)
         build = out / "cmake-out"

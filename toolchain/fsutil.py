@@ -594,7 +594,7 @@ def _refuse_protected(path: PathLike, what: str, verb: str) -> None:
     if why:
         raise UsageError(f"refusing to {verb} {path} ({what}): {why}",
                          cause="it holds files torchdroid did not write; --force never applies to it",
-                         remedy=f"name a directory of its own for {what} (e.g. build/app), or fix a typo in the path")
+                         remedy=f"name a directory of its own for {what} (e.g. <build_dir>/app), or fix a typo in the path")
 
 
 def checkout_changes(path: PathLike) -> List[str]:

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Iterator, Optional
 
+from .layout import Layout
+
 CONSOLE_FORMAT = "%(message)s"
 FILE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 _HANDLER_TAG = "_torchdroid_handler"
@@ -40,7 +42,7 @@ def setup_logging(build_dir: Path, stage: str, debug: bool = False) -> Path:
         if getattr(h, _HANDLER_TAG, False):
             root.removeHandler(h)
             h.close()
-    logs = Path(build_dir) / "logs"
+    logs = Layout(build_dir).logs
     logs.mkdir(parents=True, exist_ok=True)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     path = logs / f"{stage}-{stamp}-{os.getpid()}.log"

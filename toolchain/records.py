@@ -2,7 +2,7 @@
 
 * the **convert manifest** (``<models>/manifest.json``), written by ``converter``,
   read by make-app, deploy, verify, check-compat and the host benchmark;
-* the **build-info** (``build/android/<abi>/build-info.json``), written by
+* the **build-info** (``<build_dir>/android/<abi>/build-info.json``), written by
   ``ndk_build``, read by deploy and check-compat;
 * the **app-info** (``<app>/torchdroid-app.json``, :class:`AppInfo`), written by
   make-app (the APK added by build-app), read by make-app, deploy and ``all``.
@@ -24,12 +24,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import RecordError, UsageError
 from .fsutil import atomic_write_json, sha256_file
+from .layout import BUILD_INFO, Layout
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_KIND = "torchdroid.convert-manifest"
 MANIFEST_SCHEMA = 1
 
-BUILD_INFO_NAME = "build-info.json"
+BUILD_INFO_NAME = BUILD_INFO
 BUILD_INFO_KIND = "torchdroid.build-info"
 BUILD_INFO_SCHEMA = 1
 
@@ -346,11 +347,11 @@ class BuildArtefact:
 
 def build_info_path(build_dir: Path, abi: str) -> Path:
     """Where build-android writes (and deploy, check-compat, all read) the build-info of ``abi``."""
-    return Path(build_dir) / "android" / abi / BUILD_INFO_NAME
+    return Layout(build_dir).build_info(abi)
 
 
 class BuildInfo:
-    """The build-info (``build/android/<abi>/build-info.json``): one reader (:meth:`load`), one writer
+    """The build-info (``<build_dir>/android/<abi>/build-info.json``): one reader (:meth:`load`), one writer
     (:meth:`write`), one path helper (:func:`build_info_path`)."""
 
     # Each reader names the options of its own task (a fix must name a command or option that exists there).

@@ -3,7 +3,8 @@
 :class:`Resolver` answers ``get(key, param)``: the command-line value of the task parameter
 ``param`` if given, else the highest config layer that sets ``key`` (``-f FILE``, ``INVOKE_*``,
 ``invoke.yaml`` next to tasks.py, ``~/.invoke.yaml``, ``/etc/invoke.yaml``), else the schema's
-default, parsed and checked against the key's type in :mod:`toolchain.settings`.  A bad value is
+default, parsed and checked against the key's type in :mod:`toolchain.settings` (an output path's default
+joined onto the ``build_dir`` in force, :mod:`toolchain.layout`).  A bad value is
 a :class:`UsageError` that names the option or key and where it came from.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import UsageError
+from .layout import UnderBuildDir
 from .settings import SCHEMA, Key, Kind
 
 _TRUE = ("1", "true", "yes", "on", "y")
@@ -226,7 +228,7 @@ def usage_error(key: Key, source: Source, problem: str) -> UsageError:
 
 def _example(key: Key) -> Any:
     """A value to show in a fix: the default, else the smallest allowed number, else the first choice."""
-    if key.default not in (None, [], "") and not isinstance(key.default, (bool, list)):
+    if key.default not in (None, [], "") and not isinstance(key.default, (bool, list, UnderBuildDir)):
         return key.default
     if key.kind.base in ("int", "float") and key.kind.min is not None:
         return _bound(key.kind.min)
@@ -255,6 +257,8 @@ class Resolver:
                 if found and raw is not None and not (source.kind == "env" and raw == "" and key.default is None):
                     return self._parsed(key, raw, Source(source.kind, self._env_name(key, source)),
                                         text=source.kind == "env" and isinstance(raw, str))
+        if isinstance(key.default, UnderBuildDir):  # <build_dir>/name, under the build directory in force
+            return Value(key.default.under(self.get("build_dir")), Source("default"))
         return Value(None if key.default is None else parse(key.kind, key.default, text=False), Source("default"))
 
     def get(self, name: str, param: Optional[str] = None) -> Any:

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
-from . import pins
+from . import layout, pins
+from .layout import UnderBuildDir
 
 # --------------------------------------------------------------------------- types
 
@@ -101,7 +102,7 @@ def ListOf(*choices: str, item: str = "") -> Kind:
 class Key:
     name: str  # dotted config key: section.key
     kind: Kind
-    default: Any  # None: not set (the resolution function says what that means)
+    default: Any  # None: not set (the resolution function says what that means); UnderBuildDir: <build_dir>/name
     help: str
     cli_only: bool = False  # a command-line option without a config key
 
@@ -126,7 +127,7 @@ KEYS: Tuple[Key, ...] = (
     Key("all.replace_app", Flag(), False, "regenerate the app directory when it was made from other models "
                                           "(replaces your edits)", cli_only=True),
     # ---- convert
-    Key("convert.out", PathKind(), "build/models", "output directory of `invoke convert`"),
+    Key("convert.out", PathKind(), UnderBuildDir(layout.MODELS), "output directory of `invoke convert`"),
     Key("convert.model", Text(), "mobilenet_v2", "torchvision model with a quantizable variant (mobilenet_v2, "
                                                   "resnet18, ...) or path/to/file.py:factory"),
     Key("convert.quant", ListOf(*MODES, item="quantization mode"), list(MODES), "quantization modes: none, core, full (repeat or "
@@ -153,7 +154,7 @@ KEYS: Tuple[Key, ...] = (
     Key("bench.warmup", Int(min=0, max=100000), 5, "warm-up iterations"),
     Key("bench.iter", Int(min=1, max=1000000), 50, "timed iterations"),
     Key("bench.threads", Int(min=1, max=1024), 1, "intra-op threads (like --pthreadpool_size)"),
-    Key("bench.out", PathKind(), "build/bench", "where host benchmark results go"),
+    Key("bench.out", PathKind(), UnderBuildDir(layout.BENCH), "where host benchmark results go"),
     Key("bench.repeat", Int(min=1, max=1000), 3, "timed runs of iter; their medians disagreeing by > 10 % flags "
                                                  "the row unstable"),
     Key("bench.reference_kernels", Choice("short", "full", "skip"), "short",
@@ -184,7 +185,7 @@ KEYS: Tuple[Key, ...] = (
     Key("android.java_home", PathKind(), None, "JDK for --aar's Gradle (default: one it accepts, found in "
                                                "JAVA_HOME/PATH/usr/lib/jvm)"),
     Key("build_android.clean", Flag(), False, "start the build over (removes the ABI's CMake tree, build-info "
-                                              "and AAR under build/android/<abi>)", cli_only=True),
+                                              "and AAR under <build_dir>/android/<abi>)", cli_only=True),
     Key("build_android.aar", Flag(), False, "also build the pytorch_android AAR from the same checkout (needs "
                                             "an Android SDK)", cli_only=True),
     Key("build_android.vulkan", Flag(), False, "keep PyTorch's Vulkan backend (default off: -DUSE_VULKAN=OFF; "
@@ -193,7 +194,7 @@ KEYS: Tuple[Key, ...] = (
         cli_only=True),
     # ---- check-compat, doctor
     Key("compat.build_info", PathKind(), None, "build-info.json of the runtime (default: "
-                                               "build/android/<abi>/build-info.json)", cli_only=True),
+                                               "<build_dir>/android/<abi>/build-info.json)", cli_only=True),
     Key("compat.pytorch_android", Text(), None, "check against a published pytorch_android version instead "
                                                 "of a build", cli_only=True),
     Key("compat.source", PathKind(), None, "PyTorch checkout of that runtime (to compare operators when "
@@ -202,8 +203,8 @@ KEYS: Tuple[Key, ...] = (
     Key("doctor.strict", Flag(), False, "exit non-zero when anything is missing or does not fit the lane",
         cli_only=True),
     # ---- app
-    Key("app.out", PathKind(), "build/app", "where the Gradle project goes (left at the default: build/app for the "
-        "default --model, build/app-<model> for another)"),
+    Key("app.out", PathKind(), UnderBuildDir(layout.APP), "where the Gradle project goes (left at the default: "
+        "<build_dir>/app for the default --model, <build_dir>/app-<model> for another)"),
     Key("app.name", Text(), "torchdroid demo", "name on the launcher"),
     Key("app.application_id", Text(), "org.torchdroid.demo", "Android application id = Java package"),
     Key("app.abi_filters", ListOf(*ABIS, item="ABI"), ["arm64-v8a"], "ABIs to package (repeat or comma-separate)"),
@@ -238,7 +239,7 @@ KEYS: Tuple[Key, ...] = (
     Key("deploy.iter", Int(min=1, max=1000000), 200, "timed iterations per run"),
     Key("deploy.repeat", Int(min=1, max=1000), 3, "runs per model; median/p90/min/spread are over all of them"),
     Key("deploy.threads", Int(min=0, max=1024), 1, "--pthreadpool_size (0 leaves the flag out)"),
-    Key("deploy.results", PathKind(), "build/results", "results directory: SQLite history + CSV/JSON"),
+    Key("deploy.results", PathKind(), UnderBuildDir(layout.RESULTS), "results directory: SQLite history + CSV/JSON"),
     Key("deploy.serials", ListOf(), [], "device serials to use (default: ANDROID_SERIAL, else every connected "
                                         "device)"),
     Key("deploy.variants", ListOf(), [], "variants to deploy, e.g. quant_full (default: all)"),
@@ -294,7 +295,7 @@ KEYS: Tuple[Key, ...] = (
     Key("verify.variants", ListOf(), [], "variants to check (default: all)", cli_only=True),
     # ---- clean
     Key("clean.what", ListOf("logs", "outputs", "caches", "results"), ["logs"],
-        "what to remove: logs (older than clean.log_days), outputs (models, bench, app, android, all.json), "
+        "what to remove: logs (older than clean.log_days), outputs (models, bench, app, app-<model>, android, all.json), "
         "caches (PyTorch checkouts), results (the benchmark history); repeat or comma-separate"),
     Key("clean.dry_run", Flag(), False, "list what would be removed, remove nothing", cli_only=True),
     Key("clean.log_days", Num(min=0), 14.0, "`invoke clean` removes logs older than this many days"),
@@ -315,8 +316,12 @@ def key(name: str) -> Key:
 
 
 def default(name: str) -> Any:
-    """The declared default of a key (for settings dataclasses that need one for hand-built tests)."""
+    """The declared default of a key (for settings dataclasses that need one for hand-built tests); a path under
+    the build directory is joined onto the default build directory (the resolution functions join it onto the one
+    in force)."""
     value = SCHEMA[name].default
+    if isinstance(value, UnderBuildDir):
+        return str(value.under(SCHEMA["build_dir"].default))
     return list(value) if isinstance(value, list) else value
 
 
@@ -330,6 +335,6 @@ def config_defaults() -> dict:
         *parents, leaf = k.name.split(".")
         for p in parents:
             node = node.setdefault(p, {})
-        value = k.default
+        value = None if isinstance(k.default, UnderBuildDir) else k.default  # joined onto build_dir when read
         node[leaf] = list(value) if isinstance(value, list) else (str(value) if isinstance(value, Path) else value)
     return tree

@@ -22,15 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from toolchain import layout
 from toolchain.errors import UsageError
 from toolchain.fsutil import check_removable, output_lock
+from toolchain.layout import Layout
 
-# what each kind names, relative to the build directory
+# what each kind names, relative to the build directory (toolchain/layout.py); outputs also take app-<model>
 KINDS = {
     "logs": (),  # logs/*.log older than the limit
-    "outputs": ("models", "bench", "app", "android", "all.json"),
-    "caches": ("src", "cache"),  # PyTorch checkouts of build-android, remembered facts (cache/)
-    "results": ("results",),  # the benchmark history: only when asked for by name
+    "outputs": layout.OUTPUTS,
+    "caches": layout.CACHES,  # PyTorch checkouts of build-android, remembered facts (cache/)
+    "results": layout.HISTORY,  # the benchmark history: only when asked for by name
 }
 DEFAULT_KINDS = ("logs",)
 CHECKOUT_RE = re.compile(r"(pytorch|executorch)-[0-9a-f]{12}")  # build-android's src/<name>-<sha12>
@@ -99,7 +101,7 @@ def _results(path: Path) -> bool:
     return False
 
 
-RECOGNISERS: Dict[str, Callable[[Path], bool]] = {"android": _android, "results": _results}
+RECOGNISERS: Dict[str, Callable[[Path], bool]] = {layout.ANDROID: _android, layout.RESULTS: _results}
 
 
 def _ours(name: str) -> Optional[Callable[[Path], bool]]:
@@ -109,15 +111,23 @@ def _ours(name: str) -> Optional[Callable[[Path], bool]]:
 # --------------------------------------------------------------------------- plan and execute
 
 
+def _names(root: Path, kind: str) -> List[str]:
+    """The known names of ``kind``; outputs also take make-app's app-<model> directories."""
+    names = list(KINDS[kind])
+    if kind == "outputs" and root.is_dir():
+        names += sorted(e.name for e in root.iterdir() if layout.APP_DIR_RE.fullmatch(e.name))
+    return names
+
+
 def _candidates(root: Path, kinds: Sequence[str]) -> List[Tuple[Path, str]]:
     """(path, what) of every existing known name of the kinds asked for; src/ is judged per checkout."""
     found = []
     for kind in kinds:
-        for name in KINDS[kind]:
+        for name in _names(root, kind):
             target = root / name
             if not (target.exists() or target.is_symlink()):
                 continue
-            if name == "src" and target.is_dir() and not target.is_symlink():
+            if name == layout.SRC and target.is_dir() and not target.is_symlink():
                 for child in sorted(target.iterdir()):
                     found.append((child, "a build-android checkout"))
                 continue
@@ -133,16 +143,17 @@ def plan_clean(build_dir: Path, kinds: Sequence[str] = DEFAULT_KINDS, log_days: 
     plan = CleanPlan(Path(build_dir))
     refused: List[str] = []
     for target, what in _candidates(root, kinds):
-        recognise = _checkout if target.parent.name == "src" and target.parent.parent == root else _ours(target.name)
+        recognise = _checkout if target.parent == Layout(root).src else _ours(target.name)
         try:
             check_removable(target, what, ours=recognise)
         except UsageError as e:
             refused.append(f"{e.what}" + (f" ({e.cause})" if e.cause else ""))
             continue
         plan.targets.append((target, _size(target)))
-    if "logs" in kinds and (root / "logs").is_dir():
+    logs = Layout(root).logs
+    if "logs" in kinds and logs.is_dir():
         limit = time.time() - log_days * 86400
-        for log in sorted((root / "logs").glob("*.log")):
+        for log in sorted(logs.glob("*.log")):
             if LOG_RE.fullmatch(log.name) and log.is_file() and not log.is_symlink() and log.stat().st_mtime < limit:
                 plan.targets.append((log, log.stat().st_size))
     if refused:
@@ -160,7 +171,7 @@ def _locks(target: Path) -> List[Path]:
     if target.is_symlink() or not target.is_dir():
         return []
     dirs = [target]
-    if target.name == "android":
+    if target.name == layout.ANDROID:
         dirs += sorted(e for e in target.iterdir() if e.is_dir() and not e.is_symlink())
     return dirs
 

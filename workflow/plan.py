@@ -18,7 +18,6 @@ STAGES: Tuple[str, ...] = (
 
 ALL_KIND = "torchdroid-all"
 ALL_SCHEMA = 1
-ALL_NAME = "all.json"
 
 RAN, SKIPPED, UP_TO_DATE, FAILED, INTERRUPTED = "ran", "skipped", "up to date", "failed", "interrupted"
 

@@ -7,6 +7,8 @@ from typing import Any, Iterator
 
 from invoke import Exit
 
+from toolchain.layout import Layout
+
 
 def refuse_dry(config: Any, name: str) -> None:
     """``invoke --dry TASK``: Invoke's dry run only covers ``c.run`` commands, which torchdroid does not use."""
@@ -21,7 +23,7 @@ def refuse_dry(config: Any, name: str) -> None:
 
 @contextlib.contextmanager
 def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False) -> Iterator[Any]:
-    """Check every config value, log to build/logs, turn a TorchdroidError into a clean message and exit code."""
+    """Check every config value, log to <build_dir>/logs, turn a TorchdroidError into a clean message and exit code."""
     from toolchain.errors import TorchdroidError
     from toolchain.logs import setup_logging
     from toolchain.resolve import Resolver, check_config
@@ -53,6 +55,6 @@ def _rotate_logs(build_dir, resolver) -> None:
     from toolchain.logs import rotate_logs
 
     try:
-        rotate_logs(build_dir / "logs", keep=resolver.get("clean.keep_logs"))
+        rotate_logs(Layout(build_dir).logs, keep=resolver.get("clean.keep_logs"))
     except OSError:  # rotation never fails a run
         pass

@@ -10,10 +10,10 @@ importing this module stays cheap (``invoke --list``).
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 from typing import Any, Optional
 
+from toolchain.layout import Layout, app_dir_name
 from toolchain.resolve import Resolver
 from toolchain.settings import default
 
@@ -30,6 +30,11 @@ def _text(path: Optional[Path]) -> Optional[str]:
 
 def build_dir(config: Any) -> Path:
     return Resolver(config).path("build_dir")
+
+
+def layout(r: Resolver) -> Layout:
+    """The paths under the build directory in force."""
+    return Layout(r.path("build_dir"))
 
 
 def debug(config: Any, cli_debug: Optional[bool] = None) -> bool:
@@ -121,7 +126,7 @@ def pte_deploy(config: Any, **cli):
     info = cli.get("build_info")
     return PteDeploySettings(
         models=r.path("convert.out", "models"),
-        build_info=Path(info) if info else r.path("build_dir") / "android" / r.get("android.abi") / "executorch" / "build-info.json",
+        build_info=Path(info) if info else layout(r).executorch_build_info(r.get("android.abi")),
         results=r.path("deploy.results"), serials=tuple(cli.get("serial") or r.get("deploy.serials") or ()),
         device_dir=r.get("deploy.device_dir"), warmup=r.get("deploy.warmup", "warmup"),
         iters=r.get("deploy.iter", "iter"), repeat=r.get("deploy.repeat", "repeat"),
@@ -257,14 +262,14 @@ def app_out(config: Any, out: Optional[str] = None) -> Path:
 
 
 def model_app_out(r: Resolver, model: str) -> Path:
-    """Where make-app writes: ``app.out`` as given; left at its default, ``build/app`` for the default model and
-    ``build/app-<model>`` for any other, so the apps of several models live side by side (the app `invoke all`
+    """Where make-app writes: ``app.out`` as given; left at its default, ``<build_dir>/app`` for the default model
+    and ``<build_dir>/app-<model>`` for any other (:mod:`toolchain.layout`), so the apps of several models live side by side (the app `invoke all`
     made is never in the way of `make-app --model fp32-xnnpack`)."""
     given = r.value("app.out", "out")
     r.origins["app.out"] = given.source
     out = Path(given.value)
     if given.source.kind == "default" and model != default("app.model"):
-        out = out.with_name(f"{out.name}-{re.sub(r'[^A-Za-z0-9._-]+', '_', model)}")
+        out = out.with_name(app_dir_name(model))
     return out
 
 

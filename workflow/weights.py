@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Optional, Tuple
 
+from toolchain.layout import Layout
+
 MEMO_NAME = "pretrained-weights.json"
 
 
@@ -31,7 +33,7 @@ def location(model: str, build_dir: Path) -> Optional[Tuple[str, Path]]:
     from converter.models import pretrained_location
     from toolchain.fsutil import atomic_write_json
 
-    memo_path = Path(build_dir) / "cache" / MEMO_NAME
+    memo_path = Layout(build_dir).cache / MEMO_NAME
     try:
         memo = json.loads(memo_path.read_text(encoding="utf-8"))
         if not isinstance(memo, dict):

@@ -256,7 +256,7 @@ def describe_runtime(build_info: Union[Path, str, BuildInfo, None], pytorch_andr
     if pytorch_android:
         return Runtime(f"pytorch_android {pytorch_android}", release=pytorch_android, source_dir=source_dir)
     raise UsageError("check-compat needs a runtime: a build-info.json or a pytorch_android version",
-                     remedy="pass --build-info build/android/arm64-v8a/build-info.json or --pytorch-android "
+                     remedy="pass --build-info <build_dir>/android/arm64-v8a/build-info.json or --pytorch-android "
                             "2.1.0")
 
 
