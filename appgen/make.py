@@ -240,6 +240,7 @@ def plan(settings: AppSettings) -> AppPlan:
                           remedy=f"run `{convert_command(Path(settings.models), checked.variant)} --force` "
                                  "to rewrite the manifest")
     notes, warnings = _plan_messages(checked, nnapi is not None)
+    warnings += _converted_with(cpu, checked.lane)
     gradle = Gradle.locate() if settings.wrapper_jar else None
     runtime = checked.runtime
     request = _request(checked, template, cpu.qualified_variant, sorted(f.sha256 for f in files.values()),
@@ -247,6 +248,16 @@ def plan(settings: AppSettings) -> AppPlan:
                         "aar_sha256": sha256_file(runtime.aar) if runtime.aar else None})
     return AppPlan(settings, checked, cpu, nnapi, Path(settings.models) / records.MANIFEST_NAME, template, gradle,
                    request, tuple(notes), tuple(warnings))
+
+
+def _converted_with(cpu: records.ModelFile, lane: pins.Lane) -> List[str]:
+    """The torch that really converted the models (their manifest), when it is not the lane's converter."""
+    made = (cpu.conversion.get("torch") or {}).get("version")
+    if not made or lane.converter_torch == f"torch=={made}":
+        return []
+    return [f"these models were converted with torch {made} (their manifest), not lane {lane.name}'s converter "
+            f"{lane.converter_torch}: the app's runtime may not load them; `invoke check-compat` says which "
+            "operators or file format differ"]
 
 
 def plan_program(settings: AppSettings, checked: _Checked) -> AppPlan:
