@@ -562,9 +562,10 @@ VERIFY_KIND = "torchdroid.host-nnapi-verify"
 VERIFY_SCHEMA = 1
 
 
-def verify_path(models_dir: Path) -> Path:
-    """Where `invoke verify` writes its record for the models in ``models_dir``."""
-    return Path(models_dir) / VERIFY_NAME
+def verify_path(models_dir: Path, rounding: str = "qnnpack") -> Path:
+    """Where `invoke verify` writes its record for the models in ``models_dir``: ``verify.json`` (qnnpack rounding,
+    the default), ``verify-nnapi.json`` under nnapi rounding (another check: it never replaces the first)."""
+    return Path(models_dir) / (VERIFY_NAME if rounding == "qnnpack" else f"verify-{rounding}.json")
 
 
 @dataclass

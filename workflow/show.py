@@ -252,6 +252,8 @@ def verify(result: Any, as_json: bool = False) -> None:
         for f in r.findings:
             if f["severity"] != "info":
                 print(f"{r.variant}: {f['severity']}: {f['message']}")
+        if r.agreement_note:
+            note(f"{r.variant}: top-1/top-5 agreement {r.agreement_note}")
     print(f"results: {result.json_path}")
 
 
