@@ -27,7 +27,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from toolchain.errors import RecordError, UsageError, VerificationError
 from toolchain.fsutil import sha256_file
-from toolchain.records import ConvertManifest, ModelFile, VerifyRecord, check_variant_names, verify_path
+from toolchain.records import (ConvertManifest, ModelFile, NnapiRefusal, VerifyRecord, check_variant_names,
+                               verify_path)
 from toolchain.settings import default
 
 from . import checks, rules
@@ -93,9 +94,10 @@ class VariantResult:
 
 @dataclass
 class VerifyResult:
-    json_path: Path
+    json_path: Optional[Path]  # None: nothing to verify (every selected NNAPI model was refused by convert)
     rows: List[VariantResult]
     library: str
+    skipped: List[NnapiRefusal] = field(default_factory=list)  # variants whose NNAPI model convert did not write
 
     @property
     def ok(self) -> bool:
@@ -109,7 +111,11 @@ def verify(settings: VerifySettings) -> VerifyResult:
     check_variant_names(settings.variants)  # the values first: before the manifest is read
     manifest = ConvertManifest.load(settings.models)
     out = _results_path(settings, manifest)
-    selected = _select(manifest, settings.variants)
+    selected, skipped = _select_with_refusals(manifest, settings.variants)
+    for refusal in skipped:
+        log.warning("verify: skipped %s", refusal.line())
+    if not selected:  # nothing to check: say so, write nothing (a record of no check would pass for one)
+        return VerifyResult(None, [], "", skipped)
     for _, pair in selected:  # a file that is not what the manifest recorded is a record problem (exit 5)
         pair["cpu"].check_hash()
         pair["nnapi"].check_hash()
@@ -122,7 +128,7 @@ def verify(settings: VerifySettings) -> VerifyResult:
         rows.append(verify_pair(name, pair["cpu"], pair["nnapi"], settings))
     from .build import code_digest
 
-    result = VerifyResult(out, rows, str(lib))
+    result = VerifyResult(out, rows, str(lib), skipped)
     out = result.json_path = _kept_apart_if_failed(out, result.ok)
     VerifyRecord(out, str(manifest.path), str(lib), sha256_file(Path(lib)), settings.rounding,
                  _thresholds(settings), [r.to_dict() for r in rows], code=code_digest()).write()
@@ -142,7 +148,10 @@ def is_current(settings: VerifySettings) -> Tuple[bool, str]:
         if not out.is_file():
             return False, f"no {out.name} yet"
         record = VerifyRecord.load(out)
-        files = [f for _, pair in _select(manifest, settings.variants) for f in (pair["cpu"], pair["nnapi"])]
+        selected, skipped = _select_with_refusals(manifest, settings.variants)
+        if not selected:
+            return False, "no NNAPI model to verify"
+        files = [f for _, pair in selected for f in (pair["cpu"], pair["nnapi"])]
         for f in files:
             f.check_hash()
     except (RecordError, UsageError) as e:
@@ -163,15 +172,25 @@ def _results_path(settings: VerifySettings, manifest: ConvertManifest) -> Path:
 
 
 def _select(manifest: ConvertManifest, wanted) -> List[Tuple[str, Dict[str, ModelFile]]]:
+    return _select_with_refusals(manifest, wanted)[0]
+
+
+def _select_with_refusals(manifest: ConvertManifest,
+                          wanted) -> Tuple[List[Tuple[str, Dict[str, ModelFile]]], List[NnapiRefusal]]:
+    """The variants to verify, and those whose NNAPI model convert did not write (skipped with the reason)."""
     variants = manifest.variants()
-    selected = []
+    selected, skipped = [], []
     for name in list(wanted) or sorted(variants):
         pair = variants[name] if name in variants else manifest.find(name)
+        refusal = manifest.refusal(pair["cpu"].stem, pair["cpu"].mode) if "cpu" in pair else None
+        if "nnapi" not in pair and refusal is not None:
+            skipped.append(refusal)
+            continue
         if "cpu" not in pair or "nnapi" not in pair:
             raise RecordError(f"variant {name} lacks a {'cpu' if 'cpu' not in pair else 'nnapi'} model in {manifest.path}",
                               remedy="run `invoke convert` again")
         selected.append((pair["cpu"].qualified_variant, pair))
-    return selected
+    return selected, skipped
 
 
 def _thresholds(s: VerifySettings) -> Dict[str, Any]:
