@@ -240,7 +240,9 @@ def plan(settings: AppSettings) -> AppPlan:
         raise RecordError(f"the manifest gives {cpu.file} a quint8 input without scale/zero point",
                           remedy=f"run `{convert_command(Path(settings.models), checked.variant)} --force` "
                                  "to rewrite the manifest")
-    notes, warnings = _plan_messages(checked, nnapi is not None)
+    refusal = records.ConvertManifest.load(Path(settings.models)).refusal(cpu.stem, cpu.mode) if nnapi is None else None
+    notes, warnings = _plan_messages(checked, nnapi is not None, refusal.line() if refusal else "")
+    warnings += _converted_with(cpu, checked.lane)
     gradle = Gradle.locate() if settings.wrapper_jar else None
     runtime = checked.runtime
     request = _request(checked, template, cpu.qualified_variant, sorted(f.sha256 for f in files.values()),
@@ -248,6 +250,16 @@ def plan(settings: AppSettings) -> AppPlan:
                         "aar_sha256": sha256_file(runtime.aar) if runtime.aar else None})
     return AppPlan(settings, checked, cpu, nnapi, Path(settings.models) / records.MANIFEST_NAME, template, gradle,
                    request, tuple(notes), tuple(warnings))
+
+
+def _converted_with(cpu: records.ModelFile, lane: pins.Lane) -> List[str]:
+    """The torch that really converted the models (their manifest), when it is not the lane's converter."""
+    made = (cpu.conversion.get("torch") or {}).get("version")
+    if not made or lane.converter_torch == f"torch=={made}":
+        return []
+    return [f"these models were converted with torch {made} (their manifest), not lane {lane.name}'s converter "
+            f"{lane.converter_torch}: the app's runtime may not load them; `invoke check-compat` says which "
+            "operators or file format differ"]
 
 
 def plan_program(settings: AppSettings, checked: _Checked) -> AppPlan:
@@ -289,7 +301,8 @@ def _request(checked: _Checked, template: AppTemplate, variant: str, sources: Li
     }
 
 
-def _plan_messages(checked: _Checked, has_nnapi: bool) -> Tuple[List[str], List[str]]:
+def _plan_messages(checked: _Checked, has_nnapi: bool, why_not: str = "") -> Tuple[List[str], List[str]]:
+    """``why_not``: why convert wrote no NNAPI model for the variant (its manifest's refusal), when it did not."""
     notes: List[str] = []
     warnings: List[str] = list(checked.runtime.warnings)
     warnings += page_size_warnings(checked.runtime, checked.abi_filters)
@@ -298,7 +311,8 @@ def _plan_messages(checked: _Checked, has_nnapi: bool) -> Tuple[List[str], List[
                      "CPU (its delegate inside the program); there is no NNAPI model in this lane")
         return notes, warnings
     if not has_nnapi:
-        warnings.append(f"{checked.variant} has no NNAPI model: the app runs the CPU model only")
+        warnings.append(f"{checked.variant} has no NNAPI model: the app runs the CPU model only"
+                        + (f" ({why_not})" if why_not else ""))
     if checked.min_sdk < pins.NNAPI_MIN_SDK:
         notes.append(f"on devices below API {pins.NNAPI_MIN_SDK} the app runs the CPU model (NNAPI needs Android 10)")
     if checked.lane.compile_sdk < 34:
@@ -406,6 +420,8 @@ def _context(p: AppPlan) -> Dict[str, Any]:
         "lut_asset": LUT_ASSET if p.uint8 else "",
         "bench_tag": records.APP_BENCH_TAG,
         "bench_prefix": records.APP_BENCH_PREFIX,
+        "bench_meta": validate.meta_data_name(records.APP_BENCH_META),
+        "bench_contract": str(records.APP_BENCH_CONTRACT),
     }
 
 
@@ -510,6 +526,7 @@ def record(p: AppPlan, project: Path, asset_records: Dict[str, Dict[str, Any]], 
                "converter_torch": p.conversion.get("torch") if not c.program else dict(p.cpu.torch),
                **({"converter_executorch": dict(p.cpu.executorch)} if c.program else {}),
                "bench": {"tag": records.APP_BENCH_TAG, "prefix": records.APP_BENCH_PREFIX,
+                         "meta_data": {records.APP_BENCH_META: records.APP_BENCH_CONTRACT},
                          "extras": {"benchmark": "bool", "iters": "int", "warmup": "int", "backend": "cpu|nnapi"}}},
     )
     info.write()

@@ -126,8 +126,8 @@ def choose_runtime(lane_name: str, pytorch_android: Optional[str], aar: Optional
         version = validate.maven_version(pytorch_android)
         matches = version == lane.pytorch_android
         note = (f"org.pytorch:pytorch_android:{version} is not lane {lane.name}'s runtime "
-                f"({lane.pytorch_android or 'none published'}); the models were converted for {lane.converter_torch} "
-                "and may not load in it")
+                f"({lane.pytorch_android or 'none published'}); the lane's converter is {lane.converter_torch}, and models "
+                "it converts may not load in another runtime")
         return Runtime("maven", version, None, lane.name, matches, () if matches else (note,))
     if lane.pytorch_android:
         return Runtime("maven", lane.pytorch_android, None, lane.name, True)

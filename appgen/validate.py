@@ -45,6 +45,18 @@ def application_id(value: str) -> str:
     return value
 
 
+def meta_data_name(value: str) -> str:
+    """A ``<meta-data android:name>`` the app declares (torchdroid's contract marker): dotted like a package name,
+    as Android's own keys are, so it cannot clash with another library's key or break the manifest."""
+    segments = (value or "").split(".")
+    if len(segments) < 2 or not all(_SEGMENT.match(seg) for seg in segments):
+        raise UsageError(f"the meta-data name {value!r} is not a dotted name like org.example.key",
+                         cause="the app's manifest marks torchdroid's benchmark contract with it "
+                               "(toolchain.records.APP_BENCH_META)",
+                         remedy="set APP_BENCH_META to two or more dot-separated segments of letters, digits and _")
+    return value
+
+
 def app_name(value: str) -> str:
     """The user-visible name: any text that fits on a launcher (it is escaped for XML and Gradle later)."""
     value = (value or "").strip()

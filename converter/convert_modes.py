@@ -13,18 +13,19 @@ import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 
-from toolchain.records import MODES, ModelFile, TensorSpec, model_file_names
+from toolchain import executorch_pins
+from toolchain.records import MODES, ModelFile, NnapiRefusal, TensorSpec, model_file_names
 
 from .calibration import CalibrationSpec, few_images_warning, load_batch
 from .export import (ExportedVariant, export_float, export_quantized, float_top1, fused_float, probe, quantize,
                      xnnpack_available)
 from .host_check import Agreement, as_float, host_check, spec_of
 from .models import ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
-from .precheck import check_model, refuse
+from .precheck import Problem, check_model, nnapi_refused, refuse
 from .prequantized import load_prequantized
 from .precheck import describe as describe_check
 
@@ -70,6 +71,7 @@ class ModeDone:
     host_model: Dict[str, Any]
     agreement: Optional[Dict[str, int]]
     notes: List[str]
+    refused: Tuple[NnapiRefusal, ...] = ()  # its NNAPI model, when convert did not write one, and why
 
 
 def _mobile_optimization(facts: ConversionFacts) -> None:
@@ -121,6 +123,21 @@ def _wait_quietly(job: _Background) -> None:
         log.debug("a background conversion step failed after an earlier error", exc_info=True)
 
 
+def executorch_alternative(model, example, name: str) -> str:
+    """``--format executorch`` with the command when torch.export can capture ``model``; "" when it cannot."""
+    import copy
+
+    try:
+        with torch.no_grad():
+            torch.export.export(copy.deepcopy(model).eval(), (example.contiguous(),))
+    except Exception as e:  # noqa: BLE001 - any failure means the ExecuTorch lane cannot take it either
+        log.debug("torch.export cannot capture %s: %s", name, e)
+        return ""
+    install = "" if executorch_pins.installed_version() else f" (after `{executorch_pins.INSTALL_COMMAND}`)"
+    return (f"the ExecuTorch lane takes this model: `invoke convert --model {name} --format executorch`{install} "
+            "(XNNPACK on the CPU, Vulkan on the GPU; docs/executorch.md)")
+
+
 def mismatch_note(mode: str, agreement: Dict[str, int]) -> str:
     note = (f"quant_{mode} agrees with the float model on only {agreement['agree']}/{agreement['total']} inputs: "
             "the pre-quantized weights may not belong to the float weights (--weights)")
@@ -142,6 +159,8 @@ class ModeConverter:
         self._first_quantized: Optional[tuple] = None  # (mode, bundled-input output, agreement) of the first checked
         self.batch: List[torch.Tensor] = []
         self.agreement: Optional[Agreement] = None
+        self.nnapi_problems: Dict[str, List[Problem]] = {}  # per mode: why NNAPI cannot take it (checked before)
+        self._alternative: Optional[str] = None  # the lane that takes the model NNAPI refuses (found once)
 
     def prepare(self, describe=lambda text: None, modes=MODES) -> ConversionFacts:
         """The float model with its weights and the calibration batch (BatchNorm re-estimated for random weights).
@@ -153,7 +172,8 @@ class ModeConverter:
         describe(f"{spec.stem}: loading the float model ({self.weights.origin} weights)")
         self.model, facts.weights_record = build_float_model(spec, self.weights)
         check = check_model(self.model, spec.input_hw, modes)
-        refuse(check, spec.stem)
+        refuse(check, spec.stem)  # what stops the CPU models too
+        self.nnapi_problems = {m: nnapi_refused(check, m) for m in modes}
         facts.notes.extend(describe_check(check))
         if self.weights.origin == "random":
             facts.notes.append("weights are explicitly random (untrained): latencies are real, predictions are not")
@@ -223,7 +243,8 @@ class ModeConverter:
     def _quantized(self, qmodel, quantized_modes: List[str]) -> Iterator[ModeDone]:
         exports = export_quantized(qmodel, quantized_modes, self.batch[0],
                                    {m: self._paths(m) for m in quantized_modes}, self.fmt, self.spec.stem,
-                                   self.facts.xnnpack)
+                                   self.facts.xnnpack,
+                                   nnapi=not any(self.nnapi_problems.get(m) for m in quantized_modes))
         ex = _next_export(exports)
         while ex is not None:  # the next mode is scripted and saved in a thread while this one is checked
             following = _Background(_next_export, exports)
@@ -237,7 +258,7 @@ class ModeConverter:
     def _none(self, fused) -> ModeDone:
         with torch.no_grad():
             ex = export_float(fused, self.batch[0], self._paths("none"), self.fmt, f"{self.spec.stem} quant_none",
-                              self.facts.xnnpack)
+                              self.facts.xnnpack, nnapi=not self.nnapi_problems.get("none"))
         return self._check(ex)
 
     def _calibrate(self):
@@ -258,9 +279,34 @@ class ModeConverter:
             common["core_quantization"] = ex.core_qparams
         cpu = self._file(ex.cpu_path, ex.cpu_size, ex.cpu_sha256, ex.mode, "cpu", spec_of(ex.cpu_input), out_spec,
                          {**common, "export": ex.cpu_export, "mobile_optimized": ex.mobile_optimized})
+        if ex.nnapi_path is None:
+            refusal = self._refusal(ex)
+            log.warning("warning: %s", refusal.line())
+            return ModeDone(ex.mode, [cpu], checked.record, agreement, list(ex.notes), (refusal,))
         nnapi = self._file(ex.nnapi_path, ex.nnapi_size, ex.nnapi_sha256, ex.mode, "nnapi", spec_of(ex.nnapi_input),
                            out_spec, {**common, "nnapi_nhwc": True, "needs": NNAPI_NEEDS})
         return ModeDone(ex.mode, [cpu, nnapi], checked.record, agreement, list(ex.notes))
+
+    def _refusal(self, ex: ExportedVariant) -> NnapiRefusal:
+        """Why ``ex`` has no NNAPI model: the problems found before converting, or what the converter said."""
+        problems = self.nnapi_problems.get(ex.mode) or []
+        if problems:
+            lines = tuple(p.line() for p in problems)
+            reason = "torch's NNAPI converter cannot take it (checked before converting): " + "; ".join(lines[:3]) + (
+                f"; and {len(lines) - 3} more" if len(lines) > 3 else "")
+        else:
+            err = ex.nnapi_error
+            lines = tuple(x for x in (err.what if err else "", err.cause if err else "") if x)
+            reason = "; ".join(lines) or "torch's NNAPI converter refused it"
+        return NnapiRefusal(model_file_names(self.spec.stem, ex.mode)[1], self.spec.stem, ex.mode, reason, lines,
+                            self.alternative())
+
+    def alternative(self) -> str:
+        """The lane that takes a model NNAPI refuses: ExecuTorch, when torch.export captures the model (its first
+        step; the portable kernels run every core ATen operator, XNNPACK takes what it can on the CPU)."""
+        if self._alternative is None:
+            self._alternative = executorch_alternative(self.model, self.batch[0], self.spec.name)
+        return self._alternative
 
     def _agreement(self, ex: ExportedVariant, checked) -> Optional[Dict[str, Any]]:
         """Top-1 agreement of a quantized mode with the float model on the calibration inputs.

@@ -26,11 +26,15 @@ CALIBRATION_CHUNK = 16
 FLOAT_FLOOR = 1.2e-7  # torch.finfo(torch.float32).eps: the smallest scale an observer returns
 
 
+class NnapiRefused(ConversionError):
+    """torch's NNAPI converter raised on the model: only the NNAPI model is lost, the CPU models are still made."""
+
+
 @dataclass
 class ExportedVariant:
     mode: str
     cpu_path: Path
-    nnapi_path: Path
+    nnapi_path: Optional[Path]  # None: no NNAPI model (refused before converting, or by the converter)
     cpu_input: Any  # the bundled input tensors
     nnapi_input: Any
     cpu_export: str  # "script" | "trace"
@@ -41,6 +45,7 @@ class ExportedVariant:
     cpu_sha256: str = ""
     nnapi_size: int = 0
     nnapi_sha256: str = ""
+    nnapi_error: Optional[ConversionError] = None  # what the NNAPI converter said when it refused the model
 
 
 def xnnpack_available() -> bool:
@@ -176,14 +181,14 @@ def _nnapi_error(e: Exception, label: str) -> ConversionError:
         op, node = m.group(1), m.group(2).strip()
         where = re.search(r"#\s*(\S+:\d+:\d+)", node)
         location = f"at {where.group(1)}" if where else "in the traced graph"
-        return ConversionError(
+        return NnapiRefused(
             f"the NNAPI converter cannot handle {op} ({label}) {location}",
             cause=f"node: {node.splitlines()[0][:200]}",
             remedy=f"rewrite that part of the model without {op} (torch/backends/_nnapi/serializer.py ADDER_MAP lists "
             "what NNAPI conversion supports), or keep that model on the CPU",
         )
     first = text.splitlines()[0] if text else type(e).__name__
-    return ConversionError(
+    return NnapiRefused(
         f"the NNAPI converter failed on {label}",
         cause=f"{type(e).__name__}: {first[:300]}",
         remedy="see the run log for the traceback; NNAPI conversion supports a subset of ops and layouts "
@@ -301,29 +306,50 @@ def _nhwc(t):
     return t
 
 
-def _saved(mode, cpu_path, nnapi_path, cpu_saved, nnapi_saved, cpu_in, nnapi_in, how, optimize, qparams, notes):
+def _saved(mode, cpu_path, nnapi_path, cpu_saved, nnapi_saved, cpu_in, nnapi_in, how, optimize, qparams, notes,
+           nnapi_error=None):
+    if nnapi_saved is None:  # no NNAPI model: an earlier run's file must not pass for this run's
+        nnapi_path.unlink(missing_ok=True)
+        return ExportedVariant(mode, cpu_path, None, cpu_in, nnapi_in, how, optimize, qparams, notes,
+                               cpu_saved[0], cpu_saved[1], nnapi_error=nnapi_error)
     return ExportedVariant(mode, cpu_path, nnapi_path, cpu_in, nnapi_in, how, optimize, qparams, notes,
                            cpu_saved[0], cpu_saved[1], nnapi_saved[0], nnapi_saved[1])
 
 
-def export_float(fused, float_input, paths: Tuple[Path, Path], fmt: str, label: str, optimize: bool) -> ExportedVariant:
-    """quant_none: the fused float model for the CPU and through NNAPI."""
+def _to_nnapi(model, input_tensor, label: str, wanted: bool):
+    """``(NNAPI core or None, the converter's refusal or None)``: refused before converting (``wanted`` False) or by
+    the converter itself, the CPU models are made all the same."""
+    if not wanted:
+        return None, None
+    try:
+        return trace_to_nnapi(model, input_tensor, label), None
+    except NnapiRefused as e:
+        log.debug("the NNAPI converter refused %s", label, exc_info=True)
+        return None, e
+
+
+def export_float(fused, float_input, paths: Tuple[Path, Path], fmt: str, label: str, optimize: bool,
+                 nnapi: bool = True) -> ExportedVariant:
+    """quant_none: the fused float model for the CPU and (``nnapi``, unless the converter refuses it) through NNAPI."""
     import torch
 
     _replace_dropout(fused)
     x = _nhwc(float_input)
-    nnapi_model = torch.jit.script(_bundle_wrapper(trace_to_nnapi(fused, x, label)))
+    core, error = _to_nnapi(fused, x, label, nnapi)
+    nnapi_model = torch.jit.script(_bundle_wrapper(core)) if core is not None else None
     cpu_model, how, notes = script_cpu(fused, x, label, optimize)
     return _saved("none", *paths, bundle_and_save(cpu_model, x, paths[0], fmt),
-                  bundle_and_save(nnapi_model, x, paths[1], fmt), x, x, how, optimize, None, notes)
+                  bundle_and_save(nnapi_model, x, paths[1], fmt) if nnapi_model is not None else None,
+                  x, x, how, optimize, None, notes, error)
 
 
 def export_quantized(quantized, modes: List[str], float_input, paths: Dict[str, Tuple[Path, Path]], fmt: str,
-                     label: str, optimize: bool) -> Iterator[ExportedVariant]:
+                     label: str, optimize: bool, nnapi: bool = True) -> Iterator[ExportedVariant]:
     """quant_full and/or quant_core from one quantized model, yielded as each is saved.
 
     The NNAPI core is the same for both modes (full takes quint8 in and out; core wraps it in quant/dequant),
-    so it is traced and converted once.  ``quantized`` is consumed.
+    so it is traced and converted once (``nnapi`` False, or refused by the converter: CPU models only).
+    ``quantized`` is consumed.
     """
     import torch
 
@@ -332,20 +358,21 @@ def export_quantized(quantized, modes: List[str], float_input, paths: Dict[str, 
     quantized.quant, quantized.dequant = torch.nn.Identity(), torch.nn.Identity()
     q_input = _nhwc(quantizer(float_input))
     qparams = {"input": {"scale": float(quantizer.scale), "zero_point": int(quantizer.zero_point)}}
-    nnapi_core = trace_to_nnapi(quantized, q_input, f"{label} (quantized core)")
+    nnapi_core, error = _to_nnapi(quantized, q_input, f"{label} (quantized core)", nnapi)
     if "full" in modes:
         cpu_model, how, notes = script_cpu(quantized, q_input, f"{label} quant_full", optimize)
-        nnapi_model = torch.jit.script(_bundle_wrapper(nnapi_core))
+        nnapi_model = torch.jit.script(_bundle_wrapper(nnapi_core)) if nnapi_core is not None else None
         if how == "script" and not optimize:
             _adopt_scripted_children(quantized, cpu_model.mod)
         yield _saved("full", *paths["full"], bundle_and_save(cpu_model, q_input, paths["full"][0], fmt),
-                             bundle_and_save(nnapi_model, q_input, paths["full"][1], fmt), q_input, q_input, how,
-                             optimize, qparams, notes)
+                     bundle_and_save(nnapi_model, q_input, paths["full"][1], fmt) if nnapi_model is not None else None,
+                     q_input, q_input, how, optimize, qparams, notes, error)
     if "core" in modes:
         quantized.quant, quantized.dequant = quantizer, dequantizer
         x = _nhwc(float_input)
         cpu_model, how, notes = script_cpu(quantized, x, f"{label} quant_core", optimize)
-        nnapi_model = torch.jit.script(_bundle_wrapper(torch.nn.Sequential(quantizer, nnapi_core, dequantizer)))
+        nnapi_model = (torch.jit.script(_bundle_wrapper(torch.nn.Sequential(quantizer, nnapi_core, dequantizer)))
+                       if nnapi_core is not None else None)
         yield _saved("core", *paths["core"], bundle_and_save(cpu_model, x, paths["core"][0], fmt),
-                             bundle_and_save(nnapi_model, x, paths["core"][1], fmt), x, x, how, optimize, qparams,
-                             notes)
+                     bundle_and_save(nnapi_model, x, paths["core"][1], fmt) if nnapi_model is not None else None,
+                     x, x, how, optimize, qparams, notes, error)

@@ -18,7 +18,8 @@ from toolchain import __version__ as TORCHDROID_VERSION
 from toolchain.errors import UsageError
 from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock, remove_stale_partials
 from toolchain.progress import progress
-from toolchain.records import MODES, ConvertManifest, ModelFile, manifest_owner, manifest_path, model_file_names, now_iso
+from toolchain.records import (MODES, ConvertManifest, ModelFile, NnapiRefusal, manifest_owner, manifest_path,
+                               model_file_names, now_iso)
 from toolchain.settings import default
 
 from .calibration import CalibrationSpec, parse_calibration
@@ -55,6 +56,7 @@ class ConvertResult:
     notes: List[str] = field(default_factory=list)
     host_check: Dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    refused: List[NnapiRefusal] = field(default_factory=list)  # NNAPI models not written (their CPU models are)
 
     def host_check_lines(self) -> List[str]:
         lines = []
@@ -151,7 +153,8 @@ def _result(p: Plan, manifest: ConvertManifest, built: List[str], notes: Optiona
     conv = manifest.conversions.get(p.spec.stem, {})
     return ConvertResult(manifest.path, files, not built, built,
                          list(conv.get("notes", []) if notes is None else notes), conv.get("host_check", {}),
-                         time.monotonic() - t0)
+                         time.monotonic() - t0,
+                         [r for r in manifest.refused if r.stem == p.spec.stem and r.mode in p.modes])
 
 
 def _adopt(out: Path) -> bool:
@@ -232,7 +235,7 @@ def _convert_and_record(p: Plan) -> Tuple[ConvertManifest, List[str]]:
         bar.describe(f"{p.spec.stem}: {', '.join('quant_' + m for m in p.todo)}: quantize, trace, convert, save, check")
         for done in converter.run(p.todo):
             conv = _with_mode(conv, done, p.keys[done.mode])
-            manifest = manifest.replace_modes(p.spec.stem, conv, done.files)
+            manifest = manifest.replace_modes(p.spec.stem, conv, done.files, done.refused)
             manifest.write()
             log.info("quant_%s of %s saved and recorded", done.mode, p.spec.stem)
             bar.advance()

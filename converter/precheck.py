@@ -59,6 +59,11 @@ class Problem:
     what: str
     fix: str
     blocking: bool = True
+    nnapi_only: bool = True  # only the NNAPI model is affected: the CPU models are still written
+    modes: Tuple[str, ...] = ()  # the modes it affects (() = every mode)
+
+    def applies_to(self, mode: str) -> bool:
+        return not self.modes or mode in self.modes
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -93,7 +98,7 @@ def check_model(model, input_hw: Tuple[int, int], modes: Sequence[str], target_a
             # not blocking here: the conversion's own probe and trace name the cause with its remedy
             return Precheck([Problem("trace", "the model", f"could not be checked before converting (tracing failed: "
                                      f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})",
-                                     "", blocking=False)], 29, {})
+                                     "", blocking=False, nnapi_only=False)], 29, {})
     graph = traced.inlined_graph
     quantized = any(mode != "none" for mode in modes)
     problems = _unsupported(graph) + _attributes(graph) + _outputs(graph, modes)
@@ -108,9 +113,15 @@ def check_model(model, input_hw: Tuple[int, int], modes: Sequence[str], target_a
     return Precheck(problems, level, ops)
 
 
+def nnapi_refused(check: Precheck, mode: str) -> List[Problem]:
+    """The blocking problems that leave ``mode`` without an NNAPI model (its CPU model is written all the same)."""
+    return [p for p in check.blocking if p.nnapi_only and p.applies_to(mode)]
+
+
 def refuse(check: Precheck, label: str) -> None:
-    """Raise a ConversionError naming every blocking problem (before any conversion work)."""
-    bad = check.blocking
+    """Raise a ConversionError naming every problem that stops the CPU models too (before any conversion work);
+    a problem only NNAPI has is left to :func:`nnapi_refused` (that mode's NNAPI model is not written)."""
+    bad = [p for p in check.blocking if not p.nnapi_only]
     if not bad:
         return
     shown = "; ".join(p.line() for p in bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
@@ -183,8 +194,8 @@ def _unsupported(graph) -> List[Problem]:
             continue
         seen.add(k)
         out.append(Problem("unsupported-op", _where(node), f"the NNAPI converter cannot handle {k} (torch's serializer has no conversion for it)",
-                           f"rewrite the model without {k} (torch/backends/_nnapi/serializer.py ADDER_MAP lists what "
-                           "converts), or keep this model on the CPU"))
+                           f"for an NNAPI model, rewrite the model without {k} (torch/backends/_nnapi/serializer.py "
+                           "ADDER_MAP lists what converts); its CPU models are written all the same"))
     return out
 
 
@@ -297,10 +308,11 @@ def _outputs(graph, modes: Sequence[str]) -> List[Problem]:
             return [Problem("outputs", "the model's return value",
                             f"is a tuple of {len(ret.type().elements())} tensors: quant_core wraps the NNAPI model in one "
                             "quantize and one dequantize step, which takes a single tensor",
-                            "convert the modes none and full only (--quant none,full), or return one tensor")]
+                            "convert the modes none and full only (--quant none,full), or return one tensor",
+                            nnapi_only=False)]
         return []
     return [Problem("outputs", "the model's return value", f"is {ret.type()}: NNAPI models return a tensor or a "
-                    "tuple of tensors", "return a tensor or a tuple of tensors from forward()")]
+                    "tuple of tensors", "return a tensor or a tuple of tensors from forward()", nnapi_only=False)]
 
 
 def _tensors_only(t) -> bool:
@@ -321,7 +333,7 @@ def _float_functional_problems(calls: Dict[str, int]) -> List[Problem]:
             alt = " (a plain torch.cat converts: NNAPI's CONCATENATION requantizes its inputs)" if name == "cat" else ""
             out.append(Problem("unsupported-op", f"FloatFunctional.{name} (x{count})",
                                f"becomes {op} in the quantized model, which torch's NNAPI converter cannot convert",
-                               f"avoid FloatFunctional.{name} in the quantized modes{alt}"))
+                               f"avoid FloatFunctional.{name} in the quantized modes{alt}", modes=("core", "full")))
     return out
 
 
@@ -337,7 +349,7 @@ def _plain_arithmetic(graph, calls: Dict[str, int]) -> List[Problem]:
                                f"{extra} plain tensor {op}(s) (x {'+' if op == 'add' else '*' if op == 'mul' else '-'} y) "
                                "between activations: quantized tensors have no such operator",
                                f"use FloatFunctional: self.f = torch.ao.nn.quantized.FloatFunctional() in __init__, "
-                               f"self.f.{'add' if op != 'mul' else 'mul'}(x, y) in forward()"))
+                               f"self.f.{'add' if op != 'mul' else 'mul'}(x, y) in forward()", nnapi_only=False))
     return out
 
 
@@ -379,4 +391,4 @@ def describe(check: Precheck) -> List[str]:
     return lines
 
 
-__all__: Iterable[str] = ["Problem", "Precheck", "check_model", "refuse", "describe"]
+__all__: Iterable[str] = ["Problem", "Precheck", "check_model", "refuse", "nnapi_refused", "describe"]

@@ -106,7 +106,8 @@ def up_to_date(manifest: ConvertManifest, stem: str, mode: str, key: str) -> boo
     if not isinstance(conv, dict) or (conv.get("mode_keys") or {}).get(mode) != key:
         return False
     files = manifest.files_of(stem, mode)
-    if sorted(f.backend for f in files) != ["cpu", "nnapi"]:
+    wanted = ["cpu"] if manifest.refusal(stem, mode) is not None else ["cpu", "nnapi"]  # NNAPI refused: CPU only
+    if sorted(f.backend for f in files) != wanted:
         return False
     for f in files:
         if not f.path.is_file() or f.path.stat().st_size != f.size or sha256_file(f.path) != f.sha256:

@@ -1,4 +1,5 @@
-"""What an APK says about itself: package name, launchable activity, minSdk, native ABIs.
+"""What an APK says about itself: package name, launchable activity, minSdk, native ABIs, and whether an activity
+declares torchdroid's in-app benchmark contract (``<meta-data android:name="org.torchdroid.benchmark">``).
 
 Read from the APK's own ``AndroidManifest.xml``, in Python: an APK built by aapt/aapt2 (every
 Gradle build) stores it as Android's binary XML ("AXML": a ``RES_XML_TYPE`` chunk holding a
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from toolchain.errors import UsageError
+from toolchain.records import APP_BENCH_META
 
 # chunk types (ResourceTypes.h)
 RES_STRING_POOL_TYPE = 0x0001
@@ -32,7 +34,7 @@ ANDROID_NS = "http://schemas.android.com/apk/res/android"
 # android:* attribute resource ids (frameworks/base/core/res/res/values/public.xml); aapt2 may leave
 # the attribute's name string empty and keep only the id
 ATTR_IDS = {0x01010003: "name", 0x0101020C: "minSdkVersion", 0x01010270: "targetSdkVersion",
-            0x0101000E: "enabled", 0x01010202: "targetActivity"}
+            0x0101000E: "enabled", 0x01010202: "targetActivity", 0x01010024: "value"}
 MAIN_ACTION = "android.intent.action.MAIN"
 LAUNCHER_CATEGORY = "android.intent.category.LAUNCHER"
 PACKAGE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+$")
@@ -58,6 +60,8 @@ class ApkFacts:
     min_sdk: Optional[int]
     abis: Tuple[str, ...]
     binary_manifest: bool
+    bench_activity: Optional[str] = None  # the activity that declares the in-app benchmark contract, if one does
+    bench_contract: Optional[str] = None  # the contract version it declares (its meta-data's android:value)
 
     @property
     def component(self) -> str:
@@ -195,6 +199,20 @@ def launchable_activity(root: Element, package: str) -> Optional[str]:
     return None
 
 
+def benchmark_activity(root: Element, package: str) -> Tuple[Optional[str], Optional[str]]:
+    """``(activity, contract version)`` of the first enabled activity (or alias) whose ``<meta-data>`` names
+    torchdroid's benchmark contract (toolchain.records.APP_BENCH_META); ``(None, None)`` when none does."""
+    for app in (c for c in root.children if c.tag == "application"):
+        for el in app.children:
+            if el.tag not in ("activity", "activity-alias") or el.attrs.get("enabled", "true") == "false" \
+                    or not el.attrs.get("name"):
+                continue
+            for meta in (c for c in el.children if c.tag == "meta-data"):
+                if meta.attrs.get("name") == APP_BENCH_META:
+                    return _class_name(package, el.attrs["name"]), meta.attrs.get("value", "")
+    return None, None
+
+
 def _min_sdk(root: Element) -> Optional[int]:
     for el in (c for c in root.children if c.tag == "uses-sdk"):
         value = el.attrs.get("minSdkVersion", "")
@@ -225,5 +243,9 @@ def read_apk(path: Path) -> ApkFacts:
     activity = launchable_activity(root, package)
     if activity is not None and not CLASS_RE.match(activity):
         raise UsageError(f"the launchable activity {activity!r} in {path} is not a Java class name", remedy=remedy)
+    bench_activity, contract = benchmark_activity(root, package)
+    if bench_activity is not None and not CLASS_RE.match(bench_activity):
+        raise UsageError(f"the benchmark activity {bench_activity!r} in {path} is not a Java class name",
+                         remedy=remedy)
     abis = tuple(sorted({n.split("/")[1] for n in names if n.startswith("lib/") and n.count("/") >= 2}))
-    return ApkFacts(path, package, activity, _min_sdk(root), abis, binary)
+    return ApkFacts(path, package, activity, _min_sdk(root), abis, binary, bench_activity, contract)

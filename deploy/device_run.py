@@ -320,12 +320,17 @@ def bench_app(run: DeviceRun) -> None:
     app = run.plan.app
     if app is None or run.rep.installed is None or not run.s.app_bench:
         return
+    if app.bench_skip:  # not torchdroid's app: it would never log a result line, so nothing is waited for
+        run.status(f"in-app benchmark skipped: {app.package} does not declare torchdroid's contract")
+        run.rep.rows.append(app_row(run.facts, run.plan, _app.AppBench("cpu", None, app.bench_skip), run.s.options,
+                                    status="skipped"))
+        return
     for backend in app.backends:
         run.go_on()
         if backend == "nnapi" and run.nnapi_reason:
             continue
         run.status(f"in-app benchmark ({backend})")
-        ab = _app.run_app(run.dev, app.package, app.facts.activity, backend, run.s.options, run.s.app_wait)
+        ab = _app.run_app(run.dev, app.package, app.activity, backend, run.s.options, run.s.app_wait)
         run.rep.rows.append(app_row(run.facts, run.plan, ab, run.s.options))
         if ab.device_fault:
             break  # the next backend would fail the same way

@@ -19,7 +19,8 @@ from toolchain.fsutil import sha256_file
 from toolchain.hardware_records import LISTER_NAME
 from toolchain.numerics_records import ReferenceOutputs, references_path
 from toolchain.pte_records import PROGRAM_VARIANT_PATTERN
-from toolchain.records import AppInfo, BuildInfo, ConvertManifest, ModelFile, check_variant_names
+from toolchain.records import (APP_BENCH_CONTRACT, APP_BENCH_META, AppInfo, BuildInfo, ConvertManifest, ModelFile,
+                               check_variant_names)
 from toolchain.settings import default
 
 from . import bench as _bench
@@ -41,7 +42,7 @@ class DeploySettings:
     app_dir: Optional[Path] = None  # directory with torchdroid-app.json
     apk: Optional[Path] = None  # --apk overrides the app-info's APK
     application_id: Optional[str] = None  # unused: the package is the APK's own (kept for the settings)
-    activity: str = ".MainActivity"  # used only when the APK declares no launchable activity
+    activity: str = ".MainActivity"  # unused: the benchmark activity is the one that declares the contract
     variants: Tuple[str, ...] = ()  # () = all
     serials: Tuple[str, ...] = ()  # () = ANDROID_SERIAL, else every connected device
     adb_host: Optional[str] = None  # None: ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1 (adb's -H)
@@ -94,12 +95,18 @@ class BinaryPlan:
 class AppPlan:
     apk: Path
     facts: ApkFacts
-    variant: str  # quant_full ...
-    stem: str  # mobilenetv2 ... ("app" when unknown)
+    variant: str  # quant_full ... ("unknown" for an app not made by make-app)
+    stem: str  # mobilenetv2 ... (the package for an app not made by make-app)
+    bench_skip: Optional[str] = None  # why the in-app benchmark cannot run in this app (None: it can)
 
     @property
     def package(self) -> str:
         return self.facts.package
+
+    @property
+    def activity(self) -> Optional[str]:
+        """The activity that takes the benchmark intent: the one that declares the contract."""
+        return self.facts.bench_activity
 
     @property
     def backends(self) -> Tuple[str, ...]:
@@ -245,14 +252,28 @@ def plan_app(s: DeploySettings, have_binary: bool) -> Optional[AppPlan]:
     if apk is None:
         return None
     facts = read_apk(apk)
-    if facts.activity is None:
-        raise UsageError(f"{apk} has no launchable activity (no MAIN/LAUNCHER intent filter)",
-                         remedy="install an app made by `invoke make-app`, or deploy with --no-app-bench")
     if recorded and info.application_id != facts.package:
         raise RecordError(f"the APK {apk} is {facts.package}, its app-info says {info.application_id}",
                           remedy="run `invoke build-app` again")
+    skip = app_bench_skip(facts)
+    if skip is not None:  # not torchdroid's app: installed and named by its package, never benchmarked
+        return AppPlan(apk, facts, "unknown", facts.package, skip)
     variant, stem = app_variant(facts, info, recorded)
     return AppPlan(apk, facts, variant, stem)
+
+
+def app_bench_skip(facts: ApkFacts) -> Optional[str]:
+    """Why deploy cannot run the in-app benchmark in this APK, or None when it declares the contract deploy speaks
+    (an app that does not would never log the lines deploy waits for: waiting on it only wastes minutes)."""
+    if facts.bench_activity is None:
+        return (f"{facts.package} does not declare torchdroid's in-app benchmark (no <meta-data android:name="
+                f"\"{APP_BENCH_META}\"> on an activity, which apps made by `invoke make-app` have): it is installed, "
+                "not benchmarked; the benchmark binary measures the models")
+    if facts.bench_contract != str(APP_BENCH_CONTRACT):
+        return (f"{facts.package} declares torchdroid's in-app benchmark contract version {facts.bench_contract!r}, "
+                f"this torchdroid speaks version {APP_BENCH_CONTRACT}: it is installed, not benchmarked; regenerate "
+                "the app with this torchdroid's `invoke make-app` and `invoke build-app`")
+    return None
 
 
 # --------------------------------------------------------------------------- the plan
@@ -266,8 +287,14 @@ def make_plan(s: DeploySettings) -> DeployPlan:
         raise UsageError("nothing to deploy: no benchmark binary, no APK and no converted models",
                          remedy="run `invoke build-android`, or pass --binary PATH (or --apk PATH)")
     warnings: List[str] = []
+    if app is not None and app.bench_skip and s.app_bench:
+        warnings.append(f"in-app benchmark skipped: {app.bench_skip}")
     if binary is not None:
         warnings += check_commits(binary.commit, {f.file: f.torch_git_version for f in models}, s.allow_mismatch)
+    if models:  # NNAPI models convert did not write: their CPU models go alone, and the run says why
+        refused = ConvertManifest.load(s.models).refused
+        deployed = {(f.stem, f.mode) for f in models}
+        warnings += [f"{r.line()}: only its CPU model is deployed" for r in refused if (r.stem, r.mode) in deployed]
     unoptimized = [f.file for f in models if f.backend == "cpu" and not f.extra.get("mobile_optimized", False)]
     if unoptimized:
         warnings.append(unoptimized_warning(unoptimized))

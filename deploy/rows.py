@@ -82,18 +82,21 @@ def _app_notes(ab: AppBench, rec: dict, ok: bool, deprecated_note: Optional[str]
     return "; ".join(n for n in notes if n)
 
 
-def app_row(facts: DeviceFacts, plan: DeployPlan, ab: AppBench, opts: BenchOptions) -> ResultRow:
-    """A row for the in-app benchmark of one backend; the variant is the app's own (its line, else its plan)."""
+def app_row(facts: DeviceFacts, plan: DeployPlan, ab: AppBench, opts: BenchOptions,
+            status: Optional[str] = None) -> ResultRow:
+    """A row for the in-app benchmark of one backend; the variant is the app's own (its line, else its plan).
+    ``status="skipped"``: the benchmark was not run, ``ab.problem`` says why."""
     app = plan.app
     rec = ab.record or {}
     variant = str(rec.get("variant") or app.variant)
     median = rec.get("median_ms")
     ok = ab.record is not None and not ab.problem and isinstance(median, (int, float)) and median > 0
+    status = status or ("ok" if ok else "failed")
     nnapi_old = ab.backend == "nnapi" and facts.nnapi_deprecated
     iters = int(rec.get("iters") or opts.iters)
     return ResultRow(
         **_device(facts), abi="", stem=app.stem, variant=variant, mode=variant.split("quant_")[-1], backend=ab.backend,
-        source="app", status="ok" if ok else "failed", model_file=f"{app.package} (app)",
+        source="app", status=status, model_file=f"{app.package} (app)",
         samples=iters if ok else 0, repeats=int(ok), iters=iters, warmup=int(rec.get("warmup") or opts.warmup),
         binary_commit=plan.commit, reason=_app_notes(ab, rec, ok, facts.nnapi_note() if nnapi_old else None),
         flags=_flags(("fell-back", bool(rec.get("fell_back"))), ("nnapi-deprecated", nnapi_old)),

@@ -232,6 +232,51 @@ def _model_file(models_dir: Path, entry: Any, conversions: Dict[str, Any], path:
         ) from e
 
 
+@dataclass(frozen=True)
+class NnapiRefusal:
+    """An NNAPI model convert did not write: torch's NNAPI converter cannot take (or would get wrong) this model.
+    The mode's CPU model is written and listed as usual; the manifest's ``nnapi_refused`` entries say why its NNAPI
+    file is absent, so verify, make-app, deploy and ``all`` skip it with the reason instead of failing."""
+
+    file: str  # the NNAPI file name convert would have written (``mobilenet_v3_large-quant_full-nnapi.pt``)
+    stem: str
+    mode: str  # none | core | full
+    reason: str  # one line: what NNAPI cannot do
+    problems: Tuple[str, ...] = ()  # where and what, one per problem (from converter/precheck.py or the converter)
+    alternative: str = ""  # the other lane that takes the model (``--format executorch``), "" when none is known
+
+    @property
+    def variant(self) -> str:
+        return f"quant_{self.mode}"
+
+    @property
+    def qualified_variant(self) -> str:
+        return f"{self.stem}-quant_{self.mode}"
+
+    def line(self) -> str:
+        alt = f"; {self.alternative}" if self.alternative else ""
+        return f"no NNAPI model for {self.qualified_variant}: {self.reason}{alt}"
+
+    def to_entry(self) -> Dict[str, Any]:
+        return {"file": self.file, "stem": self.stem, "mode": self.mode, "variant": self.variant,
+                "backend": "nnapi", "reason": self.reason, "problems": list(self.problems),
+                "alternative": self.alternative}
+
+    @classmethod
+    def from_entry(cls, entry: Any, path: Path) -> "NnapiRefusal":
+        try:
+            if not isinstance(entry, dict):
+                raise TypeError(f"entry is a {type(entry).__name__}")
+            if entry["mode"] not in MODES:
+                raise ValueError(f"mode {entry['mode']!r}")
+            return cls(str(entry["file"]), str(entry["stem"]), entry["mode"], str(entry["reason"]),
+                       tuple(str(p) for p in entry.get("problems") or ()), str(entry.get("alternative") or ""))
+        except (KeyError, TypeError, ValueError) as e:
+            raise RecordError(f"{path} has a malformed nnapi_refused entry", cause=f"{type(e).__name__}: {e}",
+                              remedy="run `invoke convert --force` to rewrite it (the manifest was edited or "
+                                     "damaged)") from e
+
+
 OTHER_SECTIONS = ("executorch",)  # manifest sections the legacy writer keeps untouched
 
 
@@ -248,10 +293,12 @@ class ConvertManifest:
         self.path = Path(path)
         self.dir = self.path.parent
         self.data = data
-        if not isinstance(data.get("conversions", {}), dict) or not isinstance(data.get("files", []), list):
-            raise RecordError(f"{self.path} has malformed conversions/files",
+        if not isinstance(data.get("conversions", {}), dict) or not isinstance(data.get("files", []), list) \
+                or not isinstance(data.get("nnapi_refused", []), list):
+            raise RecordError(f"{self.path} has malformed conversions/files/nnapi_refused",
                               remedy="run `invoke convert --force` to rewrite it")
         self._files = [_model_file(self.dir, e, self.conversions, self.path) for e in data.get("files", [])]
+        self._refused = [NnapiRefusal.from_entry(e, self.path) for e in data.get("nnapi_refused", [])]
 
     @classmethod
     def load(cls, location: Path) -> "ConvertManifest":
@@ -269,24 +316,39 @@ class ConvertManifest:
     def write(self) -> Path:
         """Write atomically (files sorted by stem, mode, backend)."""
         files = sorted(self._files, key=lambda f: (f.stem, MODES.index(f.mode), f.backend))
+        refused = sorted(self._refused, key=lambda r: (r.stem, MODES.index(r.mode)))
         return write_record(self.path, MANIFEST_KIND, MANIFEST_SCHEMA,
                             {"conversions": self.conversions, "files": [f.to_entry() for f in files],
+                             **({"nnapi_refused": [r.to_entry() for r in refused]} if refused else {}),
                              **self.other_sections()})
 
     def other_sections(self) -> Dict[str, Any]:
         """Sections other stages own, kept as they are (``executorch``: toolchain/pte_records.py)."""
         return {k: self.data[k] for k in OTHER_SECTIONS if k in self.data}
 
-    def replace_modes(self, stem: str, conversion: Dict[str, Any], files: List["ModelFile"]) -> "ConvertManifest":
-        """A copy where ``stem``'s conversion record is ``conversion`` and the modes of ``files`` are replaced."""
-        modes = {f.mode for f in files}
+    def replace_modes(self, stem: str, conversion: Dict[str, Any], files: List["ModelFile"],
+                      refused: Tuple[NnapiRefusal, ...] = ()) -> "ConvertManifest":
+        """A copy where ``stem``'s conversion record is ``conversion`` and the modes of ``files`` are replaced
+        (with their NNAPI refusals: ``refused``, none when the NNAPI files were written)."""
+        modes = {f.mode for f in files} | {r.mode for r in refused}
         kept = [f for f in self._files if not (f.stem == stem and f.mode in modes)]
         conversions = dict(self.conversions)
         conversions[stem] = conversion
         out = ConvertManifest(self.path, {"conversions": conversions, "files": [], **self.other_sections()})
         out._files = kept + [dataclasses.replace(f, conversion=conversion) for f in files]
+        out._refused = [r for r in self._refused if not (r.stem == stem and r.mode in modes)] + list(refused)
         out.data["files"] = [f.to_entry() for f in out._files]
+        if out._refused:
+            out.data["nnapi_refused"] = [r.to_entry() for r in out._refused]
         return out
+
+    @property
+    def refused(self) -> List[NnapiRefusal]:
+        """The NNAPI models convert did not write, and why."""
+        return list(self._refused)
+
+    def refusal(self, stem: str, mode: str) -> Optional[NnapiRefusal]:
+        return next((r for r in self._refused if r.stem == stem and r.mode == mode), None)
 
     @property
     def conversions(self) -> Dict[str, Dict[str, Any]]:
@@ -447,6 +509,12 @@ APP_BENCH_PREFIX = "TORCHDROID_BENCH "
 # Progress lines of the in-app benchmark (same tag), so deploy can wait on the app instead of a clock:
 #   TORCHDROID_PROGRESS {"backend": "cpu", "stage": "loaded" | "warmup" | "iter", "done": 20, "of": 200}
 APP_PROGRESS_PREFIX = "TORCHDROID_PROGRESS "
+# An app declares that it speaks this contract with a <meta-data> on the activity that takes the intent:
+#   <meta-data android:name="org.torchdroid.benchmark" android:value="1" />
+# (the value is the contract's version).  deploy runs the in-app benchmark only for such an app: any other APK is
+# installed and left alone (it would never log the lines deploy waits for).
+APP_BENCH_META = "org.torchdroid.benchmark"
+APP_BENCH_CONTRACT = 1
 
 
 # --------------------------------------------------------------------------- deploy results
@@ -563,9 +631,10 @@ VERIFY_KIND = "torchdroid.host-nnapi-verify"
 VERIFY_SCHEMA = 1
 
 
-def verify_path(models_dir: Path) -> Path:
-    """Where `invoke verify` writes its record for the models in ``models_dir``."""
-    return Path(models_dir) / VERIFY_NAME
+def verify_path(models_dir: Path, rounding: str = "qnnpack") -> Path:
+    """Where `invoke verify` writes its record for the models in ``models_dir``: ``verify.json`` (qnnpack rounding,
+    the default), ``verify-nnapi.json`` under nnapi rounding (another check: it never replaces the first)."""
+    return Path(models_dir) / (VERIFY_NAME if rounding == "qnnpack" else f"verify-{rounding}.json")
 
 
 @dataclass

@@ -2,7 +2,10 @@
 
 `invoke deploy` and `invoke doctor` never start a server (they say how to).  `invoke all` wants to know
 whether a phone is attached, so when adb is installed, the server is local and none answers, it
-starts one for the run, prints that it did, and stops exactly that server (its port) at the end.
+starts one for the run, prints that it did, and stops exactly that server (its port) at the end.  With no port
+asked for (deploy.adb_port, ANDROID_ADB_SERVER_PORT), that server gets a free port of its own, never the shared
+5037: a server the user (or an IDE) starts on 5037 meanwhile is not the one this run stops.  The run's stages
+find it through ANDROID_ADB_SERVER_PORT, set for the run and put back after.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def adb_server_for_run(host: Optional[str], port: Optional[int], say: Callable[[
     With explicit ``servers`` (deploy.servers) nothing is started: those are the user's servers.
     """
     host = host or os.environ.get("ANDROID_ADB_SERVER_ADDRESS") or "127.0.0.1"
+    asked = bool(port) or os.environ.get("ANDROID_ADB_SERVER_PORT", "").isdigit()
     port = server_port(port)
     adb = shutil.which("adb")
     if servers or host not in LOCAL_HOSTS or adb is None or answers(host, port):
@@ -46,14 +50,32 @@ def adb_server_for_run(host: Optional[str], port: Optional[int], say: Callable[[
         return
     from toolchain.runner import run
 
+    port = port if asked else free_port()
     env = {"ANDROID_ADB_SERVER_PORT": str(port)}
     run([adb, "-P", str(port), "start-server"], env=env, check=False, timeout=60, what="`adb start-server`")
     started = answers(host, port)
     if started:
         say(f"started an adb server on port {port} to look for phones; it is stopped at the end of this run")
+    before = os.environ.get("ANDROID_ADB_SERVER_PORT")
+    os.environ["ANDROID_ADB_SERVER_PORT"] = str(port)
     try:
         yield started
     finally:
+        _put_back("ANDROID_ADB_SERVER_PORT", before)
         if started:
             run([adb, "-P", str(port), "kill-server"], env=env, check=False, timeout=60, what="`adb kill-server`")
             say(f"stopped the adb server this run started (port {port})")
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (the kernel's choice), for a server of this run's own."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _put_back(name: str, value: Optional[str]) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value

@@ -37,6 +37,8 @@ def convert(result: Any, as_json: bool = False) -> None:
           numeric=("in scale", "in zero point", "MB"))
     for line in result.notes:
         note(line)
+    for refusal in getattr(result, "refused", []):
+        warning(refusal.line())
     if result.host_check:
         for line in result.host_check_lines():
             print(line)
@@ -244,6 +246,10 @@ def _fixed(x: Any) -> str:
 def verify(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
+    for refusal in getattr(result, "skipped", []):
+        print(f"verify: skipped {refusal.line()}")
+    if not result.rows:
+        return
     table(f"host NNAPI vs CPU ({result.library})", ["variant", "result", "inputs", "end-to-end diff", "top-1",
                                                     "top-5", "worst op (isolated)", "findings"],
           [_verify_row(r) for r in result.rows],
@@ -252,6 +258,8 @@ def verify(result: Any, as_json: bool = False) -> None:
         for f in r.findings:
             if f["severity"] != "info":
                 print(f"{r.variant}: {f['severity']}: {f['message']}")
+        if r.agreement_note:
+            note(f"{r.variant}: top-1/top-5 agreement {r.agreement_note}")
     print(f"results: {result.json_path}")
 
 

@@ -151,13 +151,45 @@ def test_apk_not_a_zip(tmp_path, standin, lab):
     assert_clean(out, "usage", mentions=["is not an APK", "--apk"], root=tmp_path)
 
 
-@adversarial("deploy", "wrong file: an APK with no launchable activity")
+@adversarial("deploy", "another app: an APK with no launchable activity installs, with or without --no-app-bench")
 def test_apk_without_launcher(tmp_path, standin, lab):
     server, devs = lab
     user(tmp_path, standin)
-    make_apk(tmp_path / "work" / "service.apk", package="org.example.service", launcher=False)
+    make_apk(tmp_path / "work" / "service.apk", package="org.example.service", launcher=False, contract=None)
+    out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--apk", "service.apk", "--no-app-bench")
+    assert_clean(out, "ok", root=tmp_path)
+    assert (devs["good"].state_dir / "packages" / "org.example.service").is_dir()
+    assert "--no-app-bench" not in out.text  # no message recommends what was just tried
     out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--apk", "service.apk")
-    assert_clean(out, "usage", mentions=["no launchable activity"], root=tmp_path)
+    assert_clean(out, "ok", mentions=["in-app benchmark skipped", "org.example.service does not declare"],
+                 root=tmp_path)
+    assert "--no-app-bench" not in out.text
+
+
+@adversarial("deploy", "another app: a launchable APK not made by make-app is installed, not waited on")
+def test_foreign_app_is_installed_and_not_benchmarked(tmp_path, standin, lab):
+    """Before: am start with the benchmark extras, then 2 x app_wait (60 s by default) for lines it never logs."""
+    server, devs = lab
+    user(tmp_path, standin)
+    make_apk(tmp_path / "work" / "THEIR.apk", package="com.example.theirs", activity="com.example.theirs.Home",
+             contract=None)
+    dev = devs["other"]
+    t0 = time.monotonic()
+    out = deploy(tmp_path, server, "--serial", dev.serial, "--apk", "THEIR.apk",
+                 env={"INVOKE_DEPLOY_APP_WAIT": "60"})  # the default: a wait would show as minutes
+    took = time.monotonic() - t0
+    assert_clean(out, "ok", mentions=["in-app benchmark skipped", "com.example.theirs does not declare",
+                                      "org.torchdroid.benchmark"], root=tmp_path)
+    assert (dev.state_dir / "packages" / "com.example.theirs").is_dir()
+    log = (dev.state_dir / "device.log").read_text()
+    assert "pm install" in log  # installed ...
+    assert not [ln for ln in log.splitlines() if "am start" in ln and "com.example.theirs" in ln]  # ... not launched
+    assert took < 20, f"{took:.0f}s"
+    data = json.loads((tmp_path / "work" / "build" / "results" / "latest.json").read_text())
+    app_rows = [r for r in data["results"] if r["source"] == "app"]
+    assert [(r["status"], r["stem"], r["model_file"]) for r in app_rows] == [
+        ("skipped", "com.example.theirs", "com.example.theirs (app)")]
+    assert "does not declare" in app_rows[0]["reason"]
 
 
 @adversarial("deploy", "bad value: --apk that does not exist")

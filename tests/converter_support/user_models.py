@@ -143,3 +143,28 @@ class ConstantWhenScripted(Tiny):
 
 def constant_when_scripted():
     return ConstantWhenScripted()
+
+
+class TinyHardswish(Tiny):
+    """Tiny with MobileNetV3's activations (hardswish, and hardsigmoid in a squeeze-excite gate): quantizable and
+    fine on the CPU, but torch's NNAPI converter has no conversion for either."""
+
+    def __init__(self):
+        super().__init__()
+        self.act = nn.Hardswish()
+        self.gate = nn.Hardsigmoid()
+        self.scale = torch.ao.nn.quantized.FloatFunctional()
+
+    def forward(self, x):
+        x = self.quant(x)
+        x = self.act(self.bn(self.conv(x)))
+        x = self.scale.mul(x, self.gate(x))
+        x = self.pool(x).flatten(1)
+        return self.dequant(self.fc(x))
+
+    def fuse_model(self, is_qat=False):
+        torch.ao.quantization.fuse_modules(self, [["conv", "bn"]], inplace=True)
+
+
+def tiny_hardswish():
+    return TinyHardswish()

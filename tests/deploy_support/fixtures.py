@@ -14,6 +14,8 @@ from typing import Iterable, Mapping, Optional, Union
 
 from toolchain.fsutil import sha256_file
 from toolchain.records import (
+    APP_BENCH_CONTRACT,
+    APP_BENCH_META,
     APP_INFO_KIND,
     APP_INFO_NAME,
     APP_INFO_SCHEMA,
@@ -110,9 +112,14 @@ def write_models(models_dir: Path, modes: Iterable[str] = ("none", "full"), comm
 FRAMEWORK_RES = Path("/usr/share/android-framework-res/framework-res.apk")
 
 
-def manifest_xml(package: str, min_sdk: int = 21, activity: str = ".MainActivity", launcher: bool = True) -> str:
+def manifest_xml(package: str, min_sdk: int = 21, activity: str = ".MainActivity", launcher: bool = True,
+                 contract: Optional[str] = None) -> str:
+    """A manifest with a ``.Settings`` activity and ``activity``; ``contract``: the version of torchdroid's benchmark
+    contract ``activity`` declares (``<meta-data>``, as the generated app's does), None for a foreign app."""
     intent = ('<intent-filter><action android:name="android.intent.action.MAIN"/>'
               '<category android:name="android.intent.category.LAUNCHER"/></intent-filter>') if launcher else ""
+    if contract is not None:
+        intent = f'<meta-data android:name="{APP_BENCH_META}" android:value="{contract}"/>' + intent
     return (f'<?xml version="1.0" encoding="utf-8"?>\n<manifest xmlns:android="http://schemas.android.com/apk/res/'
             f'android" package="{package}"><uses-sdk android:minSdkVersion="{min_sdk}"/><application>'
             f'<activity android:name=".Settings"/><activity android:name="{activity}" android:exported="true">'
@@ -134,11 +141,13 @@ def binary_manifest(text: str, workdir: Path) -> bytes:
 
 def make_apk(path: Path, package: str = APP_ID, signer: bytes = b"debug-key-A", variant: str = "quant_full",
              abis: Iterable[str] = ("arm64-v8a",), min_sdk: int = 21, size: int = 300_000,
-             activity: str = ".MainActivity", launcher: bool = True) -> Path:
-    """A zip shaped like an APK: a binary manifest compiled by aapt, a certificate entry, assets, native libs."""
+             activity: str = ".MainActivity", launcher: bool = True,
+             contract: Optional[str] = str(APP_BENCH_CONTRACT)) -> Path:
+    """A zip shaped like an APK: a binary manifest compiled by aapt, a certificate entry, assets, native libs.
+    ``contract=None``: an app not made by make-app (no benchmark contract declared; it never logs a result)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        manifest = binary_manifest(manifest_xml(package, min_sdk, activity, launcher), Path(tmp))
+        manifest = binary_manifest(manifest_xml(package, min_sdk, activity, launcher, contract), Path(tmp))
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
         z.writestr("AndroidManifest.xml", manifest)
         z.writestr("META-INF/CERT.RSA", signer)

@@ -299,3 +299,16 @@ def test_each_step_alone(models, tmp_path):
     assert not current and why == "it was made with other app_name"
     with pytest.raises(UsageError, match="made from other inputs: it was made with other app_name"):
         guard_out(other, why)
+
+
+def test_make_app_names_the_torch_that_really_made_the_models(rendered, models):
+    """Issue 24 item 9: the models' manifest says which torch converted them; make-app names it when it is not the
+    lane's converter (it spoke only of the lane's torch==2.8.0 before)."""
+    import torch
+
+    made = torch.__version__.split("+")[0]
+    said = " ".join(rendered["full"].warnings)
+    if pins.lane("current").converter_torch == f"torch=={made}":
+        assert "were converted with torch" not in said
+    else:
+        assert f"were converted with torch {made} (their manifest)" in said and "torch==2.8.0" in said, said

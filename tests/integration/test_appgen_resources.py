@@ -9,9 +9,12 @@ import shutil
 import pytest
 
 from appgen import AppSettings, make_app
+from deploy.apk import read_apk
+from deploy.plan import app_bench_skip
 from tests.appgen_support.aapt import NEEDS_AAPT, link
 from tests.appgen_support.models import scratch, tiny_models
 from tests.integration.test_appgen_render import _aar
+from toolchain.records import APP_BENCH_CONTRACT, APP_BENCH_META, AppInfo
 
 pytestmark = NEEDS_AAPT
 
@@ -37,6 +40,18 @@ def test_every_variant_links(variant, tmp_path):
     assert done.returncode == 0, done.stderr
     r_java = (tmp_path / "aapt/gen/org/torchdroid/demo/R.java").read_text()
     assert "public static final int app_name" in r_java and "activity_main" in r_java
+
+
+def test_the_generated_app_declares_the_benchmark_contract(tmp_path):
+    """deploy benchmarks only apps that declare it: read back from the manifest as aapt compiles it."""
+    res = _make("quant_none", scratch("aapt-contract") / "project", application_id="com.example.mine")
+    done = link(res.out, tmp_path / "aapt")
+    assert done.returncode == 0, done.stderr
+    facts = read_apk(tmp_path / "aapt" / "resources.ap_")
+    assert facts.binary_manifest and facts.package == "com.example.mine"
+    assert facts.bench_activity == facts.activity == "com.example.mine.MainActivity"
+    assert facts.bench_contract == str(APP_BENCH_CONTRACT) and app_bench_skip(facts) is None
+    assert AppInfo.load(res.out).extra["bench"]["meta_data"] == {APP_BENCH_META: APP_BENCH_CONTRACT}
 
 
 @pytest.mark.parametrize("name", HOSTILE_NAMES)

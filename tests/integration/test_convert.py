@@ -192,13 +192,40 @@ def test_empty_calibration_dir_and_unwritable_out(tmp_path):
 
 
 def test_unsupported_op_names_op_and_place(tmp_path):
+    """NNAPI cannot take aten::sin: the CPU model is written, the NNAPI refusal recorded with the op and place."""
     r = invoke("convert", "--model", f"{SUPPORT}:with_sin", "--weights", "random", "--quant", "none",
                "--out", str(tmp_path / "out"))
-    assert r.returncode == 6, r.stderr
-    assert "cannot handle aten::sin" in r.stderr
-    assert "user_models.py:" in r.stderr  # where it is
-    assert "Traceback" not in r.stderr
-    assert _written(tmp_path / "out") == []  # nothing half-written, no manifest
+    assert r.returncode == 0, r.stderr
+    text = r.stdout + r.stderr
+    assert "cannot handle aten::sin" in text and "user_models.py:" in text  # what and where
+    assert "Traceback" not in text
+    assert sorted(p.name for p in _written(tmp_path / "out")) == ["manifest.json", "with_sin-quant_none-cpu.pt"]
+    (refused,) = ConvertManifest.load(tmp_path / "out").refused
+    assert refused.file == "with_sin-quant_none-nnapi.pt" and "aten::sin" in refused.reason
+
+
+def test_a_model_nnapi_refuses_still_gets_its_cpu_models(tmp_path):
+    """MobileNetV3's hardswish/hardsigmoid: every mode's CPU model, each NNAPI refusal typed in the manifest, and the
+    lane that takes the model named (before: exit 6, nothing written, no word of --format executorch)."""
+    out = tmp_path / "out"
+    few = {"INVOKE_CONVERT_CALIBRATION_COUNT": "4"}
+    r = invoke("convert", "--model", f"{SUPPORT}:tiny_hardswish", "--weights", "random", "--out", str(out), env=few)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(p.name for p in _written(out)) == ["manifest.json"] + [
+        f"tiny_hardswish-quant_{m}-cpu.pt" for m in ("core", "full", "none")]
+    manifest = ConvertManifest.load(out)
+    assert sorted((f.mode, f.backend) for f in manifest.files) == [("core", "cpu"), ("full", "cpu"), ("none", "cpu")]
+    refused = {r.mode: r for r in manifest.refused}
+    assert sorted(refused) == ["core", "full", "none"]
+    for mode, refusal in refused.items():
+        assert refusal.file == f"tiny_hardswish-quant_{mode}-nnapi.pt" and refusal.stem == "tiny_hardswish"
+        assert "aten::hardswish" in refusal.reason and "aten::hardsigmoid" in refusal.reason
+        assert "--format executorch" in refusal.alternative
+    assert "--format executorch" in r.stdout and "no NNAPI model for tiny_hardswish-quant_full" in r.stdout
+    # the same request again is up to date (the refusal stands for the NNAPI file)
+    again = invoke("convert", "--model", f"{SUPPORT}:tiny_hardswish", "--weights", "random", "--out", str(out),
+                   env=few)
+    assert again.returncode == 0 and "(reused)" in again.stdout, again.stdout + again.stderr
 
 
 def test_degenerate_quantization_is_refused(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from converter.precheck import check_model, quantized_op_remedy, refuse  # noqa: E402
+from converter.precheck import check_model, nnapi_refused, quantized_op_remedy, refuse  # noqa: E402
 from toolchain.errors import ConversionError  # noqa: E402
 
 HW = (32, 32)
@@ -77,8 +77,25 @@ def test_unsupported_operations_are_named_with_their_module():
     problems = check_model(Sin().eval(), HW, ("none",)).problems
     text = " | ".join(p.line() for p in problems)
     assert "aten::hardswish" in text and "body.1" in text and "aten::sin" in text
+    check = check_model(Sin().eval(), HW, ("none",))
+    refuse(check, "sin")  # only NNAPI cannot take them: the CPU models are still made
+    assert [p.kind for p in nnapi_refused(check, "none")] == ["unsupported-op", "unsupported-op"]
+    assert all("CPU models are written" in p.fix for p in nnapi_refused(check, "none"))
+
+
+def test_what_stops_the_cpu_models_too_is_still_refused_as_a_whole():
+    class PlainAdd(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(3, 4, 1), nn.Conv2d(3, 4, 1)
+
+        def forward(self, x):
+            return self.a(x) + self.b(x)
+
+    check = check_model(PlainAdd().eval(), HW, ("full",))
+    assert nnapi_refused(check, "full") == []
     with pytest.raises(ConversionError) as err:
-        refuse(check_model(Sin().eval(), HW, ("none",)), "sin")
+        refuse(check, "plain_add")
     assert err.value.exit_code == 6 and "checked before converting" in err.value.what
 
 

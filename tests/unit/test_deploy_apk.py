@@ -18,9 +18,10 @@ from deploy.lock import Owner, is_stale
 from deploy.orchestrate import wanted_serials
 from deploy.preflight import DeviceFacts, check_page_size, load_alignment, parse_page_size
 from deploy.results import ResultStore
-from tests.deploy_support.fixtures import FRAMEWORK_RES, manifest_xml
+from deploy.plan import DeploySettings, app_bench_skip, plan_app
+from tests.deploy_support.fixtures import APP_ID, FRAMEWORK_RES, make_apk, manifest_xml
 from toolchain.errors import CompatibilityError, RecordError, UsageError
-from toolchain.records import ResultRow
+from toolchain.records import APP_BENCH_META, ResultRow
 
 needs_aapt = pytest.mark.skipif(shutil.which("aapt") is None or shutil.which("aapt2") is None
                                 or not FRAMEWORK_RES.is_file(), reason="needs aapt, aapt2, android-framework-res")
@@ -66,6 +67,39 @@ def test_no_launcher_and_damaged_manifests(tmp_path):
     (tmp_path / "x.apk").write_bytes(b"PK nonsense")
     with pytest.raises(UsageError, match="is not an APK"):
         read_apk(tmp_path / "x.apk")
+
+
+@needs_aapt
+@pytest.mark.parametrize("tool", ["aapt", "aapt2"])
+def test_the_benchmark_contract_as_aapt_compiles_it(tmp_path, tool):
+    """The <meta-data> the generated app declares (android:value "1" is compiled to an integer) and its absence."""
+    apk = _compile(tool, manifest_xml("com.other.app", 24, ".Bench", contract="1"), tmp_path)
+    facts = read_apk(apk)
+    xmltree = subprocess.run(["aapt", "dump", "xmltree", str(apk), "AndroidManifest.xml"], capture_output=True,
+                             text=True).stdout
+    assert f'android:name(0x01010003)="{APP_BENCH_META}"' in xmltree
+    assert "android:value(0x01010024)=(type 0x10)0x1" in xmltree  # what the reader's attribute id table says
+    assert (facts.bench_activity, facts.bench_contract) == ("com.other.app.Bench", "1")
+    assert app_bench_skip(facts) is None
+    (tmp_path / "two").mkdir()
+    newer = read_apk(_compile(tool, manifest_xml("com.other.app", 24, ".Bench", contract="2"), tmp_path / "two"))
+    assert "contract version '2'" in app_bench_skip(newer) and "make-app" in app_bench_skip(newer)
+    (tmp_path / "none").mkdir()
+    foreign = read_apk(_compile(tool, manifest_xml("com.other.app", 24, ".Bench"), tmp_path / "none"))
+    assert foreign.bench_activity is None and foreign.activity == "com.other.app.Bench"
+    assert "does not declare" in app_bench_skip(foreign)
+
+
+@needs_aapt
+def test_an_app_not_made_by_make_app_is_planned_by_its_package(tmp_path):
+    """No launcher, no contract: installed and named by its package, never an error (there is nothing to fix)."""
+    apk = make_apk(tmp_path / "THEIR.apk", package="org.example.service", launcher=False, contract=None)
+    plan = plan_app(DeploySettings(models=tmp_path, results=tmp_path, apk=apk), have_binary=False)
+    assert plan.package == plan.stem == "org.example.service" and plan.activity is None
+    assert "org.example.service does not declare" in plan.bench_skip
+    ours = plan_app(DeploySettings(models=tmp_path, results=tmp_path, apk=make_apk(tmp_path / "ours.apk")),
+                    have_binary=False)
+    assert ours.bench_skip is None and ours.activity == f"{APP_ID}.MainActivity" and ours.stem == "mobilenetv2"
 
 
 def test_wrapper_line_gives_peak_memory_and_wall_time():

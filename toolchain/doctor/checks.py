@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import logging
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional
@@ -277,9 +278,36 @@ def _nnapi_note(s: DoctorSettings) -> List[Check]:
                   "deploy.nnapi-deprecation")]
 
 
+def _executorch_check(s: DoctorSettings) -> List[Check]:
+    """The ExecuTorch lane's package (convert --format executorch, bench-executorch): installed and pinned?"""
+    from toolchain import executorch_pins as et
+
+    version = et.installed_version()
+    if version is None:
+        return [Check("convert", "executorch", INFO, "not installed",
+                      f"optional, for --format executorch: `{et.INSTALL_COMMAND}`", False, "convert.executorch")]
+    note = et.version_note(version)
+    return [Check("convert", "executorch", WARN if note else OK, version, note or "", False, "convert.executorch")]
+
+
+def _compiler_check(s: DoctorSettings) -> List[Check]:
+    """A host C and C++ compiler: verify builds the host NNAPI library with it, build-android --lane executorch
+    builds flatc for the host."""
+    found = {lang: next((shutil.which(c) for c in names if shutil.which(c)), None)
+             for lang, names in (("C", ("cc", "gcc", "clang")), ("C++", ("c++", "g++", "clang++")))}
+    missing = [lang for lang, path in found.items() if path is None]
+    if missing:
+        return [Check("verify", "C/C++ compiler", WARN, f"no host {' or '.join(missing)} compiler",
+                      "install one (Debian: `sudo apt-get install g++`): verify builds the host NNAPI library with "
+                      "it, and build-android --lane executorch builds flatc for the host", False, "verify.compiler")]
+    return [Check("verify", "C/C++ compiler", OK, f"{found['C']}, {found['C++']}", "", False, "verify.compiler")]
+
+
 SECTIONS = (  # (stage, name, id, function): the order of the table
     ("all", "python", "all.python", _python_checks),
     ("convert", "converter for the lane", "convert.lane-converter", _converter_check),
+    ("convert", "executorch", "convert.executorch", _executorch_check),
+    ("verify", "C/C++ compiler", "verify.compiler", _compiler_check),
     ("build-android", "host Python", "build-android.host-python", _host_python_check),
     ("build-android", "build tools", "build-android.tools", _build_tools),
     ("build-android", "Android NDK", "build-android.ndk", _ndk_checks),

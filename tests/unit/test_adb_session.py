@@ -1,0 +1,28 @@
+"""`invoke all`'s adb server: when it must start one and no port was asked for, it uses a port of its own, never the
+shared 5037, and puts everything back (issue 24 item 9)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from workflow.adb_session import adb_server_for_run, answers
+
+pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
+
+
+def test_a_server_all_starts_has_a_port_of_its_own_and_is_stopped(monkeypatch):
+    monkeypatch.delenv("ANDROID_ADB_SERVER_PORT", raising=False)
+    monkeypatch.delenv("ANDROID_ADB_SERVER_ADDRESS", raising=False)
+    if answers("127.0.0.1", 5037):
+        pytest.skip("an adb server already runs on 5037 here (all would use it)")
+    said = []
+    with adb_server_for_run(None, None, said.append) as started:
+        port = int(os.environ["ANDROID_ADB_SERVER_PORT"])
+        assert started and port != 5037 and answers("127.0.0.1", port)
+        assert not answers("127.0.0.1", 5037)  # the shared port stays free for the user's own server
+    assert "ANDROID_ADB_SERVER_PORT" not in os.environ
+    assert not answers("127.0.0.1", port)
+    assert f"port {port}" in said[0] and f"port {port}" in said[-1]
