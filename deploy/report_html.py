@@ -18,14 +18,21 @@ from toolchain.fsutil import atomic_write_text
 from .pte_report import PteReportSection, row_stale, summary_lines
 from .results import ResultRow, speedups
 
-_CSS = ("body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:0 0 1.5em}"
-        "th,td{border:1px solid #ccc;padding:3px 7px;font-size:13px;text-align:right}th{background:#f0f0f0}"
-        "td.t{text-align:left}tr.failed td{background:#fde8e8}tr.skipped td{background:#f3f3f3}"
+# fits a 1280 px window (issue 24): every table (this module's and the sections' own) is its own horizontal scroll
+# container, never the page; text cells (reasons, paths) wrap anywhere, numbers never wrap
+_CSS = ("body{font-family:sans-serif;margin:1.5em;color:#222;overflow-wrap:anywhere}"
+        "table{border-collapse:collapse;margin:0 0 1.5em;display:block;max-width:100%;overflow-x:auto}"
+        "th,td{border:1px solid #ccc;padding:3px 7px;font-size:13px;text-align:right;vertical-align:top}"
+        "th{background:#f0f0f0;overflow-wrap:normal}td{white-space:nowrap}"
+        "td.t{text-align:left;white-space:normal;overflow-wrap:break-word}"
+        "td.r{overflow-wrap:anywhere;min-width:18em}"
+        "tr.failed td{background:#fde8e8}tr.skipped td{background:#f3f3f3}"
         "tr.stale td{background:#fff6d6;font-style:italic}.warn{color:#b00}img{max-width:100%;border:1px solid #ddd}")
 LATENCY_COLUMNS = ["device", "model", "mode", "backend", "source", "status", "median ms", "p90 ms", "min ms",
                    "max ms", "mean ms", "std ms", "spread %", "load ms", "first ms", "warm-up ms", "peak MB",
                    "samples", "flags", "reason"]
 
+PROSE = {"reason", "note", "warnings"}  # columns of sentences: wrapped anywhere, at least 18em wide
 GENERATOR = "<meta name='generator' content='torchdroid report'>"  # how report knows a page beside a PNG is its own
 
 
@@ -49,10 +56,11 @@ def _n(v, spec: str = ".2f") -> str:
 def _table(columns: Sequence[str], rows: Iterable[Sequence[str]], classes: Optional[List[str]] = None,
            text_cols: Sequence[int] = ()) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    kinds = ['t r' if c in PROSE else 't' for c in columns]  # sentences (reasons) keep a readable width
     body = []
     for i, row in enumerate(rows):
         cls = f' class="{classes[i]}"' if classes and classes[i] else ""
-        cells = "".join(f'<td class="t">{_e(v)}</td>' if k in text_cols else f"<td>{_e(v)}</td>"
+        cells = "".join(f'<td class="{kinds[k]}">{_e(v)}</td>' if k in text_cols else f"<td>{_e(v)}</td>"
                         for k, v in enumerate(row))
         body.append(f"<tr{cls}>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -99,7 +107,7 @@ def _failures_table(rows: Sequence[ResultRow]) -> str:
     body = _table(["device", "model", "backend", "source", "status", "reason"],
                   [[f"{r.device_model} ({r.serial})", r.model_file or r.stem or "-", r.backend or "-", r.source,
                     r.status, r.reason] for r in bad], [r.status for r in bad], text_cols=(0, 1, 2, 3, 4, 5))
-    return f"<h2>Failed and skipped ({len(bad)})</h2>" + (body if bad else "<p>none</p>")
+    return f"<h2 id='failures'>Failed and skipped ({len(bad)})</h2>" + (body if bad else "<p>none</p>")
 
 
 PTE_COLUMNS = ["runtime", "precision", "file", "status", "median ms", "p90 ms", "min ms", "samples",
