@@ -91,7 +91,7 @@ def _dom(tmp_path, page) -> str:
 
 def _executorch_part(page: str) -> str:
     start = page.index("<h2 id=\"executorch\">")
-    return page[start:page.index("<h2>", start + 10)]
+    return page[start:page.index("<h2", start + 10)]
 
 
 @pytest.mark.skipif(BROWSER is None, reason="needs chromium (./run test installs chromium-headless-shell)")
