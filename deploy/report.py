@@ -18,12 +18,15 @@ from . import hardware_report, numerics_report, phone_overview
 from .pte_report import PteReportSection, build_section
 from .report_html import is_report_page, write_html
 from .results import DB_NAME, ResultRow, ResultStore, export, speedups
+from .run_weights import is_random, weights_line
 
 log = logging.getLogger(__name__)
 
 MODE_ORDER = {"none": 0, "core": 1, "full": 2}
 COLORS = {"cpu": "#4c72b0", "nnapi": "#dd8452"}
+FASTER, SLOWER = "#55a868", "#c44e52"  # speed-up bars
 PTE_COLORS = {"executorch": "#55a868", "legacy": "#dd8452"}  # legacy non-baseline lines are the NNAPI ones
+PTE_LABELS = {"executorch": "ExecuTorch", "legacy": "NNAPI (legacy)"}
 SOURCES = ("binary", "app")
 
 
@@ -50,6 +53,7 @@ class ReportResult:
     hardware: List[Placement] = field(default_factory=list)  # which hardware NNAPI chose per phone and model
     hardware_note: str = ""  # why there are none
     phones: List[phone_overview.PhoneOverview] = field(default_factory=list)  # each phone at a glance
+    weights: str = ""  # "weights: mobilenetv2: random (...) (from <manifest>)", or unknown and why
 
 
 def make_report(s: ReportSettings) -> ReportResult:
@@ -72,7 +76,8 @@ def make_report(s: ReportSettings) -> ReportResult:
                     ours=lambda page: s.out is None or is_report_page(page))  # default: the results dir's own name
     check_removable(png, "report --out", named=True, verb="overwrite")
     title = f"torchdroid run {run_id} ({rows[0].started}), {s.source} benchmark"
-    draw(chosen + [r for r in rows if r.source == "deploy"], png, title=title, executorch=pte)
+    weights = weights_line(store.settings(run_id).get("models"), rows, rows[0].started)
+    draw(chosen + failed_devices, png, title=title, executorch=pte, weights=weights)
     notes = baseline_notes(store.settings(run_id).get("models"), rows)
     verdicts, why = numerics_report.load_run(Path(s.results), run_id)
     labels = {r.serial: f"{r.device_model} ({r.serial})" if r.device_model else r.serial for r in rows}
@@ -81,10 +86,11 @@ def make_report(s: ReportSettings) -> ReportResult:
                                      {d.serial: d.operators for d in pte.devices} if pte else None)
     html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte, notes,
                       numerics_report.html_section(verdicts, labels, why),
-                      hardware_report.html_section(placements, labels, hw_why), phone_overview.html_section(phones))
+                      hardware_report.html_section(placements, labels, hw_why), phone_overview.html_section(phones),
+                      weights)
     exports = export(rows, Path(s.results), f"run-{run_id:04d}", store.devices(run_id))
     return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, labels, placements, hw_why,
-                        phones)
+                        phones, weights)
 
 
 def baseline_notes(models: Optional[str], rows: List[ResultRow]) -> List[str]:
@@ -116,24 +122,34 @@ def _short(reason: str, n: int = 28) -> str:
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
-def _bar(ax, r: ResultRow, pos: float, width: float, top: float, label: Optional[str]) -> None:
-    """One latency bar with its min..p90 whisker, or a hatched stub labelled with the reason it has no number."""
+FLAG_MARK = "⚠"
+FLAG_LEGEND = f"{FLAG_MARK} after a number: flagged (the page's flags column says which)"
+
+
+def _no_measurement(ax, pos: float, text: str, color: str = "#555555") -> None:
+    """Words where a bar would be, from the panel's floor (axes coordinates: no height that reads as ms)."""
+    ax.text(pos, 0.02, text, transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=7, rotation=90,
+            color=color)
+
+
+def _bar(ax, r: ResultRow, pos: float, width: float, label: Optional[str]) -> None:
+    """One latency bar with its min..p90 whisker, or no bar and the words "no measurement" with the reason."""
     if r.status != "ok":
-        ax.bar(pos, top * 0.04, width, color="#bbbbbb", hatch="//")
-        ax.annotate(f"{r.status}: {_short(r.reason)}", (pos, top * 0.05), ha="center", va="bottom",
-                    fontsize=7, rotation=90, color="#c44e52" if r.status == "failed" else "#555555")
+        _no_measurement(ax, pos, f"no measurement\n{r.status}: {_short(r.reason, 48)}",
+                        "#c44e52" if r.status == "failed" else "#555555")
         return
     low = max(0.0, r.median_ms - (r.min_ms or r.median_ms))
     high = max(0.0, (r.p90_ms or r.median_ms) - r.median_ms)
     ax.bar(pos, r.median_ms, width, yerr=[[low], [high]], capsize=3, color=COLORS[r.backend], label=label)
-    ax.annotate(f"{r.median_ms:.1f}{' ⚠' if r.flags else ''}", (pos, r.median_ms + high), ha="center",
+    ax.annotate(f"{r.median_ms:.1f}{' ' + FLAG_MARK if r.flags else ''}", (pos, r.median_ms + high), ha="center",
                 va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
 
 
 def _latency_panel(ax, rows: List[ResultRow], groups: list, title: str) -> None:
+    from matplotlib.patches import Patch
+
     index = {(r.serial, r.stem, r.mode, r.backend): r for r in rows}
     width = 0.38
-    top = max([r.p90_ms or r.median_ms or 0 for r in rows if r.status == "ok"] or [1.0])
     for k, backend in enumerate(("cpu", "nnapi")):
         labelled = False
         for x, (serial, _model, stem, mode) in enumerate(groups):
@@ -141,30 +157,47 @@ def _latency_panel(ax, rows: List[ResultRow], groups: list, title: str) -> None:
             if r is not None:
                 first_ok = r.status == "ok" and not labelled
                 labelled = labelled or first_ok
-                _bar(ax, r, x + (k - 0.5) * width, width, top,
+                _bar(ax, r, x + (k - 0.5) * width, width,
                      f"{backend.upper()} median (whisker: min..p90)" if first_ok else None)
     ax.set_ylabel("latency per inference (ms)")
+    measured = [r for r in rows if r.backend and r.status == "ok"]
+    if not measured:  # nothing to scale: no millisecond axis that could be read as a measurement
+        ax.set_yticks([])
+        title += "\nno measurement: every benchmark of this run failed or was skipped"
     ax.set_title(title)
-    handles, labels = ax.get_legend_handles_labels()
+    handles, _ = ax.get_legend_handles_labels()
+    if any(r.flags for r in measured):
+        handles.append(Patch(facecolor="none", edgecolor="none", label=FLAG_LEGEND))
     if handles:
-        ax.legend(fontsize=8)
+        ax.legend(handles=handles, fontsize=8)
     ax.grid(axis="y", alpha=0.3)
 
 
 def _speedup_panel(ax, rows: List[ResultRow], groups: list) -> None:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     sp_index = {(d["serial"], d["stem"], d["mode"]): d["speedup"] for d in speedups(rows)}
     xs = list(range(len(groups)))
+    drawn = set()
     for x, (serial, _m, stem, mode) in zip(xs, groups):
         v = sp_index.get((serial, stem, mode))
         if v is None:
-            ax.annotate("no pair of ok CPU and NNAPI rows", (x, 0.05), ha="center", va="bottom", fontsize=7,
-                        rotation=90, color="#555555")
+            _no_measurement(ax, x, "no speed-up:\nno ok CPU and NNAPI pair")
             continue
-        ax.bar(x, v, 0.6, color="#55a868" if v >= 1 else "#c44e52")
+        drawn.add(v >= 1)
+        ax.bar(x, v, 0.6, color=FASTER if v >= 1 else SLOWER)
         ax.annotate(f"{v:.2f}x", (x, v), ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
-    ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
-    ax.set_ylabel("NNAPI speed-up over CPU (x)\n(>1: NNAPI faster, red: slower)")
+    ax.set_ylabel("NNAPI speed-up over CPU (x)")
     ax.grid(axis="y", alpha=0.3)
+    if not drawn:  # no ratio to read: no scale, no 1x line
+        ax.set_yticks([])
+        return
+    ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
+    handles = [Patch(color=FASTER, label="NNAPI faster than CPU")] if True in drawn else []
+    handles += [Patch(color=SLOWER, label="NNAPI slower than CPU")] if False in drawn else []
+    ax.legend(handles=handles + [Line2D([], [], color="black", linewidth=1, linestyle="--", label="1x: same speed")],
+              fontsize=8)
 
 
 def _pte_bar(ax, r, pos: float, width: float, stale: bool) -> None:
@@ -182,6 +215,9 @@ def _pte_bar(ax, r, pos: float, width: float, stale: bool) -> None:
 
 def _executorch_panel(ax, section: PteReportSection) -> None:
     """Per device, each NNAPI / ExecuTorch line's speed-up over the legacy CPU model of its precision."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     per_device = [[r for r in t.rows if not r.is_baseline] for t in section.devices]
     width = 0.8 / max(1, max(len(lines) for lines in per_device))
     for x, (t, lines) in enumerate(zip(section.devices, per_device)):
@@ -193,12 +229,27 @@ def _executorch_panel(ax, section: PteReportSection) -> None:
     ax.set_xticks(list(range(len(section.devices))), [t.title.replace(": ", "\n", 1) for t in section.devices],
                   fontsize=8)
     ax.margins(y=0.2)  # room for the labels above the tallest bar
-    ax.set_ylabel("speed-up over legacy CPU (x)\n(same precision; hatched: stale)")
-    ax.set_title("ExecuTorch (green) and NNAPI (orange) per device, from deploy-executorch", fontsize=9)
+    ax.set_ylabel("speed-up over legacy CPU (x)\n(same precision)")
+    ax.set_title("ExecuTorch and NNAPI per device, from deploy-executorch", fontsize=9)
+    lanes = {r.lane for lines in per_device for r in lines if r.speedup_vs_cpu is not None}
+    handles = [Patch(color=PTE_COLORS[lane], label=PTE_LABELS[lane]) for lane in PTE_COLORS if lane in lanes]
+    if section.stale or any(t.stale for t in section.devices):
+        handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//", label="stale: from an older run"))
+    ax.legend(handles=handles + [Line2D([], [], color="black", linewidth=1, linestyle="--", label="1x: same speed")],
+              fontsize=7)
     ax.grid(axis="y", alpha=0.3)
 
 
-def draw(rows: List[ResultRow], png: Path, title: str, executorch: Optional[PteReportSection] = None) -> Path:
+def _wrapped(text: str, fig_width_in: float, fontsize: float) -> str:
+    """``text`` broken into lines that fit the figure's width (an average glyph is about 0.6 em wide)."""
+    import textwrap
+
+    chars = max(40, int(fig_width_in * 72 / (fontsize * 0.6)) - 4)
+    return "\n".join(textwrap.fill(line, chars, break_long_words=True) for line in text.splitlines())
+
+
+def draw(rows: List[ResultRow], png: Path, title: str, executorch: Optional[PteReportSection] = None,
+         weights: str = "") -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -214,11 +265,17 @@ def draw(rows: List[ResultRow], png: Path, title: str, executorch: Optional[PteR
     _speedup_panel(axes[1], rows, groups)
     for ax in axes[:2]:
         ax.set_xticks(list(range(len(groups))), labels, fontsize=8)
+        ax.set_xlim(-0.5, max(1, len(groups)) - 0.5)  # both panels: one slot per group, bar or no bar
+        ax.margins(y=0.12)  # room for the numbers above the tallest bar
     if with_pte:
         _executorch_panel(axes[2], executorch)
-    if failed_devices:
-        fig.text(0.01, 0.005, "failed devices: " + "; ".join(f"{r.serial}: {_short(r.reason, 60)}"
-                                                             for r in failed_devices), fontsize=7, color="#c44e52")
+    if weights:  # above everything: random weights make every answer meaningless
+        fig.suptitle(_wrapped(weights, size[0], 8), fontsize=8, x=0.01, ha="left",
+                     color="#c44e52" if is_random(weights) else "#222222")
+    if failed_devices:  # below the axes: constrained layout keeps the figure's own labels clear of the tick labels
+        fig.supxlabel(_wrapped("failed devices (no measurement): " + "\n".join(
+            f"{r.serial}: {_short(r.reason, 120)}" for r in failed_devices), size[0], 7),
+            fontsize=7, x=0.01, ha="left", color="#c44e52")
     with atomic_path(png, suffix=".png") as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)

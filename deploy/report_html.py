@@ -17,15 +17,23 @@ from toolchain.fsutil import atomic_write_text
 
 from .pte_report import PteReportSection, row_stale, summary_lines
 from .results import ResultRow, speedups
+from .run_weights import is_random
 
-_CSS = ("body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:0 0 1.5em}"
-        "th,td{border:1px solid #ccc;padding:3px 7px;font-size:13px;text-align:right}th{background:#f0f0f0}"
-        "td.t{text-align:left}tr.failed td{background:#fde8e8}tr.skipped td{background:#f3f3f3}"
+# fits a 1280 px window (issue 24): every table (this module's and the sections' own) is its own horizontal scroll
+# container, never the page; text cells (reasons, paths) wrap anywhere, numbers never wrap
+_CSS = ("body{font-family:sans-serif;margin:1.5em;color:#222;overflow-wrap:anywhere}"
+        "table{border-collapse:collapse;margin:0 0 1.5em;display:block;max-width:100%;overflow-x:auto}"
+        "th,td{border:1px solid #ccc;padding:3px 7px;font-size:13px;text-align:right;vertical-align:top}"
+        "th{background:#f0f0f0;overflow-wrap:normal}td{white-space:nowrap}"
+        "td.t{text-align:left;white-space:normal;overflow-wrap:break-word}"
+        "td.r{overflow-wrap:anywhere;min-width:18em}"
+        "tr.failed td{background:#fde8e8}tr.skipped td{background:#f3f3f3}"
         "tr.stale td{background:#fff6d6;font-style:italic}.warn{color:#b00}img{max-width:100%;border:1px solid #ddd}")
 LATENCY_COLUMNS = ["device", "model", "mode", "backend", "source", "status", "median ms", "p90 ms", "min ms",
                    "max ms", "mean ms", "std ms", "spread %", "load ms", "first ms", "warm-up ms", "peak MB",
                    "samples", "flags", "reason"]
 
+PROSE = {"reason", "note", "warnings"}  # columns of sentences: wrapped anywhere, at least 18em wide
 GENERATOR = "<meta name='generator' content='torchdroid report'>"  # how report knows a page beside a PNG is its own
 
 
@@ -49,10 +57,11 @@ def _n(v, spec: str = ".2f") -> str:
 def _table(columns: Sequence[str], rows: Iterable[Sequence[str]], classes: Optional[List[str]] = None,
            text_cols: Sequence[int] = ()) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    kinds = ['t r' if c in PROSE else 't' for c in columns]  # sentences (reasons) keep a readable width
     body = []
     for i, row in enumerate(rows):
         cls = f' class="{classes[i]}"' if classes and classes[i] else ""
-        cells = "".join(f'<td class="t">{_e(v)}</td>' if k in text_cols else f"<td>{_e(v)}</td>"
+        cells = "".join(f'<td class="{kinds[k]}">{_e(v)}</td>' if k in text_cols else f"<td>{_e(v)}</td>"
                         for k, v in enumerate(row))
         body.append(f"<tr{cls}>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -73,25 +82,63 @@ def _speedup_table(rows: Sequence[ResultRow]) -> str:
                   text_cols=(0, 1, 2, 3, 7))
 
 
-def _snap(s: Optional[dict]) -> List[str]:
+# what an empty condition cell means: what deploy read (deploy/environment.py) and got nothing from
+UNKNOWN = {
+    "soc": "unknown (the phone sets no ro.soc.manufacturer / ro.soc.model)",
+    "page_size": "unknown (getconf PAGE_SIZE printed no number)",
+    "cpu": "unknown (cpufreq governor and frequency not readable by the shell user)",
+    "thermal": "unknown (dumpsys thermalservice gave no thermal status)",
+    "hottest": "unknown (no readable thermal zone or sensor)",
+    "battery": "unknown (dumpsys battery gave no level)",
+}
+
+
+def _snap(s: Optional[dict], why: str) -> List[str]:
+    """CPU, thermal status, hottest sensor, battery of one snapshot; ``unknown (why)`` for what the phone did not say,
+    ``unknown (why)`` in all four when the snapshot was not read."""
     if not s:
-        return ["", "", "", ""]
+        return [f"unknown ({why})"] * 4
     temps = s.get("temps_c") or {}
     hottest = max(temps.values()) if temps else None
     gov = "/".join(sorted(s.get("governors") or {}))
-    battery = "" if s.get("battery_level") is None else f"{s['battery_level']}% {s.get('battery_status') or ''}"
+    battery = None if s.get("battery_level") is None else f"{s['battery_level']}% {s.get('battery_status') or ''}"
     cur = s.get("cur_khz") or []
     freq = f"{min(cur) / 1e3:.0f}-{max(cur) / 1e3:.0f} MHz" if cur else ""
-    return [f"{gov} {freq}".strip(), "" if s.get("thermal_status") is None else str(s["thermal_status"]),
-            _n(hottest, ".1f"), battery.strip()]
+    return [f"{gov} {freq}".strip() or UNKNOWN["cpu"],
+            UNKNOWN["thermal"] if s.get("thermal_status") is None else str(s["thermal_status"]),
+            UNKNOWN["hottest"] if hottest is None else _n(hottest, ".1f"),
+            UNKNOWN["battery"] if battery is None else battery.strip()]
 
 
-def _conditions_table(devices: Sequence[dict]) -> str:
-    out = [[d.get("serial", ""), d.get("soc", ""), str(d.get("page_size") or ""), *_snap(d.get("before")),
-            *_snap(d.get("after")), "; ".join(d.get("warnings") or [])] for d in devices]
+def _first_line(text: str, n: int = 120) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= n else line[:n - 1] + "…"
+
+
+def _conditions_table(devices: Sequence[dict], rows: Sequence[ResultRow]) -> str:
+    """Every device of the run (failed ones too): its conditions, ``unknown`` and why in every cell it lacks."""
+    failed = {}
+    for r in rows:
+        if r.source == "deploy":
+            failed.setdefault(r.serial, r.reason)
+    known = {d.get("serial", ""): d for d in devices}
+    serials = list(known) + [s for s in dict.fromkeys(r.serial for r in rows) if s not in known]
+    out = []
+    for serial in serials:
+        d = known.get(serial)
+        gone = f"device failed: {_first_line(failed[serial])}" if serial in failed else ""
+        if d is None:
+            why = gone or "not recorded in this run (deploy --no-bench reads no conditions)"
+            out.append([serial, *[f"unknown ({why})"] * 10, "none"])
+            continue
+        after_why = "not read after the benchmark" + (f"; {gone}" if gone else "")
+        out.append([serial, d.get("soc") or UNKNOWN["soc"],
+                     str(d["page_size"]) if d.get("page_size") else UNKNOWN["page_size"],
+                     *_snap(d.get("before"), "not read before the benchmark" + (f"; {gone}" if gone else "")),
+                     *_snap(d.get("after"), after_why), "; ".join(d.get("warnings") or []) or "none"])
     cols = ["device", "SoC", "page size", "CPU before", "thermal before", "hottest °C before", "battery before",
             "CPU after", "thermal after", "hottest °C after", "battery after", "warnings"]
-    return _table(cols, out, text_cols=(0, 1, 3, 6, 7, 10, 11))
+    return _table(cols, out, text_cols=tuple(range(12)))
 
 
 def _failures_table(rows: Sequence[ResultRow]) -> str:
@@ -99,7 +146,7 @@ def _failures_table(rows: Sequence[ResultRow]) -> str:
     body = _table(["device", "model", "backend", "source", "status", "reason"],
                   [[f"{r.device_model} ({r.serial})", r.model_file or r.stem or "-", r.backend or "-", r.source,
                     r.status, r.reason] for r in bad], [r.status for r in bad], text_cols=(0, 1, 2, 3, 4, 5))
-    return f"<h2>Failed and skipped ({len(bad)})</h2>" + (body if bad else "<p>none</p>")
+    return f"<h2 id='failures'>Failed and skipped ({len(bad)})</h2>" + (body if bad else "<p>none</p>")
 
 
 PTE_COLUMNS = ["runtime", "precision", "file", "status", "median ms", "p90 ms", "min ms", "samples",
@@ -148,13 +195,21 @@ def operator_section(serial: str, entries: Sequence[dict]) -> str:
     return "".join(parts)
 
 
+def _weights(line: str) -> str:
+    """Which weights the models had: in warning colour when random (every answer of the run means nothing)."""
+    if not line:
+        return ""
+    return f"<p id='weights' class='{'warn' if is_random(line) else 'info'}'>{_e(line)}</p>"
+
+
 def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict],
            executorch: Optional[PteReportSection] = None, notes: Sequence[str] = (), numerics: str = "",
-           hardware: str = "", overview: str = "") -> str:
+           hardware: str = "", overview: str = "", weights: str = "") -> str:
     img = os.path.relpath(png, html_path.parent)
     throttled = [d for d in devices if d.get("warnings")]
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'>{GENERATOR}<title>{_e(title)}</title><style>{_CSS}</style>"
              f"</head><body><h1>{_e(title)}</h1>",
+             _weights(weights),
              f"<p><img id='chart' src='{_e(img)}' alt='latency and NNAPI speed-up chart'></p>", overview]
     if any(r.has_flag("nnapi-deprecated") for r in rows):
         parts.append("<p class='warn'>NNAPI rows flagged nnapi-deprecated come from Android 15+ (SDK 35+) devices: "
@@ -173,7 +228,7 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
     parts.append(numerics)  # is each phone's answer right (deploy/numerics_report.py)
     parts.append(_executorch_section(executorch))
     parts.append(_failures_table(rows))
-    parts.append("<h2>Device conditions</h2>" + (_conditions_table(devices) if devices else "<p>not recorded</p>"))
+    parts.append("<h2 id='conditions'>Device conditions</h2>" + _conditions_table(devices, rows))
     # the page says whether the browser could show the chart (a broken image has naturalWidth 0)
     parts.append("<script>window.addEventListener('load', function () { var c = document.getElementById('chart'); "
                  "document.body.setAttribute('data-chart-width', String(c.naturalWidth)); });</script>")
@@ -183,6 +238,6 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
 
 def write_html(html_path: Path, png: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict],
                executorch: Optional[PteReportSection] = None, notes: Sequence[str] = (), numerics: str = "",
-               hardware: str = "", overview: str = "") -> Path:
+               hardware: str = "", overview: str = "", weights: str = "") -> Path:
     return atomic_write_text(html_path, render(png, html_path, title, rows, devices, executorch, notes, numerics,
-                                               hardware, overview))
+                                               hardware, overview, weights))

@@ -68,6 +68,22 @@ def device_tables(rows: Sequence[ResultRow]) -> List[Tuple[str, List[str], List[
     return tables
 
 
+def failed_devices(rows: Sequence[ResultRow]) -> Tuple[str, List[str]]:
+    """``("failed devices (1 of 3), no numbers from them", ["Phone C (C): <the whole reason>", ...])``: every device (or adb server) the
+    run could not work on, each reason once; ``("", [])`` when none failed."""
+    reasons: Dict[str, List[str]] = {}
+    labels: Dict[str, str] = {}
+    for r in rows:
+        labels.setdefault(r.serial, f"{r.device_model} ({r.serial})" if r.device_model else r.serial)
+        if r.source == "deploy" and r.reason not in reasons.setdefault(r.serial, []):
+            reasons[r.serial].append(r.reason)
+    failed = {serial: why for serial, why in reasons.items() if why}
+    if not failed:
+        return "", []
+    lines = [f"{labels[serial]}: {'; '.join(why)}" for serial, why in failed.items()]
+    return f"failed devices ({len(failed)} of {len(labels)}), no numbers from them", lines
+
+
 def slower_callouts(rows: Sequence[ResultRow]) -> List[str]:
     """One line per device/model/mode where NNAPI is slower than the CPU."""
     out = []

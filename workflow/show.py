@@ -220,6 +220,12 @@ def deploy(result: Any) -> None:
 def report(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
+    from deploy.run_weights import is_random
+    from deploy.summary import failed_devices
+
+    weights = getattr(result, "weights", "")
+    if weights:  # what the numbers are of: random weights make every answer meaningless
+        (warning if is_random(weights) else print)(weights)
     phones(result.phones)
     result_tables(result.rows)
     for line in getattr(result, "notes", []):
@@ -230,6 +236,9 @@ def report(result: Any, as_json: bool = False) -> None:
     print(f"picture: {result.png}")
     print(f"page: {result.html} (chart and tables; open it in a browser)")
     print("exports: " + ", ".join(str(p) for p in result.exports.values()))
+    title, lines = failed_devices(result.rows)  # last, where the outcome is read
+    if lines:
+        warning(title + ":\n" + "\n".join(lines))
 
 
 def _verify_row(r: Any) -> tuple:

@@ -91,7 +91,7 @@ def _dom(tmp_path, page) -> str:
 
 def _executorch_part(page: str) -> str:
     start = page.index("<h2 id=\"executorch\">")
-    return page[start:page.index("<h2>", start + 10)]
+    return page[start:page.index("<h2", start + 10)]
 
 
 @pytest.mark.skipif(BROWSER is None, reason="needs chromium (./run test installs chromium-headless-shell)")
@@ -116,3 +116,49 @@ def test_executorch_section_in_a_headless_browser(executorch_report_chain, tmp_p
     part = _executorch_part(_dom(tmp_path, older.html))
     assert part.count('<tr class="stale">') == sum(len(t.rows) for t in older.executorch.devices) == 14
     assert "STALE: its TorchScript CPU/NNAPI lines and speed-ups come from legacy run 1, not from run 2" in part
+
+
+# test-only: measures the laid-out page and writes the numbers onto <body> for --dump-dom to carry out
+MEASURE = """<script>window.addEventListener('load', function () {
+  var b = document.body, root = document.documentElement, widest = '', most = 0;
+  document.querySelectorAll('body *').forEach(function (el) {
+    var r = el.getBoundingClientRect();
+    if (r.right > most) { most = r.right; widest = el.tagName + ' ' + (el.textContent || '').slice(0, 60); }
+  });
+  var cut = [];
+  document.querySelectorAll('#failures + * td, #failures + * th').forEach(function (td) {
+    if (td.getBoundingClientRect().right > window.innerWidth) { cut.push(td.textContent.slice(0, 40)); }
+  });
+  b.setAttribute('data-scroll-width', String(root.scrollWidth));
+  b.setAttribute('data-inner-width', String(window.innerWidth));
+  b.setAttribute('data-widest', widest + ' @' + Math.round(most));
+  b.setAttribute('data-cut', JSON.stringify(cut));
+});</script>"""
+
+LONG_REASON = ("device D failed: adb: failed to install /home/someone/projects/torchdroid/build/app/app/build/outputs/"
+               "apk/debug/app-debug.apk: Failure [INSTALL_FAILED_UPDATE_INCOMPATIBLE: Existing package "
+               "org.pytorch.torchdroid.benchmark.quant_full signatures do not match newer version; ignoring!]; "
+               "cause: an app with this id signed by another key is installed; fix: uninstall it by hand with "
+               "adb -s D uninstall org.pytorch.torchdroid.benchmark.quant_full, then run invoke deploy again")
+
+
+@pytest.mark.skipif(BROWSER is None, reason="needs chromium (./run test installs chromium-headless-shell)")
+def test_report_page_fits_a_1280_px_window(tmp_path):
+    """At 1280x800 nothing is wider than the window, and the failures table's reason column is on screen,
+    with a long reason (a path with no space in it too) in the latency and failures tables."""
+    rows = ROWS + [_row("D", "nnapi", "failed", reason=LONG_REASON),
+                   _row("E", "", "failed", reason=LONG_REASON.replace(" ", "/"), source="deploy")]
+    ResultStore(tmp_path / "results.sqlite").add_run("2026-11-23T10:00:00+00:00", "p", "abc", {}, rows, DEVICES)
+    res = make_report(ReportSettings(results=tmp_path))
+    page = res.html.read_text()
+    assert "id='failures'" in page or 'id="failures"' in page, "the failures table has an anchor to measure it by"
+    measured = res.html.with_name("measure.html")
+    measured.write_text(page.replace("</body>", MEASURE + "</body>"))
+    dom = subprocess.run([BROWSER, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,800",
+                          "--virtual-time-budget=5000", "--dump-dom", measured.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    got = {k: v for k, v in re.findall(r'data-(scroll-width|inner-width|widest|cut)="([^"]*)"', dom.stdout)}
+    assert got.get("inner-width") == "1280", got
+    assert int(got["scroll-width"]) <= 1280, f"the page is wider than the window: {got}"
+    assert got["cut"] == "[]", f"failures table cells off screen: {got['cut']}"
