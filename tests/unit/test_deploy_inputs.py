@@ -59,3 +59,11 @@ def test_missing_inputs_are_named_with_a_remedy(tmp_path, inputs):
     with pytest.raises(RecordError) as e:
         deploy(settings(inputs, tmp_path))
     assert "does not match its manifest entry" in str(e.value)
+
+
+def test_a_variant_named_twice_is_deployed_once(tmp_path, inputs):
+    from deploy.plan import plan_models
+
+    once = plan_models(settings(inputs, tmp_path, variants=("quant_full",)), True)
+    twice = plan_models(settings(inputs, tmp_path, variants=("quant_full", "quant_full")), True)
+    assert [f.file for f in twice] == [f.file for f in once] and len(once) == 2
