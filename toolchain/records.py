@@ -120,8 +120,25 @@ class TensorSpec:
         }
 
 
+class VariantNames:
+    """The variant names of a model file (or of one convert did not write), from its ``stem`` and ``mode``."""
+
+    stem: str
+    mode: str
+
+    @property
+    def variant(self) -> str:
+        """``quant_full`` etc. (the name make-app and deploy use)."""
+        return f"quant_{self.mode}"
+
+    @property
+    def qualified_variant(self) -> str:
+        """``mobilenetv2-quant_full``: unique across models in one directory."""
+        return f"{self.stem}-quant_{self.mode}"
+
+
 @dataclass(frozen=True)
-class ModelFile:
+class ModelFile(VariantNames):
     """One converted ``.pt`` file, fully described (the manifest's ``files`` entries)."""
 
     file: str  # file name relative to the manifest directory
@@ -136,16 +153,6 @@ class ModelFile:
     output: TensorSpec
     conversion: Dict[str, Any]  # the conversion record shared by all files of this stem
     extra: Dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def variant(self) -> str:
-        """``quant_full`` etc. (the name make-app and deploy use)."""
-        return f"quant_{self.mode}"
-
-    @property
-    def qualified_variant(self) -> str:
-        """``mobilenetv2-quant_full``: unique across models in one directory."""
-        return f"{self.stem}-quant_{self.mode}"
 
     @property
     def torch_git_version(self) -> Optional[str]:
@@ -233,7 +240,7 @@ def _model_file(models_dir: Path, entry: Any, conversions: Dict[str, Any], path:
 
 
 @dataclass(frozen=True)
-class NnapiRefusal:
+class NnapiRefusal(VariantNames):
     """An NNAPI model convert did not write: torch's NNAPI converter cannot take (or would get wrong) this model.
     The mode's CPU model is written and listed as usual; the manifest's ``nnapi_refused`` entries say why its NNAPI
     file is absent, so verify, make-app, deploy and ``all`` skip it with the reason instead of failing."""
@@ -244,14 +251,6 @@ class NnapiRefusal:
     reason: str  # one line: what NNAPI cannot do
     problems: Tuple[str, ...] = ()  # where and what, one per problem (from converter/precheck.py or the converter)
     alternative: str = ""  # the other lane that takes the model (``--format executorch``), "" when none is known
-
-    @property
-    def variant(self) -> str:
-        return f"quant_{self.mode}"
-
-    @property
-    def qualified_variant(self) -> str:
-        return f"{self.stem}-quant_{self.mode}"
 
     def line(self) -> str:
         alt = f"; {self.alternative}" if self.alternative else ""
