@@ -338,7 +338,7 @@ def clean(c, what=None, older_than=None, dry_run=False, debug=False):
     from workflow import clean as cleaning
 
     preview = bool(dry_run) or bool(c.config.get("run", {}).get("dry"))  # `invoke --dry clean` previews too
-    with stage(c.config, "clean", debug, allow_dry=True):
+    with stage(c.config, "clean", debug, allow_dry=True, frees_space=True):
         r = Resolver(c.config, {"what": what, "older_than": older_than})
         plan = cleaning.plan_clean(r.path("build_dir"), r.get("clean.what", "what"), r.get("clean.log_days",
                                                                                           "older_than"))

@@ -22,8 +22,12 @@ def refuse_dry(config: Any, name: str) -> None:
 
 
 @contextlib.contextmanager
-def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False) -> Iterator[Any]:
-    """Check every config value, log to build/logs, turn a TorchdroidError into a clean message and exit code."""
+def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
+          frees_space: bool = False) -> Iterator[Any]:
+    """Check every config value, log to build/logs, turn a TorchdroidError into a clean message and exit code.
+
+    A stage starts only with room for its log and locks, except one that ``frees_space`` (clean: what a user runs
+    on a full disk; its log then stops with one warning)."""
     from toolchain.errors import TorchdroidError
     from toolchain.fsutil import as_usage_error
     from toolchain.resolve import Resolver, check_config
@@ -35,7 +39,7 @@ def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False) 
         resolver = Resolver(config)
         debug = bool(debug) or resolver.get("debug")
         build_dir = resolver.path("build_dir")
-        log_path = _start_log(build_dir, name, debug)
+        log_path = _start_log(build_dir, name, debug, need_space=not frees_space)
     except TorchdroidError as e:
         raise Exit(f"torchdroid {name}: {e.label}: {e}", code=e.exit_code) from None
     _rotate_logs(build_dir, resolver)
@@ -61,14 +65,15 @@ def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False) 
                        code=130) from None
 
 
-def _start_log(build_dir, name: str, debug: bool):
+def _start_log(build_dir, name: str, debug: bool, need_space: bool = True):
     """The run log under a build directory that is usable: a directory (or creatable), with room for the log."""
     from toolchain.fsutil import as_usage_error, ensure_space, ensure_writable_dir
     from toolchain.logs import setup_logging
 
     ensure_writable_dir(build_dir, "build directory (build_dir)")
     ensure_writable_dir(build_dir / "logs", "log directory")
-    ensure_space(build_dir, 0, "the run log and the lock files")
+    if need_space:
+        ensure_space(build_dir, 0, "the run log and the lock files")
     try:
         return setup_logging(build_dir, name, debug)
     except OSError as e:

@@ -113,11 +113,24 @@ def full_disk(tmp_path):
 
 
 @adversarial("environment", "full disk (ENOSPC) for the log and the locks")
-@pytest.mark.parametrize("task", [["doctor"], ["convert", "--no-verify"], ["verify"], ["make-app"],
-                                  ["clean", "--what", "logs"]])
+@pytest.mark.parametrize("task", [["doctor"], ["convert", "--no-verify"], ["verify"], ["make-app"]])
 def test_a_full_disk_is_one_clear_message(tmp_path, full_disk, task):
     out = run_invoke(task, tmp_path, env={"INVOKE_BUILD_DIR": str(full_disk / "build")})
     assert_clean(out, "usage", mentions=["no space", str(full_disk)], root=full_disk)
+    assert "Logging error" not in out.text
+
+
+@adversarial("environment", "full disk: clean still frees space")
+def test_clean_runs_on_a_full_disk_and_frees_it(tmp_path, full_disk):
+    logs = full_disk / "build" / "logs"
+    logs.mkdir(parents=True)
+    old = logs / "convert-20200101-000000-1.log"
+    old.write_bytes(b"")
+    os.utime(old, (0, 0))
+    out = run_invoke(["clean", "--what", "logs", "--older-than", "1"], tmp_path,
+                     env={"INVOKE_BUILD_DIR": str(full_disk / "build")})
+    assert_clean(out, "ok", root=full_disk)
+    assert not old.exists()
     assert "Logging error" not in out.text
 
 
