@@ -8,6 +8,8 @@ inside the packages, so ``invoke --list`` is instant.
 
 from __future__ import annotations
 
+import signal
+
 from invoke import Collection, Exit
 
 from toolchain import invoke_hooks
@@ -15,7 +17,7 @@ from toolchain.layout import Layout
 from toolchain.settings import config_defaults, key
 from workflow import show, stage_settings as resolve
 from workflow.plan import STAGES
-from workflow.run import stage
+from workflow.run import stage, terminable
 from workflow.task_options import helps, task
 
 invoke_hooks.install()  # config files and INVOKE_* values are checked by the schema, not by Invoke
@@ -296,32 +298,34 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, 
     from workflow.adb_session import adb_server_for_run
     from workflow.plan import INTERRUPTED, AllSummary
 
-    with stage(c.config, "all", debug):
-        plan = chain.prepare(c.config, weights=weights, model=model, skip=skip, replace_app=replace_app)
-    summary = AllSummary(weights={"requested": weights or "auto", "used": plan.weights, "note": plan.weights_note})
-    runs = {
-        "convert": lambda f: convert(c, weights=plan.weights, no_verify=True, debug=debug),  # verify is a stage
-        "verify": lambda f: verify(c, debug=debug),
-        "make-app": lambda f: make_app(c, model=plan.variant, out=str(plan.app_dir), force=plan.replace_app,
-                                       debug=debug),
-        "build-app": lambda f: build_app(c, debug=debug),
-        "bench": lambda f: bench(c, debug=debug),
-        "build-android": lambda f: build_android(c, debug=debug),
-        "check-compat": lambda f: check_compat(c, debug=debug),
-        "deploy": lambda f: deploy(c, debug=debug),  # binary only, APK only or both: deploy decides
-        "report": lambda f: report(c, debug=debug),
-    }
-    with show.quiet_stdout(json), adb_server_for_run(plan.adb_host, plan.adb_port, show.note,
-                                                             plan.adb_servers):
-        chain.announce_weights(plan)
+    with terminable("all") as term:  # SIGTERM/SIGHUP end the run like Ctrl-C: the adb server it started is stopped
         with stage(c.config, "all", debug):
-            facts = chain.machine_facts(c.config)
-        chain.run_chain(plan, facts, runs, summary)  # with --json the stages' own output goes to stderr
-    machine = {k: list(getattr(facts, k)) for k in ("host_nnapi", "ndk", "sdk", "devices")}
-    path = summary.write(Layout(plan.build_dir).all_summary, machine)
-    show.all_summary(summary, path, plan.substituted, json)
-    if summary.outcomes and summary.outcomes[-1].status == INTERRUPTED:
-        raise Exit("torchdroid all: interrupted", code=130)
+            plan = chain.prepare(c.config, weights=weights, model=model, skip=skip, replace_app=replace_app)
+        summary = AllSummary(weights={"requested": weights or "auto", "used": plan.weights, "note": plan.weights_note})
+        runs = {
+            "convert": lambda f: convert(c, weights=plan.weights, no_verify=True, debug=debug),  # verify is a stage
+            "verify": lambda f: verify(c, debug=debug),
+            "make-app": lambda f: make_app(c, model=plan.variant, out=str(plan.app_dir), force=plan.replace_app,
+                                           debug=debug),
+            "build-app": lambda f: build_app(c, debug=debug),
+            "bench": lambda f: bench(c, debug=debug),
+            "build-android": lambda f: build_android(c, debug=debug),
+            "check-compat": lambda f: check_compat(c, debug=debug),
+            "deploy": lambda f: deploy(c, debug=debug),  # binary only, APK only or both: deploy decides
+            "report": lambda f: report(c, debug=debug),
+        }
+        with show.quiet_stdout(json), adb_server_for_run(plan.adb_host, plan.adb_port, show.note,
+                                                                 plan.adb_servers):
+            chain.announce_weights(plan)
+            with stage(c.config, "all", debug):
+                facts = chain.machine_facts(c.config)
+            chain.run_chain(plan, facts, runs, summary)  # with --json the stages' own output goes to stderr
+        machine = {k: list(getattr(facts, k)) for k in ("host_nnapi", "ndk", "sdk", "devices")}
+        path = summary.write(Layout(plan.build_dir).all_summary, machine)
+        show.all_summary(summary, path, plan.substituted, json)
+        if summary.outcomes and summary.outcomes[-1].status == INTERRUPTED:
+            raise Exit(f"torchdroid all: terminated by {signal.Signals(term.signum).name}" if term.signum
+                       else "torchdroid all: interrupted", code=128 + term.signum if term.signum else 130)
     if summary.failed:
         raise Exit(f"torchdroid all: failed: {', '.join(summary.failed)}", code=1)
 
@@ -335,7 +339,7 @@ def clean(c, what=None, older_than=None, dry_run=False, debug=False):
     from workflow import clean as cleaning
 
     preview = bool(dry_run) or bool(c.config.get("run", {}).get("dry"))  # `invoke --dry clean` previews too
-    with stage(c.config, "clean", debug, allow_dry=True):
+    with stage(c.config, "clean", debug, allow_dry=True, frees_space=True):
         r = Resolver(c.config, {"what": what, "older_than": older_than})
         plan = cleaning.plan_clean(r.path("build_dir"), r.get("clean.what", "what"), r.get("clean.log_days",
                                                                                           "older_than"))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import List, Mapping, Optional, Tuple
 
 from toolchain import records
-from toolchain.errors import ToolNotFound, VerificationError
+from toolchain.errors import ToolNotFound, VerificationError, command
 from toolchain.fsutil import sha256_file
 from toolchain.layout import Layout
 from toolchain.runner import run
@@ -80,7 +80,7 @@ def build_app(settings: BuildAppSettings, env: Optional[Mapping[str, str]] = Non
         raise ToolNotFound(
             f"cannot build the app in {project}: missing {' and '.join(p[0] for p in problems)}",
             cause="; ".join(p[1] for p in problems),
-            remedy="".join(f"\n    - {p[2]}" for p in problems) + f"\n    then run `invoke build-app --out {settings.project}` again",
+            remedy="".join(f"\n    - {p[2]}" for p in problems) + f"\n    then run `{command('invoke', 'build-app', '--out', settings.project)}` again",
         )
     sdk = AndroidSdk.find(settings.sdk, env, project)
     log_path = Layout(settings.build_dir).logs / f"gradle-assembleDebug-{time.strftime('%Y%m%d-%H%M%S')}.log"

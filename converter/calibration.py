@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".webp", ".tif", ".tiff")
 MIN_SIDE = 32  # smaller images, upscaled to the model's input, are flat colour fields: they calibrate nothing
+MAX_PIXELS = 64 * 10**6  # larger than any phone photo; a larger image is a mistake (or a decompression bomb)
 FEW_IMAGES = 8  # fewer calibration inputs than this: activation ranges are a guess (warned, recorded)
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
@@ -117,12 +118,22 @@ def _check_image(path: Path, data: bytes) -> None:
 
     from PIL import Image, UnidentifiedImageError
 
+    limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None  # the header only: the size check is below
     try:
         with Image.open(io.BytesIO(data)) as im:
             w, h = im.size
     except (UnidentifiedImageError, OSError, ValueError) as e:
         raise UsageError(f"calibration image {path} cannot be decoded", cause=str(e),
                          remedy="fix or remove it (or pass another --calibration directory)") from e
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
+    if w * h > MAX_PIXELS:
+        raise UsageError(
+            f"calibration image {path} is {w}x{h} pixels ({w * h / 1e6:.0f} megapixels)",
+            cause=f"decoding it takes {w * h * 3 / 2**20:.0f} MB of memory or more, only to be shrunk to the model's "
+                  f"input; the limit is {MAX_PIXELS // 10**6} megapixels",
+            remedy=_too_large_remedy(),
+        )
     if min(w, h) < MIN_SIDE:
         raise UsageError(
             f"calibration image {path} is {w}x{h} pixels",
@@ -131,6 +142,11 @@ def _check_image(path: Path, data: bytes) -> None:
             remedy=f"use real photos of at least {MIN_SIDE}x{MIN_SIDE} (ideally the model's input size or larger), "
                    "or leave --calibration out for the built-in synthetic set",
         )
+
+
+def _too_large_remedy() -> str:
+    return (f"downscale it (e.g. to 1024 pixels on the long side) or remove it from the --calibration directory; "
+            f"images up to {MAX_PIXELS // 10**6} megapixels are accepted")
 
 
 def load_batch(spec: CalibrationSpec, hw: Tuple[int, int]) -> List[Any]:

@@ -7,6 +7,8 @@ are saved and checked, so the caller can record it at once (a killed run keeps e
 
 from __future__ import annotations
 
+from toolchain.errors import command
+
 import contextlib
 import logging
 import threading
@@ -134,7 +136,7 @@ def executorch_alternative(model, example, name: str) -> str:
         log.debug("torch.export cannot capture %s: %s", name, e)
         return ""
     install = "" if executorch_pins.installed_version() else f" (after `{executorch_pins.INSTALL_COMMAND}`)"
-    return (f"the ExecuTorch lane takes this model: `invoke convert --model {name} --format executorch`{install} "
+    return (f"the ExecuTorch lane takes this model: `{command('invoke', 'convert', '--model', name, '--format', 'executorch')}`{install} "
             "(XNNPACK on the CPU, Vulkan on the GPU; docs/executorch.md)")
 
 

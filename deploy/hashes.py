@@ -29,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-from toolchain.errors import DeviceError
+from toolchain.errors import DeviceError, command
 from toolchain.fsutil import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def no_hash_tool(serial: str) -> DeviceError:
     return DeviceError(
         f"{serial} has none of {tools} (or they compute wrong digests)",
         cause="pushed files are checked on the device before they get their final name, and that needs one of them",
-        remedy=f"check `adb -s {serial} shell sha1sum /system/build.prop`; a device without toybox or busybox "
+        remedy=f"check `{command('adb', '-s', serial, 'shell', 'sha1sum', '/system/build.prop')}`; a device without toybox or busybox "
                "hash tools cannot be deployed to",
     )
 

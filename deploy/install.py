@@ -11,7 +11,7 @@ import shlex
 from pathlib import Path
 from typing import Optional, Tuple
 
-from toolchain.errors import DeviceError
+from toolchain.errors import DeviceError, command
 
 from .adb import Device
 from .push import PushItem, push_all
@@ -75,7 +75,7 @@ def install_error(serial: str, package: str, output: str) -> DeviceError:
     reason, detail = parse_failure(output)
     cause, remedy = install_remedies(serial, package).get(
         reason or "", ("the package manager refused the APK",
-                       f"look at `adb -s {serial} logcat -d -s PackageManager` for the reason"))
+                       f"look at `{command('adb', '-s', serial, 'logcat', '-d', '-s', 'PackageManager')}` for the reason"))
     return DeviceError(
         f"installing {package} on {serial} failed: {reason or 'unknown failure'}" + (f" ({detail})" if detail else ""),
         cause=cause, remedy=remedy,

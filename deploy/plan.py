@@ -194,7 +194,26 @@ def plan_models(s: DeploySettings, needed: bool) -> List[ModelFile]:
     if needed and s.options.bundled_input < 0:  # refuse before anything is pushed
         for f in models:
             _bench.input_args(f.input)
+    if needed and s.options.bundled_input > 0:
+        _check_bundled_index(s.options.bundled_input, models, manifest.path)
     return models
+
+
+def _check_bundled_index(index: int, models, manifest_path) -> None:
+    """``--use_bundled_input=N`` beyond the model's bundled inputs fails on the phone, after every push: refuse here.
+
+    `invoke convert` bundles exactly one input per model (converter/export.py: one tuple given to
+    ``augment_model_with_bundled_inputs``); a manifest entry may state another count as ``bundled_inputs``."""
+    short = [f for f in models if index >= int(f.extra.get("bundled_inputs", 1) or 1)]
+    if short:
+        counts = sorted({int(f.extra.get("bundled_inputs", 1) or 1) for f in short})
+        have = "one bundled input (index 0)" if counts == [1] else f"{'/'.join(map(str, counts))} bundled inputs"
+        raise UsageError(
+            f"--bundled-input {index}: {short[0].file} has only {have}",
+            cause=f"{manifest_path} records what each model bundles; speed_benchmark_torch would fail on the phone "
+                  "with an index beyond them, after the models were pushed",
+            remedy="use --bundled-input 0 (the input convert bundles, config deploy.bundled_input), or -1 to pass "
+                   "the manifest's input shape and type instead")
 
 
 # --------------------------------------------------------------------------- app

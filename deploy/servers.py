@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from toolchain.errors import DeviceError, TorchdroidError, ToolNotFound
+from toolchain.errors import DeviceError, ToolNotFound, TorchdroidError, command
 
 from .adb import Adb, AdbAddress, AdbServer
 from .results import ResultRow
@@ -139,7 +139,7 @@ def _maybe_there(serial: str, down: Sequence[Unreachable]) -> DeviceError:
     return DeviceError(
         f"device {serial} was not found: the adb server(s) {names} did not answer",
         cause=f"no server that answered lists {serial}; it may be on {names} ({down[0].error.what})",
-        remedy=f"start that server (or its tunnel) and deploy again with --serial {serial}",
+        remedy=f"start that server (or its tunnel) and deploy again with `{command('invoke', 'deploy', '--serial', serial)}`",
     )
 
 

@@ -133,7 +133,7 @@ def verify(settings: VerifySettings) -> VerifyResult:
     VerifyRecord(out, str(manifest.path), str(lib), sha256_file(Path(lib)), settings.rounding,
                  _thresholds(settings), [r.to_dict() for r in rows], code=code_digest()).write()
     if not result.ok:
-        raise _failure(rows, out)
+        raise _failure(rows, out, settings.api_level)
     return result
 
 
@@ -214,8 +214,30 @@ def _kept_apart_if_failed(out: Path, ok: bool) -> Path:
     return out.with_name(f"{out.stem}-failed{out.suffix}")
 
 
-def _failure(rows: List[VariantResult], out: Path) -> VerificationError:
+def _api_level_only(row: VariantResult) -> bool:
+    """Every failure of the row is a static finding that the target API level is too low (not a wrong model)."""
+    level = {f["message"] for f in row.findings if f.get("check") == "feature-level" and f.get("severity") == "error"}
+    return bool(row.failures) and set(row.failures) <= level
+
+
+def _needed_level(rows: List[VariantResult]) -> int:
+    import re
+
+    return max((int(m) for r in rows for f in r.failures for m in re.findall(r"needs API level (\d+)", f)), default=0)
+
+
+def _failure(rows: List[VariantResult], out: Path, api_level: int) -> VerificationError:
     bad = [r for r in rows if not r.ok]
+    if all(_api_level_only(r) for r in bad):
+        need = _needed_level(bad)
+        return VerificationError(
+            f"{len(bad)} of {len(rows)} NNAPI model(s) need API level {need}, above the target API level {api_level}: "
+            + ", ".join(r.variant for r in bad),
+            cause="the models are fine; the target given (--api-level / android.api_level) is below what they use "
+                  f"(first: {bad[0].failures[0]})",
+            remedy=f"verify for the phones' API level: `invoke verify --api-level {need}` (or set android.api_level); "
+                   f"phones below API level {need} cannot run these NNAPI models (use the CPU models there)",
+        )
     return VerificationError(
         f"{len(bad)} of {len(rows)} NNAPI model(s) do not match their CPU model on the host NNAPI: "
         + ", ".join(f"{r.variant} (first differing: {r.first_divergence or 'the model as a whole'})" for r in bad),

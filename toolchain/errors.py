@@ -114,3 +114,11 @@ class CompatibilityError(TorchdroidError):
 
     exit_code = 9
     label = "compatibility"
+
+
+def command(*argv: object) -> str:
+    """A command for the user to copy into a shell (remedies, `next:` lines): each word quoted as the shell needs
+    (``invoke build-app --out 'my app'``), so a path with a space, a quote or a ``$`` runs as printed."""
+    import shlex
+
+    return shlex.join(str(a) for a in argv)

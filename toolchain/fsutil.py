@@ -97,6 +97,12 @@ def human_bytes(n: float) -> str:
 def ensure_writable_dir(path: PathLike, what: str = "output directory") -> Path:
     """Create ``path`` if needed and prove we can write into it."""
     path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise UsageError(
+            f"the {what} {path} is a symbolic link to {os.readlink(path)}, which does not exist",
+            cause="the link is dangling (its target was moved, deleted or is on a disk that is not mounted)",
+            remedy="mount or create the link's target, remove the link, or pass another directory",
+        )
     if path.exists() and not path.is_dir():
         raise UsageError(
             f"the {what} {path} exists and is not a directory",
@@ -145,6 +151,18 @@ def _no_space_error(where: Path, what: str, err: Optional[BaseException] = None,
         remedy="free some space on that filesystem, or write elsewhere (--out DIR / build_dir); "
                "nothing half-written was left behind",
     )
+
+
+def as_usage_error(err: OSError) -> Optional[UsageError]:
+    """An OSError the environment causes (a full disk or quota, a read-only filesystem) as a usage error naming the
+    file; None for any other error (a bug, to be seen with its traceback)."""
+    where = Path(err.filename) if getattr(err, "filename", None) else Path.cwd()
+    if err.errno in _FULL_ERRNOS:
+        return _no_space_error(where.parent if not where.is_dir() else where, f"writing {where.name or where}", err)
+    if err.errno == errno.EROFS:
+        return UsageError(f"cannot write {where}: the filesystem is read-only",
+                          remedy="write elsewhere (--out DIR / build_dir), or remount that filesystem read-write")
+    return None
 
 
 def ensure_space(where: PathLike, need: int, what: str) -> None:

@@ -54,10 +54,22 @@ def _checked_loader(original: Callable, kind: str) -> Callable:
         except OSError as e:
             _unreadable(self, path, e)
             raise  # a project or user file that does not exist: Invoke skips it
+        except SyntaxError as e:  # a Python config file (`invoke -f mine.py`)
+            line = f", line {e.lineno}" if e.lineno else ""
+            _exit(UsageError(f"cannot read the config file {path}{line}: {e.msg}",
+                             cause="the file is not valid Python",
+                             remedy=f"fix {path} at that line; a .py config file holds one dict per section, "
+                                    "e.g. `convert = {\"weights\": \"random\"}`"))
         except (yaml_error, json.JSONDecodeError, UnicodeDecodeError) as e:
             if isinstance(e, yaml_error):
                 _exit(_yaml_problem(str(path), e))
             _exit(UsageError(f"cannot read the config file {path}: {e}", remedy=f"fix or remove {path}"))
+        except Exception as e:  # noqa: BLE001 - running the user's .py config can raise anything
+            if kind != "py":
+                raise
+            _exit(UsageError(f"cannot read the config file {path}: running it raised {type(e).__name__}: {e}",
+                             remedy=f"fix {path} (a .py config file holds one dict per section, e.g. "
+                                    "`convert = {\"weights\": \"random\"}`), or use a YAML file"))
         if data is None:
             return {}
         if not isinstance(data, dict):
@@ -154,6 +166,55 @@ def _raw_env_value(self, old: Any, new: Any) -> Any:  # noqa: ARG001 - Invoke's 
     return new
 
 
+CLOSED_PIPE_EXIT = 141  # 128 + SIGPIPE: how `yes | head` ends, what a shell's pipefail expects
+
+
+def _closed_pipe_exit() -> None:
+    """stdout's reader is gone (`invoke convert | head`): end now with 141, no traceback, no "Exception ignored"."""
+    import os
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # what is still buffered goes nowhere, not into a second error
+    except (OSError, ValueError):
+        pass
+    try:
+        sys.stderr.flush()
+    except OSError:
+        pass
+    os._exit(CLOSED_PIPE_EXIT)
+
+
+def _closed_pipe_hook(previous: Callable) -> Callable:
+    def hook(kind, value, tb) -> None:
+        if issubclass(kind, BrokenPipeError):
+            _closed_pipe_exit()
+        previous(kind, value, tb)
+
+    return hook
+
+
+def _flush_stdout_at_exit() -> None:
+    import sys
+
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _closed_pipe_exit()
+    except (OSError, ValueError):
+        pass
+
+
+def _quiet_closed_pipe() -> None:
+    """A closed stdout anywhere in a task (a print, or the flush at exit) ends the process quietly with 141."""
+    import atexit
+    import sys
+
+    sys.excepthook = _closed_pipe_hook(sys.excepthook)
+    atexit.register(_flush_stdout_at_exit)
+
+
 def install() -> None:
     """Patch Invoke's Config and Environment once per process (idempotent)."""
     global _INSTALLED
@@ -166,7 +227,9 @@ def install() -> None:
     Config._load_yaml = _checked_loader(Config._load_yaml, "yaml")
     Config._load_yml = _checked_loader(Config._load_yml, "yml")
     Config._load_json = _checked_loader(Config._load_json, "json")
+    Config._load_py = _checked_loader(Config._load_py, "py")
     Config.load_runtime = _checked_runtime(Config.load_runtime)
     Program.parse_tasks = _checked_parse(Program.parse_tasks)
     Environment._cast = _raw_env_value
+    _quiet_closed_pipe()
     _INSTALLED = True

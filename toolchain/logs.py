@@ -30,6 +30,18 @@ class _LogFile(logging.FileHandler):
 
         return open_append(self.baseFilename)
 
+    def handleError(self, record: logging.LogRecord) -> None:
+        """A log write that fails (a full disk mid-run) is said once, not a ``--- Logging error ---`` traceback per
+        line; the console keeps the run's messages and the stage's own writes meet the full disk as a clean error."""
+        err = sys.exc_info()[1]
+        if not isinstance(err, OSError):
+            super().handleError(record)
+            return
+        if not getattr(self, "_failed", False):
+            self._failed = True
+            sys.stderr.write(f"warning: the run log {self.baseFilename} cannot be written any more "
+                             f"({err.strerror or err}); the console keeps this run's messages\n")
+
 
 def setup_logging(build_dir: Path, stage: str, debug: bool = False) -> Path:
     """Send everything to ``<build_dir>/logs/<stage>-<timestamp>.log``; INFO to the console.

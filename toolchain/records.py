@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from .errors import RecordError, UsageError
+from .errors import RecordError, UsageError, command
 from .fsutil import atomic_write_json, sha256_file
 from .layout import BUILD_INFO, Layout
 
@@ -868,13 +868,13 @@ class AppInfo:
         """The recorded APK, which must exist and still match its recorded sha256."""
         if self.apk is None:
             raise RecordError(f"{self.path} records no APK", cause="`invoke build-app` has not run for this project",
-                              remedy=f"run `invoke build-app --out {self.dir}` (or pass --apk PATH)")
+                              remedy=f"run `{command('invoke', 'build-app', '--out', self.dir)}` (or pass --apk PATH)")
         apk = self.apk_file
         if not apk.is_file():
             raise RecordError(f"the APK {apk} recorded in {self.path} is missing",
-                              remedy=f"run `invoke build-app --out {self.dir}` again")
+                              remedy=f"run `{command('invoke', 'build-app', '--out', self.dir)}` again")
         if sha256_file(apk) != self.apk.sha256:
             raise RecordError(f"{apk} does not match its app-info record",
                               cause="the APK was rebuilt or replaced outside torchdroid",
-                              remedy=f"run `invoke build-app --out {self.dir}` again")
+                              remedy=f"run `{command('invoke', 'build-app', '--out', self.dir)}` again")
         return apk

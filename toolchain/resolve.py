@@ -137,7 +137,12 @@ def _parse_path(raw: Any) -> Path:
         raise BadValue(f"{_show(raw)} is not a path")
     if "\x00" in raw:
         raise BadValue(f"{_show(raw)} holds a NUL byte")
-    return Path(raw).expanduser()
+    try:
+        return Path(raw).expanduser()
+    except RuntimeError:  # `~name/...` with no user `name` on this machine (pathlib cannot expand it)
+        user = raw[1:].split("/", 1)[0]
+        raise BadValue(f"{_show(raw)} starts with ~{user}, but there is no user {user!r} on this machine (use ~/ "
+                       "for your own home directory, or an absolute path)") from None
 
 
 def _parse_text(kind: Kind, raw: Any) -> str:

@@ -18,6 +18,7 @@ from invoke.exceptions import UnexpectedExit
 
 from toolchain.console import note
 from toolchain.resolve import Resolver
+from workflow.run import INTERRUPT_CODES
 
 from . import plan, stage_settings
 from .plan import STAGES, AllSummary, Facts, StageOutcome
@@ -204,7 +205,7 @@ def _run_one(stage: str, run: Callable[[Facts], None], facts: Facts, say: Callab
     except (Exit, UnexpectedExit) as e:
         message = e.message if isinstance(e, Exit) else str(e)
         say(str(message or e))
-        status = plan.INTERRUPTED if isinstance(e, Exit) and e.code == 130 else plan.FAILED
+        status = plan.INTERRUPTED if isinstance(e, Exit) and e.code in INTERRUPT_CODES else plan.FAILED
         return StageOutcome(stage, status, str(message or e), time.monotonic() - t0)
     if getattr(result, "reused", False) or getattr(result, "up_to_date", False):
         return StageOutcome(stage, plan.UP_TO_DATE, "reused: its inputs are unchanged", time.monotonic() - t0)

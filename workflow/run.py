@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+import signal
+import threading
+from typing import Any, Iterator, Optional
 
 from invoke import Exit
 
@@ -22,10 +24,14 @@ def refuse_dry(config: Any, name: str) -> None:
 
 
 @contextlib.contextmanager
-def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False) -> Iterator[Any]:
-    """Check every config value, log to <build_dir>/logs, turn a TorchdroidError into a clean message and exit code."""
+def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
+          frees_space: bool = False) -> Iterator[Any]:
+    """Check every config value, log to <build_dir>/logs, turn a TorchdroidError into a clean message and exit code.
+
+    A stage starts only with room for its log and locks, except one that ``frees_space`` (clean: what a user runs
+    on a full disk; its log then stops with one warning)."""
     from toolchain.errors import TorchdroidError
-    from toolchain.logs import setup_logging
+    from toolchain.fsutil import as_usage_error
     from toolchain.resolve import Resolver, check_config
 
     if not allow_dry:
@@ -35,20 +41,90 @@ def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False) 
         resolver = Resolver(config)
         debug = bool(debug) or resolver.get("debug")
         build_dir = resolver.path("build_dir")
+        log_path = _start_log(build_dir, name, debug, need_space=not frees_space)
     except TorchdroidError as e:
         raise Exit(f"torchdroid {name}: {e.label}: {e}", code=e.exit_code) from None
-    log_path = setup_logging(build_dir, name, debug)
     _rotate_logs(build_dir, resolver)
+    with terminable(name):
+        try:
+            try:
+                yield log_path
+            except OSError as e:  # a full disk met by any writer of any stage: one message, not a traceback
+                problem = as_usage_error(e)
+                if problem is None:
+                    raise
+                raise problem from e
+        except TorchdroidError as e:
+            if debug:
+                raise
+            raise Exit(f"torchdroid {name}: {e.label}: {e}\n  (run log: {log_path}; --debug shows the traceback)",
+                       code=e.exit_code) from e
+        except Terminated as e:
+            raise Exit(f"torchdroid {name}: terminated by {e.name} (nothing half-written was left under a final "
+                       "name)", code=128 + e.signum) from None
+        except KeyboardInterrupt:
+            raise Exit(f"torchdroid {name}: interrupted (nothing half-written was left under a final name)",
+                       code=130) from None
+
+
+def _start_log(build_dir, name: str, debug: bool, need_space: bool = True):
+    """The run log under a build directory that is usable: a directory (or creatable), with room for the log."""
+    from toolchain.fsutil import as_usage_error, ensure_space, ensure_writable_dir
+    from toolchain.logs import setup_logging
+
+    ensure_writable_dir(build_dir, "build directory (build_dir)")
+    ensure_writable_dir(Layout(build_dir).logs, "log directory")
+    if need_space:
+        ensure_space(build_dir, 0, "the run log and the lock files")
     try:
-        yield log_path
-    except TorchdroidError as e:
-        if debug:
+        return setup_logging(build_dir, name, debug)
+    except OSError as e:
+        problem = as_usage_error(e)
+        if problem is None:
             raise
-        raise Exit(f"torchdroid {name}: {e.label}: {e}\n  (run log: {log_path}; --debug shows the traceback)",
-                   code=e.exit_code) from e
-    except KeyboardInterrupt:
-        raise Exit(f"torchdroid {name}: interrupted (nothing half-written was left under a final name)",
-                   code=130) from None
+        raise problem from e
+
+
+INTERRUPT_CODES = (130, 128 + signal.SIGTERM, 128 + signal.SIGHUP)  # Ctrl-C, SIGTERM, SIGHUP: the run was stopped
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: ends the run like Ctrl-C (every ``finally`` runs: locks, partial files, the adb server)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+class _Termination:
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+
+    def __call__(self, signum, frame) -> None:  # noqa: ARG002 - signal handler signature
+        self.signum = signum
+        raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def terminable(name: str) -> Iterator[Any]:
+    """Within the block SIGTERM/SIGHUP raise :class:`Terminated` in the main thread (Python's default would end
+    the process without running any ``finally``).  Nested blocks share the outer handler; yields it, so a caller
+    can tell afterwards whether a signal ended the run (``.signum``)."""
+    current = signal.getsignal(signal.SIGTERM)
+    if isinstance(current, _Termination) or threading.current_thread() is not threading.main_thread():
+        yield current if isinstance(current, _Termination) else _Termination()
+        return
+    handler = _Termination()
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield handler
+    except Terminated as e:
+        raise Exit(f"torchdroid {name}: terminated by {e.name} (nothing half-written was left under a final name)",
+                   code=128 + e.signum) from None
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def _rotate_logs(build_dir, resolver) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from toolchain.errors import command
+
 import contextlib
 import sys
 from typing import Any
@@ -114,7 +116,7 @@ def make_app(result: Any, compat_report: Any) -> None:
             print(f"check-compat: {line}")
         if not compat_report.ok:
             warning(f"the app's runtime may not run these models ({compat_report.status}); see `invoke check-compat`")
-    print(f"next: invoke build-app --out {result.out}  (or open {result.out} in Android Studio)")
+    print(f"next: {command('invoke', 'build-app', '--out', result.out)}  (or open {result.out} in Android Studio)")
 
 
 def build_app(result: Any) -> None:

@@ -246,3 +246,15 @@ def test_build_app_with_a_tampered_app_info(user):
     out = run_invoke(["build-app"], user)
     assert_clean(out, "record", mentions=["incomplete or malformed", "make-app --force"], root=user)
     assert os.path.exists(info)
+
+
+@adversarial("make-app", "printed command not shell-quoted: an --out with a space and a quote")
+def test_the_next_command_printed_is_shell_quoted(user):
+    import shlex
+
+    out_dir = "my app's dir"
+    out = run_invoke(["make-app", "--model", "quant_none", "--out", out_dir], user)
+    assert_clean(out, "ok", root=user)
+    line = next(x for x in out.out.splitlines() if x.startswith("next: invoke build-app"))
+    command = line[len("next: "):].split("  (", 1)[0]
+    assert shlex.split(command) == ["invoke", "build-app", "--out", out_dir], line

@@ -486,3 +486,30 @@ def test_a_yaml_scalar_for_the_modes_list_is_one_mode_not_characters(tmp_path):
                       "--out", "m"], tmp_path, FAST)
     assert_clean(res, "ok", root=tmp_path)
     assert modes_recorded(tmp_path / "m") == {"none"}
+
+
+@adversarial("convert", "misleading outcome: NaN/Inf weights shipped with exit 0 (verify then blamed NNAPI)")
+@pytest.mark.parametrize("bad", ["nan", "inf"])
+@pytest.mark.parametrize("source", ["factory", "file"])
+def test_non_finite_weights_are_refused_before_anything_is_written(tmp_path, bad, source):
+    import torch
+
+    value = float(bad)
+    if source == "factory":
+        (tmp_path / "net.py").write_text(
+            f"import torch\nimport sys\nsys.path.insert(0, {str(SUPPORT.parent)!r})\nfrom user_models import tiny\n"
+            f"def make():\n    m = tiny()\n    p = next(m.parameters())\n    with torch.no_grad():\n"
+            f"        p.view(-1)[0] = float({bad!r})\n    return m\n")
+        res = convert(tmp_path, "--out", "m", model="net.py:make")
+    else:
+        from tests.converter_support.user_models import tiny
+
+        m = tiny()
+        name = next(iter(dict(m.named_parameters())))
+        state = m.state_dict()
+        state[name].view(-1)[0] = value
+        torch.save(state, tmp_path / "w.pth")
+        res = run_invoke(["convert", "--model", TINY, "--weights", "w.pth", "--no-verify", "--out", "m"], tmp_path,
+                         FAST)
+    assert_clean(res, "conversion", mentions=[bad, "weights"], root=tmp_path)
+    assert modes_recorded(tmp_path / "m") == set()

@@ -479,3 +479,14 @@ def test_device_directory_that_cannot_be_created(tmp_path, standin, lab):
         assert blocker.read_text() == "someone else's file\n"
     finally:
         blocker.unlink()
+
+
+@adversarial("deploy", "checked too late: a bundled-input index the models do not have (every model bundles one)")
+def test_a_bundled_input_index_beyond_the_models_is_refused_before_device_work(tmp_path, standin, lab):
+    server, devs = lab
+    user(tmp_path, standin)
+    before = sorted(p.relative_to(devs["good"].root) for p in devs["good"].root.rglob("*"))
+    out = deploy(tmp_path, server, "--serial", devs["good"].serial, "--bundled-input", "3")
+    assert_clean(out, "usage", mentions=["--bundled-input", "3", "one bundled input"], root=tmp_path)
+    after = sorted(p.relative_to(devs["good"].root) for p in devs["good"].root.rglob("*"))
+    assert after == before, "deploy pushed to the phone before refusing the index"

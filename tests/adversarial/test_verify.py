@@ -178,3 +178,11 @@ def test_clean_models_pass_twice(tmp_path, converted):
     data = json.loads((models / "verify.json").read_text())
     assert data["ok"] and {v["variant"] for v in data["variants"]} == {
         "small_net-quant_none", "small_net-quant_core", "small_net-quant_full"}
+
+
+@adversarial("verify", "misleading message: --api-level below the models' (API 29 models, target 28)")
+def test_an_api_level_below_the_models_blames_the_api_level_not_convert(tmp_path, converted):
+    _user_dir(tmp_path, converted)
+    out = verify(tmp_path, "--api-level", "28")
+    assert_clean(out, "verification", mentions=["api level 29", "--api-level"], root=tmp_path)
+    assert "re-run `invoke convert" not in out.text, out.text[-2000:]

@@ -24,3 +24,28 @@ def test_upstream_info_goes_to_the_log_only(tmp_path, capfd, monkeypatch):
     assert "aten.mean.dim" not in err and "lowering detail" not in err and "threadpool.cpp" not in err
     log = path.read_text()
     assert "aten.mean.dim" in log and "lowering detail" in log and "threadpool.cpp" in log
+
+
+def test_a_log_file_on_a_full_disk_is_said_once_not_a_logging_traceback_per_line(tmp_path, capfd, monkeypatch):
+    import errno
+
+    monkeypatch.setenv("CI", "1")
+    setup_logging(tmp_path, "probe")
+    fh = next(h for h in logging.getLogger().handlers  # ours, not pytest's own log-file handler
+              if isinstance(h, logging.FileHandler) and getattr(h, "_torchdroid_handler", False))
+
+    class Full:
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fh, "stream", Full())
+    log = logging.getLogger("toolchain.test")
+    log.info("first line")
+    log.info("second line")
+    err = capfd.readouterr().err
+    assert "Logging error" not in err and "Traceback" not in err, err
+    assert err.count("cannot be written any more") == 1, err
+    assert "first line" in err and "second line" in err  # the console keeps the messages
