@@ -23,9 +23,10 @@ from toolchain import executorch_pins
 from toolchain.records import MODES, ModelFile, NnapiRefusal, TensorSpec, model_file_names
 
 from .calibration import CalibrationSpec, few_images_warning, load_batch
+from .finite import refuse_non_finite_output, refuse_non_finite_weights
 from .export import (ExportedVariant, export_float, export_quantized, float_top1, fused_float, probe, quantize,
                      xnnpack_available)
-from .host_check import Agreement, as_float, host_check, spec_of
+from .host_check import Agreement, as_float, host_check, is_logits, spec_of
 from .models import ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
 from .precheck import Problem, check_model, nnapi_refused, refuse
 from .prequantized import load_prequantized
@@ -173,6 +174,7 @@ class ModeConverter:
         _mobile_optimization(facts)
         describe(f"{spec.stem}: loading the float model ({self.weights.origin} weights)")
         self.model, facts.weights_record = build_float_model(spec, self.weights)
+        refuse_non_finite_weights(self.model, spec.stem, self.weights.origin)
         check = check_model(self.model, spec.input_hw, modes)
         refuse(check, spec.stem)  # what stops the CPU models too
         self.nnapi_problems = {m: nnapi_refused(check, m) for m in modes}
@@ -184,8 +186,8 @@ class ModeConverter:
         facts.bundled_input = f"calibration input #0 ({self.calib.source})"
         if few_images_warning(self.calib) and self.quantized is None:  # pre-quantized: no ranges estimated here
             facts.notes.append(few_images_warning(self.calib))
-        if spec.source != "torchvision":
-            probe(self.model, self.batch[0], spec.name)
+        # one forward pass on input #0: a shape mismatch named as such, NaN/inf outputs refused before any file
+        refuse_non_finite_output(probe(self.model, self.batch[0], spec.name), spec.stem, "calibration input #0")
         if self.weights.origin == "random" and spec.source == "torchvision":
             n = estimate_batchnorm(self.model, self.batch)
             facts.weights_record["batchnorm_statistics"] = f"estimated on the {self.calib.count} calibration inputs ({n} layers)"
@@ -275,6 +277,10 @@ class ModeConverter:
         agreement = None if ex.mode == "none" else self._agreement(ex, checked)
         if self._mismatched(agreement):
             ex.notes.append(mismatch_note(ex.mode, agreement))
+        if ex.mode != "none" and not is_logits(as_float(checked.output)):
+            ex.notes.append(f"quant_{ex.mode}: no top-1 agreement measured: the output is "
+                            f"{list(checked.output.shape)}, not [N, classes] logits (the host check still refuses a "
+                            "constant, NaN or infinite output)")
         out_spec = TensorSpec(**checked.record["output_spec"])
         common: Dict[str, Any] = {"format": self.fmt}
         if ex.core_qparams:

@@ -22,6 +22,7 @@ from toolchain.fsutil import atomic_write_bytes, sha256_file
 from toolchain.progress import progress
 from toolchain.pte_records import pte_name
 
+from .finite import output_tensors, refuse_non_finite_output, refuse_non_finite_weights
 from .host_check import spec_of
 from .calibration import CalibrationSpec, load_batch
 from .executorch_lane import SDK_DELEGATES, PteVariant
@@ -154,15 +155,22 @@ def build_programs(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=UserWarning)
-        return _build_programs(spec, weights, calib, todo, out, check_inputs)
+        written: List[Path] = []
+        try:
+            return _build_programs(spec, weights, calib, todo, out, check_inputs, written)
+        except BaseException:  # nothing half-written: what this run wrote is recorded only when every program is
+            for path in written:
+                path.unlink(missing_ok=True)
+            raise
 
 
-def _build_programs(spec, weights, calib, todo, out, check_inputs) -> BuiltPrograms:
+def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List[Path]) -> BuiltPrograms:
     built = BuiltPrograms(skipped=probe_sdk_delegates())
     registered = host_backends()
     with progress(f"ExecuTorch programs of {spec.stem}", total=2 + len(todo)) as bar:
         bar.describe(f"{spec.stem}: loading the float model and {calib.count} calibration inputs")
         model, built.weights_record = build_float_model(spec, weights)
+        refuse_non_finite_weights(model, spec.stem, weights.origin)
         batch = load_batch(calib, spec.input_hw)
         if weights.origin == "random" and spec.source == "torchvision":
             n = estimate_batchnorm(model, batch)  # the same statistics the legacy modes get
@@ -175,14 +183,23 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs) -> BuiltProgr
         quantized = quantize_pt2e(model, batch, f"{spec.stem} int8")
         checks = held_out_inputs(calib, spec.input_hw, max(1, check_inputs))
         with torch.no_grad():
-            expected = {"fp32": [model(x) for x in checks], "int8": [quantized(x) for x in checks]}
+            outputs = {"fp32": [model(x) for x in checks], "int8": [quantized(x) for x in checks]}
+        for precision, ys in outputs.items():
+            refuse_non_finite_output(ys, f"{spec.stem} ({precision})", f"its {len(ys)} reference inputs")
+        count = len(output_tensors(outputs["fp32"][0]))
+        if count > 1:
+            built.notes.append(f"{spec.stem} returns {count} tensors: the host checks and `invoke verify` compare the "
+                               "first (every output is checked finite here)")
+        # the first output of each, as the runtime's execute()[0] gives it (several outputs: the first is judged)
+        expected = {k: [output_tensors(y)[0] for y in ys] for k, ys in outputs.items()}
         built.reference = _write_reference(out, spec.stem, checks, expected, output_qparams(quantized), example)
+        written.append(out / built.reference["file"])
         bar.advance()
         for variant in todo:
             bar.describe(f"{spec.stem}: {variant.name}: lowering to ExecuTorch")
             exported = float_exported if variant.precision == "fp32" else export(quantized, example, f"{spec.stem} int8")
             entry = _write_program(spec, variant, exported, example, out, (checks[0], expected[variant.precision][0]),
-                                   registered)
+                                   registered, written)
             if variant.precision == "int8":
                 entry["quantization"] = {"scheme": QUANT_SCHEME, "calibration": calib.record(),
                                          "output": output_qparams(quantized)}
@@ -195,13 +212,16 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs) -> BuiltProgr
     return built
 
 
-def _write_program(spec, variant: PteVariant, exported, example, out: Path, check, registered) -> Dict[str, Any]:
+def _write_program(spec, variant: PteVariant, exported, example, out: Path, check, registered,
+                   written: List[Path]) -> Dict[str, Any]:
     """Lower, write the program and its ETRecord, run it once on ``check`` = (reference input #0, its expected output)."""
     label = f"{spec.stem} {variant.name}"
     data, etrecord = lower(exported, variant.delegate, label, example)
     name = pte_name(spec.stem, variant.precision, variant.delegate)
     etrecord_name = name[: -len(".pte")] + ".etrecord"
+    written.append(out / etrecord_name)
     atomic_write_bytes(out / etrecord_name, _etrecord_bytes(etrecord, out))
+    written.append(out / name)
     path = atomic_write_bytes(out / name, bytes(data))
     backend = RUNTIME_BACKEND[variant.delegate]
     runs_here = backend is None or backend in registered
@@ -224,6 +244,9 @@ def _host_check(path: Path, example, expected, label: str) -> Dict[str, Any]:
     """Load the written .pte back with the host runtime and run it once (the convert-time smoke check)."""
     try:
         y = load_program(path).execute([example])[0]
+        refuse_non_finite_output(y, f"{label}: {path.name}", "reference input #0")
+    except ConversionError:
+        raise
     except Exception as e:
         raise ConversionError(f"{label}: the written program {path.name} does not run in ExecuTorch's host runtime",
                               cause=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",

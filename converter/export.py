@@ -147,13 +147,14 @@ def input_error(e: Exception, label: str, example) -> ConversionError:
     )
 
 
-def probe(model, example, label: str) -> None:
-    """One forward pass on an example input, so a shape mismatch is named before quantizing or tracing."""
+def probe(model, example, label: str):
+    """One forward pass on an example input, so a shape mismatch is named before quantizing or tracing; returns
+    the output."""
     import torch
 
     with torch.no_grad():
         try:
-            model(example)
+            return model(example)
         except Exception as e:  # a user's model can raise anything
             raise input_error(e, label, example) from e
 

@@ -13,6 +13,8 @@ import torch
 from toolchain.errors import ConversionError
 from toolchain.records import TensorSpec
 
+from .finite import output_tensors, refuse_non_finite_output
+
 log = logging.getLogger(__name__)
 
 
@@ -72,6 +74,7 @@ def host_check(path: Path, mode: str, fmt: str) -> Checked:
     if not outputs:
         raise ConversionError(f"the saved CPU model {path.name} returns no tensor",
                               remedy="return a tensor or a tuple of tensors from forward()")
+    refuse_non_finite_output(outputs, f"the saved CPU model {path.name}", "its bundled input")
     y = outputs[0]  # the manifest describes the first output; `invoke verify` compares all of them
     yf = torch.cat([as_float(t).flatten().to(torch.float32) for t in outputs])
     if bool((yf.max() - yf.min()).abs().item() == 0.0):
@@ -85,26 +88,28 @@ def host_check(path: Path, mode: str, fmt: str) -> Checked:
                     "constant": False, "ms": ms, "output_spec": s.to_dict()}, m, y)
 
 
-def output_tensors(y) -> List[torch.Tensor]:
-    """A model's output(s) as a flat list of tensors (tuples/lists flattened, None dropped)."""
-    if isinstance(y, (list, tuple)):
-        return [t for item in y for t in output_tensors(item)]
-    return [y] if isinstance(y, torch.Tensor) else []
-
-
 def _first(y) -> torch.Tensor:
     return output_tensors(y)[0]
 
 
-def predict(module, batch: torch.Tensor, qparams: Optional[Dict[str, Any]] = None) -> List[int]:
-    """Top-1 per row; one batched call (per-row calls when a traced model fixed the batch size)."""
+def is_logits(t: torch.Tensor) -> bool:
+    """Whether an output reads as classification logits, ``[N, classes]``: where top-1 applies."""
+    return t.dim() == 2 and t.shape[1] > 1
+
+
+def predict(module, batch: torch.Tensor, qparams: Optional[Dict[str, Any]] = None) -> Optional[List[int]]:
+    """Top-1 per row; one batched call (per-row calls when a traced model fixed the batch size).  None when the
+    first output is not ``[N, classes]`` (a feature map, boxes...): top-1 does not apply to it."""
     if qparams:
         batch = torch.quantize_per_tensor(batch, qparams["scale"], qparams["zero_point"], torch.quint8)
     with torch.no_grad(), torch.jit.optimized_execution(False):  # a few calls: no profiling warm-up
         try:
-            return [int(i) for i in as_float(_first(module(batch))).argmax(dim=1)]
+            rows = [as_float(_first(module(batch)))]
         except RuntimeError:
-            return [int(as_float(_first(module(batch[i:i + 1]))).argmax()) for i in range(batch.shape[0])]
+            rows = [as_float(_first(module(batch[i:i + 1]))) for i in range(batch.shape[0])]
+    if not all(is_logits(y) for y in rows):
+        return None
+    return [int(i) for y in rows for i in y.argmax(dim=1)]
 
 
 class Agreement:
@@ -125,4 +130,6 @@ class Agreement:
         if self._reference is None:
             return None
         pred = predict(module, self.stacked, qparams)
+        if pred is None:  # not classification logits: no top-1 to agree on
+            return None
         return {"agree": sum(int(a == b) for a, b in zip(pred, self._reference)), "total": len(self._reference)}

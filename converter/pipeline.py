@@ -222,11 +222,45 @@ def _with_mode(conv: Dict[str, Any], done, key: str) -> Dict[str, Any]:
 
 def _convert_and_record(p: Plan) -> Tuple[ConvertManifest, List[str]]:
     """Convert the modes still to do; rewrite the manifest after each one."""
-    from .convert_modes import ModeConverter, quiet_torch  # torch is imported only from here on
-    from .torch_state import for_conversion
+    from .convert_modes import ModeConverter  # torch is imported only from here on
 
     converter = ModeConverter(p.spec, p.weights, p.calib, p.out, p.settings.fmt, p.quantized)
     manifest = p.manifest
+    try:
+        return _convert_modes(p, converter, manifest)
+    except BaseException:  # nothing half-written: a mode that failed leaves no file its manifest does not list
+        _remove_unrecorded(p, _recorded(p.out, manifest))
+        raise
+
+
+def _recorded(out: Path, fallback: ConvertManifest) -> ConvertManifest:
+    try:
+        return ConvertManifest.load(out) if manifest_path(out).is_file() else fallback
+    except Exception:  # noqa: BLE001 - an unreadable manifest lists nothing of this run
+        log.debug("manifest unreadable while cleaning up", exc_info=True)
+        return fallback
+
+
+def _remove_unrecorded(p: Plan, manifest: ConvertManifest) -> None:
+    """Remove the files of the modes this run was converting that the manifest does not list with their hash."""
+    from toolchain.fsutil import sha256_file
+
+    recorded = {f.file: f.sha256 for f in manifest.files_of(p.spec.stem)}
+    for mode in p.todo:
+        for name in model_file_names(p.spec.stem, mode):
+            path = p.out / name
+            try:
+                if path.is_file() and recorded.get(name) != sha256_file(path):
+                    path.unlink()
+                    log.info("removed %s: its mode failed before it was recorded", path)
+            except OSError:
+                log.debug("could not remove the unrecorded %s", path, exc_info=True)
+
+
+def _convert_modes(p: Plan, converter, manifest: ConvertManifest) -> Tuple[ConvertManifest, List[str]]:
+    from .convert_modes import quiet_torch
+    from .torch_state import for_conversion
+
     # quantizing switches the process to QNNPACK: engine, threads and oneDNN are put back afterwards
     with quiet_torch(), for_conversion(), progress(f"converting {p.spec.stem}", total=1 + len(p.todo)) as bar:
         facts = converter.prepare(bar.describe, p.todo)

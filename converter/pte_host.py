@@ -233,6 +233,7 @@ def judge_outputs(f: PteFile, outputs: List[Any], reference: Dict[str, Any], s: 
     the quantization itself is from the float model)."""
     qparams = reference.get("int8_output")
     top1 = top5 = 0.0
+    logits = False
     for got, ref, flt in zip(outputs, reference["expected"][f.precision], reference["expected"]["fp32"]):
         _compare(f, got, ref, qparams, s, row)
         row.rel_error = max(row.rel_error or 0.0, _rel(got, ref))
@@ -241,10 +242,12 @@ def judge_outputs(f: PteFile, outputs: List[Any], reference: Dict[str, Any], s: 
             off, (lo, hi) = grid_offset(got, qparams)
             row.grid_offset_lsb = max(row.grid_offset_lsb or 0.0, off)
             row.codes = (min(row.codes[0], lo), max(row.codes[1], hi)) if row.codes else (lo, hi)
-        one, five = _agreement(got, ref)
-        top1, top5 = top1 + one, top5 + five
+        if ref.dim() == 2 and ref.shape[1] > 1:  # top-1/top-5 only where the output is [N, classes] logits
+            one, five = _agreement(got, ref)
+            top1, top5, logits = top1 + one, top5 + five, True
     row.inputs = len(outputs)
-    row.top1_agreement, row.top5_agreement = top1 / max(1, row.inputs), top5 / max(1, row.inputs)
+    if logits:
+        row.top1_agreement, row.top5_agreement = top1 / max(1, row.inputs), top5 / max(1, row.inputs)
     _judge(f, s, row)
     return row
 

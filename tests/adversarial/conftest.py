@@ -11,6 +11,21 @@ from pathlib import Path
 
 _ROWS: dict = {}
 
+# Classes whose inputs are generated (Hypothesis), not listed: (class, how its inputs are generated, where).
+GENERATED = (
+    ("malformed config value, from a config file", "for every non-CLI key of toolchain/settings.py, values built "
+     "from its kind: text that is no number, numbers outside the range, non-integral numbers, NaN/inf, booleans, "
+     "texts that are not a choice, empty or NUL-holding paths, lists and mappings where a scalar belongs, list items "
+     "that are not choices; resolved in-process (toolchain/resolve.py) and by the up-front config check: a usage "
+     "error (exit 2) naming the key, nothing else", "tests/adversarial/test_generated.py"),
+    ("malformed config value, from an INVOKE_* variable", "the same kinds as text (what a variable can hold); the "
+     "error names the key and the variable", "tests/adversarial/test_generated.py"),
+    ("model output: shape and structure", "tensors of 1 to 4 dimensions (sizes 1-5) nested in tuples and lists: "
+     "top-1 is measured only for [N, classes] logits, never a crash", "tests/adversarial/test_generated.py"),
+    ("model output: NaN and infinity", "the same structures with a NaN, +inf or -inf put at a generated place: "
+     "always refused, naming the output", "tests/adversarial/test_generated.py"),
+)
+
 
 def pytest_runtest_logreport(report):
     if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
@@ -40,6 +55,17 @@ def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001
         "and no partial file left (`tests/adversarial/harness.py`).",
         "",
         f"{len(_ROWS)} cases, {sum(1 for r in _ROWS.values() if r[2] == 'passed')} clean.",
+        "",
+        "## Generated classes",
+        "",
+        "These classes are covered by generated inputs (Hypothesis, bounded by `max_examples`), not by listed",
+        "cases; each generated test is one row of the table below.",
+        "",
+        "| class | how the inputs are generated | where |",
+        "|---|---|---|",
+        *(f"| {klass} | {how} | `{where}` |" for klass, how, where in GENERATED),
+        "",
+        "## Cases",
         "",
         "| area | class | case | outcome |",
         "|---|---|---|---|",

@@ -168,3 +168,113 @@ class TinyHardswish(Tiny):
 
 def tiny_hardswish():
     return TinyHardswish()
+
+
+class FeatureMap(nn.Module):
+    """A segmentation-like model: its output is a [N, classes, H, W] map, not [N, classes] logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.quant = torch.ao.quantization.QuantStub()
+        self.conv = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.relu = nn.ReLU()
+        self.head = nn.Conv2d(8, 5, 1)
+        self.dequant = torch.ao.quantization.DeQuantStub()
+
+    def forward(self, x):
+        return self.dequant(self.head(self.relu(self.conv(self.quant(x)))))
+
+
+def feature_map():
+    return FeatureMap()
+
+
+class TwoOutputs(Tiny):
+    """Tiny with a second output: (logits [N, 10], pooled features [N, 8])."""
+
+    def forward(self, x):
+        x = self.quant(x)
+        x = self.relu(self.bn(self.conv(x)))
+        f = self.pool(x).flatten(1)
+        return self.dequant(self.fc(f)), self.dequant(f)
+
+
+def two_outputs():
+    return TwoOutputs()
+
+
+class DetectionLike(nn.Module):
+    """A detection-style head: (boxes [N, A, 4], scores [N, A, classes]) from a feature map."""
+
+    def __init__(self):
+        super().__init__()
+        self.quant = torch.ao.quantization.QuantStub()
+        self.conv = nn.Conv2d(3, 8, 3, stride=4, padding=1)
+        self.relu = nn.ReLU()
+        self.boxes = nn.Conv2d(8, 4, 1)
+        self.scores = nn.Conv2d(8, 3, 1)
+        self.dequant = torch.ao.quantization.DeQuantStub()
+
+    def forward(self, x):
+        f = self.relu(self.conv(self.quant(x)))
+        boxes = self.dequant(self.boxes(f)).flatten(2).transpose(1, 2)
+        scores = self.dequant(self.scores(f)).flatten(2).transpose(1, 2)
+        return boxes, scores
+
+
+def detection_like():
+    return DetectionLike()
+
+
+class NanWeights(Tiny):
+    """Tiny with one NaN in its classifier's weights: every output it gives is NaN."""
+
+    def __init__(self):
+        super().__init__()
+        with torch.no_grad():
+            self.fc.weight[0, 0] = float("nan")
+
+
+def nan_weights():
+    return NanWeights()
+
+
+class InfWeights(Tiny):
+    """Tiny with an infinite bias in its classifier."""
+
+    def __init__(self):
+        super().__init__()
+        with torch.no_grad():
+            self.fc.bias[0] = float("inf")
+
+
+def inf_weights():
+    return InfWeights()
+
+
+class Overflows(Tiny):
+    """Finite weights, but forward() overflows float32: every output is infinite."""
+
+    def forward(self, x):
+        return super().forward(x) * 1e30 * 1e30
+
+
+def overflows():
+    return Overflows()
+
+
+class NanWhenScripted(Tiny):
+    """Tiny whose scripted copies output NaN: eager and traced runs are finite, the host check of the saved CPU model
+    (after its file is written) finds the NaN."""
+
+    def forward(self, x):
+        x = self.quant(x)
+        x = self.relu(self.bn(self.conv(x)))
+        x = self.dequant(self.fc(self.pool(x).flatten(1)))
+        if torch.jit.is_scripting():
+            return x * float("nan")
+        return x
+
+
+def nan_when_scripted():
+    return NanWhenScripted()
