@@ -26,6 +26,8 @@ from toolchain.pte_results import PteDeployRecord, PteResultRow, add_speedups
 from toolchain.records import BuildInfo, DeployResults, deploy_results_path
 
 from .adb import Adb, Device
+from .lock import device_lock
+from .plan import project_name
 from .push import PushItem, check_dir, push_all
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,7 @@ class PteDeploySettings:
     adb_host: Optional[str] = None
     adb_port: Optional[int] = None
     device_dir: str = "/data/local/tmp/torchdroid"
+    project: str = field(default_factory=lambda: Path.cwd().name)  # like deploy: <device_dir>/<project>/executorch
     warmup: int = 5
     iters: int = 50
     repeat: int = 3
@@ -154,7 +157,8 @@ def legacy_rows(legacy: Optional[DeployResults], serial: str, stems: Sequence[st
 def deploy_pte(s: PteDeploySettings) -> PteDeployResult:
     if s.iters < 1 or s.warmup < 0 or s.repeat < 1 or s.threads < 1:
         raise UsageError("deploy-executorch needs iter >= 1, warmup >= 0, repeat >= 1 and threads >= 1")
-    directory = check_dir(s.device_dir.rstrip("/") + "/executorch")
+    project = check_dir(f"{s.device_dir.rstrip('/')}/{project_name(s.project)}")  # the legacy deploy's directory
+    directory = check_dir(project + "/executorch")
     adb = Adb.locate(host=s.adb_host, port=s.adb_port)  # the address is checked before any record is read
     programs = [f for f in pte_files(s.models) if f.delegate in ON_DEVICE_DELEGATES]
     info, runner = _runner(s)
@@ -169,8 +173,8 @@ def deploy_pte(s: PteDeploySettings) -> PteDeployResult:
     legacy, legacy_facts = load_legacy(s.results)
     operators: List[Dict[str, Any]] = []
     for serial in serials:
-        found = _one_device(server, serial, connected.get(serial), directory, items, programs, info, s, problems,
-                            operators)
+        found = _one_device(server, serial, connected.get(serial), project, directory, items, programs, info, s,
+                            problems, operators)
         if found:
             rows.extend(legacy_rows(legacy, serial, sorted({f.stem for f in programs})) + found)
     add_speedups(rows)
@@ -197,8 +201,11 @@ def _baseline_notes(models: Path) -> List[str]:
     return [unoptimized_warning(bad)] if bad else []
 
 
-def _one_device(server, serial, state, directory, items, programs, info, s, problems,
+def _one_device(server, serial, state, project, directory, items, programs, info, s, problems,
                 operators) -> List[PteResultRow]:
+    """Push and run under the project directory's lock (deploy/lock.py, the one the legacy deploy of this project
+    takes): two runs of one project never replace or measure each other's programs; other projects have their own
+    directories."""
     if state != "device":
         problems.append(f"device {serial} is {state or 'not connected'!r}")
         return []
@@ -209,13 +216,14 @@ def _one_device(server, serial, state, directory, items, programs, info, s, prob
         return []
     for f in programs:
         f.check_hash()
-    push_all(device, directory, items)
-    tracer = bool(info.get("event_tracer"))
-    rows = bench_programs(device, directory, programs, s, tracer)
-    for f, row in zip(programs, rows):
-        if row.status != "ok":
-            problems.append(f"{serial}: {f.file}: {row.note}")
-        operators.append(_operators(device, directory, f, row, tracer, s))
+    with device_lock(device, project):
+        push_all(device, directory, items)
+        tracer = bool(info.get("event_tracer"))
+        rows = bench_programs(device, directory, programs, s, tracer)
+        for f, row in zip(programs, rows):
+            if row.status != "ok":
+                problems.append(f"{serial}: {f.file}: {row.note}")
+            operators.append(_operators(device, directory, f, row, tracer, s))
     return rows
 
 
