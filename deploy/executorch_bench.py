@@ -118,7 +118,14 @@ def _runner(s: PteDeploySettings) -> tuple:
     if info.lane != pins.RUNTIME_LANE:
         raise UsageError(f"{info.path} is a {info.lane!r} build, not ExecuTorch's runner",
                          remedy="run `invoke build-android --lane executorch` and pass its build-info")
-    return info, info.artefact(pins.RUNNER)
+    from .plan import _recorded
+
+    # the runner that runs is the one build-android recorded: a rebuilt, replaced or modified file is refused
+    # (the legacy deploy's check of its binary)
+    path = _recorded(info, pins.RUNNER, remedy="run `invoke build-android --lane executorch` again (it rewrites the "
+                                               "build-info)")
+    digest = next((a.get("sha256") for a in info.get("artefacts", []) if a.get("name") == pins.RUNNER), None)
+    return info, path, digest  # the phone's copy is verified against the recorded hash too
 
 
 def _device_abi_problem(device: Device, abi: str) -> Optional[str]:
@@ -161,13 +168,13 @@ def deploy_pte(s: PteDeploySettings) -> PteDeployResult:
     directory = check_dir(project + "/executorch")
     adb = Adb.locate(host=s.adb_host, port=s.adb_port)  # the address is checked before any record is read
     programs = [f for f in pte_files(s.models) if f.delegate in ON_DEVICE_DELEGATES]
-    info, runner = _runner(s)
+    info, runner, runner_sha256 = _runner(s)
     server = adb.servers()[0]
     connected = server.devices()
     serials = list(s.serials) or [k for k, v in connected.items() if v == "device"]
     if not serials:
         raise DeviceError("no device is connected", remedy="connect a phone with USB debugging on (`adb devices`)")
-    items = [PushItem(runner, pins.RUNNER, 0o755)] + [PushItem(f.path, f.file, 0o644, f.sha256) for f in programs]
+    items = [PushItem(runner, pins.RUNNER, 0o755, runner_sha256)] + [PushItem(f.path, f.file, 0o644, f.sha256) for f in programs]
     rows: List[PteResultRow] = []
     problems: List[str] = []
     legacy, legacy_facts = load_legacy(s.results)
