@@ -116,15 +116,17 @@ def _build_executorch(c, debug=False, **cli):
 
 
 @task(help=helps(models="convert.out", build_info="the runner's build-info (default: <build_dir>/android/<abi>/executorch/build-info.json)",
-                 serial="deploy.serials", warmup="deploy.warmup", iter="deploy.iter", repeat="deploy.repeat"),
+                 serial="deploy.serials", warmup="deploy.warmup", iter="deploy.iter", repeat="deploy.repeat",
+                 project="deploy.project"),
       iterable=["serial"])
-def deploy_executorch(c, models=None, build_info=None, serial=None, warmup=None, iter=None, repeat=None, debug=False):
+def deploy_executorch(c, models=None, build_info=None, serial=None, warmup=None, iter=None, repeat=None, project=None,
+                      debug=False):
     """Push the .pte programs and ExecuTorch's executor_runner, benchmark them, report beside TorchScript CPU and NNAPI."""
     with stage(c.config, "deploy-executorch", debug):
         from deploy.executorch_bench import deploy_pte
 
         result = deploy_pte(resolve.pte_deploy(c.config, models=models, build_info=build_info, serial=serial,
-                                               warmup=warmup, iter=iter, repeat=repeat))
+                                               warmup=warmup, iter=iter, repeat=repeat, project=project))
     show.pte_deploy(result)
     if result.problems:
         raise Exit(f"torchdroid deploy-executorch: {len(result.problems)} problem(s), see above", code=7)

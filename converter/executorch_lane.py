@@ -24,7 +24,7 @@ from toolchain.records import ConvertManifest, manifest_owner, now_iso
 from toolchain.settings import default
 
 from .calibration import CalibrationSpec, parse_calibration
-from .models import ModelSpec, WeightsSpec, parse_model, parse_weights
+from .models import ModelSpec, WeightsSpec, check_stem_free, parse_model, parse_weights
 
 log = logging.getLogger(__name__)
 
@@ -157,12 +157,14 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
     versions = _versions()
     keys = {v.name: variant_key(spec, weights, calib, v, settings.check_inputs, versions) for v in variants}
     section = _existing_section(out)
+    check_stem_free(spec, out)
     todo = [v for v in variants if settings.force or not _entry_current(section, out, spec.stem, v, keys[v.name])]
     built: List[str] = []
     if todo or not _reference_current(section, out, spec.stem):
         with output_lock(out, "invoke convert"):  # the legacy writer's lock: one writer per models directory
             claim_output_dir(out, "convert", force=settings.force, adopt=lambda d: manifest_owner(d) == "ours",
                              inputs=[weights.path, spec.factory_file, settings.calibration])
+            check_stem_free(spec, out)  # again under the lock: another convert may have written that name since
             from . import executorch_export  # torch and executorch are imported only from here on
             from toolchain.logs import native_output_to_log
 
@@ -199,7 +201,7 @@ def _merge(section: Dict[str, Any], spec: ModelSpec, calib: CalibrationSpec, bui
     conv = dict(conversions.get(spec.stem, {}))
     conv_keys = dict(conv.get("keys", {}))
     conv_keys.update({name: keys[name] for name in built.built_variants})
-    conv.update(model=spec.name, weights=built.weights_record, calibration=calib.record(),
+    conv.update(model=spec.name, model_id=spec.identity(), source=spec.source, weights=built.weights_record, calibration=calib.record(),
                 executorch=versions["executorch"], torch=versions["torch"], keys=conv_keys,
                 skipped=built.skipped, notes=built.notes, converted=now_iso())
     conversions[spec.stem] = conv

@@ -51,6 +51,59 @@ class ModelSpec:
     def key(self) -> Dict[str, Any]:
         return {"name": self.name, "source": self.source, "factory_sha256": self.factory_sha256}
 
+    def identity(self) -> str:
+        """Which model this is, wherever it was named from: a torchvision name, or ``/abs/file.py:factory``."""
+        return f"{self.factory_file}:{self.factory_name}" if self.source == "factory" else self.name
+
+
+def recorded_identity(conv: Dict[str, Any]) -> Optional[str]:
+    """The identity (:meth:`ModelSpec.identity`) of the model a manifest's conversion record was made from; None
+    when an older record does not say (an ExecuTorch record before ``model_id``)."""
+    if conv.get("model_id"):
+        return str(conv["model_id"])
+    model = str(conv.get("model") or "")
+    if conv.get("source") == "factory" and conv.get("factory_file"):
+        return f"{conv['factory_file']}:{model.rsplit(':', 1)[-1]}"
+    if conv.get("source") == "torchvision":
+        return model
+    return None
+
+
+def check_stem_free(spec: ModelSpec, out: Path) -> None:
+    """Refuse, before anything is written, a model whose output names are another model's in ``out`` (in either
+    lane's records): two factories of one name in different files, or a factory file named like a torchvision
+    model.  An unreadable manifest is left to the lane that reads it."""
+    from toolchain.errors import RecordError
+    from toolchain.pte_records import SECTION
+    from toolchain.records import ConvertManifest
+
+    if not ConvertManifest.exists(out):
+        return
+    try:
+        man = ConvertManifest.load(out)
+    except RecordError:
+        return
+    section = man.data.get(SECTION)
+    for conversions in (man.conversions, section.get("conversions") if isinstance(section, dict) else None):
+        if isinstance(conversions, dict):
+            _check_stem_free(spec, conversions, out)
+
+
+def _check_stem_free(spec: ModelSpec, conversions: Dict[str, Any], out: Path) -> None:
+    conv = conversions.get(spec.stem)
+    other = recorded_identity(conv) if isinstance(conv, dict) else None
+    if other is None or other == spec.identity():
+        return
+    raise UsageError(
+        f"{out} already holds the model {other} under the name {spec.stem!r}, and {spec.identity()} would write its "
+        f"files under the same name",
+        cause="the output names come from the factory's name (or the file's name, for a factory called model, "
+              "factory, make_model or build, or the torchvision name), so the second model would overwrite the "
+              "first's files",
+        remedy="give the factory a distinct name (e.g. def my_net(): ... and --model file.py:my_net), or convert it "
+               "into another directory: --out build/models-2",
+    )
+
 
 @dataclass(frozen=True)
 class WeightsSpec:
@@ -152,7 +205,7 @@ def build_float_model(spec: ModelSpec, weights: WeightsSpec):
             _load_state(model, state, str(weights.path))
             record.update(path=str(weights.path), sha256=weights.sha256)
     else:
-        model = _call_factory(spec)
+        model = _call_factory(spec, weights.seed)
         if weights.origin == "pretrained":
             raise UsageError(
                 "--weights pretrained only applies to torchvision models",
@@ -216,15 +269,16 @@ def estimate_batchnorm(model, batch) -> int:
     return len(bns)
 
 
-def _call_factory(spec: ModelSpec):
+def _call_factory(spec: ModelSpec, seed: int = 0):
     """The user's model: their file imported and its factory called in a worker thread, for at most
     ``spec.factory_timeout`` seconds.
 
     A Python thread cannot be stopped from outside: past the limit the error is raised and the process ends with
     it, leaving the (daemon) thread behind.  ``sys.exit()`` and ``KeyboardInterrupt`` in the user's code become
-    usage errors naming the file, never a silent exit 0."""
+    usage errors naming the file, never a silent exit 0.  ``seed``: torch's global seed while the factory runs, so
+    the random weights it initialises are the ones the manifest's ``weights.seed`` names."""
     outcome: Dict[str, Any] = {}
-    worker = threading.Thread(target=_build_user_model, args=(spec, outcome), name="torchdroid-model-factory",
+    worker = threading.Thread(target=_build_user_model, args=(spec, seed, outcome), name="torchdroid-model-factory",
                               daemon=True)
     worker.start()
     worker.join(spec.factory_timeout)
@@ -242,15 +296,15 @@ def _call_factory(spec: ModelSpec):
     return outcome["model"]
 
 
-def _build_user_model(spec: ModelSpec, outcome: Dict[str, Any]) -> None:
+def _build_user_model(spec: ModelSpec, seed: int, outcome: Dict[str, Any]) -> None:
     """The worker thread's body: ``outcome["model"]``, or ``outcome["error"]`` (a UsageError), never an escape."""
     try:
-        outcome["model"] = _import_and_call(spec)
+        outcome["model"] = _import_and_call(spec, seed)
     except UsageError as e:
         outcome["error"] = e
 
 
-def _import_and_call(spec: ModelSpec):
+def _import_and_call(spec: ModelSpec, seed: int = 0):
     import torch
 
     mod_name = f"torchdroid_user_model_{spec.factory_sha256[:12]}"
@@ -272,7 +326,7 @@ def _import_and_call(spec: ModelSpec):
             f"{spec.factory_file} has no function {spec.factory_name!r}",
             remedy=f"define `def {spec.factory_name}(): return my_module` in that file",
         )
-    torch.manual_seed(0)
+    torch.manual_seed(seed)  # the seed the record states (convert.seed)
     try:
         model = factory()
     except (SystemExit, KeyboardInterrupt) as e:

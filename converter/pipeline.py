@@ -23,7 +23,7 @@ from toolchain.records import (MODES, ConvertManifest, ModelFile, NnapiRefusal, 
 from toolchain.settings import default
 
 from .calibration import CalibrationSpec, parse_calibration
-from .models import ModelSpec, WeightsSpec, parse_model, parse_weights
+from .models import ModelSpec, WeightsSpec, check_stem_free, parse_model, parse_weights
 from .prequantized import parse_quantized_weights
 from .reuse import mode_key, read_existing, torch_identity, up_to_date
 
@@ -144,6 +144,7 @@ def plan(settings: ConvertSettings, spec: ModelSpec, weights: WeightsSpec, calib
     torch_id = torch_identity()
     keys = {m: mode_key(spec, weights, calib, m, settings.fmt, torch_id, quantized) for m in modes}
     manifest = read_existing(Path(settings.out))
+    check_stem_free(spec, Path(settings.out))
     todo = [m for m in modes if settings.force or not up_to_date(manifest, spec.stem, m, keys[m])]
     return Plan(settings, spec, weights, calib, modes, keys, manifest, todo, quantized)
 
@@ -191,6 +192,7 @@ def _conversion_record(p: Plan, facts, previous: Dict[str, Any]) -> Dict[str, An
                                     if k not in p.todo}
     conv.update(
         model=p.spec.name,
+        model_id=p.spec.identity(),
         source=p.spec.source,
         factory_file=str(p.spec.factory_file) if p.spec.factory_file else None,
         weights=facts.weights_record,

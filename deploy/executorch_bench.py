@@ -27,6 +27,8 @@ from toolchain.records import BuildInfo, DeployResults, deploy_results_path
 from toolchain.settings import default
 
 from .adb import Adb, Device
+from .lock import device_lock
+from .plan import project_name
 from .push import PushItem, check_dir, push_all
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,7 @@ class PteDeploySettings:
     adb_host: Optional[str] = None
     adb_port: Optional[int] = None
     device_dir: str = "/data/local/tmp/torchdroid"
+    project: str = field(default_factory=lambda: Path.cwd().name)  # like deploy: <device_dir>/<project>/executorch
     warmup: int = 5
     iters: int = 50
     repeat: int = 3
@@ -116,7 +119,14 @@ def _runner(s: PteDeploySettings) -> tuple:
     if info.lane != pins.RUNTIME_LANE:
         raise UsageError(f"{info.path} is a {info.lane!r} build, not ExecuTorch's runner",
                          remedy="run `invoke build-android --lane executorch` and pass its build-info")
-    return info, info.artefact(pins.RUNNER)
+    from .plan import _recorded
+
+    # the runner that runs is the one build-android recorded: a rebuilt, replaced or modified file is refused
+    # (the legacy deploy's check of its binary)
+    path = _recorded(info, pins.RUNNER, remedy="run `invoke build-android --lane executorch` again (it rewrites the "
+                                               "build-info)")
+    digest = next((a.get("sha256") for a in info.get("artefacts", []) if a.get("name") == pins.RUNNER), None)
+    return info, path, digest  # the phone's copy is verified against the recorded hash too
 
 
 def _device_abi_problem(device: Device, abi: str) -> Optional[str]:
@@ -155,23 +165,24 @@ def legacy_rows(legacy: Optional[DeployResults], serial: str, stems: Sequence[st
 def deploy_pte(s: PteDeploySettings) -> PteDeployResult:
     if s.iters < 1 or s.warmup < 0 or s.repeat < 1 or s.threads < 1:
         raise UsageError("deploy-executorch needs iter >= 1, warmup >= 0, repeat >= 1 and threads >= 1")
-    directory = check_dir(s.device_dir.rstrip("/") + "/executorch")
+    project = check_dir(f"{s.device_dir.rstrip('/')}/{project_name(s.project)}")  # the legacy deploy's directory
+    directory = check_dir(project + "/executorch")
     adb = Adb.locate(host=s.adb_host, port=s.adb_port)  # the address is checked before any record is read
     programs = [f for f in pte_files(s.models) if f.delegate in ON_DEVICE_DELEGATES]
-    info, runner = _runner(s)
+    info, runner, runner_sha256 = _runner(s)
     server = adb.servers()[0]
     connected = server.devices()
     serials = list(s.serials) or [k for k, v in connected.items() if v == "device"]
     if not serials:
         raise DeviceError("no device is connected", remedy="connect a phone with USB debugging on (`adb devices`)")
-    items = [PushItem(runner, pins.RUNNER, 0o755)] + [PushItem(f.path, f.file, 0o644, f.sha256) for f in programs]
+    items = [PushItem(runner, pins.RUNNER, 0o755, runner_sha256)] + [PushItem(f.path, f.file, 0o644, f.sha256) for f in programs]
     rows: List[PteResultRow] = []
     problems: List[str] = []
     legacy, legacy_facts = load_legacy(s.results)
     operators: List[Dict[str, Any]] = []
     for serial in serials:
-        found = _one_device(server, serial, connected.get(serial), directory, items, programs, info, s, problems,
-                            operators)
+        found = _one_device(server, serial, connected.get(serial), project, directory, items, programs, info, s,
+                            problems, operators)
         if found:
             rows.extend(legacy_rows(legacy, serial, sorted({f.stem for f in programs})) + found)
     add_speedups(rows)
@@ -198,8 +209,11 @@ def _baseline_notes(models: Path) -> List[str]:
     return [unoptimized_warning(bad)] if bad else []
 
 
-def _one_device(server, serial, state, directory, items, programs, info, s, problems,
+def _one_device(server, serial, state, project, directory, items, programs, info, s, problems,
                 operators) -> List[PteResultRow]:
+    """Push and run under the project directory's lock (deploy/lock.py, the one the legacy deploy of this project
+    takes): two runs of one project never replace or measure each other's programs; other projects have their own
+    directories."""
     if state != "device":
         problems.append(f"device {serial} is {state or 'not connected'!r}")
         return []
@@ -210,13 +224,14 @@ def _one_device(server, serial, state, directory, items, programs, info, s, prob
         return []
     for f in programs:
         f.check_hash()
-    push_all(device, directory, items)
-    tracer = bool(info.get("event_tracer"))
-    rows = bench_programs(device, directory, programs, s, tracer)
-    for f, row in zip(programs, rows):
-        if row.status != "ok":
-            problems.append(f"{serial}: {f.file}: {row.note}")
-        operators.append(_operators(device, directory, f, row, tracer, s))
+    with device_lock(device, project):
+        push_all(device, directory, items)
+        tracer = bool(info.get("event_tracer"))
+        rows = bench_programs(device, directory, programs, s, tracer)
+        for f, row in zip(programs, rows):
+            if row.status != "ok":
+                problems.append(f"{serial}: {f.file}: {row.note}")
+            operators.append(_operators(device, directory, f, row, tracer, s))
     return rows
 
 

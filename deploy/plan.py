@@ -131,18 +131,19 @@ class DeployPlan:
 # --------------------------------------------------------------------------- binary
 
 
-def _recorded(info: BuildInfo, name: str) -> Path:
-    """A recorded artefact, checked against its build-info's hash."""
+def _recorded(info: BuildInfo, name: str, remedy: Optional[str] = None) -> Path:
+    """A recorded artefact, checked against its build-info's hash; ``remedy``: the fix to print instead of the
+    legacy binary's."""
     path = info.artefact(name)
     if not path.is_file():
         raise RecordError(f"{info.path} names {path}, which does not exist",
-                          remedy="run `invoke build-android` again, or pass --binary PATH")
+                          remedy=remedy or "run `invoke build-android` again, or pass --binary PATH")
     recorded = next((a.get("sha256") for a in info.get("artefacts", []) if a.get("name") == name), None)
     if recorded and sha256_file(path) != recorded:
         raise RecordError(f"{path} no longer matches its build-info {info.path}",
                           cause=f"{name} was rebuilt, replaced or modified after `invoke build-android` recorded it",
-                          remedy="run `invoke build-android` again (it rewrites the build-info), or pass the binary "
-                                 "you mean with --binary PATH")
+                          remedy=remedy or "run `invoke build-android` again (it rewrites the build-info), or pass "
+                                           "the binary you mean with --binary PATH")
     return path
 
 

@@ -1,10 +1,11 @@
-"""The deploy-executorch results record: ``<results>/executorch-latest.json`` (and its CSV twin).
+"""The deploy-executorch results record: ``<results>/executorch-run-NNNN.json`` per run, never overwritten, and
+``<results>/executorch-latest.json``, the newest run (each with its CSV twin).
 
 ``invoke deploy-executorch`` writes it; ``invoke report`` reads it to put ExecuTorch's numbers beside the
 legacy TorchScript CPU and NNAPI rows of the same phone.  One row per device and runtime:
 
     {"kind": "torchdroid.executorch-deploy", "schema": 1, "written": "2026-11-23T19:00:00+00:00",
-     "models": "/abs/build/models", "build_info": "...", "warmup": 5, "iters": 50, "repeat": 3, "threads": 1,
+     "run_id": 3, "models": "/abs/build/models", "build_info": "...", "warmup": 5, "iters": 50, "repeat": 3, "threads": 1,
      "legacy": {"path": ".../latest.json", "run_id": 7, "started": "..."},      # {} when there was none
      "rows": [{"serial": "R58N", "runtime": "ExecuTorch fp32-xnnpack", "precision": "fp32", "file": "...",
                "status": "ok", "median_ms": 7.6, "p90_ms": 8.1, "min_ms": 7.2, "samples": 150,
@@ -22,6 +23,7 @@ import csv
 import datetime as _dt
 import io
 import math
+import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -34,14 +36,41 @@ from .records import now_iso, read_record, write_record
 PTE_RESULTS_KIND = "torchdroid.executorch-deploy"
 PTE_RESULTS_SCHEMA = 1
 PTE_RESULTS_STEM = "executorch-latest"
+PTE_RUN_PREFIX = "executorch-run-"  # executorch-run-0003.json: one run's record, kept beside the next runs'
 PTE_ROW_STATUSES = ("ok", "failed")
 BASELINE_PREFIX = "TorchScript CPU"  # the legacy CPU model of the same precision: every speed-up's denominator
 RUNTIME_PREFIXES = ("ExecuTorch ", BASELINE_PREFIX + " ", "NNAPI ")
 REMEDY = "run `invoke deploy-executorch` again (it rewrites <results>/executorch-latest.json)"
 
 
-def pte_results_path(results_dir: Path) -> Path:
-    return Path(results_dir) / f"{PTE_RESULTS_STEM}.json"
+def pte_results_path(results_dir: Path, run: Optional[int] = None) -> Path:
+    """The newest run's record, or run ``run``'s."""
+    return Path(results_dir) / f"{PTE_RESULTS_STEM if run is None else f'{PTE_RUN_PREFIX}{run:04d}'}.json"
+
+
+def pte_run_ids(results_dir: Path) -> List[int]:
+    """The numbers of the runs recorded in ``results_dir``, oldest first."""
+    ids = []
+    for p in Path(results_dir).glob(f"{PTE_RUN_PREFIX}*.json"):
+        number = p.stem[len(PTE_RUN_PREFIX):]
+        if number.isdigit():
+            ids.append(int(number))
+    return sorted(ids)
+
+
+def _claim_run(results_dir: Path) -> int:
+    """The next run number, its file created exclusively (never through a link), so two deploy-executorch runs
+    writing into one results directory at once never take the same number."""
+    results_dir = Path(results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    run = (pte_run_ids(results_dir) or [0])[-1] + 1
+    while True:
+        try:
+            os.close(os.open(pte_results_path(results_dir, run),
+                             os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o644))
+            return run
+        except FileExistsError:
+            run += 1
 
 
 def parse_time(text: str) -> Optional[_dt.datetime]:
@@ -177,6 +206,7 @@ class PteDeployRecord:
     notes: List[str] = field(default_factory=list)  # what every comparison must say (unoptimised CPU baselines...)
     written: str = ""
     path: Optional[Path] = None
+    run_id: Optional[int] = None  # this run's number (executorch-run-NNNN.json); None in records before it
 
     @property
     def legacy_run_id(self) -> Optional[int]:
@@ -189,32 +219,42 @@ class PteDeployRecord:
         return [r for r in self.rows if r.serial == serial]
 
     def to_body(self) -> Dict[str, Any]:
-        return {"models": self.models, "build_info": self.build_info, "warmup": self.warmup, "iters": self.iters,
+        return {"run_id": self.run_id, "models": self.models, "build_info": self.build_info, "warmup": self.warmup, "iters": self.iters,
                 "repeat": self.repeat, "threads": self.threads, "legacy": self.legacy,
                 "rows": [asdict(r) for r in self.rows], "problems": list(self.problems),
                 "operators": list(self.operators), "notes": list(self.notes)}
 
     def write(self, results_dir: Path) -> Dict[str, Path]:
-        """``executorch-latest.json`` (the record) and ``executorch-latest.csv`` (its rows), both atomically."""
+        """This run's ``executorch-run-NNNN.json`` (the record) and ``.csv`` (its rows), under a new number, then the
+        same as ``executorch-latest.json`` and ``.csv``, all atomically: an earlier run (another phone's) is kept."""
         self.written = now_iso()
-        json_path = write_record(pte_results_path(results_dir), PTE_RESULTS_KIND, PTE_RESULTS_SCHEMA,
-                                 {**self.to_body(), "written": self.written})
-        self.path = json_path
+        self.run_id = _claim_run(results_dir)
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=[f.name for f in fields(PteResultRow)])
         w.writeheader()
         for r in self.rows:
             w.writerow(asdict(r))
-        csv_path = atomic_write_text(Path(results_dir) / f"{PTE_RESULTS_STEM}.csv", buf.getvalue())
-        return {"json": json_path, "csv": csv_path}
+        body = {**self.to_body(), "written": self.written}
+        paths: Dict[str, Path] = {}
+        for run, key in ((self.run_id, "run_"), (None, "")):
+            json_path = write_record(pte_results_path(results_dir, run), PTE_RESULTS_KIND, PTE_RESULTS_SCHEMA, body)
+            paths[key + "json"] = json_path
+            paths[key + "csv"] = atomic_write_text(json_path.with_suffix(".csv"), buf.getvalue())
+        self.path = paths["json"]
+        return paths
+
+    @classmethod
+    def run_ids(cls, results_dir: Path) -> List[int]:
+        return pte_run_ids(results_dir)
 
     @classmethod
     def exists(cls, results_dir: Path) -> bool:
         return pte_results_path(results_dir).is_file()
 
     @classmethod
-    def load(cls, results_dir: Path) -> "PteDeployRecord":
-        path = pte_results_path(results_dir)
+    def load(cls, results_dir: Path, run: Optional[int] = None) -> "PteDeployRecord":
+        """The newest run's record, or run ``run``'s."""
+        path = pte_results_path(results_dir, run)
         data = read_record(path, PTE_RESULTS_KIND, PTE_RESULTS_SCHEMA, REMEDY)
         try:
             rec = cls(models=data["models"], build_info=data["build_info"], warmup=data["warmup"],
@@ -222,7 +262,7 @@ class PteDeployRecord:
                       rows=[PteResultRow.from_dict(r) for r in data["rows"]], problems=list(data.get("problems", [])),
                       legacy=dict(data.get("legacy") or {}), operators=list(data.get("operators") or []),
                       notes=[str(n) for n in data.get("notes") or []],
-                      written=data.get("written", ""), path=path)
+                      written=data.get("written", ""), path=path, run_id=data.get("run_id"))
         except (KeyError, TypeError, ValueError) as e:
             raise RecordError(f"{path} is malformed ({type(e).__name__}: {e})",
                               cause="it was edited, damaged, or written by another torchdroid version",
@@ -248,6 +288,9 @@ class PteDeployRecord:
     def problems_found(self) -> List[str]:
         """Everything inconsistent in the record (empty: it is sound)."""
         out = self._header_problems()
+        if self.run_id is not None and (not isinstance(self.run_id, int) or isinstance(self.run_id, bool)
+                                        or self.run_id < 1):
+            out.append(f"run id {self.run_id!r} is not a run number")
         run_id = self.legacy.get("run_id")
         if run_id is not None and (not isinstance(run_id, int) or isinstance(run_id, bool)):
             out.append(f"legacy run id {run_id!r} is not a number")

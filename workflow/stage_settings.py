@@ -128,7 +128,8 @@ def pte_deploy(config: Any, **cli):
         models=r.path("convert.out", "models"),
         build_info=Path(info) if info else layout(r).executorch_build_info(r.get("android.abi")),
         results=r.path("deploy.results"), serials=tuple(cli.get("serial") or r.get("deploy.serials") or ()),
-        device_dir=r.get("deploy.device_dir"), warmup=r.get("deploy.warmup", "warmup"),
+        device_dir=r.get("deploy.device_dir"), project=r.get("deploy.project", "project") or Path.cwd().name,
+        warmup=r.get("deploy.warmup", "warmup"),
         iters=r.get("deploy.iter", "iter"), repeat=r.get("deploy.repeat", "repeat"),
         threads=r.get("deploy.threads") or 1, adb_host=r.get("deploy.adb_host"), adb_port=r.get("deploy.adb_port"),
         timeout=float(r.get("deploy.bench_timeout")))

@@ -22,7 +22,12 @@ def inputs(tmp_path_factory):
     return write_pte_models(root / "models"), write_runtime_build_info(root / "build", runner)
 
 
+PROJECT = "proj"
+ET_DIR = f"{DIR}/{PROJECT}/executorch"  # each project's programs in its own directory on the phone
+
+
 def _settings(models, info, results, port, **kw):
+    kw.setdefault("project", PROJECT)
     return PteDeploySettings(models=models, build_info=info, results=results, adb_port=port, warmup=2, iters=5,
                              repeat=2, device_dir=DIR, timeout=60, **kw)
 
@@ -39,7 +44,7 @@ def test_push_run_and_report_beside_the_legacy_results(inputs, tmp_path):
         serial = devs["a"].serial
         write_legacy_results(tmp_path / "res", serial)
         result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
-        d = devs["a"].path(DIR + "/executorch")
+        d = devs["a"].path(ET_DIR)
         assert (d / "executor_runner").stat().st_mode & 0o777 == 0o755
         for name in ("mobilenetv2-fp32-xnnpack.pte", "mobilenetv2-int8-xnnpack.pte", "mobilenetv2-fp32-portable.pte"):
             assert sha256_file(d / name) == sha256_file(models / name)
@@ -67,7 +72,7 @@ def test_a_tampered_program_is_never_pushed(inputs, tmp_path):
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
         with pytest.raises(RecordError, match="does not match its manifest entry"):
             deploy_pte(_settings(private, info, tmp_path / "res", server.port))
-        assert not devs["a"].path(DIR + "/executorch").exists()
+        assert not devs["a"].path(ET_DIR).exists()
 
 
 def test_a_failing_runner_is_a_failed_row_with_its_output(inputs, tmp_path):
@@ -101,7 +106,7 @@ def test_a_device_of_another_abi_is_reported_not_run(inputs, tmp_path):
     props = {"ro.product.cpu.abi": "x86_64", "ro.product.cpu.abilist": "x86_64"}
     with adb_with_devices(tmp_path / "adb", {"x": {"props": props}}) as (server, devs):
         result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
-        assert not devs["x"].path(DIR + "/executorch").exists()
+        assert not devs["x"].path(ET_DIR).exists()
     assert result.rows == [] and "the runner is arm64-v8a" in result.problems[0]
 
 
@@ -121,3 +126,82 @@ def test_cli_deploy_executorch_from_a_users_directory(inputs, tmp_path):
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ExecuTorch fp32-xnnpack" in r.stdout and (tmp_path / "build" / "results" / "executorch-latest.json").is_file()
+
+
+def test_a_runner_that_no_longer_matches_its_build_info_never_runs(inputs, tmp_path):
+    """Before: the replaced runner was pushed and run (exit 0); the legacy deploy refuses such a binary."""
+    models, info = inputs
+    build = tmp_path / "build"
+    shutil.copytree(info.parent, build)
+    runner = build / "executor_runner"
+    runner.write_bytes(runner.read_bytes() + b"\0patched")
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        with pytest.raises(RecordError, match="no longer matches its build-info"):
+            deploy_pte(_settings(models, build / "build-info.json", tmp_path / "res", server.port))
+        assert not devs["a"].path(ET_DIR).exists()
+        log = devs["a"].state_dir / "device.log"
+        assert not log.exists() or "executor_runner" not in log.read_text()
+
+
+def test_each_project_has_its_own_directory_on_the_phone(inputs, tmp_path):
+    """Before: every project's programs went to <device_dir>/executorch, so two projects' programs of one name
+    replaced each other and each measured the other's."""
+    models, info = inputs
+    other = tmp_path / "other-models"
+    shutil.copytree(models, other)
+    from toolchain.fsutil import sha256_file as sha
+    from toolchain.pte_records import load_section, write_section
+
+    changed = other / "mobilenetv2-fp32-xnnpack.pte"
+    changed.write_bytes(changed.read_bytes()[:-16] + b"other project!!!")
+    section = load_section(other)
+    for e in section["files"]:
+        if e["file"] == changed.name:
+            e.update(sha256=sha(changed), size=changed.stat().st_size)
+    write_section(other, section)
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        deploy_pte(_settings(models, info, tmp_path / "res1", server.port, project="one"))
+        deploy_pte(_settings(other, info, tmp_path / "res2", server.port, project="two"))
+        one, two = devs["a"].path(f"{DIR}/one/executorch"), devs["a"].path(f"{DIR}/two/executorch")
+        assert sha256_file(one / changed.name) == sha256_file(models / changed.name)
+        assert sha256_file(two / changed.name) == sha256_file(changed)
+
+
+def test_a_project_directory_another_run_holds_is_refused(inputs, tmp_path):
+    """The project's directory is locked (deploy/lock.py, the legacy deploy's lock): a run holding it is waited
+    for by nobody and overwritten by nobody."""
+    import time
+
+    from deploy.lock import DeviceBusy, lock_path
+
+    models, info = inputs
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        held = devs["a"].path(lock_path(f"{DIR}/{PROJECT}"))
+        held.mkdir(parents=True)
+        (held / "owner").write_text(f"4242 another-host {time.time():.0f} abcd\n")
+        with pytest.raises(DeviceBusy, match="another torchdroid run"):
+            deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        assert not devs["a"].path(ET_DIR).exists() and held.is_dir()
+        held.joinpath("owner").unlink()
+        held.rmdir()
+        deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        assert (devs["a"].path(ET_DIR) / "executor_runner").is_file()
+        assert not held.exists()  # released after the run
+
+
+def test_results_of_every_device_and_run_are_kept(inputs, tmp_path):
+    """Before: executorch-latest.json was the only record, so phone A's results were gone after deploying to B."""
+    from toolchain.pte_results import PteDeployRecord
+
+    models, info = inputs
+    res = tmp_path / "res"
+    with adb_with_devices(tmp_path / "adb", {"a": {}, "b": {}}) as (server, devs):
+        a, b = devs["a"].serial, devs["b"].serial
+        first = deploy_pte(_settings(models, info, res, server.port, serials=(a,)))
+        second = deploy_pte(_settings(models, info, res, server.port, serials=(b,)))
+    assert first.record.run_id == 1 and second.record.run_id == 2
+    runs = [PteDeployRecord.load(res, run=n) for n in PteDeployRecord.run_ids(res)]
+    assert [r.serials() for r in runs] == [[a], [b]]
+    assert [r.median_ms for r in runs[0].rows] == [r.median_ms for r in first.rows]
+    assert (res / "executorch-run-0001.csv").read_text().count(a) == len(first.rows)
+    assert PteDeployRecord.load(res).serials() == [b]  # the newest run stays where the report reads it

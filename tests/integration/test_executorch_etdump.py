@@ -30,7 +30,7 @@ def runners(tmp_path_factory):
 
 def _settings(models, info, results, port):
     return PteDeploySettings(models=models, build_info=info, results=results, adb_port=port, warmup=1, iters=2,
-                             repeat=1, device_dir=DIR, timeout=120)
+                             repeat=1, device_dir=DIR, project="proj", timeout=120)
 
 
 def test_a_phone_with_an_event_tracer_runner_gives_per_operator_times(tiny_lane, runners, tmp_path):
@@ -39,7 +39,7 @@ def test_a_phone_with_an_event_tracer_runner_gives_per_operator_times(tiny_lane,
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
         result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
         serial = devs["a"].serial
-        left = [p.name for p in devs["a"].path(DIR + "/executorch").iterdir() if p.name.endswith(".etdump")]
+        left = [p.name for p in devs["a"].path(DIR + "/proj/executorch").iterdir() if p.name.endswith(".etdump")]
     assert not result.problems, result.problems
     ops = {o["file"]: o for o in PteDeployRecord.load(tmp_path / "res").operators_of(serial)}
     assert set(ops) == {"tiny-fp32-xnnpack.pte", "tiny-int8-xnnpack.pte", "tiny-fp32-portable.pte"}
