@@ -175,6 +175,8 @@ class PteDeployRecord:
     # per device and program: the ETDump's operator table (deploy/etdump.py), status ok or unknown with the reason
     operators: List[Dict[str, Any]] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)  # what every comparison must say (unoptimised CPU baselines...)
+    # the numerics record this run wrote beside it (file name and sha256); {}: the run did not check the outputs
+    numerics: Dict[str, Any] = field(default_factory=dict)
     written: str = ""
     path: Optional[Path] = None
 
@@ -192,7 +194,7 @@ class PteDeployRecord:
         return {"models": self.models, "build_info": self.build_info, "warmup": self.warmup, "iters": self.iters,
                 "repeat": self.repeat, "threads": self.threads, "legacy": self.legacy,
                 "rows": [asdict(r) for r in self.rows], "problems": list(self.problems),
-                "operators": list(self.operators), "notes": list(self.notes)}
+                "operators": list(self.operators), "notes": list(self.notes), "numerics": dict(self.numerics)}
 
     def write(self, results_dir: Path) -> Dict[str, Path]:
         """``executorch-latest.json`` (the record) and ``executorch-latest.csv`` (its rows), both atomically."""
@@ -222,7 +224,7 @@ class PteDeployRecord:
                       rows=[PteResultRow.from_dict(r) for r in data["rows"]], problems=list(data.get("problems", [])),
                       legacy=dict(data.get("legacy") or {}), operators=list(data.get("operators") or []),
                       notes=[str(n) for n in data.get("notes") or []],
-                      written=data.get("written", ""), path=path)
+                      numerics=dict(data.get("numerics") or {}), written=data.get("written", ""), path=path)
         except (KeyError, TypeError, ValueError) as e:
             raise RecordError(f"{path} is malformed ({type(e).__name__}: {e})",
                               cause="it was edited, damaged, or written by another torchdroid version",
