@@ -16,6 +16,8 @@ Tolerances (docs/deploy.md "Is the answer right"):
   closer host rounding (AOSP's CTS allows 1 LSB per operation on quant8, NU4); for a CPU run against the same
   file on the host's QNNPACK (the phone's NEON kernels and the host's SSE2 ones are assumed to round alike
   within one step per operation: not read, so the bound leaves room for it).
+* ExecuTorch programs (deploy/pte_numerics.py, backend ``executorch``): the same float rule plus half of the
+  last digit executor_runner prints (``%f``), and 2 LSB of the recorded int8 output quantization.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ log = logging.getLogger(__name__)
 
 FLOAT_RTOL = {"cpu": 1e-3, "nnapi": 1e-3, "executorch": 1e-3}
 QUANT_LSB = {"cpu": 2, "nnapi": 2, "executorch": 2}
-# what the phone's printer cannot resolve, added to the float rule: executor_runner prints ``%f`` (6 decimals, EO3)
+# what the phone's printer cannot resolve, added to the float rule: executor_runner prints ``%f`` (6 decimals, E19)
 PRINT_ATOL = {"cpu": 0.0, "nnapi": 0.0, "executorch": 5e-7}
 START_MARK = "Starting benchmark."
 _TRAILER = re.compile(r"\[ (\w+)\{([\d,]*)\}(?:, qscheme: (\w+)(?:, scale: ([0-9.eE+-]+), zero_point: (-?\d+))?)?")

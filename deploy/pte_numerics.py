@@ -1,12 +1,12 @@
 """Is the phone's answer right, ExecuTorch lane: each .pte program's output on the phone against the host runtime's.
 
 On the phone: the ``executor_runner`` deploy-executorch already pushes, run once more per reference input as
-``executor_runner --model_path=P --inputs=IN.bin --print_output=all --num_executions=1`` (docs/facts.md EO1-EO4):
+``executor_runner --model_path=P --inputs=IN.bin --print_output=all --num_executions=1`` (docs/facts.md E17-E20):
 ``--inputs`` takes one file of raw tensor bytes per program input (a size other than the tensor's is refused),
 ``--print_output=all`` prints every element of every output as ``Output[i][j]: (float) %f`` on stdout after the
 executions.  The inputs are the ones convert recorded beside the programs (``<stem>-executorch-reference.pt``,
 float32, written as raw little-endian bytes like the phone's arm64 memory); without a recorded reference, the
-runner's own default (every input element 1, EO2) and the host gets the same ones.
+runner's own default (every input element 1, E18) and the host gets the same ones.
 
 Here: the same program, the same inputs, on the host's ExecuTorch runtime (``converter.pte_host.load_method``),
 computed once per program and shared by every phone.  :func:`deploy.numerics.judge` decides with the rules of
@@ -207,7 +207,7 @@ def check_program(device: Device, directory: str, f: PteFile, pi: ProgramInputs,
             continue
         if res.code != 0:
             phone.append(None)
-            problems.append("the runner does not know --print_output=all (a runner older than ExecuTorch 1.3, EO5): "
+            problems.append("the runner does not know --print_output=all (a runner older than ExecuTorch 1.3, E21): "
                             "run `invoke build-android --lane executorch`" if _unknown_flag(res.output)
                             else f"the output run exited {res.code}: " + " | ".join(res.tail(2)))
             continue

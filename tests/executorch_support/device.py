@@ -19,8 +19,8 @@ def build_standin_runner(out_dir: Path, api_level: int = 29, event_tracer: bool 
                          print_all_output_bool: bool = False) -> Path:
     """The fixture executor_runner (posix logging) compiled with the host C compiler; ``event_tracer``: as built with
     EXECUTORCH_ENABLE_EVENT_TRACER (takes --etdump_path, writes a real ETDump with the installed runtime).  It prints
-    the program's real outputs with ``--print_output=all`` (runner_output.py, EO3); ``print_all_output_bool``: a
-    v1.0-v1.2 runner, which knows only ``--print_all_output`` and refuses ``--print_output`` (EO5)."""
+    the program's real outputs with ``--print_output=all`` (runner_output.py, E19); ``print_all_output_bool``: a
+    v1.0-v1.2 runner, which knows only ``--print_all_output`` and refuses ``--print_output`` (E21)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     exe = out_dir / pins.RUNNER
     cc = shutil.which("gcc") or shutil.which("cc")

@@ -3,7 +3,7 @@ recorded reference input with ``--inputs=... --print_output=all``, reads the pri
 with the host ExecuTorch runtime's on the same inputs.
 
 The virtual phones run the stand-in executor_runner, which prints what the installed ExecuTorch runtime computes for
-the pushed .pte on the pushed input file, in upstream's format (docs/facts.md EO1-EO5); one phone's runtime is a few
+the pushed .pte on the pushed input file, in upstream's format (docs/facts.md E17-E21); one phone's runtime is a few
 percent off on the XNNPACK programs, one prints nothing, one has a runner older than ``--print_output``.
 """
 

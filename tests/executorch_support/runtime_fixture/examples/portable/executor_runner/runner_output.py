@@ -5,7 +5,7 @@
 Loads PROGRAM with the installed ExecuTorch runtime, fills each input from its file of INPUT_FILES (comma-separated,
 raw tensor bytes; a size other than the tensor's is refused as upstream's prepare_input_tensors does: "input size
 (%zu) and tensor size (%zu) mismatch!") or with ones (no files, upstream's default), runs ``forward`` once and
-prints every output element as executor_runner does with ``--print_output=all`` (docs/facts.md EO3):
+prints every output element as executor_runner does with ``--print_output=all`` (docs/facts.md E19):
 ``Output[i][j]: (float) %f`` (``(int) %d``, ``(char) %d``, ``(bool) ...``) on stdout, after the ``N outputs:`` log
 line on stderr.
 
