@@ -16,7 +16,6 @@ COLUMNS = ["device", "model file", "backend", "verdict", "largest diff", "LSB", 
 NOT_CHECKED = ("not checked in this run: deploy ran without the numerics check (--no-numerics, --no-bench, or no "
                "benchmark binary) or before torchdroid had it; run `invoke deploy` again")
 ALSO_NOT_CHECKED = "not checked on the phone: the in-app benchmark's outputs (the app prints no outputs)"
-ET_NO_RUN = "ExecuTorch programs: not checked (no deploy-executorch results in this directory)"
 ET_NOT_CHECKED = ("ExecuTorch programs: not checked: the latest deploy-executorch ran before torchdroid checked the "
                   "runner's outputs; run `invoke deploy-executorch` again")
 
@@ -52,9 +51,10 @@ def load_run(results: Path, run_id: int) -> Tuple[List[NumericsVerdict], str]:
 
 def load_executorch(results: Path) -> Tuple[List[NumericsVerdict], str]:
     """The latest deploy-executorch's verdicts (``executorch-latest-numerics.json``, the one its results record
-    names by sha256), or none and why."""
+    names by sha256), or none and why (none and no reason: there are no deploy-executorch results at all, which
+    the report's ExecuTorch section already says)."""
     if not PteDeployRecord.exists(results):
-        return [], ET_NO_RUN
+        return [], ""
     link = PteDeployRecord.load(results).numerics
     if not link:
         return [], ET_NOT_CHECKED
@@ -89,8 +89,9 @@ def html_section(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str], no
                      "relative to the reference's largest magnitude; NNAPI against the host NNAPI in both roundings "
                      "(the closer counts)</p>")
         parts.append(_table(verdicts, labels))
-    parts.append("<h3 id='numerics-executorch'>ExecuTorch programs (deploy-executorch: executor_runner's printed "
-                 "outputs on the recorded reference inputs vs the host's ExecuTorch runtime)</h3>")
+    if executorch or executorch_note:
+        parts.append("<h3 id='numerics-executorch'>ExecuTorch programs (deploy-executorch: executor_runner's printed "
+                     "outputs on the recorded reference inputs vs the host's ExecuTorch runtime)</h3>")
     if executorch_note:
         parts.append(f"<p class='warn'>{e(executorch_note)}</p>")
     if executorch:

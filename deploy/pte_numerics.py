@@ -110,10 +110,11 @@ def program_inputs(models: Path, stems: Sequence[str], programs: Sequence[PteFil
 def _ones(stem: str, programs: Sequence[PteFile], why: str) -> ProgramInputs:
     import torch
 
-    spec = next((f.extra.get("input") or {} for f in programs if f.stem == stem), {})
-    shape = tuple(int(d) for d in spec.get("shape") or ())
+    mine = [f for f in programs if f.stem == stem]
+    shape = tuple(int(d) for d in (mine[0].input.shape if mine else ()) or ())
     tensors = [torch.ones(shape)] if shape else []
-    return ProgramInputs(stem, tensors, [], f"all-ones input (the runner's default; {why})")
+    quant = next(((f.extra.get("quantization") or {}).get("output") for f in mine if f.precision == "int8"), None)
+    return ProgramInputs(stem, tensors, [], f"all-ones input (the runner's default; {why})", quant or None)
 
 
 def push_items(inputs: Dict[str, ProgramInputs]) -> List[PushItem]:
