@@ -7,6 +7,11 @@ files not sent again); the programs run in ``repeat`` alternated rounds, each as
 ``Iteration i of N: X ms`` lines give the samples, the first ``warmup`` of each run are dropped.  The report
 joins the latest legacy deploy results of the same device (TorchScript CPU and NNAPI, quant_none and
 quant_full) and gives every line's speed-up over the legacy CPU model of the same precision.
+
+Is the answer right (``numerics``, on by default): each program runs once more per recorded reference input with
+``--inputs=... --print_output=all`` and its printed outputs are compared with the host ExecuTorch runtime's on the
+same inputs (deploy/pte_numerics.py); the verdicts go to ``executorch-latest-numerics.json``, which
+``executorch-latest.json`` names by sha256.
 """
 
 from __future__ import annotations

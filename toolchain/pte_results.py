@@ -9,7 +9,8 @@ legacy TorchScript CPU and NNAPI rows of the same phone.  One row per device and
      "rows": [{"serial": "R58N", "runtime": "ExecuTorch fp32-xnnpack", "precision": "fp32", "file": "...",
                "status": "ok", "median_ms": 7.6, "p90_ms": 8.1, "min_ms": 7.2, "samples": 150,
                "speedup_vs_cpu": 2.3, "note": ""}, ...],
-     "problems": ["..."]}
+     "problems": ["..."],
+     "numerics": {"file": "executorch-latest-numerics.json", "sha256": "..."}}  # {}: outputs not checked
 
 The reader refuses anything it would have to guess about (a missing or mistyped field, an unknown status, an
 ``ok`` row without positive latencies, a speed-up that does not follow from the medians it relates) with a
