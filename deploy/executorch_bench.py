@@ -220,14 +220,14 @@ class _Answers:
         return cls(inputs, refs, pn.push_items(inputs))
 
     def check(self, device: Device, directory: str, f: PteFile, row: PteResultRow,
-              s: PteDeploySettings) -> NumericsVerdict:
+              s: PteDeploySettings, tracer: bool) -> NumericsVerdict:
         from . import pte_numerics as pn
 
         if row.status != "ok":
             return NumericsVerdict(device.serial, f.file, pn.BACKEND, f.precision, "unknown",
                                    reason="the program did not run: " + row.note)
         return pn.check_program(device, directory, f, self.inputs[f.stem], self.references[f.file], s.threads,
-                                s.timeout)
+                                s.timeout, tracer)
 
 
 def _baseline_notes(models: Path) -> List[str]:
@@ -265,7 +265,7 @@ def _one_device(server, serial, state, directory, items, programs, info, s, prob
             problems.append(f"{serial}: {f.file}: {row.note}")
         operators.append(_operators(device, directory, f, row, tracer, s))
         if answers is not None:
-            verdicts.append(answers.check(device, directory, f, row, s))
+            verdicts.append(answers.check(device, directory, f, row, s, tracer))
     return rows
 
 

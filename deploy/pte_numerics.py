@@ -153,11 +153,17 @@ def host_reference(f: PteFile, pi: ProgramInputs) -> FileReference:
 # --------------------------------------------------------------------------- the phone
 
 
-def output_command(directory: str, program: str, input_name: Optional[str], threads: int) -> str:
-    """One run of the program on one input file (None: the runner's all-ones default) printing every output."""
+TRACE_NAME = "numerics-run.etdump"  # where a runner with the event tracer writes the ETDump of an output run
+
+
+def output_command(directory: str, program: str, input_name: Optional[str], threads: int, tracer: bool = False) -> str:
+    """One run of the program on one input file (None: the runner's all-ones default) printing every output.  A
+    runner built with the event tracer writes an ETDump after every run (default ``model.etdump``, EB4): it goes
+    to :data:`TRACE_NAME`, removed after the program's runs."""
     inputs = f" --inputs={shlex.quote(input_name)}" if input_name else ""
+    trace = f" --etdump_path={TRACE_NAME}" if tracer else ""
     return (f"cd {shlex.quote(directory)} && ./{pins.RUNNER} --model_path={shlex.quote(program)}{inputs} "
-            f"{PRINT_FLAG} --num_executions=1 --cpu_threads={int(threads)} 2>&1")
+            f"{PRINT_FLAG} --num_executions=1 --cpu_threads={int(threads)}{trace} 2>&1")
 
 
 class Unprintable(ValueError):
@@ -190,7 +196,7 @@ def _unknown_flag(output: str) -> bool:
 
 
 def check_program(device: Device, directory: str, f: PteFile, pi: ProgramInputs, ref: FileReference,
-                  threads: int, timeout: float) -> NumericsVerdict:
+                  threads: int, timeout: float, tracer: bool = False) -> NumericsVerdict:
     """Run ``f`` once per input with ``--print_output=all`` and judge the printed first output against ``ref``."""
     subject = Subject(f.file, BACKEND, f.precision)
     if not ref.outputs:  # nothing to compare with: the phone is not asked
@@ -201,7 +207,7 @@ def check_program(device: Device, directory: str, f: PteFile, pi: ProgramInputs,
     host = next(iter(ref.outputs.values()))
     for name, expected in zip(names, host):
         try:
-            res = device.shell(output_command(directory, f.file, name, threads), timeout=timeout)
+            res = device.shell(output_command(directory, f.file, name, threads, tracer), timeout=timeout)
         except TorchdroidError as e:
             phone.append(None)
             problems.append(f"the output run failed: {e.what}")
@@ -221,6 +227,8 @@ def check_program(device: Device, directory: str, f: PteFile, pi: ProgramInputs,
         values = printed.get(0, [])
         shape = expected.shape if len(values) == len(expected.values) else [len(values)]
         phone.append(TensorValues(shape, values, expected.scale, expected.zero_point))
+    if tracer:
+        device.shell(f"rm -f {shlex.quote(directory.rstrip('/') + '/' + TRACE_NAME)}", timeout=timeout)
     v = judge(device.serial, subject, phone, problems, ref)
     if v.verdict != "unknown":
         v.inputs = len(phone)

@@ -351,7 +351,7 @@ def executorch_runtime(result: Any, log_path: Any) -> None:
     print(f"build-info: {info.path} ({result.seconds:.1f}s; log {log_path})")
 
 
-ET_NUMERICS = "each phone's executor_runner outputs on the recorded reference inputs vs the host's ExecuTorch runtime"
+ET_NUMERICS = "executor_runner's outputs vs the host's ExecuTorch runtime (same program, same inputs)"
 
 
 def pte_deploy(result: Any) -> None:
