@@ -7,6 +7,11 @@ files not sent again); the programs run in ``repeat`` alternated rounds, each as
 ``Iteration i of N: X ms`` lines give the samples, the first ``warmup`` of each run are dropped.  The report
 joins the latest legacy deploy results of the same device (TorchScript CPU and NNAPI, quant_none and
 quant_full) and gives every line's speed-up over the legacy CPU model of the same precision.
+
+Is the answer right (``numerics``, on by default): each program runs once more per recorded reference input with
+``--inputs=... --print_output=all`` and its printed outputs are compared with the host ExecuTorch runtime's on the
+same inputs (deploy/pte_numerics.py); the verdicts go to ``executorch-latest-numerics.json``, which
+``executorch-latest.json`` names by sha256.
 """
 
 from __future__ import annotations
@@ -15,14 +20,17 @@ import logging
 import re
 import shlex
 import statistics
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins as pins
 from toolchain.errors import DeviceError, RecordError, UsageError
+from toolchain.numerics_records import NumericsRecord, NumericsVerdict, numerics_path
 from toolchain.pte_records import PteFile, pte_files
-from toolchain.pte_results import PteDeployRecord, PteResultRow, add_speedups
+from toolchain.fsutil import sha256_file
+from toolchain.pte_results import PTE_RESULTS_STEM, PteDeployRecord, PteResultRow, add_speedups
 from toolchain.records import BuildInfo, DeployResults, deploy_results_path
 from toolchain.settings import default
 
@@ -51,6 +59,7 @@ class PteDeploySettings:
     repeat: int = 3
     threads: int = 1
     timeout: float = 600.0
+    numerics: bool = True  # run each program once more per reference input and compare its outputs with the host's
 
 
 @dataclass
@@ -60,6 +69,8 @@ class PteDeployResult:
     csv_path: Path
     problems: List[str] = field(default_factory=list)
     record: Optional[PteDeployRecord] = None
+    numerics: List[NumericsVerdict] = field(default_factory=list)  # is each phone's answer right (pte_numerics)
+    numerics_path: Optional[Path] = None
 
 
 def parse_iterations(output: str) -> List[float]:
@@ -180,18 +191,55 @@ def deploy_pte(s: PteDeploySettings) -> PteDeployResult:
     problems: List[str] = []
     legacy, legacy_facts = load_legacy(s.results)
     operators: List[Dict[str, Any]] = []
-    for serial in serials:
-        found = _one_device(server, serial, connected.get(serial), project, directory, items, programs, info, s,
-                            problems, operators)
-        if found:
-            rows.extend(legacy_rows(legacy, serial, sorted({f.stem for f in programs})) + found)
+    verdicts: List[NumericsVerdict] = []
+    with tempfile.TemporaryDirectory(prefix="torchdroid-et-inputs-") as work:
+        answers = _Answers.prepare(s, programs, Path(work)) if s.numerics else None
+        if answers is not None:
+            items += answers.items
+        for serial in serials:
+            found = _one_device(server, serial, connected.get(serial), project, directory, items, programs, info, s,
+                                problems, operators, answers, verdicts)
+            if found:
+                rows.extend(legacy_rows(legacy, serial, sorted({f.stem for f in programs})) + found)
     add_speedups(rows)
+    numerics_file = (NumericsRecord(legacy_facts.get("run_id"), verdicts).write(
+        numerics_path(s.results, PTE_RESULTS_STEM)) if s.numerics else None)
     record = PteDeployRecord(models=str(Path(s.models).resolve()), build_info=str(Path(s.build_info).resolve()),
                              warmup=s.warmup, iters=s.iters, repeat=s.repeat, threads=s.threads, rows=rows,
                              problems=problems, legacy=legacy_facts, operators=operators,
-                             notes=_baseline_notes(s.models))
+                             notes=_baseline_notes(s.models),
+                             numerics=({"file": numerics_file.name, "sha256": sha256_file(numerics_file)}
+                                       if numerics_file else {}))
     paths = record.write(s.results)
-    return PteDeployResult(rows, paths["json"], paths["csv"], problems, record)
+    return PteDeployResult(rows, paths["json"], paths["csv"], problems, record, verdicts, numerics_file)
+
+
+@dataclass
+class _Answers:
+    """What the numerics check needs on every phone: each model's inputs (pushed as files) and each program's host
+    outputs on them (computed once, here)."""
+
+    inputs: Dict[str, Any]  # stem -> pte_numerics.ProgramInputs
+    references: Dict[str, Any]  # file -> FileReference
+    items: List[PushItem]
+
+    @classmethod
+    def prepare(cls, s: PteDeploySettings, programs: Sequence[PteFile], work: Path) -> "_Answers":
+        from . import pte_numerics as pn
+
+        inputs = pn.program_inputs(s.models, sorted({f.stem for f in programs}), programs, work)
+        refs = {f.file: pn.host_reference(f, inputs[f.stem]) for f in programs}
+        return cls(inputs, refs, pn.push_items(inputs))
+
+    def check(self, device: Device, directory: str, f: PteFile, row: PteResultRow,
+              s: PteDeploySettings, tracer: bool) -> NumericsVerdict:
+        from . import pte_numerics as pn
+
+        if row.status != "ok":
+            return NumericsVerdict(device.serial, f.file, pn.BACKEND, f.precision, "unknown",
+                                   reason="the program did not run: " + row.note)
+        return pn.check_program(device, directory, f, self.inputs[f.stem], self.references[f.file], s.threads,
+                                s.timeout, tracer)
 
 
 def _baseline_notes(models: Path) -> List[str]:
@@ -210,7 +258,7 @@ def _baseline_notes(models: Path) -> List[str]:
 
 
 def _one_device(server, serial, state, project, directory, items, programs, info, s, problems,
-                operators) -> List[PteResultRow]:
+                operators, answers=None, verdicts=None) -> List[PteResultRow]:
     """Push and run under the project directory's lock (deploy/lock.py, the one the legacy deploy of this project
     takes): two runs of one project never replace or measure each other's programs; other projects have their own
     directories."""
@@ -232,6 +280,8 @@ def _one_device(server, serial, state, project, directory, items, programs, info
             if row.status != "ok":
                 problems.append(f"{serial}: {f.file}: {row.note}")
             operators.append(_operators(device, directory, f, row, tracer, s))
+            if answers is not None:
+                verdicts.append(answers.check(device, directory, f, row, s, tracer))
     return rows
 
 

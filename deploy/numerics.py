@@ -16,6 +16,8 @@ Tolerances (docs/deploy.md "Is the answer right"):
   closer host rounding (AOSP's CTS allows 1 LSB per operation on quant8, NU4); for a CPU run against the same
   file on the host's QNNPACK (the phone's NEON kernels and the host's SSE2 ones are assumed to round alike
   within one step per operation: not read, so the bound leaves room for it).
+* ExecuTorch programs (deploy/pte_numerics.py, backend ``executorch``): the same float rule plus half of the
+  last digit executor_runner prints (``%f``), and 2 LSB of the recorded int8 output quantization.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from .adb import Device
 
 log = logging.getLogger(__name__)
 
-FLOAT_RTOL = {"cpu": 1e-3, "nnapi": 1e-3}
-QUANT_LSB = {"cpu": 2, "nnapi": 2}
+FLOAT_RTOL = {"cpu": 1e-3, "nnapi": 1e-3, "executorch": 1e-3}
+QUANT_LSB = {"cpu": 2, "nnapi": 2, "executorch": 2}
+# what the phone's printer cannot resolve, added to the float rule: executor_runner prints ``%f`` (6 decimals, E19)
+PRINT_ATOL = {"cpu": 0.0, "nnapi": 0.0, "executorch": 5e-7}
 START_MARK = "Starting benchmark."
 _TRAILER = re.compile(r"\[ (\w+)\{([\d,]*)\}(?:, qscheme: (\w+)(?:, scale: ([0-9.eE+-]+), zero_point: (-?\d+))?)?")
 _COLUMNS = re.compile(r"^Columns (\d+) to (\d+)(.*)$")
@@ -210,10 +214,11 @@ def difference(phone: TensorValues, ref: TensorValues, backend: str) -> Differen
         lsb = lsb_difference(phone, ref)
         bound = QUANT_LSB[backend]
         return Difference(worst, lsb, top1, top5, lsb <= bound, f"<= {bound} LSB (scale {ref.scale:.6g})")
-    rtol = FLOAT_RTOL[backend]
+    rtol, atol = FLOAT_RTOL[backend], PRINT_ATOL[backend]
     magnitude = max((abs(v) for v in ref.values), default=0.0)
-    return Difference(worst, None, top1, top5, worst <= rtol * magnitude,
-                      f"|d| <= {rtol:g} x max|ref| ({rtol * magnitude:.3g})")
+    printed = f" + {atol:g} (printed digits)" if atol else ""
+    return Difference(worst, None, top1, top5, worst <= rtol * magnitude + atol,
+                      f"|d| <= {rtol:g} x max|ref|{printed} ({rtol * magnitude + atol:.3g})")
 
 
 def lsb_difference(phone: TensorValues, ref: TensorValues) -> float:
@@ -227,6 +232,10 @@ def lsb_difference(phone: TensorValues, ref: TensorValues) -> float:
         return max((abs(a - b) / s for a, b in zip(phone.values, ref.values)), default=0.0)
     return float(max((abs(round(a / s) - round(b / s)) if math.isfinite(a) else math.inf
                       for a, b in zip(phone.values, ref.values)), default=0))
+
+
+def inputs_word(backend: str) -> str:
+    return "reference inputs" if backend == "executorch" else "bundled inputs"
 
 
 def judge(serial: str, f: ModelFile, phone: Sequence[Optional[TensorValues]], problems: Sequence[str],
@@ -247,7 +256,7 @@ def judge(serial: str, f: ModelFile, phone: Sequence[Optional[TensorValues]], pr
         v.reason = "; ".join(dict.fromkeys(problems)) or "the phone printed no output"
         return v
     if len(got) < len(phone):
-        v.reason = f"{len(phone) - len(got)} of {len(phone)} bundled inputs gave no output: {problems[0]}"
+        v.reason = f"{len(phone) - len(got)} of {len(phone)} {inputs_word(v.backend)} gave no output: {problems[0]}"
         return v
     return _verdict(v, got, ref, keys)
 

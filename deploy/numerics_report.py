@@ -6,14 +6,18 @@ import html
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from toolchain.errors import RecordError
+from toolchain.fsutil import sha256_file
 from toolchain.numerics_records import NumericsRecord, NumericsVerdict, numerics_path
+from toolchain.pte_results import PteDeployRecord
 
 COLUMNS = ["device", "model file", "backend", "verdict", "largest diff", "LSB", "top-1", "top-5", "compared with",
            "tolerance", "reason"]
 NOT_CHECKED = ("not checked in this run: deploy ran without the numerics check (--no-numerics, --no-bench, or no "
                "benchmark binary) or before torchdroid had it; run `invoke deploy` again")
-ALSO_NOT_CHECKED = ("not checked on the phone: the in-app benchmark's outputs (the app prints no outputs) and the "
-                    "ExecuTorch programs of deploy-executorch")
+ALSO_NOT_CHECKED = "not checked on the phone: the in-app benchmark's outputs (the app prints no outputs)"
+ET_NOT_CHECKED = ("ExecuTorch programs: not checked: the latest deploy-executorch ran before torchdroid checked the "
+                  "runner's outputs; run `invoke deploy-executorch` again")
 
 
 def _num(v: Optional[float], spec: str) -> str:
@@ -45,7 +49,37 @@ def load_run(results: Path, run_id: int) -> Tuple[List[NumericsVerdict], str]:
     return rec.verdicts, ("" if rec.verdicts else NOT_CHECKED)
 
 
-def html_section(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str], note: str) -> str:
+def load_executorch(results: Path) -> Tuple[List[NumericsVerdict], str]:
+    """The latest deploy-executorch's verdicts (``executorch-latest-numerics.json``, the one its results record
+    names by sha256), or none and why (none and no reason: there are no deploy-executorch results at all, which
+    the report's ExecuTorch section already says)."""
+    if not PteDeployRecord.exists(results):
+        return [], ""
+    link = PteDeployRecord.load(results).numerics
+    if not link:
+        return [], ET_NOT_CHECKED
+    path = Path(results) / str(link.get("file", ""))
+    if not path.is_file() or sha256_file(path) != link.get("sha256"):
+        return [], (f"ExecuTorch programs: not shown: {path.name} is missing or is not the one the latest "
+                    "deploy-executorch wrote; run `invoke deploy-executorch` again")
+    try:
+        return NumericsRecord.load(path).verdicts, ""
+    except RecordError as e:
+        return [], f"ExecuTorch programs: not shown: {e.what}"
+
+
+def _table(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str]) -> str:
+    e = html.escape
+    head = "".join(f"<th>{e(c)}</th>" for c in COLUMNS)
+    body = "".join(
+        f"<tr class='{'failed' if v.verdict == 'differs' else 'skipped' if v.verdict == 'unknown' else ''}'>"
+        + "".join(f"<td class='t'>{e(str(c))}</td>" for c in row) + "</tr>"
+        for v, row in zip(verdicts, table_rows(verdicts, labels)))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def html_section(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str], note: str,
+                 executorch: Sequence[NumericsVerdict] = (), executorch_note: str = "") -> str:
     e = html.escape
     parts = ["<h2 id='numerics'>Is the answer right (each phone's output on the bundled inputs vs the host)</h2>"]
     if note:
@@ -54,11 +88,15 @@ def html_section(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str], no
         parts.append(f"<p>{e(counts(verdicts))}; quantized outputs in LSB of the output scale, float outputs "
                      "relative to the reference's largest magnitude; NNAPI against the host NNAPI in both roundings "
                      "(the closer counts)</p>")
-        head = "".join(f"<th>{e(c)}</th>" for c in COLUMNS)
-        body = "".join(
-            f"<tr class='{'failed' if v.verdict == 'differs' else 'skipped' if v.verdict == 'unknown' else ''}'>"
-            + "".join(f"<td class='t'>{e(str(c))}</td>" for c in row) + "</tr>"
-            for v, row in zip(verdicts, table_rows(verdicts, labels)))
-        parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        parts.append(_table(verdicts, labels))
+    if executorch or executorch_note:
+        parts.append("<h3 id='numerics-executorch'>ExecuTorch programs (deploy-executorch: executor_runner's printed "
+                     "outputs on the recorded reference inputs vs the host's ExecuTorch runtime)</h3>")
+    if executorch_note:
+        parts.append(f"<p class='warn'>{e(executorch_note)}</p>")
+    if executorch:
+        parts.append(f"<p>{e(counts(executorch))}; fp32 programs relative to the host output's largest magnitude "
+                     "(plus the 6 printed decimals), int8 programs in LSB of the recorded output quantization</p>")
+        parts.append(_table(executorch, labels))
     parts.append(f"<p>{e(ALSO_NOT_CHECKED)}</p>")
     return "".join(parts)

@@ -49,6 +49,8 @@ class ReportResult:
     notes: List[str] = field(default_factory=list)  # what the CPU comparisons must say (unoptimised CPU models)
     numerics: List[NumericsVerdict] = field(default_factory=list)  # is each phone's answer right
     numerics_note: str = ""  # why there are none (a run without the check)
+    executorch_numerics: List[NumericsVerdict] = field(default_factory=list)  # deploy-executorch's programs
+    executorch_numerics_note: str = ""  # why there are none
     labels: Dict[str, str] = field(default_factory=dict)  # serial -> "Model (serial)"
     hardware: List[Placement] = field(default_factory=list)  # which hardware NNAPI chose per phone and model
     hardware_note: str = ""  # why there are none
@@ -80,17 +82,18 @@ def make_report(s: ReportSettings) -> ReportResult:
     draw(chosen + failed_devices, png, title=title, executorch=pte, weights=weights)
     notes = baseline_notes(store.settings(run_id).get("models"), rows)
     verdicts, why = numerics_report.load_run(Path(s.results), run_id)
+    et_verdicts, et_why = numerics_report.load_executorch(Path(s.results))
     labels = {r.serial: f"{r.device_model} ({r.serial})" if r.device_model else r.serial for r in rows}
     placements, hw_why = hardware_report.load_run(Path(s.results), run_id)
     phones = phone_overview.overview(chosen + failed_devices, placements, verdicts, labels,
                                      {d.serial: d.operators for d in pte.devices} if pte else None)
     html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte, notes,
-                      numerics_report.html_section(verdicts, labels, why),
+                      numerics_report.html_section(verdicts, labels, why, et_verdicts, et_why),
                       hardware_report.html_section(placements, labels, hw_why), phone_overview.html_section(phones),
                       weights)
     exports = export(rows, Path(s.results), f"run-{run_id:04d}", store.devices(run_id))
-    return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, labels, placements, hw_why,
-                        phones, weights)
+    return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, et_verdicts, et_why, labels,
+                        placements, hw_why, phones, weights)
 
 
 def baseline_notes(models: Optional[str], rows: List[ResultRow]) -> List[str]:

@@ -5,7 +5,8 @@
   both roundings), read by deploy;
 * the **numerics verdicts** of a deploy run (``<results>/run-NNNN-numerics.json`` and
   ``latest-numerics.json``), written by deploy, read by report: one verdict per phone x model file,
-  ``agrees`` / ``differs`` (largest difference, top-1 / top-5 agreement) or ``unknown`` with the reason.
+  ``agrees`` / ``differs`` (largest difference, top-1 / top-5 agreement) or ``unknown`` with the reason;
+  deploy-executorch writes the same record for its .pte programs as ``executorch-latest-numerics.json``.
 
 Both carry ``kind`` and ``schema``; the readers refuse what they would have to guess about.
 """
@@ -125,8 +126,8 @@ class NumericsVerdict:
 
     serial: str
     file: str
-    backend: str  # cpu | nnapi
-    mode: str  # none | core | full
+    backend: str  # cpu | nnapi | executorch (a .pte program of deploy-executorch, deploy/pte_numerics.py)
+    mode: str  # none | core | full; an ExecuTorch program's precision: fp32 | int8
     verdict: str  # agrees | differs | unknown
     reason: str = ""  # why unknown / what differs
     reference: str = ""  # host-cpu | host-nnapi-nnapi,host-nnapi-qnnpack (what it was compared with)

@@ -10,7 +10,8 @@ legacy TorchScript CPU and NNAPI rows of the same phone.  One row per device and
      "rows": [{"serial": "R58N", "runtime": "ExecuTorch fp32-xnnpack", "precision": "fp32", "file": "...",
                "status": "ok", "median_ms": 7.6, "p90_ms": 8.1, "min_ms": 7.2, "samples": 150,
                "speedup_vs_cpu": 2.3, "note": ""}, ...],
-     "problems": ["..."]}
+     "problems": ["..."],
+     "numerics": {"file": "executorch-latest-numerics.json", "sha256": "..."}}  # {}: outputs not checked
 
 The reader refuses anything it would have to guess about (a missing or mistyped field, an unknown status, an
 ``ok`` row without positive latencies, a speed-up that does not follow from the medians it relates) with a
@@ -204,6 +205,8 @@ class PteDeployRecord:
     # per device and program: the ETDump's operator table (deploy/etdump.py), status ok or unknown with the reason
     operators: List[Dict[str, Any]] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)  # what every comparison must say (unoptimised CPU baselines...)
+    # the numerics record this run wrote beside it (file name and sha256); {}: the run did not check the outputs
+    numerics: Dict[str, Any] = field(default_factory=dict)
     written: str = ""
     path: Optional[Path] = None
     run_id: Optional[int] = None  # this run's number (executorch-run-NNNN.json); None in records before it
@@ -222,7 +225,7 @@ class PteDeployRecord:
         return {"run_id": self.run_id, "models": self.models, "build_info": self.build_info, "warmup": self.warmup, "iters": self.iters,
                 "repeat": self.repeat, "threads": self.threads, "legacy": self.legacy,
                 "rows": [asdict(r) for r in self.rows], "problems": list(self.problems),
-                "operators": list(self.operators), "notes": list(self.notes)}
+                "operators": list(self.operators), "notes": list(self.notes), "numerics": dict(self.numerics)}
 
     def write(self, results_dir: Path) -> Dict[str, Path]:
         """This run's ``executorch-run-NNNN.json`` (the record) and ``.csv`` (its rows), under a new number, then the
@@ -262,7 +265,8 @@ class PteDeployRecord:
                       rows=[PteResultRow.from_dict(r) for r in data["rows"]], problems=list(data.get("problems", [])),
                       legacy=dict(data.get("legacy") or {}), operators=list(data.get("operators") or []),
                       notes=[str(n) for n in data.get("notes") or []],
-                      written=data.get("written", ""), path=path, run_id=data.get("run_id"))
+                      numerics=dict(data.get("numerics") or {}), written=data.get("written", ""), path=path,
+                      run_id=data.get("run_id"))
         except (KeyError, TypeError, ValueError) as e:
             raise RecordError(f"{path} is malformed ({type(e).__name__}: {e})",
                               cause="it was edited, damaged, or written by another torchdroid version",

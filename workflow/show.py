@@ -148,7 +148,8 @@ def executorch_tables(section: Any) -> None:
         (warning if line.startswith("STALE") else note)(line)
 
 
-def numerics(verdicts: Any, labels: Any, why: str = "") -> None:
+def numerics(verdicts: Any, labels: Any, why: str = "",
+             what: str = "the phones' outputs on the bundled inputs vs the host") -> None:
     """Is each phone's answer right: one row per phone x model, a warning per model that differs."""
     from deploy import numerics_report as nr
 
@@ -156,7 +157,7 @@ def numerics(verdicts: Any, labels: Any, why: str = "") -> None:
         note(f"numerics: {why}")
     if not verdicts:
         return
-    table(f"is the answer right: the phones' outputs on the bundled inputs vs the host ({nr.counts(verdicts)})",
+    table(f"is the answer right: {what} ({nr.counts(verdicts)})",
           nr.COLUMNS, nr.table_rows(verdicts, labels), numeric=("largest diff", "LSB", "top-1", "top-5"))
     for line in nr.problem_lines(verdicts, labels):
         warning(line)
@@ -234,6 +235,7 @@ def report(result: Any, as_json: bool = False) -> None:
         note(line)
     hardware(result.hardware, result.labels, result.hardware_note)
     numerics(result.numerics, result.labels, result.numerics_note)
+    numerics(result.executorch_numerics, result.labels, result.executorch_numerics_note, ET_NUMERICS)
     executorch_tables(result.executorch)
     print(f"picture: {result.png}")
     print(f"page: {result.html} (chart and tables; open it in a browser)")
@@ -360,6 +362,9 @@ def executorch_runtime(result: Any, log_path: Any) -> None:
     print(f"build-info: {info.path} ({result.seconds:.1f}s; log {log_path})")
 
 
+ET_NUMERICS = "executor_runner's outputs vs the host's ExecuTorch runtime (same program, same inputs)"
+
+
 def pte_deploy(result: Any) -> None:
     table("per device: legacy and ExecuTorch, speed-up over the legacy TorchScript CPU model of the same precision",
           ["device", "runtime", "median ms", "p90 ms", "samples", "speed-up", "note"],
@@ -371,7 +376,9 @@ def pte_deploy(result: Any) -> None:
         for line in result.record.notes:
             note(line)
         pte_operators(result.record.operators)
-    print(f"results: {result.json_path}, {result.csv_path}")
+    numerics(result.numerics, {}, "" if result.numerics_path else "the runner's outputs were not checked",
+             ET_NUMERICS)
+    print(f"results: {result.json_path}, {result.csv_path}" + (f", {result.numerics_path}" if result.numerics_path else ""))
     print("next: invoke report  (these lines beside the legacy run, in the console and the HTML page)")
 
 

@@ -15,14 +15,20 @@ from toolchain.records import BuildInfo, DeployResults, MANIFEST_KIND, MANIFEST_
 RUNNER_SRC = FIXTURE / "examples" / "portable" / "executor_runner"
 
 
-def build_standin_runner(out_dir: Path, api_level: int = 29, event_tracer: bool = False) -> Path:
+def build_standin_runner(out_dir: Path, api_level: int = 29, event_tracer: bool = False,
+                         print_all_output_bool: bool = False) -> Path:
     """The fixture executor_runner (posix logging) compiled with the host C compiler; ``event_tracer``: as built with
-    EXECUTORCH_ENABLE_EVENT_TRACER (takes --etdump_path, writes a real ETDump with the installed runtime)."""
+    EXECUTORCH_ENABLE_EVENT_TRACER (takes --etdump_path, writes a real ETDump with the installed runtime).  It prints
+    the program's real outputs with ``--print_output=all`` (runner_output.py, E19); ``print_all_output_bool``: a
+    v1.0-v1.2 runner, which knows only ``--print_all_output`` and refuses ``--print_output`` (E21)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     exe = out_dir / pins.RUNNER
     cc = shutil.which("gcc") or shutil.which("cc")
     tracer = ["-DET_EVENT_TRACER_ENABLED=1", f'-DFIXTURE_ETDUMP_WRITER="{RUNNER_SRC / "etdump_writer.py"}"'] if event_tracer else []
-    subprocess.run([cc, "-O1", f"-DFIXTURE_NDK_API_LEVEL={api_level}", *tracer, "-o", str(exe),
+    printer = [f'-DFIXTURE_OUTPUT_PRINTER="{RUNNER_SRC / "runner_output.py"}"']
+    if print_all_output_bool:
+        printer.append("-DFIXTURE_PRINT_ALL_OUTPUT_BOOL=1")
+    subprocess.run([cc, "-O1", f"-DFIXTURE_NDK_API_LEVEL={api_level}", *tracer, *printer, "-o", str(exe),
                     str(RUNNER_SRC / "executor_runner.c"), str(RUNNER_SRC / "android_note.c"), "-lm"], check=True)
     return exe
 

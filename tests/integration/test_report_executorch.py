@@ -52,6 +52,13 @@ def test_defaults_show_executorch_beside_the_legacy_rows(executorch_report_chain
     assert "ExecuTorch fp32-vulkan" not in out  # never run on a phone: the runner has no Vulkan delegate
     # the chain's runner was built without the event tracer: per operator, every program says unknown and why
     assert out.count("per operator: unknown") == 6 and "built without ExecuTorch's event tracer" in out
+    # is the answer right: the chain's programs are stand-in bytes no ExecuTorch runtime runs, so every phone x
+    # program is unknown, with the host runtime's reason (deploy-executorch's numerics record, issue 23 item 2)
+    assert "is the answer right: executor_runner's outputs vs the host's ExecuTorch runtime" in out
+    page = max((chain.work / "build" / "results").glob("report-run-*.html"), key=lambda p: p.stat().st_mtime)
+    section = page.read_text().split("id='numerics-executorch'")[1]  # the console wraps long titles: read the page
+    assert "0 agree, 0 differ, 6 unknown" in section
+    assert section.count("the host&#x27;s ExecuTorch runtime could not run it") == 6
 
 
 def test_json_speedups_follow_from_the_reported_runs_medians(executorch_report_chain, tmp_path):

@@ -9,11 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#ifdef ET_EVENT_TRACER_ENABLED
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#endif
 
 static void log_line(const char *fmt, unsigned a, unsigned b, double c) {
 #ifndef FIXTURE_LOG_TO_LOGCAT
@@ -29,6 +27,21 @@ static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* The outputs of the program on `inputs` (NULL: all ones), printed by the installed ExecuTorch runtime. */
+static int print_outputs(const char *model, const char *inputs) {
+  const char *python = getenv("VDEV_PYTHON") ? getenv("VDEV_PYTHON") : "python3";
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execlp(python, python, FIXTURE_OUTPUT_PRINTER, model, inputs ? inputs : "", (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 #ifdef ET_EVENT_TRACER_ENABLED
@@ -55,6 +68,8 @@ int main(int argc, char **argv) {
   const char *model = "model.pte";
   unsigned runs = 1;
   int threads = -1;
+  const char *inputs = NULL;
+  int print_all = 0;
 #ifdef ET_EVENT_TRACER_ENABLED
   const char *etdump_path = "model.etdump";
 #endif
@@ -62,6 +77,22 @@ int main(int argc, char **argv) {
     if (strncmp(argv[i], "--model_path=", 13) == 0) model = argv[i] + 13;
     else if (strncmp(argv[i], "--num_executions=", 17) == 0) runs = (unsigned)strtoul(argv[i] + 17, NULL, 10);
     else if (strncmp(argv[i], "--cpu_threads=", 14) == 0) threads = atoi(argv[i] + 14);
+    else if (strncmp(argv[i], "--inputs=", 9) == 0) inputs = argv[i][9] ? argv[i] + 9 : NULL;
+#ifdef FIXTURE_PRINT_ALL_OUTPUT_BOOL
+    else if (strcmp(argv[i], "--print_all_output") == 0 || strcmp(argv[i], "--print_all_output=true") == 0) print_all = 1;
+    else if (strcmp(argv[i], "--print_all_output=false") == 0) print_all = 0;
+#else
+    else if (strncmp(argv[i], "--print_output=", 15) == 0) {
+      const char *mode = argv[i] + 15;
+      if (strcmp(mode, "all") == 0) print_all = 1;
+      else if (strcmp(mode, "none") == 0 || strcmp(mode, "summary") == 0) print_all = 0;
+      else {
+        fprintf(stderr, "E executorch:executor_runner.cpp:324] Unknown --print_output mode '%s'. Expected 'none', "
+                        "'summary', or 'all'.\n", mode);
+        return 1;
+      }
+    }
+#endif
 #ifdef ET_EVENT_TRACER_ENABLED
     else if (strncmp(argv[i], "--etdump_path=", 14) == 0) etdump_path = argv[i] + 14;
 #endif
@@ -76,6 +107,19 @@ int main(int argc, char **argv) {
     fprintf(stderr, "E executorch:program.cpp] Program identifier 'ET12' not found in %s\n", model);
     return 1;
   }
+  if (inputs) {  /* upstream reads every input file before the executions (load_input_files, ET_CHECK_MSG) */
+    char list[4096];
+    snprintf(list, sizeof list, "%s", inputs);
+    for (char *path = strtok(list, ","); path; path = strtok(NULL, ",")) {
+      FILE *in = fopen(path, "rb");
+      if (!in) {
+        fprintf(stderr, "E executorch:executor_runner.cpp:156] Failed to open input file: %s\n", path);
+        fprintf(stderr, "F executorch:executor_runner.cpp:405] Could not load inputs: 0x22\n");
+        abort();
+      }
+      fclose(in);
+    }
+  }
   fprintf(stderr, "I executorch:executor_runner.cpp] Resetting threadpool with num threads = %d\n", threads);
   double total = 0;
   for (unsigned r = 1; r <= runs; r++) {
@@ -89,6 +133,10 @@ int main(int argc, char **argv) {
 #ifndef FIXTURE_LOG_TO_LOGCAT
   fprintf(stderr, "I executorch:executor_runner.cpp:791] Model executed successfully %u time(s) in %f ms.\n", runs, total);
 #endif
+  if (print_all && print_outputs(model, inputs) != 0) {
+    fprintf(stderr, "F executorch:executor_runner.cpp:751] Could not prepare inputs: 0x12\n");
+    abort();  /* ET_CHECK_MSG on prepare_input_tensors / execute */
+  }
 #ifdef ET_EVENT_TRACER_ENABLED
   if (write_etdump(model, etdump_path, runs) != 0) {
     fprintf(stderr, "E executorch:executor_runner.cpp:871] Failed to save ETDump file.\n");

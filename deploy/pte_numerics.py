@@ -1,0 +1,237 @@
+"""Is the phone's answer right, ExecuTorch lane: each .pte program's output on the phone against the host runtime's.
+
+On the phone: the ``executor_runner`` deploy-executorch already pushes, run once more per reference input as
+``executor_runner --model_path=P --inputs=IN.bin --print_output=all --num_executions=1`` (docs/facts.md E17-E20):
+``--inputs`` takes one file of raw tensor bytes per program input (a size other than the tensor's is refused),
+``--print_output=all`` prints every element of every output as ``Output[i][j]: (float) %f`` on stdout after the
+executions.  The inputs are the ones convert recorded beside the programs (``<stem>-executorch-reference.pt``,
+float32, written as raw little-endian bytes like the phone's arm64 memory); without a recorded reference, the
+runner's own default (every input element 1, E18) and the host gets the same ones.
+
+Here: the same program, the same inputs, on the host's ExecuTorch runtime (``converter.pte_host.load_method``),
+computed once per program and shared by every phone.  :func:`deploy.numerics.judge` decides with the rules of
+the ExecuTorch "backend" (docs/deploy.md "Is the answer right"):
+
+* fp32 program (float output): ``max |phone - host| <= 1e-3 x max|host| + 5e-7`` (the legacy float rule, plus
+  half the last digit ``%f`` prints);
+* int8 program (XNNPACK, a dequantized float output on the recorded int8 output quantization): both sides are
+  snapped onto that grid and may differ by ``<= 2 LSB`` of its scale (the phone's ARM kernels and the host's x86
+  ones may round differently; not read, the bound leaves room); without a recorded output quantization the float
+  rule above applies and the verdict says so.
+
+Verdicts are :class:`toolchain.numerics_records.NumericsVerdict` with ``backend="executorch"`` and the program's
+precision as ``mode``, written to ``<results>/executorch-latest-numerics.json`` (a :class:`NumericsRecord`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from toolchain import executorch_pins as pins
+from toolchain.errors import RecordError, TorchdroidError
+from toolchain.fsutil import sha256_file
+from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
+from toolchain.pte_records import PteFile, load_section, reference_path
+
+from .adb import Device
+from .numerics import judge
+from .push import PushItem
+
+log = logging.getLogger(__name__)
+
+BACKEND = "executorch"
+HOST_KEY = "host-executorch"
+OUTPUT_LINE = re.compile(r"^Output\[(\d+)\]\[(\d+)\]: \((float|int|char|bool)\) (\S+)")
+PRINT_FLAG = "--print_output=all"
+
+
+@dataclass
+class ProgramInputs:
+    """What one model's programs run on: the recorded reference inputs (tensors) or the runner's all-ones default."""
+
+    stem: str
+    tensors: List[object] = field(default_factory=list)  # torch tensors, one per run (the model's single input)
+    files: List[Path] = field(default_factory=list)  # their raw bytes here, pushed beside the programs
+    source: str = "reference inputs"  # or "all-ones input (...why)"
+    int8_output: Optional[Dict[str, float]] = None  # the int8 programs' output quantization (scale, zero_point)
+
+    @property
+    def recorded(self) -> bool:
+        return bool(self.files)
+
+    def device_names(self) -> List[str]:
+        return [p.name for p in self.files]
+
+
+@dataclass
+class Subject:
+    """What :func:`deploy.numerics.judge` needs to know of a program."""
+
+    file: str
+    backend: str
+    mode: str
+
+
+# --------------------------------------------------------------------------- inputs and host reference
+
+
+def program_inputs(models: Path, stems: Sequence[str], programs: Sequence[PteFile], work: Path) -> Dict[str, ProgramInputs]:
+    """Per model stem: the recorded reference inputs written as raw float32 files under ``work``, or (no recorded
+    reference) the runner's all-ones default on the programs' declared input shape."""
+    section = load_section(models)
+    out: Dict[str, ProgramInputs] = {}
+    for stem in stems:
+        try:
+            from converter.pte_host import load_reference
+
+            ref = load_reference(reference_path(models, stem, section))
+        except RecordError as e:
+            out[stem] = _ones(stem, programs, f"no recorded reference inputs: {e.what}")
+            continue
+        pi = ProgramInputs(stem, int8_output=ref.get("int8_output"))
+        work.mkdir(parents=True, exist_ok=True)
+        for i, x in enumerate(ref["inputs"]):
+            import torch
+
+            t = x.detach().to(torch.float32).contiguous()
+            path = work / f"{stem}-input-{i}.bin"
+            path.write_bytes(t.numpy().astype("<f4").tobytes())
+            pi.tensors.append(t)
+            pi.files.append(path)
+        out[stem] = pi
+    return out
+
+
+def _ones(stem: str, programs: Sequence[PteFile], why: str) -> ProgramInputs:
+    import torch
+
+    mine = [f for f in programs if f.stem == stem]
+    shape = tuple(int(d) for d in (mine[0].input.shape if mine else ()) or ())
+    tensors = [torch.ones(shape)] if shape else []
+    quant = next(((f.extra.get("quantization") or {}).get("output") for f in mine if f.precision == "int8"), None)
+    return ProgramInputs(stem, tensors, [], f"all-ones input (the runner's default; {why})", quant or None)
+
+
+def push_items(inputs: Dict[str, ProgramInputs]) -> List[PushItem]:
+    return [PushItem(p, p.name, 0o644, sha256_file(p)) for pi in inputs.values() for p in pi.files]
+
+
+def _values(out, qparams: Optional[Dict[str, float]]) -> TensorValues:
+    t = out.detach().reshape(-1).double()
+    scale = float(qparams["scale"]) if qparams else None
+    zp = int(qparams["zero_point"]) if qparams else None
+    return TensorValues([int(d) for d in out.shape], [float(v) for v in t.tolist()], scale, zp)
+
+
+def host_reference(f: PteFile, pi: ProgramInputs) -> FileReference:
+    """The program's outputs (the first output of ``forward``) on the host's ExecuTorch runtime."""
+    ref = FileReference(f.file, f.sha256, BACKEND, f.precision)
+    key = f"{HOST_KEY} ({pi.source.split(' (')[0]})"
+    if not pi.tensors:
+        ref.problems[key] = f"the programs' input shape is not recorded ({pi.source})"
+        return ref
+    if not f.runs_on_host:
+        ref.problems[key] = "the host's ExecuTorch runtime cannot run this program's delegate"
+        return ref
+    try:
+        from converter.pte_host import load_method
+
+        method = load_method(f.path)
+        qparams = pi.int8_output if f.precision == "int8" else None
+        ref.outputs[key] = [_values(method.execute([x])[0], qparams) for x in pi.tensors]
+    except Exception as e:  # noqa: BLE001 - the host runtime's errors are RuntimeErrors of several kinds
+        ref.problems[key] = f"the host's ExecuTorch runtime could not run it: {type(e).__name__}: {e}"
+        ref.outputs.pop(key, None)
+    return ref
+
+
+# --------------------------------------------------------------------------- the phone
+
+
+TRACE_NAME = "numerics-run.etdump"  # where a runner with the event tracer writes the ETDump of an output run
+
+
+def output_command(directory: str, program: str, input_name: Optional[str], threads: int, tracer: bool = False) -> str:
+    """One run of the program on one input file (None: the runner's all-ones default) printing every output.  A
+    runner built with the event tracer writes an ETDump after every run (default ``model.etdump``, EB4): it goes
+    to :data:`TRACE_NAME`, removed after the program's runs."""
+    inputs = f" --inputs={shlex.quote(input_name)}" if input_name else ""
+    trace = f" --etdump_path={TRACE_NAME}" if tracer else ""
+    return (f"cd {shlex.quote(directory)} && ./{pins.RUNNER} --model_path={shlex.quote(program)}{inputs} "
+            f"{PRINT_FLAG} --num_executions=1 --cpu_threads={int(threads)}{trace} 2>&1")
+
+
+class Unprintable(ValueError):
+    """The runner's output holds no output values in the form ``--print_output=all`` prints."""
+
+
+def parse_outputs(text: str) -> Dict[int, List[float]]:
+    """``Output[i][j]: (float) v`` lines -> {i: [v_0, v_1, ...]} (every index present, in order)."""
+    found: Dict[int, Dict[int, float]] = {}
+    for line in text.splitlines():
+        m = OUTPUT_LINE.match(line.strip())
+        if not m:
+            continue
+        kind, raw = m.group(3), m.group(4)
+        value = (1.0 if raw == "true" else 0.0) if kind == "bool" else float(raw)
+        found.setdefault(int(m.group(1)), {})[int(m.group(2))] = value
+    if not found:
+        raise Unprintable("no 'Output[i][j]: (float) v' line")
+    out = {}
+    for i, vals in sorted(found.items()):
+        if sorted(vals) != list(range(len(vals))):
+            raise Unprintable(f"output {i}'s elements are not all printed (indices {min(vals)}..{max(vals)}, "
+                              f"{len(vals)} lines)")
+        out[i] = [vals[j] for j in range(len(vals))]
+    return out
+
+
+def _unknown_flag(output: str) -> bool:
+    return "print_output" in output and ("unknown command line flag" in output or "Unknown --print_output" in output)
+
+
+def check_program(device: Device, directory: str, f: PteFile, pi: ProgramInputs, ref: FileReference,
+                  threads: int, timeout: float, tracer: bool = False) -> NumericsVerdict:
+    """Run ``f`` once per input with ``--print_output=all`` and judge the printed first output against ``ref``."""
+    subject = Subject(f.file, BACKEND, f.precision)
+    if not ref.outputs:  # nothing to compare with: the phone is not asked
+        return judge(device.serial, subject, [], [], ref)
+    phone: List[Optional[TensorValues]] = []
+    problems: List[str] = []
+    names: List[Optional[str]] = list(pi.device_names()) or [None]
+    host = next(iter(ref.outputs.values()))
+    for name, expected in zip(names, host):
+        try:
+            res = device.shell(output_command(directory, f.file, name, threads, tracer), timeout=timeout)
+        except TorchdroidError as e:
+            phone.append(None)
+            problems.append(f"the output run failed: {e.what}")
+            continue
+        if res.code != 0:
+            phone.append(None)
+            problems.append("the runner does not know --print_output=all (a runner older than ExecuTorch 1.3, E21): "
+                            "run `invoke build-android --lane executorch`" if _unknown_flag(res.output)
+                            else f"the output run exited {res.code}: " + " | ".join(res.tail(2)))
+            continue
+        try:
+            printed = parse_outputs(res.output)
+        except Unprintable as e:
+            phone.append(None)
+            problems.append(f"the runner printed no output values ({e})")
+            continue
+        values = printed.get(0, [])
+        shape = expected.shape if len(values) == len(expected.values) else [len(values)]
+        phone.append(TensorValues(shape, values, expected.scale, expected.zero_point))
+    if tracer:
+        device.shell(f"rm -f {shlex.quote(directory.rstrip('/') + '/' + TRACE_NAME)}", timeout=timeout)
+    v = judge(device.serial, subject, phone, problems, ref)
+    if v.verdict != "unknown":
+        v.inputs = len(phone)
+    if f.precision == "int8" and not pi.int8_output and v.tolerance:
+        v.tolerance += " (no recorded output quantization: the float rule)"
+    return v
