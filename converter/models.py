@@ -218,29 +218,10 @@ def build_float_model(spec: ModelSpec, weights: WeightsSpec):
         else:
             record.update(seed=weights.seed, note="as returned by the factory (seeded)")
     model.eval()
-    _check_finite(model, record)
+    from .finite import refuse_non_finite_weights
+
+    refuse_non_finite_weights(model, spec.stem, str(record.get("origin")))  # before calibration, export, a manifest
     return model, record
-
-
-def _check_finite(model, record: Dict[str, Any]) -> None:
-    """NaN or Inf in a weight or buffer: refused here, before calibration, export or a manifest (shipped, such a
-    model computes garbage that verify would pin on NNAPI and deploy would time)."""
-    import torch
-
-    for name, t in model.state_dict().items():
-        if not (torch.is_tensor(t) and t.is_floating_point()) or t.is_quantized:
-            continue
-        bad = ~torch.isfinite(t)
-        count = int(bad.sum())
-        if count:
-            kinds = " and ".join(k for k, m in (("NaN", torch.isnan(t)), ("Inf", torch.isinf(t))) if bool(m.any()))
-            origin = {"file": f"the weights file {record.get('path')}", "pretrained": "the downloaded weights",
-                      "random": "the model as built (its factory or initialisation)"}.get(record.get("origin"), "the weights")
-            raise ConversionError(
-                f"the model's weights hold {kinds}: {name} has {count} non-finite value(s) of {t.numel()}",
-                cause=f"they come from {origin}; a model with non-finite weights outputs NaN/Inf, so every check and "
-                      "benchmark of it would be meaningless",
-                remedy="fix the weights (a diverged training run or a broken checkpoint gives these), then convert again")
 
 
 def estimate_batchnorm(model, batch) -> int:
