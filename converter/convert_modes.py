@@ -23,7 +23,7 @@ from toolchain import executorch_pins
 from toolchain.records import MODES, ModelFile, NnapiRefusal, TensorSpec, model_file_names
 
 from .calibration import CalibrationSpec, few_images_warning, load_batch
-from .finite import refuse_non_finite_output, refuse_non_finite_weights
+from .finite import refuse_non_finite_output
 from .export import (ExportedVariant, export_float, export_quantized, float_top1, fused_float, probe, quantize,
                      xnnpack_available)
 from .host_check import Agreement, as_float, host_check, is_logits, spec_of
@@ -174,7 +174,6 @@ class ModeConverter:
         _mobile_optimization(facts)
         describe(f"{spec.stem}: loading the float model ({self.weights.origin} weights)")
         self.model, facts.weights_record = build_float_model(spec, self.weights)
-        refuse_non_finite_weights(self.model, spec.stem, self.weights.origin)
         check = check_model(self.model, spec.input_hw, modes)
         refuse(check, spec.stem)  # what stops the CPU models too
         self.nnapi_problems = {m: nnapi_refused(check, m) for m in modes}

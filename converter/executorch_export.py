@@ -22,7 +22,7 @@ from toolchain.fsutil import atomic_write_bytes, sha256_file
 from toolchain.progress import progress
 from toolchain.pte_records import pte_name
 
-from .finite import output_tensors, refuse_non_finite_output, refuse_non_finite_weights
+from .finite import output_tensors, refuse_non_finite_output
 from .host_check import spec_of
 from .calibration import CalibrationSpec, load_batch
 from .executorch_lane import SDK_DELEGATES, PteVariant
@@ -170,7 +170,6 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
     with progress(f"ExecuTorch programs of {spec.stem}", total=2 + len(todo)) as bar:
         bar.describe(f"{spec.stem}: loading the float model and {calib.count} calibration inputs")
         model, built.weights_record = build_float_model(spec, weights)
-        refuse_non_finite_weights(model, spec.stem, weights.origin)
         batch = load_batch(calib, spec.input_hw)
         if weights.origin == "random" and spec.source == "torchvision":
             n = estimate_batchnorm(model, batch)  # the same statistics the legacy modes get

@@ -17,6 +17,8 @@ from toolchain.errors import ConversionError, UsageError
 from toolchain.fsutil import sha256_file
 from toolchain.settings import default
 
+from .finite import refuse_non_finite_weights
+
 log = logging.getLogger(__name__)
 
 # torchvision classification models that have a quantizable variant:
@@ -218,8 +220,6 @@ def build_float_model(spec: ModelSpec, weights: WeightsSpec):
         else:
             record.update(seed=weights.seed, note="as returned by the factory (seeded)")
     model.eval()
-    from .finite import refuse_non_finite_weights
-
     refuse_non_finite_weights(model, spec.stem, str(record.get("origin")))  # before calibration, export, a manifest
     return model, record
 

@@ -8,6 +8,7 @@ walks :data:`STAGES`: skip with the reason, "up to date" from the records, or ru
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,12 +79,11 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
 def named_with_its_model(variant: str, model: str) -> str:
     """The app's variant named with the model `all` converts (``quant_full`` -> ``mobilenetv2-quant_full``), so
     another model's files in the same directory never make it ambiguous; a name with its model is kept."""
-    import re
-
     from converter.models import parse_model
     from toolchain.pte_records import PROGRAM_VARIANT_PATTERN
+    from toolchain.records import MODES
 
-    if re.fullmatch(rf"quant_(?:none|core|full)|{PROGRAM_VARIANT_PATTERN}", variant):
+    if re.fullmatch(rf"quant_(?:{'|'.join(MODES)})|{PROGRAM_VARIANT_PATTERN}", variant):
         return f"{parse_model(model).stem}-{variant}"
     return variant
 

@@ -293,7 +293,7 @@ def _executorch_check(s: DoctorSettings) -> List[Check]:
 def _compiler_check(s: DoctorSettings) -> List[Check]:
     """A host C and C++ compiler: verify builds the host NNAPI library with it, build-android --lane executorch
     builds flatc for the host."""
-    found = {lang: next((shutil.which(c) for c in names if shutil.which(c)), None)
+    found = {lang: next(filter(None, map(shutil.which, names)), None)
              for lang, names in (("C", ("cc", "gcc", "clang")), ("C++", ("c++", "g++", "clang++")))}
     missing = [lang for lang, path in found.items() if path is None]
     if missing:
