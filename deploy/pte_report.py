@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from toolchain.errors import TorchdroidError
+from toolchain.errors import TorchdroidError, command
 from toolchain.pte_results import PteDeployRecord, PteResultRow, parse_time, pte_results_path
 from toolchain.records import AppInfo, BuildInfo
 
@@ -194,7 +194,7 @@ def summary_lines(section: PteReportSection) -> List[str]:
            for reason in section.stale]
     for t in section.devices:
         out.extend(f"STALE: {reason}" for reason in t.stale)
-    out.extend(f"no ExecuTorch rows for device {s}: run `invoke deploy-executorch --serial {s}`"
+    out.extend(f"no ExecuTorch rows for device {s}: run `{command('invoke', 'deploy-executorch', '--serial', s)}`"
                for s in section.missing_devices)
     out.extend(f"deploy-executorch problem: {p}" for p in section.problems)
     out.extend(section.notes)
