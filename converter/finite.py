@@ -33,9 +33,32 @@ def non_finite_weights(model) -> List[Tuple[str, int, int]]:
     return found
 
 
-def refuse_non_finite_weights(model, label: str, origin: str) -> None:
-    """A ConversionError naming the tensors that hold NaN or infinity (the weights as loaded, before any work)."""
-    found = non_finite_weights(model)
+def _tensors(name: str, value: Any):
+    """(name, tensor) of a state_dict entry: a tensor, or the (weight, bias, ...) tuple of packed parameters."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        yield name, value
+    elif isinstance(value, (tuple, list)):
+        for i, item in enumerate(value):
+            yield from _tensors(f"{name}[{i}]", item)
+
+
+def non_finite_state(model) -> List[Tuple[str, int, int]]:
+    """The same for a quantized model, whose weights live in packed parameters and scales (its state_dict)."""
+    found = []
+    for key, value in model.state_dict().items():
+        for name, t in _tensors(key, value):
+            nan, inf = _bad(t.detach())
+            if nan or inf:
+                found.append((name, nan, inf))
+    return found
+
+
+def refuse_non_finite_weights(model, label: str, origin: str, quantized: bool = False) -> None:
+    """A ConversionError naming the tensors that hold NaN or infinity (the weights as loaded, before any work);
+    ``quantized``: the model's state_dict is searched (packed weights, biases and scales)."""
+    found = non_finite_state(model) if quantized else non_finite_weights(model)
     if not found:
         return
     shown = "; ".join(f"{name} ({_counts(nan, inf)})" for name, nan, inf in found[:4])

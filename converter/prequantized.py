@@ -22,6 +22,7 @@ from typing import Any, Dict, Optional
 from toolchain.errors import ConversionError, UsageError
 from toolchain.fsutil import sha256_file
 
+from .finite import refuse_non_finite_weights
 from .models import ModelSpec, WeightsSpec
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ CALIBRATE = "calibrate"
 PRETRAINED = "pretrained"
 # NNAPI's quantized operands carry one scale and zero point per tensor
 PER_TENSOR = ("per_tensor_affine", "per_tensor_symmetric")
+
 
 
 def parse_quantized_weights(value: Optional[str], spec: ModelSpec) -> Optional[WeightsSpec]:
@@ -109,6 +111,7 @@ def load_prequantized(float_model, qweights: WeightsSpec, spec: ModelSpec):
     except (RuntimeError, KeyError, ValueError, TypeError) as e:  # shapes, dtypes, packed parameters
         raise _misfit(origin, spec, "; ".join(line.strip() for line in str(e).splitlines()[:3])) from e
     _check_per_tensor(model, origin)
+    refuse_non_finite_weights(model, spec.stem, f"quantized, {origin}", quantized=True)
     return model, record_of(qweights, enum)
 
 

@@ -205,3 +205,30 @@ def test_torchvisions_per_channel_quantized_weights_are_refused_by_name():
     assert pretrained_quantized_enum(parse_model("mobilenet_v2")).meta["backend"] == "qnnpack"
     with pytest.raises(UsageError, match="are for fbgemm, not qnnpack"):
         pretrained_quantized_enum(parse_model("resnet18"))
+
+
+@pytest.mark.parametrize("damage", ["nan_bias", "inf_scale"])
+def test_non_finite_quantized_weights_are_refused_before_anything_is_written(tmp_path, quantized_file, damage):
+    """A damaged pre-quantized checkpoint (NaN in a float bias, an infinite output scale) is refused like damaged
+    float weights: every output it reaches would be NaN on any backend, and verify would blame NNAPI."""
+    import torch
+
+    state = torch.load(quantized_file, weights_only=False)
+    if damage == "nan_bias":
+        key = next(k for k, v in state.items() if isinstance(v, tuple) or (k.endswith("bias") and v is not None))
+        value = state[key]
+        if isinstance(value, tuple):  # packed (weight, bias) of a quantized linear layer
+            w, b = value
+            state[key] = (w, torch.full_like(b, float("nan")))
+        else:
+            state[key] = torch.full_like(value, float("nan"))
+    else:
+        key = next(k for k, v in state.items() if k.endswith(".scale") and isinstance(v, torch.Tensor))
+        state[key] = torch.full_like(state[key], float("inf"))
+    bad = tmp_path / "damaged.pth"
+    torch.save(state, bad)
+    r = invoke("convert", "--model", TINY, "--weights", "random", "--quantized-weights", str(bad),
+               "--out", str(tmp_path / "out"))
+    assert r.returncode == 6, r.stderr
+    assert "NaN or infinite" in r.stderr and key.split(".")[0] in r.stderr and "Traceback" not in r.stderr
+    assert _written(tmp_path / "out") == []
