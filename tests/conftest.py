@@ -18,3 +18,21 @@ os.environ.setdefault("TORCHDROID_TEST", "1")
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
+
+
+_SHARED_MADE = []
+
+
+def pytest_configure(config):
+    """The run's directory for artefacts built once and shared by the worker processes (tests/shared.py)."""
+    from tests.shared import ENV, make_run_dir
+
+    if not hasattr(config, "workerinput") and not os.environ.get(ENV):
+        _SHARED_MADE.append(make_run_dir())
+
+
+def pytest_unconfigure(config):  # noqa: ARG001
+    import shutil
+
+    for path in _SHARED_MADE:
+        shutil.rmtree(path, ignore_errors=True)

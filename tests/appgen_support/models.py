@@ -8,6 +8,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from tests.shared import built_once
+
 HERE = Path(__file__).resolve().parent
 _ROOT = Path(tempfile.mkdtemp(prefix="torchdroid-appgen-tests-"))
 atexit.register(shutil.rmtree, _ROOT, True)
@@ -16,22 +18,30 @@ atexit.register(shutil.rmtree, _ROOT, True)
 @functools.cache
 def tiny_models() -> Path:
     """All three modes of :mod:`tiny_net` (seconds): for rendering every variant and compiling the Java."""
+    return built_once("appgen-tiny", _tiny_models)
+
+
+def _tiny_models(home: Path) -> Path:
     from converter import ConvertSettings, convert
 
-    out = _ROOT / "tiny"
+    out = home / "tiny"
     convert(ConvertSettings(out=out, model=f"{HERE / 'tiny_net.py'}:tiny_net", modes=("none", "core", "full"),
-                            weights="random", calibration_count=4, build_dir=_ROOT / "build"))
+                            weights="random", calibration_count=4, build_dir=home / "build"))
     return out
 
 
 @functools.cache
 def mobilenet_full() -> Path:
     """MobileNetV2 quant_full with random weights and the converter's synthetic calibration (~30 s)."""
+    return built_once("appgen-mobilenetv2-full", _mobilenet_full)
+
+
+def _mobilenet_full(home: Path) -> Path:
     from converter import ConvertSettings, convert
 
-    out = _ROOT / "mobilenetv2"
+    out = home / "mobilenetv2"
     convert(ConvertSettings(out=out, model="mobilenet_v2", modes=("full",), weights="random",
-                            calibration_count=8, build_dir=_ROOT / "build"))
+                            calibration_count=8, build_dir=home / "build"))
     return out
 
 
@@ -43,8 +53,12 @@ def scratch(name: str) -> Path:
 @functools.cache
 def tiny_programs() -> Path:
     """The tiny user model as ExecuTorch programs (fp32/int8 XNNPACK, portable, Vulkan) with the real converter (~20 s)."""
+    return built_once("appgen-tiny-programs", _tiny_programs)
+
+
+def _tiny_programs(home: Path) -> Path:
     from tests.executorch_support.lane import convert_tiny
 
-    out = _ROOT / "programs"
+    out = home / "programs"
     convert_tiny(out, delegates=("xnnpack", "portable", "vulkan"), legacy=False)
     return out

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from tests.deploy_support.fixtures import build_standin
+from tests.shared import built_once
 
 
 @pytest.fixture(scope="session")
 def standin(tmp_path_factory):
     """The stand-in speed_benchmark_torch, compiled once with the host compiler (tests copy it, never edit it)."""
-    return build_standin(tmp_path_factory.mktemp("standin"))
+    return built_once("standin", build_standin)
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +20,7 @@ def nnapi_lab(tmp_path_factory):
     libneuralnetworks.so, once for the session."""
     from tests.deploy_support.fixtures import build_nnapi_lab
 
-    return build_nnapi_lab(tmp_path_factory.mktemp("nnapi-lab"))
+    return built_once("nnapi-lab", build_nnapi_lab)
 
 
 @pytest.fixture(scope="session")
@@ -38,19 +39,25 @@ def executorch_report_chain(tmp_path_factory, standin):
 @pytest.fixture(scope="session")
 def mobilenet_models(tmp_path_factory):
     """MobileNetV2 converted once for the session, in this process (as `invoke all` does): six files and a manifest."""
+    return built_once("mobilenet-models", _convert_mobilenet)
+
+
+def _convert_mobilenet(home):
     from converter import ConvertSettings, convert
 
-    out = tmp_path_factory.mktemp("models")
-    result = convert(ConvertSettings(out=out, weights="random", calibration_count=8,
-                                     build_dir=tmp_path_factory.mktemp("build")))
-    return out, result
+    out = home / "models"
+    return out, convert(ConvertSettings(out=out, weights="random", calibration_count=8, build_dir=home / "build"))
 
 
 @pytest.fixture(scope="session")
 def tiny_lane(tmp_path_factory):
     """The tiny user model as legacy TorchScript and real .pte programs (with ETRecords), once for the session."""
+    return built_once("tiny-lane", _convert_tiny_lane)
+
+
+def _convert_tiny_lane(home):
     from tests.executorch_support.lane import convert_tiny
 
-    out = tmp_path_factory.mktemp("et") / "models"
+    out = home / "models"
     legacy, pte = convert_tiny(out)
     return out, legacy, pte
