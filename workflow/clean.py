@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import layout
 from toolchain.errors import UsageError
-from toolchain.fsutil import check_removable, output_lock
+from toolchain.fsutil import LOCK_SUFFIX, check_removable, output_lock
 from toolchain.layout import Layout
 
 # what each kind names, relative to the build directory (toolchain/layout.py); outputs also take app-<model>
@@ -166,14 +166,14 @@ def plan_clean(build_dir: Path, kinds: Sequence[str] = DEFAULT_KINDS, log_days: 
 
 
 def _locks(target: Path) -> List[Path]:
-    """The directories whose writer lock clean must hold to remove ``target`` (the same lock the writing task
-    holds: convert on models/, make-app on app/, build-android on android/<abi>/)."""
+    """The directories whose writer lock clean must hold to remove ``target``: the target's own and every
+    directory inside it that a writer locks (a lock file beside it: convert on models/, make-app on app/,
+    build-android on android/<abi>/ and its ExecuTorch runtime on android/<abi>/executorch/)."""
     if target.is_symlink() or not target.is_dir():
         return []
-    dirs = [target]
-    if target.name == layout.ANDROID:
-        dirs += sorted(e for e in target.iterdir() if e.is_dir() and not e.is_symlink())
-    return dirs
+    inner = (lock.parent / lock.name[1:-len(LOCK_SUFFIX)] for lock in target.rglob(f".*{LOCK_SUFFIX}")
+             if lock.is_file() and not lock.is_symlink())
+    return [target, *sorted(d for d in inner if d.is_dir() and not d.is_symlink())]
 
 
 def execute(plan: CleanPlan) -> None:

@@ -56,3 +56,40 @@ def test_log_rotation_keeps_the_newest_per_task(tmp_path):
     assert sorted(p.name for p in removed) == [f"deploy-2026010{i}-000000-{i}.log" for i in range(3)]
     assert sorted(p.name for p in logs.iterdir()) == ["convert-20260101-000000-9.log", "deploy-20260103-000000-3.log",
                                                       "deploy-20260104-000000-4.log", "notes.txt"]
+
+
+def _hold_lock_in_a_child(directory: Path):
+    """Another process (another torchdroid run) holding ``directory``'s writer lock until its stdin closes."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom toolchain.fsutil import output_lock\n"
+            f"with output_lock({str(directory)!r}, 'invoke build-android --lane executorch'):\n"
+            "    print('held', flush=True)\n    sys.stdin.read()\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).resolve().parents[2])
+    assert child.stdout.readline().strip() == "held"
+    return child
+
+
+@pytest.mark.parametrize("inner", ["android/arm64-v8a/executorch", "android/arm64-v8a", "models"])
+def test_clean_waits_for_no_writer_anywhere_below_what_it_removes(tmp_path, monkeypatch, inner):
+    """A writer holding the lock of any directory inside a target (build-android's ExecuTorch runtime build in
+    android/<abi>/executorch, not only android/<abi>) makes clean refuse (busy) and remove nothing."""
+    from toolchain.errors import BusyError
+
+    monkeypatch.chdir(tmp_path)
+    build = tmp_path / "build"
+    for d in ("models", "android/arm64-v8a/executorch/cmake-out"):
+        (build / d).mkdir(parents=True)
+    mark_owned(build / "models", "convert")
+    (build / "android/arm64-v8a/build-info.json").write_text("{}")
+    child = _hold_lock_in_a_child(build / inner)
+    try:
+        plan = plan_clean(Path("build"), ("outputs",), log_days=14)
+        with pytest.raises(BusyError):
+            execute(plan)
+        assert (build / inner).is_dir()
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)
