@@ -30,8 +30,34 @@ class ResultStore:
     def __init__(self, path: Path):
         self.path = Path(path)
 
+    def _foreign(self, timeout: float) -> Optional[str]:
+        """Why an existing, non-empty file at the path (or behind a symlink there) is not a torchdroid results
+        database, read without writing a byte (None: it is one, or there is nothing yet)."""
+        try:
+            if self.path.stat().st_size == 0:
+                return None
+        except FileNotFoundError:
+            return None
+        try:
+            con = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout)
+            try:
+                row = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            finally:
+                con.close()
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e):
+                return None  # busy: the writing connection below says so
+            return str(e)
+        except sqlite3.DatabaseError as e:
+            return str(e)
+        return None if row else "it has no torchdroid schema record"
+
     def _connect(self, timeout: float = 30) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        why = self._foreign(timeout)
+        if why:
+            raise RecordError(f"{self.path} is not a torchdroid results database", cause=why,
+                              remedy="move it away (or set deploy.results to another directory)")
         try:
             con = sqlite3.connect(self.path, timeout=timeout)
             con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")

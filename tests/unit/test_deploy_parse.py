@@ -8,6 +8,7 @@ the getprop/df/pm lines in Android 10 toybox/pm formats.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -283,3 +284,29 @@ def test_a_sync_session_aborted_after_a_failure_never_opens_a_new_connection(tmp
     with pytest.raises(DeviceError, match="interrupted"):
         session.send(tmp_path / "f", "/data/local/tmp/f")
     assert Device.opened == 0
+
+
+@pytest.mark.parametrize("through_symlink", [False, True])
+def test_a_foreign_sqlite_database_is_refused_and_left_byte_identical(tmp_path, through_symlink):
+    """The user's own SQLite database where results.sqlite is expected (or a results.sqlite symlinked to it) is
+    refused before anything is written into it: no torchdroid table is added to a database that is not ours."""
+    import hashlib
+
+    own = tmp_path / "mine.db"
+    con = sqlite3.connect(own)
+    con.execute("CREATE TABLE notes (t TEXT)")
+    con.execute("INSERT INTO notes VALUES ('keep me')")
+    con.commit()
+    con.close()
+    before = hashlib.sha256(own.read_bytes()).hexdigest()
+    path = tmp_path / "results" / "results.sqlite"
+    path.parent.mkdir()
+    if through_symlink:
+        path.symlink_to(own)
+    else:
+        os.replace(own, path)
+        own = path
+    with pytest.raises(RecordError) as e:
+        ResultStore(path).add_run("2026-01-02T00:00:00+00:00", "p", "abc", {}, ROWS)
+    assert "is not a torchdroid results database" in str(e.value)
+    assert hashlib.sha256(own.read_bytes()).hexdigest() == before
