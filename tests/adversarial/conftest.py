@@ -44,6 +44,8 @@ def pytest_collection_modifyitems(items):
 
 def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001
     target = os.environ.get("TORCHDROID_ADVERSARIAL_TABLE")
+    if hasattr(session.config, "workerinput"):  # a worker process sees its share; the controller sees every report
+        return
     if not target or not _ROWS:
         return
     lines = [
