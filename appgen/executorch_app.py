@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins as et_pins
-from toolchain import pins, records
+from toolchain import pins, records, variants
 from toolchain.errors import RecordError, UsageError
 from toolchain.pte_records import PteFile, load_section
 
@@ -29,7 +29,7 @@ _AAR_REMEDY = ("build ExecuTorch's AAR at the converter's release (`sh scripts/b
 
 def refuse_other_runtime_options(model: str, settings: Any) -> None:
     """--executorch-* only fit an ExecuTorch program; --aar/--pytorch-android only a TorchScript variant."""
-    if validate.is_program(model):
+    if variants.is_program(model):
         given = [o for o, v in (("--aar", settings.aar), ("--pytorch-android", settings.pytorch_android)) if v]
         if given:
             raise UsageError(f"{' and '.join(given)} given for the ExecuTorch program {model}",

@@ -19,9 +19,10 @@ from typing import Any, Dict, List, Optional, Tuple
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock, sha256_file
-from toolchain.pte_records import BASELINE, DELEGATES, PteFile, load_section, pte_name, write_section
+from toolchain.pte_records import BASELINE, PteFile, load_section, pte_name, write_section
 from toolchain.records import ConvertManifest, manifest_owner, now_iso
 from toolchain.settings import default
+from toolchain.variants import DELEGATES
 
 from .calibration import CalibrationSpec, parse_calibration
 from .models import ModelSpec, WeightsSpec, check_stem_free, parse_model, parse_weights
@@ -212,4 +213,4 @@ def _merge(section: Dict[str, Any], spec: ModelSpec, calib: CalibrationSpec, bui
 
 
 __all__ = ["ExecutorchSettings", "ExecutorchResult", "convert_executorch", "parse_delegates", "VARIANTS",
-           "SDK_DELEGATES", "DELEGATES"]
+           "SDK_DELEGATES"]

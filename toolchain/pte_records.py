@@ -23,10 +23,6 @@ from .records import MANIFEST_KIND, MANIFEST_NAME, MANIFEST_SCHEMA, ConvertManif
 
 SECTION = "executorch"
 PTE_FORMAT = "executorch"
-PRECISIONS = ("fp32", "int8")
-DELEGATES = ("xnnpack", "portable", "vulkan")  # what `invoke convert --format executorch` lowers to on this machine
-# a program's variant (fp32-xnnpack ...), as make-app names its asset and deploy/report name its rows
-PROGRAM_VARIANT_PATTERN = f"(?:{'|'.join(PRECISIONS)})-(?:{'|'.join(DELEGATES)})"
 # The legacy variant each precision is compared with (the pairs: float vs TorchScript CPU quant_none,
 # int8 vs quant_full).
 BASELINE = {"fp32": "quant_none", "int8": "quant_full"}
