@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 from .errors import RecordError, UsageError
 from .fsutil import sha256_file
-from .records import MANIFEST_KIND, MANIFEST_NAME, MANIFEST_SCHEMA, ConvertManifest, TensorSpec, read_record, write_record
+from .records import MANIFEST_NAME, ConvertManifest, TensorSpec
 
 SECTION = "executorch"
 PTE_FORMAT = "executorch"
@@ -125,14 +125,9 @@ def find_pte(models_dir: Path, name: str) -> PteFile:
 
 def write_section(models_dir: Path, section: Dict[str, Any]) -> Path:
     """Replace the executorch section, keeping the rest of the manifest (or start a manifest)."""
-    path = Path(models_dir) / MANIFEST_NAME
-    if path.exists():
-        data = read_record(path, MANIFEST_KIND, MANIFEST_SCHEMA, ConvertManifest.REMEDY)
-    else:
-        data = {"conversions": {}, "files": []}
-    body = {k: v for k, v in data.items() if k not in ("kind", "schema", "written")}
-    body[SECTION] = section
-    return write_record(path, MANIFEST_KIND, MANIFEST_SCHEMA, body)
+    man = ConvertManifest.load(models_dir) if ConvertManifest.exists(models_dir) else ConvertManifest.empty(models_dir)
+    man.data[SECTION] = section
+    return man.write()
 
 
 def reference_path(models_dir: Path, stem: str, section: Optional[Dict[str, Any]] = None) -> Path:
