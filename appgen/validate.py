@@ -120,4 +120,4 @@ def sdk_levels(min_sdk, target_sdk, compile_sdk: int) -> Tuple[int, int]:
     return lo, hi
 
 
-maven_version = pins.maven_version  # checked the same way by check-compat (toolchain/compat)
+maven_version = pins.maven_version  # checked the same way by check-compat (ndk_build/compat.py)

@@ -105,7 +105,7 @@ def check_values(skipped: Tuple[str, ...], model: str, weights: str, app: Any, d
 def machine_facts(config: Any) -> Facts:
     """What `all` can do here: the doctor's NDK, SDK and device rows, and whether a host NNAPI can be built."""
     import host_nnapi
-    from toolchain.doctor.checks import machine_checks
+    from workflow.doctor import machine_checks
 
     checks = machine_checks(stage_settings.doctor(config))
     return plan.facts_from_doctor(checks, host_nnapi=host_nnapi.availability())

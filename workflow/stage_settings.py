@@ -238,7 +238,7 @@ def check_compat(config: Any, **cli) -> dict:
 
 
 def doctor(config: Any, **cli):
-    from ndk_build import DoctorSettings
+    from .doctor import DoctorSettings
 
     r = _r(config, cli)
     ndk_config = r.get("ndk.path")

@@ -11,11 +11,11 @@ import pytest
 from ndk_build.build import nearest_lane
 from ndk_build.compat import FUNC_RE, SCHEMA_RE, RuntimeSource, file_format_version
 from ndk_build.elfcheck import parse_android_api_level, parse_machine
-from ndk_build.gitsource import parse_submodule_status
 from ndk_build.hints import build_hint, parse_step
-from ndk_build.hostpython import HostPython
-from ndk_build.ndk import Ndk, in_range, parse_revision, release_name
-from ndk_build.sdk import AndroidSdk
+from toolchain.tools.hostpython import HostPython
+from toolchain.tools.ndk import Ndk, in_range, parse_revision, release_name
+from toolchain.tools.git import parse_submodule_status
+from toolchain.tools.sdk import AndroidSdk
 from tests.ndk_support import make_fake_ndk, make_fake_sdk
 from toolchain import pins
 from toolchain.errors import ToolNotFound

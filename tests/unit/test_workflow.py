@@ -94,7 +94,7 @@ def test_deploy_runs_with_only_a_configured_binary():
 
 
 def test_doctor_rows_are_found_by_stable_id_and_every_adb_server_counts():
-    from toolchain.doctor import Check
+    from workflow.doctor import Check
 
     rows = [Check("build-android", "NDK (renamed for people)", "warn", "not found", "set ANDROID_NDK", False,
                   "build-android.ndk"),
