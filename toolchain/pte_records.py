@@ -28,6 +28,16 @@ PTE_FORMAT = "executorch"
 BASELINE = {"fp32": "quant_none", "int8": "quant_full"}
 
 
+@dataclass(frozen=True)
+class PteVariant:
+    precision: str  # fp32 | int8
+    delegate: str  # xnnpack | portable | vulkan
+
+    @property
+    def name(self) -> str:
+        return f"{self.precision}-{self.delegate}"
+
+
 def pte_name(stem: str, precision: str, delegate: str) -> str:
     return f"{stem}-{precision}-{delegate}.pte"
 
