@@ -17,7 +17,6 @@ from toolchain import pins, records, variants
 from toolchain.errors import RecordError, UsageError
 from toolchain.pte_records import PteFile, load_section
 
-from . import validate
 from .runtime import Runtime, aar_entries, check_aar
 
 LIBRARY = "executorch"
@@ -88,7 +87,7 @@ def choose_runtime(lane: pins.Lane, version: Optional[str], aar: Optional[Path],
                                 "Maven version")
     if aar:
         return Runtime("aar", None, check_executorch_aar(aar, abis), lane.name, None, (), LIBRARY, None)
-    version = validate.maven_version(version or et_pins.EXECUTORCH_ANDROID_DEFAULT, "--executorch-android", "1.5.1")
+    version = pins.maven_version(version or et_pins.EXECUTORCH_ANDROID_DEFAULT, "--executorch-android", "1.5.1")
     outside = [a for a in abis if a not in et_pins.EXECUTORCH_ANDROID_ABIS]
     if outside:
         raise UsageError(f"{et_pins.EXECUTORCH_ANDROID_ARTIFACT} has no native library for {', '.join(outside)}",

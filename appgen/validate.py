@@ -118,6 +118,3 @@ def sdk_levels(min_sdk, target_sdk, compile_sdk: int) -> Tuple[int, int]:
                          cause="an app cannot target an API level newer than the one it compiles against",
                          remedy=f"pass --target-sdk {compile_sdk} or lower (or pick another --lane)")
     return lo, hi
-
-
-maven_version = pins.maven_version  # checked the same way by check-compat (ndk_build/compat.py)

@@ -41,8 +41,6 @@ from .reference import Reference, build_reference
 
 log = logging.getLogger(__name__)
 
-RESULTS_KIND = "torchdroid.host-nnapi-verify"
-RESULTS_NAME = "verify.json"
 
 
 @dataclass(frozen=True)
@@ -169,10 +167,6 @@ def _results_path(settings: VerifySettings, manifest: ConvertManifest) -> Path:
         raise UsageError(f"the results file's directory {out.parent} is a file", remedy="choose another --out")
     out.parent.mkdir(parents=True, exist_ok=True)
     return out
-
-
-def _select(manifest: ConvertManifest, wanted) -> List[Tuple[str, Dict[str, ModelFile]]]:
-    return _select_with_refusals(manifest, wanted)[0]
 
 
 def _select_with_refusals(manifest: ConvertManifest,

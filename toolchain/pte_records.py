@@ -22,7 +22,6 @@ from .fsutil import sha256_file
 from .records import MANIFEST_NAME, ConvertManifest, TensorSpec
 
 SECTION = "executorch"
-PTE_FORMAT = "executorch"
 # The legacy variant each precision is compared with (the pairs: float vs TorchScript CPU quant_none,
 # int8 vs quant_full).
 BASELINE = {"fp32": "quant_none", "int8": "quant_full"}

@@ -376,8 +376,6 @@ class ConvertManifest:
         )
 
 
-Manifest = ConvertManifest
-
 
 # --------------------------------------------------------------------------- build-info
 
@@ -433,12 +431,6 @@ class BuildInfo:
     def page_alignment(self) -> Dict[str, int]:
         """LOAD alignment (bytes) of the binary and each built shared library; {} for records made before."""
         return dict(self.data.get("page_alignment") or {})
-
-    def min_page_alignment(self, name: Optional[str] = None) -> Optional[int]:
-        """The smallest recorded LOAD alignment (of ``name`` only, if given); None when not recorded."""
-        aligns = self.page_alignment
-        values = [aligns[name]] if name in aligns else ([] if name else list(aligns.values()))
-        return min(values) if values else None
 
     @property
     def ndk_revision(self) -> Optional[str]:

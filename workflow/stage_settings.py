@@ -258,10 +258,6 @@ def doctor(config: Any, **cli):
 # --------------------------------------------------------------------------- make-app, build-app
 
 
-def app_out(config: Any, out: Optional[str] = None) -> Path:
-    return Resolver(config, {"out": out}).path("app.out", "out")
-
-
 def model_app_out(r: Resolver, model: str) -> Path:
     """Where make-app writes: ``app.out`` as given; left at its default, ``<build_dir>/app`` for the default model
     and ``<build_dir>/app-<model>`` for any other (:mod:`toolchain.layout`), so the apps of several models live side by side (the app `invoke all`

@@ -73,7 +73,7 @@ def test_abi_filters_sdk_levels_variant_and_version():
     with pytest.raises(UsageError, match="must be integers"):
         validate.sdk_levels("twenty", 34, 34)
     with pytest.raises(UsageError, match="not a Maven version"):
-        validate.maven_version("1.13.1; rm -rf /")
+        pins.maven_version("1.13.1; rm -rf /")
 
 
 def _android_unescape(text: str) -> str:
