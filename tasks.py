@@ -12,7 +12,7 @@ import signal
 
 from invoke import Collection, Exit
 
-from toolchain import invoke_hooks
+from workflow import invoke_hooks
 from toolchain.layout import Layout
 from toolchain.settings import config_defaults, key
 from workflow import show, stage_settings as resolve
@@ -182,7 +182,7 @@ def check_compat(c, models=None, build_info=None, pytorch_android=None, source=N
 def doctor(c, strict=False, lane=None, ndk=None, adb_server=None, json=False, debug=False):
     """What this machine has for every stage, what is missing, and how to get it."""
     with stage(c.config, "doctor", debug):
-        from ndk_build import problems, run_doctor
+        from workflow.doctor import problems, run_doctor
 
         checks = run_doctor(resolve.doctor(c.config, lane=lane, ndk=ndk, adb_server=adb_server))
     show.doctor(checks, json)

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins as et_pins
-from toolchain import pins, records
+from toolchain import pins, records, variants
 from toolchain.errors import RecordError, UsageError
 from toolchain.pte_records import PteFile, load_section
 
-from . import validate
 from .runtime import Runtime, aar_entries, check_aar
 
 LIBRARY = "executorch"
@@ -29,7 +28,7 @@ _AAR_REMEDY = ("build ExecuTorch's AAR at the converter's release (`sh scripts/b
 
 def refuse_other_runtime_options(model: str, settings: Any) -> None:
     """--executorch-* only fit an ExecuTorch program; --aar/--pytorch-android only a TorchScript variant."""
-    if validate.is_program(model):
+    if variants.is_program(model):
         given = [o for o, v in (("--aar", settings.aar), ("--pytorch-android", settings.pytorch_android)) if v]
         if given:
             raise UsageError(f"{' and '.join(given)} given for the ExecuTorch program {model}",
@@ -88,7 +87,7 @@ def choose_runtime(lane: pins.Lane, version: Optional[str], aar: Optional[Path],
                                 "Maven version")
     if aar:
         return Runtime("aar", None, check_executorch_aar(aar, abis), lane.name, None, (), LIBRARY, None)
-    version = validate.maven_version(version or et_pins.EXECUTORCH_ANDROID_DEFAULT, "--executorch-android", "1.5.1")
+    version = pins.maven_version(version or et_pins.EXECUTORCH_ANDROID_DEFAULT, "--executorch-android", "1.5.1")
     outside = [a for a in abis if a not in et_pins.EXECUTORCH_ANDROID_ABIS]
     if outside:
         raise UsageError(f"{et_pins.EXECUTORCH_ANDROID_ARTIFACT} has no native library for {', '.join(outside)}",

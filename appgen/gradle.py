@@ -19,7 +19,6 @@ from toolchain.runner import run
 log = logging.getLogger(__name__)
 
 WRAPPER_JAR = Path("gradle/wrapper/gradle-wrapper.jar")
-WRAPPER_PROPERTIES = Path("gradle/wrapper/gradle-wrapper.properties")
 
 
 def wrapper_jar_howto(project: Path, gradle_version: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from toolchain import __version__ as TORCHDROID_VERSION
 from toolchain import executorch_pins as et_pins
-from toolchain import pins, records
+from toolchain import pins, records, variants
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import (
     atomic_copy,
@@ -157,17 +157,16 @@ class AppPlan:
 def check(settings: AppSettings) -> _Checked:
     """Everything that can be validated before torch or the manifest is touched."""
     lane = pins.lane(settings.lane)
-    program = validate.is_program(settings.model)
-    executorch_app.refuse_other_runtime_options(settings.model, settings)
+    variant = variants.check((settings.model or "").strip(), "--model")
+    program = variants.is_program(variant)
+    executorch_app.refuse_other_runtime_options(variant, settings)
     target = lane.compile_sdk if settings.target_sdk in (None, "") else settings.target_sdk
     lowest = executorch_app.min_sdk(settings.min_sdk) if program else settings.min_sdk
     min_sdk, target_sdk = validate.sdk_levels(lowest, target, lane.compile_sdk)
     abis = validate.abi_filters(settings.abi_filters)
     if program:
-        variant = validate.program_name(settings.model)
         runtime = executorch_app.choose_runtime(lane, settings.executorch_android, settings.executorch_aar, abis)
     else:
-        variant = validate.variant_name(settings.model)
         runtime = choose_runtime(lane.name, settings.pytorch_android, settings.aar)
     return _Checked(
         variant=variant,

@@ -14,7 +14,6 @@ from toolchain import pins
 from toolchain.errors import TorchdroidError, UsageError
 from toolchain.fsutil import sha256_file
 
-from . import validate
 
 
 @dataclass(frozen=True)
@@ -123,7 +122,7 @@ def choose_runtime(lane_name: str, pytorch_android: Optional[str], aar: Optional
                 f"({lane.pytorch_ref}, {lane.pytorch_commit[:12]}) so it runs models from {lane.converter_torch}")
         return Runtime("aar", None, path, lane.name, None, (note,))
     if pytorch_android:
-        version = validate.maven_version(pytorch_android)
+        version = pins.maven_version(pytorch_android)
         matches = version == lane.pytorch_android
         note = (f"org.pytorch:pytorch_android:{version} is not lane {lane.name}'s runtime "
                 f"({lane.pytorch_android or 'none published'}); the lane's converter is {lane.converter_torch}, and models "

@@ -14,9 +14,6 @@ JAVA_KEYWORDS = frozenset(
     ["abstract", "assert", "boolean", "break", "byte", "case", "catch", "char", "class", "const", "continue", "default", "do", "double", "else", "enum", "extends", "final", "finally", "float", "for", "goto", "if", "implements", "import", "instanceof", "int", "interface", "long", "native", "new", "package", "private", "protected", "public", "return", "short", "static", "strictfp", "super", "switch", "synchronized", "this", "throw", "throws", "transient", "try", "void", "volatile", "while", "true", "false", "null", "_"]
 )
 _SEGMENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-_VARIANT = re.compile(r"^(?:[a-z0-9_.]+-)?quant_(none|core|full)$")
-# An ExecuTorch program: <precision>-<delegate>, optionally <stem>- in front (toolchain.pte_records.pte_name).
-_PROGRAM = re.compile(r"^(?:[a-z0-9_.]+-)?(fp32|int8)-([a-z][a-z0-9_]*)$")
 MAX_APP_NAME = 64
 CAMERAX_MIN_SDK = 21  # CameraX 1.3 supports Android 5.0 (API 21) and up
 
@@ -121,37 +118,3 @@ def sdk_levels(min_sdk, target_sdk, compile_sdk: int) -> Tuple[int, int]:
                          cause="an app cannot target an API level newer than the one it compiles against",
                          remedy=f"pass --target-sdk {compile_sdk} or lower (or pick another --lane)")
     return lo, hi
-
-
-_VARIANT_REMEDY = ("pass quant_none, quant_core or quant_full (or <model>-quant_full, e.g. mobilenetv2-quant_full), "
-                   "or an ExecuTorch program: fp32-xnnpack, int8-xnnpack, fp32-portable (or <model>-fp32-xnnpack)")
-
-
-def is_program(value: str) -> bool:
-    """Does ``--model`` name an ExecuTorch program (``fp32-xnnpack``) rather than a TorchScript variant?"""
-    return bool(_PROGRAM.match((value or "").strip()))
-
-
-def variant_name(value: str) -> str:
-    value = (value or "").strip()
-    if not _VARIANT.match(value):
-        raise UsageError(f"--model {value!r} is not a converted variant name", remedy=_VARIANT_REMEDY)
-    return value
-
-
-def program_name(value: str) -> str:
-    """``fp32-xnnpack`` / ``mobilenetv2-int8-xnnpack``: a precision and a delegate the converter writes."""
-    from toolchain.pte_records import DELEGATES
-
-    value = (value or "").strip()
-    m = _PROGRAM.match(value)
-    if not m:
-        raise UsageError(f"--model {value!r} is not a converted variant name", remedy=_VARIANT_REMEDY)
-    if m.group(2) not in DELEGATES:
-        raise UsageError(f"--model {value!r} names an unknown ExecuTorch delegate {m.group(2)!r}",
-                         cause=f"`invoke convert --format executorch` writes programs for: {', '.join(DELEGATES)}",
-                         remedy=_VARIANT_REMEDY)
-    return value
-
-
-maven_version = pins.maven_version  # checked the same way by check-compat (toolchain/compat)

@@ -20,7 +20,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import torch
 
 from toolchain import executorch_pins
-from toolchain.records import MODES, ModelFile, NnapiRefusal, TensorSpec, model_file_names
+from toolchain.records import ModelFile, NnapiRefusal, TensorSpec, model_file_names
+from toolchain.variants import MODES
 
 from .calibration import CalibrationSpec, few_images_warning, load_batch
 from .finite import refuse_non_finite_output

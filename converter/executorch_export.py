@@ -7,7 +7,6 @@ inputs as the legacy modes -> ``convert_pt2e``), whose converted graph is also t
 
 from __future__ import annotations
 
-import importlib
 import io
 import logging
 import warnings
@@ -20,12 +19,11 @@ import torch
 from toolchain.errors import ConversionError
 from toolchain.fsutil import atomic_write_bytes, sha256_file
 from toolchain.progress import progress
-from toolchain.pte_records import pte_name
+from toolchain.pte_records import PteVariant, pte_name
 
 from .finite import output_tensors, refuse_non_finite_output
 from .host_check import spec_of
 from .calibration import CalibrationSpec, load_batch
-from .executorch_lane import SDK_DELEGATES, PteVariant
 from .models import ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
 
 log = logging.getLogger(__name__)
@@ -134,21 +132,6 @@ def _etrecord_bytes(etrecord, tmp_dir: Path) -> bytes:
         tmp.unlink(missing_ok=True)
 
 
-def probe_sdk_delegates() -> Dict[str, str]:
-    """Why each vendor-SDK delegate is skipped (an import probe where one is safe; QNN is never lowered)."""
-    skipped = {}
-    for name, reason in SDK_DELEGATES.items():
-        module = {"mediatek": "executorch.backends.mediatek.partitioner",
-                  "samsung": "executorch.backends.samsung.partition.enn_partitioner"}.get(name)
-        if module:
-            try:
-                importlib.import_module(module)
-            except ImportError as e:
-                reason = f"{reason} (import here: {type(e).__name__}: {e})"
-        skipped[name] = reason
-    return skipped
-
-
 def build_programs(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, todo: List[PteVariant], out: Path,
                    check_inputs: int) -> BuiltPrograms:
     with warnings.catch_warnings():
@@ -165,7 +148,7 @@ def build_programs(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec
 
 
 def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List[Path]) -> BuiltPrograms:
-    built = BuiltPrograms(skipped=probe_sdk_delegates())
+    built = BuiltPrograms()
     registered = host_backends()
     with progress(f"ExecuTorch programs of {spec.stem}", total=2 + len(todo)) as bar:
         bar.describe(f"{spec.stem}: loading the float model and {calib.count} calibration inputs")

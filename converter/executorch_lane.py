@@ -9,6 +9,7 @@ the reason.  No torch (nor executorch) at import time: validation fails in milli
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 import time
@@ -19,24 +20,15 @@ from typing import Any, Dict, List, Optional, Tuple
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock, sha256_file
-from toolchain.pte_records import BASELINE, DELEGATES, PteFile, load_section, pte_name, write_section
+from toolchain.pte_records import BASELINE, PteFile, PteVariant, load_section, pte_name, write_section
 from toolchain.records import ConvertManifest, manifest_owner, now_iso
 from toolchain.settings import default
+from toolchain.variants import DELEGATES
 
 from .calibration import CalibrationSpec, parse_calibration
 from .models import ModelSpec, WeightsSpec, check_stem_free, parse_model, parse_weights
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class PteVariant:
-    precision: str  # fp32 | int8
-    delegate: str  # xnnpack | portable | vulkan
-
-    @property
-    def name(self) -> str:
-        return f"{self.precision}-{self.delegate}"
 
 
 VARIANTS = (PteVariant("fp32", "xnnpack"), PteVariant("int8", "xnnpack"), PteVariant("fp32", "portable"),
@@ -52,6 +44,21 @@ SDK_DELEGATES: Dict[str, str] = {
     "samsung": "Samsung Exynos (ENN): the partitioner imports executorch.backends.samsung.python, "
                "bindings built with the Exynos AI LiteCore SDK",
 }
+
+
+def probe_sdk_delegates() -> Dict[str, str]:
+    """Why each vendor-SDK delegate is skipped (an import probe where one is safe; QNN is never lowered)."""
+    skipped = {}
+    for name, reason in SDK_DELEGATES.items():
+        module = {"mediatek": "executorch.backends.mediatek.partitioner",
+                  "samsung": "executorch.backends.samsung.partition.enn_partitioner"}.get(name)
+        if module:
+            try:
+                importlib.import_module(module)
+            except ImportError as e:
+                reason = f"{reason} (import here: {type(e).__name__}: {e})"
+        skipped[name] = reason
+    return skipped
 
 
 def parse_delegates(value: Any) -> Tuple[str, ...]:
@@ -174,6 +181,7 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
             # (ExecuTorch, cpuinfo) in the run log, not over the progress
             with for_conversion(), native_output_to_log():
                 programs = executorch_export.build_programs(spec, weights, calib, todo, out, settings.check_inputs)
+            programs.skipped = probe_sdk_delegates()
             section = _merge(_existing_section(out), spec, calib, programs, keys, versions)
             notes.extend(programs.notes)
             path = write_section(out, section)
@@ -212,4 +220,4 @@ def _merge(section: Dict[str, Any], spec: ModelSpec, calib: CalibrationSpec, bui
 
 
 __all__ = ["ExecutorchSettings", "ExecutorchResult", "convert_executorch", "parse_delegates", "VARIANTS",
-           "SDK_DELEGATES", "DELEGATES"]
+           "SDK_DELEGATES"]

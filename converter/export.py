@@ -229,6 +229,18 @@ def _bundle_wrapper(module):
     return BundleWrapper(module)
 
 
+def quantized_op_remedy(error: Exception) -> Optional[str]:
+    """The fix for a plain tensor operator that has no quantized kernel (``x + y`` on quantized tensors)."""
+    m = re.search(r"Could not run '(aten::\w+)(?:\.\w+)?' with arguments from the 'QuantizedCPU' backend", str(error))
+    if not m or m.group(1).split("::")[1].rstrip("_") not in ("add", "mul", "sub", "div"):
+        return None
+    op = m.group(1).split("::")[1]
+    method = "mul" if op.startswith("mul") else "add"
+    return (f"{m.group(1)} has no quantized kernel: in a model that is quantized in eager mode, write x {op} y between "
+            f"activations with FloatFunctional (self.f = torch.ao.nn.quantized.FloatFunctional() in __init__, "
+            f"self.f.{method}(x, y) in forward())")
+
+
 def trace_to_nnapi(model, input_tensor, label: str):
     """Trace ``model`` on the NHWC-flagged ``input_tensor`` and convert it with torch's NNAPI converter."""
     import torch
@@ -238,8 +250,6 @@ def trace_to_nnapi(model, input_tensor, label: str):
         try:
             traced = torch.jit.trace(model, input_tensor, check_trace=False)  # the host check runs it
         except Exception as e:
-            from .precheck import quantized_op_remedy
-
             raise ConversionError(
                 f"tracing {label} failed",
                 cause=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",

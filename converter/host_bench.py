@@ -26,8 +26,9 @@ from toolchain.fsutil import atomic_write_json, atomic_write_text
 from toolchain.progress import progress
 from toolchain.records import ConvertManifest, now_iso
 from toolchain.settings import default
+from toolchain.stats import VARIANCE_LIMIT_PCT
 
-from .rounds import VARIANCE_LIMIT_PCT, Ratio, alternate, estimate_s, percentile, prepare, ratio  # noqa: F401
+from .rounds import Ratio, alternate, estimate_s, prepare, ratio
 from .torch_state import host_engine, pinned
 
 log = logging.getLogger(__name__)

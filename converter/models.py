@@ -34,9 +34,6 @@ TORCHVISION_MODELS: Dict[str, Tuple[str, Tuple[int, int]]] = {
     "inception_v3": ("inceptionv3", (299, 299)),
 }
 
-WEIGHT_CHOICES = ("pretrained", "random")
-
-
 @dataclass(frozen=True)
 class ModelSpec:
     """A validated ``--model`` value."""

@@ -18,9 +18,10 @@ from toolchain import __version__ as TORCHDROID_VERSION
 from toolchain.errors import UsageError
 from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock, remove_stale_partials
 from toolchain.progress import progress
-from toolchain.records import (MODES, ConvertManifest, ModelFile, NnapiRefusal, manifest_owner, manifest_path,
+from toolchain.records import (ConvertManifest, ModelFile, NnapiRefusal, manifest_owner, manifest_path,
                                model_file_names, now_iso)
 from toolchain.settings import default
+from toolchain.variants import MODES
 
 from .calibration import CalibrationSpec, parse_calibration
 from .models import ModelSpec, WeightsSpec, check_stem_free, parse_model, parse_weights

@@ -29,6 +29,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from toolchain.errors import ConversionError
 
+from .export import _replace_dropout, fused_float
+
 log = logging.getLogger(__name__)
 
 # What each FloatFunctional method becomes in the quantized model.
@@ -138,8 +140,6 @@ def refuse(check: Precheck, label: str) -> None:
 
 def _as_converted(model):
     """A copy prepared the way `invoke convert` converts it: fused, dropout removed, eval mode."""
-    from .export import _replace_dropout, fused_float
-
     m = fused_float(model)
     _replace_dropout(m)
     return m.eval()
@@ -369,18 +369,6 @@ def _nnapi_ops(graph) -> Dict[str, int]:
         if op:
             out[op] = out.get(op, 0) + 1
     return out
-
-
-def quantized_op_remedy(error: Exception) -> Optional[str]:
-    """The fix for a plain tensor operator that has no quantized kernel (``x + y`` on quantized tensors)."""
-    m = re.search(r"Could not run '(aten::\w+)(?:\.\w+)?' with arguments from the 'QuantizedCPU' backend", str(error))
-    if not m or m.group(1).split("::")[1].rstrip("_") not in ("add", "mul", "sub", "div"):
-        return None
-    op = m.group(1).split("::")[1]
-    method = "mul" if op.startswith("mul") else "add"
-    return (f"{m.group(1)} has no quantized kernel: in a model that is quantized in eager mode, write x {op} y between "
-            f"activations with FloatFunctional (self.f = torch.ao.nn.quantized.FloatFunctional() in __init__, "
-            f"self.f.{method}(x, y) in forward())")
 
 
 def describe(check: Precheck) -> List[str]:

@@ -15,16 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from toolchain.stats import VARIANCE_LIMIT_PCT, percentile, spread_pct
+
 from .torch_state import peak_above, reset_peak
-
-VARIANCE_LIMIT_PCT = 10.0  # per-round medians further apart than this: the row is flagged unstable
-
-
-def percentile(values: List[float], q: float) -> float:
-    """Nearest-rank percentile (what speed_benchmark_torch-style reports use)."""
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, int(round(q / 100.0 * len(s) + 0.5)) - 1))
-    return s[k]
 
 
 def timed(call: Callable[[], Any]) -> float:
@@ -54,8 +47,7 @@ class Subject:
     def stats(self) -> Dict[str, Any]:
         """median / p90 / min / mean / max / std over every timed iteration, the rounds' spread, load, first, warm-up."""
         times = [t for run in self.runs for t in run]
-        medians = [statistics.median(run) for run in self.runs]
-        spread = 100.0 * (max(medians) - min(medians)) / statistics.median(medians)
+        spread = spread_pct([statistics.median(run) for run in self.runs])
         return dict(median_ms=statistics.median(times), p90_ms=percentile(times, 90), min_ms=min(times),
                     mean_ms=statistics.fmean(times), max_ms=max(times),
                     std_ms=statistics.stdev(times) if len(times) > 1 else 0.0, load_ms=self.load_ms,

@@ -19,6 +19,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from toolchain.errors import TorchdroidError, UsageError
 from toolchain.settings import default
+from toolchain.stats import VARIANCE_LIMIT_PCT, percentile, spread_pct
 
 from .adb import Device
 
@@ -123,18 +124,6 @@ def _exit_problem(code: int) -> str:
     return f"exit code {code}" + (f": {signals[code]}" if code in signals else "")
 
 
-def percentile(values: Sequence[float], p: float) -> float:
-    xs = sorted(values)
-    if not xs:
-        return float("nan")
-    k = (len(xs) - 1) * p / 100.0
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
-VARIANCE_LIMIT_PCT = 10.0  # repeats whose medians differ by more than this (relative) are flagged
-
-
 @dataclass
 class BenchStats:
     median_ms: float
@@ -175,12 +164,10 @@ def summarize(runs: Sequence[ParsedRun]) -> Optional[BenchStats]:
     lats, per_run = _samples(good)
     if not lats:
         return None
-    centre = statistics.median(per_run)
-    spread = 100.0 * (max(per_run) - min(per_run)) / centre if centre else 0.0
     peaks = [r.peak_kb for r in runs if r.peak_kb]
     return BenchStats(
         median_ms=statistics.median(lats) / 1000.0, p90_ms=percentile(lats, 90) / 1000.0, min_ms=min(lats) / 1000.0,
-        spread_pct=spread, samples=len(lats), runs=len(good), mean_ms=statistics.fmean(lats) / 1000.0,
+        spread_pct=spread_pct(per_run), samples=len(lats), runs=len(good), mean_ms=statistics.fmean(lats) / 1000.0,
         std_ms=(statistics.stdev(lats) if len(lats) > 1 else 0.0) / 1000.0, max_ms=max(lats) / 1000.0,
         peak_kb=max(peaks) if peaks else None)
 

@@ -18,10 +18,9 @@ from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import sha256_file
 from toolchain.hardware_records import LISTER_NAME
 from toolchain.numerics_records import ReferenceOutputs, references_path
-from toolchain.pte_records import PROGRAM_VARIANT_PATTERN
-from toolchain.records import (APP_BENCH_CONTRACT, APP_BENCH_META, AppInfo, BuildInfo, ConvertManifest, ModelFile,
-                               check_variant_names)
+from toolchain.records import APP_BENCH_CONTRACT, APP_BENCH_META, AppInfo, BuildInfo, ConvertManifest, ModelFile
 from toolchain.settings import default
+from toolchain.variants import IN_FILE_NAME, check_all
 
 from . import bench as _bench
 from .apk import ApkFacts, read_apk
@@ -29,8 +28,6 @@ from .hashes import LocalHashes
 from .preflight import check_commits, elf_abi, load_alignment
 
 _PROJECT_RE = re.compile(r"[^A-Za-z0-9._-]+")
-# legacy quant_* or an ExecuTorch program's <precision>-<delegate>
-_VARIANT_RE = re.compile(rf"(?:([A-Za-z0-9_.+-]+?)-)?(quant_(?:none|core|full)|{PROGRAM_VARIANT_PATTERN})(?=$|[-.])")
 
 
 @dataclass(frozen=True)
@@ -75,7 +72,7 @@ def check_values(s: DeploySettings) -> None:
 
     check_dir(f"{s.device_dir.rstrip('/')}/{project_name(s.project)}")
     resolve_servers(s.servers, s.adb_host, s.adb_port, source=s.servers_from)
-    check_variant_names(s.variants)
+    check_all(s.variants, "--variant", programs=False)
     if s.gatord is not None and not Path(s.gatord).is_file():
         raise UsageError(f"--profile-with-gatord {s.gatord} does not exist",
                          remedy="pass the path of Arm's gatord binary (Arm Streamline / Performance Studio), or leave "
@@ -228,7 +225,7 @@ def _asset_variant(facts: ApkFacts) -> Tuple[Optional[str], Optional[str]]:
     """``(variant, stem)`` from the model asset names in the APK (``mobilenetv2-quant_full-cpu.pt``)."""
     with zipfile.ZipFile(facts.path) as z:
         for name in z.namelist():
-            m = _VARIANT_RE.search(os.path.basename(name)) if name.startswith("assets/") and \
+            m = IN_FILE_NAME.search(os.path.basename(name)) if name.startswith("assets/") and \
                 name.endswith((".pt", ".ptl", ".pte")) else None
             if m:
                 return m.group(2), m.group(1)
@@ -239,7 +236,7 @@ def app_variant(facts: ApkFacts, info: Optional[AppInfo], recorded: bool) -> Tup
     """``(variant, stem)`` of the app: its app-info's when this is the recorded APK, else from its assets."""
     variant, stem = _asset_variant(facts)
     if recorded and info is not None and info.variant:
-        m = _VARIANT_RE.search(info.qualified_variant or info.variant)
+        m = IN_FILE_NAME.search(info.qualified_variant or info.variant)
         if m:
             return m.group(2), m.group(1) or stem or "app"
     return variant or "unknown", stem or "app"

@@ -2,7 +2,7 @@
 
 ``load()`` builds (once, cached) and loads a ``libneuralnetworks.so`` whose
 kernels are reference implementations of the operations torch's NNAPI
-serializer emits; ``verify_models()`` runs NNAPI and CPU models side by side.
+serializer emits; :func:`host_nnapi.verify.verify` runs NNAPI and CPU models side by side.
 torch is imported lazily.
 """
 
@@ -38,10 +38,3 @@ def load(path=None, cache=None):
     from .runtime import load as _load
 
     return _load(path, cache)
-
-
-def verify_models(settings):
-    """Run `invoke verify` logic (see host_nnapi.verify.VerifySettings)."""
-    from .verify import verify
-
-    return verify(settings)

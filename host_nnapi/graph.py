@@ -14,10 +14,6 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import nnapi_defs as nn
 
-LIFETIMES = ("temporary", "input", "output", "constant", "no_value")
-_ITEM = {nn.FLOAT32: 4, nn.INT32: 4, nn.UINT32: 4, nn.BOOL: 1, nn.TENSOR_FLOAT32: 4, nn.TENSOR_INT32: 4,
-         nn.TENSOR_QUANT8_ASYMM: 1, nn.TENSOR_QUANT16_SYMM: 2, nn.TENSOR_QUANT16_ASYMM: 2, nn.TENSOR_BOOL8: 1}
-
 
 class DecodeError(ValueError):
     """The serialized model is malformed (named offset and reason)."""
@@ -105,19 +101,6 @@ class Graph:
         for o in self.operands:
             out[o.type_name] = out.get(o.type_name, 0) + 1
         return out
-
-
-def _item_size(t: int) -> int:
-    if t not in _ITEM:
-        raise DecodeError(f"operand type {nn.type_name(t)} has no known element size")
-    return _ITEM[t]
-
-
-def operand_nbytes(op: Operand) -> int:
-    n = _item_size(op.type)
-    for d in op.dims:
-        n *= d
-    return n
 
 
 class _Reader:

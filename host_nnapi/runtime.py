@@ -111,14 +111,6 @@ def attach(path: Optional[str] = None) -> None:
         _install(handle, path or "libneuralnetworks.so")
 
 
-def is_loaded() -> bool:
-    return _lib is not None
-
-
-def library_path() -> Optional[str]:
-    return _lib_path
-
-
 def last_error() -> str:
     """The last NNAPI error the library or the kernels reported (torch only shows the error code)."""
     if _lib is not None:

@@ -27,9 +27,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from toolchain.errors import RecordError, UsageError, VerificationError
 from toolchain.fsutil import sha256_file
-from toolchain.records import (ConvertManifest, ModelFile, NnapiRefusal, VerifyRecord, check_variant_names,
-                               verify_path)
+from toolchain.records import ConvertManifest, ModelFile, NnapiRefusal, VerifyRecord, verify_path
 from toolchain.settings import default
+from toolchain.variants import check_all
 
 from . import checks, rules
 from .align import Alignment, Difference, align, compare_operands, interface_differences
@@ -41,8 +41,6 @@ from .reference import Reference, build_reference
 
 log = logging.getLogger(__name__)
 
-RESULTS_KIND = "torchdroid.host-nnapi-verify"
-RESULTS_NAME = "verify.json"
 
 
 @dataclass(frozen=True)
@@ -108,7 +106,7 @@ def verify(settings: VerifySettings) -> VerifyResult:
     """Verify every (or the selected) variant; write verify.json; raise VerificationError if any fails."""
     if settings.rounding not in ROUNDING_MODES:
         raise UsageError(f"unknown rounding {settings.rounding!r}", remedy=f"use one of: {', '.join(ROUNDING_MODES)}")
-    check_variant_names(settings.variants)  # the values first: before the manifest is read
+    check_all(settings.variants, "--variant", programs=False)  # the values first: before the manifest is read
     manifest = ConvertManifest.load(settings.models)
     out = _results_path(settings, manifest)
     selected, skipped = _select_with_refusals(manifest, settings.variants)
@@ -169,10 +167,6 @@ def _results_path(settings: VerifySettings, manifest: ConvertManifest) -> Path:
         raise UsageError(f"the results file's directory {out.parent} is a file", remedy="choose another --out")
     out.parent.mkdir(parents=True, exist_ok=True)
     return out
-
-
-def _select(manifest: ConvertManifest, wanted) -> List[Tuple[str, Dict[str, ModelFile]]]:
-    return _select_with_refusals(manifest, wanted)[0]
 
 
 def _select_with_refusals(manifest: ConvertManifest,

@@ -25,7 +25,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from toolchain import pins
 from toolchain.elf import ABIS_16K, PAGE_16K, read_elf
@@ -34,9 +34,6 @@ from toolchain.fsutil import atomic_copy
 from toolchain.runner import run
 from toolchain.tools.jdk import Jdk, agp_min_java, gradle_java_range
 from toolchain.tools.sdk import AndroidSdk
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .build import BuildPlan
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +112,9 @@ def seed_cache(tree: Path, entries: Dict[str, Tuple[str, str]]) -> None:
     cache.write_text("\n".join([SEED_MARK, *lines]) + "\n")
 
 
-def cache_entries(plan: "BuildPlan", vulkan: bool) -> Dict[str, Tuple[str, str]]:
+def cache_entries(plan: Any, vulkan: bool) -> Dict[str, Tuple[str, str]]:
+    """What the AAR's CMake cache is seeded with: Vulkan off unless asked for, the NDK's page-size flags
+    (``plan``: build.BuildPlan)."""
     entries: Dict[str, Tuple[str, str]] = {}
     if not vulkan:
         entries["USE_VULKAN"] = ("BOOL", "OFF")
@@ -190,7 +189,8 @@ def aar_alignment(aar: Path, abi: str) -> Tuple[Dict[str, int], List[str]]:
     return aligns, warnings
 
 
-def build_aar(plan: "BuildPlan", sdk: AndroidSdk, jdk: Optional[Jdk]) -> AarResult:
+def build_aar(plan: Any, sdk: AndroidSdk, jdk: Optional[Jdk]) -> AarResult:
+    """Run upstream's AAR script for ``plan`` (build.BuildPlan, which calls this: typed loosely, no import cycle)."""
     t = plan.target
     script = plan.source / AAR_SCRIPT
     if not script.is_file():

@@ -32,16 +32,17 @@ from toolchain.layout import Layout
 from toolchain.progress import progress
 from toolchain.records import BUILD_INFO_NAME, BuildInfo, build_info_path, now_iso
 from toolchain.runner import run
+from toolchain.settings import default
 from toolchain.tools import CMake, Jdk, Ninja
+from toolchain.tools.git import SHA_RE, Git
+from toolchain.tools.hostpython import HostPython
+from toolchain.tools.ndk import Ndk, validate_api_level
 from toolchain.tools.sdk import AndroidSdk
 
 from . import aar as aar_build
 from .elfcheck import ElfFacts, verify_binary, verify_page_alignment
-from .gitsource import SHA_RE, Checkout, Git, ensure_checkout
+from .gitsource import Checkout, ensure_checkout
 from .hints import build_hint, parse_step
-from toolchain.tools.hostpython import HostPython
-from toolchain.settings import default
-from .ndk import Ndk, validate_api_level
 from .nnapi_lister import LISTER_NAME, build_lister, source_digest
 
 log = logging.getLogger(__name__)

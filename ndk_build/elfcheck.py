@@ -1,12 +1,11 @@
 """Verify what build-android built: machine, Android API level and 16 KB page alignment.
 
 The ELF facts come from :mod:`toolchain.elf` (pure Python, so no check is ever skipped for a missing
-``readelf``).  The readelf-output parsers stay for tools and tests that read ``readelf`` logs.
+``readelf``).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, Optional
@@ -14,32 +13,6 @@ from typing import Dict, Iterable, Optional
 from toolchain.elf import ABIS_16K, PAGE_16K, read_elf
 from toolchain.errors import VerificationError
 from toolchain.pins import ABI_ELF_MACHINE
-
-UNCHECKED = "unchecked"
-
-
-def parse_machine(readelf_h: str) -> Optional[str]:
-    m = re.search(r"^\s*Machine:\s*(.+?)\s*$", readelf_h, re.M)
-    return m.group(1) if m else None
-
-
-def parse_android_api_level(readelf_n: str) -> Optional[int]:
-    """The API level from ``readelf -n`` output of a ``.note.android.ident`` note (owner ``Android``)."""
-    lines = readelf_n.splitlines()
-    for i, line in enumerate(lines):
-        if not re.match(r"^\s*Android\s+0x[0-9a-f]+", line):
-            continue
-        for follow in lines[i + 1:i + 4]:
-            m = re.search(r"description data:\s*((?:[0-9a-f]{2}\s*)+)", follow)
-            if m:
-                data = bytes(int(b, 16) for b in m.group(1).split())
-                if len(data) >= 4:
-                    return int.from_bytes(data[:4], "little")
-        for follow in lines[i + 1:i + 4]:  # newer binutils decode the note themselves
-            m = re.search(r"(?:API level|api[_ ]level)\D*(\d+)", follow, re.I)
-            if m:
-                return int(m.group(1))
-    return None
 
 
 @dataclass(frozen=True)
@@ -99,16 +72,3 @@ def verify_page_alignment(files: Iterable[Path], abi: str) -> Dict[str, int]:
         )
     return aligns
 
-
-class Readelf:
-    """Kept for callers of the old interface: the checks no longer need the readelf program."""
-
-    def __init__(self, exe: Optional[str] = None):
-        self.exe = exe
-
-    @classmethod
-    def locate(cls) -> "Readelf":
-        return cls()
-
-    def verify(self, binary: Path, abi: str, api_level: int, log_path: Optional[Path] = None) -> ElfFacts:
-        return verify_binary(binary, abi, api_level)

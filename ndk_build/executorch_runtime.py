@@ -27,11 +27,11 @@ from toolchain.pins import ABI_ELF_MACHINE
 from toolchain.records import BUILD_INFO_NAME, BuildInfo, now_iso
 from toolchain.runner import run
 from toolchain.settings import default
-from toolchain.tools.ndk import Ndk
+from toolchain.tools.git import Git
+from toolchain.tools.ndk import Ndk, validate_api_level
 from toolchain.tools.programs import CCompiler, CMake, CxxCompiler, Ninja, Program
 
-from .gitsource import Git, ensure_checkout
-from .ndk import validate_api_level
+from .gitsource import ensure_checkout
 
 log = logging.getLogger(__name__)
 ABIS = ("arm64-v8a", "x86_64")  # the ABIs ExecuTorch's CMakePresets.json has android presets for (E4)

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import List, Tuple
 
 from toolchain.errors import ToolFailed, UsageError
-from toolchain.tools.git import (REF_RE, REFUSED_SHA_PATTERNS, SHA_RE, Git, SubmoduleState,  # noqa: F401
-                                 parse_submodule_status)
+from toolchain.tools.git import SHA_RE, Git, SubmoduleState
 
 log = logging.getLogger(__name__)
 

@@ -111,14 +111,3 @@ def read_elf(path: Union[str, Path]) -> ElfFile:
 def load_alignment(path: Union[str, Path]) -> int:
     """The smallest ``PT_LOAD`` alignment of an ELF file (4096: 4 KB pages only; >= 16384: 16 KB ready)."""
     return read_elf(path).load_alignment
-
-
-def page_size_problem(path: Union[str, Path], page_size: int) -> Optional[str]:
-    """Why ``path`` cannot be loaded on a device with ``page_size``-byte pages, or None when it can."""
-    elf = read_elf(path)
-    if not elf.load_aligns:
-        return f"{Path(path).name} has no LOAD segments (not an executable or shared library)"
-    if elf.load_alignment < page_size:
-        return (f"{Path(path).name} has LOAD segments aligned to {elf.load_alignment} bytes; "
-                f"a device with {page_size // 1024} KB pages needs >= {page_size}")
-    return None

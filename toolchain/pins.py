@@ -175,10 +175,6 @@ DEFAULT_LANE = "current"
 # The app template's runtime when no lane AAR is used: the newest org.pytorch:pytorch_android on Maven Central
 # (2.1.0, Oct 2023; pytorch/pytorch#154449 names it as the version users have).  See docs/facts.md.
 PYTORCH_ANDROID_DEFAULT = "2.1.0"
-# Which converter torch a published pytorch_android runs models of: the release with the same version number.
-# (The runtime checks the operators and the file format version; the same release is the only pairing upstream
-# tested.)  `check-compat --pytorch-android V` compares against torch V.
-PYTORCH_ANDROID_MAVEN = "https://repo1.maven.org/maven2/org/pytorch/pytorch_android/"
 # Flexible (16 KB) page sizes: the NDK's CMake toolchain option from r27 on, a linker flag before.
 NDK_FLEXIBLE_PAGE_SIZES_MIN_MAJOR = 27
 FLEXIBLE_PAGE_SIZES_ARG = "-DANDROID_SUPPORT_FLEXIBLE_PAGE_SIZES=ON"

@@ -19,17 +19,22 @@ from typing import Any, Dict, List, Optional
 
 from .errors import RecordError, UsageError
 from .fsutil import sha256_file
-from .records import MANIFEST_KIND, MANIFEST_NAME, MANIFEST_SCHEMA, ConvertManifest, TensorSpec, read_record, write_record
+from .records import MANIFEST_NAME, ConvertManifest, TensorSpec
 
 SECTION = "executorch"
-PTE_FORMAT = "executorch"
-PRECISIONS = ("fp32", "int8")
-DELEGATES = ("xnnpack", "portable", "vulkan")  # what `invoke convert --format executorch` lowers to on this machine
-# a program's variant (fp32-xnnpack ...), as make-app names its asset and deploy/report name its rows
-PROGRAM_VARIANT_PATTERN = f"(?:{'|'.join(PRECISIONS)})-(?:{'|'.join(DELEGATES)})"
 # The legacy variant each precision is compared with (the issue's pairs: float vs TorchScript CPU quant_none,
 # int8 vs quant_full).
 BASELINE = {"fp32": "quant_none", "int8": "quant_full"}
+
+
+@dataclass(frozen=True)
+class PteVariant:
+    precision: str  # fp32 | int8
+    delegate: str  # xnnpack | portable | vulkan
+
+    @property
+    def name(self) -> str:
+        return f"{self.precision}-{self.delegate}"
 
 
 def pte_name(stem: str, precision: str, delegate: str) -> str:
@@ -129,14 +134,9 @@ def find_pte(models_dir: Path, name: str) -> PteFile:
 
 def write_section(models_dir: Path, section: Dict[str, Any]) -> Path:
     """Replace the executorch section, keeping the rest of the manifest (or start a manifest)."""
-    path = Path(models_dir) / MANIFEST_NAME
-    if path.exists():
-        data = read_record(path, MANIFEST_KIND, MANIFEST_SCHEMA, ConvertManifest.REMEDY)
-    else:
-        data = {"conversions": {}, "files": []}
-    body = {k: v for k, v in data.items() if k not in ("kind", "schema", "written")}
-    body[SECTION] = section
-    return write_record(path, MANIFEST_KIND, MANIFEST_SCHEMA, body)
+    man = ConvertManifest.load(models_dir) if ConvertManifest.exists(models_dir) else ConvertManifest.empty(models_dir)
+    man.data[SECTION] = section
+    return man.write()
 
 
 def reference_path(models_dir: Path, stem: str, section: Optional[Dict[str, Any]] = None) -> Path:

@@ -31,8 +31,8 @@ from typing import Any, Dict, List, Optional
 
 from .errors import RecordError
 from .fsutil import atomic_write_text
-from .pte_records import PRECISIONS
 from .records import now_iso, read_record, write_record
+from .variants import PRECISIONS
 
 PTE_RESULTS_KIND = "torchdroid.executorch-deploy"
 PTE_RESULTS_SCHEMA = 1

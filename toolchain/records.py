@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -25,6 +24,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .errors import RecordError, UsageError, command
 from .fsutil import atomic_write_json, sha256_file
 from .layout import BUILD_INFO, Layout
+from .variants import MODES
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_KIND = "torchdroid.convert-manifest"
@@ -34,19 +34,6 @@ BUILD_INFO_NAME = BUILD_INFO
 BUILD_INFO_KIND = "torchdroid.build-info"
 BUILD_INFO_SCHEMA = 1
 
-MODES = ("none", "core", "full")
-_VARIANT_NAME = re.compile(r"^(?:[A-Za-z0-9_.]+-)?quant_(?:none|core|full)$")
-
-
-def check_variant_names(names, option: str = "--variant") -> None:
-    """``quant_full`` or ``<model>-quant_full``, the names :meth:`ConvertManifest.find` looks up: a malformed one
-    is refused before any manifest is read (exit 2)."""
-    for name in names:
-        if not _VARIANT_NAME.match(name or ""):
-            raise UsageError(f"{option} {name!r} is not a variant name",
-                             cause="a variant is a quantization mode, optionally after its model's name",
-                             remedy=f"pass {option} quant_none, quant_core or quant_full (or <model>-quant_full, "
-                                    "e.g. mobilenetv2-quant_full)")
 BACKENDS = ("cpu", "nnapi")
 
 
@@ -389,8 +376,6 @@ class ConvertManifest:
         )
 
 
-Manifest = ConvertManifest
-
 
 # --------------------------------------------------------------------------- build-info
 
@@ -446,12 +431,6 @@ class BuildInfo:
     def page_alignment(self) -> Dict[str, int]:
         """LOAD alignment (bytes) of the binary and each built shared library; {} for records made before."""
         return dict(self.data.get("page_alignment") or {})
-
-    def min_page_alignment(self, name: Optional[str] = None) -> Optional[int]:
-        """The smallest recorded LOAD alignment (of ``name`` only, if given); None when not recorded."""
-        aligns = self.page_alignment
-        values = [aligns[name]] if name in aligns else ([] if name else list(aligns.values()))
-        return min(values) if values else None
 
     @property
     def ndk_revision(self) -> Optional[str]:

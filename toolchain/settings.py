@@ -31,6 +31,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from . import layout, pins
 from .layout import UnderBuildDir
+from .variants import MODES
 
 # --------------------------------------------------------------------------- types
 
@@ -114,7 +115,6 @@ class Key:
 # --------------------------------------------------------------------------- the schema
 
 ABIS = pins.ABIS
-MODES = ("none", "core", "full")
 
 KEYS: Tuple[Key, ...] = (
     Key("build_dir", PathKind(), "build", "where every output, record and log goes"),

@@ -1,20 +1,3 @@
-"""`invoke all`: the whole chain on this machine, each stage run only when the machine allows it.
-
-Plain logic here (which stages run, why a stage is skipped, the weights policy, the
-summary record); tasks.py calls the stage tasks in the order :data:`STAGES` gives.
-"""
-
-from .plan import (
-    STAGES,
-    AllSummary,
-    StageDecision,
-    StageOutcome,
-    Facts,
-    check_stage_names,
-    decide,
-    facts_from_doctor,
-    resolve_weights,
-)
-
-__all__ = ["STAGES", "AllSummary", "StageDecision", "StageOutcome", "Facts", "check_stage_names", "decide",
-           "facts_from_doctor", "resolve_weights"]
+"""The floor above the stages: `invoke all` (which stages run, why one is skipped, the weights policy, the
+summary record: :mod:`workflow.plan`, :mod:`workflow.chain`), each stage's settings from config and command line
+(:mod:`workflow.stage_settings`), what tasks print (:mod:`workflow.show`), doctor and the Invoke hooks."""

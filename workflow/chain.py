@@ -8,7 +8,6 @@ walks :data:`STAGES`: skip with the reason, "up to date" from the records, or ru
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from invoke.exceptions import UnexpectedExit
 
 from toolchain.console import note
 from toolchain.resolve import Resolver
+from toolchain.variants import with_stem
 from workflow.run import INTERRUPT_CODES
 
 from . import plan, stage_settings
@@ -80,12 +80,8 @@ def named_with_its_model(variant: str, model: str) -> str:
     """The app's variant named with the model `all` converts (``quant_full`` -> ``mobilenetv2-quant_full``), so
     another model's files in the same directory never make it ambiguous; a name with its model is kept."""
     from converter.models import parse_model
-    from toolchain.pte_records import PROGRAM_VARIANT_PATTERN
-    from toolchain.records import MODES
 
-    if re.fullmatch(rf"quant_(?:{'|'.join(MODES)})|{PROGRAM_VARIANT_PATTERN}", variant):
-        return f"{parse_model(model).stem}-{variant}"
-    return variant
+    return with_stem(variant, parse_model(model).stem)
 
 
 def check_values(skipped: Tuple[str, ...], model: str, weights: str, app: Any, deploy: Any) -> None:
@@ -109,7 +105,7 @@ def check_values(skipped: Tuple[str, ...], model: str, weights: str, app: Any, d
 def machine_facts(config: Any) -> Facts:
     """What `all` can do here: the doctor's NDK, SDK and device rows, and whether a host NNAPI can be built."""
     import host_nnapi
-    from toolchain.doctor.checks import machine_checks
+    from workflow.doctor import machine_checks
 
     checks = machine_checks(stage_settings.doctor(config))
     return plan.facts_from_doctor(checks, host_nnapi=host_nnapi.availability())

@@ -69,7 +69,7 @@ def _fact_of(check) -> Optional[str]:
 
 
 def facts_from_doctor(checks: Sequence, **extra) -> Facts:
-    """Facts from `invoke doctor`'s checks (ndk_build.doctor.Check rows) plus the ones only `all` knows."""
+    """Facts from `invoke doctor`'s checks (workflow.doctor.Check rows) plus the ones only `all` knows."""
     by_id: Dict[str, list] = {}
     for c in checks:
         fact_name = _fact_of(c)

@@ -238,7 +238,7 @@ def check_compat(config: Any, **cli) -> dict:
 
 
 def doctor(config: Any, **cli):
-    from ndk_build import DoctorSettings
+    from .doctor import DoctorSettings
 
     r = _r(config, cli)
     ndk_config = r.get("ndk.path")
@@ -256,10 +256,6 @@ def doctor(config: Any, **cli):
 
 
 # --------------------------------------------------------------------------- make-app, build-app
-
-
-def app_out(config: Any, out: Optional[str] = None) -> Path:
-    return Resolver(config, {"out": out}).path("app.out", "out")
 
 
 def model_app_out(r: Resolver, model: str) -> Path:

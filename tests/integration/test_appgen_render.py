@@ -17,6 +17,7 @@ from tests.appgen_support.javac import compile_app
 from tests.appgen_support.models import scratch, tiny_models
 from toolchain import pins, records
 from toolchain.errors import RecordError, ToolFailed, UsageError
+from toolchain.stats import percentile
 
 ANDROID = "{http://schemas.android.com/apk/res/android}"
 APP_NAME = "Tom's <tiny> & \"co\""
@@ -140,6 +141,7 @@ def test_benchmark_line_is_the_deploy_contract(rendered, tmp_path):
     assert ok["variant"] == "quant_core" and ok["backend"] == "cpu" and ok["fell_back"] is True
     assert ok["fallback_reason"] == 'API 28 < 29 "old"\n'
     assert (ok["median_ms"], ok["p90_ms"], ok["min_ms"], ok["mean_ms"]) == (5.5, 9.0, 1.0, 5.5)
+    assert ok["p90_ms"] == percentile([5, 1, 3, 2, 4, 10, 6, 7, 8, 9], 90)  # the phone's p90 is the host's
     assert ok["iters"] == 10 and ok["warmup"] == 2 and ok["error"] is None
     failed = json.loads(out[1][len(records.APP_BENCH_PREFIX):])
     assert failed["median_ms"] is None and failed["error"] == "boom"

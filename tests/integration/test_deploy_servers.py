@@ -11,7 +11,7 @@ import pytest
 from deploy import BenchOptions, DeploySettings, deploy
 from deploy.adb import Adb
 from deploy.servers import list_servers
-from ndk_build import DoctorSettings, run_doctor
+from workflow.doctor import DoctorSettings, run_doctor
 from tests.deploy_support.fixtures import invoke_cli, make_inputs
 from tests.virtual_device.harness import adb_servers_with_devices
 from toolchain.errors import DeviceError, ToolNotFound

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ndk_build import BuildSettings, build_android
-from ndk_build.elfcheck import Readelf, verify_binary
+from ndk_build.elfcheck import verify_binary
 from tests.ndk_support import make_fake_ndk, make_fake_sdk
 from tests.ndk_support import build_settings
 from tests.ndk_support.fixtures import *  # noqa: F403 (pytest fixtures: fake_pytorch, fake_ndk)
@@ -68,7 +68,7 @@ def test_build_records_verified_artefacts(built, fake_pytorch, fake_ndk):
     assert "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-z,max-page-size=16384" in info["cmake_args"]
     assert info["page_alignment"] == {"speed_benchmark_torch": 16384, "torchdroid_nnapi_devices": 16384}
     typed = BuildInfo.load(res.build_info_path)
-    assert typed.min_page_alignment() == 16384 and typed.source_dir == Path(info["source_dir"])
+    assert min(typed.page_alignment.values()) == 16384 and typed.source_dir == Path(info["source_dir"])
     binary_art = next(a for a in typed.artefacts if a.kind == "binary")
     assert binary_art.load_alignment == 16384 and binary_art.path == res.binary
     assert "-DUSE_VULKAN=OFF" in info["cmake_args"] and info["vulkan"] is False
@@ -134,7 +134,7 @@ def test_the_tutorial_recipe_alone_builds_for_api_21(tmp_path, built, fake_ndk):
     subprocess.run(["bash", "scripts/build_android.sh", "-DBUILD_BINARY=ON"], cwd=source, env=env, check=True,
                    capture_output=True)
     with pytest.raises(VerificationError) as ei:
-        Readelf.locate().verify(tmp_path / "recipe" / "install" / "bin" / "speed_benchmark_torch", "x86_64", 29)
+        verify_binary(tmp_path / "recipe" / "install" / "bin" / "speed_benchmark_torch", "x86_64", 29)
     assert "API level 21, not the requested 29" in str(ei.value)
     assert "-DANDROID_NATIVE_API_LEVEL" in str(ei.value)
 
@@ -254,13 +254,13 @@ def test_bad_inputs_are_usage_errors(tmp_path, fake_pytorch, fake_ndk):
 def test_verification_needs_no_readelf_program(built):
     """The ELF checks are pure Python now: without readelf they still run (and still refuse)."""
     _, res = built
-    facts = Readelf(None).verify(res.binary, "x86_64", 29)
+    facts = verify_binary(res.binary, "x86_64", 29)
     assert facts.machine_ok is True and facts.api_level == 29 and facts.load_alignment == 16384
     with pytest.raises(VerificationError) as ei:
-        Readelf(None).verify(res.binary, "arm64-v8a", 29)
+        verify_binary(res.binary, "arm64-v8a", 29)
     assert "not AArch64" in str(ei.value)
     with pytest.raises(VerificationError) as ei:
-        Readelf(None).verify(res.build_info_path, "x86_64", 29)
+        verify_binary(res.build_info_path, "x86_64", 29)
     assert "not a readable ELF" in str(ei.value)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from tests.ndk_support import make_fake_jdk, make_fake_sdk, make_ndk_release
-from toolchain.doctor import DoctorSettings, problems, run_doctor
-from toolchain.doctor.checks import by_id
+from workflow.doctor import DoctorSettings, problems, run_doctor
+from workflow.doctor import by_id
 
 STABLE_IDS = {"all.python", "convert.torch", "convert.torchvision", "make-app.cookiecutter",
               "build-android.host-python", "build-android.git", "build-android.cmake", "build-android.ninja",

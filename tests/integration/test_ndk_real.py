@@ -21,7 +21,7 @@ import pytest
 
 from ndk_build import BuildSettings, build_android, check_compat
 from ndk_build.compat import INCOMPATIBLE, OK, RuntimeSource
-from ndk_build.gitsource import Git
+from toolchain.tools.git import Git
 from toolchain import pins
 from toolchain.runner import run
 

@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from ndk_build.gitsource import Git, ensure_checkout
+from ndk_build.gitsource import ensure_checkout
+from toolchain.tools.git import Git
 from tests.ndk_support import make_fake_pytorch
 from tests.ndk_support.fixtures import *  # noqa: F403 (pytest fixtures: fake_pytorch, fake_ndk)
 from toolchain.errors import ToolFailed, UsageError

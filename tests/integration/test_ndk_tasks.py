@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 
-from ndk_build import DoctorSettings, problems, run_doctor
+from workflow.doctor import DoctorSettings, problems, run_doctor
 from tests.ndk_support import git_test_env, make_fake_ndk, make_fake_sdk
 from tests.ndk_support.fixtures import *  # noqa: F403 (pytest fixtures: fake_pytorch, fake_ndk)
 from tests.ndk_support.models import make_models_and_manifest

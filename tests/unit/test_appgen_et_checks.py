@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from appgen import executorch_app, validate
+from appgen import executorch_app
 from appgen.runtime import Runtime
 from toolchain import executorch_pins as et_pins
-from toolchain import pins
+from toolchain import pins, variants
 from toolchain.errors import UsageError
 from toolchain.pte_records import PteFile
 from toolchain.records import TensorSpec
@@ -22,16 +22,7 @@ CURRENT = pins.LANES[pins.DEFAULT_LANE]
     ("fp32-", False), ("../fp32-xnnpack", False), ("fp32-xnnpack.pte", False),
 ])
 def test_which_names_are_programs(name, program):
-    assert validate.is_program(name) is program
-
-
-def test_program_names_are_checked_against_the_converter_delegates():
-    assert validate.program_name(" tiny-int8-xnnpack ") == "tiny-int8-xnnpack"
-    with pytest.raises(UsageError, match="unknown ExecuTorch delegate 'qnnx'"):
-        validate.program_name("fp32-qnnx")
-    with pytest.raises(UsageError, match="not a converted variant name") as ei:
-        validate.variant_name("fp32-xnnpack")
-    assert "fp32-xnnpack" in ei.value.remedy  # the legacy error names the ExecuTorch form too
+    assert variants.is_program(name) is program
 
 
 def test_the_convert_command_for_a_missing_program():

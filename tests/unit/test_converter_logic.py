@@ -1,7 +1,6 @@
 import pytest
 
 from converter import ConvertSettings, validate
-from converter.host_bench import percentile
 from converter.models import parse_model, parse_weights
 from toolchain.errors import UsageError
 
@@ -29,12 +28,6 @@ def test_weights_choices(tmp_path):
     assert parse_weights(str(f)).origin == "file"
     with pytest.raises(UsageError):
         parse_weights("")
-
-
-def test_percentile_nearest_rank():
-    assert percentile([5, 1, 3, 2, 4], 50) == 3
-    assert percentile(list(range(1, 101)), 90) == 90
-    assert percentile([7.0], 90) == 7.0
 
 
 def test_synthetic_calibration_is_image_like():

@@ -12,7 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from converter.precheck import check_model, nnapi_refused, quantized_op_remedy, refuse  # noqa: E402
+from converter.export import quantized_op_remedy  # noqa: E402
+from converter.precheck import check_model, nnapi_refused, refuse  # noqa: E402
 from toolchain.errors import ConversionError  # noqa: E402
 
 HW = (32, 32)

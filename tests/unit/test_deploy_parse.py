@@ -16,7 +16,7 @@ import pytest
 
 from deploy.adb import parse_getprop, state_error
 from deploy.app_bench import app_command, parse_app_lines
-from deploy.bench import BenchOptions, ParsedRun, bench_command, parse_output, percentile, summarize
+from deploy.bench import BenchOptions, ParsedRun, bench_command, parse_output, summarize
 from deploy.preflight import DeviceFacts, check_abi, check_commits, elf_abi, parse_df_available
 from deploy.install import install_error, parse_failure
 from deploy.push import check_dir, check_name
@@ -73,8 +73,7 @@ def test_summary_over_repeats():
     runs = [ParsedRun(True, [10_000.0, 11_000.0, 12_000.0], None), ParsedRun(True, [12_000.0, 13_000.0, 14_000.0], None)]
     s = summarize(runs + [ParsedRun(False, [], None, "exit code 139")])
     assert s.median_ms == pytest.approx(12.0)
-    assert s.p90_ms == pytest.approx(13.5)  # linear interpolation over the 6 samples
-    assert percentile([1.0, 2.0], 50) == 1.5
+    assert s.p90_ms == pytest.approx(14.0)  # nearest rank (toolchain.stats): rank ceil(0.9 * 6) = 6 of 6
     assert s.min_ms == pytest.approx(10.0)
     assert s.spread_pct == pytest.approx(100 * (13_000 - 11_000) / 12_000)
     assert s.samples == 6 and s.runs == 2

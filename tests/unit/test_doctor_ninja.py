@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from toolchain.doctor.checks import WARN, DoctorSettings, _build_tools
+from workflow.doctor import WARN, DoctorSettings, _build_tools
 
 
 def _row(env):

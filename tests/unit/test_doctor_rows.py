@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from toolchain import executorch_pins
-from toolchain.doctor.checks import INFO, OK, WARN, DoctorSettings, by_id, run_doctor
+from workflow.doctor import INFO, OK, WARN, DoctorSettings, by_id, run_doctor
 
 
 def test_doctor_has_an_executorch_row_and_a_compiler_row():

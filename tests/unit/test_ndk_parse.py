@@ -10,36 +10,15 @@ import pytest
 
 from ndk_build.build import nearest_lane
 from ndk_build.compat import FUNC_RE, SCHEMA_RE, RuntimeSource, file_format_version
-from ndk_build.elfcheck import parse_android_api_level, parse_machine
-from ndk_build.gitsource import parse_submodule_status
 from ndk_build.hints import build_hint, parse_step
-from ndk_build.hostpython import HostPython
-from ndk_build.ndk import Ndk, in_range, parse_revision, release_name
-from ndk_build.sdk import AndroidSdk
+from toolchain.tools.hostpython import HostPython
+from toolchain.tools.ndk import Ndk, in_range, parse_revision, release_name
+from toolchain.tools.git import parse_submodule_status
+from toolchain.tools.sdk import AndroidSdk
 from tests.ndk_support import make_fake_ndk, make_fake_sdk
 from toolchain import pins
 from toolchain.errors import ToolNotFound
 
-# `readelf -h` / `readelf -n` (GNU Binutils 2.40) on the fixture's speed_benchmark_torch
-READELF_H = """ELF Header:
-  Magic:   7f 45 4c 46 02 01 01 00 00 00 00 00 00 00 00 00
-  Class:                             ELF64
-  Data:                              2's complement, little endian
-  Type:                              DYN (Position-Independent Executable file)
-  Machine:                           Advanced Micro Devices X86-64
-  Version:                           0x1
-"""
-READELF_N = """
-Displaying notes found in: .note.gnu.build-id
-  Owner                Data size \tDescription
-  GNU                  0x00000014\tNT_GNU_BUILD_ID (unique build ID bitstring)
-    Build ID: b4ebe6b628a85e30f3f24c5c57fc001a41198c9c
-
-Displaying notes found in: .note.android.ident
-  Owner                Data size \tDescription
-  Android              0x00000084\tNT_VERSION (version)
-   description data: 1d 00 00 00 66 69 78 74 75 72 65 00 00 00 00 00 00 00
-"""
 SUBMODULE_STATUS = (
     " 3d3bd5f2bac1c1e8c5d3c2f7e6d1e7f8d0c1b2a3 third_party/XNNPACK (remotes/origin/HEAD)\n"
     "-a1b2c3d4e5f60718293a4b5c6d7e8f9012345678 third_party/eigen\n"
@@ -56,13 +35,6 @@ def test_revisions_and_release_names():
     assert not in_range("22.1.7171670", "19.2.5345600", "21.4.7075529")
     with pytest.raises(ValueError):
         parse_revision("latest")
-
-
-def test_readelf_parsing():
-    assert parse_machine(READELF_H) == "Advanced Micro Devices X86-64"
-    assert parse_machine("  Machine:                           AArch64\n") == pins.ABI_ELF_MACHINE["arm64-v8a"]
-    assert parse_android_api_level(READELF_N) == 29
-    assert parse_android_api_level(READELF_N.split("Displaying notes found in: .note.android")[0]) is None
 
 
 def test_submodule_status_parsing():

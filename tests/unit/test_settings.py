@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from toolchain import invoke_hooks
+from workflow import invoke_hooks
 from toolchain.errors import UsageError
 from toolchain.layout import UnderBuildDir
 from toolchain.resolve import Resolver, check_config, check_known_keys, parse

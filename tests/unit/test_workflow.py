@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import workflow
 from toolchain.errors import UsageError
+from workflow import plan
 from workflow.plan import Facts
 
 NOTHING = Facts(host_nnapi=(False, "no C compiler"), ndk=(False, "ANDROID_NDK unset"), sdk=(False, "no ANDROID_HOME"),
@@ -18,11 +18,11 @@ EVERYTHING = Facts(host_nnapi=(True, ""), ndk=(True, "r21e"), sdk=(True, "/sdk")
 
 
 def runs(f: Facts, skip=()):
-    return {s: workflow.decide(s, f, skip).run for s in workflow.STAGES}
+    return {s: plan.decide(s, f, skip).run for s in plan.STAGES}
 
 
 def test_a_bare_machine_runs_the_host_stages_and_says_why_it_skips_the_rest():
-    decided = {s: workflow.decide(s, NOTHING) for s in workflow.STAGES}
+    decided = {s: plan.decide(s, NOTHING) for s in plan.STAGES}
     assert [s for s, d in decided.items() if d.run] == ["convert", "make-app", "bench"]
     assert "no C compiler" in decided["verify"].reason
     assert "ANDROID_NDK unset" in decided["build-android"].reason
@@ -37,14 +37,14 @@ def test_a_full_machine_runs_everything():
 
 def test_deploy_needs_something_to_deploy():
     f = Facts(**{**EVERYTHING.__dict__, "build_info": None, "apk": None})
-    d = workflow.decide("deploy", f)
+    d = plan.decide("deploy", f)
     assert not d.run and "nothing to deploy" in d.reason
-    assert workflow.decide("deploy", Facts(**{**f.__dict__, "apk": Path("a.apk")})).run
+    assert plan.decide("deploy", Facts(**{**f.__dict__, "apk": Path("a.apk")})).run
 
 
 def test_report_only_after_a_deployment():
     f = Facts(**{**EVERYTHING.__dict__, "ran": (), "failed": ("deploy",)})
-    assert workflow.decide("report", f).reason == "deploy failed"
+    assert plan.decide("report", f).reason == "deploy failed"
 
 
 def test_a_failed_convert_stops_everything_after_it():
@@ -53,16 +53,16 @@ def test_a_failed_convert_stops_everything_after_it():
 
 
 def test_skip_is_honoured_and_validated():
-    assert not workflow.decide("bench", NOTHING, ["bench"]).run
-    assert not workflow.decide("build-app", EVERYTHING, ["make-app"]).run
+    assert not plan.decide("bench", NOTHING, ["bench"]).run
+    assert not plan.decide("build-app", EVERYTHING, ["make-app"]).run
     with pytest.raises(UsageError, match="unknown stage deplyo"):
-        workflow.check_stage_names(["deplyo"])
+        plan.check_stage_names(["deplyo"])
 
 
 def test_auto_weights_prefer_pretrained_and_announce_a_substitution():
-    assert workflow.resolve_weights("auto", "mobilenet_v2", lambda m: (True, "cached")) == (
+    assert plan.resolve_weights("auto", "mobilenet_v2", lambda m: (True, "cached")) == (
         "pretrained", "pretrained weights (cached)", False)
-    used, note, substituted = workflow.resolve_weights(None, "mobilenet_v2", lambda m: (False, "offline"))
+    used, note, substituted = plan.resolve_weights(None, "mobilenet_v2", lambda m: (False, "offline"))
     assert used == "random" and substituted and "RANDOM" in note and "offline" in note
 
 
@@ -70,14 +70,14 @@ def test_explicit_weights_are_never_substituted():
     def unreachable(model):
         raise AssertionError("an explicit choice must not probe")
 
-    assert workflow.resolve_weights("pretrained", "mobilenet_v2", unreachable)[:2] == (
+    assert plan.resolve_weights("pretrained", "mobilenet_v2", unreachable)[:2] == (
         "pretrained", "--weights pretrained (as requested)")
-    assert workflow.resolve_weights("/w.pth", "mobilenet_v2", unreachable)[0] == "/w.pth"
+    assert plan.resolve_weights("/w.pth", "mobilenet_v2", unreachable)[0] == "/w.pth"
 
 
 def test_the_summary_is_a_record(tmp_path):
-    s = workflow.AllSummary(weights={"used": "random"})
-    s.outcomes += [workflow.StageOutcome("convert", "ran", "", 3.21), workflow.StageOutcome("deploy", "failed", "x")]
+    s = plan.AllSummary(weights={"used": "random"})
+    s.outcomes += [plan.StageOutcome("convert", "ran", "", 3.21), plan.StageOutcome("deploy", "failed", "x")]
     data = json.loads(s.write(tmp_path / "all.json", {"ndk": [False, "unset"]}).read_text())
     assert data["kind"] == "torchdroid-all" and data["ok"] is False
     assert [st["stage"] for st in data["stages"]] == ["convert", "deploy"] and data["stages"][0]["seconds"] == 3.21
@@ -89,19 +89,19 @@ def test_deploy_runs_with_only_a_configured_binary():
     import dataclasses
 
     f = dataclasses.replace(NOTHING, devices=(True, "emulator-5554"), binary=Path("speed_benchmark_torch"))
-    assert workflow.decide("deploy", f).run
-    assert not workflow.decide("deploy", dataclasses.replace(f, binary=None)).run
+    assert plan.decide("deploy", f).run
+    assert not plan.decide("deploy", dataclasses.replace(f, binary=None)).run
 
 
 def test_doctor_rows_are_found_by_stable_id_and_every_adb_server_counts():
-    from toolchain.doctor import Check
+    from workflow.doctor import Check
 
     rows = [Check("build-android", "NDK (renamed for people)", "warn", "not found", "set ANDROID_NDK", False,
                   "build-android.ndk"),
             Check("deploy", "devices (127.0.0.1:5037)", "info", "no adb server", "adb start-server", False,
                   "deploy.devices@127.0.0.1:5037"),
             Check("deploy", "devices (10.0.0.2:5037)", "ok", "R58N (device)", "", False, "deploy.devices@10.0.0.2:5037")]
-    f = workflow.facts_from_doctor(rows, host_nnapi=(True, ""))
+    f = plan.facts_from_doctor(rows, host_nnapi=(True, ""))
     assert f.devices == (True, "R58N (device)")
     assert f.ndk[0] is False and "set ANDROID_NDK" in f.ndk[1]
     assert f.sdk[0] is False and "not checked" in f.sdk[1]

@@ -106,9 +106,3 @@ class AndroidSdk:
         except ToolNotFound as e:
             raise ToolNotFound(e.what, cause=e.cause, remedy=f"{e.remedy}; or drop --aar and use a published "
                                                              "pytorch_android") from None
-
-    def platforms(self) -> List[int]:
-        """Installed ``platforms/android-N`` API levels, newest first."""
-        base = self.path / "platforms"
-        levels = [int(p.name.split("-", 1)[1]) for p in base.glob("android-*") if p.name.split("-", 1)[1].isdigit()]
-        return sorted(levels, reverse=True)

@@ -21,7 +21,7 @@ final class BenchStats {
         }
     }
 
-    /** Median, 90th percentile (nearest rank), minimum and mean of per-iteration times in nanoseconds. */
+    /** Median, 90th percentile (nearest rank, as toolchain/stats.py defines it), minimum and mean of per-iteration times in nanoseconds. */
     static Summary summarize(long[] nanos) {
         if (nanos.length == 0) {
             throw new IllegalArgumentException("no timed iterations");

@@ -26,7 +26,7 @@ def _exit(err) -> None:
 
 
 def _yaml_problem(path: str, e: Exception):
-    from .errors import UsageError
+    from toolchain.errors import UsageError
 
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
     where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else path
@@ -46,7 +46,7 @@ def _checked_loader(original: Callable, kind: str) -> Callable:
 
         from invoke import config as invoke_config
 
-        from .errors import UsageError
+        from toolchain.errors import UsageError
 
         yaml_error = invoke_config.yaml.YAMLError  # Invoke's own (vendored) PyYAML
         try:
@@ -88,7 +88,7 @@ def _unreadable(config, path, e: OSError) -> None:
     """`-f FILE` that does not exist would be skipped silently by Invoke; a directory or no permission traces back."""
     import errno
 
-    from .errors import UsageError
+    from toolchain.errors import UsageError
 
     asked = getattr(config, "_runtime_path", None)
     if e.errno == errno.ENOENT and (asked is None or str(asked) != str(path)):
@@ -100,7 +100,7 @@ def _unreadable(config, path, e: OSError) -> None:
 
 def _empty_sections_as_mappings(config, data: dict) -> None:
     """`convert:` with every key commented out is an empty section, not a value that cannot be merged."""
-    from .settings import SECTIONS
+    from toolchain.settings import SECTIONS
 
     invoke_sections = {k for k, v in type(config).global_defaults().items() if isinstance(v, dict)}
     for top in list(data):
@@ -109,8 +109,8 @@ def _empty_sections_as_mappings(config, data: dict) -> None:
 
 
 def _check_sections(config, data: dict, where: str) -> None:
-    from .errors import TorchdroidError
-    from .resolve import check_known_keys
+    from toolchain.errors import TorchdroidError
+    from toolchain.resolve import check_known_keys
 
     invoke_keys = tuple(type(config).global_defaults().keys())
     try:
@@ -121,7 +121,7 @@ def _check_sections(config, data: dict, where: str) -> None:
 
 def _checked_runtime(original: Callable) -> Callable:
     def load_runtime(self, merge: bool = True) -> None:
-        from .errors import UsageError
+        from toolchain.errors import UsageError
 
         path = getattr(self, "_runtime_path", None)
         kinds = tuple(getattr(self, "_file_suffixes", ("yaml", "yml", "json", "py")))
@@ -139,7 +139,7 @@ def _checked_parse(original: Callable) -> Callable:
     def parse_tasks(self) -> None:
         from invoke.exceptions import ParseError
 
-        from .errors import UsageError
+        from toolchain.errors import UsageError
 
         try:
             return original(self)
