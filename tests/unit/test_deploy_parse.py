@@ -283,3 +283,17 @@ def test_a_sync_session_aborted_after_a_failure_never_opens_a_new_connection(tmp
     with pytest.raises(DeviceError, match="interrupted"):
         session.send(tmp_path / "f", "/data/local/tmp/f")
     assert Device.opened == 0
+
+
+def test_executorch_programs_use_deploys_statistics():
+    """Before: deploy-executorch computed its own p90 (nearest rank: 10 ms here); the one loop's statistics
+    (deploy.bench.summarize: every run's warm-up dropped, p90 interpolated) give both formats the same numbers."""
+    from deploy.executorch_bench import program_stats
+
+    def output(times):
+        return "\n".join(f"I executorch:executor_runner.cpp:123] Iteration {i} of {len(times)}: {t:f} ms"
+                         for i, t in enumerate(times, 1))
+
+    stats = program_stats([output([50.0, 1, 2, 3, 4, 5]), output([60.0, 6, 7, 8, 9, 10])], warmup=1)
+    assert (stats.samples, stats.runs, stats.min_ms, stats.median_ms) == (10, 2, 1.0, 5.5)
+    assert stats.p90_ms == pytest.approx(percentile(list(range(1, 11)), 90)) == pytest.approx(9.1)
