@@ -21,6 +21,7 @@ from toolchain.records import ResultRow, now_iso
 
 from .adb import Adb
 from .device_run import Cancelled, DeviceReport, record_failure, run_device, stop_benchmarks
+from .executorch_bench import PteDeployResult, plan_executorch, record_executorch
 from .hashes import HASH_CACHE_NAME
 from .plan import DeployPlan, DeploySettings, check_values, make_plan, project_name
 from .push import check_dir
@@ -34,11 +35,12 @@ log = logging.getLogger(__name__)
 @dataclass
 class DeployResult:
     devices: List[DeviceReport]
-    run_id: Optional[int]
-    db_path: Path
+    run_id: Optional[int]  # None (and no db_path, no exports): a run without the TorchScript format
+    db_path: Optional[Path]
     exports: Dict[str, Path]
     warnings: List[str]
     directory: str
+    executorch: Optional[PteDeployResult] = None  # the ExecuTorch format's rows and records
 
     @property
     def rows(self) -> List[ResultRow]:
@@ -87,6 +89,8 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     then ends the run (KeyboardInterrupt)."""
     check_values(s)
     plan = make_plan(s)
+    if "executorch" in s.formats:
+        plan.executorch = plan_executorch(s)
     plan.hashes.load(Path(s.results) / HASH_CACHE_NAME)  # local files' digests: not read again when unchanged
     for w in plan.warnings:
         log.warning("%s", w)
@@ -94,7 +98,9 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     targets, unreachable = pick_targets(s)
     reports = [DeviceReport(t.label, str(t.address)) for t in targets]
     started = now_iso()
-    keeper = Keeper.open(s, plan, started)  # before any device work: a store that cannot take the rows stops here
+    ensure_writable_dir(s.results, "results directory (deploy.results)")
+    # before any device work: a store that cannot take the rows stops here
+    keeper = Keeper.open(s, plan, started) if "torchscript" in s.formats else None
     interrupted = None
     try:
         with contextlib.ExitStack() as stack:
@@ -103,17 +109,18 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     except KeyboardInterrupt as e:
         interrupted = e
     finally:
-        plan.hashes.close()
+        plan.close()
     for u in unreachable:  # a server that is down, and the named devices it may hold: rows with the reason
         rep = DeviceReport(u.serial or f"(adb server {u.address})", str(u.address))
         record_failure(rep, str(u.error))
         reports.append(rep)
-        keeper.device_done(rep)
+        if keeper is not None:
+            keeper.device_done(rep)
     result = record(s, plan, reports, keeper, directory)
     if interrupted is not None:
-        log.warning("interrupted: kept %d completed row(s) of run %d in %s", len(result.rows), keeper.run_id,
-                    ", ".join(str(p) for p in (result.exports.get("csv"), result.exports.get("json"), keeper.store.path)
-                              if p))
+        log.warning("interrupted: kept %d completed row(s) in %s", len(result.rows), ", ".join(
+            str(p) for p in (result.exports.get("csv"), result.exports.get("json"), result.db_path,
+                             result.executorch and result.executorch.json_path) if p))
         raise interrupted
     return result
 
@@ -134,7 +141,6 @@ class Keeper:
 
     @classmethod
     def open(cls, s: DeploySettings, plan: DeployPlan, started: str) -> "Keeper":
-        ensure_writable_dir(s.results, "results directory (deploy.results)")
         store = ResultStore(Path(s.results) / DB_NAME)
         # absolute paths: report compares the run's models directory with deploy-executorch's, from any directory
         settings = {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in asdict(s).items()}
@@ -230,10 +236,21 @@ def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySet
         pool.shutdown(wait=True)
 
 
-def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Keeper,
+def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Optional[Keeper],
            directory: str) -> DeployResult:
-    """Every row (ok, failed, skipped) is stored already, device by device (``Keeper``); here the rest: the
-    run's and the latest CSV/JSON, numerics and hardware records."""
+    """Every TorchScript row (ok, failed, skipped) is stored already, device by device (``Keeper``); here the rest:
+    the run's and the latest CSV/JSON, numerics and hardware records, then the ExecuTorch format's records (which
+    join the latest legacy results: this run's when it had both formats)."""
+    result = DeployResult(reports, None, None, {}, plan.warnings, directory)
+    if keeper is not None:
+        result = record_torchscript(s, plan, reports, keeper, directory)
+    if plan.executorch is not None:
+        result.executorch = record_executorch(s, plan.executorch, reports)
+    return result
+
+
+def record_torchscript(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Keeper,
+                       directory: str) -> DeployResult:
     rows = [r for rep in reports for r in rep.rows]
     devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
     run_id = keeper.run_id
