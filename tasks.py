@@ -127,7 +127,7 @@ def deploy_executorch(c, models=None, build_info=None, serial=None, warmup=None,
         from deploy import deploy as run_deploy  # deploy's one loop, with the ExecuTorch format
 
         result = run_deploy(resolve.deploy(c.config, formats=("executorch",), runner_build_info=build_info, **cli))
-    show.pte_deploy(result.executorch)
+    show.pte_deploy(result)
     if result.executorch.problems:
         raise Exit(f"torchdroid deploy-executorch: {len(result.executorch.problems)} problem(s), see above", code=7)
 

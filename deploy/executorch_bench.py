@@ -23,7 +23,7 @@ import logging
 import re
 import shlex
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -58,22 +58,7 @@ class ExecutorchPlan:
     items: List[PushItem]
     event_tracer: bool
     answers: Optional["_Answers"] = None  # None: the outputs are not checked
-    work: Optional[tempfile.TemporaryDirectory] = None  # the numerics inputs' files until the run ends
-
-    def close(self) -> None:
-        if self.work is not None:
-            self.work.cleanup()
-
-
-@dataclass
-class PteDeployResult:
-    rows: List[PteResultRow]
-    json_path: Path
-    csv_path: Path
-    problems: List[str] = field(default_factory=list)
-    record: Optional[PteDeployRecord] = None
-    numerics: List[NumericsVerdict] = field(default_factory=list)  # is each phone's answer right (pte_numerics)
-    numerics_path: Optional[Path] = None
+    work: Optional[tempfile.TemporaryDirectory] = None  # the numerics inputs' files, removed with the plan
 
 
 def parse_iterations(output: str) -> List[float]:
@@ -204,7 +189,7 @@ def legacy_rows(legacy: Optional[DeployResults], serial: str, stems: Sequence[st
     return out
 
 
-def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[Any]) -> PteDeployResult:
+def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[Any]) -> PteDeployRecord:
     """Every device's ExecuTorch rows beside the latest legacy results of that device (after a run with both formats:
     this run's), each device's failure and each failed program a problem; the record and its numerics record."""
     legacy, legacy_facts = load_legacy(s.results)
@@ -229,8 +214,8 @@ def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[A
                              notes=_baseline_notes(s.models),
                              numerics=({"file": numerics_file.name, "sha256": sha256_file(numerics_file)}
                                        if numerics_file else {}))
-    paths = record.write(s.results)
-    return PteDeployResult(rows, paths["json"], paths["csv"], problems, record, verdicts, numerics_file)
+    record.write(s.results)
+    return record
 
 
 @dataclass

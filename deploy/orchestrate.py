@@ -17,11 +17,12 @@ from toolchain.errors import DeviceError, RecordError, TorchdroidError
 from toolchain.fsutil import ensure_writable_dir
 from toolchain.hardware_records import HardwareRecord, Placement, hardware_path
 from toolchain.numerics_records import NumericsRecord, NumericsVerdict, numerics_path
+from toolchain.pte_results import PteDeployRecord
 from toolchain.records import ResultRow, now_iso
 
 from .adb import Adb
 from .device_run import Cancelled, DeviceReport, record_failure, run_device, stop_benchmarks
-from .executorch_bench import PteDeployResult, plan_executorch, record_executorch
+from .executorch_bench import plan_executorch, record_executorch
 from .hashes import HASH_CACHE_NAME
 from .plan import DeployPlan, DeploySettings, check_values, make_plan, project_name
 from .push import check_dir
@@ -40,7 +41,7 @@ class DeployResult:
     exports: Dict[str, Path]
     warnings: List[str]
     directory: str
-    executorch: Optional[PteDeployResult] = None  # the ExecuTorch format's rows and records
+    executorch: Optional[PteDeployRecord] = None  # the ExecuTorch format's record (executorch-run-NNNN.json)
 
     @property
     def rows(self) -> List[ResultRow]:
@@ -49,6 +50,10 @@ class DeployResult:
     @property
     def numerics(self) -> List[NumericsVerdict]:
         return [v for d in self.devices for v in d.numerics]
+
+    @property
+    def pte_numerics(self) -> List[NumericsVerdict]:
+        return [v for d in self.devices for v in d.pte_numerics]
 
     @property
     def hardware(self) -> List[Placement]:
@@ -109,7 +114,7 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     except KeyboardInterrupt as e:
         interrupted = e
     finally:
-        plan.close()
+        plan.hashes.close()
     for u in unreachable:  # a server that is down, and the named devices it may hold: rows with the reason
         rep = DeviceReport(u.serial or f"(adb server {u.address})", str(u.address))
         record_failure(rep, str(u.error))
@@ -120,7 +125,7 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     if interrupted is not None:
         log.warning("interrupted: kept %d completed row(s) in %s", len(result.rows), ", ".join(
             str(p) for p in (result.exports.get("csv"), result.exports.get("json"), result.db_path,
-                             result.executorch and result.executorch.json_path) if p))
+                             result.executorch and result.executorch.path) if p))
         raise interrupted
     return result
 
@@ -243,23 +248,17 @@ def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], kee
     join the latest legacy results: this run's when it had both formats)."""
     result = DeployResult(reports, None, None, {}, plan.warnings, directory)
     if keeper is not None:
-        result = record_torchscript(s, plan, reports, keeper, directory)
+        rows = [r for rep in reports for r in rep.rows]
+        devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
+        result.run_id, result.db_path, results = keeper.run_id, keeper.store.path, Path(s.results)
+        result.exports = export(rows, results, keeper.stem, devices)
+        result.exports.update({f"latest_{k}": v for k, v in export(rows, results, "latest", devices).items()})
+        result.exports.update(record_numerics(reports, results, keeper.run_id, plan))
+        result.exports.update(record_hardware(reports, results, keeper.run_id, plan if s.hardware and s.bench else None))
+        keeper.finish()
     if plan.executorch is not None:
         result.executorch = record_executorch(s, plan.executorch, reports)
     return result
-
-
-def record_torchscript(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Keeper,
-                       directory: str) -> DeployResult:
-    rows = [r for rep in reports for r in rep.rows]
-    devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
-    run_id = keeper.run_id
-    exports = export(rows, Path(s.results), keeper.stem, devices)
-    exports.update({f"latest_{k}": v for k, v in export(rows, Path(s.results), "latest", devices).items()})
-    exports.update(record_numerics(reports, Path(s.results), run_id, plan))
-    exports.update(record_hardware(reports, Path(s.results), run_id, plan if s.hardware and s.bench else None))
-    keeper.finish()
-    return DeployResult(reports, run_id, keeper.store.path, exports, plan.warnings, directory)
 
 
 def record_numerics(reports: List[DeviceReport], results: Path, run_id: int, plan: DeployPlan) -> Dict[str, Path]:

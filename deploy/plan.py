@@ -41,8 +41,6 @@ class DeploySettings:
     binary: Optional[Path] = None  # --binary overrides the build-info's artefact
     app_dir: Optional[Path] = None  # directory with torchdroid-app.json
     apk: Optional[Path] = None  # --apk overrides the app-info's APK
-    application_id: Optional[str] = None  # unused: the package is the APK's own (kept for the settings)
-    activity: str = ".MainActivity"  # unused: the benchmark activity is the one that declares the contract
     variants: Tuple[str, ...] = ()  # () = all
     serials: Tuple[str, ...] = ()  # () = ANDROID_SERIAL, else every connected device
     adb_host: Optional[str] = None  # None: ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1 (adb's -H)
@@ -131,11 +129,6 @@ class DeployPlan:
     @property
     def commit(self) -> str:
         return self.binary.commit if self.binary else ""
-
-    def close(self) -> None:
-        self.hashes.close()
-        if self.executorch is not None:
-            self.executorch.close()
 
 
 # --------------------------------------------------------------------------- binary

@@ -16,7 +16,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from toolchain.errors import DeviceError, ToolNotFound, TorchdroidError, command
 
 from .adb import Adb, AdbAddress, AdbServer
-from .results import ResultRow
 
 log = logging.getLogger(__name__)
 
@@ -142,10 +141,3 @@ def _maybe_there(serial: str, down: Sequence[Unreachable]) -> DeviceError:
         remedy=f"start that server (or its tunnel) and deploy again with `{command('invoke', 'deploy', '--serial', serial)}`",
     )
 
-
-def problem_row(serial: str, server: str, error: object) -> ResultRow:
-    """A results row for a device (or, with serial "", a server) the run could not work on."""
-    what = getattr(error, "what", None) or str(error).splitlines()[0]
-    return ResultRow(serial=serial or f"(adb server {server})", device_model="", board="", release="", sdk=0,
-                     abi="", stem="", variant="", mode="", backend="", source="deploy", status="failed",
-                     reason=what, server=server)

@@ -322,7 +322,6 @@ def deploy(config: Any, **cli):
         binary=r.path("deploy.binary", "binary"),
         app_dir=r.path("deploy.app_dir", "app") or r.path("app.out"),
         apk=r.path("deploy.apk", "apk"),
-        application_id=r.get("app.application_id"),
         variants=tuple(r.get("deploy.variants", "variant")),
         serials=tuple(r.get("deploy.serials", "serial")),
         adb_host=r.get("deploy.adb_host", "adb_host"),

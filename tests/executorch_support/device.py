@@ -75,7 +75,7 @@ def write_legacy_results(results: Path, serial: str, cpu_ms=(40.0, 20.0), nnapi_
 
 def deploy_executorch(models: Path, info: Path, results: Path, port: int, warmup: int, iters: int, repeat: int,
                       **kw):
-    """deploy's one loop with the ExecuTorch format only (what `invoke deploy-executorch` runs): its ExecuTorch part."""
+    """deploy's one loop with the ExecuTorch format only (what `invoke deploy-executorch` runs): the record it wrote."""
     from deploy import BenchOptions, DeploySettings, deploy
 
     settings = DeploySettings(models=models, results=results, formats=("executorch",), runner_build_info=info,

@@ -119,7 +119,7 @@ def test_a_run_that_names_no_counts_runs_the_schemas(inputs, tmp_path):
         log = (devs["a"].state_dir / "device.log").read_text()
     want = default("deploy.warmup") + default("deploy.iter")
     assert log.count(f"--num_executions={want} ") == default("deploy.repeat") * 2
-    rec = result.executorch.record
+    rec = result.executorch
     assert (rec.warmup, rec.iters, rec.repeat) == (default("deploy.warmup"), default("deploy.iter"),
                                                    default("deploy.repeat"))
     row = next(r for r in rec.rows if r.runtime == "ExecuTorch fp32-xnnpack")

@@ -60,7 +60,7 @@ def test_push_run_and_report_beside_the_legacy_results(inputs, tmp_path):
     assert rows["ExecuTorch fp32-xnnpack"].samples == 10 and rows["ExecuTorch fp32-xnnpack"].median_ms > 0
     assert rows["TorchScript CPU quant_none"].speedup_vs_cpu == 1.0 and rows["NNAPI quant_none"].speedup_vs_cpu == pytest.approx(40 / 30, rel=1e-3)
     assert rows["ExecuTorch int8-xnnpack"].speedup_vs_cpu == pytest.approx(20.0 / rows["ExecuTorch int8-xnnpack"].median_ms, rel=1e-2)
-    assert result.json_path.is_file() and "ExecuTorch fp32-xnnpack" in result.csv_path.read_text()
+    assert result.path.is_file() and "ExecuTorch fp32-xnnpack" in result.path.with_suffix(".csv").read_text()
 
 
 def test_a_tampered_program_is_never_pushed(inputs, tmp_path):
@@ -97,7 +97,7 @@ def test_a_failing_runner_is_a_failed_row_with_its_output(inputs, tmp_path):
     assert rows["ExecuTorch fp32-portable"].status == "failed" and "ET12" in rows["ExecuTorch fp32-portable"].note
     assert rows["ExecuTorch fp32-xnnpack"].status == "ok"
     assert any("fp32-portable" in p for p in result.problems)
-    assert json.loads(result.json_path.read_text())["problems"]
+    assert json.loads(result.path.read_text())["problems"]
 
 
 def test_a_device_of_another_abi_is_reported_not_run(inputs, tmp_path):
@@ -198,7 +198,7 @@ def test_results_of_every_device_and_run_are_kept(inputs, tmp_path):
         a, b = devs["a"].serial, devs["b"].serial
         first = deploy_pte(models, info, res, server.port, serials=(a,))
         second = deploy_pte(models, info, res, server.port, serials=(b,))
-    assert first.record.run_id == 1 and second.record.run_id == 2
+    assert first.run_id == 1 and second.run_id == 2
     runs = [PteDeployRecord.load(res, run=n) for n in PteDeployRecord.run_ids(res)]
     assert [r.serials() for r in runs] == [[a], [b]]
     assert [r.median_ms for r in runs[0].rows] == [r.median_ms for r in first.rows]

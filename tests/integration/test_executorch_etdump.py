@@ -67,7 +67,7 @@ def test_a_runner_built_without_the_tracer_says_unknown_and_why(tiny_lane, runne
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
         result = deploy_pte(models, info, tmp_path / "res", server.port)
     assert not result.problems and all(r.status == "ok" for r in result.rows)
-    ops = result.record.operators
+    ops = result.operators
     assert ops and all(o["status"] == "unknown" and "without ExecuTorch's event tracer" in o["reason"] for o in ops)
 
 
