@@ -23,7 +23,7 @@ import logging
 import re
 import shlex
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -57,7 +57,8 @@ class ExecutorchPlan:
     programs: List[PteFile]
     items: List[PushItem]
     event_tracer: bool
-    answers: Optional["_Answers"] = None  # None: the outputs are not checked
+    inputs: Optional[Dict[str, Any]] = None  # stem -> pte_numerics.ProgramInputs; None: the outputs are not checked
+    references: Dict[str, Any] = field(default_factory=dict)  # file -> the host's outputs (a FileReference)
     work: Optional[tempfile.TemporaryDirectory] = None  # the numerics inputs' files, removed with the plan
 
 
@@ -106,6 +107,8 @@ def run_programs(run: Any) -> None:
     directory = f"{run.directory}/{SUBDIR}"
     run.status("pushing ExecuTorch's runner and programs")
     push_all(run.dev, directory, et.items, on_progress=run.status, hashes=run.plan.hashes)
+    if not run.s.bench:  # deploy.bench off: pushed only
+        return
     opts, programs = run.s.options, et.programs
     runs = opts.warmup + opts.iters
     outputs: Dict[str, List[str]] = {f.file: [] for f in programs}
@@ -128,9 +131,20 @@ def run_programs(run: Any) -> None:
         row = program_row(run.rep.serial, f, outputs[f.file], failures.get(f.file), opts.warmup)
         run.rep.pte_rows.append(row)
         run.rep.operators.append(_operators(run.dev, directory, f, row, et.event_tracer, run.s))
-        if et.answers is not None:
+        if et.inputs is not None:
             run.status(f"checking the output of {f.file}")
-            run.rep.pte_numerics.append(et.answers.check(run.dev, directory, f, row, opts, et.event_tracer))
+            run.rep.pte_numerics.append(_answer(run, et, directory, f, row))
+
+
+def _answer(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: PteResultRow) -> NumericsVerdict:
+    """Is the phone's answer right: the program's printed outputs on each input against the host's."""
+    from . import pte_numerics as pn
+
+    if row.status != "ok":
+        return NumericsVerdict(run.dev.serial, f.file, pn.BACKEND, f.precision, "unknown",
+                               reason="the program did not run: " + row.note)
+    return pn.check_program(run.dev, directory, f, et.inputs[f.stem], et.references[f.file], threads(run.s.options),
+                            run.s.options.timeout, et.event_tracer)
 
 
 def plan_executorch(s: DeploySettings) -> ExecutorchPlan:
@@ -149,15 +163,16 @@ def plan_executorch(s: DeploySettings) -> ExecutorchPlan:
     programs = [f for f in pte_files(s.models) if f.delegate in ON_DEVICE_DELEGATES]
     for f in programs:
         f.check_hash()
-    plan = ExecutorchPlan(Path(s.runner_build_info), BinaryPlan(path, info.abi or elf_abi(path), info.commit or "",
-                                                                 load_alignment(path)),
-                          programs, [PushItem(path, pins.RUNNER, 0o755, digest)]
-                          + [PushItem(f.path, f.file, 0o644, f.sha256) for f in programs],
-                          bool(info.get("event_tracer")))
-    if s.numerics and programs:
+    items = [PushItem(path, pins.RUNNER, 0o755, digest)] + [PushItem(f.path, f.file, 0o644, f.sha256) for f in programs]
+    runner = BinaryPlan(path, info.abi or elf_abi(path), info.commit or "", load_alignment(path))
+    plan = ExecutorchPlan(Path(s.runner_build_info), runner, programs, items, bool(info.get("event_tracer")))
+    if s.numerics:  # each model's inputs (pushed as files), each program's host outputs on them
+        from . import pte_numerics as pn
+
         plan.work = tempfile.TemporaryDirectory(prefix="torchdroid-et-inputs-")
-        plan.answers = _Answers.prepare(s.models, programs, Path(plan.work.name))
-        plan.items += plan.answers.items
+        plan.inputs = pn.program_inputs(s.models, sorted({f.stem for f in programs}), programs, Path(plan.work.name))
+        plan.references = {f.file: pn.host_reference(f, plan.inputs[f.stem]) for f in programs}
+        plan.items += pn.push_items(plan.inputs)
     return plan
 
 
@@ -206,7 +221,7 @@ def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[A
         verdicts += rep.pte_numerics
     add_speedups(rows)
     numerics_file = (NumericsRecord(legacy_facts.get("run_id"), verdicts).write(
-        numerics_path(s.results, PTE_RESULTS_STEM)) if et.answers is not None else None)
+        numerics_path(s.results, PTE_RESULTS_STEM)) if et.inputs is not None else None)
     opts = s.options
     record = PteDeployRecord(models=str(Path(s.models).resolve()), build_info=str(et.build_info.resolve()),
                              warmup=opts.warmup, iters=opts.iters, repeat=opts.repeat, threads=threads(opts),
@@ -216,34 +231,6 @@ def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[A
                                        if numerics_file else {}))
     record.write(s.results)
     return record
-
-
-@dataclass
-class _Answers:
-    """What the numerics check needs on every phone: each model's inputs (pushed as files) and each program's host
-    outputs on them (computed once, here)."""
-
-    inputs: Dict[str, Any]  # stem -> pte_numerics.ProgramInputs
-    references: Dict[str, Any]  # file -> FileReference
-    items: List[PushItem]
-
-    @classmethod
-    def prepare(cls, models: Path, programs: Sequence[PteFile], work: Path) -> "_Answers":
-        from . import pte_numerics as pn
-
-        inputs = pn.program_inputs(models, sorted({f.stem for f in programs}), programs, work)
-        refs = {f.file: pn.host_reference(f, inputs[f.stem]) for f in programs}
-        return cls(inputs, refs, pn.push_items(inputs))
-
-    def check(self, device: Device, directory: str, f: PteFile, row: PteResultRow,
-              opts: BenchOptions, tracer: bool) -> NumericsVerdict:
-        from . import pte_numerics as pn
-
-        if row.status != "ok":
-            return NumericsVerdict(device.serial, f.file, pn.BACKEND, f.precision, "unknown",
-                                   reason="the program did not run: " + row.note)
-        return pn.check_program(device, directory, f, self.inputs[f.stem], self.references[f.file], threads(opts),
-                                opts.timeout, tracer)
 
 
 def _baseline_notes(models: Path) -> List[str]:
