@@ -117,19 +117,19 @@ def _build_executorch(c, debug=False, **cli):
 
 @task(help=helps(models="convert.out", build_info="the runner's build-info (default: <build_dir>/android/<abi>/executorch/build-info.json)",
                  serial="deploy.serials", warmup="deploy.warmup", iter="deploy.iter", repeat="deploy.repeat",
-                 project="deploy.project"),
-      iterable=["serial"])
+                 project="deploy.project", adb_server="deploy.servers"),
+      iterable=["serial", "adb_server"])
 def deploy_executorch(c, models=None, build_info=None, serial=None, warmup=None, iter=None, repeat=None, project=None,
-                      debug=False):
+                      adb_server=None, debug=False):
     """Push the .pte programs and ExecuTorch's executor_runner, benchmark them, report beside TorchScript CPU and NNAPI."""
+    cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "build_info")}
     with stage(c.config, "deploy-executorch", debug):
-        from deploy.executorch_bench import deploy_pte
+        from deploy import deploy as run_deploy  # deploy's one loop, with the ExecuTorch format
 
-        result = deploy_pte(resolve.pte_deploy(c.config, models=models, build_info=build_info, serial=serial,
-                                               warmup=warmup, iter=iter, repeat=repeat, project=project))
+        result = run_deploy(resolve.deploy(c.config, formats=("executorch",), runner_build_info=build_info, **cli))
     show.pte_deploy(result)
-    if result.problems:
-        raise Exit(f"torchdroid deploy-executorch: {len(result.problems)} problem(s), see above", code=7)
+    if result.executorch.problems:
+        raise Exit(f"torchdroid deploy-executorch: {len(result.executorch.problems)} problem(s), see above", code=7)
 
 
 # --------------------------------------------------------------------------- build-android, check-compat, doctor

@@ -39,11 +39,11 @@ class BenchOptions:
     warmup: int = default("deploy.warmup")
     iters: int = default("deploy.iter")
     repeat: int = default("deploy.repeat")
-    threads: Optional[int] = 1  # --pthreadpool_size; None leaves the flag out (binaries older than it)
-    caching_allocator: bool = False  # --use_caching_allocator=true for CPU models
+    threads: Optional[int] = default("deploy.threads")  # --pthreadpool_size; None leaves the flag out (binaries older than it)
+    caching_allocator: bool = default("deploy.caching_allocator")  # --use_caching_allocator=true for CPU models
     timeout: float = default("deploy.bench_timeout")
     gatord: bool = False  # run under `gatord --app ...`
-    bundled_input: int = 0  # --use_bundled_input=N; < 0: --input_dims/--input_type from the manifest instead
+    bundled_input: int = default("deploy.bundled_input")  # --use_bundled_input=N; < 0: --input_dims/--input_type from the manifest instead
     cooldown: float = default("deploy.cooldown")  # seconds to wait between models (lets a hot phone cool down)
 
     def __post_init__(self) -> None:

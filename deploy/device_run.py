@@ -16,6 +16,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from toolchain.errors import TorchdroidError
 from toolchain.hardware_records import LISTER_NAME, Placement
 from toolchain.numerics_records import NumericsVerdict
+from toolchain.pte_results import PteResultRow
 from toolchain.records import ModelFile, ResultRow
 
 from . import app_bench as _app
@@ -24,6 +25,7 @@ from . import nnapi_log as _nnapi_log
 from . import numerics as _numerics
 from .adb import Device, state_error
 from .environment import READ_COMMAND, SECTION, Conditions, parse_snapshot, throttle_warnings
+from .executorch_bench import BUILD, run_programs
 from .install import install_apk
 from .lock import Attempt, Held, answer, device_lock, lock_path, new_owner, take_command
 from .plan import DeployPlan, DeploySettings
@@ -53,6 +55,9 @@ class DeviceReport:
     notes: List[str] = field(default_factory=list)
     numerics: List[NumericsVerdict] = field(default_factory=list)  # is each model's answer right (deploy/numerics.py)
     hardware: List[Placement] = field(default_factory=list)  # which hardware NNAPI chose (deploy/nnapi_log.py)
+    pte_rows: List[PteResultRow] = field(default_factory=list)  # the ExecuTorch programs (executorch_bench.py)
+    operators: List[dict] = field(default_factory=list)  # per program: its ETDump's operator table, or unknown and why
+    pte_numerics: List[NumericsVerdict] = field(default_factory=list)  # is each program's answer right
 
 
 @dataclass
@@ -96,11 +101,13 @@ def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: Deplo
                                       what=f"reading {directory}").output
         check(run)
         run.go_on()
-        push(run, held if run.plan.binary is None and run.plan.app is None else None)  # the push is all: it unlocks
+        last = run.plan.binary is None and run.plan.app is None and run.plan.executorch is None
+        push(run, held if last else None)  # the push is all: it unlocks
         run.go_on()
         install(run)
         bench_binary(run)
         bench_app(run)
+        run_programs(run)
     conditions_after(run)
     status("done")
 
@@ -150,10 +157,11 @@ def check(run: DeviceRun) -> None:
     run.facts = run.rep.facts = facts
     if _measures(run):  # a push-only deploy (--no-bench) does not pay two environment reads on its critical path
         run.rep.conditions = Conditions(run.rep.serial, facts.soc, facts.page_size, parse_snapshot(SECTION + env_text))
-    binary = run.plan.binary
-    if binary is not None:
-        check_abi(facts, binary.abi or "?")
-        check_page_size(facts, binary.path, binary.alignment)
+    et = run.plan.executorch
+    for binary, build in ((run.plan.binary, "invoke build-android"), (et and et.runner, et and BUILD)):
+        if binary is not None:
+            check_abi(facts, binary.abi or "?", build)
+            check_page_size(facts, binary.path, binary.alignment)
     run.nnapi_reason = facts.nnapi_skip_reason()
     run.models = [m for m in run.plan.models if m.backend != "nnapi" or run.nnapi_reason is None]
     _note_nnapi(run)
@@ -185,7 +193,8 @@ def _push_items(run: DeviceRun) -> List[PushItem]:
 
 def _bytes_needed(run: DeviceRun) -> int:
     apk = run.plan.app.apk.stat().st_size * 2 if run.plan.app else 0
-    return sum(it.local.stat().st_size for it in _push_items(run)) + apk
+    items = _push_items(run) + (run.plan.executorch.items if run.plan.executorch else [])
+    return sum(it.local.stat().st_size for it in items) + apk
 
 
 # --------------------------------------------------------------------------- push and install

@@ -17,10 +17,12 @@ from toolchain.errors import DeviceError, RecordError, TorchdroidError
 from toolchain.fsutil import ensure_writable_dir
 from toolchain.hardware_records import HardwareRecord, Placement, hardware_path
 from toolchain.numerics_records import NumericsRecord, NumericsVerdict, numerics_path
+from toolchain.pte_results import PteDeployRecord
 from toolchain.records import ResultRow, now_iso
 
 from .adb import Adb
 from .device_run import Cancelled, DeviceReport, record_failure, run_device, stop_benchmarks
+from .executorch_bench import plan_executorch, record_executorch
 from .hashes import HASH_CACHE_NAME
 from .plan import DeployPlan, DeploySettings, check_values, make_plan, project_name
 from .push import check_dir
@@ -34,11 +36,12 @@ log = logging.getLogger(__name__)
 @dataclass
 class DeployResult:
     devices: List[DeviceReport]
-    run_id: Optional[int]
-    db_path: Path
+    run_id: Optional[int]  # None (and no db_path, no exports): a run without the TorchScript format
+    db_path: Optional[Path]
     exports: Dict[str, Path]
     warnings: List[str]
     directory: str
+    executorch: Optional[PteDeployRecord] = None  # the ExecuTorch format's record (executorch-run-NNNN.json)
 
     @property
     def rows(self) -> List[ResultRow]:
@@ -47,6 +50,10 @@ class DeployResult:
     @property
     def numerics(self) -> List[NumericsVerdict]:
         return [v for d in self.devices for v in d.numerics]
+
+    @property
+    def pte_numerics(self) -> List[NumericsVerdict]:
+        return [v for d in self.devices for v in d.pte_numerics]
 
     @property
     def hardware(self) -> List[Placement]:
@@ -87,6 +94,8 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     then ends the run (KeyboardInterrupt)."""
     check_values(s)
     plan = make_plan(s)
+    if "executorch" in s.formats:
+        plan.executorch = plan_executorch(s)
     plan.hashes.load(Path(s.results) / HASH_CACHE_NAME)  # local files' digests: not read again when unchanged
     for w in plan.warnings:
         log.warning("%s", w)
@@ -94,7 +103,9 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     targets, unreachable = pick_targets(s)
     reports = [DeviceReport(t.label, str(t.address)) for t in targets]
     started = now_iso()
-    keeper = Keeper.open(s, plan, started)  # before any device work: a store that cannot take the rows stops here
+    ensure_writable_dir(s.results, "results directory (deploy.results)")
+    # before any device work: a store that cannot take the rows stops here
+    keeper = Keeper.open(s, plan, started) if "torchscript" in s.formats else None
     interrupted = None
     try:
         with contextlib.ExitStack() as stack:
@@ -108,12 +119,13 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
         rep = DeviceReport(u.serial or f"(adb server {u.address})", str(u.address))
         record_failure(rep, str(u.error))
         reports.append(rep)
-        keeper.device_done(rep)
+        if keeper is not None:
+            keeper.device_done(rep)
     result = record(s, plan, reports, keeper, directory)
     if interrupted is not None:
-        log.warning("interrupted: kept %d completed row(s) of run %d in %s", len(result.rows), keeper.run_id,
-                    ", ".join(str(p) for p in (result.exports.get("csv"), result.exports.get("json"), keeper.store.path)
-                              if p))
+        log.warning("interrupted: kept %d completed row(s) in %s", len(result.rows), ", ".join(
+            str(p) for p in (result.exports.get("csv"), result.exports.get("json"), result.db_path,
+                             result.executorch and result.executorch.path) if p))
         raise interrupted
     return result
 
@@ -134,7 +146,6 @@ class Keeper:
 
     @classmethod
     def open(cls, s: DeploySettings, plan: DeployPlan, started: str) -> "Keeper":
-        ensure_writable_dir(s.results, "results directory (deploy.results)")
         store = ResultStore(Path(s.results) / DB_NAME)
         # absolute paths: report compares the run's models directory with deploy-executorch's, from any directory
         settings = {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in asdict(s).items()}
@@ -230,19 +241,24 @@ def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySet
         pool.shutdown(wait=True)
 
 
-def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Keeper,
+def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Optional[Keeper],
            directory: str) -> DeployResult:
-    """Every row (ok, failed, skipped) is stored already, device by device (``Keeper``); here the rest: the
-    run's and the latest CSV/JSON, numerics and hardware records."""
-    rows = [r for rep in reports for r in rep.rows]
-    devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
-    run_id = keeper.run_id
-    exports = export(rows, Path(s.results), keeper.stem, devices)
-    exports.update({f"latest_{k}": v for k, v in export(rows, Path(s.results), "latest", devices).items()})
-    exports.update(record_numerics(reports, Path(s.results), run_id, plan))
-    exports.update(record_hardware(reports, Path(s.results), run_id, plan if s.hardware and s.bench else None))
-    keeper.finish()
-    return DeployResult(reports, run_id, keeper.store.path, exports, plan.warnings, directory)
+    """Every TorchScript row (ok, failed, skipped) is stored already, device by device (``Keeper``); here the rest:
+    the run's and the latest CSV/JSON, numerics and hardware records, then the ExecuTorch format's records (which
+    join the latest legacy results: this run's when it had both formats)."""
+    result = DeployResult(reports, None, None, {}, plan.warnings, directory)
+    if keeper is not None:
+        rows = [r for rep in reports for r in rep.rows]
+        devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
+        result.run_id, result.db_path, results = keeper.run_id, keeper.store.path, Path(s.results)
+        result.exports = export(rows, results, keeper.stem, devices)
+        result.exports.update({f"latest_{k}": v for k, v in export(rows, results, "latest", devices).items()})
+        result.exports.update(record_numerics(reports, results, keeper.run_id, plan))
+        result.exports.update(record_hardware(reports, results, keeper.run_id, plan if s.hardware and s.bench else None))
+        keeper.finish()
+    if plan.executorch is not None:
+        result.executorch = record_executorch(s, plan.executorch, reports)
+    return result
 
 
 def record_numerics(reports: List[DeviceReport], results: Path, run_id: int, plan: DeployPlan) -> Dict[str, Path]:

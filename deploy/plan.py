@@ -12,7 +12,7 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import sha256_file
@@ -38,8 +38,6 @@ class DeploySettings:
     binary: Optional[Path] = None  # --binary overrides the build-info's artefact
     app_dir: Optional[Path] = None  # directory with torchdroid-app.json
     apk: Optional[Path] = None  # --apk overrides the app-info's APK
-    application_id: Optional[str] = None  # unused: the package is the APK's own (kept for the settings)
-    activity: str = ".MainActivity"  # unused: the benchmark activity is the one that declares the contract
     variants: Tuple[str, ...] = ()  # () = all
     serials: Tuple[str, ...] = ()  # () = ANDROID_SERIAL, else every connected device
     adb_host: Optional[str] = None  # None: ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1 (adb's -H)
@@ -58,6 +56,10 @@ class DeploySettings:
     gatord: Optional[Path] = None
     timeout: float = default("deploy.timeout")  # per adb call (benchmarks use options.timeout)
     app_wait: float = default("deploy.app_wait")  # seconds for the app's first progress line (start + model load)
+    # torchscript: the benchmark binary, its models and the app; executorch: executor_runner and the .pte programs
+    # (deploy/executorch_bench.py) from the runner's build-info
+    formats: Tuple[str, ...] = ("torchscript",)
+    runner_build_info: Optional[Path] = None
 
 
 def project_name(text: str) -> str:
@@ -119,6 +121,7 @@ class DeployPlan:
     warnings: List[str] = field(default_factory=list)
     hashes: LocalHashes = field(default_factory=LocalHashes)  # each local file hashed once for all devices
     references: Optional[ReferenceOutputs] = None  # the host's outputs (None: numerics off or no record)
+    executorch: Optional[Any] = None  # the ExecuTorch format's part (executorch_bench.ExecutorchPlan)
 
     @property
     def commit(self) -> str:
@@ -297,6 +300,9 @@ def app_bench_skip(facts: ApkFacts) -> Optional[str]:
 
 
 def make_plan(s: DeploySettings) -> DeployPlan:
+    """The TorchScript format's part (the ExecuTorch format's is executorch_bench.plan_executorch)."""
+    if "torchscript" not in s.formats:
+        return DeployPlan(None, [], None)
     binary = plan_binary(s)
     app = plan_app(s, binary is not None or not s.bench)
     models = plan_models(s, needed=binary is not None)

@@ -68,12 +68,13 @@ class DeviceFacts:
         return d
 
 
-def check_abi(facts: DeviceFacts, abi: str) -> None:
+def check_abi(facts: DeviceFacts, abi: str, build: str = "invoke build-android") -> None:
+    """``build``: the command that builds the binary (ExecuTorch's runner: ``invoke build-android --lane executorch``)."""
     if abi not in facts.abis:
         raise DeviceError(
             f"{facts.serial} ({facts.model}) cannot run a {abi} binary",
             cause=f"the device's ABI list is {','.join(facts.abis) or 'empty'}",
-            remedy=(f"build for one of them: `invoke build-android --abi {facts.abis[0]}`" if facts.abis else
+            remedy=(f"build for one of them: `{build} --abi {facts.abis[0]}`" if facts.abis else
                     "check `adb shell getprop ro.product.cpu.abilist`") + ", or leave this device out with --serial",
         )
 

@@ -140,3 +140,4 @@ def _maybe_there(serial: str, down: Sequence[Unreachable]) -> DeviceError:
         cause=f"no server that answered lists {serial}; it may be on {names} ({down[0].error.what})",
         remedy=f"start that server (or its tunnel) and deploy again with `{command('invoke', 'deploy', '--serial', serial)}`",
     )
+

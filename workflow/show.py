@@ -366,19 +366,20 @@ ET_NUMERICS = "executor_runner's outputs vs the host's ExecuTorch runtime (same 
 
 
 def pte_deploy(result: Any) -> None:
+    """The ExecuTorch format's part of a deploy (``result.executorch``: its record)."""
+    rec = result.executorch
     table("per device: legacy and ExecuTorch, speed-up over the legacy TorchScript CPU model of the same precision",
           ["device", "runtime", "median ms", "p90 ms", "samples", "speed-up", "note"],
           [(r.serial, r.runtime, f"{r.median_ms:.2f}" if r.median_ms else "-", f"{r.p90_ms:.2f}" if r.p90_ms else "-",
-            r.samples, f"{r.speedup_vs_cpu:.2f}x" if r.speedup_vs_cpu else "-", r.note[:60]) for r in result.rows])
-    for p in result.problems:
+            r.samples, f"{r.speedup_vs_cpu:.2f}x" if r.speedup_vs_cpu else "-", r.note[:60]) for r in rec.rows])
+    for p in rec.problems:
         print(f"problem: {p}")
-    if result.record is not None:
-        for line in result.record.notes:
-            note(line)
-        pte_operators(result.record.operators)
-    numerics(result.numerics, {}, "" if result.numerics_path else "the runner's outputs were not checked",
-             ET_NUMERICS)
-    print(f"results: {result.json_path}, {result.csv_path}" + (f", {result.numerics_path}" if result.numerics_path else ""))
+    for line in rec.notes:
+        note(line)
+    pte_operators(rec.operators)
+    numerics(result.pte_numerics, {}, "" if rec.numerics else "the runner's outputs were not checked", ET_NUMERICS)
+    files = [rec.path, rec.path.with_suffix(".csv")] + ([rec.path.parent / rec.numerics["file"]] if rec.numerics else [])
+    print("results: " + ", ".join(map(str, files)))
     print("next: invoke report  (these lines beside the legacy run, in the console and the HTML page)")
 
 

@@ -119,22 +119,6 @@ def pte_bench(config: Any, **cli):
         reference_kernels=r.get("bench.reference_kernels", "reference_kernels"), again=r.get_flag("bench.again", on="again"))
 
 
-def pte_deploy(config: Any, **cli):
-    from deploy.executorch_bench import PteDeploySettings
-
-    r = _r(config, cli)
-    info = cli.get("build_info")
-    return PteDeploySettings(
-        models=r.path("convert.out", "models"),
-        build_info=Path(info) if info else layout(r).executorch_build_info(r.get("android.abi")),
-        results=r.path("deploy.results"), serials=tuple(cli.get("serial") or r.get("deploy.serials") or ()),
-        device_dir=r.get("deploy.device_dir"), project=r.get("deploy.project", "project") or Path.cwd().name,
-        warmup=r.get("deploy.warmup", "warmup"),
-        iters=r.get("deploy.iter", "iter"), repeat=r.get("deploy.repeat", "repeat"),
-        threads=r.get("deploy.threads") or 1, adb_host=r.get("deploy.adb_host"), adb_port=r.get("deploy.adb_port"),
-        timeout=float(r.get("deploy.bench_timeout")))
-
-
 def executorch_runtime(config: Any, **cli):
     """`build-android --lane executorch`: ExecuTorch's executor_runner at the pinned release."""
     from ndk_build.executorch_runtime import RuntimeBuildSettings
@@ -334,7 +318,6 @@ def deploy(config: Any, **cli):
         binary=r.path("deploy.binary", "binary"),
         app_dir=r.path("deploy.app_dir", "app") or r.path("app.out"),
         apk=r.path("deploy.apk", "apk"),
-        application_id=r.get("app.application_id"),
         variants=tuple(r.get("deploy.variants", "variant")),
         serials=tuple(r.get("deploy.serials", "serial")),
         adb_host=r.get("deploy.adb_host", "adb_host"),
@@ -353,6 +336,9 @@ def deploy(config: Any, **cli):
         gatord=r.path("deploy.gatord", "profile_with_gatord"),
         timeout=float(r.get("deploy.timeout")),
         app_wait=float(r.get("deploy.app_wait")),
+        formats=tuple(cli.get("formats") or ("torchscript",)),
+        runner_build_info=(Path(cli["runner_build_info"]) if cli.get("runner_build_info")
+                           else layout(r).executorch_build_info(r.get("android.abi"))),
     )
 
 

@@ -71,3 +71,14 @@ def write_legacy_results(results: Path, serial: str, cpu_ms=(40.0, 20.0), nnapi_
                                   samples=10, repeats=1, iters=10))
     results.mkdir(parents=True, exist_ok=True)
     return DeployResults(7, "2026-11-23T16:00:00+00:00", rows).write(results / "latest.json")
+
+
+def deploy_executorch(models: Path, info: Path, results: Path, port: int, warmup: int, iters: int, repeat: int,
+                      **kw):
+    """deploy's one loop with the ExecuTorch format only (what `invoke deploy-executorch` runs): the record it wrote."""
+    from deploy import BenchOptions, DeploySettings, deploy
+
+    settings = DeploySettings(models=models, results=results, formats=("executorch",), runner_build_info=info,
+                              adb_port=port, options=BenchOptions(warmup=warmup, iters=iters, repeat=repeat,
+                                                                  timeout=kw.pop("timeout", 600)), **kw)
+    return deploy(settings, on_status=lambda *_: None).executorch

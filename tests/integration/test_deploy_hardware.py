@@ -177,9 +177,8 @@ def test_one_page_per_run_explains_every_phones_number(tmp_path, lab_models, tin
     """Issue 23's must-show: three phones; deploy (latency, hardware, numerics) and deploy-executorch (ETDump) into
     one results directory; `invoke report` shows each phone's latency, hardware, verdicts and top operators, on the
     console and the page."""
-    from deploy.executorch_bench import PteDeploySettings, deploy_pte
     from host_nnapi.build import cache_root
-    from tests.executorch_support.device import build_standin_runner, write_runtime_build_info
+    from tests.executorch_support.device import build_standin_runner, deploy_executorch, write_runtime_build_info
     from tests.executorch_support.lane import copy_models
 
     models, build_info = lab_models
@@ -201,8 +200,8 @@ def test_one_page_per_run_explains_every_phones_number(tmp_path, lab_models, tin
         args = [a for a in _deploy_args(models, build_info, results) if a != "--no-numerics"]
         r = invoke(work, *args, port=server.port)
         assert r.returncode == 0, r.stdout + r.stderr
-        et = deploy_pte(PteDeploySettings(models=pte_models, build_info=runner_info, results=results,
-                                          adb_port=server.port, warmup=1, iters=2, repeat=1, timeout=120))
+        et = deploy_executorch(pte_models, runner_info, results, server.port, warmup=1, iters=2, repeat=1,
+                               timeout=120)
         assert not et.problems, et.problems
         page = invoke(work, "report", "--results", str(results), port=server.port)
         serial = {name: d.serial for name, d in devs.items()}

@@ -4,9 +4,9 @@ import shutil
 
 import pytest
 
-from deploy.executorch_bench import PteDeploySettings, deploy_pte, parse_iterations, runner_command
-from tests.executorch_support.device import (build_standin_runner, write_legacy_results, write_pte_models,
-                                             write_runtime_build_info)
+from deploy.executorch_bench import parse_iterations, runner_command
+from tests.executorch_support.device import (build_standin_runner, deploy_executorch, write_legacy_results,
+                                             write_pte_models, write_runtime_build_info)
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.errors import RecordError
 from toolchain.fsutil import sha256_file
@@ -26,10 +26,9 @@ PROJECT = "proj"
 ET_DIR = f"{DIR}/{PROJECT}/executorch"  # each project's programs in its own directory on the phone
 
 
-def _settings(models, info, results, port, **kw):
+def deploy_pte(models, info, results, port, **kw):
     kw.setdefault("project", PROJECT)
-    return PteDeploySettings(models=models, build_info=info, results=results, adb_port=port, warmup=2, iters=5,
-                             repeat=2, device_dir=DIR, timeout=60, **kw)
+    return deploy_executorch(models, info, results, port, warmup=2, iters=5, repeat=2, device_dir=DIR, timeout=60, **kw)
 
 
 def test_runner_lines_and_command_are_quoted():
@@ -43,7 +42,7 @@ def test_push_run_and_report_beside_the_legacy_results(inputs, tmp_path):
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
         serial = devs["a"].serial
         write_legacy_results(tmp_path / "res", serial)
-        result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        result = deploy_pte(models, info, tmp_path / "res", server.port)
         d = devs["a"].path(ET_DIR)
         assert (d / "executor_runner").stat().st_mode & 0o777 == 0o755
         for name in ("mobilenetv2-fp32-xnnpack.pte", "mobilenetv2-int8-xnnpack.pte", "mobilenetv2-fp32-portable.pte"):
@@ -61,7 +60,7 @@ def test_push_run_and_report_beside_the_legacy_results(inputs, tmp_path):
     assert rows["ExecuTorch fp32-xnnpack"].samples == 10 and rows["ExecuTorch fp32-xnnpack"].median_ms > 0
     assert rows["TorchScript CPU quant_none"].speedup_vs_cpu == 1.0 and rows["NNAPI quant_none"].speedup_vs_cpu == pytest.approx(40 / 30, rel=1e-3)
     assert rows["ExecuTorch int8-xnnpack"].speedup_vs_cpu == pytest.approx(20.0 / rows["ExecuTorch int8-xnnpack"].median_ms, rel=1e-2)
-    assert result.json_path.is_file() and "ExecuTorch fp32-xnnpack" in result.csv_path.read_text()
+    assert result.path.is_file() and "ExecuTorch fp32-xnnpack" in result.path.with_suffix(".csv").read_text()
 
 
 def test_a_tampered_program_is_never_pushed(inputs, tmp_path):
@@ -71,7 +70,7 @@ def test_a_tampered_program_is_never_pushed(inputs, tmp_path):
     (private / "mobilenetv2-int8-xnnpack.pte").write_bytes(b"\0\0\0\0ET12 changed")
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
         with pytest.raises(RecordError, match="does not match its manifest entry"):
-            deploy_pte(_settings(private, info, tmp_path / "res", server.port))
+            deploy_pte(private, info, tmp_path / "res", server.port)
         assert not devs["a"].path(ET_DIR).exists()
 
 
@@ -93,21 +92,21 @@ def test_a_failing_runner_is_a_failed_row_with_its_output(inputs, tmp_path):
             e.update(sha256=sha(bad), size=bad.stat().st_size)
     write_section(private, section)
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
-        result = deploy_pte(_settings(private, info, tmp_path / "res", server.port))
+        result = deploy_pte(private, info, tmp_path / "res", server.port)
     rows = {r.runtime: r for r in result.rows}
     assert rows["ExecuTorch fp32-portable"].status == "failed" and "ET12" in rows["ExecuTorch fp32-portable"].note
     assert rows["ExecuTorch fp32-xnnpack"].status == "ok"
     assert any("fp32-portable" in p for p in result.problems)
-    assert json.loads(result.json_path.read_text())["problems"]
+    assert json.loads(result.path.read_text())["problems"]
 
 
 def test_a_device_of_another_abi_is_reported_not_run(inputs, tmp_path):
     models, info = inputs
     props = {"ro.product.cpu.abi": "x86_64", "ro.product.cpu.abilist": "x86_64"}
     with adb_with_devices(tmp_path / "adb", {"x": {"props": props}}) as (server, devs):
-        result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        result = deploy_pte(models, info, tmp_path / "res", server.port)
         assert not devs["x"].path(ET_DIR).exists()
-    assert result.rows == [] and "the runner is arm64-v8a" in result.problems[0]
+    assert result.rows == [] and "cannot run a arm64-v8a binary" in result.problems[0]
 
 
 def test_cli_deploy_executorch_from_a_users_directory(inputs, tmp_path):
@@ -137,7 +136,7 @@ def test_a_runner_that_no_longer_matches_its_build_info_never_runs(inputs, tmp_p
     runner.write_bytes(runner.read_bytes() + b"\0patched")
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
         with pytest.raises(RecordError, match="no longer matches its build-info"):
-            deploy_pte(_settings(models, build / "build-info.json", tmp_path / "res", server.port))
+            deploy_pte(models, build / "build-info.json", tmp_path / "res", server.port)
         assert not devs["a"].path(ET_DIR).exists()
         log = devs["a"].state_dir / "device.log"
         assert not log.exists() or "executor_runner" not in log.read_text()
@@ -160,8 +159,8 @@ def test_each_project_has_its_own_directory_on_the_phone(inputs, tmp_path):
             e.update(sha256=sha(changed), size=changed.stat().st_size)
     write_section(other, section)
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
-        deploy_pte(_settings(models, info, tmp_path / "res1", server.port, project="one"))
-        deploy_pte(_settings(other, info, tmp_path / "res2", server.port, project="two"))
+        deploy_pte(models, info, tmp_path / "res1", server.port, project="one")
+        deploy_pte(other, info, tmp_path / "res2", server.port, project="two")
         one, two = devs["a"].path(f"{DIR}/one/executorch"), devs["a"].path(f"{DIR}/two/executorch")
         assert sha256_file(one / changed.name) == sha256_file(models / changed.name)
         assert sha256_file(two / changed.name) == sha256_file(changed)
@@ -172,19 +171,19 @@ def test_a_project_directory_another_run_holds_is_refused(inputs, tmp_path):
     for by nobody and overwritten by nobody."""
     import time
 
-    from deploy.lock import DeviceBusy, lock_path
+    from deploy.lock import lock_path
 
     models, info = inputs
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
         held = devs["a"].path(lock_path(f"{DIR}/{PROJECT}"))
         held.mkdir(parents=True)
         (held / "owner").write_text(f"4242 another-host {time.time():.0f} abcd\n")
-        with pytest.raises(DeviceBusy, match="another torchdroid run"):
-            deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        refused = deploy_pte(models, info, tmp_path / "res", server.port)
+        assert refused.rows == [] and "busy: another torchdroid run" in refused.problems[0]
         assert not devs["a"].path(ET_DIR).exists() and held.is_dir()
         held.joinpath("owner").unlink()
         held.rmdir()
-        deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        deploy_pte(models, info, tmp_path / "res", server.port)
         assert (devs["a"].path(ET_DIR) / "executor_runner").is_file()
         assert not held.exists()  # released after the run
 
@@ -197,9 +196,9 @@ def test_results_of_every_device_and_run_are_kept(inputs, tmp_path):
     res = tmp_path / "res"
     with adb_with_devices(tmp_path / "adb", {"a": {}, "b": {}}) as (server, devs):
         a, b = devs["a"].serial, devs["b"].serial
-        first = deploy_pte(_settings(models, info, res, server.port, serials=(a,)))
-        second = deploy_pte(_settings(models, info, res, server.port, serials=(b,)))
-    assert first.record.run_id == 1 and second.record.run_id == 2
+        first = deploy_pte(models, info, res, server.port, serials=(a,))
+        second = deploy_pte(models, info, res, server.port, serials=(b,))
+    assert first.run_id == 1 and second.run_id == 2
     runs = [PteDeployRecord.load(res, run=n) for n in PteDeployRecord.run_ids(res)]
     assert [r.serials() for r in runs] == [[a], [b]]
     assert [r.median_ms for r in runs[0].rows] == [r.median_ms for r in first.rows]

@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from deploy.executorch_bench import PteDeploySettings, deploy_pte, runner_command
-from tests.executorch_support.device import build_standin_runner, write_runtime_build_info
+from deploy.executorch_bench import runner_command
+from tests.executorch_support.device import build_standin_runner, deploy_executorch, write_runtime_build_info
 from tests.executorch_support.lane import copy_models
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.pte_results import PteDeployRecord
@@ -28,16 +28,15 @@ def runners(tmp_path_factory):
             "plain": build_standin_runner(root / "plain")}
 
 
-def _settings(models, info, results, port):
-    return PteDeploySettings(models=models, build_info=info, results=results, adb_port=port, warmup=1, iters=2,
-                             repeat=1, device_dir=DIR, project="proj", timeout=120)
+def deploy_pte(models, info, results, port):
+    return deploy_executorch(models, info, results, port, warmup=1, iters=2, repeat=1, device_dir=DIR, project="proj", timeout=120)
 
 
 def test_a_phone_with_an_event_tracer_runner_gives_per_operator_times(tiny_lane, runners, tmp_path):
     models = copy_models(tiny_lane[0], tmp_path / "models")
     info = write_runtime_build_info(tmp_path / "build", runners["tracer"], event_tracer=True)
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
-        result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        result = deploy_pte(models, info, tmp_path / "res", server.port)
         serial = devs["a"].serial
         left = [p.name for p in devs["a"].path(DIR + "/proj/executorch").iterdir() if p.name.endswith(".etdump")]
     assert not result.problems, result.problems
@@ -66,9 +65,9 @@ def test_a_runner_built_without_the_tracer_says_unknown_and_why(tiny_lane, runne
     models = copy_models(tiny_lane[0], tmp_path / "models")
     info = write_runtime_build_info(tmp_path / "build", runners["plain"], event_tracer=False)
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
-        result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        result = deploy_pte(models, info, tmp_path / "res", server.port)
     assert not result.problems and all(r.status == "ok" for r in result.rows)
-    ops = result.record.operators
+    ops = result.operators
     assert ops and all(o["status"] == "unknown" and "without ExecuTorch's event tracer" in o["reason"] for o in ops)
 
 

@@ -13,9 +13,8 @@ import shutil
 
 import pytest
 
-from deploy.executorch_bench import PteDeploySettings, deploy_pte
 from deploy.pte_numerics import Unprintable, output_command, parse_outputs
-from tests.executorch_support.device import build_standin_runner, write_runtime_build_info
+from tests.executorch_support.device import build_standin_runner, deploy_executorch, write_runtime_build_info
 from tests.executorch_support.lane import copy_models
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.numerics_records import NumericsRecord, numerics_path
@@ -32,9 +31,8 @@ def runners(tmp_path_factory):
     return {"new": build_standin_runner(root / "new"), "old": build_standin_runner(root / "old", print_all_output_bool=True)}
 
 
-def _settings(models, info, results, port):
-    return PteDeploySettings(models=models, build_info=info, results=results, adb_port=port, warmup=0, iters=1,
-                             repeat=1, device_dir=DIR, timeout=600)
+def deploy_pte(models, info, results, port):
+    return deploy_executorch(models, info, results, port, warmup=0, iters=1, repeat=1, device_dir=DIR, timeout=600)
 
 
 def test_the_runners_print_format_is_read_back_and_refused_when_incomplete():
@@ -57,11 +55,12 @@ def test_three_phones_one_runtime_off_one_silent(tiny_lane, runners, tmp_path):
               "off": {"env": {"ETR_OUTPUT_CACHE": cache, "ETR_OFF_PERCENT": "xnnpack:3"}},
               "silent": {"env": {"ETR_OUTPUT_CACHE": cache, "ETR_NO_OUTPUT": "tiny"}}}
     with adb_with_devices(tmp_path / "adb", phones) as (server, devs):
-        result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        result = deploy_pte(models, info, tmp_path / "res", server.port)
         serials = {name: d.serial for name, d in devs.items()}
         log = (devs["good"].state_dir / "device.log").read_text()
     assert not result.problems, result.problems
-    got = {(v.serial, v.file): v for v in result.numerics}
+    path = numerics_path(tmp_path / "res", "executorch-latest")
+    got = {(v.serial, v.file): v for v in NumericsRecord.load(path).verdicts}
     assert len(got) == 9
     for f in PROGRAMS:  # the good phone agrees on every program, on the four recorded reference inputs
         v = got[serials["good"], f]
@@ -78,9 +77,7 @@ def test_three_phones_one_runtime_off_one_silent(tiny_lane, runners, tmp_path):
     runs = re.findall(r"--model_path=tiny-fp32-portable\.pte --inputs=(tiny-input-\d\.bin) --print_output=all", log)
     assert runs == [f"tiny-input-{i}.bin" for i in range(4)]
     # the verdicts are a numerics record beside executorch-latest.json, which names it by hash
-    path = numerics_path(tmp_path / "res", "executorch-latest")
-    assert result.numerics_path == path and len(NumericsRecord.load(path).verdicts) == 9
-    assert PteDeployRecord.load(tmp_path / "res").numerics["file"] == path.name
+    assert result.numerics["file"] == path.name == PteDeployRecord.load(tmp_path / "res").numerics["file"]
     from deploy import numerics_report
 
     verdicts, why = numerics_report.load_executorch(tmp_path / "res")
@@ -93,10 +90,11 @@ def test_a_runner_without_print_output_is_unknown_and_says_why(tiny_lane, runner
     models = copy_models(tiny_lane[0], tmp_path / "models")
     info = write_runtime_build_info(tmp_path / "build", runners["old"])
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
-        result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        result = deploy_pte(models, info, tmp_path / "res", server.port)
     assert not result.problems and {r.status for r in result.rows} == {"ok"}  # the timings are unaffected
-    assert {v.verdict for v in result.numerics} == {"unknown"}
-    assert all("does not know --print_output=all" in v.reason for v in result.numerics)
+    verdicts = NumericsRecord.load(numerics_path(tmp_path / "res", "executorch-latest")).verdicts
+    assert {v.verdict for v in verdicts} == {"unknown"}
+    assert all("does not know --print_output=all" in v.reason for v in verdicts)
 
 
 def test_without_recorded_inputs_the_runners_all_ones_default_is_compared(tiny_lane, runners, tmp_path):
@@ -108,9 +106,9 @@ def test_without_recorded_inputs_the_runners_all_ones_default_is_compared(tiny_l
     write_section(models, section)
     info = write_runtime_build_info(tmp_path / "build", runners["new"])
     with adb_with_devices(tmp_path / "adb", {"a": {"env": {"ETR_OFF_PERCENT": "portable:5"}}}) as (server, devs):
-        result = deploy_pte(_settings(models, info, tmp_path / "res", server.port))
+        deploy_pte(models, info, tmp_path / "res", server.port)
         log = (devs["a"].state_dir / "device.log").read_text()
-    got = {v.file: v for v in result.numerics}
+    got = {v.file: v for v in NumericsRecord.load(numerics_path(tmp_path / "res", "executorch-latest")).verdicts}
     assert "--inputs" not in log and log.count("--print_output=all") == 3
     assert got["tiny-fp32-xnnpack.pte"].verdict == "agrees" and got["tiny-fp32-xnnpack.pte"].inputs == 1
     assert "all-ones" in got["tiny-fp32-xnnpack.pte"].reference

@@ -309,3 +309,18 @@ def test_a_foreign_sqlite_database_is_refused_and_left_byte_identical(tmp_path, 
         ResultStore(path).add_run("2026-01-02T00:00:00+00:00", "p", "abc", {}, ROWS)
     assert "is not a torchdroid results database" in str(e.value)
     assert hashlib.sha256(own.read_bytes()).hexdigest() == before
+
+
+def test_executorch_programs_use_deploys_statistics():
+    """Before: deploy-executorch computed its own p90 (nearest rank: 10 ms here); the one loop's statistics
+    (deploy.bench.summarize: every run's warm-up dropped, the p90 of toolchain.stats) give both formats the same numbers."""
+    from deploy.executorch_bench import program_stats
+    from toolchain.stats import percentile
+
+    def output(times):
+        return "\n".join(f"I executorch:executor_runner.cpp:123] Iteration {i} of {len(times)}: {t:f} ms"
+                         for i, t in enumerate(times, 1))
+
+    stats = program_stats([output([50.0, 1, 2, 3, 4, 5]), output([60.0, 6, 7, 8, 9, 10])], warmup=1)
+    assert (stats.samples, stats.runs, stats.min_ms, stats.median_ms) == (10, 2, 1.0, 5.5)
+    assert stats.p90_ms == pytest.approx(percentile(list(range(1, 11)), 90))

@@ -66,7 +66,7 @@ def test_an_explicit_path_is_used_as_given(given, tmp_path, monkeypatch):
 
 STAGES = {
     "convert": dict(weights="random"), "executorch_convert": dict(weights="random"), "host_bench": {},
-    "pte_bench": {}, "pte_deploy": {}, "verify": {}, "build_android": {}, "executorch_runtime": {},
+    "pte_bench": {}, "verify": {}, "build_android": {}, "executorch_runtime": {},
     "make_app": {}, "build_app": {}, "deploy": {}, "report": {},
 }
 
