@@ -184,28 +184,49 @@ class ShellResult:
 
 @functools.lru_cache(maxsize=None)
 def _adbutils():
-    """``(adbutils, Client)``: the library, imported on first use, and its client with three changes:
+    """``(adbutils, Client)``: the library, imported on first use, and its client with these changes:
 
     - it never starts an adb server: adbutils runs `adb start-server` when none answers, and torchdroid only
       talks to the servers the user runs (and says how to start one);
-    - it connects with ``socket.create_connection`` (IPv6 addresses and a connect timeout) and closes without
-      adbutils' 10 ms sleep (every answer is read before a connection is closed; a deploy opens a few per file);
+    - it connects with ``socket.create_connection`` (IPv6 addresses and a connect timeout), sets TCP_NODELAY
+      (adbutils sends a sync DATA header, its data and DONE in separate small writes: with Nagle's algorithm the
+      last one waited for the server's delayed ACK, ~40 ms per file) and closes without adbutils' 10 ms sleep
+      (every answer is read before a connection is closed; a deploy opens a few per file);
+    - a ``send`` on its socket sends every byte: adbutils' sync push ignores what ``send`` returns, and on a socket
+      with a timeout ``send`` may take only part of a buffer;
     - the server's version, which adbutils asks before every transport, is asked once per client.
     """
     import adbutils
     from adbutils.errors import AdbConnectionError
+
+    class SendAll:
+        def __init__(self, sock: socket.socket):
+            self.sock = sock
+
+        def send(self, data: bytes) -> int:
+            self.sock.sendall(data)
+            return len(data)
+
+        def __getattr__(self, name: str):
+            return getattr(self.sock, name)
 
     class Connection(adbutils.AdbConnection):
         def __init__(self, host: str, port: int, connect_timeout: float):
             self._address = (host, port, connect_timeout)
             super().__init__(host, port)
 
+        @property
+        def conn(self) -> SendAll:
+            return SendAll(super().conn)
+
         def _safe_connect(self) -> socket.socket:
             host, port, connect_timeout = self._address
             try:
-                return socket.create_connection((host, port), timeout=connect_timeout)
+                sock = socket.create_connection((host, port), timeout=connect_timeout)
             except OSError as e:
                 raise AdbConnectionError(f"connect to adb server failed: {e}") from e
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
 
         def close(self) -> None:
             if not self.closed:
