@@ -117,16 +117,25 @@ class LocalHashes:
         st = os.stat(path)  # every time: a file changed meanwhile gets another key
         return f"{Path(path).resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}|{algo}"
 
-    def get(self, path: Path, algo: str) -> Tuple[str, str]:
-        """``(sha256, <algo> digest)`` of the file (two workers asking at once may both compute it: harmless)."""
+    def lookup(self, path: Path, algo: str) -> Tuple[str, Optional[Tuple[str, str]]]:
+        """``(key, (sha256, <algo> digest) or None)``: what is known of the file now, without reading it."""
         key = self._key(path, algo)
         with self._lock:
             hit = self._known.get(key) or self._cached.get(key)
+        return key, (hit[0], hit[1]) if hit else None
+
+    def store(self, key: str, digests: Tuple[str, str]) -> None:
+        """Remember the digests of the file as it was when ``lookup`` gave ``key`` (e.g. hashed while pushed)."""
+        with self._lock:
+            self._known[key] = digests
+
+    def get(self, path: Path, algo: str) -> Tuple[str, str]:
+        """``(sha256, <algo> digest)`` of the file (two workers asking at once may both compute it: harmless)."""
+        key, hit = self.lookup(path, algo)
         if hit is None:
             hit = file_digests(Path(path), algo)
-            with self._lock:
-                self._known[key] = hit
-        return hit[0], hit[1]
+            self.store(key, hit)
+        return hit
 
     def close(self) -> None:
         """Write the cache (when one was loaded) with the digests of this deploy."""
