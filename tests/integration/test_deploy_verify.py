@@ -106,3 +106,25 @@ def test_a_serial_the_server_does_not_know_is_a_device_error(tmp_path):
         with pytest.raises(DeviceError) as e:
             dev.shell("true")
         assert "lost the connection to no-such-phone" in str(e.value) and "not found" in str(e.value)
+
+
+def test_the_virtual_device_refuses_a_sync_data_packet_above_64_kb(tmp_path):
+    """docs/facts.md DS5: the fixture refuses what adbd refuses, so pushing larger packets fails here as on a phone;
+    the device's FAIL is reported as a refusal."""
+    class OnePacket:  # what adbutils' sync push reads: one DATA packet of ``size`` bytes
+        def __init__(self, size: int):
+            self.chunks = [b"x" * size]
+
+        def read(self, n: int = -1) -> bytes:
+            return self.chunks.pop() if self.chunks else b""
+
+        def close(self) -> None:
+            pass
+
+    with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
+        dev = AdbServer(port=server.port).device(devs["d"].serial)
+        dev.push(OnePacket(64 * 1024), f"{DEVICE_DIR}/ok.bin", 0o644, "ok.bin")
+        assert (devs["d"].path(DEVICE_DIR) / "ok.bin").stat().st_size == 64 * 1024
+        with pytest.raises(DeviceError) as e:
+            dev.push(OnePacket(64 * 1024 + 1), f"{DEVICE_DIR}/big.bin", 0o644, "big.bin")
+        assert f"{devs['d'].serial} refused {DEVICE_DIR}/big.bin" in str(e.value)
