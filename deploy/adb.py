@@ -1,25 +1,20 @@
 """The adb tool: the adb servers of a run (addresses resolved once) and the devices on them.
 
-Every call has a timeout; shell commands go through shell_v2 so the remote exit
-code is always checked; file pushes use our own sync client (64 KiB chunks, four
-per sendmsg(2), a socket timeout, a byte counter, pipelined SENDs).  The host protocol is spoken
-here directly (HostConnection): a few dozen lines, no import cost, no sleep on close.
+adbutils is the adb client (imported on first use: it takes ~0.6 s): devices, shell_v2 with exit codes, sync
+push, ``pm install``.  This module resolves the servers' addresses, gives every call a timeout and turns
+adbutils' exceptions into torchdroid's errors (what failed, why, what to do).
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import logging
 import os
 import re
 import shlex
 import socket
-import stat as _stat
-import struct
-import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import BinaryIO, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, ToolFailed, ToolNotFound, UsageError
 
@@ -27,9 +22,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 5037
 _SPLIT = "--torchdroid-df--"
-SYNC_CHUNK = 64 * 1024  # the sync protocol's maximum DATA size
-SEND_GROUP = 16  # DATA packets per sendmsg(2): 1 MB, an adb packet's payload (4 took more CPU here and in the adb server)
-_DATA = struct.Struct("<4sI")  # a sync DATA header: b"DATA", length
 STATE_REMEDIES = {
     "unauthorized": "unlock the phone and accept the \"Allow USB debugging?\" prompt (tick \"Always allow\"); "
                     "if no prompt appears: `adb kill-server`, replug the cable, and revoke/re-grant "
@@ -190,40 +182,74 @@ class ShellResult:
         return self.output.splitlines()[-n:]
 
 
-class AdbFailure(Exception):
-    """The adb server answered FAIL (e.g. "device 'X' not found", "device offline")."""
+@functools.lru_cache(maxsize=None)
+def _adbutils():
+    """``(adbutils, Client)``: the library, imported on first use, and its client with these changes:
 
+    - it never starts an adb server: adbutils runs `adb start-server` when none answers, and torchdroid only
+      talks to the servers the user runs (and says how to start one);
+    - it connects with ``socket.create_connection`` (IPv6 addresses and a connect timeout), sets TCP_NODELAY
+      (adbutils sends a sync DATA header, its data and DONE in separate small writes: with Nagle's algorithm the
+      last one waited for the server's delayed ACK, ~40 ms per file) and closes without adbutils' 10 ms sleep
+      (every answer is read before a connection is closed; a deploy opens a few per file);
+    - a ``send`` on its socket sends every byte: adbutils' sync push ignores what ``send`` returns, and on a socket
+      with a timeout ``send`` may take only part of a buffer;
+    - the server's version, which adbutils asks before every transport, is asked once per client.
+    """
+    import adbutils
+    from adbutils.errors import AdbConnectionError
 
-class HostConnection:
-    """One connection to an adb server speaking its host protocol: a 4-hex-digit length and a request,
-    answered OKAY or FAIL + message (adb's protocol.txt).  Our own instead of adbutils' because that one
-    sleeps 10 ms on every close, and a deploy makes a few connections on its critical path per device."""
+    class SendAll:
+        def __init__(self, sock: socket.socket):
+            self.sock = sock
 
-    def __init__(self, host: str, port: int, timeout: float):
-        self.conn = socket.create_connection((host, port), timeout=min(timeout, 10.0))
-        self.conn.settimeout(timeout)
-        self.conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        def send(self, data: bytes) -> int:
+            self.sock.sendall(data)
+            return len(data)
 
-    def request(self, text: str) -> None:
-        raw = text.encode()
-        self.conn.sendall(b"%04x" % len(raw) + raw)
-        status = _recv_exact(self.conn, 4)
-        if status == b"FAIL":
-            raise AdbFailure(self.read_block())
-        if status != b"OKAY":
-            raise AdbFailure(f"unexpected answer {status!r} to {text.split(':', 1)[0]}")
+        def __getattr__(self, name: str):
+            return getattr(self.sock, name)
 
-    def read_block(self) -> str:
-        return _recv_exact(self.conn, int(_recv_exact(self.conn, 4), 16)).decode("utf-8", "replace")
+    class Connection(adbutils.AdbConnection):
+        def __init__(self, host: str, port: int, connect_timeout: float):
+            self._address = (host, port, connect_timeout)
+            super().__init__(host, port)
 
-    def close(self) -> None:
-        self.conn.close()
+        @property
+        def conn(self) -> SendAll:
+            return SendAll(super().conn)
 
-    def __enter__(self) -> "HostConnection":
-        return self
+        def _safe_connect(self) -> socket.socket:
+            host, port, connect_timeout = self._address
+            try:
+                sock = socket.create_connection((host, port), timeout=connect_timeout)
+            except OSError as e:
+                raise AdbConnectionError(f"connect to adb server failed: {e}") from e
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+        def close(self) -> None:
+            if not self.closed:
+                self.conn.close()
+            super().close()  # nothing left to shut down: no sleep
+
+    class Client(adbutils.AdbClient):
+        def __init__(self, host: str, port: int, timeout: float):
+            super().__init__(host, port, socket_timeout=timeout)
+            self.timeout = timeout
+            self._version: Optional[int] = None
+
+        def make_connection(self, timeout: Optional[float] = None) -> Connection:
+            c = Connection(self.host, self.port, min(timeout or self.timeout, 10.0))
+            c.conn.settimeout(timeout or self.timeout)
+            return c
+
+        def server_version(self) -> int:
+            if self._version is None:
+                self._version = super().server_version()
+            return self._version
+
+    return adbutils, Client
 
 
 class AdbServer:
@@ -235,6 +261,7 @@ class AdbServer:
         self.host = self.address.host
         self.port = self.address.port
         self.timeout = timeout
+        self._client = None
 
     @classmethod
     def locate(cls, host: str, port: Optional[int], timeout: float = 30.0) -> "AdbServer":
@@ -242,16 +269,20 @@ class AdbServer:
         server.verify()
         return server
 
-    def connect(self, timeout: Optional[float] = None) -> HostConnection:
-        return HostConnection(self.host, self.port, timeout or self.timeout)
+    def client(self, timeout: Optional[float] = None):
+        """An adbutils client of this server (``timeout``: a new one with that socket timeout)."""
+        if timeout is not None:
+            return _adbutils()[1](self.host, self.port, timeout)
+        if self._client is None:
+            self._client = _adbutils()[1](self.host, self.port, self.timeout)
+        return self._client
 
     def verify(self, connect_timeout: float = 5.0) -> int:
         """Return the server's version; refuse politely when nothing listens."""
+        adbutils = _adbutils()[0]
         try:
-            with self.connect(connect_timeout) as c:
-                c.request("host:version")
-                return int(c.read_block(), 16)
-        except (OSError, EOFError, ValueError, AdbFailure) as e:
+            return self.client(connect_timeout).server_version()
+        except (OSError, EOFError, ValueError, adbutils.AdbError) as e:
             raise ToolNotFound(
                 f"no adb server answers on {self.address} (from {self.address.source})",
                 cause=f"{type(e).__name__}: {e}",
@@ -262,17 +293,9 @@ class AdbServer:
             ) from e
 
     def devices(self) -> Dict[str, str]:
-        """``{serial: state}`` for every device the server knows, including unusable ones (``no permissions
-        (…udev…)`` is reported as ``no permissions``)."""
-        with self.connect() as c:
-            c.request("host:devices")
-            text = c.read_block()
-        out = {}
-        for line in text.splitlines():
-            serial, _, state = line.partition("\t")
-            if serial and state:
-                out[serial] = state.split(" (")[0].split(";")[0].strip()
-        return out
+        """``{serial: state}`` for every device the server knows, including unusable ones."""
+        # adbutils splits adb's lines on blanks: "no permissions (...udev...)" arrives as "no"
+        return {d.serial: "no permissions" if d.state == "no" else d.state for d in self.client().list()}
 
     def device(self, serial: str, timeout: float = 120.0) -> "Device":
         return Device(self, serial, timeout)
@@ -287,59 +310,41 @@ def state_error(serial: str, state: str) -> DeviceError:
 
 
 class Device:
-    """One device: shell with exit codes, getprop, and a sync client with timeouts."""
+    """One device: shell with exit codes (shell_v2), getprop, sync push and ``pm install``, all with timeouts."""
 
     def __init__(self, server: AdbServer, serial: str, timeout: float = 120.0):
         self.server = server
         self.serial = serial
         self.timeout = timeout
+        self._device = None
 
-    def transport(self, service: str, timeout: Optional[float] = None) -> HostConnection:
-        """A connection to ``service`` (``shell,v2:…``, ``sync:``) on this device, through its server."""
-        c = self.server.connect(timeout or self.timeout)
-        try:
-            c.request(f"host:transport:{self.serial}")
-            c.request(service)
-            return c
-        except BaseException:
-            c.close()
-            raise
-
-    # ------------------------------------------------------------------ shell
-
-    def _shell_v2(self, command: str, timeout: float) -> Tuple[int, str]:
-        """Run ``command`` with the shell_v2 protocol: (exit code, stdout and stderr as they came)."""
-        deadline = time.monotonic() + timeout
-        out = bytearray()
-        with self.transport(f"shell,v2:{command}", timeout) as c:
-            while True:
-                head = _recv_exact(c.conn, 5)
-                data = _recv_exact(c.conn, struct.unpack("<I", head[1:])[0])
-                if head[0] in (1, 2):  # stdout, stderr
-                    out += data
-                elif head[0] == 3:  # exit code
-                    return (data[0] if data else 255), out.decode("utf-8", "replace")
-                if time.monotonic() > deadline:
-                    raise socket.timeout(f"no exit code within {timeout:g}s")
+    @property
+    def adbutils(self):
+        """This device as an ``adbutils.AdbDevice``."""
+        if self._device is None:
+            self._device = self.server.client().device(self.serial)
+        return self._device
 
     def shell(self, command: str, timeout: Optional[float] = None, check: bool = False, what: str = "") -> ShellResult:
+        adbutils = _adbutils()[0]
+        timeout = timeout or self.timeout
         log.debug("[%s] $ %s", self.serial, command)
         try:
-            code, output = self._shell_v2(command, timeout or self.timeout)
-        except socket.timeout as e:
+            res = self.adbutils.shell2(command, timeout=timeout, v2=True)
+        except adbutils.AdbTimeout as e:
             raise ToolFailed(
-                f"`{command}` on {self.serial} did not finish within {timeout or self.timeout:g}s",
+                f"`{command}` on {self.serial} did not finish within {timeout:g}s",
                 cause=str(e),
                 remedy="raise deploy.timeout, or check the device with `adb -s "
                        f"{self.serial} shell` (is it asleep or overloaded?)",
             ) from e
-        except (AdbFailure, OSError, EOFError) as e:
+        except (adbutils.AdbError, OSError, EOFError) as e:
             raise DeviceError(
                 f"lost the connection to {self.serial} while running `{command}`",
                 cause=f"{type(e).__name__}: {e}",
                 remedy="reconnect the device (`adb devices` should list it as `device`) and run the deploy again",
             ) from e
-        result = ShellResult(command, code, output)
+        result = ShellResult(command, res.returncode, res.output)
         log.debug("[%s] exit %d: %s", self.serial, result.code, result.output[-2000:])
         if check and not result.ok:
             raise ToolFailed(
@@ -358,160 +363,42 @@ class Device:
         df, _, then_out = rest.partition(_SPLIT)
         return parse_getprop(props), df, then_out
 
-    # ------------------------------------------------------------------ sync
-
-    def _sync(self) -> HostConnection:
+    def push(self, source: BinaryIO, remote: str, mode: int, name: str) -> None:
+        """Send what ``source`` reads to ``remote`` (sync SEND, as `adb push`) and wait for the device's answer;
+        ``name``: the local file's name, for messages."""
+        adbutils = _adbutils()[0]
         try:
-            return self.transport("sync:")
-        except (AdbFailure, OSError, EOFError) as e:
-            raise DeviceError(f"cannot open a sync connection to {self.serial}", cause=f"{type(e).__name__}: {e}",
-                              remedy="reconnect the device (`adb devices` should list it as `device`) and deploy "
-                                     "again") from e
-
-    def sync_session(self) -> "SyncSession":
-        """One sync connection for several pushes (opening one costs a round trip through the server)."""
-        return SyncSession(self)
-
-
-class SyncSession:
-    """A sync connection to one device, opened on first use; every SEND on it is checked (OKAY/FAIL).
-
-    ``send`` does not wait for the device's answer (adb's own push pipelines the same way): a caller
-    that sends several files reads the answers with ``reply``, in order, from another thread, so the
-    link never idles for a round trip between files.
-    """
-
-    def __init__(self, device: Device):
-        self.device = device
-        self._c = None
-        self._aborted = False  # after a failure the session stays closed (no silent new connection)
-        self._views: Optional[List[memoryview]] = None  # the send buffers, made on first use
-
-    def __enter__(self) -> "SyncSession":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._c is not None:
-            c, self._c = self._c, None
-            try:
-                c.conn.sendall(b"QUIT" + b"\0" * 4)
-            except OSError:
-                pass
-            c.close()
-
-    def abort(self) -> None:
-        """Drop the connection without a goodbye (after a failure it is in no known state)."""
-        self._aborted = True
-        c, self._c = self._c, None
-        if c is not None:
-            with contextlib.suppress(OSError):
-                c.conn.shutdown(socket.SHUT_RDWR)
-            c.close()
-
-    def send(self, local: Path, remote: str, mode: int = 0o644,
-             on_bytes: Optional[Callable[[int], None]] = None) -> Tuple[int, int]:
-        """SEND ``local`` as ``remote`` without waiting for the answer; return the bytes sent and the mtime
-        sent with DONE (the device gives the file that modification time, as `adb push` does).
-
-        The file is read into SEND_GROUP reused 64 KB buffers and each group goes out with one sendmsg(2):
-        no new bytes objects and no joined copy per packet (the host sends to every device at once).  (With
-        sendfile(2) per DATA packet this process used a little less CPU, but the adb server, which receives
-        it, more: measured, see docs/deploy.md.)
-        """
-        serial = self.device.serial
-        sent = 0
-        if self._aborted:
-            raise _interrupted(serial, Path(local).name, 0, EOFError("the sync connection was dropped after a failure"))
-        if self._c is None:
-            self._c = self.device._sync()
-        try:
-            raw = f"{remote},{_stat.S_IFREG | mode}".encode()
-            sock = self._c.conn
-            sock.sendall(b"SEND" + struct.pack("<I", len(raw)) + raw)
-            if self._views is None:
-                self._views = [memoryview(bytearray(SYNC_CHUNK)) for _ in range(SEND_GROUP)]
-            with open(local, "rb", buffering=0) as f:
-                while True:
-                    frames = []
-                    for view in self._views:
-                        n = f.readinto(view)
-                        if not n:
-                            break
-                        frames += (_DATA.pack(b"DATA", n), view[:n])
-                    if not frames:
-                        break
-                    _send_frames(sock, frames)
-                    group = sum(len(x) for x in frames[1::2])
-                    sent += group
-                    if on_bytes:
-                        on_bytes(group)
-            mtime = int(time.time())
-            sock.sendall(b"DONE" + struct.pack("<I", mtime))
-            return sent, mtime
-        except (OSError, EOFError, AttributeError) as e:  # AttributeError: aborted by the reply reader
-            self.abort()
-            raise _interrupted(serial, Path(local).name, sent, e) from e
-
-    def reply(self, remote: str, name: Optional[str] = None) -> None:
-        """Read the device's answer to the oldest SEND not answered yet (of ``remote``, the file ``name``);
-        raise DeviceError unless OKAY."""
-        serial = self.device.serial
-        c = self._c
-        try:
-            if c is None:
-                raise EOFError("the sync connection is closed")
-            reply = _recv_exact(c.conn, 8)
-            if reply[:4] == b"FAIL":
-                n = struct.unpack("<I", reply[4:])[0]
-                msg = _recv_exact(c.conn, n).decode("utf-8", "replace")
-                self.abort()
+            self.adbutils.sync.push(source, remote, mode)
+        except (adbutils.AdbError, OSError, EOFError) as e:
+            if str(e) == "FAIL":  # the device answered, and said no
                 raise DeviceError(
-                    f"{serial} refused {remote}",
-                    cause=msg,
+                    f"{self.serial} refused {remote}",
+                    cause="the device's sync service answered FAIL",
                     remedy="check the device directory (deploy.device_dir) is writable: "
-                           f"adb -s {serial} shell ls -ld {shlex.quote(str(Path(remote).parent))}",
-                )
-            if reply[:4] != b"OKAY":
-                self.abort()
-                raise DeviceError(f"unexpected sync reply {reply[:4]!r} from {serial} after pushing {remote}")
-        except (OSError, EOFError) as e:
-            self.abort()
-            raise _interrupted(serial, name or Path(remote).name, None, e) from e
+                           f"adb -s {self.serial} shell ls -ld {shlex.quote(remote.rsplit('/', 1)[0])}",
+                ) from e
+            raise DeviceError(
+                f"the push of {name} to {self.serial} was interrupted",
+                cause=f"{type(e).__name__}: {e}",
+                remedy="reconnect the device and run `invoke deploy` again: finished files are skipped and "
+                       "nothing half-pushed is ever left under a final name",
+            ) from e
 
-
-def _interrupted(serial: str, name: str, sent: Optional[int], e: BaseException) -> DeviceError:
-    after = f" after {sent} bytes" if sent is not None else ""
-    return DeviceError(
-        f"the push of {name} to {serial} was interrupted{after}",
-        cause=f"{type(e).__name__}: {e}",
-        remedy="reconnect the device and run `invoke deploy` again: finished files are skipped and "
-               "nothing half-pushed is ever left under a final name",
-    )
-
-
-def _send_frames(sock: socket.socket, frames: List) -> None:
-    """Send ``frames`` (bytes and memoryviews) in order with sendmsg(2), however many calls it takes."""
-    while frames:
-        k = sock.sendmsg(frames)
-        while frames and k >= len(frames[0]):
-            k -= len(frames[0])
-            frames = frames[1:]
-        if frames and k:
-            frames = [memoryview(frames[0])[k:], *frames[1:]]
-
-
-def _recv_exact(sock, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise EOFError(f"connection closed after {len(out)} of {n} bytes")
-        out += chunk
-    return bytes(out)
-
+    def install(self, remote: str) -> Optional[str]:
+        """``pm install -r -t REMOTE``: None when it succeeded, else what pm printed.  (adbutils' install_remote;
+        never its install(), which uninstalls an app signed with another key, and with it the app's data.)"""
+        adbutils = _adbutils()[0]
+        try:
+            self.adbutils.install_remote(remote, flags=["-r", "-t"])
+        except adbutils.AdbInstallError as e:
+            return e.output
+        except (adbutils.AdbError, OSError, EOFError) as e:
+            raise DeviceError(
+                f"lost the connection to {self.serial} while installing {remote}",
+                cause=f"{type(e).__name__}: {e}",
+                remedy="reconnect the device (`adb devices` should list it as `device`) and run the deploy again",
+            ) from e
+        return None
 
 def parse_getprop(out: str) -> Dict[str, str]:
     props = {}

@@ -27,7 +27,7 @@ from .adb import Device, state_error
 from .environment import READ_COMMAND, SECTION, Conditions, parse_snapshot, throttle_warnings
 from .executorch_bench import BUILD, run_programs
 from .install import install_apk
-from .lock import Attempt, Held, answer, device_lock, lock_path, new_owner, take_command
+from .lock import Attempt, answer, device_lock, lock_path, new_owner, take_command
 from .plan import DeployPlan, DeploySettings
 from .preflight import DeviceFacts, check_abi, check_page_size, check_space, parse_df_available, parse_page_size
 from .push import PushItem, parse_state, push_all, state_command
@@ -95,14 +95,13 @@ def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: Deplo
     run = DeviceRun(target.server.device(target.serial, s.timeout), rep, s, plan, directory, status,
                     cancel=cancel or threading.Event())
     attempt = probe(run)
-    with device_lock(run.dev, directory, attempt) as held:
+    with device_lock(run.dev, directory, attempt):
         if answer(attempt.output) is not None:  # the lock was taken after a wait: read the directory again
             run.there = run.dev.shell(state_command(directory, _candidates(run)), check=True,
                                       what=f"reading {directory}").output
         check(run)
         run.go_on()
-        last = run.plan.binary is None and run.plan.app is None and run.plan.executorch is None
-        push(run, held if last else None)  # the push is all: it unlocks
+        push(run)
         run.go_on()
         install(run)
         bench_binary(run)
@@ -200,9 +199,8 @@ def _bytes_needed(run: DeviceRun) -> int:
 # --------------------------------------------------------------------------- push and install
 
 
-def push(run: DeviceRun, release: Optional[Held] = None) -> None:
-    """The files to the device directory; ``release``: the directory's lock, when nothing follows the push
-    under it (push_all's last verify call removes it)."""
+def push(run: DeviceRun) -> None:
+    """The files to the device directory."""
     items = _push_items(run)
     if not items:
         return
@@ -217,7 +215,7 @@ def push(run: DeviceRun, release: Optional[Held] = None) -> None:
 
     existing = parse_state(run.dev, run.directory, run.there, [it.name for it in items])
     outcomes = push_all(run.dev, run.directory, items, on_progress=run.status, on_bytes=on_bytes, existing=existing,
-                        hashes=run.plan.hashes, release=release)
+                        hashes=run.plan.hashes)
     rep = run.rep
     rep.pushed_bytes = sum(o.bytes for o in outcomes)
     rep.pushed_files = sum(o.pushed for o in outcomes)

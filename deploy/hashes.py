@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
@@ -89,21 +88,16 @@ def file_digests(path: Path, algo: str) -> Tuple[str, str]:
 class LocalHashes:
     """The host's digests of local files, computed once per deploy and shared by every device worker.
 
-    ``request`` starts the computation in a background thread (hashlib releases the GIL), so a
-    worker asks for every file it is about to send and collects the digests only when the file is
-    on the device: the hashing overlaps the sending.  A file is keyed by path, size, mtime, ctime and
-    inode, so a file replaced or rewritten (even with its old mtime: the ctime changes) is hashed again.
-
-    With ``cache`` (a JSON file of this host's digests, see ``load``), a file whose key is unchanged
-    since an earlier deploy is not read again (rsync's quick check, with ctime and inode).  A wrong
-    cached digest cannot put a wrong file in place: the device checks what arrived against it.
+    A file is keyed by path, size, mtime, ctime and inode, so a file replaced or rewritten (even with its old
+    mtime: the ctime changes) is hashed again.  With ``cache`` (a JSON file of this host's digests, see ``load``),
+    a file whose key is unchanged since an earlier deploy is not read again (rsync's quick check, with ctime and
+    inode).  A wrong cached digest cannot put a wrong file in place: the device checks what arrived against the
+    bytes sent.
     """
 
-    def __init__(self, workers: int = 1, cache: Optional[Path] = None):
+    def __init__(self, cache: Optional[Path] = None):
         self._lock = threading.Lock()
-        self._futures: Dict[tuple, Future] = {}
-        self._real: Dict[Path, str] = {}
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="local-hash")
+        self._known: Dict[str, Tuple[str, str]] = {}
         self._cache_path: Optional[Path] = None
         self._cached: Dict[str, list] = {}
         if cache is not None:
@@ -118,38 +112,36 @@ class LocalHashes:
         except (OSError, ValueError, AttributeError):
             self._cached = {}
 
-    def _key(self, path: Path, algo: str) -> str:
+    @staticmethod
+    def _key(path: Path, algo: str) -> str:
         st = os.stat(path)  # every time: a file changed meanwhile gets another key
-        real = self._real.get(path)
-        if real is None:  # resolve() costs a system call per path component: once per path and deploy
-            real = self._real[path] = str(Path(path).resolve())
-        return f"{real}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}|{algo}"
+        return f"{Path(path).resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}|{algo}"
 
-    def request(self, path: Path, algo: str) -> Future:
+    def lookup(self, path: Path, algo: str) -> Tuple[str, Optional[Tuple[str, str]]]:
+        """``(key, (sha256, <algo> digest) or None)``: what is known of the file now, without reading it."""
         key = self._key(path, algo)
         with self._lock:
-            fut = self._futures.get(key)
-            if fut is None:
-                hit = self._cached.get(key)
-                if hit is not None:
-                    fut = Future()
-                    fut.set_result((hit[0], hit[1]))
-                else:
-                    fut = self._pool.submit(file_digests, Path(path), algo)
-                self._futures[key] = fut
-        return fut
+            hit = self._known.get(key) or self._cached.get(key)
+        return key, (hit[0], hit[1]) if hit else None
+
+    def store(self, key: str, digests: Tuple[str, str]) -> None:
+        """Remember the digests of the file as it was when ``lookup`` gave ``key`` (e.g. hashed while pushed)."""
+        with self._lock:
+            self._known[key] = digests
 
     def get(self, path: Path, algo: str) -> Tuple[str, str]:
-        return self.request(path, algo).result()
+        """``(sha256, <algo> digest)`` of the file (two workers asking at once may both compute it: harmless)."""
+        key, hit = self.lookup(path, algo)
+        if hit is None:
+            hit = file_digests(Path(path), algo)
+            self.store(key, hit)
+        return hit
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        """Write the cache (when one was loaded) with the digests of this deploy."""
         if self._cache_path is None:
             return
-        files = dict(self._cached)
-        for key, fut in self._futures.items():
-            if fut.done() and fut.exception() is None:
-                files[key] = list(fut.result())
+        files = {**self._cached, **{k: list(v) for k, v in self._known.items()}}
         files = dict(list(files.items())[-1000:])  # bounded: the newest entries
         try:
             atomic_write_text(self._cache_path, json.dumps({"kind": "torchdroid.local-hashes", "files": files}))

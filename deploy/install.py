@@ -91,9 +91,9 @@ def install_apk(device: Device, directory: str, apk: Path, package: str) -> bool
     if check.output.strip() == pushed.sha256:
         log.info("[%s] %s is already installed from this APK", device.serial, package)
         return False
-    res = device.shell(f"pm install -r -t {shlex.quote(pushed.remote)}", timeout=300)
-    if not res.ok or "Success" not in res.output:
-        raise install_error(device.serial, package, res.output)
+    failure = device.install(pushed.remote)
+    if failure is not None:
+        raise install_error(device.serial, package, failure)
     device.shell(f"echo {pushed.sha256} > {qmarker}", check=True, what="recording the installed APK")
     log.info("[%s] installed %s", device.serial, package)
     return True

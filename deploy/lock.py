@@ -16,7 +16,7 @@ import shlex
 import socket
 import time
 from dataclasses import dataclass
-from typing import Iterator, List, NamedTuple, Optional
+from typing import Iterator, NamedTuple, Optional
 
 from toolchain.errors import DeviceError, ToolFailed, TorchdroidError
 from toolchain.fsutil import pid_alive
@@ -63,18 +63,11 @@ def lock_path(directory: str) -> str:
 
 
 class Held:
-    """A lock this run holds.  ``command``: the shell words that remove it (and ``also``: names a user of the
-    lock left next to it, removed with it); a caller that runs them in a shell call it makes anyway (push's last
-    verify, when nothing follows it under the lock) marks it ``released``, and the separate unlock is skipped."""
+    """A lock this run holds: who took it, and where."""
 
     def __init__(self, owner: Owner, path: str):
         self.owner = owner
         self.path = path
-        self.also: List[str] = []  # shell words (quoted paths or globs)
-        self.released = False
-
-    def command(self) -> str:
-        return " ".join(["rm -rf", shlex.quote(self.path), *self.also])
 
 
 def is_stale(owner: Optional[Owner], now: float, host: str) -> bool:
@@ -140,8 +133,7 @@ def device_lock(device: Device, directory: str, attempt: Optional[Attempt] = Non
     """Hold the lock of ``directory`` on ``device`` for the block; DeviceBusy when another run holds it.
 
     ``attempt``: the first try was made already, in a round trip the caller made anyway (take_command);
-    whatever it took is released at the end of the block like a lock taken here, unless the block released
-    it already (``Held.released``: the last shell call of the block ran ``Held.command()``).
+    whatever it took is released at the end of the block like a lock taken here.
     """
     path = lock_path(directory)
     me = attempt.owner if attempt is not None else new_owner()
@@ -180,6 +172,5 @@ def device_lock(device: Device, directory: str, attempt: Optional[Attempt] = Non
         yield held_lock
     finally:
         _HELD.discard(me.token)
-        if not held_lock.released:
-            with contextlib.suppress(TorchdroidError):
-                device.shell(held_lock.command())
+        with contextlib.suppress(TorchdroidError):
+            device.shell(f"rm -rf {shlex.quote(path)}")

@@ -25,12 +25,14 @@ def server_port(port: Optional[int]) -> int:
 
 
 def answers(host: str, port: int, timeout: float = 2.0) -> bool:
-    """Does an adb server answer ``host:version`` on ``host:port``?"""
+    """Does an adb server answer (its version) on ``host:port``?"""
+    from deploy.adb import AdbServer
+    from toolchain.errors import TorchdroidError
+
     try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.sendall(b"000chost:version")
-            return s.recv(4) == b"OKAY"
-    except OSError:
+        AdbServer(host, port).verify(timeout)
+        return True
+    except TorchdroidError:
         return False
 
 

@@ -165,11 +165,11 @@ def test_benchmark_under_gatord(tmp_path, standin):
 
 
 def test_no_adb_server_says_how_to_start_one(tmp_path, standin):
-    from tests.virtual_device.harness import free_port
+    from tests.virtual_device.harness import dead_port
 
     inp = make_inputs(tmp_path / "in", standin=standin, modes=("none",))
-    with pytest.raises(ToolNotFound) as e:
-        deploy(settings(inp, tmp_path, free_port()))
+    with dead_port() as port, pytest.raises(ToolNotFound) as e:
+        deploy(settings(inp, tmp_path, port))
     assert "no adb server answers on 127.0.0.1:" in str(e.value) and "adb start-server" in str(e.value)
 
 

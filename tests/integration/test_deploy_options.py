@@ -12,7 +12,7 @@ import pytest
 
 from tests.deploy_support.fixtures import APP_ID, make_apk, make_inputs
 from tests.deploy_support.fixtures import invoke_cli as invoke
-from tests.virtual_device.harness import adb_with_devices, free_port
+from tests.virtual_device.harness import adb_with_devices, dead_port
 from toolchain.fsutil import sha256_file
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
@@ -76,39 +76,39 @@ def test_serial_variant_binary_apk_and_parallel_devices(tmp_path, standin):
 
 def test_config_file_keys_and_an_unknown_serial(tmp_path, standin):
     inp = make_inputs(tmp_path / "in", standin=standin, modes=("none",))
-    with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
-        serial = devs["d"].serial
-        cfg = {"deploy": {"adb_port": server.port, "iter": 7, "repeat": 1, "warmup": 2, "serials": ["127.0.0.1:1"],
-                          "bundled_input": -1,
-                          "results": str(tmp_path / "res"), "project": "opts", "install": False},
-               "convert": {"out": str(inp.models)}}
-        (tmp_path / "cfg.json").write_text(json.dumps(cfg))
-        base = ["-f", str(tmp_path / "cfg.json"), "deploy", "--build-info", str(inp.build_info)]
-        # ANDROID_ADB_SERVER_PORT points nowhere: deploy.adb_port from the config file must win
-        dead = free_port()
-        r = invoke(tmp_path, *base, port=dead)
-        assert r.returncode == 7, r.stdout + r.stderr
-        assert f"no device 127.0.0.1:1 on the adb server 127.0.0.1:{server.port}" in r.stderr
-        assert f"it knows: {serial}" in r.stderr and "adb devices -l" in r.stderr
+    with dead_port() as dead:  # ANDROID_ADB_SERVER_PORT points there: nothing answers
+        with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
+            serial = devs["d"].serial
+            cfg = {"deploy": {"adb_port": server.port, "iter": 7, "repeat": 1, "warmup": 2, "serials": ["127.0.0.1:1"],
+                              "bundled_input": -1,
+                              "results": str(tmp_path / "res"), "project": "opts", "install": False},
+                   "convert": {"out": str(inp.models)}}
+            (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+            base = ["-f", str(tmp_path / "cfg.json"), "deploy", "--build-info", str(inp.build_info)]
+            # ANDROID_ADB_SERVER_PORT points nowhere: deploy.adb_port from the config file must win
+            r = invoke(tmp_path, *base, port=dead)
+            assert r.returncode == 7, r.stdout + r.stderr
+            assert f"no device 127.0.0.1:1 on the adb server 127.0.0.1:{server.port}" in r.stderr
+            assert f"it knows: {serial}" in r.stderr and "adb devices -l" in r.stderr
 
-        r = invoke(tmp_path, *base, "--serial", serial, port=dead)  # the CLI overrides deploy.serials
-        assert r.returncode == 0, r.stdout + r.stderr
-        assert devs["d"].path(f"{DEVICE_DIR}/mobilenetv2-quant_none-cpu.pt").is_file()
-        calls = [ln for ln in (devs["d"].state_dir / "device.log").read_text().splitlines()
-                 if "speed_benchmark_torch --model=" in ln]
-        timed = [c for c in calls if "--iter=7" in c and "--warmup=2" in c]
-        cold = [c for c in calls if "--iter=3 " in c and "--warmup=0" in c]  # cold start: 1 + warm-up iterations
-        placement = [c for c in calls if "nnapi" in c and "--iter=1 " in c and "--warmup=0" in c]
-        assert len(calls) == 5 and len(timed) == 2 and len(cold) == 2, calls  # + NNAPI's placement run
-        assert len(placement) == 1, calls  # the NNAPI model once more with debug.nn.vlog on (deploy --hardware)
-        # deploy.bundled_input = -1: the input comes from the manifest's spec instead of the bundled one
-        assert all("--input_dims=1,3,224,224 --input_type=float" in c and "bundled" not in c for c in calls), calls
-    con = sqlite3.connect(tmp_path / "res" / "results.sqlite")
-    assert con.execute("SELECT DISTINCT samples FROM results").fetchall() == [(7,)]
-    con.close()
+            r = invoke(tmp_path, *base, "--serial", serial, port=dead)  # the CLI overrides deploy.serials
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert devs["d"].path(f"{DEVICE_DIR}/mobilenetv2-quant_none-cpu.pt").is_file()
+            calls = [ln for ln in (devs["d"].state_dir / "device.log").read_text().splitlines()
+                     if "speed_benchmark_torch --model=" in ln]
+            timed = [c for c in calls if "--iter=7" in c and "--warmup=2" in c]
+            cold = [c for c in calls if "--iter=3 " in c and "--warmup=0" in c]  # cold start: 1 + warm-up iterations
+            placement = [c for c in calls if "nnapi" in c and "--iter=1 " in c and "--warmup=0" in c]
+            assert len(calls) == 5 and len(timed) == 2 and len(cold) == 2, calls  # + NNAPI's placement run
+            assert len(placement) == 1, calls  # the NNAPI model once more with debug.nn.vlog on (deploy --hardware)
+            # deploy.bundled_input = -1: the input comes from the manifest's spec instead of the bundled one
+            assert all("--input_dims=1,3,224,224 --input_type=float" in c and "bundled" not in c for c in calls), calls
+        con = sqlite3.connect(tmp_path / "res" / "results.sqlite")
+        assert con.execute("SELECT DISTINCT samples FROM results").fetchall() == [(7,)]
+        con.close()
 
-    # without the config file, ANDROID_ADB_SERVER_PORT is honoured: nothing answers there
-    r = invoke(tmp_path, "deploy", "--models", str(inp.models), "--build-info", str(inp.build_info), "--no-install",
-               "--results", str(tmp_path / "res2"), port=dead)
-    assert r.returncode != 0
-    assert f"no adb server answers on 127.0.0.1:{dead}" in r.stderr
+        # without the config file, ANDROID_ADB_SERVER_PORT is honoured: nothing answers there
+        r = invoke(tmp_path, "deploy", "--models", str(inp.models), "--build-info", str(inp.build_info), "--no-install",
+                   "--results", str(tmp_path / "res2"), port=dead)
+        assert r.returncode != 0
+        assert f"no adb server answers on 127.0.0.1:{dead}" in r.stderr

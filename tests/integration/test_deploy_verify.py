@@ -1,4 +1,4 @@
-"""The on-device verify of a batch: a corrupted temporary file is never renamed, a good one in the same batch is."""
+"""push_all on the virtual device: hash-skip, temp name + verify + rename, nothing bad under a final name."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import shutil
 import pytest
 
 from deploy.adb import AdbServer
-from deploy.push import (INDEX_NAME, PushItem, SentFile, parse_index, push_all, remote_state, run_batch,
-                         send_to_temp)
+from deploy.push import PushItem, push_all, remote_state
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.errors import DeviceError, VerificationError
 
@@ -19,65 +18,54 @@ pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not 
 DEVICE_DIR = "/data/local/tmp/torchdroid/verify"
 
 
-@pytest.mark.parametrize("runs", [None, 1, 2])  # one hash process per file, one for the batch, two
-def test_batch_verify_renames_only_matching_files(tmp_path, runs):
-    good, bad, gone = tmp_path / "good.bin", tmp_path / "bad.bin", tmp_path / "gone.bin"
-    for i, f in enumerate((good, bad, gone)):
+def sends(dev) -> int:
+    """How many sync SENDs the virtual device received."""
+    return (dev.state_dir / "device.log").read_text().count("sync SEND ")
+
+
+def test_a_corrupted_file_is_never_renamed_and_a_good_one_of_the_same_push_is(tmp_path):
+    good, bad = tmp_path / "good.bin", tmp_path / "bad.bin"
+    for i, f in enumerate((good, bad)):
         f.write_bytes(bytes([i]) * 300_000)
-    with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
+    corrupt = {"match": "bad.bin", "at": 1000, "times": 1}
+    with adb_with_devices(tmp_path / "adb", {"d": {"corrupt_send": corrupt}}) as (server, devs):
         dev = AdbServer(port=server.port).device(devs["d"].serial)
-        dev.shell(f"mkdir -p {DEVICE_DIR}", check=True)
-        batch = []
-        with dev.sync_session() as session:
-            for f in (good, bad, gone):
-                it = PushItem(f, f.name, 0o640)
-                tmp, sent, mtime = send_to_temp(dev, DEVICE_DIR, it, session=session)
-                assert sent == 300_000
-                data = f.read_bytes()
-                batch.append(SentFile(it, tmp, sent, mtime, hashlib.sha1(data).hexdigest(),
-                                      hashlib.sha256(data).hexdigest()))
+        with pytest.raises(VerificationError) as e:
+            push_all(dev, DEVICE_DIR, [PushItem(good, good.name, 0o640), PushItem(bad, bad.name)])
+        assert "bad.bin arrived on" in str(e.value) and "corrupted" in str(e.value) and "USB cable" in str(e.value)
         d = devs["d"].path(DEVICE_DIR)
-        with open(devs["d"].path(batch[1][1]), "r+b") as fh:  # one flipped byte on the device's storage
-            fh.seek(1000)
-            fh.write(b"\xff")
-        os.unlink(devs["d"].path(batch[2][1]))  # the temporary file vanished before the verify
-
-        ok, corrupt, missing = run_batch(dev, DEVICE_DIR, batch, "sha1", runs=runs)[0]
-
-        assert ok.pushed and ok.sha256 == batch[0].sha256 and ok.bytes == 300_000 and ok.size == 300_000 and ok.mtime > 0
+        assert os.listdir(d) == ["good.bin"]  # the corrupted temporary file is removed, nothing else is left
         assert (d / "good.bin").read_bytes() == good.read_bytes()
         assert (d / "good.bin").stat().st_mode & 0o777 == 0o640
-        assert isinstance(corrupt, VerificationError)
-        assert "bad.bin arrived on" in str(corrupt) and "corrupted" in str(corrupt) and "USB cable" in str(corrupt)
-        assert isinstance(missing, DeviceError) and "could not verify and move gone.bin" in str(missing)
-        assert not (d / "bad.bin").exists() and not (d / "gone.bin").exists()  # never under a final name
-        assert sorted(os.listdir(d)) == [INDEX_NAME, "good.bin"]  # the corrupted temporary file is removed too
-        # only the renamed file has an index entry, with the size and mtime it has on the device
-        assert parse_index((d / INDEX_NAME).read_text()) == {
-            "good.bin": (batch[0].sha256, 300_000, int((d / "good.bin").stat().st_mtime))}
+        (again,) = [o for o in push_all(dev, DEVICE_DIR, [PushItem(good, good.name, 0o640), PushItem(bad, bad.name)])
+                    if o.pushed]  # the next push sends only the file that is missing
+        assert again.name == "bad.bin" and (d / "bad.bin").read_bytes() == bad.read_bytes()
 
 
-def test_push_all_writes_the_index_and_the_next_push_trusts_it(tmp_path):
+def test_an_unchanged_file_is_not_sent_again_and_a_changed_one_is(tmp_path):
     files = []
     for i in range(3):
         f = tmp_path / f"m{i}.pt"
         f.write_bytes(bytes([i + 1]) * (200_000 + i))
-        files.append(PushItem(f, f.name))
+        files.append(PushItem(f, f.name, 0o644))
     with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
         dev = AdbServer(port=server.port).device(devs["d"].serial)
         first = push_all(dev, DEVICE_DIR, files)
         assert [o.pushed for o in first] == [True] * 3
+        assert [o.sha256 for o in first] == [hashlib.sha256(it.local.read_bytes()).hexdigest() for it in files]
+        assert [o.bytes for o in first] == [it.local.stat().st_size for it in files]
         d = devs["d"].path(DEVICE_DIR)
-        index = parse_index((d / INDEX_NAME).read_text())
-        assert index == {it.name: (hashlib.sha256(it.local.read_bytes()).hexdigest(), (d / it.name).stat().st_size,
-                                   int((d / it.name).stat().st_mtime)) for it in files}
-        assert sorted(os.listdir(d)) == sorted([INDEX_NAME] + [it.name for it in files])
-        log = devs["d"].state_dir / "device.log"
-        before = log.read_text().count("shell: ")
+        assert sorted(os.listdir(d)) == [it.name for it in files]
+        before = sends(devs["d"])
         again = push_all(dev, DEVICE_DIR, files)
         assert [o.pushed for o in again] == [False] * 3 and [o.sha256 for o in again] == [o.sha256 for o in first]
-        # sizes and mtimes match the index: one shell call (the state), nothing hashed or verified on the device
-        assert log.read_text().count("shell: ") == before + 1
+        assert sends(devs["d"]) == before  # nothing sent
+        (d / "m1.pt").write_bytes(b"other content, same name")  # changed on the device: its hash differs
+        os.chmod(d / "m2.pt", 0o600)  # right content, wrong mode: fixed in place
+        third = push_all(dev, DEVICE_DIR, files)
+        assert [o.pushed for o in third] == [False, True, False] and sends(devs["d"]) == before + 1
+        assert (d / "m1.pt").read_bytes() == files[1].local.read_bytes()
+        assert (d / "m2.pt").stat().st_mode & 0o777 == 0o644
 
 
 def test_a_model_changed_after_it_was_recorded_is_refused_on_the_device_and_named_as_such(tmp_path):
@@ -103,11 +91,40 @@ def test_leftovers_of_an_interrupted_deploy_are_removed_even_when_nothing_is_pus
         push_all(dev, DEVICE_DIR, [PushItem(f, f.name)])
         d = devs["d"].path(DEVICE_DIR)
         (d / ".m.pt.partial-123-abcdef").write_bytes(b"half")
-        (d / ".torchdroid-index.partial-123").write_bytes(b"half")
         (d / "keep.partial").write_bytes(b"not ours")
         state = remote_state(dev, DEVICE_DIR, ["m.pt"])
         assert state.leftovers and set(state) == {"m.pt"}
         (again,) = push_all(dev, DEVICE_DIR, [PushItem(f, f.name)], existing=state)
         assert not again.pushed
-        assert sorted(os.listdir(d)) == [INDEX_NAME, "keep.partial", "m.pt"]
+        assert sorted(os.listdir(d)) == ["keep.partial", "m.pt"]
         assert not remote_state(dev, DEVICE_DIR, ["m.pt"]).leftovers
+
+
+def test_a_serial_the_server_does_not_know_is_a_device_error(tmp_path):
+    with adb_with_devices(tmp_path / "adb", {}) as (server, _devs):
+        dev = AdbServer(port=server.port).device("no-such-phone")
+        with pytest.raises(DeviceError) as e:
+            dev.shell("true")
+        assert "lost the connection to no-such-phone" in str(e.value) and "not found" in str(e.value)
+
+
+def test_the_virtual_device_refuses_a_sync_data_packet_above_64_kb(tmp_path):
+    """docs/facts.md DS5: the fixture refuses what adbd refuses, so pushing larger packets fails here as on a phone;
+    the device's FAIL is reported as a refusal."""
+    class OnePacket:  # what adbutils' sync push reads: one DATA packet of ``size`` bytes
+        def __init__(self, size: int):
+            self.chunks = [b"x" * size]
+
+        def read(self, n: int = -1) -> bytes:
+            return self.chunks.pop() if self.chunks else b""
+
+        def close(self) -> None:
+            pass
+
+    with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
+        dev = AdbServer(port=server.port).device(devs["d"].serial)
+        dev.push(OnePacket(64 * 1024), f"{DEVICE_DIR}/ok.bin", 0o644, "ok.bin")
+        assert (devs["d"].path(DEVICE_DIR) / "ok.bin").stat().st_size == 64 * 1024
+        with pytest.raises(DeviceError) as e:
+            dev.push(OnePacket(64 * 1024 + 1), f"{DEVICE_DIR}/big.bin", 0o644, "big.bin")
+        assert f"{devs['d'].serial} refused {DEVICE_DIR}/big.bin" in str(e.value)

@@ -256,35 +256,6 @@ def test_report_png(tmp_path):
     assert "no app benchmarks to draw" in str(e.value) and "--source binary" in str(e.value)
 
 
-def test_hash_index_lines():
-    from deploy.push import parse_index
-
-    sha = "a" * 64
-    text = f"{sha} 14000000 1795431620 mobilenetv2-quant_none-cpu.pt\nbroken line\n{'b' * 63} 1 2 short-hash.pt\n"
-    assert parse_index(text) == {"mobilenetv2-quant_none-cpu.pt": (sha, 14000000, 1795431620)}
-
-
-def test_a_sync_session_aborted_after_a_failure_never_opens_a_new_connection(tmp_path):
-    """The reply reader aborts the session when the device drops; a send that starts after that says the push
-    was interrupted instead of quietly opening another sync connection (which would hide the cause)."""
-    from deploy.adb import SyncSession
-
-    class Device:
-        serial = "SER"
-        opened = 0
-
-        def _sync(self):
-            Device.opened += 1
-            raise AssertionError("no new sync connection after an abort")
-
-    (tmp_path / "f").write_bytes(b"x" * 10)
-    session = SyncSession(Device())
-    session.abort()
-    with pytest.raises(DeviceError, match="interrupted"):
-        session.send(tmp_path / "f", "/data/local/tmp/f")
-    assert Device.opened == 0
-
-
 @pytest.mark.parametrize("through_symlink", [False, True])
 def test_a_foreign_sqlite_database_is_refused_and_left_byte_identical(tmp_path, through_symlink):
     """The user's own SQLite database where results.sqlite is expected (or a results.sqlite symlinked to it) is

@@ -232,9 +232,16 @@ def adb_with_devices(workdir: Path, devices: Dict[str, dict], ) -> Iterator[tupl
         server.stop()
 
 
-def dead_address() -> int:
-    """A port on 127.0.0.1 where no adb server listens (a server that is down: connection refused)."""
-    return free_port()
+@contextlib.contextmanager
+def dead_port() -> Iterator[int]:
+    """A port on 127.0.0.1 where nothing listens while the block runs (a server that is down: connection refused).
+
+    A socket holds the port, bound and never listening, and without SO_REUSEADDR, so no other socket can bind it
+    meanwhile; a connection to a bound port without a listener is refused at once.
+    """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 def _want(cfg: dict) -> str:
@@ -254,6 +261,7 @@ def adb_servers_with_devices(workdir: Path, servers: Dict[str, Dict[str, dict]],
     started: Dict[str, AdbServer] = {}
     devices: Dict[str, VirtualDeviceProcess] = {}
     owner: Dict[str, AdbServer] = {}
+    dead = contextlib.ExitStack()
     try:
         for sname, devs in servers.items():
             started[sname] = AdbServer(workdir / f"server-{sname}").start()
@@ -268,8 +276,9 @@ def adb_servers_with_devices(workdir: Path, servers: Dict[str, Dict[str, dict]],
             serials = pool.map(lambda n: owner[n].connect(devices[n].port, want=_want(devices[n].config)), devices)
             for name, serial in zip(list(devices), serials):
                 devices[name].serial = serial
-        yield started, devices, {name: dead_address() for name in down}
+        yield started, devices, {name: dead.enter_context(dead_port()) for name in down}
     finally:
+        dead.close()
         for name, dev in devices.items():
             if dev.serial:
                 with contextlib.suppress(Exception):

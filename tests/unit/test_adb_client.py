@@ -1,0 +1,53 @@
+"""deploy/adb.py's adbutils client: it never starts an adb server, writes without Nagle's delay, and a ``send`` on
+its socket sends every byte (adbutils' sync push ignores the count ``send`` returns)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from deploy.adb import AdbServer
+from tests.virtual_device.harness import dead_port
+from toolchain.errors import ToolNotFound
+
+
+def test_a_dead_server_is_reported_with_the_fix_and_never_started(tmp_path, monkeypatch):
+    started = tmp_path / "started"
+    fake = tmp_path / "adb"  # the adb adbutils would run (`adb start-server`) when nothing answers
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {started}\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("ADBUTILS_ADB_PATH", str(fake))
+    with dead_port() as port, pytest.raises(ToolNotFound) as e:
+        AdbServer(port=port).verify()
+    assert f"no adb server answers on 127.0.0.1:{port}" in str(e.value) and "adb start-server" in str(e.value)
+    assert not started.exists()
+
+
+def test_a_connection_sends_every_byte_at_once_without_nagle():
+    size = 4_000_000
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        c = AdbServer(port=listener.getsockname()[1], timeout=20).client().make_connection()
+        peer, _ = listener.accept()
+        got = []
+
+        def drain() -> None:
+            n = 0
+            while n < size:
+                chunk = peer.recv(1 << 16)
+                if not chunk:
+                    break
+                n += len(chunk)
+            got.append(n)
+
+        with peer:
+            sock = c.conn
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # far less than one send
+            reader = threading.Thread(target=drain)
+            reader.start()
+            sent = sock.send(b"x" * size)
+            reader.join(20)
+        c.close()
+    assert sent == size and got == [size]
