@@ -85,7 +85,8 @@ def end_to_end(cpu, nnapi, inputs, n_calibrated: int, ref: Optional[Reference], 
     ref_plan = _reference_plan(ref, rounding)
     top1 = top5 = 0.0
     rows = 0
-    with runtime.using_rounding(rounding), torch.no_grad():
+    # a few calls per model: the plain interpreter, not the profiling executor's warm-up (profile, then optimize)
+    with runtime.using_rounding(rounding), torch.no_grad(), torch.jit.optimized_execution(False):
         for n, x in enumerate(inputs):
             try:
                 want, got = tensors(cpu(x)), tensors(nnapi(x))

@@ -58,11 +58,15 @@ def build_reference(cpu, example, channels_last_input: bool) -> Reference:
     if x.dim() == 4 and channels_last_input:  # converted with an NHWC input, as `invoke convert` does
         x = x.contiguous(memory_format=torch.channels_last)
         x.nnapi_nhwc = True
-    _fold_rank_checks(frozen, graph, x)
+    probed = _fold_rank_checks(frozen, graph, x)
     ser = _NnapiSerializer(None)
     ser_model, weights, _, _, _, _ = ser.serialize_model(_Proxy(frozen, graph), [x])
     values = [(v, oid) for v, oid in ser.jitval_operand_map.items() if v.type().kind() == "TensorType"]
-    probes = _probe(frozen, graph, [v for v, _ in values], x)
+    ids = [v.unique() for v, _ in values]
+    if all(i in probed for i in ids):  # the rank probe ran the same graph on x: its values are these
+        probes = [probed[i] for i in ids]
+    else:
+        probes = _probe(frozen, graph, [v for v, _ in values], x)
     ref_graph = decode_serialized(torch.tensor(ser_model, dtype=torch.int32).numpy().tobytes(),
                                   [_tensor_bytes(w.contiguous()) for w in weights])
     layout = {oid: ser.operands[oid].dim_order is DimOrder.CHANNELS_LAST for oid in range(len(ser.operands))}
@@ -87,37 +91,49 @@ def _probe(frozen, graph, values, x) -> list:
     return list(fn(frozen._c, x))
 
 
-def _fold_rank_checks(frozen, graph, x) -> None:
+def _fold_rank_checks(frozen, graph, x) -> Dict[int, Any]:
     """Replace ``len(t.size())`` by the rank ``t`` has on ``x`` and fold what depends on it.
 
     Scripted models (what `invoke convert` ships as CPU models) keep the ``if len(x.shape) != 4: raise``
-    checks of torch's functional and quantized modules, which the NNAPI serializer cannot convert.
+    checks of torch's functional and quantized modules, which the NNAPI serializer cannot convert.  Returns the
+    tensor values the graph computed on ``x`` to find the ranks, by value id (``Value.unique()``: folding keeps the
+    values it leaves, and gives the constants it makes new ids), so they need not be computed again; empty when
+    nothing was folded.
     """
     import torch
 
     if not any(n.kind() == "aten::len" for n in graph.nodes()):
-        return
-    rank = _ranks(frozen, graph, x)
+        return {}
+    probed = _values(frozen, graph, x)
     for node in list(graph.nodes()):
         if node.kind() != "aten::len":
             continue
         size = node.input().node()
-        if size.kind() == "aten::size" and size.inputsSize() == 1 and size.input().debugName() in rank:
+        if size.kind() == "aten::size" and size.inputsSize() == 1 and size.input().unique() in probed:
             with graph.insert_point_guard(node):
-                const = graph.insertConstant(rank[size.input().debugName()])
+                const = graph.insertConstant(probed[size.input().unique()].dim())
             node.output().replaceAllUsesWith(const)
     torch._C._jit_pass_constant_propagation(graph)
     torch._C._jit_pass_dce(graph)
+    return probed
 
 
-def _ranks(frozen, graph, x) -> Dict[str, int]:
+def _tensor_values(graph) -> list:
+    values = [v for v in graph.inputs() if v.type().kind() == "TensorType"]
+    return values + [v for n in graph.nodes() for v in n.outputs() if v.type().kind() == "TensorType"]
+
+
+def _values(frozen, graph, x) -> Dict[int, Any]:
+    """Every tensor value of ``graph`` on ``x`` (run on a copy), by the id (``unique()``) of the value in ``graph``.
+
+    A copy lists its values in the original's order but names an unnamed value by its own numbering, so the
+    values are matched by position, not by name."""
     import torch
 
     probe = graph.copy()
-    tensors = [v for v in probe.inputs() if v.type().kind() == "TensorType"]
-    tensors += [v for n in probe.nodes() for v in n.outputs() if v.type().kind() == "TensorType"]
-    names = [v.debugName() for v in tensors]
-    return {name: t.dim() for name, t in zip(names, _probe(frozen, probe, tensors, x)) if isinstance(t, torch.Tensor)}
+    ids = [v.unique() for v in _tensor_values(graph)]
+    computed = _probe(frozen, probe, _tensor_values(probe), x)
+    return {i: t for i, t in zip(ids, computed) if isinstance(t, torch.Tensor)}
 
 
 def _is_frozen(module) -> bool:

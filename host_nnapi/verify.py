@@ -119,11 +119,15 @@ def verify(settings: VerifySettings) -> VerifyResult:
         pair["nnapi"].check_hash()
     from . import runtime
 
+    from .kernels.shared import shared_results
+
     lib = runtime.load(cache=settings.cache)
     rows = []
-    for name, pair in selected:
-        log.info("verifying %s", name)
-        rows.append(verify_pair(name, pair["cpu"], pair["nnapi"], settings))
+    with shared_results() as shared:  # an operation run again on the same bytes is computed once (kernels/shared.py)
+        for name, pair in selected:
+            log.info("verifying %s", name)
+            rows.append(verify_pair(name, pair["cpu"], pair["nnapi"], settings))
+    log.info("host NNAPI operations: %d computed, %d identical ones shared", shared.misses, shared.hits)
     from .build import code_digest
 
     result = VerifyResult(out, rows, str(lib), skipped)

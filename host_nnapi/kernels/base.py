@@ -26,6 +26,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from .. import nnapi_defs as nn
 from ..graph import Graph, Operand, Operation
+from .shared import memoized, operation_key
 
 ROUNDING_MODES = ("nnapi", "qnnpack")
 DEFAULT_ROUNDING = "nnapi"
@@ -183,6 +184,7 @@ class Plan:
         self.graph = graph
         self.rounding = rounding
         self.rejected: Dict[int, str] = {}
+        self._keys: Dict[int, bytes] = {}  # per operation, what host_nnapi.kernels.shared keys its results by
         self.env_template: list = [None] * len(graph.operands)
         for o in graph.operands:
             if o.lifetime == "constant" and not o.is_scalar:
@@ -214,9 +216,17 @@ class Plan:
                 raise BadModel(f"operation {op.index} {op.name} reads operand #{i} before it is computed "
                                "(NNAPI models list operations in execution order here)")
         try:
-            return builder(_Ctx(self, op))
+            step = builder(_Ctx(self, op))
         except (BadModel, ValueError, KeyError, IndexError) as e:
             raise BadModel(f"operation {op.index} {op.name}: {e}") from None
+        reads = tuple(i for i in op.inputs if graph.operands[i].lifetime not in ("constant", "no_value"))
+        return memoized(step, lambda: self._key(op), reads, tuple(op.outputs))
+
+    def _key(self, op: Operation) -> bytes:
+        key = self._keys.get(op.index)
+        if key is None:
+            key = self._keys[op.index] = operation_key(self.graph, op, self.rounding)
+        return key
 
     def run(self, inputs: Sequence, keep: bool = False):
         """Run the model; ``keep=True`` also returns every operand's value (for layer-by-layer comparison)."""

@@ -86,16 +86,17 @@ def input_product_scale(x: Operand, w: Operand) -> float:
 
 
 def _requant(acc, x: Operand, w: Operand, out: Operand, lo: int, hi: int, rounding: str):
-    """int32 accumulator (as float64/int64 tensor) -> raw quant8 output."""
+    """int32 accumulator (as float32/float64 tensor) -> raw quant8 output.  ``acc`` is the step's own result: it is
+    overwritten (in place, the same arithmetic without a new tensor per step)."""
     import torch
 
     if rounding == "qnnpack":
         s = _f32(_f32(_f32(w.scale) * _f32(x.scale)) * _f32(1.0 / _f32(out.scale)))
-        y = torch.round(acc.to(torch.float32) * s) + out.zero_point
+        y = acc.to(torch.float32).mul_(s).round_().add_(out.zero_point)
     else:
         q, shift = quantize_multiplier(input_product_scale(x, w) / float(out.scale))
-        y = multiply_by_quantized_multiplier(acc.to(torch.int64), q, shift) + out.zero_point
-    return y.clamp(lo, hi).to(torch.uint8)
+        y = multiply_by_quantized_multiplier(acc.to(torch.int64), q, shift).add_(out.zero_point)
+    return y.clamp_(lo, hi).to(torch.uint8)
 
 
 @_builder(Op.CONV_2D, Op.DEPTHWISE_CONV_2D, Op.TRANSPOSE_CONV_2D)
@@ -151,7 +152,7 @@ def _conv(ctx: _Ctx) -> Step:
 
     if quant:
         def step(env):
-            v = _to_nchw(env[i], nchw).to(acc_dtype) - x.zero_point
+            v = _to_nchw(env[i], nchw).to(acc_dtype).sub_(x.zero_point)  # a new tensor: the input is left alone
             acc = conv(v)
             env[o] = _from_nchw(_requant(acc, x, w, out_q, lo, hi, rounding), nchw)
     else:
@@ -188,7 +189,7 @@ def _fully_connected(ctx: _Ctx) -> Step:
         lo, hi = _act_range_q(fuse, out_q)
 
         def step(env):
-            v = env[i].reshape(-1, in_size).to(acc_dtype) - x.zero_point
+            v = env[i].reshape(-1, in_size).to(acc_dtype).sub_(x.zero_point)  # a new tensor: the input is left alone
             env[o] = _requant(F.linear(v, wd, bd), x, w, out_q, lo, hi, rounding)
     else:
         def step(env):
