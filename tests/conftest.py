@@ -36,3 +36,19 @@ def pytest_unconfigure(config):  # noqa: ARG001
 
     for path in _SHARED_MADE:
         shutil.rmtree(path, ignore_errors=True)
+
+
+OPT_IN = ("ndk", "device", "network")  # need the real thing: run only when `-m` names them (./run test -m ndk)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that need a real NDK, phone or internet are left out unless the -m expression names their marker, so
+    `-m "not slow"` (the quick loop) still leaves them out."""
+    wanted = config.getoption("markexpr") or ""
+    keep, drop = [], []
+    for item in items:
+        opt_in = [m for m in OPT_IN if item.get_closest_marker(m) is not None]
+        (drop if opt_in and not any(m in wanted for m in opt_in) else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
