@@ -13,6 +13,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("TORCHDROID_TEST", "1")
+# The commands the tests start print to a pipe: the width a user's log gets (toolchain/console.PIPE_WIDTH), not
+# the width of whatever terminal or CI runner started pytest (a CI with COLUMNS=80 wrapped a table title the
+# tests read).  A test about widths sets COLUMNS itself.
+os.environ.pop("COLUMNS", None)
 
 
 @pytest.fixture(scope="session")
