@@ -111,7 +111,7 @@ def _judge(res: LayerResult, op: Operation, o: Operand, got, ref_out, bound: int
         diff = (got.to(torch.float64) - ref_out.to(torch.float64)).abs()
         max_abs = float(diff.max()) if diff.numel() else 0.0
     if not o.is_quant:
-        mag = float(ref_out.abs().max()) if ref_out.numel() and ref_out.dtype.is_floating_point else 0.0
+        mag = _magnitude(ref_out) if ref_out.numel() and ref_out.dtype.is_floating_point else 0.0
         res.max_abs, res.ok = max_abs, max_abs <= tol.atol + tol.rtol * max(mag, 1.0)
         return res
     res.max_lsb, res.max_abs, res.bound = int(max_abs), max_abs * o.scale, bound
@@ -119,6 +119,14 @@ def _judge(res: LayerResult, op: Operation, o: Operand, got, ref_out, bound: int
     if not res.ok:
         _float_reference(res, op, got, ref_out, al, ref)
     return res
+
+
+def _magnitude(t) -> float:
+    """``max |t|`` in one pass, without a tensor of absolute values (NaN stays NaN)."""
+    import torch
+
+    lo, hi = torch.aminmax(t)
+    return float(torch.maximum(hi, -lo))
 
 
 def _float_reference(res: LayerResult, op: Operation, got, cpu_out, al: Alignment, ref: Reference) -> None:
