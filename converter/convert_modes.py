@@ -25,6 +25,7 @@ from toolchain.variants import MODES
 
 from .calibration import CalibrationSpec, few_images_warning, load_batch
 from .finite import refuse_non_finite_output
+from .prepared import keep
 from .export import (ExportedVariant, export_float, export_quantized, float_top1, fused_float, probe, quantize,
                      xnnpack_available)
 from .host_check import Agreement, as_float, host_check, is_logits, spec_of
@@ -191,6 +192,7 @@ class ModeConverter:
         if self.weights.origin == "random" and spec.source == "torchvision":
             n = estimate_batchnorm(self.model, self.batch)
             facts.weights_record["batchnorm_statistics"] = f"estimated on the {self.calib.count} calibration inputs ({n} layers)"
+        keep(spec, self.weights, self.calib, self.model, facts.weights_record, self.batch)  # for --format executorch
         self.agreement = Agreement(self.batch)
         if self.quantized is not None and any(m != "none" for m in modes):
             self._load_quantized(describe)

@@ -94,8 +94,9 @@ def export(model, example, label: str):
         ) from e
 
 
-def quantize_pt2e(model, batch, label: str):
-    """PT2E int8 with the XNNPACK quantizer, calibrated on ``batch``; returns the converted GraphModule."""
+def quantize_pt2e(exported, batch):
+    """PT2E int8 with the XNNPACK quantizer on the float model's ExportedProgram (captured on ``batch[0]``),
+    calibrated on ``batch``; returns the converted GraphModule."""
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
         get_symmetric_quantization_config,
@@ -104,7 +105,7 @@ def quantize_pt2e(model, batch, label: str):
 
     quantizer = XNNPACKQuantizer()
     quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
-    graph = export(model, batch[0], label).module()
+    graph = exported.module()  # a GraphModule of its own: the float programs lower the ExportedProgram itself
     prepared = prepare_pt2e(graph, quantizer)
     with torch.no_grad():
         for x in batch:
@@ -152,17 +153,12 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
     registered = host_backends()
     with progress(f"ExecuTorch programs of {spec.stem}", total=2 + len(todo)) as bar:
         bar.describe(f"{spec.stem}: loading the float model and {calib.count} calibration inputs")
-        model, built.weights_record = build_float_model(spec, weights)
-        batch = load_batch(calib, spec.input_hw)
-        if weights.origin == "random" and spec.source == "torchvision":
-            n = estimate_batchnorm(model, batch)  # the same statistics the legacy modes get
-            built.weights_record["batchnorm_statistics"] = f"estimated on the {calib.count} calibration inputs ({n} layers)"
-        model.eval()
+        model, built.weights_record, batch = _float_model(spec, weights, calib)
         bar.advance()
         bar.describe(f"{spec.stem}: torch.export and the int8 (PT2E) reference")
         example = batch[0].contiguous()
         float_exported = export(model, example, f"{spec.stem} fp32")
-        quantized = quantize_pt2e(model, batch, f"{spec.stem} int8")
+        quantized = quantize_pt2e(float_exported, batch)
         checks = held_out_inputs(calib, spec.input_hw, max(1, check_inputs))
         with torch.no_grad():
             outputs = {"fp32": [model(x) for x in checks], "int8": [quantized(x) for x in checks]}
@@ -192,6 +188,23 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
         built.notes.append("the Vulkan program is lowered but not run here: this host runtime registers "
                            f"{', '.join(registered)}, not VulkanBackend; it runs on a phone with a Vulkan GPU")
     return built
+
+
+def _float_model(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec):
+    """``(float model, weights record, calibration batch)``: what the TorchScript lane of this convert prepared
+    from the same inputs (converter/prepared.py), else built here the same way."""
+    from .prepared import take
+
+    prepared = take(spec, weights, calib)
+    if prepared is not None:
+        return prepared.model, prepared.weights_record, prepared.batch
+    model, record = build_float_model(spec, weights)
+    batch = load_batch(calib, spec.input_hw)
+    if weights.origin == "random" and spec.source == "torchvision":
+        n = estimate_batchnorm(model, batch)  # the same statistics the legacy modes get
+        record["batchnorm_statistics"] = f"estimated on the {calib.count} calibration inputs ({n} layers)"
+    model.eval()
+    return model, record, batch
 
 
 def _write_program(spec, variant: PteVariant, exported, example, out: Path, check, registered,

@@ -101,7 +101,7 @@ class ExecutorchResult:
 
 def _code_digest() -> str:
     h = hashlib.sha256()
-    for name in ("executorch_lane.py", "executorch_export.py", "models.py", "calibration.py"):
+    for name in ("executorch_lane.py", "executorch_export.py", "models.py", "calibration.py", "prepared.py"):
         h.update((Path(__file__).parent / name).read_bytes())
     return h.hexdigest()[:16]
 

@@ -1,0 +1,61 @@
+"""`invoke convert --format torchscript,executorch` prepares the float model once: the ExecuTorch lane takes the
+model, weights record and calibration batch the TorchScript lane made (converter/prepared.py), and writes the
+same program it writes on its own."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("executorch")
+
+from tests.executorch_support.lane import TINY  # noqa: E402
+from toolchain.pte_records import load_section  # noqa: E402
+
+
+def _programs(out):
+    """Each program's sha256, and the reference file's (its int8 outputs come from the PT2E-quantized graph)."""
+    section = load_section(out)
+    return {**{e["file"]: e["sha256"] for e in section["files"]},
+            **{r["file"]: r["sha256"] for r in section["reference"].values()}}
+
+
+def test_the_executorch_lane_reuses_the_float_model_and_batch_and_writes_the_same_program(tmp_path, monkeypatch):
+    from converter import ConvertSettings, convert, executorch_export, prepared
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+
+    common = dict(model=TINY, weights="random", calibration_count=4)
+    prepared.forget()
+    alone = convert_executorch(ExecutorchSettings(out=tmp_path / "alone", delegates=("portable",), **common))
+    assert alone.built == ["fp32-portable"]
+
+    convert(ConvertSettings(out=tmp_path / "both", modes=("none",), build_dir=tmp_path / "build", **common))
+
+    def built_again(*args, **kwargs):
+        raise AssertionError("the ExecuTorch lane built the float model or read the calibration set again")
+
+    monkeypatch.setattr(executorch_export, "build_float_model", built_again)
+    monkeypatch.setattr(executorch_export, "load_batch", built_again)
+    monkeypatch.setattr(executorch_export, "estimate_batchnorm", built_again)
+    both = convert_executorch(ExecutorchSettings(out=tmp_path / "both", delegates=("portable",), **common))
+    assert both.built == ["fp32-portable"]
+    assert _programs(tmp_path / "both") == _programs(tmp_path / "alone")
+    prepared.forget()
+
+
+def test_other_inputs_are_not_taken(tmp_path):
+    from converter import ConvertSettings, convert, prepared
+    from converter.calibration import parse_calibration
+    from converter.models import parse_model, parse_weights
+    from converter.torch_state import for_conversion
+
+    prepared.forget()
+    convert(ConvertSettings(out=tmp_path / "m", model=TINY, weights="random", calibration_count=4, modes=("none",),
+                            build_dir=tmp_path / "build"))
+    spec, weights = parse_model(TINY), parse_weights("random")
+    with for_conversion():
+        assert prepared.take(spec, weights, parse_calibration(None, 4, 0)) is not None
+        assert prepared.take(spec, weights, parse_calibration(None, 5, 0)) is None
+        assert prepared.take(spec, parse_weights("random", seed=1), parse_calibration(None, 4, 0)) is None
+    assert prepared.take(spec, weights, parse_calibration(None, 4, 0)) is None  # oneDNN on: other numerics
+    prepared.forget()
