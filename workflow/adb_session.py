@@ -19,11 +19,6 @@ from typing import Callable, Iterator, Optional, Sequence
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-def server_port(port: Optional[int]) -> int:
-    env = os.environ.get("ANDROID_ADB_SERVER_PORT", "")
-    return int(port) if port else int(env) if env.isdigit() else 5037
-
-
 def answers(host: str, port: int, timeout: float = 2.0) -> bool:
     """Does an adb server answer (its version) on ``host:port``?"""
     from deploy.adb import AdbServer
@@ -43,9 +38,11 @@ def adb_server_for_run(host: Optional[str], port: Optional[int], say: Callable[[
 
     With explicit ``servers`` (deploy.servers) nothing is started: those are the user's servers.
     """
-    host = host or os.environ.get("ANDROID_ADB_SERVER_ADDRESS") or "127.0.0.1"
-    asked = bool(port) or os.environ.get("ANDROID_ADB_SERVER_PORT", "").isdigit()
-    port = server_port(port)
+    from deploy.adb import default_address
+
+    asked = bool(port) or any(os.environ.get(v) for v in ("ANDROID_ADB_SERVER_PORT", "ADB_SERVER_SOCKET"))
+    address = default_address(host, port)  # resolved as deploy resolves it (a bad value: UsageError)
+    host, port = address.host, address.port
     adb = shutil.which("adb")
     if servers or host not in LOCAL_HOSTS or adb is None or answers(host, port):
         yield False

@@ -86,6 +86,10 @@ ENV_CASES = [
     ("INVOKE_DEPLOY_ITER", "abc", ["convert", "--weights", "random"]),  # another stage's key: still before any work
     ("INVOKE_CONVERT_QUANT", "none,half", ["all", "--weights", "random"]),
     ("INVOKE_DEPLOY_ADB_PORT", "adb", ["doctor"]),
+    # adb's own variables: `all` decides whether to start an adb server from them before any work
+    ("ANDROID_ADB_SERVER_PORT", "50x7", ["all", "--weights", "random"]),
+    ("ANDROID_ADB_SERVER_ADDRESS", "bad host!", ["all", "--weights", "random"]),
+    ("ADB_SERVER_SOCKET", "tcp:localhost:port", ["all", "--weights", "random"]),
     ("INVOKE_BENCH_ITERS", "5", ["bench"]),  # a typo: would be ignored silently
     ("INVOKE_CONVRT_WEIGHTS", "random", ["convert"]),
 ]

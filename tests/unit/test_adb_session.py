@@ -26,3 +26,15 @@ def test_a_server_all_starts_has_a_port_of_its_own_and_is_stopped(monkeypatch):
     assert "ANDROID_ADB_SERVER_PORT" not in os.environ
     assert not answers("127.0.0.1", port)
     assert f"port {port}" in said[0] and f"port {port}" in said[-1]
+
+
+@pytest.mark.parametrize("var,value", [("ANDROID_ADB_SERVER_PORT", "50x7"), ("ADB_SERVER_SOCKET", "tcp:localhost:port"),
+                                       ("ANDROID_ADB_SERVER_ADDRESS", "bad host!")])
+def test_the_server_is_resolved_as_deploy_resolves_it(monkeypatch, var, value):
+    """One resolver (deploy.adb.default_address): a bad variable is a usage error, never a silent 5037."""
+    from toolchain.errors import UsageError
+
+    monkeypatch.setenv(var, value)
+    with pytest.raises(UsageError, match=var):
+        with adb_server_for_run(None, None, print):
+            pass
