@@ -116,7 +116,7 @@ def _hang_up(phone: dict, cmd: str, sig: int) -> str:
     """The property's value after the probe's shell got ``sig`` while the model ran."""
     phone["prop"].write_text("model")
     proc = subprocess.Popen(["/bin/sh", "-c", cmd], env=phone["env"], stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_signals_as_adbd_leaves_them)
     deadline = time.monotonic() + 10
     while phone["prop"].read_text() != nnapi_log.VLOG_VALUE and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -126,6 +126,13 @@ def _hang_up(phone: dict, cmd: str, sig: int) -> str:
     if _alive(proc.pid):
         os.killpg(proc.pid, signal.SIGKILL)
     return phone["prop"].read_text()
+
+
+def _signals_as_adbd_leaves_them() -> None:
+    """A device shell starts with the default signal handling; pytest under `nohup` (or a CI runner) may have
+    left SIGHUP ignored, which a non-interactive shell cannot trap or undo (POSIX, `trap`)."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _alive(pgid: int) -> bool:
