@@ -10,6 +10,11 @@ Invoke (3.x) loads ``invoke.yaml`` next to tasks.py right after importing it, ``
 :func:`install` (called once by tasks.py) turns the first two into a clean exit 2 naming the file
 and line, and keeps environment values as the text the user wrote, so that
 :mod:`toolchain.resolve` types them with the schema and names the variable when one is wrong.
+
+``/etc/invoke.yaml`` and ``~/.invoke.yaml`` are read before tasks.py is imported;
+:mod:`workflow.invoke_startup` (run by the installed ``torchdroid-invoke.pth``) wraps the loaders for them
+with :func:`install_config_checks`: the same file errors, but no check of the sections (a user's file may
+hold other projects' sections; torchdroid's schema applies once tasks.py is loaded).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 _INSTALLED = False
+_SCHEMA = False  # True once tasks.py loaded: files read from then on are checked against torchdroid's sections
 
 
 def _exit(err) -> None:
@@ -75,9 +81,10 @@ def _checked_loader(original: Callable, kind: str) -> Callable:
         if not isinstance(data, dict):
             _exit(UsageError(f"the config file {path} holds a {type(data).__name__}, not a mapping of sections",
                              remedy="write `section:` headers with indented `key: value` lines, e.g. "
-                                    "`deploy:` then `  iter: 200`"))
+                                    f"`deploy:` then `  iter: 200` (or move {path} away)"))
         _empty_sections_as_mappings(self, data)
-        _check_sections(self, data, str(path))
+        if _SCHEMA:
+            _check_sections(self, data, str(path))
         return data
 
     load.__name__ = f"_load_{kind}"
@@ -94,8 +101,11 @@ def _unreadable(config, path, e: OSError) -> None:
     if e.errno == errno.ENOENT and (asked is None or str(asked) != str(path)):
         return
     why = "it does not exist" if e.errno == errno.ENOENT else (e.strerror or str(e))
-    _exit(UsageError(f"cannot read the config file {path}: {why}",
-                     remedy="give `invoke -f` (or INVOKE_RUNTIME_CONFIG) a readable YAML or JSON file"))
+    if asked is not None and str(asked) == str(path):
+        remedy = "give `invoke -f` (or INVOKE_RUNTIME_CONFIG) a readable YAML or JSON file"
+    else:  # ~/.invoke.yaml, /etc/invoke.yaml or the project's: Invoke reads it on every run
+        remedy = f"make {path} a readable file, or move it away"
+    _exit(UsageError(f"cannot read the config file {path}: {why}", remedy=remedy))
 
 
 def _empty_sections_as_mappings(config, data: dict) -> None:
@@ -215,19 +225,29 @@ def _quiet_closed_pipe() -> None:
     atexit.register(_flush_stdout_at_exit)
 
 
+def install_config_checks() -> None:
+    """Wrap Invoke's config file loaders once per process (idempotent): a broken file is a usage error."""
+    from invoke.config import Config
+
+    if getattr(Config._load_yaml, "_torchdroid", False):
+        return
+    for kind in ("yaml", "yml", "json", "py"):
+        load = _checked_loader(getattr(Config, f"_load_{kind}"), kind)
+        load._torchdroid = True
+        setattr(Config, f"_load_{kind}", load)
+
+
 def install() -> None:
-    """Patch Invoke's Config and Environment once per process (idempotent)."""
-    global _INSTALLED
+    """Patch Invoke's Config, Program and Environment once per process (idempotent)."""
+    global _INSTALLED, _SCHEMA
     if _INSTALLED:
         return
     from invoke.config import Config
     from invoke.env import Environment
     from invoke.program import Program
 
-    Config._load_yaml = _checked_loader(Config._load_yaml, "yaml")
-    Config._load_yml = _checked_loader(Config._load_yml, "yml")
-    Config._load_json = _checked_loader(Config._load_json, "json")
-    Config._load_py = _checked_loader(Config._load_py, "py")
+    install_config_checks()
+    _SCHEMA = True
     Config.load_runtime = _checked_runtime(Config.load_runtime)
     Program.parse_tasks = _checked_parse(Program.parse_tasks)
     Environment._cast = _raw_env_value
