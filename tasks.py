@@ -115,21 +115,15 @@ def _build_executorch(c, debug=False, **cli):
     return result
 
 
-@task(help=helps(models="convert.out", build_info="the runner's build-info (default: <build_dir>/android/<abi>/executorch/build-info.json)",
+@task(help=helps(models="convert.out", build_info="deploy.runner_build_info",
                  serial="deploy.serials", warmup="deploy.warmup", iter="deploy.iter", repeat="deploy.repeat",
                  project="deploy.project", adb_server="deploy.servers"),
       iterable=["serial", "adb_server"])
 def deploy_executorch(c, models=None, build_info=None, serial=None, warmup=None, iter=None, repeat=None, project=None,
                       adb_server=None, debug=False):
-    """Push the .pte programs and ExecuTorch's executor_runner, benchmark them, report beside TorchScript CPU and NNAPI."""
+    """`invoke deploy --format executorch`: executor_runner and the .pte programs on every phone, beside TorchScript."""
     cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "build_info")}
-    with stage(c.config, "deploy-executorch", debug):
-        from deploy import deploy as run_deploy  # deploy's one loop, with the ExecuTorch format
-
-        result = run_deploy(resolve.deploy(c.config, formats=("executorch",), runner_build_info=build_info, **cli))
-    show.pte_deploy(result)
-    if result.executorch.problems:
-        raise Exit(f"torchdroid deploy-executorch: {len(result.executorch.problems)} problem(s), see above", code=7)
+    _deploy(c, "deploy-executorch", debug, format=["executorch"], runner_build_info=build_info, **cli)
 
 
 # --------------------------------------------------------------------------- build-android, check-compat, doctor
@@ -247,34 +241,49 @@ def build_app(c, out=None, debug=False):
                  allow_mismatch="deploy.allow_mismatch", no_allow_mismatch="refuse a torch commit mismatch",
                  profile_with_gatord="deploy.gatord", device_dir="deploy.device_dir", project="deploy.project",
                  results="deploy.results", adb_host="deploy.adb_host", adb_port="deploy.adb_port",
-                 adb_server="deploy.servers"),
-      iterable=["serial", "variant", "adb_server"])
+                 adb_server="deploy.servers", format="deploy.format", runner_build_info="deploy.runner_build_info"),
+      iterable=["serial", "variant", "adb_server", "format"])
 def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=None, apk=None, app=None,
            bench=False, no_bench=False, app_bench=False, no_app_bench=False, install=False, no_install=False,
            numerics=False, no_numerics=False, hardware=False, no_hardware=False, warmup=None, iter=None, repeat=None, cooldown=None, threads=None, caching_allocator=False,
            no_caching_allocator=False,
            bundled_input=None, allow_mismatch=False, no_allow_mismatch=False, profile_with_gatord=None,
-           device_dir=None, project=None, results=None, adb_host=None, adb_port=None, adb_server=None, debug=False):
-    """Push the benchmark binary and models, install the app, benchmark on every device, record and report."""
+           device_dir=None, project=None, results=None, adb_host=None, adb_port=None, adb_server=None, format=None,
+           runner_build_info=None, debug=False):
+    """Push the benchmark binary and models (and/or ExecuTorch's runner and programs: --format), install the app,
+    benchmark on every device, record and report."""
     cli = {k: v for k, v in locals().items() if k not in ("c", "debug")}
-    with stage(c.config, "deploy", debug):
+    _deploy(c, "deploy", debug, **cli)
+
+
+def _deploy(c, name: str, debug: bool, **cli) -> None:
+    """deploy's one loop with the formats asked for (deploy.format); each format's tables and record."""
+    with stage(c.config, name, debug):
         from deploy import deploy as run_deploy
         from deploy.plan import check_values
         from workflow.stage_flows import deploy_compat, host_references
 
         settings = resolve.deploy(c.config, **cli)
         check_values(settings)  # every value before any record is read
-        deploy_compat(settings)  # before anything is pushed
-        host_references(settings)  # what the phones' outputs are compared with
+        if "torchscript" in settings.formats:
+            deploy_compat(settings)  # before anything is pushed
+            host_references(settings)  # what the phones' outputs are compared with
         result = run_deploy(settings)
-    show.deploy(result)
-    if result.failed:
-        raise Exit(f"torchdroid deploy: {len(result.failed)} of {len(result.devices)} device(s) had problems "
-                   "(see above; the others were deployed)", code=7)
-    failed_rows = [r for r in result.rows if r.status == "failed"]
-    if failed_rows:
-        raise Exit(f"torchdroid deploy: {len(failed_rows)} benchmark(s) failed (reasons in the table above; the "
-                   "results are recorded)", code=7)
+    problem = None
+    if "torchscript" in settings.formats:
+        show.deploy(result)
+        failed_rows = [r for r in result.rows if r.status == "failed"]
+        if result.failed:
+            problem = (f"{len(result.failed)} of {len(result.devices)} device(s) had problems (see above; the others "
+                       "were deployed)")
+        elif failed_rows:
+            problem = f"{len(failed_rows)} benchmark(s) failed (reasons in the table above; the results are recorded)"
+    if result.executorch is not None:
+        show.pte_deploy(result)
+        if result.executorch.problems and problem is None:
+            problem = f"{len(result.executorch.problems)} problem(s), see above"
+    if problem:
+        raise Exit(f"torchdroid {name}: {problem}", code=7)
 
 
 @task(help=helps(run="report.run", results="deploy.results", out="report.out", source="deploy.report_source"))

@@ -233,6 +233,11 @@ KEYS: Tuple[Key, ...] = (
                                                         "5037)"),
     Key("deploy.servers", ListOf(), [], "HOST:PORT of every adb server to deploy through (repeatable: the "
                                         "devices of all of them in parallel; default: the one above)"),
+    Key("deploy.format", ListOf("torchscript", "executorch", item="format"), ["torchscript"],
+        "what to deploy: torchscript (speed_benchmark_torch, its models, the app) and/or executorch "
+        "(executor_runner and the .pte programs), each phone once for all of them"),
+    Key("deploy.runner_build_info", PathKind(), None, "build-info.json of ExecuTorch's runner (default "
+        "<build_dir>/android/<abi>/executorch/build-info.json of `invoke build-android --lane executorch`)"),
     Key("deploy.device_dir", Text(), "/data/local/tmp/torchdroid", "parent directory on the device"),
     Key("deploy.project", Text(), None, "sub-directory name on the device (default: this directory's name)"),
     Key("deploy.warmup", Int(min=0, max=100000), 5, "warm-up iterations per run"),

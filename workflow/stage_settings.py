@@ -336,9 +336,9 @@ def deploy(config: Any, **cli):
         gatord=r.path("deploy.gatord", "profile_with_gatord"),
         timeout=float(r.get("deploy.timeout")),
         app_wait=float(r.get("deploy.app_wait")),
-        formats=tuple(cli.get("formats") or ("torchscript",)),
-        runner_build_info=(Path(cli["runner_build_info"]) if cli.get("runner_build_info")
-                           else layout(r).executorch_build_info(r.get("android.abi"))),
+        formats=tuple(dict.fromkeys(r.get("deploy.format", "format"))),
+        runner_build_info=(r.path("deploy.runner_build_info", "runner_build_info")
+                           or layout(r).executorch_build_info(r.get("android.abi"))),
     )
 
 

@@ -1,0 +1,107 @@
+"""`invoke deploy --format torchscript,executorch`: both formats in one command through deploy's one loop (issue 22
+item 2), each format's record written, the ExecuTorch lines beside this run's TorchScript ones; a bad --format is a
+usage error before any work.  Against virtual devices on a real adb server, through the CLI users run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.deploy_support.fixtures import make_inputs
+from tests.executorch_support.device import build_standin_runner, write_pte_models, write_runtime_build_info
+from tests.virtual_device.harness import adb_with_devices
+from toolchain.pte_results import PteDeployRecord
+from toolchain.records import DeployResults, deploy_results_path
+
+pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
+ROOT = Path(__file__).resolve().parents[2]
+DIR = "/data/local/tmp/torchdroid"
+PROJECT = "fmt"
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory, standin):
+    """Legacy models and the stand-in speed_benchmark_torch, .pte programs beside them, the stand-in runner."""
+    root = tmp_path_factory.mktemp("formats")
+    inp = make_inputs(root / "ts", modes=("none",), standin=standin, model_size=20_000)
+    write_pte_models(inp.models, variants=(("fp32", "xnnpack", 6000),))
+    runner = build_standin_runner(root / "standin")
+    return inp, write_runtime_build_info(root / "et", runner)
+
+
+def deploy(cwd: Path, inputs, *args: str, port: int) -> subprocess.CompletedProcess:
+    inp, runner_info = inputs
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
+    env.update(CI="1", ANDROID_ADB_SERVER_PORT=str(port), INVOKE_DEPLOY_NUMERICS="false",
+               INVOKE_DEPLOY_HARDWARE="false")
+    argv = [sys.executable, "-m", "invoke", "--search-root", str(ROOT), "deploy", "--models", str(inp.models),
+            "--build-info", str(inp.build_info), "--runner-build-info", str(runner_info), "--no-install",
+            "--iter", "3", "--warmup", "1", "--repeat", "1", "--project", PROJECT, *args]
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def device_log(dev) -> str:
+    """The shell commands the virtual device ran (none: no log)."""
+    path = dev.state_dir / "device.log"
+    return path.read_text() if path.is_file() else ""
+
+
+def test_both_formats_run_in_one_command_on_each_device(inputs, tmp_path):
+    """Before: `invoke deploy` had no --format; the ExecuTorch lines needed a second command."""
+    with adb_with_devices(tmp_path / "adb", {"a": {}, "b": {}}) as (server, devs):
+        r = deploy(tmp_path, inputs, "--format", "torchscript,executorch", port=server.port)
+        logs = {name: device_log(d) for name, d in devs.items()}
+        serials = {d.serial for d in devs.values()}
+    assert r.returncode == 0, r.stdout + r.stderr
+    results = tmp_path / "build" / "results"
+    legacy = DeployResults.load(deploy_results_path(results, "latest"))
+    assert {row.serial for row in legacy.rows if row.status == "ok"} == serials
+    et = PteDeployRecord.load(results)
+    assert {row.serial for row in et.rows if row.runtime == "ExecuTorch fp32-xnnpack" and row.status == "ok"} == serials
+    assert et.legacy.get("run_id") == legacy.run_id  # the ExecuTorch lines beside this run's TorchScript ones
+    assert any(row.runtime.startswith("TorchScript CPU") for row in et.rows), et.rows
+    for name, text in logs.items():  # one loop: one probe (and lock) per device for both formats
+        assert text.count("shell: getprop;") == 1, (name, text)  # one probe, which takes the lock
+        assert text.count(f"shell: rm -rf {DIR}/.{PROJECT}.torchdroid-lock") == 1, (name, text)  # released once
+        assert "./speed_benchmark_torch " in text and "./executor_runner " in text, name
+    assert "per device: legacy and ExecuTorch" in r.stdout.replace("\n", " ")
+
+
+def test_format_executorch_alone_writes_only_its_record(inputs, tmp_path):
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        r = deploy(tmp_path, inputs, "--format", "executorch", port=server.port)
+        log = device_log(devs["a"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    results = tmp_path / "build" / "results"
+    assert not deploy_results_path(results, "latest").exists() and not list(results.glob("run-*.csv"))
+    assert "./speed_benchmark_torch " not in log and "./executor_runner " in log
+    assert [row.status for row in PteDeployRecord.load(results).rows] == ["ok"]
+
+
+def test_the_default_is_torchscript_only(inputs, tmp_path):
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        r = deploy(tmp_path, inputs, port=server.port)
+        log = device_log(devs["a"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "./executor_runner " not in log and "./speed_benchmark_torch " in log
+    assert deploy_results_path(tmp_path / "build" / "results", "latest").is_file()
+    assert not list((tmp_path / "build" / "results").glob("executorch-*"))
+
+
+@pytest.mark.parametrize("value", ["onnx", "torchscript,tflite"])
+def test_a_bad_format_is_a_usage_error_before_any_work(inputs, tmp_path, value):
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        r = deploy(tmp_path, inputs, "--format", value, port=server.port)
+        touched = devs["a"].path(f"{DIR}/{PROJECT}").exists()
+        log = device_log(devs["a"])
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out
+    assert "--format" in out and "torchscript" in out and "executorch" in out, out
+    assert not touched and "shell:" not in log, log
+    assert not (tmp_path / "build" / "results").exists()
+
