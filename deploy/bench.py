@@ -239,11 +239,19 @@ def bench_command(directory: str, model_name: str, backend: str, opts: BenchOpti
             f"echo \"{RUN_MARK} $s $e ${{h% kB}}\"; exit $c; }}")
 
 
-def stop_command(directory: str) -> str:
-    """Ctrl-C on the host: stop the benchmark ``bench_command`` runs in ``directory`` (its pid file), and say so."""
-    d = shlex.quote(directory)
-    return (f"p=$(cat {d}/{PID_FILE} 2>/dev/null) && [ -n \"$p\" ] && kill $p 2>/dev/null "
-            "&& echo \"stopped $p\" || echo 'no benchmark running'")
+def stoppable(directory: str, command: str) -> str:
+    """``command`` (quoted already) run in ``directory`` so that Ctrl-C on the host can stop it: in the background
+    with its pid in the directory's pid file while it runs (``stop_command``); its output and exit code are the
+    shell's.  A subshell, not braces: the command stays one ``str.format``-safe text."""
+    return (f"cd {shlex.quote(directory)} && ( {command} & p=$!; echo $p > {PID_FILE}; wait $p; c=$?; "
+            f"rm -f {PID_FILE}; exit $c )")
+
+
+def stop_command(*directories: str) -> str:
+    """Ctrl-C on the host: stop the benchmark ``bench_command`` or ``stoppable`` runs in each of ``directories`` (its
+    pid file), and say so."""
+    return "; ".join(f"p=$(cat {shlex.quote(d)}/{PID_FILE} 2>/dev/null) && [ -n \"$p\" ] && kill $p 2>/dev/null "
+                     "&& echo \"stopped $p\" || echo 'no benchmark running'" for d in directories)
 
 
 def output_command(directory: str, model_name: str, backend: str, opts: BenchOptions) -> str:
@@ -293,7 +301,8 @@ def run_model(device: Device, directory: str, model_name: str, backend: str, opt
     if not cold.ok:  # a model that cannot load fails the same way every time
         mb.runs.append(cold)
         mb.outputs.append(out)
-        log.warning("[%s] %s (%s): %s", device.serial, model_name, backend, cold.problem)
+        if stop is None or not stop.is_set():  # a run Ctrl-C stopped is no failure of the model
+            log.warning("[%s] %s (%s): %s", device.serial, model_name, backend, cold.problem)
         return mb
     for _ in range(max(1, opts.repeat)):
         if stop is not None and stop.is_set():  # Ctrl-C (a threading.Event): the caller keeps no partial result
@@ -302,6 +311,7 @@ def run_model(device: Device, directory: str, model_name: str, backend: str, opt
         mb.runs.append(parsed)
         mb.outputs.append(out)
         if not parsed.ok:
-            log.warning("[%s] %s (%s): %s", device.serial, model_name, backend, parsed.problem)
+            if stop is None or not stop.is_set():
+                log.warning("[%s] %s (%s): %s", device.serial, model_name, backend, parsed.problem)
             break  # a crash repeats; keep the output and move on to the next model
     return mb

@@ -26,6 +26,7 @@ from . import numerics as _numerics
 from .adb import Device, state_error
 from .environment import READ_COMMAND, SECTION, Conditions, parse_snapshot, throttle_warnings
 from .executorch_bench import BUILD, run_programs
+from .executorch_bench import SUBDIR as ET_SUBDIR
 from .install import install_apk
 from .lock import Attempt, answer, device_lock, lock_path, new_owner, take_command
 from .plan import DeployPlan, DeploySettings
@@ -360,11 +361,12 @@ def conditions_after(run: DeviceRun) -> None:
 
 
 def stop_benchmarks(target: Target, s: DeploySettings, directory: str) -> bool:
-    """Ctrl-C: stop the benchmark running on the phone (its pid is in the device directory while it runs);
+    """Ctrl-C: stop the benchmark (or ExecuTorch's runner) running on the phone (its pid is in the device directory,
+    or its ExecuTorch sub-directory, while it runs);
     True when the phone was told.  Never raises: the run is ending anyway."""
     try:
         dev = target.server.device(target.serial, min(s.timeout, 15.0))
-        dev.shell(_bench.stop_command(directory), timeout=15)
+        dev.shell(_bench.stop_command(directory, f"{directory}/{ET_SUBDIR}"), timeout=15)
         return True
     except Exception as e:  # noqa: BLE001 - a phone that cannot be told is said so, the others still are
         log.warning("[%s] could not stop the benchmark on the phone: %s", target.label, getattr(e, "what", e))

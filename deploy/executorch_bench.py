@@ -36,7 +36,7 @@ from toolchain.pte_results import PTE_RESULTS_STEM, PteDeployRecord, PteResultRo
 from toolchain.records import BuildInfo, DeployResults, deploy_results_path
 
 from .adb import Device
-from .bench import BenchOptions, BenchStats, ParsedRun, summarize
+from .bench import BenchOptions, BenchStats, ParsedRun, stoppable, summarize
 from .plan import BinaryPlan, DeploySettings, _recorded, unoptimized_warning
 from .preflight import elf_abi, load_alignment
 from .push import PushItem, push_all
@@ -70,8 +70,8 @@ def parse_iterations(output: str) -> List[float]:
 def runner_command(directory: str, program: str, runs: int, threads: int, etdump: Optional[str] = None) -> str:
     """The runner's command line; ``etdump``: a runner built with the event tracer writes its ETDump there (EB4)."""
     trace = f" --etdump_path={shlex.quote(etdump)}" if etdump else ""
-    return (f"cd {shlex.quote(directory)} && ./{pins.RUNNER} --model_path={shlex.quote(program)} "
-            f"--num_executions={int(runs)} --cpu_threads={int(threads)}{trace} 2>&1")
+    return stoppable(directory, f"./{pins.RUNNER} --model_path={shlex.quote(program)} "
+                                f"--num_executions={int(runs)} --cpu_threads={int(threads)}{trace} 2>&1")
 
 
 def threads(opts: BenchOptions) -> int:
@@ -121,6 +121,7 @@ def run_programs(run: Any) -> None:
             run.status(f"running {f.file} (round {r + 1} of {opts.repeat}, {opts.warmup} + {opts.iters} executions)")
             etdump = etdump_name(f.file) if et.event_tracer and r == 0 else None
             res = run.dev.shell(runner_command(directory, f.file, runs, threads(opts), etdump), timeout=opts.timeout)
+            run.go_on()  # a run stopped by Ctrl-C is not a result
             times = parse_iterations(res.output)
             if not res.ok or len(times) != runs:
                 failures[f.file] = (f"executor_runner exited {res.code} after {len(times)} of {runs} executions: "
@@ -128,6 +129,7 @@ def run_programs(run: Any) -> None:
             else:
                 outputs[f.file].append(res.output)
     for f in programs:
+        run.go_on()
         row = program_row(run.rep.serial, f, outputs[f.file], failures.get(f.file), opts.warmup)
         run.rep.pte_rows.append(row)
         run.rep.operators.append(_operators(run.dev, directory, f, row, et.event_tracer, run.s))

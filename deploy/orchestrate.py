@@ -4,6 +4,7 @@ failed ones too."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import sqlite3
@@ -18,7 +19,7 @@ from toolchain.fsutil import ensure_writable_dir
 from toolchain.hardware_records import HardwareRecord, Placement, hardware_path
 from toolchain.numerics_records import NumericsRecord, NumericsVerdict, numerics_path
 from toolchain.pte_results import PteDeployRecord
-from toolchain.records import ResultRow, now_iso
+from toolchain.records import ResultRow, deploy_results_path, now_iso
 
 from .adb import Adb
 from .device_run import Cancelled, DeviceReport, record_failure, run_device, stop_benchmarks
@@ -121,13 +122,28 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
         reports.append(rep)
         if keeper is not None:
             keeper.device_done(rep)
-    result = record(s, plan, reports, keeper, directory)
     if interrupted is not None:
-        log.warning("interrupted: kept %d completed row(s) in %s", len(result.rows), ", ".join(
-            str(p) for p in (result.exports.get("csv"), result.exports.get("json"), result.db_path,
-                             result.executorch and result.executorch.path) if p))
+        interrupted.detail = keep_completed(s, plan, reports, keeper, directory)  # the run's one closing line says it
         raise interrupted
-    return result
+    return record(s, plan, reports, keeper, directory)
+
+
+def keep_completed(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Optional[Keeper],
+                   directory: str) -> str:
+    """Ctrl-C: the TorchScript rows that completed are recorded (a run without one is forgotten: no empty run, no
+    empty ``latest``); the ExecuTorch format's record is not written (a device's lines exist only once all its
+    programs ran).  Returns what was kept, for the one line the task prints."""
+    kept = []
+    if keeper is not None:
+        rows = [r for rep in reports for r in rep.rows]
+        if rows:
+            result = record(s, dataclasses.replace(plan, executorch=None), reports, keeper, directory)
+            kept.append(f"{len(rows)} completed row(s) kept in {result.exports['csv']}")
+        else:
+            keeper.discard()
+    if plan.executorch is not None:
+        kept.append("the ExecuTorch lines were not recorded")
+    return "the benchmarks on the phones were stopped; " + ("; ".join(kept) or "nothing was recorded")
 
 
 class Keeper:
@@ -182,6 +198,16 @@ class Keeper:
         self.store_error = why
         log.warning("the results database %s did not take %d row(s) now (%s); they are kept in %s.csv/.json and "
                     "stored at the end of the run", self.store.path, len(rows), why, self.results / self.stem)
+
+    def discard(self) -> None:
+        """The run ended before any row: forget its reserved id and the CSV/JSON written for it."""
+        for path in (self.results / f"{self.stem}.csv", deploy_results_path(self.results, self.stem)):
+            path.unlink(missing_ok=True)
+        try:
+            self.store.drop_run(self.run_id)
+        except (TorchdroidError, sqlite3.Error) as e:  # the run stays empty in the history: say so in the log
+            log.warning("could not remove the empty run %d from %s: %s", self.run_id, self.store.path,
+                        getattr(e, "what", e))
 
     def finish(self) -> None:
         """The rows the store did not take during the run; raises when it still does not (the CSV/JSON keep them)."""

@@ -39,6 +39,7 @@ from toolchain.numerics_records import FileReference, NumericsVerdict, TensorVal
 from toolchain.pte_records import PteFile, load_section, reference_path
 
 from .adb import Device
+from .bench import stoppable
 from .numerics import judge
 from .push import PushItem
 
@@ -162,8 +163,8 @@ def output_command(directory: str, program: str, input_name: Optional[str], thre
     to :data:`TRACE_NAME`, removed after the program's runs."""
     inputs = f" --inputs={shlex.quote(input_name)}" if input_name else ""
     trace = f" --etdump_path={TRACE_NAME}" if tracer else ""
-    return (f"cd {shlex.quote(directory)} && ./{pins.RUNNER} --model_path={shlex.quote(program)}{inputs} "
-            f"{PRINT_FLAG} --num_executions=1 --cpu_threads={int(threads)}{trace} 2>&1")
+    return stoppable(directory, f"./{pins.RUNNER} --model_path={shlex.quote(program)}{inputs} "
+                                f"{PRINT_FLAG} --num_executions=1 --cpu_threads={int(threads)}{trace} 2>&1")
 
 
 class Unprintable(ValueError):

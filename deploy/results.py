@@ -158,6 +158,17 @@ class ResultStore:
         for r in rows:
             r.run_id, r.started = run_id, started
 
+    def drop_run(self, run_id: int) -> None:
+        """Forget a run ``begin_run`` reserved that ended without a row (Ctrl-C before any benchmark completed)."""
+        con = self._connect()
+        try:
+            with con:
+                con.execute("DELETE FROM devices WHERE run_id = ?", (run_id,))
+                con.execute("DELETE FROM results WHERE run_id = ?", (run_id,))
+                con.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        finally:
+            con.close()
+
     def runs(self) -> List[dict]:
         if not self.path.is_file():
             return []

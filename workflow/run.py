@@ -60,11 +60,17 @@ def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
             raise Exit(f"torchdroid {name}: {e.label}: {e}\n  (run log: {log_path}; --debug shows the traceback)",
                        code=e.exit_code) from e
         except Terminated as e:
-            raise Exit(f"torchdroid {name}: terminated by {e.name} (nothing half-written was left under a final "
-                       "name)", code=128 + e.signum) from None
-        except KeyboardInterrupt:
-            raise Exit(f"torchdroid {name}: interrupted (nothing half-written was left under a final name)",
-                       code=130) from None
+            raise Exit(f"torchdroid {name}: terminated by {e.name}{_detail(e)} (nothing half-written was left under "
+                       "a final name)", code=128 + e.signum) from None
+        except KeyboardInterrupt as e:
+            raise Exit(f"torchdroid {name}: interrupted{_detail(e)} (nothing half-written was left under a final "
+                       "name)", code=130) from None
+
+
+def _detail(e: BaseException) -> str:
+    """What the stage kept when it was stopped (``detail``, set by the stage, e.g. deploy's completed rows)."""
+    detail = getattr(e, "detail", "")
+    return f": {detail}" if detail else ""
 
 
 def _start_log(build_dir, name: str, debug: bool, need_space: bool = True):

@@ -29,7 +29,7 @@ def inputs(tmp_path_factory, standin):
     """Legacy models and the stand-in speed_benchmark_torch, .pte programs beside them, the stand-in runner."""
     root = tmp_path_factory.mktemp("formats")
     inp = make_inputs(root / "ts", modes=("none",), standin=standin, model_size=20_000)
-    write_pte_models(inp.models, variants=(("fp32", "xnnpack", 6000),))
+    write_pte_models(inp.models, variants=(("fp32", "xnnpack", 1 << 16),))  # the stand-in's slowest: ~1 ms a run
     runner = build_standin_runner(root / "standin")
     return inp, write_runtime_build_info(root / "et", runner)
 
@@ -105,3 +105,72 @@ def test_a_bad_format_is_a_usage_error_before_any_work(inputs, tmp_path, value):
     assert not touched and "shell:" not in log, log
     assert not (tmp_path / "build" / "results").exists()
 
+
+def _running_in(directory: Path, program: bytes) -> list:
+    """Processes of ``program`` whose working directory is ``directory`` (the virtual phone's sandbox)."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(proc / "cwd")) == directory and program in (proc / "cmdline").read_bytes():
+                out.append(int(proc.name))
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.parametrize("task, program, where", [
+    (("deploy-executorch",), b"executor_runner", f"{DIR}/{PROJECT}/executorch"),
+    (("deploy", "--format", "executorch"), b"executor_runner", f"{DIR}/{PROJECT}/executorch"),
+    (("deploy",), b"speed_benchmark_torch", f"{DIR}/{PROJECT}"),
+])
+def test_ctrl_c_while_a_benchmark_runs_stops_it_and_leaves_no_record(inputs, tmp_path, task, program, where):
+    """Before: Ctrl-C left executor_runner running on the phone (deploy waited for it to end), then wrote an
+    ExecuTorch record without the interrupted device's lines and printed more than the one line."""
+    import signal
+    import time
+
+    inp, runner_info = inputs
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
+    with adb_with_devices(tmp_path / "adb", {"a": {"env": {"SBT_HOLD_MS": "100000"}}}) as (server, devs):
+        env.update(CI="1", ANDROID_ADB_SERVER_PORT=str(server.port), INVOKE_DEPLOY_NUMERICS="false",
+                   INVOKE_DEPLOY_HARDWARE="false", INVOKE_DEPLOY_RUNNER_BUILD_INFO=str(runner_info),
+                   INVOKE_DEPLOY_BUILD_INFO=str(inp.build_info), INVOKE_DEPLOY_INSTALL="false")
+        argv = [sys.executable, "-m", "invoke", "--search-root", str(ROOT), *task, "--models", str(inp.models),
+                "--iter", "1000000", "--warmup", "0", "--repeat", "1", "--project", PROJECT]
+        proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sandbox = devs["a"].path(where)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not _running_in(sandbox, program) and proc.poll() is None:
+                time.sleep(0.1)
+            assert _running_in(sandbox, program), proc.communicate()
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+            time.sleep(0.3)
+            left = _running_in(sandbox, program)
+        finally:  # whatever failed: nothing of this test keeps running on the shared machine
+            if proc.poll() is None:
+                proc.kill()
+                print(proc.communicate())
+            for pid in _running_in(sandbox, program):
+                os.kill(pid, signal.SIGKILL)
+    assert not left, f"{program.decode()} still running on the phone after Ctrl-C: {left}"
+    assert proc.returncode == 130, out + err
+    lines = [line for line in err.splitlines() if line.strip()]
+    after = lines[next(i for i, line in enumerate(lines) if "interrupted: stopping" in line):]
+    said = [line for line in after if not line.startswith("[")]  # besides each device's own status line: one line
+    assert len(said) == 1 and said[0].startswith(f"torchdroid {task[0]}: interrupted"), err
+    results = tmp_path / "build" / "results"
+    kept = sorted(p.name for p in results.iterdir()) if results.is_dir() else []
+    assert not [k for k in kept if k.startswith(("executorch-", "run-", "latest"))], kept
+    assert not list(results.rglob("*.etdump")) and not list(results.rglob("*.tmp*")) and not list(results.rglob(".*"))
+    if (results / "results.sqlite").exists():  # no empty run in the history (`invoke report` reads the latest)
+        import sqlite3
+
+        con = sqlite3.connect(results / "results.sqlite")
+        assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+        con.close()
+    print(err)
