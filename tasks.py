@@ -263,7 +263,7 @@ def _deploy(c, name: str, debug: bool, **cli) -> None:
         from deploy.plan import check_values
         from workflow.stage_flows import deploy_compat, host_references
 
-        settings = resolve.deploy(c.config, **cli)
+        settings = resolve.deploy(c.config, task=name, **cli)
         check_values(settings)  # every value before any record is read
         if "torchscript" in settings.formats:
             deploy_compat(settings)  # before anything is pushed

@@ -297,8 +297,8 @@ class AdbServer:
         # adbutils splits adb's lines on blanks: "no permissions (...udev...)" arrives as "no"
         return {d.serial: "no permissions" if d.state == "no" else d.state for d in self.client().list()}
 
-    def device(self, serial: str, timeout: float = 120.0) -> "Device":
-        return Device(self, serial, timeout)
+    def device(self, serial: str, timeout: float = 120.0, rerun: str = "invoke deploy") -> "Device":
+        return Device(self, serial, timeout, rerun)
 
 
 def state_error(serial: str, state: str) -> DeviceError:
@@ -312,10 +312,11 @@ def state_error(serial: str, state: str) -> DeviceError:
 class Device:
     """One device: shell with exit codes (shell_v2), getprop, sync push and ``pm install``, all with timeouts."""
 
-    def __init__(self, server: AdbServer, serial: str, timeout: float = 120.0):
+    def __init__(self, server: AdbServer, serial: str, timeout: float = 120.0, rerun: str = "invoke deploy"):
         self.server = server
         self.serial = serial
         self.timeout = timeout
+        self.rerun = rerun  # the command that deploys again (an interrupted push's remedy names it)
         self._device = None
 
     @property
@@ -380,7 +381,7 @@ class Device:
             raise DeviceError(
                 f"the push of {name} to {self.serial} was interrupted",
                 cause=f"{type(e).__name__}: {e}",
-                remedy="reconnect the device and run `invoke deploy` again: finished files are skipped and "
+                remedy=f"reconnect the device and run `{self.rerun}` again: finished files are skipped and "
                        "nothing half-pushed is ever left under a final name",
             ) from e
 

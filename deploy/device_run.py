@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from toolchain.errors import TorchdroidError
+from toolchain.errors import TorchdroidError, command
 from toolchain.hardware_records import LISTER_NAME, Placement
 from toolchain.numerics_records import NumericsVerdict
 from toolchain.pte_results import PteResultRow
@@ -93,7 +93,7 @@ def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: Deplo
                status: Callable[[str], None], cancel: Optional[threading.Event] = None) -> None:
     if target.state != "device":
         raise state_error(rep.serial, target.state)
-    run = DeviceRun(target.server.device(target.serial, s.timeout), rep, s, plan, directory, status,
+    run = DeviceRun(target.server.device(target.serial, s.timeout, command(*s.rerun)), rep, s, plan, directory, status,
                     cancel=cancel or threading.Event())
     attempt = probe(run)
     with device_lock(run.dev, directory, attempt):

@@ -216,7 +216,7 @@ def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[A
     operators: List[Dict[str, Any]] = []
     verdicts: List[NumericsVerdict] = []
     for rep in reports:
-        problems += [f"{rep.serial}: {e.splitlines()[0]}" for e in rep.errors]
+        problems += [f"{rep.serial}: {' '.join(line.strip() for line in e.splitlines())}" for e in rep.errors]  # with the fix
         problems += [f"{rep.serial}: {r.file}: {r.note}" for r in rep.pte_rows if r.status != "ok"]
         rows += legacy_rows(legacy, rep.serial, stems) + rep.pte_rows if rep.pte_rows else []
         operators += rep.operators

@@ -78,7 +78,7 @@ def pick_targets(s: DeploySettings) -> Tuple[List[Target], List[Unreachable]]:
     adb = Adb.locate(s.servers, s.adb_host, s.adb_port, timeout=s.timeout, source=s.servers_from)
     asked = wanted_serials(s.serials)
     try:
-        return select(list_servers(adb), asked)
+        return select(list_servers(adb), asked, s.rerun)
     except DeviceError as e:
         if asked and not [x for x in s.serials if x]:  # the serial came from the environment: say so
             raise DeviceError(e.what, cause=e.cause, remedy="the serial came from ANDROID_SERIAL: check it against "

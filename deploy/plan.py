@@ -60,6 +60,7 @@ class DeploySettings:
     # (deploy/executorch_bench.py) from the runner's build-info
     formats: Tuple[str, ...] = ("torchscript",)
     runner_build_info: Optional[Path] = None
+    rerun: Tuple[str, ...] = ("invoke", "deploy")  # the command that runs this deploy again (remedies name it)
 
 
 def project_name(text: str) -> str:

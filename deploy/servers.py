@@ -73,8 +73,10 @@ def list_servers(adb: Adb) -> List[ServerListing]:
         return list(pool.map(ask, servers))
 
 
-def select(listings: Sequence[ServerListing], serials: Sequence[str]) -> Tuple[List[Target], List[Unreachable]]:
-    """The devices of a run (all of every live server, or the named ``serials``) and what cannot be reached.
+def select(listings: Sequence[ServerListing], serials: Sequence[str],
+           rerun: Sequence[str] = ("invoke", "deploy")) -> Tuple[List[Target], List[Unreachable]]:
+    """The devices of a run (all of every live server, or the named ``serials``) and what cannot be reached;
+    ``rerun``: the command that deploys them again, named in the remedies.
 
     Raises when nothing at all can be worked on: every server down (ToolNotFound), no devices, or named
     serials that no live server knows while every server answered (DeviceError).
@@ -88,7 +90,7 @@ def select(listings: Sequence[ServerListing], serials: Sequence[str]) -> Tuple[L
     missing = [s for s in serials if not any(serial == s for _ls, serial, _st in found)]
     if not down:
         _refuse_nothing_to_do(up, found, missing)
-    unreachable = down + [Unreachable(down[0].address, s, _maybe_there(s, down)) for s in missing]
+    unreachable = down + [Unreachable(down[0].address, s, _maybe_there(s, down, rerun)) for s in missing]
     return _targets(found, len(listings) > 1), unreachable
 
 
@@ -133,11 +135,11 @@ def _all_down(listings: Sequence[ServerListing]) -> ToolNotFound:
     )
 
 
-def _maybe_there(serial: str, down: Sequence[Unreachable]) -> DeviceError:
+def _maybe_there(serial: str, down: Sequence[Unreachable], rerun: Sequence[str]) -> DeviceError:
     names = ", ".join(str(d.address) for d in down)
     return DeviceError(
         f"device {serial} was not found: the adb server(s) {names} did not answer",
         cause=f"no server that answered lists {serial}; it may be on {names} ({down[0].error.what})",
-        remedy=f"start that server (or its tunnel) and deploy again with `{command('invoke', 'deploy', '--serial', serial)}`",
+        remedy=f"start that server (or its tunnel) and deploy again with `{command(*rerun, '--serial', serial)}`",
     )
 

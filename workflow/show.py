@@ -217,7 +217,8 @@ def deploy(result: Any) -> None:
     if result.run_id is not None:
         print(f"results: run {result.run_id} in {result.db_path}; "
               + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
-        print("next: invoke report  (the chart and an HTML page of this run)")
+        if result.executorch is None:  # with both formats the ExecuTorch part says what next, once
+            print("next: invoke report  (the chart and an HTML page of this run)")
 
 
 def report(result: Any, as_json: bool = False) -> None:
@@ -380,7 +381,13 @@ def pte_deploy(result: Any) -> None:
     numerics(result.pte_numerics, {}, "" if rec.numerics else "the runner's outputs were not checked", ET_NUMERICS)
     files = [rec.path, rec.path.with_suffix(".csv")] + ([rec.path.parent / rec.numerics["file"]] if rec.numerics else [])
     print("results: " + ", ".join(map(str, files)))
-    print("next: invoke report  (these lines beside the legacy run, in the console and the HTML page)")
+    if result.run_id is not None:  # both formats in this run
+        print("next: invoke report  (the chart and an HTML page of this run, with the ExecuTorch lines beside it)")
+    elif rec.legacy.get("run_id") is not None:
+        print("next: invoke report  (these lines beside the legacy run, in the console and the HTML page)")
+    else:  # no legacy run to compare with: report would refuse
+        print("next: invoke deploy --format torchscript,executorch  (the TorchScript CPU and NNAPI lines these are "
+              "compared with, in the same run; then invoke report)")
 
 
 def pte_operators(entries: Any) -> None:

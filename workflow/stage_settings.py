@@ -308,9 +308,12 @@ def bench_options(r: Resolver):
 
 
 def deploy(config: Any, **cli):
+    """``cli["task"]``: deploy or deploy-executorch, for the command the remedies name."""
     from deploy import DeploySettings
 
     r = _r(config, cli)
+    formats = tuple(dict.fromkeys(r.get("deploy.format", "format")))
+    task = cli.get("task") or "deploy"
     return DeploySettings(
         models=r.path("convert.out", "models"),
         results=r.path("deploy.results", "results"),
@@ -336,7 +339,9 @@ def deploy(config: Any, **cli):
         gatord=r.path("deploy.gatord", "profile_with_gatord"),
         timeout=float(r.get("deploy.timeout")),
         app_wait=float(r.get("deploy.app_wait")),
-        formats=tuple(dict.fromkeys(r.get("deploy.format", "format"))),
+        formats=formats,
+        rerun=("invoke", task) + (("--format", ",".join(formats)) if task == "deploy" and formats != ("torchscript",)
+                                  else ()),
         runner_build_info=(r.path("deploy.runner_build_info", "runner_build_info")
                            or layout(r).executorch_build_info(r.get("android.abi"))),
     )

@@ -174,3 +174,46 @@ def test_ctrl_c_while_a_benchmark_runs_stops_it_and_leaves_no_record(inputs, tmp
         assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
         con.close()
     print(err)
+
+
+def _next_lines(text: str) -> list:
+    return [line for line in text.splitlines() if line.startswith("next:")]
+
+
+@pytest.mark.parametrize("task", [("deploy-executorch",), ("deploy", "--format", "executorch")])
+def test_what_to_run_next_after_the_executorch_format_names_a_command_that_does_it(inputs, tmp_path, task):
+    """Before: "next: invoke report" after a run without a legacy run (report then refuses: no results database),
+    and "deploy again with `invoke deploy --serial S`" for a device on a server that was down (that command deploys
+    the TorchScript format, not the programs)."""
+    from tests.virtual_device.harness import adb_servers_with_devices
+
+    inp, runner_info = inputs
+    with adb_servers_with_devices(tmp_path / "adb", {"up": {"a": {}}}, down=["gone"]) as (servers, devs, down):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
+        env.update(CI="1", INVOKE_DEPLOY_NUMERICS="false")
+        base = [sys.executable, "-m", "invoke", "--search-root", str(ROOT), *task, "--models", str(inp.models),
+                "--iter", "2", "--warmup", "0", "--repeat", "1", "--project", PROJECT,
+                "--adb-server", f"127.0.0.1:{servers['up'].port}"]
+        base += ["--build-info" if task[0] == "deploy-executorch" else "--runner-build-info", str(runner_info)]
+        first = subprocess.run(base, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        gone = subprocess.run(base + ["--adb-server", f"127.0.0.1:{down['gone']}", "--serial",
+                                      f"{devs['a'].serial},elsewhere-1"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    said = _next_lines(first.stdout)
+    assert len(said) == 1 and "invoke deploy --format torchscript,executorch" in said[0], first.stdout
+    report = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "report"], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert report.returncode != 0  # what "next" would have sent the user to: no legacy run to draw
+    assert gone.returncode == 7, gone.stdout + gone.stderr
+    want = "invoke " + " ".join(task)
+    hint = [line for line in (gone.stdout + gone.stderr).splitlines() if "deploy again with" in line]
+    assert hint and all(f"`{want} --serial elsewhere-1`" in line for line in hint), gone.stdout + gone.stderr
+
+
+def test_both_formats_print_one_next_line(inputs, tmp_path):
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        r = deploy(tmp_path, inputs, "--format", "torchscript,executorch", port=server.port)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _next_lines(r.stdout) == ["next: invoke report  (the chart and an HTML page of this run, with the "
+                                     "ExecuTorch lines beside it)"], r.stdout
