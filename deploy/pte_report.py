@@ -190,7 +190,7 @@ def summary_lines(section: PteReportSection) -> List[str]:
     """The notes printed (and shown on the page) with the ExecuTorch tables."""
     if not section.present:
         return [section.hint]
-    out = [f"STALE: {reason} (run `invoke deploy-executorch` right after the `invoke deploy` you report on)"
+    out = [f"STALE: {reason} (run `invoke deploy --format torchscript,executorch`: both formats in one run)"
            for reason in section.stale]
     for t in section.devices:
         out.extend(f"STALE: {reason}" for reason in t.stale)

@@ -95,6 +95,7 @@ def test_rows_older_than_the_legacy_run_are_marked_stale(executorch_report_chain
     assert r.returncode == 0, r.stdout + r.stderr
     assert "STALE: its TorchScript CPU/NNAPI lines and speed-ups come from legacy run 1, not from run 2" in r.stdout
     assert "before legacy run 2 started" in r.stdout
+    assert "run `invoke deploy --format torchscript,executorch`: both formats in one run" in " ".join(r.stdout.split())
     data = _json_report(chain, results)
     assert data["run_id"] == 2 and len(data["executorch"]["stale"]) == 2
     # the run the ExecuTorch rows were measured beside is not stale
