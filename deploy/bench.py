@@ -258,7 +258,7 @@ def output_command(directory: str, model_name: str, backend: str, opts: BenchOpt
     """One run that prints the model's output on bundled input ``opts.bundled_input`` (upstream's --print_output,
     docs/facts.md NU1) before "Starting benchmark.": the numerics check's run, with the benchmark's own flags."""
     argv = bench_args(model_name, backend, dataclasses.replace(opts, gatord=False), None, warmup=0, iters=1)
-    return f"cd {shlex.quote(directory)} && " + " ".join(shlex.quote(a) for a in argv + ["--print_output=true"])
+    return stoppable(directory, " ".join(shlex.quote(a) for a in argv + ["--print_output=true"]))  # Ctrl-C stops it
 
 
 @dataclass

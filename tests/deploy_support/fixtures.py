@@ -195,3 +195,18 @@ def invoke_cli(cwd: Path, *args: str, port: int) -> subprocess.CompletedProcess:
     env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(port), CI="1")
     return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
+
+
+def running_in(directory: Path, program: bytes) -> list:
+    """Pids of the processes of ``program`` (a part of their command line) whose working directory is ``directory``
+    (a virtual phone's sandbox)."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(proc / "cwd")) == directory and program in (proc / "cmdline").read_bytes():
+                out.append(int(proc.name))
+        except OSError:
+            continue
+    return out

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.deploy_support.fixtures import make_inputs
+from tests.deploy_support.fixtures import running_in as _running_in
 from tests.executorch_support.device import build_standin_runner, write_pte_models, write_runtime_build_info
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.pte_results import PteDeployRecord
@@ -104,20 +105,6 @@ def test_a_bad_format_is_a_usage_error_before_any_work(inputs, tmp_path, value):
     assert "--format" in out and "torchscript" in out and "executorch" in out, out
     assert not touched and "shell:" not in log, log
     assert not (tmp_path / "build" / "results").exists()
-
-
-def _running_in(directory: Path, program: bytes) -> list:
-    """Processes of ``program`` whose working directory is ``directory`` (the virtual phone's sandbox)."""
-    out = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if Path(os.readlink(proc / "cwd")) == directory and program in (proc / "cmdline").read_bytes():
-                out.append(int(proc.name))
-        except OSError:
-            continue
-    return out
 
 
 @pytest.mark.parametrize("task, program, where", [

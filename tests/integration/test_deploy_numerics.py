@@ -113,3 +113,47 @@ def test_no_reference_no_extra_run_and_no_numerics_says_not_checked(tmp_path, st
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert "numerics: not checked in this run" in rep.stdout
     assert "not checked in this run" in (results / "report-run-0002.html").read_text()
+
+
+def test_ctrl_c_during_the_output_check_stops_the_binary_on_the_phone(tmp_path, standin, mobilenet_models):
+    """Ctrl-C while the phone prints a model's output for the numerics check: the binary is stopped there too (it
+    used to be left running: only the timed benchmark had a pid file), exit 130."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from tests.deploy_support.fixtures import running_in
+
+    models = tmp_path / "models"
+    shutil.copytree(mobilenet_models[0], models)
+    build_info = write_build_info(tmp_path / "android", standin)
+    work = tmp_path / "work"
+    work.mkdir()
+    # the output run never ends by itself; the sleep holds no pipe of the shell (a real binary has no child)
+    hold = {"SBT_OUTPUT_CMD": "exec sleep 100000 </dev/null >/dev/null 2>&1; :"}
+    with adb_with_devices(tmp_path / "adb", {"p": {"env": hold}}) as (server, devs):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
+        env.update(CI="1", ANDROID_ADB_SERVER_PORT=str(server.port), INVOKE_DEPLOY_HARDWARE="false")
+        argv = [sys.executable, "-m", "invoke", "--search-root", str(ROOT), "deploy", "--models", str(models),
+                "--build-info", str(build_info), "--variant", "quant_none", "--iter", "2", "--repeat", "1",
+                "--warmup", "0", "--allow-mismatch", "--project", "stop"]
+        proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sandbox = devs["p"].path("/data/local/tmp/torchdroid/stop")
+        try:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and not running_in(sandbox, b"print_output=true") and proc.poll() is None:
+                time.sleep(0.1)
+            assert running_in(sandbox, b"print_output=true"), proc.communicate()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+            time.sleep(0.3)
+            left = running_in(sandbox, b"speed_benchmark_torch")
+        finally:  # nothing of this test keeps running on the shared machine (the held output's sleep included)
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+            for pid in running_in(sandbox, b"speed_benchmark_torch") + running_in(sandbox, b"sleep"):
+                os.kill(pid, signal.SIGKILL)
+    assert not left, f"speed_benchmark_torch still running on the phone after Ctrl-C: {left}"
+    assert proc.returncode == 130, out + err

@@ -124,7 +124,8 @@ def test_the_output_run_prints_on_each_bundled_input_with_the_benchmarks_flags()
 
     opts = BenchOptions(threads=2, gatord=True, caching_allocator=True)
     cmd = output_command("/data/local/tmp/x y", "m-quant_full-cpu.pt", "cpu", replace(opts, bundled_input=3))
-    assert cmd.startswith("cd '/data/local/tmp/x y' && ./speed_benchmark_torch --model=./m-quant_full-cpu.pt ")
+    assert cmd.startswith("cd '/data/local/tmp/x y' && ( ./speed_benchmark_torch --model=./m-quant_full-cpu.pt ")
+    assert "echo $p > .torchdroid-bench.pid" in cmd  # Ctrl-C can stop it (deploy.bench.stop_command)
     for flag in ("--use_bundled_input=3", "--warmup=0", "--iter=1", "--pthreadpool_size=2",
                  "--use_caching_allocator=true", "--print_output=true"):
         assert flag in cmd.split(), cmd
