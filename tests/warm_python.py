@@ -32,6 +32,15 @@ PRELOAD_ENV = "TORCHDROID_WARM_PYTHON_PRELOAD"  # modules to import once (comma-
 PRELOAD = ("torch", "executorch.runtime", "executorch.extension.pybindings.portable_lib", "host_nnapi.graph")
 
 
+def python_env() -> dict:
+    """``VDEV_PYTHON`` (and what it needs) for a stand-in started outside a virtual phone: the warm python when the
+    run enabled one (tests/virtual_device/device.py gives its phones the same), else this python."""
+    if not os.environ.get(ENV):
+        return {"VDEV_PYTHON": sys.executable}
+    return {"VDEV_PYTHON": os.path.join(HERE, "warm-python"), "VDEV_HOST_PYTHON": sys.executable,
+            ENV: os.environ[ENV], OWNER: os.environ[OWNER]}
+
+
 # ---------------------------------------------------------------------------------------------------- server
 
 
