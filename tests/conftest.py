@@ -42,6 +42,19 @@ def pytest_unconfigure(config):  # noqa: ARG001
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def warm_python():
+    """Python scripts the virtual phones run (fixture runners, output printers, the NNAPI runtime log) fork from one
+    server of this process that imported torch and ExecuTorch once, started when the first one is needed
+    (tests/warm_python.py)."""
+    from tests import warm_python as warm
+    from tests.shared import run_dir
+
+    warm.enable(str(run_dir() / f"warm-python-{os.getpid()}"))
+    yield
+    warm.disable()
+
+
 OPT_IN = ("ndk", "device", "network")  # need the real thing: run only when `-m` names them (./run test -m ndk)
 
 

@@ -24,8 +24,9 @@ def _tiny(seed: int = 0):
     return Tiny().eval()
 
 
-def _quantized_state(float_model, qconfig: str = "qnnpack"):
-    """The state_dict of ``float_model`` quantized eager-mode with ``qconfig`` on torchdroid's calibration images."""
+def _quantized_state(float_model, qconfig: str = "qnnpack", count: int = 4):
+    """The state_dict of ``float_model`` quantized eager-mode with ``qconfig`` on ``count`` of torchdroid's
+    calibration images."""
     import torch
 
     from converter.calibration import load_batch, parse_calibration
@@ -36,7 +37,7 @@ def _quantized_state(float_model, qconfig: str = "qnnpack"):
     m.qconfig = torch.ao.quantization.get_default_qconfig(qconfig)
     torch.ao.quantization.prepare(m, inplace=True)
     with torch.no_grad():
-        m(torch.cat(load_batch(parse_calibration(None, 4, 0), (224, 224)), 0))
+        m(torch.cat(load_batch(parse_calibration(None, count, 0), (224, 224)), 0))
     torch.ao.quantization.convert(m, inplace=True)
     torch.backends.quantized.engine = "qnnpack"
     return m.state_dict()
@@ -185,12 +186,13 @@ def test_pretrained_quantized_weights_come_from_the_hub_cache(tmp_path):
     home = tmp_path / "torch-home"
     cached = home / "hub" / "checkpoints" / enum.url.rsplit("/", 1)[1]
     cached.parent.mkdir(parents=True)
+    # two calibration images, here and in convert: what is checked is where the file comes from, not its ranges
     model, _ = build_float_model(parse_model("mobilenet_v2"), parse_weights("random"))
-    estimate_batchnorm(model, load_batch(parse_calibration(None, 4, 0), (224, 224)))
-    torch.save(_quantized_state(model), cached)
+    estimate_batchnorm(model, load_batch(parse_calibration(None, 2, 0), (224, 224)))
+    torch.save(_quantized_state(model, count=2), cached)
     r = invoke("convert", "--weights", "random", "--quantized-weights", "pretrained", "--quant", "full",
                "--out", str(tmp_path / "o"), "--no-verify",
-               env={"INVOKE_CONVERT_CALIBRATION_COUNT": "4", "TORCH_HOME": str(home), "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"})
+               env={"INVOKE_CONVERT_CALIBRATION_COUNT": "2", "TORCH_HOME": str(home), "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"})
     assert r.returncode == 0, r.stderr
     q = ConvertManifest.load(tmp_path / "o").conversions["mobilenetv2"]["weights"]["quantized"]
     assert q["origin"] == "pretrained" and q["url"] == enum.url

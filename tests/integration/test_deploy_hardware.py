@@ -23,7 +23,8 @@ from toolchain.hardware_records import HardwareRecord, hardware_path
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNTIME_LOG = f"env PYTHONPATH={ROOT} {sys.executable} {ROOT / 'tests' / 'deploy_support' / 'nnapi_runtime_log.py'}"
+# "$VDEV_PYTHON": the phone's python (the test run's warm one, tests/warm_python.py)
+RUNTIME_LOG = f"env PYTHONPATH={ROOT} \"$VDEV_PYTHON\" {ROOT / 'tests' / 'deploy_support' / 'nnapi_runtime_log.py'}"
 FLOAT_NNAPI, INT8_NNAPI = "mobilenetv2-quant_none-nnapi.pt", "mobilenetv2-quant_full-nnapi.pt"
 
 
@@ -182,7 +183,7 @@ def test_one_page_per_run_explains_every_phones_number(tmp_path, lab_models, tin
     from tests.executorch_support.lane import copy_models
 
     models, build_info = lab_models
-    printer = (f"env PYTHONPATH={ROOT} TORCHDROID_HOST_NNAPI_CACHE={cache_root()} {sys.executable} "
+    printer = (f"env PYTHONPATH={ROOT} TORCHDROID_HOST_NNAPI_CACHE={cache_root()} \"$VDEV_PYTHON\" "
                f"{ROOT / 'tests' / 'deploy_support' / 'print_output.py'}")
     answers = {"SBT_OUTPUT_CMD": printer, "SBT_OUTPUT_CACHE": str(tmp_path / "outputs")}
     devices = {

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not 
 
 ROOT = Path(__file__).resolve().parents[2]
 # the phones' "driver": the host NNAPI library built once for this machine (not once per phone's sandbox HOME)
-HELPER = (f"env PYTHONPATH={ROOT} TORCHDROID_HOST_NNAPI_CACHE={cache_root()} {sys.executable} "
+HELPER = (f"env PYTHONPATH={ROOT} TORCHDROID_HOST_NNAPI_CACHE={cache_root()} \"$VDEV_PYTHON\" "
           f"{ROOT / 'tests' / 'deploy_support' / 'print_output.py'}")
 
 

@@ -78,10 +78,10 @@ def test_the_fixture_runner_refuses_etdump_path_unless_built_with_the_tracer(tin
     plain = subprocess.run(["/bin/sh", "-c", cmd.format(runners["plain"])], capture_output=True, text=True)
     assert plain.returncode == 1 and "unknown command line flag" in plain.stdout
     assert not (tmp_path / "x.etdump").exists()
-    import sys
+    from tests.warm_python import python_env
 
     traced = subprocess.run(["/bin/sh", "-c", cmd.format(runners["tracer"])], capture_output=True, text=True,
-                            env={"VDEV_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
+                            env={**python_env(), "PATH": "/usr/bin:/bin"})
     assert traced.returncode == 0, traced.stdout
     from executorch.devtools import Inspector
 

@@ -422,6 +422,9 @@ class VirtualDevice:
             "VDEV_CPU_ABI": str((self.config.get("props") or {}).get("ro.product.cpu.abi", "")),
             "LC_ALL": "C",
         }
+        if os.environ.get("TORCHDROID_WARM_PYTHON"):  # the test run's warm python (tests/warm_python.py)
+            env.update({k: os.environ[k] for k in ("TORCHDROID_WARM_PYTHON", "TORCHDROID_WARM_PYTHON_OWNER")})
+            env.update({"VDEV_PYTHON": str(HERE.parent / "warm-python"), "VDEV_HOST_PYTHON": sys.executable})
         env.update({k: str(v) for k, v in (self.config.get("env") or {}).items()})
         self.log(f"shell: {cmd}")
         proc = subprocess.run(
