@@ -18,6 +18,7 @@ the table in docs/adversarial.md from the suite itself.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import subprocess
@@ -77,17 +78,27 @@ _SERVER: list = []  # this process's fork server (tests/adversarial/forkrun.py),
 
 
 def fork_server():
-    """This process's fork server, or None when ``TORCHDROID_TEST_FORK=0``."""
+    """This process's fork server, or None when ``TORCHDROID_TEST_FORK=0``.  A new one when this process's own
+    environment changed a variable read at start-up since the server started (torch, imported by an in-process
+    test, sets ``TORCHINDUCTOR_CACHE_DIR``): every case inherits it, as a real child would."""
     if os.environ.get("TORCHDROID_TEST_FORK", "1") == "0":
         return None
+    from tests.adversarial.forkrun import ForkServer, import_time_keys
+
+    base = clean_env()
+    if _SERVER and import_time_keys(base, _SERVER[0].env):
+        _SERVER.pop().close()
     if not _SERVER:
-        import atexit
-
-        from tests.adversarial.forkrun import ForkServer
-
-        _SERVER.append(ForkServer(INVOKE, clean_env()))
-        atexit.register(_SERVER[0].close)
+        _SERVER.append(ForkServer(INVOKE, base))
     return _SERVER[0]
+
+
+def _close_fork_server() -> None:
+    while _SERVER:
+        _SERVER.pop().close()
+
+
+atexit.register(_close_fork_server)
 
 
 def run_invoke(args: Sequence[str], cwd: Path, env: Optional[Dict[str, str]] = None, timeout: float = 600,

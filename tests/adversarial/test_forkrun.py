@@ -4,12 +4,14 @@ stdout and stderr, same process state as seen from inside; and the comparison ca
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import textwrap
 
 import pytest
 
+from tests.adversarial import forkrun, harness
 from tests.adversarial.forkrun import import_time_keys
 from tests.adversarial.harness import INVOKE, Outcome, clean_env, fork_server, run_invoke
 
@@ -50,7 +52,7 @@ PROBE_TASKS = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def server():
     srv = fork_server()
     if srv is None:
@@ -130,3 +132,30 @@ def test_a_variable_read_at_import_sends_the_case_to_a_fresh_interpreter(server)
         assert import_time_keys(clean_env(changed), server.env) == sorted(changed)
     assert import_time_keys(clean_env({"INVOKE_BUILD_DIR": "x", "PATH": "/bin"}), server.env) == []
 
+
+
+def test_a_start_up_variable_changed_in_this_process_gets_a_new_server(monkeypatch):
+    """torch sets TORCHINDUCTOR_CACHE_DIR in the pytest process when an in-process test uses it; the cases inherit
+    it, so the server must have been started with it (else every later case would fall back to a fresh run)."""
+    made, closed = [], []
+
+    class Stub:
+        def __init__(self, script, env):
+            self.env = env
+            made.append(self)
+
+        def close(self):
+            closed.append(self)
+
+    monkeypatch.setattr(forkrun, "ForkServer", Stub)
+    monkeypatch.setattr(harness, "_SERVER", [])
+    monkeypatch.delenv("TORCHDROID_TEST_FORK", raising=False)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    first = fork_server()
+    assert fork_server() is first and not closed
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/torchinductor_elsewhere")
+    second = fork_server()
+    assert closed == [first] and second is not first
+    assert second.env["TORCHINDUCTOR_CACHE_DIR"] == "/tmp/torchinductor_elsewhere"
+    monkeypatch.setenv("PATH", os.environ["PATH"] + os.pathsep + "/nowhere")  # read by the child: no new server
+    assert fork_server() is second
