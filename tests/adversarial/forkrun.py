@@ -45,8 +45,8 @@ PRELOAD = ("invoke", "invoke.main", "invoke.config", "yaml", "rich", "rich.conso
 # 2.14 / numpy / invoke / tqdm / networkx / sympy; the OpenMP, MKL and OpenBLAS runtimes read theirs from C).
 IMPORT_TIME_PREFIXES = (
     "PYTHON", "LC_", "LD_", "MALLOC_", "GLIBC_", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "NUMEXPR_", "NPY_",
-    "NUMPY_", "TORCH", "PYTORCH_", "AOT", "INDUCTOR_", "CUDA", "NVIDIA_", "NVPL_", "TRITON_", "KINETO_", "FX_",
-    "SYMPY_", "MPMATH_", "PILLOW_", "TQDM_", "NETWORKX_", "COMPILE_STROBELIGHT_", "CUTEDSL_", "CUTLASS_",
+    "NUMPY_", "TORCH_", "TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCHEXPORT_", "TORCHAO_", "TORCHVISION_", "PYTORCH_",
+    "AOT", "INDUCTOR_", "CUDA", "NVIDIA_", "NVPL_", "TRITON_", "KINETO_", "FX_", "SYMPY_", "MPMATH_", "PILLOW_", "TQDM_", "NETWORKX_", "COMPILE_STROBELIGHT_", "CUTEDSL_", "CUTLASS_",
     "ENABLE_", "PARTITIONER_", "PT2_", "LOG_", "INVOKE_DEBUG",
 )
 IMPORT_TIME_NAMES = frozenset({
