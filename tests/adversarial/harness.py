@@ -1,7 +1,9 @@
 """The adversarial suite's one way to run a task as a user would, and to judge the outcome.
 
 Every case runs the real ``invoke`` command in a fresh directory (relative build dir, no
-``INVOKE_*`` or ``ANDROID_*`` variables unless the case sets them) and asserts:
+``INVOKE_*`` or ``ANDROID_*`` variables unless the case sets them) -- as a child of a fork server that has
+torch imported but none of our modules (tests/adversarial/forkrun.py; ``fresh=True`` or a changed start-up
+variable gets a new interpreter, ``TORCHDROID_TEST_FORK=0`` for all) -- and asserts:
 
 * the exit code's *kind* (2 usage, 3 tool, 4 tool failed, 5 record, 6 conversion, 7 device,
   8 verification, 9 compatibility, 0 success);
@@ -16,6 +18,7 @@ the table in docs/adversarial.md from the suite itself.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import subprocess
@@ -71,11 +74,50 @@ def clean_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     return env
 
 
+_SERVER: list = []  # this process's fork server (tests/adversarial/forkrun.py), started by the first case
+
+
+def fork_server():
+    """This process's fork server, or None when ``TORCHDROID_TEST_FORK=0``.  A new one when this process's own
+    environment changed a variable read at start-up since the server started (torch, imported by an in-process
+    test, sets ``TORCHINDUCTOR_CACHE_DIR``): every case inherits it, as a real child would."""
+    if os.environ.get("TORCHDROID_TEST_FORK", "1") == "0":
+        return None
+    from tests.adversarial.forkrun import ForkServer, import_time_keys
+
+    base = clean_env()
+    if _SERVER and import_time_keys(base, _SERVER[0].env):
+        _SERVER.pop().close()
+    if not _SERVER:
+        _SERVER.append(ForkServer(INVOKE, base))
+    return _SERVER[0]
+
+
+def _close_fork_server() -> None:
+    while _SERVER:
+        _SERVER.pop().close()
+
+
+atexit.register(_close_fork_server)
+
+
 def run_invoke(args: Sequence[str], cwd: Path, env: Optional[Dict[str, str]] = None, timeout: float = 600,
-               stdin: Optional[str] = None) -> Outcome:
-    """Run ``invoke ARGS`` with the repository's tasks.py from ``cwd`` (a user's working directory)."""
+               stdin: Optional[str] = None, fresh: bool = False) -> Outcome:
+    """Run ``invoke ARGS`` with the repository's tasks.py from ``cwd`` (a user's working directory).
+
+    The program runs in a child forked from this process's fork server (torch already imported, none of our
+    modules: tests/adversarial/forkrun.py), unless ``fresh`` asks for a new interpreter (a case about start-up
+    itself) or the case's environment changes a variable read at start-up or import, which gets one too."""
     argv = [INVOKE, "--search-root", str(ROOT), *args]
-    res = subprocess.run(argv, cwd=cwd, env=clean_env(env), capture_output=True, text=True, timeout=timeout,
+    full_env = clean_env(env)
+    server = None if fresh else fork_server()
+    if server is not None:
+        from tests.adversarial.forkrun import import_time_keys
+
+        if not import_time_keys(full_env, server.env):
+            code, out, err = server.run(argv[1:], cwd, full_env, timeout=timeout, stdin=stdin)
+            return Outcome(code, out, err)
+    res = subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
                          input=stdin)
     return Outcome(res.returncode, res.stdout, res.stderr)
 

@@ -27,14 +27,14 @@ from tests.adversarial.harness import INVOKE, ROOT, TRACEBACK_MARKS, adversarial
 def test_a_regular_file_named_build_is_a_usage_error(tmp_path, task):
     (tmp_path / "build").write_text("my notes\n")
     kept = {tmp_path / "build": hashlib.sha256(b"my notes\n").hexdigest()}
-    out = run_invoke(task, tmp_path)
+    out = run_invoke(task, tmp_path, fresh=True)
     assert_clean(out, "usage", mentions=["build", "not a directory"], kept=kept, root=tmp_path)
 
 
 @adversarial("environment", "build dir is a dangling symlink")
 def test_a_dangling_symlink_as_build_dir_is_a_usage_error(tmp_path):
     (tmp_path / "build").symlink_to(tmp_path / "gone" / "disk")
-    out = run_invoke(["doctor"], tmp_path)
+    out = run_invoke(["doctor"], tmp_path, fresh=True)
     assert_clean(out, "usage", mentions=["build", "gone/disk"], root=tmp_path)
     assert not (tmp_path / "gone").exists()
 
@@ -45,7 +45,7 @@ def test_a_dangling_symlink_as_build_dir_is_a_usage_error(tmp_path):
     (["doctor"], {"INVOKE_BUILD_DIR": "~nosuchuser/build"}),
 ])
 def test_an_unknown_home_in_a_path_is_a_usage_error(tmp_path, args, env):
-    out = run_invoke(args, tmp_path, env=env)
+    out = run_invoke(args, tmp_path, env=env, fresh=True)
     assert_clean(out, "usage", mentions=["~nosuchuser", "no user"], root=tmp_path)
 
 
@@ -55,21 +55,21 @@ def test_an_unknown_home_in_a_path_is_a_usage_error(tmp_path, args, env):
 @adversarial("environment", "python config file with a syntax error")
 def test_a_python_config_file_with_a_syntax_error_is_a_usage_error(tmp_path):
     (tmp_path / "mine.py").write_text("convert = {\n")
-    out = run_invoke(["-f", "mine.py", "doctor"], tmp_path)
+    out = run_invoke(["-f", "mine.py", "doctor"], tmp_path, fresh=True)
     assert_clean(out, "usage", mentions=["mine.py", "line 1"], root=tmp_path)
 
 
 @adversarial("environment", "python config file that raises")
 def test_a_python_config_file_that_raises_is_a_usage_error(tmp_path):
     (tmp_path / "mine.py").write_text("import nosuchmodule_td21\n")
-    out = run_invoke(["-f", "mine.py", "doctor"], tmp_path)
+    out = run_invoke(["-f", "mine.py", "doctor"], tmp_path, fresh=True)
     assert_clean(out, "usage", mentions=["mine.py", "nosuchmodule_td21"], root=tmp_path)
 
 
 @adversarial("environment", "python config file with an unknown section")
 def test_an_unknown_section_in_a_python_config_file_is_refused_like_yaml(tmp_path):
     (tmp_path / "mine.py").write_text("conevrt = {'weights': 'random'}\n")
-    out = run_invoke(["-f", "mine.py", "doctor"], tmp_path)
+    out = run_invoke(["-f", "mine.py", "doctor"], tmp_path, fresh=True)
     assert_clean(out, "usage", mentions=["conevrt"], root=tmp_path)
 
 
@@ -87,7 +87,7 @@ def test_a_broken_user_config_file_is_a_usage_error(tmp_path, text, words):
     (home / ".invoke.yaml").write_text(text)
     cwd = tmp_path / "work"
     cwd.mkdir()
-    out = run_invoke(["doctor"], cwd, env={"HOME": str(home)})
+    out = run_invoke(["doctor"], cwd, env={"HOME": str(home)}, fresh=True)
     assert_clean(out, "usage", mentions=[".invoke.yaml", *words], root=tmp_path)
 
 
@@ -97,7 +97,7 @@ def test_a_user_config_path_that_is_a_directory_is_a_usage_error(tmp_path):
     (home / ".invoke.yaml").mkdir(parents=True)
     cwd = tmp_path / "work"
     cwd.mkdir()
-    out = run_invoke(["doctor"], cwd, env={"HOME": str(home)})
+    out = run_invoke(["doctor"], cwd, env={"HOME": str(home)}, fresh=True)
     assert_clean(out, "usage", mentions=[".invoke.yaml", "is a directory", "move it away"], root=tmp_path)
 
 
@@ -128,7 +128,7 @@ def full_disk(tmp_path):
 @adversarial("environment", "full disk (ENOSPC) for the log and the locks")
 @pytest.mark.parametrize("task", [["doctor"], ["convert", "--no-verify"], ["verify"], ["make-app"]])
 def test_a_full_disk_is_one_clear_message(tmp_path, full_disk, task):
-    out = run_invoke(task, tmp_path, env={"INVOKE_BUILD_DIR": str(full_disk / "build")})
+    out = run_invoke(task, tmp_path, env={"INVOKE_BUILD_DIR": str(full_disk / "build")}, fresh=True)
     assert_clean(out, "usage", mentions=["no space", str(full_disk)], root=full_disk)
     assert "Logging error" not in out.text
 
@@ -141,7 +141,7 @@ def test_clean_runs_on_a_full_disk_and_frees_it(tmp_path, full_disk):
     old.write_bytes(b"")
     os.utime(old, (0, 0))
     out = run_invoke(["clean", "--what", "logs", "--older-than", "1"], tmp_path,
-                     env={"INVOKE_BUILD_DIR": str(full_disk / "build")})
+                     env={"INVOKE_BUILD_DIR": str(full_disk / "build")}, fresh=True)
     assert_clean(out, "ok", root=full_disk)
     assert not old.exists()
     assert "Logging error" not in out.text
@@ -157,7 +157,7 @@ def test_a_400_megapixel_calibration_image_is_refused_before_work(tmp_path):
     cal = tmp_path / "cal"
     cal.mkdir()
     Image.new("1", (20000, 20000)).save(cal / "huge.png")  # a few kB on disk, 400 MP decoded
-    out = run_invoke(["convert", "--no-verify", "--weights", "random", "--calibration", str(cal)], tmp_path)
+    out = run_invoke(["convert", "--no-verify", "--weights", "random", "--calibration", str(cal)], tmp_path, fresh=True)
     assert_clean(out, "usage", mentions=["huge.png", "20000x20000"], root=tmp_path)
     assert not (tmp_path / "build" / "models").exists()
 
