@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -17,6 +18,11 @@ os.environ.setdefault("TORCHDROID_TEST", "1")
 # the width of whatever terminal or CI runner started pytest (a CI with COLUMNS=80 wrapped a table title the
 # tests read).  A test about widths sets COLUMNS itself.
 os.environ.pop("COLUMNS", None)
+# Ctrl-C tests send SIGINT to the commands they start.  A test run started in the background (`cmd &` in a
+# script) has SIGINT ignored, which its children inherit and Python then leaves ignored: a handler here (reset to
+# the default in every command the tests start, as from a terminal).  SIGHUP is left as it is (nohup).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
