@@ -1,14 +1,14 @@
 """A fork server's common machinery (test-only; stdlib only: warm-python's client runs under ``python -S``).
 
 A server imports what is slow to import once, then per request forks a child that becomes ``python SCRIPT ARGS``:
-the caller's stdin, stdout and stderr as real file descriptors (passed over a unix socket: SCM_RIGHTS), its working
-directory and environment, the signal dispositions the server started with, ``sys.argv``/``sys.path[0]``/
-``__main__`` as the interpreter sets them, and Python's exit (:func:`_finish`).  The server answers each request
-with the child's pid, then its exit code as ``subprocess`` gives it (``-N``: killed by signal N).
-
-Two layers use it: tests/warm_python.py (the virtual phones' python) and tests/adversarial/forkrun.py (the
-adversarial suite's ``invoke``); they choose what to preload, how callers reach the server and when not to fork.
-"""
+the caller's stdin, stdout and stderr as real file descriptors (sent over a unix socket: SCM_RIGHTS), working
+directory and environment (``os.environ`` replaced, so the C environment too), the signal dispositions the server
+started with (a fresh interpreter's under the caller), ``sys.argv``, ``sys.orig_argv``, ``sys.path[0]`` and
+``__main__`` as the interpreter sets them, and Python's exit (:func:`_finish`: ``SystemExit`` codes, an uncaught
+exception's traceback from the script's frame on and exit 1, KeyboardInterrupt as a death by SIGINT, threads
+joined, atexit handlers run, stdout flushed).  The server answers a request with the child's pid, then its exit
+code as ``subprocess`` gives it.  The layers choose what to preload, how callers reach the server and when not to
+fork: tests/warm_python.py (the virtual phones' python), tests/adversarial/forkrun.py (the adversarial ``invoke``)."""
 
 from __future__ import annotations
 
@@ -38,14 +38,10 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 def recv(sock: socket.socket, maxfds: int = 0) -> Tuple[bytes, list]:
-    if maxfds:
-        head, fds, _flags, _addr = socket.recv_fds(sock, 4, maxfds)
-        if not head:
-            raise EOFError("fork server closed the connection")
-        head += _recv_exact(sock, 4 - len(head))
-    else:
-        head, fds = _recv_exact(sock, 4), []
-    (n,) = struct.unpack("!I", head)
+    head, fds, _flags, _addr = socket.recv_fds(sock, 4, maxfds)
+    if not head:
+        raise EOFError("fork server closed the connection")
+    (n,) = struct.unpack("!I", head + _recv_exact(sock, 4 - len(head)))
     return _recv_exact(sock, n), list(fds)
 
 
@@ -114,9 +110,7 @@ def _child(request: dict, fds: list, handlers: dict, setup) -> None:
     sys.modules["__main__"] = main
     code, interrupted = 0, False
     try:
-        with open(script, "rb") as f:
-            source = f.read()
-        exec(compile(source, script, "exec"), main.__dict__)  # noqa: S102
+        exec(compile(main.__loader__.get_data(script), script, "exec"), main.__dict__)  # noqa: S102
     except SystemExit as e:
         code = _exit_code(e)
     except BaseException as e:  # noqa: BLE001

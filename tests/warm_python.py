@@ -3,10 +3,9 @@
 The stand-ins on a virtual phone start a python script per call (the fixture runner's ETDump writer and output
 printer, the benchmark stand-in's NNAPI runtime log and output printer); each cold import of torch and ExecuTorch
 costs seconds (tens of seconds on a loaded CI machine), and one deploy makes dozens of such calls.  The server
-imports them once and then, per call, forks a child that runs the script as ``python SCRIPT ARGS`` would: with the
-caller's stdin/stdout/stderr (passed over the socket), working directory, environment (PYTHONPATH included) and
-arguments, and returns its exit code.  Each call stays a process of its own that starts from the same state, as
-on a phone; only the import is shared.
+imports them once and per call forks a child that runs the script as ``python SCRIPT ARGS`` would (with the
+caller's PYTHONPATH too; tests/forkserver.py).  Each call stays a process of its own that starts from the same
+state, as on a phone; only the import is shared.
 
 tests/conftest.py :func:`enable`s it for the session; the virtual phone's shell then has ``$VDEV_PYTHON`` pointing
 to ``tests/warm-python``, which runs the client (``python -S``, stdlib only: milliseconds).  The first client
@@ -17,7 +16,9 @@ never a silent fallback to a cold python.
 
 from __future__ import annotations
 
+import importlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -88,9 +89,6 @@ def _spawn(directory: str) -> subprocess.Popen:
 
 
 def serve(directory: str, owner: int) -> None:
-    import importlib
-    import signal
-
     for name in os.environ.get(PRELOAD_ENV, ",".join(PRELOAD)).split(","):
         try:
             name and importlib.import_module(name)

@@ -4,17 +4,9 @@ Most adversarial cases start ``invoke`` and many of them import torch (and torch
 third-party start-up per case, paid again and again.  :class:`ForkServer` is one long-lived process per pytest
 process that imports only third-party libraries (:data:`PRELOAD`) -- none of torchdroid's own modules: it even
 takes the start-up hook's ``workflow`` modules out again -- and, per case, forks a child that becomes the case's
-``invoke`` process:
-
-* the case's working directory, environment (``os.environ`` replaced, so the C environment too), and its stdin,
-  stdout and stderr as real file descriptors (``dup2``: pipes, as ``subprocess.run(capture_output=True)`` gives);
-* the signal dispositions the server had when it started (what a freshly started interpreter has under this
-  pytest process: Python's own SIGINT/SIGPIPE/SIGXFSZ settings plus whatever the parent ignores);
-* ``sys.argv``, ``sys.orig_argv``, ``sys.path[0]`` and ``__main__`` as ``python .venv/bin/invoke ARGS`` sets
-  them, the start-up hook of ``torchdroid-invoke.pth`` run again, then the console script's own code;
-* Python's exit: ``SystemExit`` codes, an uncaught exception's traceback (frames from the script on) through
-  ``sys.excepthook`` and exit 1, KeyboardInterrupt as a death by SIGINT, non-daemon threads joined, atexit
-  handlers run, stdout flushed (120 if that fails), then ``os._exit``.
+``invoke`` process (tests/forkserver.py: its real stdin/stdout/stderr pipes, working directory, environment,
+signal dispositions, ``sys.argv``, ``sys.orig_argv``, ``sys.path[0]`` and ``__main__`` as ``python
+.venv/bin/invoke ARGS`` sets them, Python's exit), the start-up hook of ``torchdroid-invoke.pth`` run again.
 
 What cannot be the same in a forked child is start-up itself: variables read while the interpreter starts or
 while the preloaded libraries import (:func:`import_time_keys`).  A case whose environment differs from the
@@ -24,6 +16,8 @@ server's in one of those runs as a real subprocess, and so does every case that 
 
 from __future__ import annotations
 
+import gc
+import importlib
 import json
 import os
 import signal
@@ -31,6 +25,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -118,64 +113,60 @@ class ForkServer:
     def run(self, args: Sequence[str], cwd, env: Dict[str, str], timeout: Optional[float] = None,
             stdin: Optional[str] = None) -> Tuple[int, str, str]:
         with self.lock:
-            return self._run(list(args), str(cwd), env, timeout, stdin)
-
-    def _run(self, args, cwd, env, timeout, stdin):
-        import time
-
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        in_r, in_w = os.pipe() if stdin is not None else (os.dup(0), None)
-        try:
-            pid = forkserver.request(self.sock, [self.script, *args], cwd, env, [in_r, out_w, err_w])
-        finally:
-            for fd in (in_r, out_w, err_w):
-                os.close(fd)
-        chunks = {out_r: [], err_r: []}
-
-        def drain(fd):
-            while True:
-                data = os.read(fd, 65536)
-                if not data:
-                    break
-                chunks[fd].append(data)
-
-        def feed():
+            args, cwd = list(args), str(cwd)
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            in_r, in_w = os.pipe() if stdin is not None else (os.dup(0), None)
             try:
-                os.write(in_w, stdin.encode()) if stdin else None
-            except BrokenPipeError:
-                pass
+                pid = forkserver.request(self.sock, [self.script, *args], cwd, env, [in_r, out_w, err_w])
             finally:
-                os.close(in_w)
+                for fd in (in_r, out_w, err_w):
+                    os.close(fd)
+            chunks = {out_r: [], err_r: []}
 
-        threads = [threading.Thread(target=drain, args=(fd,), daemon=True) for fd in (out_r, err_r)]
-        if in_w is not None:
-            threads.append(threading.Thread(target=feed, daemon=True))
-        for t in threads:
-            t.start()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        try:
+            def drain(fd):
+                while True:
+                    data = os.read(fd, 65536)
+                    if not data:
+                        break
+                    chunks[fd].append(data)
+
+            def feed():
+                try:
+                    os.write(in_w, stdin.encode()) if stdin else None
+                except BrokenPipeError:
+                    pass
+                finally:
+                    os.close(in_w)
+
+            threads = [threading.Thread(target=drain, args=(fd,), daemon=True) for fd in (out_r, err_r)]
+            if in_w is not None:
+                threads.append(threading.Thread(target=feed, daemon=True))
             for t in threads:
-                t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-                if t.is_alive():
-                    os.kill(pid, signal.SIGKILL)
-                    for t2 in threads:
-                        t2.join(5)
-                    raise subprocess.TimeoutExpired([self.script, *args], timeout, _text(b"".join(chunks[out_r])),
-                                                    _text(b"".join(chunks[err_r])))
-            self.sock.settimeout(None if deadline is None else max(1.0, deadline - time.monotonic()))
+                t.start()
+            deadline = None if timeout is None else time.monotonic() + timeout
             try:
-                status, _ = forkserver.recv(self.sock)
-            except socket.timeout:
-                os.kill(pid, signal.SIGKILL)
-                forkserver.recv(self.sock)
-                raise subprocess.TimeoutExpired([self.script, *args], timeout) from None
+                for t in threads:
+                    t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                    if t.is_alive():
+                        os.kill(pid, signal.SIGKILL)
+                        for t2 in threads:
+                            t2.join(5)
+                        raise subprocess.TimeoutExpired([self.script, *args], timeout, _text(b"".join(chunks[out_r])),
+                                                        _text(b"".join(chunks[err_r])))
+                self.sock.settimeout(None if deadline is None else max(1.0, deadline - time.monotonic()))
+                try:
+                    status, _ = forkserver.recv(self.sock)
+                except socket.timeout:
+                    os.kill(pid, signal.SIGKILL)
+                    forkserver.recv(self.sock)
+                    raise subprocess.TimeoutExpired([self.script, *args], timeout) from None
+                finally:
+                    self.sock.settimeout(None)
             finally:
-                self.sock.settimeout(None)
-        finally:
-            os.close(out_r)
-            os.close(err_r)
-        return int(status), _text(b"".join(chunks[out_r])), _text(b"".join(chunks[err_r]))
+                os.close(out_r)
+                os.close(err_r)
+            return int(status), _text(b"".join(chunks[out_r])), _text(b"".join(chunks[err_r]))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -203,16 +194,12 @@ def serve(script: str, fd: int) -> None:
         startup.remove()
     for name in own_modules():
         del sys.modules[name]
-    import importlib
-
     for name in PRELOAD:
         importlib.import_module(name)
     leaked = own_modules()
     if leaked:
         raise SystemExit(f"fork server: preloading imported torchdroid modules {leaked}")
     hook = _pth_hook_lines()
-    import gc
-
     gc.collect()
     gc.freeze()  # the children's collections skip the preloaded objects (and do not copy their pages)
     forkserver.send(sock, json.dumps(sorted(PRELOAD)).encode())
