@@ -3,10 +3,9 @@
 The stand-ins on a virtual phone start a python script per call (the fixture runner's ETDump writer and output
 printer, the benchmark stand-in's NNAPI runtime log and output printer); each cold import of torch and ExecuTorch
 costs seconds (tens of seconds on a loaded CI machine), and one deploy makes dozens of such calls.  The server
-imports them once and then, per call, forks a child that runs the script as ``python SCRIPT ARGS`` would: with the
-caller's stdin/stdout/stderr (passed over the socket), working directory, environment (PYTHONPATH included) and
-arguments, and returns its exit code.  Each call stays a process of its own that starts from the same state, as
-on a phone; only the import is shared.
+imports them once and per call forks a child that runs the script as ``python SCRIPT ARGS`` would (with the
+caller's PYTHONPATH too; tests/forkserver.py).  Each call stays a process of its own that starts from the same
+state, as on a phone; only the import is shared.
 
 tests/conftest.py :func:`enable`s it for the session; the virtual phone's shell then has ``$VDEV_PYTHON`` pointing
 to ``tests/warm-python``, which runs the client (``python -S``, stdlib only: milliseconds).  The first client
@@ -17,12 +16,18 @@ never a silent fallback to a cold python.
 
 from __future__ import annotations
 
-import json
+import importlib
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+
+if __name__ == "__main__":  # the server or warm-python's client: this directory is sys.path[0]
+    import forkserver
+else:
+    from tests import forkserver
 
 ENV = "TORCHDROID_WARM_PYTHON"  # the server's directory (socket, pid, lock, log); set by tests/conftest.py
 OWNER = "TORCHDROID_WARM_PYTHON_OWNER"  # the test process the server belongs to: it ends with it
@@ -84,15 +89,13 @@ def _spawn(directory: str) -> subprocess.Popen:
 
 
 def serve(directory: str, owner: int) -> None:
-    import importlib
-    import signal
-
     for name in os.environ.get(PRELOAD_ENV, ",".join(PRELOAD)).split(","):
         try:
             name and importlib.import_module(name)
         except ImportError as e:  # a machine without ExecuTorch: its scripts fail in the child as they would cold
             print(f"warm python: not preloaded: {name}: {e}", flush=True)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    handlers = forkserver.signal_handlers()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the connections' processes are reaped by the kernel
     socket_path = os.path.join(directory, "sock")
     tmp = f"{socket_path}.{os.getpid()}"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -107,11 +110,12 @@ def serve(directory: str, owner: int) -> None:
             if not _alive(owner):  # the test process is gone (killed without its finaliser): so is this server
                 return
             continue
-        if os.fork() == 0:
+        if os.fork() == 0:  # one process per connection (phones call at once): it forks the script's child
             server.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             conn.settimeout(None)
-            os._exit(_child(conn))
+            forkserver.serve_connection(conn, handlers, _add_pythonpath)
+            os._exit(0)
         conn.close()
 
 
@@ -125,40 +129,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _child(conn: socket.socket) -> int:
-    import runpy
-    import traceback
-
-    msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
-    request = json.loads(msg.decode())
-    for fd, target in zip(fds, (0, 1, 2)):
-        os.dup2(fd, target)
-        os.close(fd)
-    sys.stdin, sys.stdout, sys.stderr = (os.fdopen(0, "r"), os.fdopen(1, "w", buffering=1),
-                                         os.fdopen(2, "w", buffering=1))
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    script = request["argv"][0]
-    sys.argv = list(request["argv"])
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+def _add_pythonpath(request: dict) -> None:
+    """The caller's PYTHONPATH, which the server's own start did not see."""
     for extra in reversed([p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]):
         if extra not in sys.path:
             sys.path.insert(1, extra)
-    code = 0
-    try:
-        runpy.run_path(script, run_name="__main__")
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        if not isinstance(e.code, (int, type(None))):
-            print(e.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001 - as python prints an uncaught exception
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    conn.sendall(str(code).encode())
-    return 0
 
 
 # ---------------------------------------------------------------------------------------------------- client
@@ -171,18 +146,15 @@ def client(argv: list) -> int:
     conn = _connect(directory)
     if conn is None:
         return 127
-    request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
-    socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
-    reply = b""
-    while True:
-        chunk = conn.recv(64)
-        if not chunk:
-            break
-        reply += chunk
-    if not reply:
+    try:
+        forkserver.request(conn, argv, os.getcwd(), dict(os.environ), [0, 1, 2])
+        code = int(forkserver.recv(conn)[0])
+    except EOFError:
+        code = -1
+    if code < 0:
         print("warm python: the server's child died without an exit code", file=sys.stderr)
         return 127
-    return int(reply)
+    return code
 
 
 def _connect(directory: str):

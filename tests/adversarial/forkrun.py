@@ -4,17 +4,9 @@ Most adversarial cases start ``invoke`` and many of them import torch (and torch
 third-party start-up per case, paid again and again.  :class:`ForkServer` is one long-lived process per pytest
 process that imports only third-party libraries (:data:`PRELOAD`) -- none of torchdroid's own modules: it even
 takes the start-up hook's ``workflow`` modules out again -- and, per case, forks a child that becomes the case's
-``invoke`` process:
-
-* the case's working directory, environment (``os.environ`` replaced, so the C environment too), and its stdin,
-  stdout and stderr as real file descriptors (``dup2``: pipes, as ``subprocess.run(capture_output=True)`` gives);
-* the signal dispositions the server had when it started (what a freshly started interpreter has under this
-  pytest process: Python's own SIGINT/SIGPIPE/SIGXFSZ settings plus whatever the parent ignores);
-* ``sys.argv``, ``sys.orig_argv``, ``sys.path[0]`` and ``__main__`` as ``python .venv/bin/invoke ARGS`` sets
-  them, the start-up hook of ``torchdroid-invoke.pth`` run again, then the console script's own code;
-* Python's exit: ``SystemExit`` codes, an uncaught exception's traceback (frames from the script on) through
-  ``sys.excepthook`` and exit 1, KeyboardInterrupt as a death by SIGINT, non-daemon threads joined, atexit
-  handlers run, stdout flushed (120 if that fails), then ``os._exit``.
+``invoke`` process (tests/forkserver.py: its real stdin/stdout/stderr pipes, working directory, environment,
+signal dispositions, ``sys.argv``, ``sys.orig_argv``, ``sys.path[0]`` and ``__main__`` as ``python
+.venv/bin/invoke ARGS`` sets them, Python's exit), the start-up hook of ``torchdroid-invoke.pth`` run again.
 
 What cannot be the same in a forked child is start-up itself: variables read while the interpreter starts or
 while the preloaded libraries import (:func:`import_time_keys`).  A case whose environment differs from the
@@ -24,16 +16,24 @@ server's in one of those runs as a real subprocess, and so does every case that 
 
 from __future__ import annotations
 
+import gc
+import importlib
 import json
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
+
+if __name__ == "__main__":  # the server, started as a script: the shared machinery is in tests/
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    import forkserver
+else:
+    from tests import forkserver
 
 # Third-party modules our tasks import; executorch is left out: its import prints a torch warning on stderr
 # that a real run shows, so preloading it would change what a case prints.
@@ -74,34 +74,6 @@ def own_modules() -> list:
 # The test side
 
 
-def _send(sock: socket.socket, payload: bytes, fds: Sequence[int] = ()) -> None:
-    head = struct.pack("!I", len(payload))
-    socket.send_fds(sock, [head], list(fds)) if fds else sock.sendall(head)
-    sock.sendall(payload)
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise EOFError("fork server closed the connection")
-        buf += chunk
-    return buf
-
-
-def _recv(sock: socket.socket, maxfds: int = 0) -> Tuple[bytes, list]:
-    if maxfds:
-        head, fds, _flags, _addr = socket.recv_fds(sock, 4, maxfds)
-        if not head:
-            raise EOFError("fork server closed the connection")
-        head += _recv_exact(sock, 4 - len(head))
-    else:
-        head, fds = _recv_exact(sock, 4), []
-    (n,) = struct.unpack("!I", head)
-    return _recv_exact(sock, n), list(fds)
-
-
 def _text(data: bytes) -> str:
     """What ``subprocess.run(text=True)`` makes of a stream: locale encoding, universal newlines."""
     import locale
@@ -124,7 +96,7 @@ class ForkServer:
                                      pass_fds=[theirs.fileno()], cwd="/")
         theirs.close()
         try:
-            ready, _ = _recv(self.sock)
+            ready, _ = forkserver.recv(self.sock)
         except EOFError:
             raise RuntimeError(f"the fork server did not start:\n{self.proc.stderr.read().decode()}") from None
         self.preloaded = json.loads(ready)
@@ -141,67 +113,60 @@ class ForkServer:
     def run(self, args: Sequence[str], cwd, env: Dict[str, str], timeout: Optional[float] = None,
             stdin: Optional[str] = None) -> Tuple[int, str, str]:
         with self.lock:
-            return self._run(list(args), str(cwd), env, timeout, stdin)
-
-    def _run(self, args, cwd, env, timeout, stdin):
-        import time
-
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        in_r, in_w = os.pipe() if stdin is not None else (os.dup(0), None)
-        request = json.dumps({"args": args, "cwd": cwd, "env": env}).encode()
-        try:
-            _send(self.sock, request, [in_r, out_w, err_w])
-        finally:
-            for fd in (in_r, out_w, err_w):
-                os.close(fd)
-        (pid_text, _) = _recv(self.sock)
-        pid = int(pid_text)
-        chunks = {out_r: [], err_r: []}
-
-        def drain(fd):
-            while True:
-                data = os.read(fd, 65536)
-                if not data:
-                    break
-                chunks[fd].append(data)
-
-        def feed():
+            args, cwd = list(args), str(cwd)
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            in_r, in_w = os.pipe() if stdin is not None else (os.dup(0), None)
             try:
-                os.write(in_w, stdin.encode()) if stdin else None
-            except BrokenPipeError:
-                pass
+                pid = forkserver.request(self.sock, [self.script, *args], cwd, env, [in_r, out_w, err_w])
             finally:
-                os.close(in_w)
+                for fd in (in_r, out_w, err_w):
+                    os.close(fd)
+            chunks = {out_r: [], err_r: []}
 
-        threads = [threading.Thread(target=drain, args=(fd,), daemon=True) for fd in (out_r, err_r)]
-        if in_w is not None:
-            threads.append(threading.Thread(target=feed, daemon=True))
-        for t in threads:
-            t.start()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        try:
+            def drain(fd):
+                while True:
+                    data = os.read(fd, 65536)
+                    if not data:
+                        break
+                    chunks[fd].append(data)
+
+            def feed():
+                try:
+                    os.write(in_w, stdin.encode()) if stdin else None
+                except BrokenPipeError:
+                    pass
+                finally:
+                    os.close(in_w)
+
+            threads = [threading.Thread(target=drain, args=(fd,), daemon=True) for fd in (out_r, err_r)]
+            if in_w is not None:
+                threads.append(threading.Thread(target=feed, daemon=True))
             for t in threads:
-                t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-                if t.is_alive():
-                    os.kill(pid, signal.SIGKILL)
-                    for t2 in threads:
-                        t2.join(5)
-                    raise subprocess.TimeoutExpired([self.script, *args], timeout, _text(b"".join(chunks[out_r])),
-                                                    _text(b"".join(chunks[err_r])))
-            self.sock.settimeout(None if deadline is None else max(1.0, deadline - time.monotonic()))
+                t.start()
+            deadline = None if timeout is None else time.monotonic() + timeout
             try:
-                status, _ = _recv(self.sock)
-            except socket.timeout:
-                os.kill(pid, signal.SIGKILL)
-                _recv(self.sock)
-                raise subprocess.TimeoutExpired([self.script, *args], timeout) from None
+                for t in threads:
+                    t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                    if t.is_alive():
+                        os.kill(pid, signal.SIGKILL)
+                        for t2 in threads:
+                            t2.join(5)
+                        raise subprocess.TimeoutExpired([self.script, *args], timeout, _text(b"".join(chunks[out_r])),
+                                                        _text(b"".join(chunks[err_r])))
+                self.sock.settimeout(None if deadline is None else max(1.0, deadline - time.monotonic()))
+                try:
+                    status, _ = forkserver.recv(self.sock)
+                except socket.timeout:
+                    os.kill(pid, signal.SIGKILL)
+                    forkserver.recv(self.sock)
+                    raise subprocess.TimeoutExpired([self.script, *args], timeout) from None
+                finally:
+                    self.sock.settimeout(None)
             finally:
-                self.sock.settimeout(None)
-        finally:
-            os.close(out_r)
-            os.close(err_r)
-        return int(status), _text(b"".join(chunks[out_r])), _text(b"".join(chunks[err_r]))
+                os.close(out_r)
+                os.close(err_r)
+            return int(status), _text(b"".join(chunks[out_r])), _text(b"".join(chunks[err_r]))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -218,92 +183,9 @@ def _pth_hook_lines() -> list:
     return []
 
 
-def _exit_code(exc: SystemExit) -> int:
-    """Python's own handling of an uncaught SystemExit (Python/pythonrun.c handle_system_exit)."""
-    code = exc.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
-    try:
-        sys.stderr.write(str(code) + "\n")
-    except Exception:  # noqa: BLE001
-        pass
-    return 1
-
-
-def _finish(code: int, interrupted: bool) -> None:
-    """What the interpreter does after the main module (Py_FinalizeEx's order), then leave without more."""
-    import atexit
-
-    try:
-        threading._shutdown()  # type: ignore[attr-defined]  # non-daemon threads are joined
-    except BaseException:  # noqa: BLE001
-        pass
-    atexit._run_exitfuncs()
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name)
-        try:
-            if stream is not None and not stream.closed:
-                stream.flush()
-        except Exception as e:  # noqa: BLE001
-            if name == "stdout":
-                code = 120
-                try:
-                    sys.stderr.write(f"Exception ignored in: {stream!r}\n{type(e).__name__}: {e}\n")
-                    sys.stderr.flush()
-                except Exception:  # noqa: BLE001
-                    pass
-    if interrupted:  # Python re-raises an uncaught KeyboardInterrupt as a death by SIGINT
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    os._exit(code)
-
-
-def _child(script: str, request: dict, fds: list, handlers: dict, hook: list, path0: str) -> None:
-    import importlib
-    import tempfile
-    import types
-    from importlib.machinery import SourceFileLoader
-
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-    for fd in set(fds) - {0, 1, 2}:
-        os.close(fd)
-    for sig, handler in handlers.items():
-        signal.signal(sig, handler)
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    tempfile.tempdir = None
-    sys.argv = [script, *request["args"]]
-    sys.orig_argv = [sys.executable, *sys.argv]
-    sys.path[0] = path0
-    importlib.invalidate_caches()
-    for line in hook:  # the .pth start-up hook, as at interpreter start
-        exec(line, {"sys": sys})  # noqa: S102
-    main = types.ModuleType("__main__")
-    main.__file__ = script
-    main.__cached__ = None
-    main.__loader__ = SourceFileLoader("__main__", script)
-    sys.modules["__main__"] = main
-    code, interrupted = 0, False
-    try:
-        exec(compile(Path(script).read_bytes(), script, "exec"), main.__dict__)  # noqa: S102
-    except SystemExit as e:
-        code = _exit_code(e)
-    except BaseException as e:  # noqa: BLE001
-        tb = e.__traceback__.tb_next if e.__traceback__ is not None else None  # from the script's frame on
-        sys.excepthook(type(e), e.with_traceback(tb), tb)
-        code, interrupted = 1, isinstance(e, KeyboardInterrupt)
-    _finish(code, interrupted)
-
-
 def serve(script: str, fd: int) -> None:
-    handlers = {s: signal.getsignal(s) for s in signal.valid_signals()
-                if s not in (signal.SIGKILL, signal.SIGSTOP) and signal.getsignal(s) is not None}
-    path0 = os.path.dirname(os.path.realpath(script))
-    sys.path[0] = path0
+    handlers = forkserver.signal_handlers()
+    sys.path[0] = os.path.dirname(os.path.realpath(script))
     sock = socket.socket(fileno=fd)
     # The start-up hook imported workflow.invoke_startup: take it out so preloading Invoke loads none of ours;
     # each child runs the hook again (it then wraps the already loaded invoke.config at once).
@@ -312,39 +194,21 @@ def serve(script: str, fd: int) -> None:
         startup.remove()
     for name in own_modules():
         del sys.modules[name]
-    import importlib
-
     for name in PRELOAD:
         importlib.import_module(name)
     leaked = own_modules()
     if leaked:
         raise SystemExit(f"fork server: preloading imported torchdroid modules {leaked}")
     hook = _pth_hook_lines()
-    import gc
-
     gc.collect()
     gc.freeze()  # the children's collections skip the preloaded objects (and do not copy their pages)
-    _send(sock, json.dumps(sorted(PRELOAD)).encode())
-    while True:
-        try:
-            payload, fds = _recv(sock, maxfds=3)
-        except EOFError:
-            return
-        request = json.loads(payload)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                sock.close()
-                _child(script, request, fds, handlers, hook, path0)
-            finally:
-                os._exit(70)
-        for f in fds:
-            os.close(f)
-        _send(sock, str(pid).encode())
-        _, status = os.waitpid(pid, 0)
-        _send(sock, str(os.waitstatus_to_exitcode(status)).encode())
+    forkserver.send(sock, json.dumps(sorted(PRELOAD)).encode())
+
+    def run_hook(request):
+        for line in hook:  # the .pth start-up hook, as at interpreter start
+            exec(line, {"sys": sys})  # noqa: S102
+
+    forkserver.serve_connection(sock, handlers, run_hook)
 
 
 if __name__ == "__main__":
