@@ -34,8 +34,13 @@ _SHARED_MADE = []
 
 
 def pytest_configure(config):
-    """The run's directory for artefacts built once and shared by the worker processes (tests/shared.py)."""
+    """The run's directory for artefacts built once and shared by the worker processes (tests/shared.py); the
+    adversarial table's plugin (tests/adversarial/table.py)."""
+    from tests.adversarial import table
     from tests.shared import ENV, make_run_dir
+
+    if not config.pluginmanager.is_registered(table):
+        config.pluginmanager.register(table, "torchdroid-adversarial-table")
 
     if not hasattr(config, "workerinput") and not os.environ.get(ENV):
         _SHARED_MADE.append(make_run_dir())

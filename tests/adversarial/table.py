@@ -1,7 +1,9 @@
 """Collects every adversarial case's area, class and outcome; writes docs/adversarial.md on request.
 
 ``TORCHDROID_ADVERSARIAL_TABLE=docs/adversarial.md ./run test tests/adversarial`` rewrites the table
-from the run itself, so the docs can never claim a case the suite does not hold.
+from the run itself, so the docs can never claim a case the suite does not hold.  A plugin registered by
+tests/conftest.py, not this directory's conftest: under xdist only the controlling process sees every report,
+and it never loads the conftest files of sub-directories (it does not collect).
 """
 
 from __future__ import annotations
