@@ -67,6 +67,13 @@ class NoSpaceError(UsageError):
     label = "no space"
 
 
+class WriteError(UsageError):
+    """The file system refused a write (read-only, permission taken away, a failing disk); exit 2: fix it or write
+    elsewhere."""
+
+    label = "cannot write"
+
+
 class ToolNotFound(TorchdroidError):
     """An external tool (NDK, adb, javac, gradle, a C compiler...) is missing or unusable."""
 

@@ -60,7 +60,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
-from .errors import BusyError, NoSpaceError, UsageError
+from .errors import BusyError, NoSpaceError, UsageError, WriteError
 
 PathLike = Union[str, os.PathLike]
 
@@ -154,14 +154,23 @@ def _no_space_error(where: Path, what: str, err: Optional[BaseException] = None,
 
 
 def as_usage_error(err: OSError) -> Optional[UsageError]:
-    """An OSError the environment causes (a full disk or quota, a read-only filesystem) as a usage error naming the
-    file; None for any other error (a bug, to be seen with its traceback)."""
+    """An OSError the environment causes while writing (a full disk or quota, a read-only filesystem, a permission
+    taken away, a failing disk) as a usage error naming the file; None for any other error (a bug, to be seen with
+    its traceback)."""
     where = Path(err.filename) if getattr(err, "filename", None) else Path.cwd()
     if err.errno in _FULL_ERRNOS:
         return _no_space_error(where.parent if not where.is_dir() else where, f"writing {where.name or where}", err)
     if err.errno == errno.EROFS:
-        return UsageError(f"cannot write {where}: the filesystem is read-only",
+        return WriteError(f"cannot write {where}: the filesystem is read-only",
                           remedy="write elsewhere (--out DIR / build_dir), or remount that filesystem read-write")
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return WriteError(f"cannot write {where}: permission denied ({os.strerror(err.errno)})",
+                          remedy="give yourself write permission on that directory, or write elsewhere "
+                                 "(--out DIR / build_dir); nothing half-written was left behind")
+    if err.errno == errno.EIO:
+        return WriteError(f"cannot write {where}: the disk reported an input/output error",
+                          remedy="check that filesystem (dmesg, fsck) or write elsewhere (--out DIR / build_dir); "
+                                 "nothing half-written was left behind")
     return None
 
 

@@ -24,6 +24,10 @@ GENERATED = (
      "error names the key and the variable", "tests/adversarial/test_generated.py"),
     ("model output: shape and structure", "tensors of 1 to 4 dimensions (sizes 1-5) nested in tuples and lists: "
      "top-1 is measured only for [N, classes] logits, never a crash", "tests/adversarial/test_generated.py"),
+    ("file system fault under a running task", "the N-th os.replace or os.fsync of a real `invoke report` process "
+     "(the commit and flush of every atomic write, toolchain/fsutil.py) fails with a generated errno: ENOSPC, "
+     "EDQUOT, EROFS, EACCES, EPERM or EIO (tests/adversarial/fsfault_invoke.py): one message, exit 2, no "
+     "traceback, no partial file, none of the user's files lost", "tests/adversarial/test_fs_faults.py"),
     ("model output: NaN and infinity", "the same structures with a NaN, +inf or -inf put at a generated place: "
      "always refused, naming the output", "tests/adversarial/test_generated.py"),
 )

@@ -1,0 +1,74 @@
+"""A file system that fails under a running task (issue 21 item 7): generated, not listed.
+
+Through the fault-injection layer (tests/adversarial/fsfault_invoke.py) the N-th `os.replace` or `os.fsync` of a
+real `invoke` process fails with a generated errno: a full disk or quota, a read-only remount, a permission
+change, a failing disk.  Whichever write meets it, the task ends with one message and exit 2, no traceback, no
+partial file, and what the user had (the results and what an earlier report wrote) is unchanged or whole.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.adversarial.harness import ROOT, Outcome, adversarial, assert_clean, clean_env, snapshot
+from tests.deploy_support.report_rows import manifest, row
+
+ERRNOS = ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO")
+
+
+def _results(root: Path) -> Path:
+    from deploy.results import ResultStore
+
+    models = manifest(root)
+    results = root / "results"
+    results.mkdir()
+    rows = [row("A", "cpu", "ok", 12.0), row("A", "nnapi", "ok", 9.0), row("B", "cpu", "ok", 20.0)]
+    ResultStore(results / "results.sqlite").add_run("2026-11-23T10:00:00+00:00", "p", "abc",
+                                                    {"models": str(models)}, rows)
+    return results
+
+
+def _invoke(cwd: Path, fault: str, *args: str) -> Outcome:
+    env = clean_env({"TORCHDROID_FS_FAULT": fault, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"})
+    res = subprocess.run([sys.executable, "-m", "tests.adversarial.fsfault_invoke", "--search-root", str(ROOT),
+                          *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return Outcome(res.returncode, res.stdout, res.stderr)
+
+
+def _partials(root: Path) -> list:
+    return [p for p in root.rglob("*") if ".partial" in p.name or ".td" in p.name and p.name.startswith(".")]
+
+
+def test_the_layer_fails_the_call_it_is_told_to(tmp_path):
+    """The control: without a fault `report` succeeds; with one on its first replace the process sees it."""
+    results = _results(tmp_path)
+    assert _invoke(tmp_path, "", "report", "--results", str(results)).code == 0
+    out = _invoke(tmp_path, "replace:1:EIO", "report", "--results", str(results))
+    assert out.code == 2 and "input/output error" in out.text, out.text
+
+
+@adversarial("environment", "file system fault under a running task (generated: call, N, errno)")
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(call=st.sampled_from(("replace", "fsync")), nth=st.integers(1, 8), err=st.sampled_from(ERRNOS))
+def test_a_failing_write_in_report_is_one_message_and_loses_nothing(call, nth, err):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        results = _results(root)
+        first = _invoke(root, "", "report", "--results", str(results))  # what the user has: an earlier report
+        assert first.code == 0, first.text
+        kept = snapshot([results])
+        out = _invoke(root, f"{call}:{nth}:{err}", "report", "--results", str(results))
+        if out.code == 0:  # the fault fell after the last write of this task: nothing to judge but the files
+            assert not _partials(root)
+            return
+        assert_clean(out, "usage", root=root)
+        assert not _partials(root), _partials(root)
+        now = snapshot([results])
+        for path, digest in kept.items():  # each file is the earlier one or a whole new one, never gone
+            assert path in now, f"{path} was lost"
