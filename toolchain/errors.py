@@ -71,7 +71,7 @@ class WriteError(UsageError):
     """The file system refused a write (read-only, permission taken away, a failing disk); exit 2: fix it or write
     elsewhere."""
 
-    label = "cannot write"
+    label = "file system"
 
 
 class ToolNotFound(TorchdroidError):

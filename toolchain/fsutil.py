@@ -160,15 +160,16 @@ def as_usage_error(err: OSError) -> Optional[UsageError]:
     where = Path(err.filename) if getattr(err, "filename", None) else Path.cwd()
     if err.errno in _FULL_ERRNOS:
         return _no_space_error(where.parent if not where.is_dir() else where, f"writing {where.name or where}", err)
+    what = f"cannot write {where}" if getattr(err, "filename", None) else f"a write under {where} failed"
     if err.errno == errno.EROFS:
-        return WriteError(f"cannot write {where}: the filesystem is read-only",
+        return WriteError(f"{what}: the filesystem is read-only",
                           remedy="write elsewhere (--out DIR / build_dir), or remount that filesystem read-write")
     if err.errno in (errno.EACCES, errno.EPERM):
-        return WriteError(f"cannot write {where}: permission denied ({os.strerror(err.errno)})",
+        return WriteError(f"{what}: permission denied ({os.strerror(err.errno)})",
                           remedy="give yourself write permission on that directory, or write elsewhere "
                                  "(--out DIR / build_dir); nothing half-written was left behind")
     if err.errno == errno.EIO:
-        return WriteError(f"cannot write {where}: the disk reported an input/output error",
+        return WriteError(f"{what}: the disk reported an input/output error",
                           remedy="check that filesystem (dmesg, fsck) or write elsewhere (--out DIR / build_dir); "
                                  "nothing half-written was left behind")
     return None

@@ -72,3 +72,25 @@ def test_a_failing_write_in_report_is_one_message_and_loses_nothing(call, nth, e
         now = snapshot([results])
         for path, digest in kept.items():  # each file is the earlier one or a whole new one, never gone
             assert path in now, f"{path} was lost"
+
+
+@adversarial("environment", "file system fault under a running task (generated: call, N, errno)")
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(call=st.sampled_from(("replace", "fsync")), nth=st.integers(1, 12), err=st.sampled_from(ERRNOS))
+def test_a_failing_write_in_make_app_is_one_message_and_loses_nothing(call, nth, err):
+    """make-app writes a whole Android project (one directory put in place at the end) from the user's models."""
+    import shutil
+
+    from tests.appgen_support.models import tiny_models
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        shutil.copytree(tiny_models(), root / "build" / "models")
+        kept = snapshot([root / "build" / "models"])
+        out = _invoke(root, f"{call}:{nth}:{err}", "make-app", "--model", "quant_full")
+        assert not _partials(root), _partials(root)
+        assert snapshot([root / "build" / "models"]) == kept  # the user's models, byte for byte
+        if out.code == 0:  # the fault fell after make-app's last write
+            return
+        assert_clean(out, "usage", root=root)
+        assert not (root / "build" / "app").exists() or (root / "build" / "app" / "app-info.json").is_file()
