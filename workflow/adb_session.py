@@ -40,11 +40,14 @@ def adb_server_for_run(host: Optional[str], port: Optional[int], say: Callable[[
     """
     from deploy.adb import default_address
 
+    if servers:  # the user's servers: deploy reads no adb variable either
+        yield False
+        return
     asked = bool(port) or any(os.environ.get(v) for v in ("ANDROID_ADB_SERVER_PORT", "ADB_SERVER_SOCKET"))
     address = default_address(host, port)  # resolved as deploy resolves it (a bad value: UsageError)
     host, port = address.host, address.port
     adb = shutil.which("adb")
-    if servers or host not in LOCAL_HOSTS or adb is None or answers(host, port):
+    if host not in LOCAL_HOSTS or adb is None or answers(host, port):
         yield False
         return
     from toolchain.runner import run

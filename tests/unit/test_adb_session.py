@@ -38,3 +38,10 @@ def test_the_server_is_resolved_as_deploy_resolves_it(monkeypatch, var, value):
     with pytest.raises(UsageError, match=var):
         with adb_server_for_run(None, None, print):
             pass
+
+
+def test_with_the_users_servers_no_adb_variable_is_read(monkeypatch):
+    """deploy.servers given: deploy ignores the adb variables, and so does all's server policy (nothing started)."""
+    monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", "50x7")
+    with adb_server_for_run(None, None, print, servers=("127.0.0.1:5037",)) as started:
+        assert started is False
