@@ -157,10 +157,11 @@ def as_usage_error(err: OSError) -> Optional[UsageError]:
     """An OSError the environment causes while writing (a full disk or quota, a read-only filesystem, a permission
     taken away, a failing disk) as a usage error naming the file; None for any other error (a bug, to be seen with
     its traceback)."""
-    where = Path(err.filename) if getattr(err, "filename", None) else Path.cwd()
+    named = getattr(err, "filename", None)
+    where = Path(named) if named else Path.cwd()
     if err.errno in _FULL_ERRNOS:
         return _no_space_error(where.parent if not where.is_dir() else where, f"writing {where.name or where}", err)
-    what = f"cannot write {where}" if getattr(err, "filename", None) else f"a write under {where} failed"
+    what = f"cannot write {where}" if named else f"a write under {where} failed"
     if err.errno == errno.EROFS:
         return WriteError(f"{what}: the filesystem is read-only",
                           remedy="write elsewhere (--out DIR / build_dir), or remount that filesystem read-write")
