@@ -54,17 +54,18 @@ def adb_server_for_run(host: Optional[str], port: Optional[int], say: Callable[[
 
     port = port if asked else free_port()
     env = {"ANDROID_ADB_SERVER_PORT": str(port)}
-    run([adb, "-P", str(port), "start-server"], env=env, check=False, timeout=60, what="`adb start-server`")
-    started = answers(host, port)
-    if started:
-        say(f"started an adb server on port {port} to look for phones; it is stopped at the end of this run")
     before = os.environ.get("ANDROID_ADB_SERVER_PORT")
-    os.environ["ANDROID_ADB_SERVER_PORT"] = str(port)
-    try:
+    started = False
+    try:  # from the start on: a signal that lands while the server starts still stops it
+        run([adb, "-P", str(port), "start-server"], env=env, check=False, timeout=60, what="`adb start-server`")
+        started = answers(host, port)
+        if started:
+            say(f"started an adb server on port {port} to look for phones; it is stopped at the end of this run")
+        os.environ["ANDROID_ADB_SERVER_PORT"] = str(port)
         yield started
     finally:
         _put_back("ANDROID_ADB_SERVER_PORT", before)
-        if started:
+        if started or answers(host, port):  # nothing answered there before this run started it
             run([adb, "-P", str(port), "kill-server"], env=env, check=False, timeout=60, what="`adb kill-server`")
             say(f"stopped the adb server this run started (port {port})")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -45,3 +46,33 @@ def test_with_the_users_servers_no_adb_variable_is_read(monkeypatch):
     monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", "50x7")
     with adb_server_for_run(None, None, print, servers=("127.0.0.1:5037",)) as started:
         assert started is False
+
+
+def test_a_signal_while_the_server_starts_still_stops_it(monkeypatch):
+    """SIGTERM/Ctrl-C can land between `adb start-server` and the run's own start (seen under load: the server was
+    left running after a terminated `invoke all`); whatever answers on the port this run started is stopped."""
+    import workflow.adb_session as session
+
+    monkeypatch.delenv("ANDROID_ADB_SERVER_PORT", raising=False)
+    monkeypatch.delenv("ANDROID_ADB_SERVER_ADDRESS", raising=False)
+    if answers("127.0.0.1", 5037):
+        pytest.skip("an adb server already runs on 5037 here (all would use it)")
+    calls = {"n": 0}
+
+    def interrupted_once_started(host, port, timeout=2.0):
+        calls["n"] += 1
+        if calls["n"] == 2:  # 1: is one running? (no)  2: did ours start? -> the signal lands here
+            calls["port"] = port
+            raise KeyboardInterrupt
+        return answers(host, port, timeout)
+
+    monkeypatch.setattr(session, "answers", interrupted_once_started)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with adb_server_for_run(None, None, print):
+                pass
+        assert "port" in calls and not answers("127.0.0.1", calls["port"]), "the server this run started still runs"
+    finally:
+        if "port" in calls:  # never leave a server behind, even when the check fails
+            subprocess.run(["adb", "-P", str(calls["port"]), "kill-server"], capture_output=True, check=False)
+    assert "ANDROID_ADB_SERVER_PORT" not in os.environ
