@@ -11,7 +11,9 @@ signal dispositions, ``sys.argv``, ``sys.orig_argv``, ``sys.path[0]`` and ``__ma
 What cannot be the same in a forked child is start-up itself: variables read while the interpreter starts or
 while the preloaded libraries import (:func:`import_time_keys`).  A case whose environment differs from the
 server's in one of those runs as a real subprocess, and so does every case that asks for ``fresh=True``
-(tests/adversarial/test_environment.py).  ``TORCHDROID_TEST_FORK=0`` turns the server off altogether.
+(tests/adversarial/test_environment.py).  ``TORCHDROID_TEST_FORK=0`` turns the server off altogether.  A request
+with ``TORCHDROID_FS_FAULT`` set gets the file-system fault layer (tests/adversarial/fsfault_invoke.py) before the
+program starts, as ``python -m tests.adversarial.fsfault_invoke`` does.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ from typing import Dict, Optional, Sequence, Tuple
 if __name__ == "__main__":  # the server, started as a script: the shared machinery is in tests/
     sys.path[0] = str(Path(__file__).resolve().parents[1])
     import forkserver
+    from adversarial import fsfault_invoke
 else:
     from tests import forkserver
+    from tests.adversarial import fsfault_invoke
 
 # Third-party modules our tasks import; executorch is left out: its import prints a torch warning on stderr
 # that a real run shows, so preloading it would change what a case prints.
@@ -207,6 +211,8 @@ def serve(script: str, fd: int) -> None:
     def run_hook(request):
         for line in hook:  # the .pth start-up hook, as at interpreter start
             exec(line, {"sys": sys})  # noqa: S102
+        if os.environ.get(fsfault_invoke.ENV):  # the fault layer, installed where `-m fsfault_invoke` installs it
+            fsfault_invoke.install(os.environ[fsfault_invoke.ENV])
 
     forkserver.serve_connection(sock, handlers, run_hook)
 

@@ -13,10 +13,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.adversarial.harness import ROOT, Outcome, adversarial, assert_clean, clean_env, snapshot
+from tests.adversarial.harness import ROOT, Outcome, adversarial, assert_clean, clean_env, run_invoke, snapshot
 from tests.deploy_support.report_rows import manifest, row
 from toolchain.records import APP_INFO_NAME
 
@@ -35,7 +36,11 @@ def _results(root: Path) -> Path:
     return results
 
 
-def _invoke(cwd: Path, fault: str, *args: str) -> Outcome:
+def _invoke(cwd: Path, fault: str, *args: str, fresh: bool = False) -> Outcome:
+    """``invoke ARGS`` with the fault layer: a child of the fork server (which installs it from the variable, as
+    tests/adversarial/fsfault_invoke.py does), or with ``fresh`` a new ``python -m tests.adversarial.fsfault_invoke``."""
+    if not fresh:
+        return run_invoke(args, cwd, {"TORCHDROID_FS_FAULT": fault, "MPLBACKEND": "Agg"}, timeout=300)
     env = clean_env({"TORCHDROID_FS_FAULT": fault, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"})
     res = subprocess.run([sys.executable, "-m", "tests.adversarial.fsfault_invoke", "--search-root", str(ROOT),
                           *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
@@ -47,11 +52,13 @@ def _kind(out: Outcome) -> str:
     return "ok" if out.code == 0 else "usage"
 
 
-def test_the_layer_fails_the_call_it_is_told_to(tmp_path):
-    """The control: without a fault `report` succeeds; with one on its first replace the process sees it."""
+@pytest.mark.parametrize("fresh", [False, True], ids=["forked", "fresh process"])
+def test_the_layer_fails_the_call_it_is_told_to(tmp_path, fresh):
+    """The control: without a fault `report` succeeds; with one on its first replace the process sees it, in a
+    forked child as in a fresh process."""
     results = _results(tmp_path)
-    assert _invoke(tmp_path, "", "report", "--results", str(results)).code == 0
-    out = _invoke(tmp_path, "replace:1:EIO", "report", "--results", str(results))
+    assert _invoke(tmp_path, "", "report", "--results", str(results), fresh=fresh).code == 0
+    out = _invoke(tmp_path, "replace:1:EIO", "report", "--results", str(results), fresh=fresh)
     assert out.code == 2 and "input/output error" in out.text, out.text
 
 
