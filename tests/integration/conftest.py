@@ -33,7 +33,9 @@ def executorch_report_chain(tmp_path_factory, standin):
         pytest.skip("adb is not installed (./run test installs it)")
     from tests.executorch_support.report_chain import run_chain
 
-    return run_chain(tmp_path_factory.mktemp("et-report"), standin)
+    # once per test run (two test files use it, and they may run in different workers); only
+    # test_report_executorch's default-report test writes there (its report files), the others copy a snapshot
+    return built_once("et-report-chain", lambda home: run_chain(home, standin))
 
 
 @pytest.fixture(scope="session")
