@@ -18,12 +18,14 @@ TorchScript CPU models and, when the host NNAPI builds here, the legacy NNAPI mo
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, UsageError, VerificationError
@@ -265,35 +267,51 @@ def check_program(f: PteFile, reference: Dict[str, Any], s: PteBenchSettings) ->
     return judge_outputs(f, outputs, reference, s, row)
 
 
-def per_operator(f: PteFile, reference: Path, models_dir: Path, debug_buffer_mb: int) -> tuple:
-    """(rows, note): the Inspector's numeric gap per operator (per delegated block for a delegate).
+def per_operator(programs: Sequence[Tuple[PteFile, Path]], models_dir: Path, debug_buffer_mb: int) -> Dict[str, tuple]:
+    """``{file: (rows, note)}`` for ``(program, reference path)`` pairs: the Inspector's numeric gap per operator
+    (per delegated block for a delegate).
 
-    Runs in a child process (converter/pte_operators.py): ETDump aborts the process when its debug
-    buffer overflows, and that must not take the stage down.
+    Runs in a child process (converter/pte_operators.py), one for all the programs: ETDump aborts the process when
+    its debug buffer overflows, and that must not take the stage down.  When a child dies on a program, that
+    program gets the reason and a new child goes on with the programs after it.
     """
-    import json
-    import sys
+    found = {f.file: ([], "no ETRecord recorded for this program (convert again with --force)")
+             for f, _ in programs if not (f.extra.get("etrecord") or {})}
+    todo = [(f, ref) for f, ref in programs if f.file not in found]
+    with tempfile.TemporaryDirectory(prefix="torchdroid-ops-") as tmp:
+        while todo:
+            outs = [Path(tmp) / f"ops-{len(found) + i}.json" for i in range(len(todo))]
+            res = _compare_in_child(todo, outs, models_dir, debug_buffer_mb, Path(tmp) / f"jobs-{len(found)}.json")
+            done = 0
+            while done < len(todo) and outs[done].is_file():
+                found[todo[done][0].file] = (json.loads(outs[done].read_text())["rows"], _note(todo[done][0]))
+                done += 1
+            if done < len(todo):  # the child ended on this program
+                overflow = "Ran out of space" in res.output
+                why = (f"the ETDump debug buffer ({debug_buffer_mb} MB) is too small for this program's intermediate "
+                       "outputs" if overflow else f"the comparison exited with {res.returncode}")
+                found[todo[done][0].file] = ([], f"per-operator comparison not possible: {why}")
+                done += 1
+            todo = todo[done:]
+    return found
 
+
+def _compare_in_child(todo, outs: List[Path], models_dir: Path, debug_buffer_mb: int, jobs_file: Path):
     from toolchain.runner import run
 
-    etrecord = f.extra.get("etrecord") or {}
-    if not etrecord:
-        return [], "no ETRecord recorded for this program (convert again with --force)"
-    with tempfile.TemporaryDirectory(prefix="torchdroid-ops-") as tmp:
-        out = Path(tmp) / "ops.json"
-        # absolute paths: the child runs in the project's directory, the user's --models may be relative
-        res = run([sys.executable, "-m", "converter.pte_operators", Path(f.path).resolve(),
-                   (models_dir / etrecord["file"]).resolve(), Path(reference).resolve(), out, str(debug_buffer_mb)], cwd=Path(__file__).resolve().parents[1], check=False,
-                  what=f"per-operator comparison of {f.file}")
-        if res.returncode != 0 or not out.is_file():
-            overflow = "Ran out of space" in res.output
-            why = (f"the ETDump debug buffer ({debug_buffer_mb} MB) is too small for this program's intermediate "
-                   "outputs" if overflow else f"the comparison exited with {res.returncode}")
-            return [], f"per-operator comparison not possible: {why}"
-        rows = json.loads(out.read_text())["rows"]
-    note = ("the XNNPACK delegate is opaque to the Inspector: its graph compares as one block per delegate call"
+    # absolute paths: the child runs in the project's directory, the user's --models may be relative
+    atomic_write_json(jobs_file, [{"program": str(Path(f.path).resolve()),
+                                   "etrecord": str((models_dir / f.extra["etrecord"]["file"]).resolve()),
+                                   "reference": str(Path(ref).resolve()), "out": str(out)}
+                                  for (f, ref), out in zip(todo, outs)])
+    return run([sys.executable, "-m", "converter.pte_operators", jobs_file, str(debug_buffer_mb)],
+               cwd=Path(__file__).resolve().parents[1], check=False,
+               what=f"per-operator comparison of {', '.join(f.file for f, _ in todo)}")
+
+
+def _note(f: PteFile) -> str:
+    return ("the XNNPACK delegate is opaque to the Inspector: its graph compares as one block per delegate call"
             if f.delegate == "xnnpack" else "per operator (portable kernels)")
-    return rows, note
 
 
 # --------------------------------------------------------------------------- timing
@@ -478,15 +496,12 @@ CACHE_PROTOCOL = 1  # bump when what a check or a timing measures changes
 
 def _digest(obj: Any) -> str:
     import hashlib
-    import json
 
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _previous(s: PteBenchSettings) -> Dict[str, Any]:
     """The last results of this output directory, when readable and ours (anything else: measure)."""
-    import json
-
     path = Path(s.out) / "executorch-host-bench.json"
     try:
         body = json.loads(path.read_text(encoding="utf-8"))
@@ -549,7 +564,7 @@ def _reused_timing(previous: Dict[str, Any], key: str) -> Optional[tuple]:
 
 def _checks(files: List[PteFile], refs, ref_paths, s: PteBenchSettings, previous: Dict[str, Any],
             notes: List[str], last: Optional[Dict[str, Any]] = None) -> List[CheckRow]:
-    checks, reused = [], []
+    checks, reused, compare = [], [], []
     keys = {f.file: check_key(f, ref_paths[f.stem], s) if f.runs_on_host else "" for f in files}
     _say_check_time(files, keys, previous, last or previous)
     with progress("ExecuTorch host check", total=len(files)) as bar:
@@ -557,20 +572,34 @@ def _checks(files: List[PteFile], refs, ref_paths, s: PteBenchSettings, previous
             key = keys[f.file]
             row = _reused_check(previous, key) if key else None
             if row is None:
-                bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}"
-                             + (" and per operator" if s.per_operator and f.runs_on_host else ""))
+                bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}")
                 t0 = time.monotonic()
-                row = _check_with_operators(f, refs[f.stem], ref_paths[f.stem], s)
+                row = check_program(f, refs[f.stem], s)
                 row.seconds = time.monotonic() - t0
+                if row.ran and s.per_operator:
+                    compare.append((f, row))
             else:
                 reused.append(f.variant)
             row.key = key
             checks.append(row)
             bar.advance()
+    if compare:
+        _compare_operators(compare, ref_paths, s)
     if reused:
         notes.append(f"checks reused from {previous.get('written')} for {', '.join(reused)}: the same program, "
                      "reference and bounds (--again checks again)")
     return checks
+
+
+def _compare_operators(compare: List[Tuple[PteFile, CheckRow]], ref_paths, s: PteBenchSettings) -> None:
+    """Each checked program's per-operator comparison (one child process for all); its time shared out."""
+    log.info("per-operator comparison of %d program(s) in a child process", len(compare))
+    t0 = time.monotonic()
+    found = per_operator([(f, ref_paths[f.stem]) for f, _ in compare], s.models, s.debug_buffer_mb)
+    share = (time.monotonic() - t0) / len(compare)
+    for f, row in compare:
+        row.operators, row.operator_note = found[f.file]
+        row.seconds += share
 
 
 def _say_check_time(files: List[PteFile], keys: Dict[str, str], previous: Dict[str, Any],
@@ -583,19 +612,12 @@ def _say_check_time(files: List[PteFile], keys: Dict[str, str], previous: Dict[s
     if todo and known and len(known) == len(todo):
         log.info("checking %d program(s): about %s (their last checks)", len(todo), _duration(sum(known)))
     elif todo:
-        log.info("checking %d program(s), each with its per-operator comparison in a child process", len(todo))
+        log.info("checking %d program(s), then their per-operator comparison in a child process", len(todo))
 
 
 def unstable_notes(lines: List[BenchLine]) -> List[str]:
     return [f"{x.label}: the {x.timing.repeats} rounds disagree (medians {x.timing.spread_pct:.0f}% apart): the machine "
             "is busy or throttling; close other work and rerun" for x in lines if x.timing and x.timing.unstable]
-
-
-def _check_with_operators(f: PteFile, reference: Dict[str, Any], ref_path: Path, s: PteBenchSettings) -> CheckRow:
-    row = check_program(f, reference, s)
-    if row.ran and s.per_operator:
-        row.operators, row.operator_note = per_operator(f, ref_path, s.models, s.debug_buffer_mb)
-    return row
 
 
 def load_reference(path: Path) -> Dict[str, Any]:

@@ -1,9 +1,13 @@
-"""The per-operator comparison of one ``.pte``, in a child process.
+"""The per-operator comparison of ``.pte`` programs, in a child process.
 
 ExecuTorch's ETDump asserts (a C++ abort, which would kill the whole stage) when the debug buffer is too
-small for the program's intermediate outputs; running the comparison in a child turns that into a note.
+small for a program's intermediate outputs; running the comparisons in a child turns that into a note.  One
+child compares every program of a check in turn (one start-up of torch and ExecuTorch's devtools, not one per
+program), each result written as soon as it is known, so the parent sees which program the child died on.
 
-    python -m converter.pte_operators PROGRAM ETRECORD REFERENCE OUT_JSON DEBUG_BUFFER_MB
+    python -m converter.pte_operators JOBS_JSON DEBUG_BUFFER_MB
+
+JOBS_JSON: a list of ``{"program", "etrecord", "reference", "out"}`` (absolute paths; ``out`` is the JSON written).
 """
 
 from __future__ import annotations
@@ -34,14 +38,18 @@ def numeric_gap(program: Path, etrecord: Path, example, debug_buffer_mb: int) ->
 
 
 def main(argv=None) -> int:
+    import json
+
     import torch
 
     from toolchain.fsutil import atomic_write_json
 
-    program, etrecord, reference, out, mb = (argv or sys.argv[1:])[:5]
-    ref = torch.load(reference, weights_only=True)
-    example = ref.get("example", ref["inputs"][0])  # the ETRecord's representative input (lowering's example)
-    atomic_write_json(Path(out), {"rows": numeric_gap(Path(program), Path(etrecord), example, int(mb))})
+    jobs, mb = (argv or sys.argv[1:])[:2]
+    for job in json.loads(Path(jobs).read_text()):
+        ref = torch.load(job["reference"], weights_only=True)
+        example = ref.get("example", ref["inputs"][0])  # the ETRecord's representative input (lowering's example)
+        rows = numeric_gap(Path(job["program"]), Path(job["etrecord"]), example, int(mb))
+        atomic_write_json(Path(job["out"]), {"rows": rows})
     return 0
 
 

@@ -294,3 +294,21 @@ def test_unchanged_measurements_are_reused_and_again_measures_again(tiny_lane, t
     assert all(x.timing.repeats == 2 for x in other.lines if x.timing)
     again = _bench(out, tmp_path, repeat=2, again=True, **kw)
     assert not any("reused" in n for n in again.notes)
+
+
+def test_one_child_compares_every_program_and_one_that_fails_does_not_take_the_others(tiny_lane, tmp_path):
+    """The per-operator comparisons run in one child for all programs; when it ends on a program (here: its ETRecord
+    is damaged), that program gets the reason and the programs after it are still compared, in a new child."""
+    from converter.pte_host import per_operator
+    from toolchain.pte_records import reference_path
+
+    out = copy_models(tiny_lane[0], tmp_path / "models")
+    files = {f.variant: f for f in pte_files(out) if f.runs_on_host}
+    order = [files["fp32-xnnpack"], files["fp32-portable"], files["int8-xnnpack"]]
+    (out / order[1].extra["etrecord"]["file"]).write_bytes(b"not an ETRecord")
+    found = per_operator([(f, reference_path(out, f.stem)) for f in order], out, 64)
+    assert set(found) == {f.file for f in order}
+    first, broken, last = (found[f.file] for f in order)
+    assert first[0] and "opaque" in first[1]
+    assert broken == ([], "per-operator comparison not possible: the comparison exited with 1")
+    assert last[0] and "opaque" in last[1]
