@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any, Optional
 
+from toolchain.errors import UsageError
 from toolchain.layout import Layout, app_dir_name
 from toolchain.resolve import Resolver
 from toolchain.settings import default
@@ -120,9 +121,16 @@ def pte_bench(config: Any, **cli):
 
 
 def executorch_runtime(config: Any, **cli):
-    """`build-android --lane executorch`: ExecuTorch's executor_runner at the pinned release."""
+    """`build-android --lane executorch`: ExecuTorch's executor_runner at the pinned release.  ``not_taken``: the
+    PyTorch lanes' command-line options, refused when given (the lane builds its pinned release only)."""
     from ndk_build.executorch_runtime import RuntimeBuildSettings
 
+    given = sorted("--" + k.replace("_", "-") for k, v in (cli.pop("not_taken", None) or {}).items() if v)
+    if given:
+        raise UsageError(f"{', '.join(given)}: not taken by --lane executorch",
+                         cause="that lane builds ExecuTorch's executor_runner at its pinned release, from its own "
+                               "repository, with its own CMake options; these options belong to the PyTorch lanes",
+                         remedy=f"drop {', '.join(given)}, or build PyTorch Mobile without --lane executorch")
     r = _r(config, cli)
     return RuntimeBuildSettings(
         build_dir=r.path("build_dir"), ndk=cli.get("ndk"), ndk_config=_text(r.path("ndk.path")),
