@@ -123,6 +123,8 @@ VALUE_BEFORE_RECORD_CASES = [
     (["convert", "--model", "bogus model"], {}, ["'bogus model'"]),
     (["all", "--weights", "no/such/weights.pth"], {}, ["--weights", "no/such/weights.pth"]),
     (["all", "--model", "bogus model"], {}, ["'bogus model'"]),
+    (["all"], {"INVOKE_CONVERT_CALIBRATION": "no/such/images"}, ["no/such/images"]),
+    (["all"], {"INVOKE_CONVERT_QUANTIZED_WEIGHTS": "no/such/int8.pth"}, ["no/such/int8.pth"]),
 ]
 
 
