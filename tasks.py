@@ -42,11 +42,11 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, quantized
         from converter.executorch_lane import convert_executorch
 
         formats = resolve.formats(c.config, format=format)
+        pte_settings = resolve.executorch_convert(c.config, delegates=delegates, formats=formats, **common)
         if "torchscript" in formats:
             result = run_convert(resolve.convert(c.config, quant=quant, quantized_weights=quantized_weights,
                                                  **common))
-        pte = convert_executorch(resolve.executorch_convert(c.config, delegates=delegates, **common)) \
-            if "executorch" in formats else None
+        pte = convert_executorch(pte_settings) if "executorch" in formats else None
     show.converted(result, pte, json)  # --json with both formats: one document {"torchscript": ..., "executorch": ...}
     if result is not None and not no_verify:
         from workflow.stage_flows import verify_after_convert

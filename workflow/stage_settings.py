@@ -96,15 +96,22 @@ def formats(config: Any, **cli) -> tuple:
 
 
 def executorch_convert(config: Any, **cli):
+    """The ExecuTorch lane's settings, resolved (so checked) before any conversion even when ``formats`` leaves the
+    lane out; ``--delegates`` on the command line then is a usage error (it would make nothing)."""
     from converter.executorch_lane import ExecutorchSettings
 
+    formats = cli.pop("formats", ("executorch",))
     r = _r(config, cli)
+    delegates = tuple(r.get("convert.executorch_delegates", "delegates"))
+    if "executorch" not in formats and cli.get("delegates"):
+        raise UsageError("--delegates applies to the ExecuTorch lane, which this convert does not run",
+                         cause=f"the formats are {','.join(formats)}: no .pte program would be made",
+                         remedy="add --format torchscript,executorch (or --format executorch), or drop --delegates")
     return ExecutorchSettings(
         out=r.path("convert.out", "out"), model=r.get("convert.model", "model"),
         weights=weights(r), calibration=r.path("convert.calibration", "calibration"),
         calibration_count=r.get("convert.calibration_count"), seed=r.get("convert.seed"),
-        factory_timeout=float(r.get("convert.factory_timeout")),
-        delegates=tuple(r.get("convert.executorch_delegates", "delegates")),
+        factory_timeout=float(r.get("convert.factory_timeout")), delegates=delegates,
         force=r.get_flag("convert.force", on="force"))
 
 
