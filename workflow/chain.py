@@ -54,13 +54,15 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
     r = Resolver(config, {"weights": weights, "model": model, "skip": skip})
     skipped = tuple(plan.check_stage_names(r.get("all.skip", "skip")))
     variant = r.get("app.model", "model")
-    convert = stage_settings.convert(config)
+    requested = r.get("all.weights", "weights")
+    # convert's other values, for check_values; the weights are all's own (resolve_weights below decides `auto` once,
+    # and convert gets the result when it runs): never convert.weights' `auto`, which would look for pretrained ones
+    convert = stage_settings.convert(config, weights="random")
     for build in (stage_settings.build_android, stage_settings.build_app, stage_settings.report):
         build(config)
     bench, verify = stage_settings.host_bench(config), stage_settings.verify(config)
     app = stage_settings.make_app(config, model=model)
     deploy = stage_settings.deploy(config)
-    requested = r.get("all.weights", "weights")
     check_values(skipped, r.get("convert.model"), requested, app, deploy, convert)
     variant = named_with_its_model(variant, r.get("convert.model"))
     if pretrained_status is None:
