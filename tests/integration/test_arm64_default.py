@@ -38,7 +38,7 @@ def test_build_android_defaults_make_aarch64_programs_an_arm64_phone_runs(tmp_pa
         assert read_elf(info.artefact("torchdroid_nnapi_devices")).machine == "AArch64"
         assert info.data["page_alignment"] == {"speed_benchmark_torch": 16384, "torchdroid_nnapi_devices": 16384}
         deployed = invoke(work, "deploy", "--models", "models", "--variant", "quant_full", "--iter", "3",
-                          "--repeat", "1", "--warmup", "1", "--allow-mismatch", "--no-numerics", "--project", "arm64",
+                          "--repeat", "1", "--warmup", "1", "--allow-mismatch", "--project", "arm64",
                           port=server.port)
         assert deployed.returncode == 0, deployed.stdout + deployed.stderr
         on_phone = devs["pixel"].state_dir / "root" / "data" / "local" / "tmp" / "torchdroid" / "arm64" \
