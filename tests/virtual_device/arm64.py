@@ -1,8 +1,9 @@
 """Whether this machine can run the virtual arm64 phones' programs: Debian's aarch64 cross compiler, qemu-user, and
 a binfmt_misc entry that hands AArch64 programs to tests/virtual_device/aarch64_cpu.sh.
 
-The entry is private to each phone command where the kernel allows it (a binfmt_misc mounted in a user namespace,
-Linux 6.7+: cpu_ns.sh), so it needs no root and no machine-wide state, and another checkout's entry cannot make these
+The entry is private to each phone command where the kernel allows it (a binfmt_misc mounted in a user namespace:
+cpu_ns.sh; observed here with Linux 6.18, as root and as an unprivileged user; that it arrived in 6.7 is from memory,
+not checked at its source), so it needs no root and no machine-wide state, and another checkout's entry cannot make these
 tests skip.  Elsewhere ``./run test`` registers a machine-wide entry for this checkout (root)."""
 
 from __future__ import annotations
