@@ -42,11 +42,11 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, quantized
         from converter.executorch_lane import convert_executorch
 
         formats = resolve.formats(c.config, format=format)
+        pte_settings = resolve.executorch_convert(c.config, delegates=delegates, formats=formats, **common)
         if "torchscript" in formats:
             result = run_convert(resolve.convert(c.config, quant=quant, quantized_weights=quantized_weights,
                                                  **common))
-        pte = convert_executorch(resolve.executorch_convert(c.config, delegates=delegates, **common)) \
-            if "executorch" in formats else None
+        pte = convert_executorch(pte_settings) if "executorch" in formats else None
     show.converted(result, pte, json)  # --json with both formats: one document {"torchscript": ..., "executorch": ...}
     if result is not None and not no_verify:
         from workflow.stage_flows import verify_after_convert
@@ -143,7 +143,9 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
     """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
     if lane == "executorch":  # ExecuTorch's runtime and executor_runner (docs/executorch.md); command line only
         return _build_executorch(c, ndk=ndk, abi=abi, api_level=api_level, max_jobs=max_jobs, python=python, debug=debug,
-                                 event_tracer=event_tracer, no_event_tracer=no_event_tracer)
+                                 event_tracer=event_tracer, no_event_tracer=no_event_tracer,
+                                 not_taken={"commit": commit, "repo_url": repo_url, "clean": clean, "aar": aar,
+                                            "cmake_arg": cmake_arg, "vulkan": vulkan, "java_home": java_home})
     with stage(c.config, "build-android", debug):
         from ndk_build import build_android as run_build
 

@@ -59,13 +59,15 @@ def _whole_number(value: Any) -> int:
                      remedy="set convert.calibration_count to an integer >= 1, e.g. 32")
 
 
-def parse_calibration(path: Optional[Path], count: Any, seed: int) -> CalibrationSpec:
+def parse_calibration(path: Optional[Path], count: Any, seed: int, warn: bool = True) -> CalibrationSpec:
+    """The calibration set, checked; ``warn``: say when it is small (off for `all`'s check before the stages run)."""
     count = _whole_number(count)
     if count < 1:
         raise UsageError(f"calibration count must be at least 1 (got {count})", remedy="set convert.calibration_count >= 1")
     if path is None:
         spec = CalibrationSpec("synthetic", count, seed)
-        warn_if_few(spec)
+        if warn:
+            warn_if_few(spec)
         return spec
     path = Path(path).expanduser()
     if not path.is_dir():
@@ -94,7 +96,8 @@ def parse_calibration(path: Optional[Path], count: Any, seed: int) -> Calibratio
         h.update(str(f.relative_to(path)).encode())
         h.update(data)
     spec = CalibrationSpec("dir", len(files), seed, path.resolve(), tuple(files), h.hexdigest())
-    warn_if_few(spec)
+    if warn:
+        warn_if_few(spec)
     return spec
 
 

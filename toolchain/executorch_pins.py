@@ -14,7 +14,7 @@ import importlib.util
 from typing import Dict, Optional
 
 from .errors import ToolNotFound
-from .pins import MATCHES, NEWEST, UNVERIFIED, PinNote
+from .pins import MATCHES, UNVERIFIED, PinNote
 
 # pip's version of the host tools (also in ./run's executorch_pins).
 EXECUTORCH_VERSION = "1.5.1"
@@ -113,10 +113,11 @@ PIN_NOTES: Dict[str, PinNote] = {
     "EXECUTORCH_TORCH": PinNote(MATCHES, ("E1",), why="the torch executorch 1.5.1 installs beside"),
     "RUNTIME_COMMIT": PinNote(MATCHES, ("E1",), why="git_version of the installed executorch 1.5.1 wheel"),
     "NDK_RECOMMENDED": PinNote(MATCHES, ("E2",), why="what ExecuTorch's CI installs"),
-    "EXECUTORCH_ANDROID_DEFAULT": PinNote(NEWEST, ("EA7", "EA8"), (
+    "EXECUTORCH_ANDROID_DEFAULT": PinNote(MATCHES, ("EA7", "EA8"), (
         "public Android build files of independent projects depend on org.pytorch:executorch-android:1.5.1",
-        "a public audit of the Maven Central AAR executorch-android 1.5.1 (its sha256), and no public file naming "
-        "1.6 or later"), why="equal to EXECUTORCH_VERSION, the exporter"),
+        "a public audit of the Maven Central AAR executorch-android 1.5.1 (its sha256)"),
+        why="equal to EXECUTORCH_VERSION, the exporter; not called the newest: docs.pytorch.org has an ExecuTorch "
+            "documentation version 1.6 (EA7)"),
     "EXECUTORCH_ANDROID_FBJNI": PinNote(MATCHES, ("EA5",), why="what the AAR's build.gradle declares"),
     "EXECUTORCH_ANDROID_NATIVELOADER": PinNote(MATCHES, ("EA5",), why="what the AAR's build.gradle declares"),
 }

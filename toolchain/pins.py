@@ -260,7 +260,9 @@ PIN_NOTES: Dict[str, PinNote] = {
     "LANES.current.pytorch_commit": PinNote(NEWEST, ("F17", "PN1"), (
         "pytorch/pytorch#167186 quotes the commit that deleted scripts/build_android.sh before v2.9.0",
         "pytorch/pytorch#158475"), why="the newest release that still ships scripts/build_android.sh (v2.8.0)"),
-    "LANES.current.ndk_recommended": PinNote(UNVERIFIED, ("PN1",), why="r21e is what PyTorch's CI installed"),
+    "LANES.current.ndk_recommended": PinNote(UNVERIFIED, ("PN1",), why="r26d is torchdroid's choice: no upstream source "
+                                                                     "recommends an NDK for v2.8.0 (PyTorch's own CI "
+                                                                     "installed r21e)"),
     "LANES.current.converter_torch": PinNote(MATCHES, ("PN1",), why="the runtime's release"),
     "LANES.current.gradle": PinNote(UNVERIFIED, ("PN1",)),
     "LANES.current.android_gradle_plugin": PinNote(UNVERIFIED, ("PN1",)),

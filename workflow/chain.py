@@ -54,14 +54,16 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
     r = Resolver(config, {"weights": weights, "model": model, "skip": skip})
     skipped = tuple(plan.check_stage_names(r.get("all.skip", "skip")))
     variant = r.get("app.model", "model")
-    for build in (stage_settings.convert, stage_settings.build_android, stage_settings.build_app,
-                  stage_settings.report):
+    requested = r.get("all.weights", "weights")
+    # convert's other values, for check_values; the weights are all's own (resolve_weights below decides `auto` once,
+    # and convert gets the result when it runs): never convert.weights' `auto`, which would look for pretrained ones
+    convert = stage_settings.convert(config, weights="random")
+    for build in (stage_settings.build_android, stage_settings.build_app, stage_settings.report):
         build(config)
     bench, verify = stage_settings.host_bench(config), stage_settings.verify(config)
     app = stage_settings.make_app(config, model=model)
     deploy = stage_settings.deploy(config)
-    requested = r.get("all.weights", "weights")
-    check_values(skipped, r.get("convert.model"), requested, app, deploy)
+    check_values(skipped, r.get("convert.model"), requested, app, deploy, convert)
     variant = named_with_its_model(variant, r.get("convert.model"))
     if pretrained_status is None:
         from . import weights
@@ -84,14 +86,20 @@ def named_with_its_model(variant: str, model: str) -> str:
     return with_stem(variant, parse_model(model).stem)
 
 
-def check_values(skipped: Tuple[str, ...], model: str, weights: str, app: Any, deploy: Any) -> None:
+def check_values(skipped: Tuple[str, ...], model: str, weights: str, app: Any, deploy: Any,
+                 convert: Any = None) -> None:
     """The values of the stages that will run, checked before any stage starts or reads a record (exit 2)."""
     if "convert" not in skipped:
+        from converter.calibration import parse_calibration
         from converter.models import parse_model, parse_weights
+        from converter.prequantized import parse_quantized_weights
 
-        parse_model(model)
+        spec = parse_model(model)
         if weights.strip() != "auto":
             parse_weights(weights)
+        if convert is not None:  # convert's own inputs: calibration images, pre-quantized weights
+            parse_calibration(convert.calibration, convert.calibration_count, convert.seed, warn=False)
+            parse_quantized_weights(convert.quantized_weights, spec)
     if "make-app" not in skipped:
         from appgen.make import check as check_app
 

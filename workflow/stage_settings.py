@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any, Optional
 
+from toolchain.errors import UsageError
 from toolchain.layout import Layout, app_dir_name
 from toolchain.resolve import Resolver
 from toolchain.settings import default
@@ -95,15 +96,22 @@ def formats(config: Any, **cli) -> tuple:
 
 
 def executorch_convert(config: Any, **cli):
+    """The ExecuTorch lane's settings, resolved (so checked) before any conversion even when ``formats`` leaves the
+    lane out; ``--delegates`` on the command line then is a usage error (it would make nothing)."""
     from converter.executorch_lane import ExecutorchSettings
 
+    formats = cli.pop("formats", ("executorch",))
     r = _r(config, cli)
+    delegates = tuple(r.get("convert.executorch_delegates", "delegates"))
+    if "executorch" not in formats and cli.get("delegates"):
+        raise UsageError("--delegates applies to the ExecuTorch lane, which this convert does not run",
+                         cause=f"the formats are {','.join(formats)}: no .pte program would be made",
+                         remedy="add --format torchscript,executorch (or --format executorch), or drop --delegates")
     return ExecutorchSettings(
         out=r.path("convert.out", "out"), model=r.get("convert.model", "model"),
         weights=weights(r), calibration=r.path("convert.calibration", "calibration"),
         calibration_count=r.get("convert.calibration_count"), seed=r.get("convert.seed"),
-        factory_timeout=float(r.get("convert.factory_timeout")),
-        delegates=tuple(r.get("convert.executorch_delegates", "delegates")),
+        factory_timeout=float(r.get("convert.factory_timeout")), delegates=delegates,
         force=r.get_flag("convert.force", on="force"))
 
 
@@ -120,9 +128,16 @@ def pte_bench(config: Any, **cli):
 
 
 def executorch_runtime(config: Any, **cli):
-    """`build-android --lane executorch`: ExecuTorch's executor_runner at the pinned release."""
+    """`build-android --lane executorch`: ExecuTorch's executor_runner at the pinned release.  ``not_taken``: the
+    PyTorch lanes' command-line options, refused when given (the lane builds its pinned release only)."""
     from ndk_build.executorch_runtime import RuntimeBuildSettings
 
+    given = sorted("--" + k.replace("_", "-") for k, v in (cli.pop("not_taken", None) or {}).items() if v)
+    if given:
+        raise UsageError(f"{', '.join(given)}: not taken by --lane executorch",
+                         cause="that lane builds ExecuTorch's executor_runner at its pinned release, from its own "
+                               "repository, with its own CMake options; these options belong to the PyTorch lanes",
+                         remedy=f"drop {', '.join(given)}, or build PyTorch Mobile without --lane executorch")
     r = _r(config, cli)
     return RuntimeBuildSettings(
         build_dir=r.path("build_dir"), ndk=cli.get("ndk"), ndk_config=_text(r.path("ndk.path")),

@@ -71,6 +71,18 @@ def test_cmake_argument_with_whitespace(tmp_path, fake_pytorch, ndk_releases):
 # --------------------------------------------------------------------------- build-android: wrong tools
 
 
+@adversarial("build-android", "bad value on the command line: an option the ExecuTorch lane does not take")
+@pytest.mark.parametrize("extra,name", [(["--commit", "deadbeef"], "--commit"), (["--repo-url", "file:///x"], "--repo-url"),
+                                        (["--aar"], "--aar"), (["--cmake-arg", "-DX=1"], "--cmake-arg"),
+                                        (["--vulkan"], "--vulkan"), (["--clean"], "--clean"),
+                                        (["--java-home", "/usr"], "--java-home")])
+def test_an_option_the_executorch_lane_ignores_is_refused_before_any_work(tmp_path, extra, name):
+    """Before: `--lane executorch` dropped these silently and built the pinned runtime (or looked for an NDK)."""
+    out = run_invoke(["build-android", "--lane", "executorch", *extra], tmp_path)
+    assert_clean(out, "usage", mentions=[name, "--lane executorch"], root=tmp_path)
+    assert "NDK" not in out.text and not (tmp_path / "build" / "src").exists()
+
+
 @adversarial("build-android", "wrong tool: a file where the NDK should be")
 def test_ndk_path_is_a_file(tmp_path):
     bogus = tmp_path / "android-ndk-r26d.zip"

@@ -121,8 +121,11 @@ VALUE_BEFORE_RECORD_CASES = [
     (["make-app", "--pytorch-android", "x y"], {}, ["--pytorch-android", "'x y'"]),
     (["make-app", "--model", "bogus model"], {}, ["'bogus model'"]),
     (["convert", "--model", "bogus model"], {}, ["'bogus model'"]),
+    (["convert", "--delegates", "xnnpack"], {}, ["--delegates", "--format torchscript,executorch"]),
     (["all", "--weights", "no/such/weights.pth"], {}, ["--weights", "no/such/weights.pth"]),
     (["all", "--model", "bogus model"], {}, ["'bogus model'"]),
+    (["all"], {"INVOKE_CONVERT_CALIBRATION": "no/such/images"}, ["no/such/images"]),
+    (["all"], {"INVOKE_CONVERT_QUANTIZED_WEIGHTS": "no/such/int8.pth"}, ["no/such/int8.pth"]),
 ]
 
 
@@ -134,6 +137,50 @@ def test_a_malformed_value_is_reported_before_any_record_is_read(tmp_path, args,
     assert_clean(out, "usage", mentions=mentions, root=tmp_path)
     assert not [w for w in RECORD_WORDS if w in out.text], f"a record was read before the value:\n{out.text}"
     nothing_written(tmp_path)
+
+
+def _typed_option_cases():
+    """Every option of every task that takes a typed value (a number or a choice), found from the tasks' own help
+    (``(config KEY``), with a value of the wrong kind: generated, so a task or option added later is covered."""
+    import inspect
+    import re
+
+    import tasks
+    from toolchain.settings import SCHEMA
+
+    cases = []
+    for name, t in sorted(tasks.ns.tasks.items()):
+        params = inspect.signature(t.body).parameters
+        for param, text in sorted(t.help.items()):
+            m = re.search(r"\(config ([\w.]+)", text)
+            if not m or param not in params or isinstance(params[param].default, bool):
+                continue  # on/off flags take no value
+            kind = SCHEMA[m.group(1)].kind
+            if kind.base in ("int", "float"):
+                bad = "not-a-number"
+            elif kind.choices:
+                bad = "no-such-choice"
+            else:
+                continue  # free text and paths: no generic malformed value (the listed cases above)
+            cases.append((name, "--" + param.replace("_", "-"), bad))
+    return cases
+
+
+TYPED_OPTION_CASES = _typed_option_cases()
+
+
+@adversarial("settings", "a value checked only after the records")
+@pytest.mark.parametrize("task,option,value", TYPED_OPTION_CASES, ids=[" ".join(c) for c in TYPED_OPTION_CASES])
+def test_every_tasks_typed_options_are_checked_before_any_record_or_work(tmp_path, task, option, value):
+    out = run_invoke([task, option, value], tmp_path)
+    assert_clean(out, "usage", mentions=[option, value], root=tmp_path)
+    assert not [w for w in RECORD_WORDS if w in out.text], f"a record was read before the value:\n{out.text}"
+    nothing_written(tmp_path)
+
+
+def test_the_generated_cases_cover_every_task_with_typed_options():
+    assert len(TYPED_OPTION_CASES) >= 30 and {c[0] for c in TYPED_OPTION_CASES} >= {
+        "bench", "build-android", "convert", "deploy", "make-app", "verify", "clean", "report", "doctor"}
 
 
 # --------------------------------------------------------------------------- config files

@@ -126,3 +126,17 @@ def test_all_remembers_where_pretrained_weights_live_and_still_checks_the_file(t
     ok, why = weights.pretrained_status("mobilenet_v2", tmp_path / "build")
     assert ok and str(cached) in why
     assert calls == ["mobilenet_v2"]  # torchvision asked once, the file checked every time
+
+
+@pytest.mark.parametrize("weights", ["random", "pretrained"])
+def test_all_with_explicit_weights_never_looks_for_pretrained_ones(weights, tmp_path, monkeypatch, caplog):
+    """Before: `invoke all --weights random` still probed for the pretrained weights (a download check) while
+    checking convert's values, and warned that 'this run uses RANDOM weights' because they were missing."""
+    from workflow import chain, weights as weights_module
+
+    looked = []
+    monkeypatch.setattr(weights_module, "pretrained_status", lambda model, build: looked.append(model) or (False, "x"))
+    plan = chain.prepare({"build_dir": str(tmp_path / "build")}, weights=weights,
+                         pretrained_status=lambda model: looked.append(model) or (False, "x"))
+    assert plan.weights == weights and not looked
+    assert "RANDOM weights" not in caplog.text

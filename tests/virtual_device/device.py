@@ -67,6 +67,9 @@ SYNC_MAX_DATA = 64 * 1024
 AUTH_TOKEN, AUTH_SIGNATURE, AUTH_RSAPUBLICKEY = 1, 2, 3
 
 HERE = Path(__file__).resolve().parent
+sys.path.append(str(HERE))  # run as a script: its sibling arm64.py
+from arm64 import cpu_argv  # noqa: E402
+
 MAPPED = ("data", "sdcard", "storage", "sys")
 _PATH_RE = re.compile(r"(^|[\s'\"=:;|&(<>])/(" + "|".join(MAPPED) + r")(?=/|\s|$|['\"])")
 
@@ -408,6 +411,10 @@ class VirtualDevice:
 
     # ------------------------------------------------------------------ shell
 
+    @property
+    def cpu_abi(self) -> str:
+        return str((self.config.get("props") or {}).get("ro.product.cpu.abi", ""))
+
     def run_command(self, cmd: str) -> tuple:
         tools = self.config.get("tools_dir")  # native stand-ins built by the harness (tools.py), first
         env = {
@@ -419,7 +426,7 @@ class VirtualDevice:
             "VDEV_PYTHON": sys.executable,
             "VDEV_PRELUDE": str(HERE / "prelude.sh"),
             # the phone's CPU: AArch64 programs run (under qemu-user, aarch64_cpu.sh) only on an arm64-v8a phone
-            "VDEV_CPU_ABI": str((self.config.get("props") or {}).get("ro.product.cpu.abi", "")),
+            "VDEV_CPU_ABI": self.cpu_abi,
             "LC_ALL": "C",
         }
         if os.environ.get("TORCHDROID_WARM_PYTHON"):  # the test run's warm python (tests/warm_python.py)
@@ -427,8 +434,8 @@ class VirtualDevice:
             env.update({"VDEV_PYTHON": str(HERE.parent / "warm-python"), "VDEV_HOST_PYTHON": sys.executable})
         env.update({k: str(v) for k, v in (self.config.get("env") or {}).items()})
         self.log(f"shell: {cmd}")
-        proc = subprocess.run(
-            ["/bin/sh", "-c", '. "$VDEV_PRELUDE"\n' + self.map_command(cmd)],  # getprop, df, getconf: functions
+        proc = subprocess.run(  # in the phone CPU's own binfmt_misc where the kernel allows it (arm64.py)
+            [*cpu_argv(self.cpu_abi), "/bin/sh", "-c", '. "$VDEV_PRELUDE"\n' + self.map_command(cmd)],  # getprop, df, getconf: functions
             cwd=self.root, env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600,
         )
