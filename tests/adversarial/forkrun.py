@@ -39,10 +39,13 @@ else:
     from tests import forkserver
     from tests.adversarial import fsfault_invoke
 
-# Third-party modules our tasks import; executorch is left out: its import prints a torch warning on stderr
-# that a real run shows, so preloading it would change what a case prints.
+# Third-party modules our tasks import.  ExecuTorch's import logs one torch warning (a deprecation from
+# torch/utils/_pytree.py); a real run sends it to its run log (toolchain/logs.py), so what a case prints on the
+# console is the same, and only that one upstream line is missing from a forked case's run log.
 PRELOAD = ("invoke", "invoke.main", "invoke.config", "yaml", "rich", "rich.console", "rich.table", "numpy",
-           "torch", "torchvision", "filelock")
+           "torch", "torchvision", "filelock", "executorch.exir", "executorch.runtime",
+           "executorch.extension.pybindings.portable_lib", "executorch.backends.xnnpack.partition.xnnpack_partitioner",
+           "executorch.backends.xnnpack.quantizer.xnnpack_quantizer", "executorch.devtools")
 
 # Environment variables read while the interpreter starts (Python: PYTHON*, locale; the dynamic loader: LD_*,
 # malloc tunables) or while PRELOAD imports (found by recording os.environ look-ups during those imports, torch
@@ -187,6 +190,18 @@ def _pth_hook_lines() -> list:
     return []
 
 
+def _forget_logging_set_up_by_imports() -> None:
+    """ExecuTorch's XNNPACK partitioner calls ``logging.basicConfig`` when imported: a stderr handler on the root
+    logger.  In a real run our tasks have set up logging by then, so that call does nothing; a child must not
+    inherit a handler a real run never has (it printed Invoke's DEBUG lines on the case's stderr)."""
+    import logging
+
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
+
+
 def serve(script: str, fd: int) -> None:
     handlers = forkserver.signal_handlers()
     sys.path[0] = os.path.dirname(os.path.realpath(script))
@@ -200,6 +215,7 @@ def serve(script: str, fd: int) -> None:
         del sys.modules[name]
     for name in PRELOAD:
         importlib.import_module(name)
+    _forget_logging_set_up_by_imports()
     leaked = own_modules()
     if leaked:
         raise SystemExit(f"fork server: preloading imported torchdroid modules {leaked}")
