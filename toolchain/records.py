@@ -364,10 +364,11 @@ class ConvertManifest:
             return matches[0]
         known = ", ".join(sorted(variants)) or "none"
         if len(matches) > 1:
+            named = sorted(k for k in variants if k.endswith(f"-{name}"))
             raise UsageError(
                 f"variant {name!r} is ambiguous in {self.path}",
-                cause=f"several models have it: {known}",
-                remedy="name it with its model prefix, e.g. mobilenetv2-" + name,
+                cause=f"several models have it: {', '.join(named)}",
+                remedy=f"name it with its model prefix: {' or '.join(named)}",
             )
         raise UsageError(
             f"no converted variant {name!r} in {self.path}",
