@@ -507,7 +507,7 @@ def add_wrapper_jar(p: AppPlan, tmp: Path, work: Path, notes: List[str]) -> bool
         notes.append(f"wrapper jar written by the local Gradle {p.gradle.version} ({p.gradle.executable}); "
                      f"it runs Gradle {gradle_version}")
         return True
-    notes.append(f"no {WRAPPER_JAR} (no Gradle installed here): " + wrapper_jar_howto(p.out, gradle_version))
+    notes.append(f"no {WRAPPER_JAR} (no Gradle installed here): " + wrapper_jar_howto(p.out, gradle_version, p.checked.variant))
     return False
 
 
