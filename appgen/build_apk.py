@@ -66,7 +66,7 @@ def missing_tools(project: Path, env: Optional[Mapping[str, str]] = None,
                          wrapper_jar_howto(project, gradle_version, info.variant)))
     gradlew = project / "gradlew"
     if not gradlew.is_file():
-        problems.append(("gradlew", f"{gradlew} does not exist", "regenerate the project with `invoke make-app --force`"))
+        problems.append(("gradlew", f"{gradlew} does not exist", f"regenerate the project with `{records.remake_app_command(project, info.variant)}`"))
     elif not os.access(gradlew, os.X_OK):
         problems.append(("an executable gradlew", f"{gradlew} is not executable", f"chmod +x {gradlew}"))
     return problems

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
-from toolchain.errors import ToolFailed, ToolNotFound, command
+from toolchain.errors import ToolFailed, ToolNotFound
+from toolchain.records import remake_app_command
 from toolchain.runner import run
 
 log = logging.getLogger(__name__)
@@ -24,8 +25,7 @@ WRAPPER_JAR = Path("gradle/wrapper/gradle-wrapper.jar")
 def wrapper_jar_howto(project: Path, gradle_version: str, variant: Optional[str] = None) -> str:
     """How to get the wrapper jar into ``project``; ``variant``: the app's model, so that the make-app command
     named rewrites this project (a bare `invoke make-app --force` rewrites the default model's app)."""
-    again = (command("invoke", "make-app", "--model", variant, "--out", project, "--force") if variant
-             else "invoke make-app --force")
+    again = remake_app_command(project, variant) if variant else "invoke make-app --force"
     return (f"install Gradle (https://gradle.org/install/, or `sdk install gradle {gradle_version}`) and run "
             f"`gradle wrapper --gradle-version {gradle_version}` in {project}, or open {project} in Android Studio "
             f"(it creates the wrapper jar); `{again}` then adds it by itself")
