@@ -318,8 +318,8 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, 
         runs = {
             "convert": lambda f: convert(c, weights=plan.weights, no_verify=True, debug=debug),  # verify is a stage
             "verify": lambda f: verify(c, debug=debug),
-            "make-app": lambda f: make_app(c, model=plan.variant, out=str(plan.app_dir), force=plan.replace_app,
-                                           debug=debug),
+            "make-app": lambda f: make_app(c, model=plan.variant, out=str(plan.app_dir), application_id=plan.app_id,
+                                           force=plan.replace_app, debug=debug),
             "build-app": lambda f: build_app(c, debug=debug),
             "bench": lambda f: bench(c, debug=debug),
             "build-android": lambda f: build_android(c, debug=debug),

@@ -63,10 +63,10 @@ def missing_tools(project: Path, env: Optional[Mapping[str, str]] = None,
         problems.append(("the Android SDK", cause, sdk_fix))
     if not (project / WRAPPER_JAR).is_file():
         problems.append(("the Gradle wrapper jar", f"{project / WRAPPER_JAR} does not exist",
-                         wrapper_jar_howto(project, gradle_version)))
+                         wrapper_jar_howto(project, gradle_version, info.variant)))
     gradlew = project / "gradlew"
     if not gradlew.is_file():
-        problems.append(("gradlew", f"{gradlew} does not exist", "regenerate the project with `invoke make-app --force`"))
+        problems.append(("gradlew", f"{gradlew} does not exist", f"regenerate the project with `{records.remake_app_command(project, info.variant)}`"))
     elif not os.access(gradlew, os.X_OK):
         problems.append(("an executable gradlew", f"{gradlew} is not executable", f"chmod +x {gradlew}"))
     return problems

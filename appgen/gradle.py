@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from toolchain.errors import ToolFailed, ToolNotFound
+from toolchain.records import remake_app_command
 from toolchain.runner import run
 
 log = logging.getLogger(__name__)
@@ -21,10 +22,13 @@ log = logging.getLogger(__name__)
 WRAPPER_JAR = Path("gradle/wrapper/gradle-wrapper.jar")
 
 
-def wrapper_jar_howto(project: Path, gradle_version: str) -> str:
+def wrapper_jar_howto(project: Path, gradle_version: str, variant: Optional[str] = None) -> str:
+    """How to get the wrapper jar into ``project``; ``variant``: the app's model, so that the make-app command
+    named rewrites this project (a bare `invoke make-app --force` rewrites the default model's app)."""
+    again = remake_app_command(project, variant) if variant else "invoke make-app --force"
     return (f"install Gradle (https://gradle.org/install/, or `sdk install gradle {gradle_version}`) and run "
             f"`gradle wrapper --gradle-version {gradle_version}` in {project}, or open {project} in Android Studio "
-            "(it creates the wrapper jar); `invoke make-app --force` then adds it by itself")
+            f"(it creates the wrapper jar); `{again}` then adds it by itself")
 
 
 @dataclass(frozen=True)

@@ -240,8 +240,16 @@ def plan(settings: AppSettings) -> AppPlan:
                           remedy=f"run `{convert_command(Path(settings.models), checked.variant)} --force` "
                                  "to rewrite the manifest")
     refusal = records.ConvertManifest.load(Path(settings.models)).refusal(cpu.stem, cpu.mode) if nnapi is None else None
+    made = _made_with(cpu, checked.lane)
+    if made and checked.runtime.source == "maven" and not checked.runtime.matches_converter:
+        # the runtime's warning names the torch that converted these models, not the lane's converter
+        checked = replace(checked, runtime=choose_runtime(checked.lane.name, settings.pytorch_android, None, made))
+        made = None
     notes, warnings = _plan_messages(checked, nnapi is not None, refusal.line() if refusal else "")
-    warnings += _converted_with(cpu, checked.lane)
+    if made:
+        warnings.append(f"these models were converted with torch {made} (their manifest), not lane "
+                        f"{checked.lane.name}'s converter {checked.lane.converter_torch}: the app's runtime may not "
+                        "load them; `invoke check-compat` says which operators or file format differ")
     gradle = Gradle.locate() if settings.wrapper_jar else None
     runtime = checked.runtime
     request = _request(checked, template, cpu.qualified_variant, sorted(f.sha256 for f in files.values()),
@@ -251,14 +259,10 @@ def plan(settings: AppSettings) -> AppPlan:
                    request, tuple(notes), tuple(warnings))
 
 
-def _converted_with(cpu: records.ModelFile, lane: pins.Lane) -> List[str]:
-    """The torch that really converted the models (their manifest), when it is not the lane's converter."""
+def _made_with(cpu: records.ModelFile, lane: pins.Lane) -> Optional[str]:
+    """The torch version that really converted the models (their manifest), when it is not the lane's converter."""
     made = (cpu.conversion.get("torch") or {}).get("version")
-    if not made or lane.converter_torch == f"torch=={made}":
-        return []
-    return [f"these models were converted with torch {made} (their manifest), not lane {lane.name}'s converter "
-            f"{lane.converter_torch}: the app's runtime may not load them; `invoke check-compat` says which "
-            "operators or file format differ"]
+    return None if not made or lane.converter_torch == f"torch=={made}" else made
 
 
 def plan_program(settings: AppSettings, checked: _Checked) -> AppPlan:
@@ -503,7 +507,7 @@ def add_wrapper_jar(p: AppPlan, tmp: Path, work: Path, notes: List[str]) -> bool
         notes.append(f"wrapper jar written by the local Gradle {p.gradle.version} ({p.gradle.executable}); "
                      f"it runs Gradle {gradle_version}")
         return True
-    notes.append(f"no {WRAPPER_JAR} (no Gradle installed here): " + wrapper_jar_howto(p.out, gradle_version))
+    notes.append(f"no {WRAPPER_JAR} (no Gradle installed here): " + wrapper_jar_howto(p.out, gradle_version, p.checked.variant))
     return False
 
 

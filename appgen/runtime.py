@@ -109,8 +109,18 @@ def _refuse_unavailable(version: str, lane: pins.Lane, given: bool) -> None:
     raise UsageError(f"{where} cannot be downloaded: make-app for this lane needs --aar", cause=cause, remedy=remedy)
 
 
-def choose_runtime(lane_name: str, pytorch_android: Optional[str], aar: Optional[Path]) -> Runtime:
+def choose_runtime(lane_name: str, pytorch_android: Optional[str], aar: Optional[Path],
+                   made_with: Optional[str] = None) -> Runtime:
+    """The app's runtime; ``made_with``: the torch version that converted the models (their manifest), named in
+    the warnings when known (else they speak of the lane's converter)."""
     lane = pins.lane(lane_name)
+
+    def models(may: str) -> str:
+        if made_with:
+            return (f"these models were converted with torch {made_with} (their manifest), not lane {lane.name}'s "
+                    f"converter {lane.converter_torch}, and {may}")
+        return f"models of lane {lane.name}'s converter {lane.converter_torch} {may}"
+
     if aar and pytorch_android:
         raise UsageError("--aar and --pytorch-android both given",
                          remedy="pass one: --aar for a locally built runtime, --pytorch-android for a Maven version")
@@ -125,14 +135,13 @@ def choose_runtime(lane_name: str, pytorch_android: Optional[str], aar: Optional
         version = pins.maven_version(pytorch_android)
         matches = version == lane.pytorch_android
         note = (f"org.pytorch:pytorch_android:{version} is not lane {lane.name}'s runtime "
-                f"({lane.pytorch_android or 'none published'}); the lane's converter is {lane.converter_torch}, and models "
-                "it converts may not load in another runtime")
+                f"({lane.pytorch_android or 'none published'}); {models('may not load in another runtime')}")
         return Runtime("maven", version, None, lane.name, matches, () if matches else (note,))
     if lane.pytorch_android:
         return Runtime("maven", lane.pytorch_android, None, lane.name, True)
     note = (f"lane {lane.name} has no published pytorch_android, so the app uses "
-            f"org.pytorch:pytorch_android:{pins.PYTORCH_ANDROID_DEFAULT}, which does NOT match the converter "
-            f"({lane.converter_torch}): models it converted may fail to load on the phone. For a matching runtime "
+            f"org.pytorch:pytorch_android:{pins.PYTORCH_ANDROID_DEFAULT}, which runs models of torch "
+            f"{pins.PYTORCH_ANDROID_DEFAULT}: {models('may fail to load on the phone')}. For a matching runtime "
             "build the lane's AAR with `invoke build-android --aar` and pass it with `invoke make-app --aar PATH`")
     return Runtime("maven", pins.PYTORCH_ANDROID_DEFAULT, None, lane.name, False, (note,))
 

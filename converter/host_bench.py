@@ -106,7 +106,10 @@ def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
     cpu_files = [f for f in manifest.files if f.backend == "cpu"]
     if not cpu_files:
         raise UsageError(f"{manifest.path} lists no CPU models", remedy="run `invoke convert`")
-    rows, subjects = _measure_all(cpu_files, settings)
+    from toolchain.logs import native_output_to_log
+
+    with native_output_to_log():  # torch's C++ warnings go to the run log, not between the progress lines
+        rows, subjects = _measure_all(cpu_files, settings)
     ratios = _ratios(cpu_files, subjects)
     notes = _notes(rows, ratios)
     json_path, csv_path = _write_results(Path(settings.out), manifest, cpu_files, rows, notes, ratios, settings)

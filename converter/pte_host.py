@@ -567,17 +567,27 @@ def _checks(files: List[PteFile], refs, ref_paths, s: PteBenchSettings, previous
     checks, reused, compare = [], [], []
     keys = {f.file: check_key(f, ref_paths[f.stem], s) if f.runs_on_host else "" for f in files}
     _say_check_time(files, keys, previous, last or previous)
+    rows = {f.file: _reused_check(previous, keys[f.file]) if keys[f.file] else None for f in files}
+    left = sum(1 for f in files if f.runs_on_host and rows[f.file] is None)  # checks that take time
+    spent: List[float] = []
     with progress("ExecuTorch host check", total=len(files)) as bar:
         for f in files:
             key = keys[f.file]
-            row = _reused_check(previous, key) if key else None
+            row = rows[f.file]
             if row is None:
-                bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}")
+                # a first run has no earlier times: from the second check on, the ones done so far say how long
+                eta = (f" (about {_duration(sum(spent) / len(spent) * left)} left for the checks, from those so far)"
+                       if spent and f.runs_on_host else "")
+                bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}"
+                             + eta)
                 t0 = time.monotonic()
                 row = check_program(f, refs[f.stem], s)
                 row.seconds = time.monotonic() - t0
                 if row.ran and s.per_operator:
                     compare.append((f, row))
+                if f.runs_on_host:
+                    spent.append(row.seconds)
+                    left -= 1
             else:
                 reused.append(f.variant)
             row.key = key

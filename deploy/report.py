@@ -276,9 +276,11 @@ def draw(rows: List[ResultRow], png: Path, title: str, executorch: Optional[PteR
         fig.suptitle(_wrapped(weights, size[0], 8), fontsize=8, x=0.01, ha="left",
                      color="#c44e52" if is_random(weights) else "#222222")
     if failed_devices:  # below the axes: constrained layout keeps the figure's own labels clear of the tick labels
+        # what failed, whole (a reason's first line); its cause and fix are too long to cut: the page has them
         fig.supxlabel(_wrapped("failed devices (no measurement): " + "\n".join(
-            f"{r.serial}: {_short(r.reason, 120)}" for r in failed_devices), size[0], 7),
-            fontsize=7, x=0.01, ha="left", color="#c44e52")
+            f"{r.serial}: {(r.reason.strip().splitlines() or [''])[0]}" for r in failed_devices)
+            + f"\n(cause and fix of each: {png.with_suffix('.html').name}#failures and the console of invoke report)",
+            size[0], 7), fontsize=7, x=0.01, ha="left", color="#c44e52")
     with atomic_path(png, suffix=".png") as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)

@@ -43,7 +43,9 @@ def ensure(models_dir: Path, files: Sequence[ModelFile], cache: Optional[Path] =
         from host_nnapi.verify import _qengine
 
         engine = _qengine("qnnpack")  # quantized weights are packed for the engine current at load time (as verify)
-    with engine:
+    from toolchain.logs import native_output_to_log
+
+    with engine, native_output_to_log():  # torch's C++ warnings go to the run log, not between deploy's lines
         for f in todo:
             log.info("host reference outputs of %s", f.file)
             record.files[f.file] = file_reference(f, cache)

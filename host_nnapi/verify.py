@@ -122,8 +122,12 @@ def verify(settings: VerifySettings) -> VerifyResult:
     from .kernels.shared import shared_results
 
     lib = runtime.load(cache=settings.cache)
+    from toolchain.logs import native_output_to_log
+
     rows = []
-    with shared_results() as shared:  # an operation run again on the same bytes is computed once (kernels/shared.py)
+    # torch's C++ warnings go to the run log, not between verify's lines; an operation run again on the same bytes
+    # is computed once (kernels/shared.py)
+    with native_output_to_log(), shared_results() as shared:
         for name, pair in selected:
             log.info("verifying %s", name)
             rows.append(verify_pair(name, pair["cpu"], pair["nnapi"], settings))

@@ -367,6 +367,14 @@ def compare_with_source(files: List[ModelFile], src: RuntimeSource) -> Tuple[Lis
     return missing, unchecked
 
 
+def _with_source_command(pytorch_android: Optional[str]) -> str:
+    """The check-compat command that compares operators too (make-app prints these lines, and has no --source)."""
+    from toolchain.errors import command
+
+    return command("invoke", "check-compat", *(("--pytorch-android", pytorch_android) if pytorch_android else ()),
+                   "--source", "DIR")
+
+
 def check_compat(
     manifest: Union[Path, str, ConvertManifest],
     build_info: Union[Path, str, BuildInfo, None] = None,
@@ -391,7 +399,8 @@ def check_compat(
         return CompatReport(
             UNKNOWN, "different converter and runtime versions, and no runtime source to compare operators with",
             runtime.label, converter,
-            unchecked=[f"operators / NNAPI methods / file format: pass --source <PyTorch checkout of {runtime.label}>"],
+            unchecked=[f"operators / NNAPI methods / file format: run `{_with_source_command(pytorch_android)}` "
+                       f"(DIR: a PyTorch checkout of {runtime.label})"],
             checked_files=names, differences=diff)
     missing, unchecked = compare_with_source(files, RuntimeSource.scan(Path(runtime.source_dir)))
     status = INCOMPATIBLE if missing else OK

@@ -364,10 +364,11 @@ class ConvertManifest:
             return matches[0]
         known = ", ".join(sorted(variants)) or "none"
         if len(matches) > 1:
+            named = sorted(k for k in variants if k.endswith(f"-{name}"))
             raise UsageError(
                 f"variant {name!r} is ambiguous in {self.path}",
-                cause=f"several models have it: {known}",
-                remedy="name it with its model prefix, e.g. mobilenetv2-" + name,
+                cause=f"several models have it: {', '.join(named)}",
+                remedy=f"name it with its model prefix: {' or '.join(named)}",
             )
         raise UsageError(
             f"no converted variant {name!r} in {self.path}",
@@ -738,6 +739,15 @@ def _apk_from(apk: Optional[Dict[str, Any]]) -> Optional[AppApk]:
     return AppApk(str(apk["path"]), str(apk["sha256"]), int(apk.get("size") or 0), str(apk.get("built", "")))
 
 
+
+def remake_app_command(project: Path, variant: Optional[str]) -> str:
+    """The make-app command that rewrites ``project`` (its model and directory named: a bare
+    `invoke make-app --force` rewrites the default model's app in the default directory); MODEL where the
+    variant is not known."""
+    from .errors import command
+
+    return command("invoke", "make-app", "--model", variant or "MODEL", "--out", project, "--force")
+
 @dataclass(frozen=True)
 class AppInfo:
     """``<app>/torchdroid-app.json``: written by `invoke make-app`, the APK added by `invoke build-app`.
@@ -789,7 +799,7 @@ class AppInfo:
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise RecordError(f"the app-info {path} is incomplete or malformed",
                               cause=f"{type(e).__name__}: {e}",
-                              remedy="regenerate the project: `invoke make-app --force`") from e
+                              remedy=f"regenerate the project: `{remake_app_command(path.parent, data.get('variant') if isinstance(data.get('variant'), str) else None)}`") from e
 
     @classmethod
     def _from_dict(cls, project: Path, d: Dict[str, Any]) -> "AppInfo":

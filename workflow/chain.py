@@ -36,6 +36,7 @@ class AllPlan:
     variant: str  # the app's variant
     models: Path
     app_dir: Path
+    app_id: str  # the app's application id (make-app's for the model all was asked for)
     build_dir: Path
     build_info: Path
     binary: Optional[Path]  # deploy.binary (INVOKE_DEPLOY_BINARY, invoke.yaml)
@@ -72,7 +73,7 @@ def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = N
             return weights.pretrained_status(model, r.path("build_dir"))
     used, why, substituted = plan.resolve_weights(requested, r.get("convert.model"), pretrained_status)
     return AllPlan(skip=skipped, weights=used, weights_note=why, substituted=substituted, variant=variant,
-                   models=r.path("convert.out"), app_dir=app.out, build_dir=r.path("build_dir"),
+                   models=r.path("convert.out"), app_dir=app.out, app_id=app.application_id, build_dir=r.path("build_dir"),
                    build_info=deploy.build_info, binary=deploy.binary, apk=deploy.apk, replace_app=bool(replace_app),
                    adb_host=deploy.adb_host, adb_port=deploy.adb_port, adb_servers=tuple(deploy.servers), bench=bench,
                    verify=verify)

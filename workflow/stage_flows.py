@@ -103,10 +103,15 @@ def host_references(settings: Any) -> None:
     this machine's torch, the NNAPI models on the host NNAPI in both roundings), computed only for changed files."""
     if not (settings.numerics and settings.bench) or not settings.models.is_dir():
         return
-    from deploy.plan import plan_models
+    from deploy.plan import plan_binary, plan_models
     from host_nnapi.references import ensure
-    from toolchain.errors import RecordError
+    from toolchain.errors import RecordError, TorchdroidError
 
+    try:
+        if plan_binary(settings) is None:
+            return  # only the binary's output check reads them; deploy's plan says what there is to deploy
+    except TorchdroidError:  # deploy's own plan says what is wrong with the binary
+        return
     try:
         models = plan_models(settings, needed=False)
     except RecordError:  # deploy's own plan says what is wrong with the models

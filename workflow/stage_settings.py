@@ -269,6 +269,25 @@ def model_app_out(r: Resolver, model: str) -> Path:
     return out
 
 
+def model_app_id(r: Resolver, model: str) -> str:
+    """The application id: ``app.application_id`` as given; left at its default, that for the default model and
+    ``<default>.<model>`` for any other, so the apps of several models install side by side on one phone (one id
+    would make installing one replace the other)."""
+    import re
+
+    given = r.value("app.application_id", "application_id")
+    r.origins["app.application_id"] = given.source
+    app_id = str(given.value)
+    if given.source.kind == "default" and model != default("app.model"):
+        from appgen.validate import JAVA_KEYWORDS
+
+        segment = re.sub(r"[^A-Za-z0-9_]", "_", model.strip())
+        if not segment[:1].isalpha() or segment in JAVA_KEYWORDS:
+            segment = "m_" + segment
+        app_id = f"{app_id}.{segment}"
+    return app_id
+
+
 def make_app(config: Any, **cli):
     from appgen import AppSettings
 
@@ -279,7 +298,7 @@ def make_app(config: Any, **cli):
         models=r.path("app.models", "models") or r.path("convert.out"),
         out=model_app_out(r, model),
         app_name=r.get("app.name", "app_name"),
-        application_id=r.get("app.application_id", "application_id"),
+        application_id=model_app_id(r, model),
         abi_filters=tuple(r.get("app.abi_filters", "abi_filters")),
         min_sdk=r.get("app.min_sdk", "min_sdk"),
         target_sdk=r.get("app.target_sdk", "target_sdk"),

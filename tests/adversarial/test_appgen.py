@@ -244,7 +244,7 @@ def test_build_app_with_a_tampered_app_info(user):
     del data["application_id"]
     info.write_text(json.dumps(data))
     out = run_invoke(["build-app"], user)
-    assert_clean(out, "record", mentions=["incomplete or malformed", "make-app --force"], root=user)
+    assert_clean(out, "record", mentions=["incomplete or malformed", "make-app --model quant_none --out", "--force"], root=user)
     assert os.path.exists(info)
 
 

@@ -156,3 +156,19 @@ def test_wrapper_jar_from_a_local_gradle(monkeypatch):
     assert any("wrapper jar written by the local Gradle 8.7" in n for n in res.notes)
     assert records.read_record(out / records.APP_INFO_NAME, records.APP_INFO_KIND, records.APP_INFO_SCHEMA,
                                "")["wrapper_jar"] is True
+
+
+def test_build_app_names_the_make_app_command_of_this_project(project):
+    """The project is quant_none's (not the default model's): every make-app command build-app's fix names rewrites
+    this project (a bare `invoke make-app --force` rewrote build/app, the default quant_full app)."""
+    import re
+    import shlex
+
+    (project / "gradlew").unlink()
+    with pytest.raises(ToolNotFound) as ei:
+        build_app(BuildAppSettings(project=project, build_dir=project.parent / "build"), env=_env())
+    made = re.findall(r"`(invoke make-app [^`]*)`", str(ei.value))
+    assert len(made) == 2, str(ei.value)  # the wrapper jar's and gradlew's
+    for cmd in made:
+        argv = shlex.split(cmd)
+        assert argv[argv.index("--model") + 1] == "quant_none" and Path(argv[argv.index("--out") + 1]) == project, cmd

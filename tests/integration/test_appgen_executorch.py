@@ -379,3 +379,20 @@ def test_make_app_for_another_model_goes_beside_the_default_app(tmp_path):
     assert json.loads((tmp_path / "build/app-fp32-xnnpack/torchdroid-app.json").read_text())["variant"]
     assert (tmp_path / "build/app/torchdroid-app.json").read_bytes() == before
     assert "build-app --out build/app-fp32-xnnpack" in second.stdout, second.stdout
+    # and on a phone: another application id, so installing one app does not replace the other
+    ids = [json.loads((tmp_path / f"build/{d}/torchdroid-app.json").read_text())["application_id"]
+           for d in ("app", "app-fp32-xnnpack")]
+    assert ids[0] == "org.torchdroid.demo" and ids[1] != ids[0] and ids[1].startswith("org.torchdroid.demo."), ids
+
+
+def test_the_wrapper_jar_note_names_the_command_that_rewrites_this_app(rendered):
+    """Without Gradle, the note's `invoke make-app ... --force` rewrites this app, not the default one (a bare
+    `invoke make-app --force` after `make-app --model fp32-xnnpack` regenerated build/app, the quant_full app)."""
+    import re
+    import shlex
+
+    res = rendered["fp32-xnnpack"]
+    note = next(n for n in res.notes if "gradle-wrapper.jar" in n)
+    argv = shlex.split(re.search(r"`(invoke make-app [^`]*--force[^`]*)`", note).group(1))
+    assert argv[argv.index("--model") + 1] == "fp32-xnnpack", note
+    assert Path(argv[argv.index("--out") + 1]) == res.out, note

@@ -312,3 +312,18 @@ def test_one_child_compares_every_program_and_one_that_fails_does_not_take_the_o
     assert first[0] and "opaque" in first[1]
     assert broken == ([], "per-operator comparison not possible: the comparison exited with 1")
     assert last[0] and "opaque" in last[1]
+
+
+def test_a_first_run_says_how_long_the_remaining_checks_take(tiny_lane, tmp_path, caplog):
+    """No earlier results to go by (a first run): from the second check on, each check's line says about how long
+    the checks left will take, from the ones done so far (issue 24 item 6: a first run's checks, minutes on
+    MobileNetV2, said nothing of their length)."""
+    import logging
+    import re
+
+    caplog.set_level(logging.INFO, logger="torchdroid.progress")
+    _bench(tiny_lane[0], tmp_path, host_nnapi=False, per_operator=False)
+    lines = [r.getMessage() for r in caplog.records if "check against" in r.getMessage()
+             and "vulkan" not in r.getMessage()]  # the Vulkan program does not run here: no time to say
+    assert len(lines) >= 2 and " left" not in lines[0], lines  # nothing measured yet: no number made up
+    assert all(re.search(r"about \d+ (s|min \d\d s) left", line) for line in lines[1:]), lines

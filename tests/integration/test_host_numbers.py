@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = f"{ROOT / 'tests' / 'converter_support' / 'user_models.py'}:tiny"
 
@@ -146,3 +148,28 @@ def test_bench_host_and_all_time_the_same_files_with_the_same_engine_and_threads
         ("mobilenetv2-quant_none-cpu.pt", "mobilenetv2-quant_core-cpu.pt"),
         ("mobilenetv2-quant_none-cpu.pt", "mobilenetv2-quant_full-cpu.pt")}
     assert all(len(r["per_round"]) == 2 and r["low"] <= r["high"] for r in a["ratios"])
+
+
+CPP_WARNING_TASKS = {
+    "bench": (["bench", "--host", "--iter", "2", "--warmup", "1", "--repeat", "1"], "timing 3 models"),
+    "verify": (["verify", "--random-inputs", "0"], "verifying tiny-quant_full"),
+}
+
+
+@pytest.mark.parametrize("task", list(CPP_WARNING_TASKS))
+def test_torchs_cpp_warnings_go_to_the_run_log(tmp_path, task):
+    """torch's C++ warnings (2.14: "Quantizer.cpp ... quantized tensor creation functions ... are deprecated", printed
+    on file descriptor 2 when a quantized model runs) go to the run log, not between the task's own lines (issue 24
+    item 6: progress readable above upstream logs)."""
+    models = tmp_path / "build" / "models"
+    _convert_tiny(models, 1)
+    args, own = CPP_WARNING_TASKS[task]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INVOKE_")}
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args], cwd=tmp_path,
+                       env=dict(env, CI="1"), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "build" / "logs").glob(f"{task}-*.log"))
+    if "Quantizer.cpp" not in logs + r.stderr:
+        pytest.skip("this torch prints no C++ warning for quantized models")
+    assert "Quantizer.cpp" not in r.stderr + r.stdout and "Quantizer.cpp" in logs
+    assert own in r.stderr + r.stdout  # the task's own lines stay on the console

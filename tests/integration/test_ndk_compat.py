@@ -90,6 +90,9 @@ def test_a_runtime_that_defines_everything_is_ok_and_file_format_is_checked(tmp_
 def test_pytorch_android_version_without_source_is_unknown(tmp_path, models):
     report = check_compat(models, pytorch_android="1.13.1")
     assert report.status == UNKNOWN and "no runtime source" in report.reason
+    # the fix is a whole check-compat command (make-app prints these lines too, and make-app has no --source)
+    assert any("`invoke check-compat --pytorch-android 1.13.1 --source DIR`" in u for u in report.unchecked), \
+        report.unchecked
     assert report.raise_for_status() is report
     with pytest.raises(CompatibilityError):
         report.raise_for_status(strict_unknown=True)

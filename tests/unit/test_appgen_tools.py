@@ -122,4 +122,4 @@ def test_app_info_is_one_typed_record(tmp_path):
     info.path.write_text(json.dumps(data))
     with pytest.raises(RecordError, match="incomplete or malformed") as ei:
         records.AppInfo.load(tmp_path)
-    assert ei.value.exit_code == 5 and "make-app --force" in ei.value.remedy
+    assert ei.value.exit_code == 5 and f"make-app --model quant_full --out {tmp_path} --force" in ei.value.remedy

@@ -120,7 +120,7 @@ def test_runtime_choice(tmp_path):
     rt = choose_runtime("current", None, None)
     assert rt.source == "maven" and rt.pytorch_android == pins.PYTORCH_ANDROID_DEFAULT
     assert rt.matches_converter is False
-    assert "does NOT match the converter" in rt.warnings[0] and "--aar" in rt.warnings[0]
+    assert "models of lane current's converter torch==2.8.0 may fail" in rt.warnings[0] and "--aar" in rt.warnings[0]
 
     with pytest.raises(UsageError, match="needs --aar") as ei:  # 1.8.0-SNAPSHOT: OSSRH snapshots shut down
         choose_runtime("seed-2020", None, None)

@@ -87,3 +87,24 @@ def test_verify_record_is_current_only_for_the_same_files_library_code_and_setti
     assert not current and changed.file in why
     failed = _verify_record(tmp_path, files, ok=False)
     assert not failed.current_for(files, **same)[0]
+
+
+def test_an_ambiguous_variant_names_the_variants_that_exist(tmp_path):
+    """Two models of one mode: the fix names their real qualified names (it said "e.g. mobilenetv2-quant_full"
+    whatever the models were, a name that need not exist)."""
+    from toolchain.errors import UsageError
+
+    man = records.ConvertManifest.empty(tmp_path)
+    for stem in ("a_net", "b_net"):
+        files = []
+        for backend in ("cpu", "nnapi"):
+            f = _file(tmp_path, "full", backend, data=stem.encode())
+            p = tmp_path / records.model_file_names(stem, "full")[0 if backend == "cpu" else 1]
+            f.path.rename(p)
+            files.append(records.ModelFile(**{**f.__dict__, "file": p.name, "path": p, "model": stem, "stem": stem}))
+        man = man.replace_modes(stem, {"mode_keys": {"full": stem}}, files)
+    with pytest.raises(UsageError) as e:
+        man.find("quant_full")
+    assert "a_net-quant_full" in e.value.remedy and "b_net-quant_full" in e.value.remedy, e.value.remedy
+    assert "mobilenetv2" not in str(e.value)
+    assert man.find("b_net-quant_full")["cpu"].stem == "b_net"

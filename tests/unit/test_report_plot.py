@@ -128,3 +128,21 @@ def test_the_weights_origin_is_on_the_picture(tmp_path, saved):
     fig = _drawn(saved[-1])
     said = [t for t, _ in _boxes(fig, fig.texts) if "weights" in t.get_text()]
     assert said and "random" in said[0].get_text(), [t.get_text() for t in fig.texts]
+
+
+def test_the_failed_devices_footnote_cuts_no_fix_short(tmp_path, saved):
+    """A failed device's reason is an error's what/cause/fix text: the picture shows what failed whole and never a
+    fix cut off mid-word (it showed "fix: u…" for the unauthorized phone's fix) - the page and the console have
+    the cause and the fix."""
+    what = "device 127.0.0.1:43897 is 'unauthorized', not ready for adb"
+    fix = ("unlock the phone and accept the \"Allow USB debugging?\" prompt (tick \"Always allow\"); if no prompt "
+           "appears: `adb kill-server`, replug the cable, and revoke/re-grant USB debugging authorizations in "
+           "Developer options")
+    reason = f"{what}\n  cause: adb can see the device but may not use it\n  fix: {fix}"
+    report(tmp_path, [row("A", "cpu", "ok", 20.0), row("A", "nnapi", "ok", 8.0),
+                      row("127.0.0.1:43897", "", "failed", reason=reason, source="deploy")])
+    fig = _drawn(saved[-1])
+    foot = " ".join(" ".join(t.get_text().split()) for t in fig.texts if "failed devices" in t.get_text())
+    assert " ".join(what.split()) in foot, foot
+    assert "…" not in foot and "..." not in foot, foot
+    assert "fix:" not in foot or " ".join(fix.split()) in foot, foot
