@@ -278,3 +278,17 @@ class NanWhenScripted(Tiny):
 
 def nan_when_scripted():
     return NanWhenScripted()
+
+
+class OneImageOnly(Tiny):
+    """Tiny whose forward takes one image only (``view(1, -1)``): torch.export captures it for that input, never with
+    a free batch dimension."""
+
+    def forward(self, x):
+        x = self.quant(x)
+        x = self.relu(self.bn(self.conv(x)))
+        return self.dequant(self.fc(self.pool(x).view(1, -1)))
+
+
+def one_image_only():
+    return OneImageOnly()
