@@ -151,7 +151,7 @@ def validate(settings: ExecutorchSettings) -> tuple:
     weights = parse_weights(settings.weights, settings.seed)
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
     delegates = parse_delegates(list(settings.delegates))
-    ensure_writable_dir(Path(settings.out))
+    ensure_writable_dir(Path(settings.out), "output directory (--out)")
     version = executorch_pins.require_executorch()
     notes = [n for n in [executorch_pins.version_note(version)] if n]
     return spec, weights, calib, [v for v in VARIANTS if v.delegate in delegates], notes

@@ -135,7 +135,7 @@ def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, Calibra
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
     quantized = parse_quantized_weights(settings.quantized_weights, spec)
     _check_inputs_not_overwritten(Path(settings.out), spec, weights, calib, modes, quantized)
-    ensure_writable_dir(settings.out)
+    ensure_writable_dir(settings.out, "output directory (--out)")
     return spec, weights, calib, modes, quantized
 
 

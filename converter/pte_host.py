@@ -131,7 +131,8 @@ class PteBenchResult:
         if bad:
             raise VerificationError(f"{len(bad)} ExecuTorch program(s) differ from their reference: "
                                     + "; ".join(f"{c.variant}: {c.reason}" for c in bad),
-                                    remedy=f"see {self.json_path}; convert again with --force, or report the "
+                                    remedy=f"see {self.json_path}; convert again (`invoke convert --force` with the options you "
+                                           "converted with), or report the "
                                            "delegate's numerics upstream")
 
 

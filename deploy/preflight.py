@@ -114,10 +114,12 @@ def elf_abi(path: Path) -> Optional[str]:
         head = Path(path).read_bytes()[:20]
     except OSError as e:
         raise UsageError(f"cannot read the benchmark binary {path}", cause=str(e),
-                         remedy="pass an existing file with --binary") from e
+                         remedy="pass an existing file: `invoke deploy --binary PATH` (ExecuTorch's runner: "
+                                "`invoke deploy-executorch --build-info PATH`)") from e
     if head[:4] != b"\x7fELF":
         raise UsageError(f"{path} is not an ELF executable", remedy="pass the speed_benchmark_torch that "
-                         "`invoke build-android` built (<build_dir>/android/<abi>/...) with --binary")
+                         "`invoke build-android` built (<build_dir>/android/<abi>/...): `invoke deploy --binary PATH` "
+                         "(ExecuTorch's runner: `invoke build-android --lane executorch`)")
     little = head[5] == 1
     machine = int.from_bytes(head[18:20], "little" if little else "big")
     return ELF_MACHINE_ABI.get(machine)

@@ -243,7 +243,7 @@ def check_rows(rows: Sequence[ResultRow]) -> None:
         r, p = bad[0]
         raise RecordError(f"refusing to store {len(bad)} invalid result row(s): {r.serial} {r.model_file or r.source}: "
                           f"{p}", cause="the benchmark produced no usable numbers (0 iterations?) or a bug",
-                          remedy="run the deploy again with --iter >= 1; report it if it repeats")
+                          remedy="run `invoke deploy --iter N` again with N >= 1; report it if it repeats")
 
 
 def export(rows: Sequence[ResultRow], out_dir: Path, stem: str, devices: Sequence[dict] = ()) -> Dict[str, Path]:

@@ -115,7 +115,8 @@ class RuntimeSource:
         path = Path(path)
         if not path.is_dir():
             raise RecordError(f"the runtime source {path} does not exist",
-                              remedy="run `invoke build-android` again (it fetches the checkout) or pass --source")
+                              remedy="run `invoke build-android` again (it fetches the checkout), or check against "
+                                     "another checkout with `invoke check-compat --source DIR`")
         ops, macro_bases = cls._operators(path)
         namespaces = {op.split("::", 1)[0] for op in ops}
         return cls(path, ops, macro_bases, namespaces, cls._nnapi_methods(path), cls._max_file_format(path))
@@ -249,15 +250,15 @@ def describe_runtime(build_info: Union[Path, str, BuildInfo, None], pytorch_andr
     if build_info is not None:
         bi = build_info if isinstance(build_info, BuildInfo) else BuildInfo.load(
             Path(build_info), remedy="run `invoke build-android` first (or pass the file with --build-info, or "
-                                     "check against a release with --pytorch-android VERSION)")
+                                     "check against a release with `invoke check-compat --pytorch-android VERSION`)")
         src = source_dir or (Path(bi.get("source_dir")) if bi.get("source_dir") else None)
         return Runtime(f"PyTorch {bi.commit[:12]} (lane {bi.lane}, {bi.path})", commit=bi.commit, lane=bi.lane,
                        source_dir=src)
     if pytorch_android:
         return Runtime(f"pytorch_android {pytorch_android}", release=pytorch_android, source_dir=source_dir)
     raise UsageError("check-compat needs a runtime: a build-info.json or a pytorch_android version",
-                     remedy="pass --build-info <build_dir>/android/arm64-v8a/build-info.json or --pytorch-android "
-                            "2.1.0")
+                     remedy="pass --build-info <build_dir>/android/arm64-v8a/build-info.json, or check against a "
+                            "release: `invoke check-compat --pytorch-android 2.1.0`")
 
 
 def _converter(files: List[ModelFile]) -> Tuple[List[str], List[str]]:

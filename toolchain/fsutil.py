@@ -119,7 +119,7 @@ def ensure_writable_dir(path: PathLike, what: str = "output directory") -> Path:
         raise UsageError(
             f"the {what} {path} is not writable",
             cause=f"{type(e).__name__}: {e.strerror or e}",
-            remedy="choose another directory with --out (or fix its permissions)",
+            remedy=f"fix its permissions, or choose another {what}",
         ) from e
     return path
 
@@ -148,7 +148,7 @@ def _no_space_error(where: Path, what: str, err: Optional[BaseException] = None,
     return NoSpaceError(
         f"not enough disk space for {what} in {where}",
         cause=cause,
-        remedy="free some space on that filesystem, or write elsewhere (--out DIR / build_dir); "
+        remedy="free some space on that filesystem, or write elsewhere (another output directory or build_dir); "
                "nothing half-written was left behind",
     )
 
@@ -164,14 +164,15 @@ def as_usage_error(err: OSError) -> Optional[UsageError]:
     what = f"cannot write {where}" if named else f"a write under {where} failed"
     if err.errno == errno.EROFS:
         return WriteError(f"{what}: the filesystem is read-only",
-                          remedy="write elsewhere (--out DIR / build_dir), or remount that filesystem read-write")
+                          remedy="write elsewhere (another output directory or build_dir), or remount that filesystem read-write")
     if err.errno in (errno.EACCES, errno.EPERM):
         return WriteError(f"{what}: permission denied ({os.strerror(err.errno)})",
                           remedy="give yourself write permission on that directory, or write elsewhere "
-                                 "(--out DIR / build_dir); nothing half-written was left behind")
+                                 "(another output directory or build_dir); nothing half-written was left behind")
     if err.errno == errno.EIO:
         return WriteError(f"{what}: the disk reported an input/output error",
-                          remedy="check that filesystem (dmesg, fsck) or write elsewhere (--out DIR / build_dir); "
+                          remedy="check that filesystem (dmesg, fsck) or write elsewhere (another output "
+                                 "directory or build_dir); "
                                  "nothing half-written was left behind")
     return None
 
@@ -479,13 +480,13 @@ def output_lock(directory: PathLike, command: str, wait: float = 0.0) -> Iterato
         if e.errno in _FULL_ERRNOS:
             raise _no_space_error(lock.parent, "the lock file", e) from e
         raise UsageError(f"cannot create the lock file {lock} for {directory}", cause=f"{e.strerror or e}",
-                         remedy="choose an output directory whose parent is writable (--out)") from e
+                         remedy="choose an output directory whose parent is writable") from e
     try:
         if not _try_flock(fd, wait):
             raise BusyError(
                 f"busy: another torchdroid run ({_lock_holder(fd)}) is writing here: {directory}",
                 cause="two runs writing one directory would mix their files and records",
-                remedy="wait for that run to finish and run again (or use another --out)",
+                remedy="wait for that run to finish and run again (or write into another output directory)",
             )
         info = {"pid": os.getpid(), "command": command,
                 "since": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()}
