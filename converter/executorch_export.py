@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import logging
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ import torch
 
 from toolchain.errors import ConversionError
 from toolchain.fsutil import atomic_write_bytes, sha256_file
-from toolchain.progress import progress
+from toolchain.progress import duration, progress
 from toolchain.pte_records import PteVariant, pte_name
 
 from .finite import output_tensors, refuse_non_finite_output
@@ -198,8 +199,14 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
         built.reference = _write_reference(out, spec.stem, checks, expected, output_qparams(quantized), example)
         written.append(out / built.reference["file"])
         bar.advance()
-        for variant in todo:
-            bar.describe(f"{spec.stem}: {variant.name}: lowering to ExecuTorch")
+        spent: List[float] = []
+        for i, variant in enumerate(todo):
+            # no earlier times to go by: from the second program on, the ones done so far say how long the rest take
+            left = len(todo) - i
+            eta = (f" (about {duration(sum(spent) / len(spent) * left)} left for {left} program{'s' * (left > 1)}, "
+                   "from those so far)" if spent else "")
+            bar.describe(f"{spec.stem}: {variant.name}: lowering to ExecuTorch{eta}")
+            t0 = time.monotonic()
             exported = float_exported if variant.precision == "fp32" else export(quantized, example, f"{spec.stem} int8")
             entry = _write_program(spec, variant, exported, example, out, (checks[0], expected[variant.precision][0]),
                                    registered, written)
@@ -208,6 +215,7 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
                                          "inputs_per_call": per_call, "output": output_qparams(quantized)}
             built.entries.append(entry)
             built.built_variants.append(variant.name)
+            spent.append(time.monotonic() - t0)
             bar.advance()
     if "VulkanBackend" not in registered and any(v.delegate == "vulkan" for v in todo):
         built.notes.append("the Vulkan program is lowered but not run here: this host runtime registers "

@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, UsageError, VerificationError
 from toolchain.fsutil import atomic_write_json
-from toolchain.progress import progress
+from toolchain.progress import duration as _duration, progress
 from toolchain.pte_records import PteFile, load_section, pte_files, reference_path
 from toolchain.records import ConvertManifest, now_iso
 from toolchain.settings import default
@@ -428,11 +428,6 @@ def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
                     c.line.label, by_label[c.line.label].runs)
               for c in cands if c.line.runtime != "torchscript-cpu" and (c.line.stem, c.line.precision) in base]
     return lines, ratios, estimate
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
 
 
 # --------------------------------------------------------------------------- the stage

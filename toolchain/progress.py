@@ -62,6 +62,12 @@ class Progress:
             log.info("[%s] %s", elapsed, self.description)
 
 
+def duration(seconds: float) -> str:
+    """A length of time for a reader: "42 s", "3 min 05 s"."""
+    seconds = int(round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
 def _clock(seconds: float) -> str:
     """Elapsed time as H:MM:SS, never shortened."""
     s = int(seconds)

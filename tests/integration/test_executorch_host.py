@@ -327,3 +327,22 @@ def test_a_first_run_says_how_long_the_remaining_checks_take(tiny_lane, tmp_path
              and "vulkan" not in r.getMessage()]  # the Vulkan program does not run here: no time to say
     assert len(lines) >= 2 and " left" not in lines[0], lines  # nothing measured yet: no number made up
     assert all(re.search(r"about \d+ (s|min \d\d s) left", line) for line in lines[1:]), lines
+
+
+def test_convert_says_how_long_the_remaining_programs_take(tiny_lane, tmp_path, caplog):
+    """From the second program on, each program's progress line says about how long the programs left will take,
+    from those lowered so far; the first says nothing (issue 24 item 6: convert's ExecuTorch step, minutes on
+    MobileNetV2, said nothing of its length)."""
+    import logging
+    import re
+
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+
+    out = copy_models(tiny_lane[0], tmp_path / "models")
+    caplog.set_level(logging.INFO, logger="torchdroid.progress")
+    convert_executorch(ExecutorchSettings(out=out, model=TINY, weights="random", calibration_count=4,
+                                          delegates=("xnnpack", "portable"), force=True))
+    lines = [r.getMessage() for r in caplog.records if "lowering to ExecuTorch" in r.getMessage()]
+    assert len(lines) == 3 and " left" not in lines[0], lines  # nothing lowered yet: no number made up
+    assert re.search(r"about \d+ (s|min \d\d s) left for 2 programs, from those so far", lines[1]), lines
+    assert re.search(r"about \d+ (s|min \d\d s) left for 1 program, from those so far", lines[2]), lines
