@@ -19,7 +19,7 @@ import torch
 
 from toolchain.errors import ConversionError
 from toolchain.fsutil import atomic_write_bytes, sha256_file
-from toolchain.progress import duration, progress
+from toolchain.progress import progress, time_left
 from toolchain.pte_records import PteVariant, pte_name
 
 from .finite import output_tensors, refuse_non_finite_output
@@ -203,8 +203,7 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
         for i, variant in enumerate(todo):
             # no earlier times to go by: from the second program on, the ones done so far say how long the rest take
             left = len(todo) - i
-            eta = (f" (about {duration(sum(spent) / len(spent) * left)} left for {left} program{'s' * (left > 1)}, "
-                   "from those so far)" if spent else "")
+            eta = time_left(spent, left, f"{left} program{'s' * (left > 1)}")
             bar.describe(f"{spec.stem}: {variant.name}: lowering to ExecuTorch{eta}")
             t0 = time.monotonic()
             exported = float_exported if variant.precision == "fp32" else export(quantized, example, f"{spec.stem} int8")

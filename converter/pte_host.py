@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, UsageError, VerificationError
 from toolchain.fsutil import atomic_write_json
-from toolchain.progress import duration as _duration, progress
+from toolchain.progress import duration as _duration, progress, time_left
 from toolchain.pte_records import PteFile, load_section, pte_files, reference_path
 from toolchain.records import ConvertManifest, now_iso
 from toolchain.settings import default
@@ -572,8 +572,7 @@ def _checks(files: List[PteFile], refs, ref_paths, s: PteBenchSettings, previous
             row = rows[f.file]
             if row is None:
                 # a first run has no earlier times: from the second check on, the ones done so far say how long
-                eta = (f" (about {_duration(sum(spent) / len(spent) * left)} left for the checks, from those so far)"
-                       if spent and f.runs_on_host else "")
+                eta = time_left(spent, left, "the checks") if f.runs_on_host else ""
                 bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}"
                              + eta)
                 t0 = time.monotonic()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 from .logs import interactive
 
@@ -66,6 +66,14 @@ def duration(seconds: float) -> str:
     """A length of time for a reader: "42 s", "3 min 05 s"."""
     seconds = int(round(seconds))
     return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
+def time_left(spent: Sequence[float], left: int, what: str) -> str:
+    """`` (about 1 min 05 s left for WHAT, from those so far)``: the rest of ``left`` steps at the mean of those timed
+    so far (``spent``); "" before one was timed (no earlier times to go by, and nothing made up)."""
+    if not spent:
+        return ""
+    return f" (about {duration(sum(spent) / len(spent) * left)} left for {what}, from those so far)"
 
 
 def _clock(seconds: float) -> str:
