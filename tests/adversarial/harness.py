@@ -66,9 +66,12 @@ class Outcome:
 
 
 def clean_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    """The environment of a user with nothing set: no INVOKE_*, no ANDROID_*, adb on a dead port."""
+    """The environment of a user with nothing set: no INVOKE_*, no ANDROID_*, adb on a dead port (this process's
+    :func:`held_dead_port`: nothing answers there and nothing can start there)."""
+    from tests.virtual_device.harness import held_dead_port
+
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_", "TORCHDROID_"))}
-    env["ANDROID_ADB_SERVER_PORT"] = env.get("TORCHDROID_TEST_ADB_PORT", "1")
+    env["ANDROID_ADB_SERVER_PORT"] = str(held_dead_port())
     env["CI"] = "1"
     env.update(extra or {})
     return env

@@ -16,6 +16,7 @@ from tests.deploy_support.fixtures import APP_ID, make_inputs
 from tests.deploy_support.fixtures import invoke_cli as invoke
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.fsutil import sha256_file
+from tests.virtual_device.harness import held_dead_port
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
 
@@ -93,7 +94,7 @@ def test_two_devices_end_to_end(tmp_path, standin):
     assert pix and all(s["nnapi_slower"] and s["speedup"] < 0.5 for s in pix)
 
     # invoke report: a PNG of run 1
-    rep = invoke(work, "report", "--run", "1", "--results", str(tmp_path / "results"), port=1)
+    rep = invoke(work, "report", "--run", "1", "--results", str(tmp_path / "results"), port=held_dead_port())
     assert rep.returncode == 0, rep.stdout + rep.stderr
     png = tmp_path / "results" / "report-run-0001.png"
     head = png.read_bytes()[:24]
@@ -105,7 +106,7 @@ def test_two_devices_end_to_end(tmp_path, standin):
 
 
 def test_report_without_results_says_so(tmp_path):
-    r = invoke(tmp_path, "report", "--results", str(tmp_path / "nothing"), port=1)
+    r = invoke(tmp_path, "report", "--results", str(tmp_path / "nothing"), port=held_dead_port())
     assert r.returncode == 5
     assert "no results database" in r.stderr and "run `invoke deploy` first" in r.stderr
 

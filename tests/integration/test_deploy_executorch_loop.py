@@ -16,6 +16,7 @@ import pytest
 from tests.executorch_support.device import build_standin_runner, write_pte_models, write_runtime_build_info
 from tests.virtual_device.harness import adb_servers_with_devices, adb_with_devices
 from toolchain.pte_results import PteDeployRecord
+from tests.virtual_device.harness import held_dead_port
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +73,7 @@ def test_every_adb_server_of_deploy_servers_is_deployed(inputs, tmp_path):
                                            % (servers["left"].port, servers["right"].port))
         models, info = inputs
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
-        clean.update(CI="1", ANDROID_ADB_SERVER_PORT="1", INVOKE_DEPLOY_NUMERICS="false")  # the servers given win
+        clean.update(CI="1", ANDROID_ADB_SERVER_PORT=str(held_dead_port()), INVOKE_DEPLOY_NUMERICS="false")  # the servers given win
         r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "-f", "lab.yaml",
                             "deploy-executorch", "--models", str(models), "--build-info", str(info), "--iter", "2",
                             "--warmup", "0", "--repeat", "1"], cwd=tmp_path, env=clean, capture_output=True,

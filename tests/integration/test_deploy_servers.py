@@ -16,6 +16,7 @@ from tests.deploy_support.fixtures import invoke_cli, make_inputs
 from tests.virtual_device.harness import adb_servers_with_devices
 from toolchain.errors import DeviceError, ToolNotFound
 from toolchain.fsutil import sha256_file
+from tests.virtual_device.harness import held_dead_port
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
 
@@ -137,7 +138,7 @@ def test_doctor_and_the_cli_take_several_servers(tmp_path, standin):
                 "--no-bench", "--project", "cli", "--results", str(tmp_path / "cli-results")]
         for a in addrs:
             args += ["--adb-server", a]
-        res = invoke_cli(work, *args, port=1)  # ANDROID_ADB_SERVER_PORT points nowhere: the servers given win
+        res = invoke_cli(work, *args, port=held_dead_port())  # ANDROID_ADB_SERVER_PORT points nowhere: the servers given win
         assert res.returncode == 7, res.stdout + res.stderr  # the unauthorized device and the down server
         out = res.stdout + res.stderr
         assert "Traceback" not in out

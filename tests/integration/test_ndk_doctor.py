@@ -7,6 +7,7 @@ import os
 from tests.ndk_support import make_fake_jdk, make_fake_sdk, make_ndk_release
 from workflow.doctor import DoctorSettings, problems, run_doctor
 from workflow.doctor import by_id
+from tests.virtual_device.harness import held_dead_port
 
 STABLE_IDS = {"all.python", "convert.torch", "convert.torchvision", "make-app.cookiecutter",
               "build-android.host-python", "build-android.git", "build-android.cmake", "build-android.ninja",
@@ -19,8 +20,8 @@ def test_facts_have_stable_unique_ids_and_follow_the_settings(tmp_path):
     sdk = make_fake_sdk(tmp_path / "configured-sdk")
     jdk11 = make_fake_jdk(tmp_path / "jdk11", "11.0.22")
     env = {"PATH": os.environ["PATH"], "ANDROID_HOME": str(tmp_path / "not-an-sdk"), "JAVA_HOME": str(jdk11),
-           "ANDROID_ADB_SERVER_PORT": "1", "TORCHDROID_JDK_DIRS": ""}
-    checks = run_doctor(DoctorSettings(ndk=str(ndk), sdk=str(sdk), env=env, adb_port=1))
+           "ANDROID_ADB_SERVER_PORT": str(held_dead_port()), "TORCHDROID_JDK_DIRS": ""}
+    checks = run_doctor(DoctorSettings(ndk=str(ndk), sdk=str(sdk), env=env, adb_port=held_dead_port()))
     ids = [c.id for c in checks]
     assert len(ids) == len(set(ids)) and STABLE_IDS <= set(ids)
     facts = by_id(checks)
@@ -41,8 +42,8 @@ def test_facts_have_stable_unique_ids_and_follow_the_settings(tmp_path):
 
 
 def test_missing_things_are_problems_with_the_install_command(tmp_path):
-    env = {"PATH": os.environ["PATH"], "ANDROID_ADB_SERVER_PORT": "1", "TORCHDROID_JDK_DIRS": ""}
-    facts = by_id(run_doctor(DoctorSettings(env=env, adb_port=1)))
+    env = {"PATH": os.environ["PATH"], "ANDROID_ADB_SERVER_PORT": str(held_dead_port()), "TORCHDROID_JDK_DIRS": ""}
+    facts = by_id(run_doctor(DoctorSettings(env=env, adb_port=held_dead_port())))
     ndk = facts["build-android.ndk"]
     assert ndk.status == "warn" and "sdkmanager --install 'ndk;26.3.11579264'" in ndk.fix
     assert facts["make-app.sdk"].status == "warn" and "sdkmanager" in facts["make-app.sdk"].fix
@@ -55,8 +56,8 @@ def test_cmake_4_is_a_problem_for_the_pytorch_lanes(tmp_path):
     bin_dir.mkdir()
     (bin_dir / "cmake").write_text("#!/bin/sh\necho 'cmake version 4.0.2'\n")
     (bin_dir / "cmake").chmod(0o755)
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "ANDROID_ADB_SERVER_PORT": "1",
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "ANDROID_ADB_SERVER_PORT": str(held_dead_port()),
            "TORCHDROID_JDK_DIRS": ""}
-    cmake = by_id(run_doctor(DoctorSettings(env=env, adb_port=1)))["build-android.cmake"]
+    cmake = by_id(run_doctor(DoctorSettings(env=env, adb_port=held_dead_port())))["build-android.cmake"]
     assert cmake.status == "warn" and "4.0.2" in cmake.found and "< 3.5" in cmake.found
     assert 'pip install "cmake>=3.18,<4"' in cmake.fix

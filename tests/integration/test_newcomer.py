@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.deploy_support.fixtures import build_standin, make_apk
-from tests.virtual_device.harness import adb_with_devices, free_port
+from tests.virtual_device.harness import adb_with_devices, free_port, held_dead_port
 
 ROOT = Path(__file__).resolve().parents[2]
 INVOKE = str(Path(sys.executable).parent / "invoke")
@@ -40,9 +40,6 @@ pytestmark = [pytest.mark.slow,
                                  reason="needs git and adb (./run test installs them)")]
 
 
-DEAD_PROXY = "http://127.0.0.1:9"  # nothing listens there: every download fails at once, as offline
-
-
 def _env(port: int, home: Path) -> dict:
     """A newcomer's environment: nothing of ours set, an empty home (no ~/.invoke.yaml, no cached weights or host
     NNAPI library), no network (downloads go to a dead proxy), an 80-column terminal as the issue's author had; adb
@@ -50,9 +47,9 @@ def _env(port: int, home: Path) -> dict:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("INVOKE_", "ANDROID_", "TORCHDROID_", "TORCH_HOME", "XDG_"))
            and k.lower() not in ("http_proxy", "https_proxy", "no_proxy", "all_proxy")}
+    dead = f"http://127.0.0.1:{held_dead_port()}"  # nothing answers there: every download fails at once, as offline
     env.update({"ANDROID_ADB_SERVER_PORT": str(port), "CI": "1", "HOME": str(home), "COLUMNS": "80",
-                "http_proxy": DEAD_PROXY, "https_proxy": DEAD_PROXY, "HTTP_PROXY": DEAD_PROXY,
-                "HTTPS_PROXY": DEAD_PROXY})
+                "http_proxy": dead, "https_proxy": dead, "HTTP_PROXY": dead, "HTTPS_PROXY": dead})
     return env
 
 
@@ -164,7 +161,7 @@ def test_report_after_the_deploys(newcomer):
     clone, _, _, _, first = newcomer
     assert first.returncode == 0
     assert list((clone / "build/results").glob("run-*.json")), "no deploy results to report on (see the deploy cases)"
-    rep = run(clone, 1, "report", timeout=600)
+    rep = run(clone, held_dead_port(), "report", timeout=600)
     assert rep.returncode == 0, rep.stdout[-2000:] + rep.stderr[-2000:]
     assert list((clone / "build/results").glob("report-run-*.png"))
 

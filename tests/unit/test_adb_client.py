@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from deploy.adb import AdbServer
-from tests.virtual_device.harness import dead_port
+from tests.virtual_device.harness import dead_port, held_dead_port
 from toolchain.errors import ToolNotFound
 
 
@@ -23,6 +23,16 @@ def test_a_dead_server_is_reported_with_the_fix_and_never_started(tmp_path, monk
         AdbServer(port=port).verify()
     assert f"no adb server answers on 127.0.0.1:{port}" in str(e.value) and "adb start-server" in str(e.value)
     assert not started.exists()
+
+
+def test_the_held_dead_port_refuses_connections_and_cannot_be_taken():
+    """What the tests' clean environment points adb and downloads at (no fixed port assumed unused)."""
+    port = held_dead_port()
+    assert held_dead_port() == port  # one for the whole process
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5)
+    with socket.socket() as other, pytest.raises(OSError):  # nothing (an adb server, another test) can start there
+        other.bind(("127.0.0.1", port))
 
 
 def test_a_connection_sends_every_byte_at_once_without_nagle():

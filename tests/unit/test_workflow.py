@@ -10,6 +10,7 @@ import pytest
 from toolchain.errors import UsageError
 from workflow import plan
 from workflow.plan import Facts
+from tests.virtual_device.harness import held_dead_port
 
 NOTHING = Facts(host_nnapi=(False, "no C compiler"), ndk=(False, "ANDROID_NDK unset"), sdk=(False, "no ANDROID_HOME"),
                 devices=(False, "none attached"))
@@ -116,7 +117,7 @@ def test_all_remembers_where_pretrained_weights_live_and_still_checks_the_file(t
 
     def location(model):
         calls.append(model)
-        return "http://127.0.0.1:1/m.pth", cached
+        return f"http://127.0.0.1:{held_dead_port()}/m.pth", cached
 
     monkeypatch.setattr(models, "pretrained_location", location)
     ok, why = weights.pretrained_status("mobilenet_v2", tmp_path / "build")

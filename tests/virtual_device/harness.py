@@ -62,6 +62,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_HELD: list = []  # this process's held dead port: (its context, the port), entered once, never left
+
+
+def held_dead_port() -> int:
+    """A :func:`dead_port` held for the rest of this process: for what outlives one block (the adversarial suite's
+    clean environment, a module's environment), instead of assuming some fixed port (1, 9) is unused."""
+    if not _HELD:
+        held = dead_port()
+        _HELD.append((held, held.__enter__()))
+    return _HELD[0][1]
+
+
 class AdbServer:
     """``adb -P PORT nodaemon server`` with a private HOME/TMPDIR; no USB, emulator or mDNS scanning."""
 
