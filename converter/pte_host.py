@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -282,32 +281,32 @@ def per_operator(programs: Sequence[Tuple[PteFile, Path]], models_dir: Path, deb
     with tempfile.TemporaryDirectory(prefix="torchdroid-ops-") as tmp:
         while todo:
             outs = [Path(tmp) / f"ops-{len(found) + i}.json" for i in range(len(todo))]
-            res = _compare_in_child(todo, outs, models_dir, debug_buffer_mb, Path(tmp) / f"jobs-{len(found)}.json")
+            code, output = _compare_in_child(todo, outs, models_dir, debug_buffer_mb,
+                                             Path(tmp) / f"jobs-{len(found)}.json")
             done = 0
             while done < len(todo) and outs[done].is_file():
                 found[todo[done][0].file] = (json.loads(outs[done].read_text())["rows"], _note(todo[done][0]))
                 done += 1
             if done < len(todo):  # the child ended on this program
-                overflow = "Ran out of space" in res.output
+                overflow = "Ran out of space" in output
                 why = (f"the ETDump debug buffer ({debug_buffer_mb} MB) is too small for this program's intermediate "
-                       "outputs" if overflow else f"the comparison exited with {res.returncode}")
+                       "outputs" if overflow else f"the comparison exited with {code}")
                 found[todo[done][0].file] = ([], f"per-operator comparison not possible: {why}")
                 done += 1
             todo = todo[done:]
     return found
 
 
-def _compare_in_child(todo, outs: List[Path], models_dir: Path, debug_buffer_mb: int, jobs_file: Path):
-    from toolchain.runner import run
+def _compare_in_child(todo, outs: List[Path], models_dir: Path, debug_buffer_mb: int, jobs_file: Path) -> tuple:
+    """``(exit code, output)`` of one child comparing ``todo`` in turn (converter/pte_operators.py)."""
+    from .pte_operators import compare_forked
 
-    # absolute paths: the child runs in the project's directory, the user's --models may be relative
+    # absolute paths: what the child reads does not depend on its working directory
     atomic_write_json(jobs_file, [{"program": str(Path(f.path).resolve()),
                                    "etrecord": str((models_dir / f.extra["etrecord"]["file"]).resolve()),
                                    "reference": str(Path(ref).resolve()), "out": str(out)}
                                   for (f, ref), out in zip(todo, outs)])
-    return run([sys.executable, "-m", "converter.pte_operators", jobs_file, str(debug_buffer_mb)],
-               cwd=Path(__file__).resolve().parents[1], check=False,
-               what=f"per-operator comparison of {', '.join(f.file for f, _ in todo)}")
+    return compare_forked(jobs_file, debug_buffer_mb)
 
 
 def _note(f: PteFile) -> str:

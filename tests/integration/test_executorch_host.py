@@ -314,6 +314,35 @@ def test_one_child_compares_every_program_and_one_that_fails_does_not_take_the_o
     assert last[0] and "opaque" in last[1]
 
 
+def test_a_child_killed_by_an_abort_is_a_note_and_the_programs_after_it_are_still_compared(tiny_lane, tmp_path,
+                                                                                           monkeypatch):
+    """ETDump aborts the whole process (SIGABRT, "Ran out of space ...") when its debug buffer is too small for a
+    program's intermediate outputs (seen with MobileNetV2's portable program and a 1 MB buffer).  The child is forked
+    from the stage, so a stand-in for that abort patched in here happens in the child: the stage goes on, the program
+    gets the reason, the next one is compared in a new child."""
+    import converter.pte_operators as ops
+    from converter.pte_host import per_operator
+    from toolchain.pte_records import reference_path
+
+    real = ops.numeric_gap
+
+    def aborts_on_portable(program, etrecord, example, debug_buffer_mb):
+        if "portable" in program.name:
+            os.write(2, b"[buffer_data_sink.cpp:47] Ran out of space to store intermediate outputs.\n")  # as ETDump
+            os.abort()
+        return real(program, etrecord, example, debug_buffer_mb)
+
+    monkeypatch.setattr(ops, "numeric_gap", aborts_on_portable)
+    out = copy_models(tiny_lane[0], tmp_path / "models")
+    files = {f.variant: f for f in pte_files(out) if f.runs_on_host}
+    order = [files["fp32-xnnpack"], files["fp32-portable"], files["int8-xnnpack"]]
+    found = per_operator([(f, reference_path(out, f.stem)) for f in order], out, 64)
+    first, broken, last = (found[f.file] for f in order)
+    assert first[0] and last[0], found
+    assert broken == ([], "per-operator comparison not possible: the ETDump debug buffer (64 MB) is too small for "
+                          "this program's intermediate outputs")
+
+
 def test_a_first_run_says_how_long_the_remaining_checks_take(tiny_lane, tmp_path, caplog):
     """No earlier results to go by (a first run): from the second check on, each check's line says about how long
     the checks left will take, from the ones done so far (issue 24 item 6: a first run's checks, minutes on
