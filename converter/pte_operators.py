@@ -15,6 +15,7 @@ JOBS_JSON: a list of ``{"program", "etrecord", "reference", "out"}`` (absolute p
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -74,6 +75,8 @@ def compare_forked(jobs: Path, debug_buffer_mb: int) -> Tuple[int, str]:
             fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(fd, 1)
             os.dup2(fd, 2)
+            if faulthandler.is_enabled():  # (PYTHONFAULTHANDLER, pytest) a crash's traceback goes to that file too
+                faulthandler.enable(file=2)
             import torch
 
             torch.set_num_threads(1)  # OpenMP's team is not usable after a fork
