@@ -312,7 +312,7 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, 
     from workflow.plan import INTERRUPTED, AllSummary
 
     with terminable("all") as term:  # SIGTERM/SIGHUP end the run like Ctrl-C: the adb server it started is stopped
-        with stage(c.config, "all", debug):
+        with stage(c.config, "all", debug) as all_log:
             plan = chain.prepare(c.config, weights=weights, model=model, skip=skip, replace_app=replace_app)
         summary = AllSummary(weights={"requested": weights or "auto", "used": plan.weights, "note": plan.weights_note})
         runs = {
@@ -330,7 +330,7 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, 
         with show.quiet_stdout(json), adb_server_for_run(plan.adb_host, plan.adb_port, show.note,
                                                                  plan.adb_servers):
             chain.announce_weights(plan)
-            with stage(c.config, "all", debug):
+            with stage(c.config, "all", debug, log=all_log):  # the same run log, not a second one
                 facts = chain.machine_facts(c.config)
             chain.run_chain(plan, facts, runs, summary)  # with --json the stages' own output goes to stderr
         machine = {k: list(getattr(facts, k)) for k in ("host_nnapi", "ndk", "sdk", "devices")}

@@ -43,8 +43,8 @@ class _LogFile(logging.FileHandler):
                              f"({err.strerror or err}); the console keeps this run's messages\n")
 
 
-def setup_logging(build_dir: Path, stage: str, debug: bool = False) -> Path:
-    """Send everything to ``<build_dir>/logs/<stage>-<timestamp>.log``; INFO to the console.
+def setup_logging(build_dir: Path, stage: str, debug: bool = False, path: Optional[Path] = None) -> Path:
+    """Send everything to ``<build_dir>/logs/<stage>-<timestamp>.log`` (or ``path``, appended to); INFO to the console.
 
     Returns the log path so failures can point at it.  Calling it again replaces
     the handlers it installed before (tests run several stages in one process).
@@ -57,7 +57,7 @@ def setup_logging(build_dir: Path, stage: str, debug: bool = False) -> Path:
     logs = Layout(build_dir).logs
     logs.mkdir(parents=True, exist_ok=True)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = logs / f"{stage}-{stamp}-{os.getpid()}.log"
+    path = path or logs / f"{stage}-{stamp}-{os.getpid()}.log"
     fh = _LogFile(path, encoding="utf-8")
     fh.setLevel(logging.DEBUG)
     fh.setFormatter(logging.Formatter(FILE_FORMAT))

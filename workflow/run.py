@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from invoke import Exit
@@ -25,11 +26,12 @@ def refuse_dry(config: Any, name: str) -> None:
 
 @contextlib.contextmanager
 def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
-          frees_space: bool = False) -> Iterator[Any]:
+          frees_space: bool = False, log: Optional[Path] = None) -> Iterator[Any]:
     """Check every config value, log to <build_dir>/logs, turn a TorchdroidError into a clean message and exit code.
 
     A stage starts only with room for its log and locks, except one that ``frees_space`` (clean: what a user runs
-    on a full disk; its log then stops with one warning)."""
+    on a full disk; its log then stops with one warning).  ``log``: the run log an earlier block of the same run
+    opened (``all`` between its stages), continued rather than a second file."""
     from toolchain.errors import TorchdroidError
     from toolchain.fsutil import as_usage_error
     from toolchain.resolve import Resolver, check_config
@@ -41,7 +43,7 @@ def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
         resolver = Resolver(config)
         debug = bool(debug) or resolver.get("debug")
         build_dir = resolver.path("build_dir")
-        log_path = _start_log(build_dir, name, debug, need_space=not frees_space)
+        log_path = _start_log(build_dir, name, debug, need_space=not frees_space, log=log)
     except TorchdroidError as e:
         raise Exit(f"torchdroid {name}: {e.label}: {e}", code=e.exit_code) from None
     _rotate_logs(build_dir, resolver)
@@ -73,7 +75,7 @@ def _detail(e: BaseException) -> str:
     return f": {detail}" if detail else ""
 
 
-def _start_log(build_dir, name: str, debug: bool, need_space: bool = True):
+def _start_log(build_dir, name: str, debug: bool, need_space: bool = True, log: Optional[Path] = None):
     """The run log under a build directory that is usable: a directory (or creatable), with room for the log."""
     from toolchain.fsutil import as_usage_error, ensure_space, ensure_writable_dir
     from toolchain.logs import setup_logging
@@ -83,7 +85,7 @@ def _start_log(build_dir, name: str, debug: bool, need_space: bool = True):
     if need_space:
         ensure_space(build_dir, 0, "the run log and the lock files")
     try:
-        return setup_logging(build_dir, name, debug)
+        return setup_logging(build_dir, name, debug, path=log)
     except OSError as e:
         problem = as_usage_error(e)
         if problem is None:
