@@ -138,11 +138,6 @@ def resolve_servers(servers: Sequence[object] = (), host: Optional[str] = None, 
     return tuple(out.values())
 
 
-def resolve_port(port: Optional[int]) -> int:
-    """The port of the default server (deploy.adb_port, ANDROID_ADB_SERVER_PORT, 5037)."""
-    return default_address(None, port).port
-
-
 class Adb:
     """The adb tool of a run: the servers it talks to, resolved once (see resolve_servers).
 

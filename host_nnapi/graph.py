@@ -84,7 +84,6 @@ class Graph:
     operations: List[Operation]
     inputs: List[int]
     outputs: List[int]
-    relaxed: bool = False
     notes: List[str] = field(default_factory=list)
 
     def op_list(self) -> List[str]:
