@@ -503,8 +503,21 @@ DEPLOY_RESULTS_SCHEMA = 1
 RESULT_STATUSES = ("ok", "failed", "skipped")
 
 
+class FlatRecord:
+    """A dataclass written as its fields and read back from them; keys it does not know (a newer writer's) are
+    left out."""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]):
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
 @dataclass
-class ResultRow:
+class ResultRow(FlatRecord):
     """One benchmark result (or one failure) of one device: a row of the results store and its exports."""
 
     serial: str
@@ -543,14 +556,6 @@ class ResultRow:
     warmup_ms: Optional[float] = None  # mean of the warm-up iterations
     peak_kb: Optional[int] = None  # VmHWM of the benchmark process
     flags: str = ""  # comma-separated: unstable, throttled, nnapi-deprecated, fell-back, nnapi-partly-cpu, nnapi-cpu-fallback
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> "ResultRow":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
     def problems(self) -> List[str]:
         """What makes this row nonsense (an ``ok`` row without real numbers, an unknown status)."""
