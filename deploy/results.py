@@ -91,23 +91,11 @@ class ResultStore:
 
     def add_run(self, started: str, project: str, binary_commit: str, settings: dict, rows: Sequence[ResultRow],
                 devices: Sequence[dict] = ()) -> int:
+        """A whole run at once: ``begin_run`` then ``add_rows`` (nonsense rows are refused before either)."""
         check_rows(rows)
-        con = self._connect()
-        try:
-            with con:
-                cur = con.execute("INSERT INTO runs (started, project, binary_commit, settings) VALUES (?,?,?,?)",
-                                  (started, project, binary_commit, json.dumps(settings, default=str)))
-                run_id = int(cur.lastrowid)
-                con.executemany(
-                    f"INSERT INTO results (run_id, {', '.join(_STORED)}) VALUES (?, {', '.join('?' * len(_STORED))})",
-                    [(run_id, *[getattr(r, c) for c in _STORED]) for r in rows])
-                con.executemany("INSERT INTO devices (run_id, serial, facts) VALUES (?,?,?)",
-                                [(run_id, d.get("serial", ""), json.dumps(d, default=str)) for d in devices])
-            for r in rows:
-                r.run_id, r.started = run_id, started
-            return run_id
-        finally:
-            con.close()
+        run_id = self.begin_run(started, project, binary_commit, settings)
+        self.add_rows(run_id, started, rows, devices)
+        return run_id
 
     def begin_run(self, started: str, project: str, binary_commit: str, settings: dict,
                   busy_wait: float = 5.0) -> int:
