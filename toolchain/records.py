@@ -154,18 +154,19 @@ class ModelFile(VariantNames):
         return entry
 
     def check_hash(self) -> None:
-        if not self.path.is_file():
-            raise RecordError(
-                f"{self.path} is listed in the manifest but missing",
-                remedy="run `invoke convert` again (it rebuilds what is missing)",
-            )
-        actual = sha256_file(self.path)
-        if actual != self.sha256:
-            raise RecordError(
-                f"{self.path} does not match its manifest entry (sha256 {actual[:12]}… != {self.sha256[:12]}…)",
-                cause="the file was modified or replaced after conversion",
-                remedy="run `invoke convert --force` to regenerate it",
-            )
+        check_listed_file(self.path, self.sha256, "invoke convert")
+
+
+def check_listed_file(path: Path, sha256: str, convert: str) -> None:
+    """A file the manifest lists is there and unchanged since ``convert`` (the command that writes it) wrote it."""
+    if not path.is_file():
+        raise RecordError(f"{path} is listed in the manifest but missing",
+                          remedy=f"run `{convert}` again (it rebuilds what is missing)")
+    actual = sha256_file(path)
+    if actual != sha256:
+        raise RecordError(f"{path} does not match its manifest entry (sha256 {actual[:12]}… != {sha256[:12]}…)",
+                          cause="the file was modified or replaced after conversion",
+                          remedy=f"run `{convert} --force` to regenerate it")
 
 
 def manifest_path(models_dir: Path) -> Path:
