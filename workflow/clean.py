@@ -92,12 +92,9 @@ def _results(path: Path) -> bool:
     if not db.is_file() or db.is_symlink():
         return False
     with contextlib.suppress(sqlite3.Error):
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2)
-        try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2)) as con:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             return {"meta", "runs", "results"} <= names
-        finally:
-            con.close()
     return False
 
 
