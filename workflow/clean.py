@@ -56,10 +56,8 @@ def _size(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += (Path(root) / name).lstat().st_size
-            except OSError:
-                pass
     return total
 
 
