@@ -82,10 +82,6 @@ def sha256_file(path: PathLike, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def human_bytes(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1024 or unit == "TB":
@@ -327,7 +323,7 @@ def save_torch_module(module: Any, path: PathLike, fmt: str = "torchscript") -> 
         data = buf.getvalue()
     ensure_space(path.parent, len(data), path.name)
     atomic_write_bytes(path, data)
-    return len(data), sha256_bytes(data)
+    return len(data), hashlib.sha256(data).hexdigest()
 
 
 # --------------------------------------------------------------------------- stale partials
