@@ -126,6 +126,11 @@ class _Reader:
         return data
 
 
+def f32(x: float) -> float:
+    """``x`` as the float32 an NNAPI operand stores (its scale): what two scales are compared as."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
 def decode_serialized(ser_model: bytes, weights: Sequence[bytes]) -> Graph:
     """Decode torch's serialized NNAPI model (format of torch/backends/_nnapi/serializer.py).
 
