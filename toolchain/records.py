@@ -30,9 +30,9 @@ MANIFEST_NAME = "manifest.json"
 MANIFEST_KIND = "torchdroid.convert-manifest"
 MANIFEST_SCHEMA = 1
 
-BUILD_INFO_NAME = BUILD_INFO
 BUILD_INFO_KIND = "torchdroid.build-info"
 BUILD_INFO_SCHEMA = 1
+BENCH_BINARY = "speed_benchmark_torch"  # the benchmark binary build-android records and deploy runs
 
 BACKENDS = ("cpu", "nnapi")
 
@@ -413,7 +413,7 @@ class BuildInfo:
     @classmethod
     def load(cls, location: Path, remedy: Optional[str] = None) -> "BuildInfo":
         location = Path(location)
-        path = location / BUILD_INFO_NAME if location.is_dir() else location
+        path = location / BUILD_INFO if location.is_dir() else location
         return cls(path, read_record(path, BUILD_INFO_KIND, BUILD_INFO_SCHEMA, remedy or cls.REMEDY))
 
     @classmethod

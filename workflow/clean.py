@@ -37,7 +37,7 @@ KINDS = {
 DEFAULT_KINDS = ("logs",)
 CHECKOUT_RE = re.compile(r"(pytorch|executorch)-[0-9a-f]{12}")  # build-android's src/<name>-<sha12>
 LOG_RE = re.compile(r".+-\d{8}-\d{6}-\d+\.log")  # toolchain/logs.py's <task>-<stamp>-<pid>.log
-ANDROID_NAMES = {"build-info.json", "build.log", "source.log", "cmake", "executorch", "install"}
+ANDROID_NAMES = {layout.BUILD_INFO, "build.log", "source.log", "cmake", "executorch", "install"}
 
 
 @dataclass
