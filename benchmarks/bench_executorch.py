@@ -43,9 +43,11 @@ def convert_into(out: Path, calibration_count: int) -> None:
 def best_median(call, warmup: int, iters: int) -> float:
     import statistics
 
-    from converter.pte_host import time_calls
+    from converter.rounds import timed
 
-    return statistics.median(time_calls(call, warmup, iters))
+    for _ in range(warmup):
+        call()
+    return statistics.median([timed(call) for _ in range(iters)])
 
 
 def legacy_call(mf):

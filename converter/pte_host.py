@@ -158,19 +158,6 @@ def set_threads(threads: int) -> None:
     portable_lib._unsafe_reset_threadpool(threads)
 
 
-def time_calls(call: Callable[[], Any], warmup: int, iters: int) -> List[float]:
-    """``warmup`` untimed calls, then ``iters`` timed ones (ms)."""
-    for _ in range(warmup):
-        call()
-    return [_timed(call) for _ in range(iters)]
-
-
-def _timed(call: Callable[[], Any]) -> float:
-    t0 = time.perf_counter()
-    call()
-    return (time.perf_counter() - t0) * 1000.0
-
-
 # --------------------------------------------------------------------------- checking
 
 

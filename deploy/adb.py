@@ -138,11 +138,6 @@ def resolve_servers(servers: Sequence[object] = (), host: Optional[str] = None, 
     return tuple(out.values())
 
 
-def resolve_port(port: Optional[int]) -> int:
-    """The port of the default server (deploy.adb_port, ANDROID_ADB_SERVER_PORT, 5037)."""
-    return default_address(None, port).port
-
-
 class Adb:
     """The adb tool of a run: the servers it talks to, resolved once (see resolve_servers).
 
@@ -340,11 +335,7 @@ class Device:
                        f"{self.serial} shell` (is it asleep or overloaded?)",
             ) from e
         except (adbutils.AdbError, OSError, EOFError) as e:
-            raise DeviceError(
-                f"lost the connection to {self.serial} while running `{command}`",
-                cause=f"{type(e).__name__}: {e}",
-                remedy="reconnect the device (`adb devices` should list it as `device`) and run the deploy again",
-            ) from e
+            raise self._lost(f"running `{command}`", e) from e
         result = ShellResult(command, res.returncode, res.output)
         log.debug("[%s] exit %d: %s", self.serial, result.code, result.output[-2000:])
         if check and not result.ok:
@@ -394,12 +385,13 @@ class Device:
         except adbutils.AdbInstallError as e:
             return e.output
         except (adbutils.AdbError, OSError, EOFError) as e:
-            raise DeviceError(
-                f"lost the connection to {self.serial} while installing {remote}",
-                cause=f"{type(e).__name__}: {e}",
-                remedy="reconnect the device (`adb devices` should list it as `device`) and run the deploy again",
-            ) from e
+            raise self._lost(f"installing {remote}", e) from e
         return None
+
+    def _lost(self, doing: str, e: BaseException) -> DeviceError:
+        return DeviceError(f"lost the connection to {self.serial} while {doing}", cause=f"{type(e).__name__}: {e}",
+                           remedy="reconnect the device (`adb devices` should list it as `device`) and run the deploy "
+                                  "again")
 
 def parse_getprop(out: str) -> Dict[str, str]:
     props = {}

@@ -28,9 +28,8 @@ RES_XML_START_ELEMENT_TYPE = 0x0102
 RES_XML_END_ELEMENT_TYPE = 0x0103
 RES_XML_RESOURCE_MAP_TYPE = 0x0180
 UTF8_FLAG = 1 << 8
-TYPE_REFERENCE, TYPE_STRING, TYPE_INT_DEC, TYPE_INT_BOOLEAN = 0x01, 0x03, 0x10, 0x12
+TYPE_REFERENCE, TYPE_STRING, TYPE_INT_BOOLEAN = 0x01, 0x03, 0x12
 NO_INDEX = 0xFFFFFFFF
-ANDROID_NS = "http://schemas.android.com/apk/res/android"
 # android:* attribute resource ids (frameworks/base/core/res/res/values/public.xml); aapt2 may leave
 # the attribute's name string empty and keep only the id
 ATTR_IDS = {0x01010003: "name", 0x0101020C: "minSdkVersion", 0x01010270: "targetSdkVersion",

@@ -36,7 +36,6 @@ class AppBench:
     backend: str
     record: Optional[dict]
     problem: Optional[str] = None
-    waited_s: float = 0.0
     device_fault: bool = False  # am start or logcat failed: another backend would fail the same way
 
 
@@ -101,8 +100,7 @@ class _Follower:
         self.backend = backend
         self.launch_wait = launch_wait
         self.gap = gap
-        self.started = time.monotonic()
-        self.last_seen = self.started
+        self.last_seen = time.monotonic()
         self.progress = 0
 
     def read(self) -> str:
@@ -156,9 +154,9 @@ def run_app(device: Device, application_id: str, activity: str, backend: str, op
         while True:
             rec = follower.step(follower.read())
             if rec is not None:
-                return AppBench(backend, rec, rec.get("error"), time.monotonic() - follower.started)
+                return AppBench(backend, rec, rec.get("error"))
             sleep(POLL_S)
     except _Stop as e:
-        return AppBench(backend, None, str(e), time.monotonic() - follower.started, e.device_fault)
+        return AppBench(backend, None, str(e), e.device_fault)
     except TorchdroidError as e:  # the device went away or a call timed out
-        return AppBench(backend, None, e.what, time.monotonic() - follower.started, True)
+        return AppBench(backend, None, e.what, True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
 from toolchain.errors import TorchdroidError, UsageError
+from toolchain.records import BENCH_BINARY
 from toolchain.settings import default
 from toolchain.stats import VARIANCE_LIMIT_PCT, percentile, spread_pct
 
@@ -25,7 +26,6 @@ from .adb import Device
 
 log = logging.getLogger(__name__)
 
-BINARY_NAME = "speed_benchmark_torch"
 GATORD_NAME = "gatord"
 _PEP = re.compile(r'^PyTorchObserver (\{.*\})\s*$')
 RUN_MARK = "TORCHDROID_RUN"
@@ -216,7 +216,7 @@ def input_args(spec) -> List[str]:
 def bench_args(model_name: str, backend: str, opts: BenchOptions, input_spec=None,
                warmup: Optional[int] = None, iters: Optional[int] = None) -> List[str]:
     inputs = ([f"--use_bundled_input={opts.bundled_input}"] if opts.bundled_input >= 0 else input_args(input_spec))
-    args = [f"./{BINARY_NAME}", f"--model=./{model_name}", *inputs,
+    args = [f"./{BENCH_BINARY}", f"--model=./{model_name}", *inputs,
             f"--warmup={opts.warmup if warmup is None else warmup}",
             f"--iter={opts.iters if iters is None else iters}", "--report_pep=true"]
     if opts.threads is not None:

@@ -17,7 +17,7 @@ from toolchain.errors import TorchdroidError, command
 from toolchain.hardware_records import LISTER_NAME, Placement
 from toolchain.numerics_records import NumericsVerdict
 from toolchain.pte_results import PteResultRow
-from toolchain.records import ModelFile, ResultRow
+from toolchain.records import BENCH_BINARY, ModelFile, ResultRow
 
 from . import app_bench as _app
 from . import bench as _bench
@@ -116,7 +116,7 @@ def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: Deplo
 
 
 def _candidates(run: DeviceRun) -> List[str]:
-    return [_bench.BINARY_NAME, _bench.GATORD_NAME, LISTER_NAME] + [m.file for m in run.plan.models]
+    return [BENCH_BINARY, _bench.GATORD_NAME, LISTER_NAME] + [m.file for m in run.plan.models]
 
 
 def _lists_devices(run: DeviceRun) -> bool:
@@ -183,7 +183,7 @@ def _note_nnapi(run: DeviceRun) -> None:
 def _push_items(run: DeviceRun) -> List[PushItem]:
     items: List[PushItem] = []
     if run.plan.binary is not None:
-        items.append(PushItem(run.plan.binary.path, _bench.BINARY_NAME, 0o755))
+        items.append(PushItem(run.plan.binary.path, BENCH_BINARY, 0o755))
         if run.s.gatord:
             items.append(PushItem(run.s.gatord, _bench.GATORD_NAME, 0o755))
         if _lists_devices(run):

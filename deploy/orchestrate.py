@@ -157,7 +157,6 @@ class Keeper:
         self.rows: List[ResultRow] = []
         self.devices: List[dict] = []
         self.unstored: List[Tuple[List[ResultRow], List[dict]]] = []
-        self.store_error: Optional[str] = None
         self._guard = threading.Lock()
 
     @classmethod
@@ -195,7 +194,6 @@ class Keeper:
 
     def _unstored(self, rows: List[ResultRow], devices: List[dict], why: str) -> None:
         self.unstored.append((list(rows), devices))
-        self.store_error = why
         log.warning("the results database %s did not take %d row(s) now (%s); they are kept in %s.csv/.json and "
                     "stored at the end of the run", self.store.path, len(rows), why, self.results / self.stem)
 

@@ -18,7 +18,8 @@ from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import sha256_file
 from toolchain.hardware_records import LISTER_NAME
 from toolchain.numerics_records import ReferenceOutputs, references_path
-from toolchain.records import APP_BENCH_CONTRACT, APP_BENCH_META, AppInfo, BuildInfo, ConvertManifest, ModelFile
+from toolchain.records import (APP_BENCH_CONTRACT, APP_BENCH_META, BENCH_BINARY, AppInfo, BuildInfo, ConvertManifest,
+                               ModelFile)
 from toolchain.settings import default
 from toolchain.variants import IN_FILE_NAME, check_all
 
@@ -171,7 +172,7 @@ def plan_binary(s: DeploySettings) -> Optional[BinaryPlan]:
                           _recorded_lister(info))
     if info is None:
         return None
-    path = _recorded(info, _bench.BINARY_NAME)
+    path = _recorded(info, BENCH_BINARY)
     return BinaryPlan(path, info.abi or elf_abi(path), info.commit, load_alignment(path), _recorded_lister(info))
 
 

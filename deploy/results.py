@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import sqlite3
+from contextlib import closing
 from dataclasses import fields
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -39,11 +40,8 @@ class ResultStore:
         except FileNotFoundError:
             return None
         try:
-            con = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout)
-            try:
+            with closing(sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout)) as con:
                 row = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            finally:
-                con.close()
         except sqlite3.OperationalError as e:
             if "locked" in str(e):
                 return None  # busy: the writing connection below says so
@@ -91,23 +89,11 @@ class ResultStore:
 
     def add_run(self, started: str, project: str, binary_commit: str, settings: dict, rows: Sequence[ResultRow],
                 devices: Sequence[dict] = ()) -> int:
+        """A whole run at once: ``begin_run`` then ``add_rows`` (nonsense rows are refused before either)."""
         check_rows(rows)
-        con = self._connect()
-        try:
-            with con:
-                cur = con.execute("INSERT INTO runs (started, project, binary_commit, settings) VALUES (?,?,?,?)",
-                                  (started, project, binary_commit, json.dumps(settings, default=str)))
-                run_id = int(cur.lastrowid)
-                con.executemany(
-                    f"INSERT INTO results (run_id, {', '.join(_STORED)}) VALUES (?, {', '.join('?' * len(_STORED))})",
-                    [(run_id, *[getattr(r, c) for c in _STORED]) for r in rows])
-                con.executemany("INSERT INTO devices (run_id, serial, facts) VALUES (?,?,?)",
-                                [(run_id, d.get("serial", ""), json.dumps(d, default=str)) for d in devices])
-            for r in rows:
-                r.run_id, r.started = run_id, started
-            return run_id
-        finally:
-            con.close()
+        run_id = self.begin_run(started, project, binary_commit, settings)
+        self.add_rows(run_id, started, rows, devices)
+        return run_id
 
     def begin_run(self, started: str, project: str, binary_commit: str, settings: dict,
                   busy_wait: float = 5.0) -> int:
@@ -145,47 +131,35 @@ class ResultStore:
     def add_rows(self, run_id: int, started: str, rows: Sequence[ResultRow], devices: Sequence[dict] = ()) -> None:
         """One device's rows (and conditions) into a run ``begin_run`` reserved."""
         check_rows(rows)
-        con = self._connect()
-        try:
+        with closing(self._connect()) as con:
             with con:
                 con.executemany(
                     f"INSERT INTO results (run_id, {', '.join(_STORED)}) VALUES (?, {', '.join('?' * len(_STORED))})",
                     [(run_id, *[getattr(r, c) for c in _STORED]) for r in rows])
                 con.executemany("INSERT INTO devices (run_id, serial, facts) VALUES (?,?,?)",
                                 [(run_id, d.get("serial", ""), json.dumps(d, default=str)) for d in devices])
-        finally:
-            con.close()
         for r in rows:
             r.run_id, r.started = run_id, started
 
     def drop_run(self, run_id: int) -> None:
         """Forget a run ``begin_run`` reserved that ended without a row (Ctrl-C before any benchmark completed)."""
-        con = self._connect()
-        try:
+        with closing(self._connect()) as con:
             with con:
                 con.execute("DELETE FROM devices WHERE run_id = ?", (run_id,))
                 con.execute("DELETE FROM results WHERE run_id = ?", (run_id,))
                 con.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-        finally:
-            con.close()
 
     def runs(self) -> List[dict]:
         if not self.path.is_file():
             return []
-        con = self._connect()
-        try:
+        with closing(self._connect()) as con:
             return [dict(zip(("id", "started", "project", "binary_commit"), r))
                     for r in con.execute("SELECT id, started, project, binary_commit FROM runs ORDER BY id")]
-        finally:
-            con.close()
 
     def settings(self, run_id: int) -> dict:
         """The deploy settings recorded with a run (``models``, ``results``, protocol...); {} when unreadable."""
-        con = self._connect()
-        try:
+        with closing(self._connect()) as con:
             found = con.execute("SELECT settings FROM runs WHERE id = ?", (run_id,)).fetchone()
-        finally:
-            con.close()
         try:
             value = json.loads(found[0]) if found and found[0] else {}
         except ValueError:
@@ -194,18 +168,14 @@ class ResultStore:
 
     def devices(self, run_id: int) -> List[dict]:
         """The device conditions recorded with a run (SoC, governor, thermal, battery before and after)."""
-        con = self._connect()
-        try:
+        with closing(self._connect()) as con:
             return [json.loads(f) for (f,) in con.execute("SELECT facts FROM devices WHERE run_id = ?", (run_id,))]
-        finally:
-            con.close()
 
     def rows(self, run_id: Optional[int] = None) -> List[ResultRow]:
         """Rows of one run (default: the latest); ``run_id=0`` means every run."""
         if not self.path.is_file():
             raise RecordError(f"no results database at {self.path}", remedy="run `invoke deploy` first")
-        con = self._connect()
-        try:
+        with closing(self._connect()) as con:
             if run_id is None:
                 latest = con.execute("SELECT MAX(id) FROM runs").fetchone()[0]
                 if latest is None:
@@ -223,8 +193,6 @@ class ResultStore:
                 known = ", ".join(str(r["id"]) for r in self.runs()) or "none"
                 raise RecordError(f"no results for run {run_id} in {self.path}", remedy=f"pick one of: {known}")
             return out
-        finally:
-            con.close()
 
 
 def to_csv(rows: Sequence[ResultRow]) -> str:

@@ -9,11 +9,10 @@ touches the operand, so verify can name it.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
-from .graph import Graph, Operand
+from .graph import Graph, Operand, f32
 from .reference import boundary
 
 
@@ -124,10 +123,6 @@ def compare_operands(shipped: Graph, ref: Graph, al: Alignment) -> List[Differen
     return out
 
 
-def _f32(x: float) -> float:
-    return struct.unpack("<f", struct.pack("<f", x))[0]
-
-
 def operand_difference(a: Operand, b: Operand) -> Optional[str]:
     """Why shipped operand ``a`` is not the CPU model's operand ``b`` (None when they are the same)."""
     role = "constant" if b.lifetime == "constant" else "operand"
@@ -136,7 +131,7 @@ def operand_difference(a: Operand, b: Operand) -> Optional[str]:
         return f"{head} has type {a.type_name}; the CPU model's is {b.type_name}"
     if tuple(a.dims) != tuple(b.dims):
         return f"{head} has shape {list(a.dims)}; the CPU model's is {list(b.dims)}"
-    if (a.is_quant or a.scale or b.scale) and (_f32(a.scale) != _f32(b.scale) or a.zero_point != b.zero_point):
+    if (a.is_quant or a.scale or b.scale) and (f32(a.scale) != f32(b.scale) or a.zero_point != b.zero_point):
         return (f"{head} has scale {a.scale:.9g} / zero point {a.zero_point}; the CPU model's are "
                 f"{b.scale:.9g} / {b.zero_point}")
     if (a.lifetime == "constant") != (b.lifetime == "constant"):

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Dict, List
 
 from . import nnapi_defs as nn
-from .graph import Graph
+from .graph import Graph, f32
 from .nnapi_defs import Op
 
 # A quantization scale outside this range is almost certainly an artefact of calibration
@@ -126,7 +126,7 @@ def wrapper_checks(scripted, graph: Graph) -> List[Finding]:
         if getattr(mod, "original_name", "") != "Quantize" or not hasattr(mod, "scale"):
             continue
         scale, zp = float(mod.scale), int(mod.zero_point)
-        if _f32(scale) != _f32(o.scale) or zp != o.zero_point:
+        if f32(scale) != f32(o.scale) or zp != o.zero_point:
             out.append(Finding("input-quantization", "error",
                                f"the Quantize step {name!r} before the NNAPI model quantizes with scale {scale:.9g} / zero "
                                f"point {zp}, but the model's input {o.describe()} expects {o.scale:.9g} / {o.zero_point}",
@@ -142,12 +142,6 @@ def _relaxed(scripted) -> List[Finding]:
         return [Finding("relaxed-float", "error", "the NNAPI module asks for relax_f32_to_f16: a device may compute "
                         "float32 operations in float16, which `invoke convert` never asks for", 0)]
     return []
-
-
-def _f32(x: float) -> float:
-    import struct
-
-    return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
 def errors(findings: List[Finding]) -> List[Finding]:

@@ -84,7 +84,6 @@ class Graph:
     operations: List[Operation]
     inputs: List[int]
     outputs: List[int]
-    relaxed: bool = False
     notes: List[str] = field(default_factory=list)
 
     def op_list(self) -> List[str]:
@@ -125,6 +124,11 @@ class _Reader:
         data = self.buf[self.pos:self.pos + length]
         self.pos += phys
         return data
+
+
+def f32(x: float) -> float:
+    """``x`` as the float32 an NNAPI operand stores (its scale): what two scales are compared as."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
 def decode_serialized(ser_model: bytes, weights: Sequence[bytes]) -> Graph:

@@ -72,7 +72,6 @@ def operation_api_level(code: int) -> int:
 
 # Fused activations
 FUSED_NONE, FUSED_RELU, FUSED_RELU1, FUSED_RELU6 = 0, 1, 2, 3
-FUSE_NAMES = {0: "NONE", 1: "RELU", 2: "RELU1", 3: "RELU6"}
 
 
 # The torchdroid side channel between host_nn.c and runtime.py (host_nn.h: TDNN_*).

@@ -28,9 +28,9 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from toolchain import pins
 from toolchain.errors import RecordError, ToolFailed, ToolNotFound, UsageError
 from toolchain.fsutil import ensure_space, output_lock, sha256_file
-from toolchain.layout import Layout
+from toolchain.layout import BUILD_INFO, Layout
 from toolchain.progress import progress
-from toolchain.records import BUILD_INFO_NAME, BuildInfo, build_info_path, now_iso
+from toolchain.records import BENCH_BINARY, BuildInfo, build_info_path, now_iso
 from toolchain.runner import run
 from toolchain.settings import default
 from toolchain.tools import CMake, Jdk, Ninja
@@ -47,7 +47,6 @@ from .nnapi_lister import LISTER_NAME, build_lister, source_digest
 
 log = logging.getLogger(__name__)
 
-BINARY = "speed_benchmark_torch"
 BUILD_SCRIPT = Path("scripts") / "build_android.sh"
 AAR_NAME = aar_build.AAR_NAME
 CMAKE_MIN = (3, 18)  # PyTorch's CMakeLists.txt: cmake_minimum_required(VERSION 3.18)
@@ -91,7 +90,7 @@ class BuildResult:
 
     @property
     def binary(self) -> Path:
-        return BuildInfo(self.build_info_path, self.info).artefact(BINARY)
+        return BuildInfo(self.build_info_path, self.info).artefact(BENCH_BINARY)
 
 
 @dataclass(frozen=True)
@@ -139,7 +138,7 @@ class BuildPlan:
 
     @property
     def info_path(self) -> Path:
-        return self.target.out_dir / BUILD_INFO_NAME
+        return self.target.out_dir / BUILD_INFO
 
 
 @dataclass(frozen=True)
@@ -387,7 +386,7 @@ def _artefact_intact(art: Dict[str, Any], base: Path) -> bool:
 def artefacts_intact(info: Dict[str, Any], base: Path) -> bool:
     """Every recorded artefact exists unchanged (stat first; sha256 only when the stat differs)."""
     arts = info.get("artefacts") or []
-    return any(a.get("name") == BINARY for a in arts) and all(_artefact_intact(a, base) for a in arts)
+    return any(a.get("name") == BENCH_BINARY for a in arts) and all(_artefact_intact(a, base) for a in arts)
 
 
 def up_to_date(plan: BuildPlan) -> Optional[Dict[str, Any]]:
@@ -454,11 +453,11 @@ def run_build_script(plan: BuildPlan) -> None:
 
 
 def _find_binary(build_root: Path) -> Path:
-    for p in (build_root / "install" / "bin" / BINARY, build_root / "bin" / BINARY):
+    for p in (build_root / "install" / "bin" / BENCH_BINARY, build_root / "bin" / BENCH_BINARY):
         if p.is_file():
             return p
     raise ToolFailed(
-        f"the build finished but produced no {BINARY}",
+        f"the build finished but produced no {BENCH_BINARY}",
         cause="-DBUILD_BINARY=ON did not reach CMake, or this commit's binaries/ does not build it",
         log_path=build_root.parent / "build.log",
         remedy="look for speed_benchmark_torch in the log; rebuild with `invoke build-android --clean`",
@@ -467,7 +466,7 @@ def _find_binary(build_root: Path) -> Path:
 
 def collect_artefacts(plan: BuildPlan, binary: Path) -> List[Dict[str, Any]]:
     out = plan.target.out_dir
-    artefacts = [_artefact(BINARY, binary, "binary", out)]
+    artefacts = [_artefact(BENCH_BINARY, binary, "binary", out)]
     install = plan.target.build_root / "install"
     for lib in sorted((install / "lib").glob("*")) if (install / "lib").is_dir() else []:
         if lib.is_file() and lib.suffix in (".a", ".so"):
@@ -485,7 +484,7 @@ def execute(plan: BuildPlan) -> Outcome:
     facts = verify_binary(binary, t.abi, t.api_level)
     warnings: List[str] = []
     if facts.api_level_ok is None:
-        warnings.append(f"{BINARY} has no Android note (.note.android.ident): its API level could not be checked")
+        warnings.append(f"{BENCH_BINARY} has no Android note (.note.android.ident): its API level could not be checked")
     artefacts = collect_artefacts(plan, binary)
     lister = build_lister(plan.tools.ndk, t.abi, t.api_level, t.out_dir, t.log_path)
     verify_binary(lister, t.abi, t.api_level)
@@ -554,6 +553,6 @@ def build_android(s: BuildSettings) -> BuildResult:
         prepare_tree(plan, s.clean)
         outcome = execute(plan)
         info = record(plan, outcome, started, time.monotonic() - start)
-    log.info("built %s in %.0fs; build-info: %s", BINARY, info["seconds"], plan.info_path)
+    log.info("built %s in %.0fs; build-info: %s", BENCH_BINARY, info["seconds"], plan.info_path)
     return BuildResult(plan.info_path, info, False, time.monotonic() - start, target.log_path,
                        list(target.warnings) + list(outcome.warnings))

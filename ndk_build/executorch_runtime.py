@@ -22,9 +22,9 @@ from toolchain import executorch_pins as pins
 from toolchain.elf import ABIS_16K, PAGE_16K, read_elf
 from toolchain.errors import ToolFailed, ToolNotFound, UsageError, VerificationError
 from toolchain.fsutil import atomic_copy, output_lock, sha256_file
-from toolchain.layout import Layout
+from toolchain.layout import BUILD_INFO, Layout
 from toolchain.pins import ABI_ELF_MACHINE
-from toolchain.records import BUILD_INFO_NAME, BuildInfo, now_iso
+from toolchain.records import BuildInfo, now_iso
 from toolchain.runner import run
 from toolchain.settings import default
 from toolchain.tools.git import Git
@@ -198,7 +198,7 @@ def build_runtime(s: RuntimeBuildSettings, log_path: Path) -> RuntimeBuild:
         runner = atomic_copy(build / pins.RUNNER, out / pins.RUNNER)
         os.chmod(runner, 0o755)
         elf = verify_runner(runner, s.abi, s.api_level)
-        info = BuildInfo.write(out / BUILD_INFO_NAME, _record(s, checkout, ndk, args, runner, elf))
+        info = BuildInfo.write(out / BUILD_INFO, _record(s, checkout, ndk, args, runner, elf))
     return RuntimeBuild(info, runner, False, time.monotonic() - t0)
 
 

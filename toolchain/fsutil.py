@@ -82,10 +82,6 @@ def sha256_file(path: PathLike, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def human_bytes(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1024 or unit == "TB":
@@ -327,7 +323,7 @@ def save_torch_module(module: Any, path: PathLike, fmt: str = "torchscript") -> 
         data = buf.getvalue()
     ensure_space(path.parent, len(data), path.name)
     atomic_write_bytes(path, data)
-    return len(data), sha256_bytes(data)
+    return len(data), hashlib.sha256(data).hexdigest()
 
 
 # --------------------------------------------------------------------------- stale partials
@@ -508,14 +504,6 @@ def output_lock(directory: PathLike, command: str, wait: float = 0.0) -> Iterato
 # --------------------------------------------------------------------------- ownership
 
 
-def _inside(child: Path, parent: Path) -> bool:
-    try:
-        child.relative_to(parent)
-        return True
-    except ValueError:
-        return False
-
-
 def check_not_inputs(out: PathLike, inputs: Iterable[Optional[PathLike]], what: str = "--out") -> None:
     """Refuse an output directory that is, or contains, one of the command's inputs (exit 2)."""
     out_r = Path(out).expanduser().resolve()
@@ -523,7 +511,7 @@ def check_not_inputs(out: PathLike, inputs: Iterable[Optional[PathLike]], what: 
         if item is None:
             continue
         inp = Path(item).expanduser().resolve()
-        if inp == out_r or _inside(inp, out_r):
+        if inp.is_relative_to(out_r):
             raise UsageError(
                 f"the output directory {out} ({what}) {'is' if inp == out_r else 'contains'} an input of this command: {item}",
                 cause="writing or replacing it would destroy the input",
@@ -587,10 +575,6 @@ def claim_output_dir(directory: PathLike, stage: str, *, force: bool = False,
 RECORD_KIND_PREFIX = "torchdroid"
 
 
-def _contains(parent: Path, child: Path) -> bool:
-    return child == parent or _inside(child, parent)
-
-
 def protected_reason(path: PathLike) -> Optional[str]:
     """Why ``path`` (or what a symlink there points at) must never be deleted or replaced, or None.
 
@@ -614,7 +598,7 @@ def protected_reason(path: PathLike) -> Optional[str]:
         for name, place in places:
             if p == place:
                 return f"it is {name}{link}"
-            if _contains(p, place):
+            if place.is_relative_to(p):
                 return f"it holds {name} ({place}){link}"
     return None
 

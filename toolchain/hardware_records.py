@@ -8,12 +8,12 @@ or said it in a format torchdroid does not know, has ``status = "unknown"`` and 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .errors import RecordError
-from .records import read_record, write_record
+from .records import FlatRecord, read_record, write_record
 
 HARDWARE_KIND = "torchdroid.nnapi-hardware"
 HARDWARE_SCHEMA = 1
@@ -41,7 +41,7 @@ def hardware_path(results_dir: Path, stem: str) -> Path:
 
 
 @dataclass
-class Placement:
+class Placement(FlatRecord):
     """Where one NNAPI model file's operations ran on one phone, as its NNAPI runtime logged it."""
 
     serial: str
@@ -90,13 +90,9 @@ class Placement:
             return ""
         return ", ".join(self.drivers) + (f" (type unknown: {self.driver_details})" if self.driver_details else "")
 
-    def to_dict(self) -> Dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Placement":
-        known = {f.name for f in fields(cls)}
-        p = cls(**{k: v for k, v in d.items() if k in known})
+        p = super().from_dict(d)
         p.operations = [[str(op), str(dev)] for op, dev in p.operations]
         p.devices = [[str(x) for x in d] for d in p.devices]
         return p

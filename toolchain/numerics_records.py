@@ -13,12 +13,12 @@ Both carry ``kind`` and ``schema``; the readers refuse what they would have to g
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .errors import RecordError
-from .records import read_record, write_record
+from .records import FlatRecord, read_record, write_record
 
 REFERENCES_NAME = "reference-outputs.json"
 REFERENCES_KIND = "torchdroid.reference-outputs"
@@ -121,7 +121,7 @@ class ReferenceOutputs:
 
 
 @dataclass
-class NumericsVerdict:
+class NumericsVerdict(FlatRecord):
     """Is one phone's answer for one model file right (on the model's bundled inputs)."""
 
     serial: str
@@ -143,14 +143,6 @@ class NumericsVerdict:
             raise ValueError(f"verdict must be one of {VERDICTS}, not {self.verdict!r}")
         if self.verdict == "unknown" and not self.reason:
             raise ValueError("an unknown verdict needs its reason")
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> "NumericsVerdict":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 @dataclass

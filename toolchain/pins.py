@@ -57,7 +57,6 @@ class Lane:
     vulkan_default_on: bool = False  # CMakeLists.txt turns USE_VULKAN on for ANDROID (needs the NDK's vulkan_wrapper)
     aar_gradle: str = ""  # the Gradle version android/gradle/wrapper of this commit runs (--aar)
     aar_android_gradle_plugin: str = ""  # the AGP android/build.gradle of this commit applies (--aar)
-    app_runtime_repository: str = ""  # where the app's pytorch_android comes from ("" = Maven Central / google())
     app_runtime_available: bool = True  # False: make-app must use --aar (the repository or version is gone)
     app_runtime_unavailable_reason: str = ""
     # Issue 20: android/gradlew exists at this lane's commit (pytorch/pytorch#51067 added it in 2021-02); without it
@@ -121,7 +120,6 @@ LANES: Dict[str, Lane] = {
         vulkan_default_on=False,  # USE_VULKAN became ON-for-Android in Jan 2021 (pytorch/pytorch#51291)
         aar_gradle="6.7.1",
         aar_android_gradle_plugin="4.1.3",
-        app_runtime_repository="https://oss.sonatype.org/content/repositories/snapshots",
         app_runtime_available=False,
         aar_gradle_wrapper=False,
         app_runtime_unavailable_reason=(

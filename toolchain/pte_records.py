@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 from .errors import RecordError, UsageError
 from .fsutil import sha256_file
-from .records import MANIFEST_NAME, ConvertManifest, TensorSpec
+from .records import MANIFEST_NAME, ConvertManifest, TensorSpec, check_listed_file
 
 SECTION = "executorch"
 # The legacy variant each precision is compared with (the pairs: float vs TorchScript CPU quant_none,
@@ -71,16 +71,7 @@ class PteFile:
         return f"{self.stem}-{self.variant}"
 
     def check_hash(self) -> None:
-        if not self.path.is_file():
-            raise RecordError(f"{self.path} is listed in the manifest but missing",
-                              remedy="run `invoke convert --format executorch` again (it rebuilds what is missing)")
-        actual = sha256_file(self.path)
-        if actual != self.sha256:
-            raise RecordError(
-                f"{self.path} does not match its manifest entry (sha256 {actual[:12]}… != {self.sha256[:12]}…)",
-                cause="the file was modified or replaced after conversion",
-                remedy="run `invoke convert --format executorch --force` to regenerate it",
-            )
+        check_listed_file(self.path, self.sha256, "invoke convert --format executorch")
 
     @classmethod
     def from_entry(cls, base: Path, entry: Dict[str, Any]) -> "PteFile":

@@ -30,9 +30,9 @@ MANIFEST_NAME = "manifest.json"
 MANIFEST_KIND = "torchdroid.convert-manifest"
 MANIFEST_SCHEMA = 1
 
-BUILD_INFO_NAME = BUILD_INFO
 BUILD_INFO_KIND = "torchdroid.build-info"
 BUILD_INFO_SCHEMA = 1
+BENCH_BINARY = "speed_benchmark_torch"  # the benchmark binary build-android records and deploy runs
 
 BACKENDS = ("cpu", "nnapi")
 
@@ -154,18 +154,19 @@ class ModelFile(VariantNames):
         return entry
 
     def check_hash(self) -> None:
-        if not self.path.is_file():
-            raise RecordError(
-                f"{self.path} is listed in the manifest but missing",
-                remedy="run `invoke convert` again (it rebuilds what is missing)",
-            )
-        actual = sha256_file(self.path)
-        if actual != self.sha256:
-            raise RecordError(
-                f"{self.path} does not match its manifest entry (sha256 {actual[:12]}… != {self.sha256[:12]}…)",
-                cause="the file was modified or replaced after conversion",
-                remedy="run `invoke convert --force` to regenerate it",
-            )
+        check_listed_file(self.path, self.sha256, "invoke convert")
+
+
+def check_listed_file(path: Path, sha256: str, convert: str) -> None:
+    """A file the manifest lists is there and unchanged since ``convert`` (the command that writes it) wrote it."""
+    if not path.is_file():
+        raise RecordError(f"{path} is listed in the manifest but missing",
+                          remedy=f"run `{convert}` again (it rebuilds what is missing)")
+    actual = sha256_file(path)
+    if actual != sha256:
+        raise RecordError(f"{path} does not match its manifest entry (sha256 {actual[:12]}… != {sha256[:12]}…)",
+                          cause="the file was modified or replaced after conversion",
+                          remedy=f"run `{convert} --force` to regenerate it")
 
 
 def manifest_path(models_dir: Path) -> Path:
@@ -412,7 +413,7 @@ class BuildInfo:
     @classmethod
     def load(cls, location: Path, remedy: Optional[str] = None) -> "BuildInfo":
         location = Path(location)
-        path = location / BUILD_INFO_NAME if location.is_dir() else location
+        path = location / BUILD_INFO if location.is_dir() else location
         return cls(path, read_record(path, BUILD_INFO_KIND, BUILD_INFO_SCHEMA, remedy or cls.REMEDY))
 
     @classmethod
@@ -503,8 +504,21 @@ DEPLOY_RESULTS_SCHEMA = 1
 RESULT_STATUSES = ("ok", "failed", "skipped")
 
 
+class FlatRecord:
+    """A dataclass written as its fields and read back from them; keys it does not know (a newer writer's) are
+    left out."""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]):
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
 @dataclass
-class ResultRow:
+class ResultRow(FlatRecord):
     """One benchmark result (or one failure) of one device: a row of the results store and its exports."""
 
     serial: str
@@ -543,14 +557,6 @@ class ResultRow:
     warmup_ms: Optional[float] = None  # mean of the warm-up iterations
     peak_kb: Optional[int] = None  # VmHWM of the benchmark process
     flags: str = ""  # comma-separated: unstable, throttled, nnapi-deprecated, fell-back, nnapi-partly-cpu, nnapi-cpu-fallback
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> "ResultRow":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
     def problems(self) -> List[str]:
         """What makes this row nonsense (an ``ok`` row without real numbers, an unknown status)."""

@@ -37,7 +37,7 @@ KINDS = {
 DEFAULT_KINDS = ("logs",)
 CHECKOUT_RE = re.compile(r"(pytorch|executorch)-[0-9a-f]{12}")  # build-android's src/<name>-<sha12>
 LOG_RE = re.compile(r".+-\d{8}-\d{6}-\d+\.log")  # toolchain/logs.py's <task>-<stamp>-<pid>.log
-ANDROID_NAMES = {"build-info.json", "build.log", "source.log", "cmake", "executorch", "install"}
+ANDROID_NAMES = {layout.BUILD_INFO, "build.log", "source.log", "cmake", "executorch", "install"}
 
 
 @dataclass
@@ -56,10 +56,8 @@ def _size(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += (Path(root) / name).lstat().st_size
-            except OSError:
-                pass
     return total
 
 
@@ -92,12 +90,9 @@ def _results(path: Path) -> bool:
     if not db.is_file() or db.is_symlink():
         return False
     with contextlib.suppress(sqlite3.Error):
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2)
-        try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2)) as con:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             return {"meta", "runs", "results"} <= names
-        finally:
-            con.close()
     return False
 
 

@@ -138,7 +138,5 @@ def terminable(name: str) -> Iterator[Any]:
 def _rotate_logs(build_dir, resolver) -> None:
     from toolchain.logs import rotate_logs
 
-    try:
+    with contextlib.suppress(OSError):  # rotation never fails a run
         rotate_logs(Layout(build_dir).logs, keep=resolver.get("clean.keep_logs"))
-    except OSError:  # rotation never fails a run
-        pass

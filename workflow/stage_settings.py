@@ -21,21 +21,12 @@ from toolchain.settings import default
 log = logging.getLogger(__name__)
 
 
-def _r(config: Any, cli: dict) -> Resolver:
-    return Resolver(config, cli)
-
-
 def _text(path: Optional[Path]) -> Optional[str]:
     return str(path) if path is not None else None
 
 
 def build_dir(config: Any) -> Path:
     return Resolver(config).path("build_dir")
-
-
-def layout(r: Resolver) -> Layout:
-    """The paths under the build directory in force."""
-    return Layout(r.path("build_dir"))
 
 
 def debug(config: Any, cli_debug: Optional[bool] = None) -> bool:
@@ -72,7 +63,7 @@ def weights(r: Resolver) -> str:
 def convert(config: Any, **cli) -> "Any":
     from converter import ConvertSettings
 
-    r = _r(config, cli)
+    r = Resolver(config, cli)
     modes = cli.pop("modes", None)
     return ConvertSettings(
         model=r.get("convert.model", "model"),
@@ -92,7 +83,7 @@ def convert(config: Any, **cli) -> "Any":
 
 def formats(config: Any, **cli) -> tuple:
     """convert.format (--format torchscript,executorch): which lanes `invoke convert` runs."""
-    return tuple(_r(config, cli).get("convert.format", "format"))
+    return tuple(Resolver(config, cli).get("convert.format", "format"))
 
 
 def executorch_convert(config: Any, **cli):
@@ -101,7 +92,7 @@ def executorch_convert(config: Any, **cli):
     from converter.executorch_lane import ExecutorchSettings
 
     formats = cli.pop("formats", ("executorch",))
-    r = _r(config, cli)
+    r = Resolver(config, cli)
     delegates = tuple(r.get("convert.executorch_delegates", "delegates"))
     if "executorch" not in formats and cli.get("delegates"):
         raise UsageError("--delegates applies to the ExecuTorch lane, which this convert does not run",
@@ -118,7 +109,7 @@ def executorch_convert(config: Any, **cli):
 def pte_bench(config: Any, **cli):
     from converter.pte_host import PteBenchSettings
 
-    r = _r(config, cli)
+    r = Resolver(config, cli)
     return PteBenchSettings(
         models=r.path("convert.out", "models"), warmup=r.get("bench.warmup", "warmup"),
         iters=r.get("bench.iter", "iter"), threads=r.get("bench.threads", "threads"), repeat=r.get("bench.repeat"),
@@ -138,7 +129,7 @@ def executorch_runtime(config: Any, **cli):
                          cause="that lane builds ExecuTorch's executor_runner at its pinned release, from its own "
                                "repository, with its own CMake options; these options belong to the PyTorch lanes",
                          remedy=f"drop {', '.join(given)}, or build PyTorch Mobile without --lane executorch")
-    r = _r(config, cli)
+    r = Resolver(config, cli)
     return RuntimeBuildSettings(
         build_dir=r.path("build_dir"), ndk=cli.get("ndk"), ndk_config=_text(r.path("ndk.path")),
         abi=r.get("android.abi", "abi"), api_level=r.get("android.api_level", "api_level"),
@@ -150,7 +141,7 @@ def executorch_runtime(config: Any, **cli):
 def host_bench(config: Any, **cli):
     from converter.host_bench import HostBenchSettings
 
-    r = _r(config, cli)
+    r = Resolver(config, cli)
     return HostBenchSettings(
         models=r.path("convert.out", "models"),
         warmup=r.get("bench.warmup", "warmup"),
@@ -164,7 +155,7 @@ def host_bench(config: Any, **cli):
 def verify(config: Any, **cli):
     from host_nnapi.verify import VerifySettings
 
-    r = _r(config, cli)
+    r = Resolver(config, cli)
     return VerifySettings(
         models=r.path("convert.out", "models"),
         out=r.path("verify.out", "out"),
@@ -194,7 +185,7 @@ def after_convert(config: Any) -> str:
 def build_android(config: Any, **cli):
     from ndk_build import BuildSettings
 
-    r = _r(config, cli)
+    r = Resolver(config, cli)
     ndk_config = r.get("ndk.path")
     sdk = r.get("android.sdk")
     return BuildSettings(
@@ -222,7 +213,7 @@ def build_android(config: Any, **cli):
 
 def check_compat(config: Any, **cli) -> dict:
     """Keyword arguments of ``ndk_build.check_compat`` plus ``strict``."""
-    r = _r(config, cli)
+    r = Resolver(config, cli)
     build_info = r.path("compat.build_info", "build_info")
     pytorch_android = r.get("compat.pytorch_android", "pytorch_android")
     if build_info is None and pytorch_android is None:
@@ -239,7 +230,7 @@ def check_compat(config: Any, **cli) -> dict:
 def doctor(config: Any, **cli):
     from .doctor import DoctorSettings
 
-    r = _r(config, cli)
+    r = Resolver(config, cli)
     ndk_config = r.get("ndk.path")
     sdk = r.get("android.sdk")
     return DoctorSettings(
@@ -291,7 +282,7 @@ def model_app_id(r: Resolver, model: str) -> str:
 def make_app(config: Any, **cli):
     from appgen import AppSettings
 
-    r = _r(config, cli)
+    r = Resolver(config, cli)
     model = r.get("app.model", "model")
     return AppSettings(
         model=model,
@@ -315,7 +306,7 @@ def make_app(config: Any, **cli):
 def build_app(config: Any, **cli):
     from appgen import BuildAppSettings
 
-    r = _r(config, cli)
+    r = Resolver(config, cli)
     sdk = r.path("android.sdk")
     return BuildAppSettings(project=r.path("app.out", "out"), build_dir=r.path("build_dir"),
                             timeout=float(r.get("app.gradle_timeout")), sdk=str(sdk) if sdk else None)
@@ -345,7 +336,7 @@ def deploy(config: Any, **cli):
     """``cli["task"]``: deploy or deploy-executorch, for the command the remedies name."""
     from deploy import DeploySettings
 
-    r = _r(config, cli)
+    r = Resolver(config, cli)
     formats = tuple(dict.fromkeys(r.get("deploy.format", "format")))
     task = cli.get("task") or "deploy"
     return DeploySettings(
@@ -377,14 +368,14 @@ def deploy(config: Any, **cli):
         rerun=("invoke", task) + (("--format", ",".join(formats)) if task == "deploy" and formats != ("torchscript",)
                                   else ()),
         runner_build_info=(r.path("deploy.runner_build_info", "runner_build_info")
-                           or layout(r).executorch_build_info(r.get("android.abi"))),
+                           or Layout(r.path("build_dir")).executorch_build_info(r.get("android.abi"))),
     )
 
 
 def report(config: Any, **cli):
     from deploy.report import ReportSettings
 
-    r = _r(config, cli)
+    r = Resolver(config, cli)
     return ReportSettings(
         results=r.path("deploy.results", "results"),
         run_id=r.get("report.run", "run"),

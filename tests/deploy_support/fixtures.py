@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional, Union
 
 from toolchain.fsutil import sha256_file
+from toolchain.layout import BUILD_INFO
 from toolchain.records import (
     APP_BENCH_CONTRACT,
     APP_BENCH_META,
@@ -19,7 +20,6 @@ from toolchain.records import (
     APP_INFO_NAME,
     APP_INFO_SCHEMA,
     BUILD_INFO_KIND,
-    BUILD_INFO_NAME,
     BUILD_INFO_SCHEMA,
     MANIFEST_KIND,
     MANIFEST_NAME,
@@ -76,7 +76,7 @@ def write_build_info(build_dir: Path, binary: Path, abi: str = "arm64-v8a", comm
                      lister: Optional[Path] = None) -> Path:
     build_dir.mkdir(parents=True, exist_ok=True)
     arts = [("speed_benchmark_torch", binary)] + ([("torchdroid_nnapi_devices", lister)] if lister else [])
-    return write_record(build_dir / BUILD_INFO_NAME, BUILD_INFO_KIND, BUILD_INFO_SCHEMA, {
+    return write_record(build_dir / BUILD_INFO, BUILD_INFO_KIND, BUILD_INFO_SCHEMA, {
         "abi": abi, "commit": commit, "lane": "current",
         "artefacts": [{"name": name, "path": os.path.relpath(path, build_dir), "sha256": sha256_file(path)}
                       for name, path in arts],
