@@ -138,6 +138,7 @@ def test_ctrl_c_during_the_output_check_stops_the_binary_on_the_phone(tmp_path, 
         argv = [sys.executable, "-m", "invoke", "--search-root", str(ROOT), "deploy", "--models", str(models),
                 "--build-info", str(build_info), "--variant", "quant_none", "--iter", "2", "--repeat", "1",
                 "--warmup", "0", "--allow-mismatch", "--project", "stop"]
+        # a real process of its own: the test sends it SIGINT while it runs (tests/cli.py cannot)
         proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         sandbox = devs["p"].path("/data/local/tmp/torchdroid/stop")
         try:

@@ -5,18 +5,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 
 from workflow.doctor import DoctorSettings, problems, run_doctor
+from tests import cli
 from tests.ndk_support import git_test_env, make_fake_ndk, make_fake_sdk
 from tests.ndk_support.fixtures import *  # noqa: F403 (pytest fixtures: fake_pytorch, fake_ndk)
 from tests.ndk_support.models import make_models_and_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
-INVOKE = str(Path(sys.executable).parent / "invoke")
 
 
 def invoke(args, build_dir: Path, extra_env=None, timeout=300):
@@ -24,7 +22,7 @@ def invoke(args, build_dir: Path, extra_env=None, timeout=300):
     env.update(git_test_env())
     env.update({"INVOKE_BUILD_DIR": str(build_dir), "CI": "1", "ANDROID_ADB_SERVER_PORT": "1"})
     env.update(extra_env or {})
-    return subprocess.run([INVOKE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return cli.invoke(ROOT, *args, env=env, timeout=timeout)
 
 
 def test_build_android_task_builds_then_is_up_to_date(tmp_path, fake_pytorch, fake_ndk):
