@@ -190,15 +190,15 @@ def make_inputs(root: Path, modes=("none", "full"), standin: Optional[Path] = No
 
 
 def invoke_cli(cwd: Path, *args: str, port: int) -> subprocess.CompletedProcess:
-    """Run ``invoke ARGS`` of this project in ``cwd`` with ``ANDROID_ADB_SERVER_PORT=port`` (not a terminal): a
-    child of the adversarial suite's fork server (torch and ExecuTorch imported once, none of our modules:
-    tests/adversarial/forkrun.py), or a new process where that server cannot stand in for one."""
-    from tests.adversarial.harness import run_invoke
+    """Run ``invoke ARGS`` of this project in ``cwd`` with ``ANDROID_ADB_SERVER_PORT=port`` (not a terminal), through
+    tests/cli.py: a child of the fork server (torch and ExecuTorch imported once, none of our modules), or a new
+    process where that server cannot stand in for one."""
+    from tests.adversarial.harness import ROOT
+    from tests.cli import invoke
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANDROID_")}
     env.update(ANDROID_ADB_SERVER_PORT=str(port), CI="1")
-    out = run_invoke(list(args), cwd, env, timeout=300)
-    return subprocess.CompletedProcess(["invoke", *args], out.code, out.out, out.err)
+    return invoke(cwd, "--search-root", str(ROOT), *args, env=env, timeout=300)
 
 
 def running_in(directory: Path, program: bytes) -> list:

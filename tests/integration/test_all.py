@@ -11,10 +11,11 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli import invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 SUPPORT = ROOT / "tests" / "converter_support" / "user_models.py"
@@ -50,8 +51,7 @@ def machine(tmp_path_factory):
 
 
 def invoke_all(env, *args):
-    return subprocess.run([sys.executable, "-m", "invoke", "all", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=900)
+    return invoke(ROOT, "all", *args, env=env, timeout=900)
 
 
 def stages(tmp: Path) -> dict:
@@ -106,8 +106,7 @@ def test_a_failing_stage_fails_the_run_but_not_the_others_and_keeps_user_files(m
 
 
 def test_unknown_stage_is_a_usage_error():
-    r = subprocess.run([sys.executable, "-m", "invoke", "all", "--skip", "deplyo"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    r = invoke(ROOT, "all", "--skip", "deplyo", timeout=120)
     assert r.returncode == 2 and "unknown stage deplyo" in r.stderr and "convert, verify" in r.stderr
 
 
@@ -116,8 +115,7 @@ def test_explicit_pretrained_offline_fails_with_the_alternatives(tmp_path):
         pytest.skip("this machine can download pretrained weights")
     env = {**os.environ, "INVOKE_BUILD_DIR": str(tmp_path / "build"), "INVOKE_CONVERT_OUT": str(tmp_path / "m"),
            "TORCH_HOME": str(tmp_path / "torch-home")}
-    r = subprocess.run([sys.executable, "-m", "invoke", "all", "--weights", "pretrained", "--skip",
-                        "verify,make-app,bench"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    r = invoke(ROOT, "all", "--weights", "pretrained", "--skip", "verify,make-app,bench", env=env)
     assert r.returncode == 1
     st = stages(tmp_path)
     assert st["convert"]["status"] == "failed" and "--weights random" in st["convert"]["detail"]

@@ -6,7 +6,6 @@ real Java program started by the real gradlew script) stands in for Gradle at th
 
 import os
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from appgen import AppSettings, BuildAppSettings, build_app, make_app
 from tests.appgen_support.models import scratch, tiny_models
+from tests.cli import invoke
 from toolchain import pins, records
 from toolchain.errors import RecordError, ToolFailed, ToolNotFound
 
@@ -103,8 +103,7 @@ def test_gradlew_without_jar_says_how_to_add_it(project):
 
 
 def _invoke(*args, env):
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=env, timeout=600, check=False)
+    return invoke(ROOT, *args, env=env, timeout=600)
 
 
 def test_tasks_exit_codes_and_messages(project, tmp_path):

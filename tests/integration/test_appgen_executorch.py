@@ -362,19 +362,17 @@ def test_make_app_for_another_model_goes_beside_the_default_app(tmp_path):
     """Issue 24 item 3, as a user types it: after the default app (build/app, quant_full), `invoke make-app --model
     fp32-xnnpack` with no --out writes build/app-fp32-xnnpack and leaves build/app alone (it exited 2 before)."""
     import os
-    import sys
+
+    from tests.cli import invoke
 
     root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("INVOKE_", "ANDROID_"))}
-
-    def invoke(*args):
-        return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(root), *args], cwd=tmp_path,
-                              env=env, capture_output=True, text=True, timeout=300)
-
-    first = invoke("make-app", "--model", "quant_full", "--models", str(tiny_models()))
+    first = invoke(tmp_path, "--search-root", str(root), "make-app", "--model", "quant_full", "--models",
+                   str(tiny_models()), env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     before = (tmp_path / "build/app/torchdroid-app.json").read_bytes()
-    second = invoke("make-app", "--model", "fp32-xnnpack", "--models", str(tiny_programs()))
+    second = invoke(tmp_path, "--search-root", str(root), "make-app", "--model", "fp32-xnnpack", "--models",
+                    str(tiny_programs()), env=env)
     assert second.returncode == 0, second.stdout + second.stderr
     assert json.loads((tmp_path / "build/app-fp32-xnnpack/torchdroid-app.json").read_text())["variant"]
     assert (tmp_path / "build/app/torchdroid-app.json").read_bytes() == before

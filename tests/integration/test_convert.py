@@ -2,25 +2,24 @@
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests import cli
 from toolchain.fsutil import OWNER_MARKER
 from toolchain.records import ConvertManifest
+from tests.virtual_device.harness import held_dead_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SUPPORT = ROOT / "tests" / "converter_support" / "user_models.py"
-INVOKE = [sys.executable, "-m", "invoke"]
 
 
 def invoke(*args, env=None, cwd=ROOT):
     full_env = dict(os.environ, CI="1")
     full_env.update(env or {})
-    return subprocess.run([*INVOKE, "--search-root", str(ROOT), *args], cwd=cwd, env=full_env, capture_output=True,
-                          text=True, timeout=600)
+    return cli.invoke(cwd, "--search-root", str(ROOT), *args, env=full_env, timeout=600)
 
 
 def _written(directory: Path) -> list:
@@ -252,8 +251,8 @@ def test_factory_returning_non_module(tmp_path):
 def test_pretrained_offline_names_alternatives(tmp_path):
     # A proxy on a closed local port makes the download fail the way an offline machine does.
     r = invoke("convert", "--weights", "pretrained", "--quant", "none", "--out", str(tmp_path / "o"),
-               env={"TORCH_HOME": str(tmp_path / "torch-home"), "https_proxy": "http://127.0.0.1:9",
-                    "HTTPS_PROXY": "http://127.0.0.1:9"})
+               env={"TORCH_HOME": str(tmp_path / "torch-home"), "https_proxy": f"http://127.0.0.1:{held_dead_port()}",
+                    "HTTPS_PROXY": f"http://127.0.0.1:{held_dead_port()}"})
     assert r.returncode == 2, r.stderr
     assert "could not be downloaded" in r.stderr
     assert "--weights random" in r.stderr and "--weights path/to/state_dict.pth" in r.stderr
@@ -307,11 +306,10 @@ def test_the_default_weights_work_offline_and_say_they_are_random(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("INVOKE_", "TORCH_HOME", "XDG_"))}
-    env.update({"HOME": str(home), "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "CI": "1"})
+    env.update({"HOME": str(home), "https_proxy": f"http://127.0.0.1:{held_dead_port()}", "HTTPS_PROXY": f"http://127.0.0.1:{held_dead_port()}", "CI": "1"})
     work = tmp_path / "work"
     work.mkdir()
-    r = subprocess.run([*INVOKE, "--search-root", str(ROOT), "convert", "--quant", "none", "--no-verify"], cwd=work,
-                       env=env, capture_output=True, text=True, timeout=600)
+    r = cli.invoke(work, "--search-root", str(ROOT), "convert", "--quant", "none", "--no-verify", env=env, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "RANDOM weights" in r.stderr
     manifest = json.loads((work / "build" / "models" / "manifest.json").read_text())

@@ -8,6 +8,7 @@ import pytest
 
 from tests.integration.test_convert import SUPPORT, _written, invoke
 from toolchain.records import ConvertManifest
+from tests.virtual_device.harness import held_dead_port
 
 TINY = f"{SUPPORT}:tiny"
 
@@ -163,8 +164,8 @@ def test_bad_values_fail_before_torch(tmp_path, value, needles):
 def test_pretrained_offline_names_the_quantized_file_and_its_place(tmp_path):
     r = invoke("convert", "--weights", "random", "--quantized-weights", "pretrained", "--quant", "full",
                "--out", str(tmp_path / "o"),
-               env={"TORCH_HOME": str(tmp_path / "torch-home"), "https_proxy": "http://127.0.0.1:9",
-                    "HTTPS_PROXY": "http://127.0.0.1:9"})
+               env={"TORCH_HOME": str(tmp_path / "torch-home"), "https_proxy": f"http://127.0.0.1:{held_dead_port()}",
+                    "HTTPS_PROXY": f"http://127.0.0.1:{held_dead_port()}"})
     assert r.returncode == 2, r.stderr
     assert "https://download.pytorch.org/models/quantized/mobilenet_v2_qnnpack_" in r.stderr
     assert str(tmp_path / "torch-home" / "hub" / "checkpoints") in r.stderr
@@ -192,7 +193,7 @@ def test_pretrained_quantized_weights_come_from_the_hub_cache(tmp_path):
     torch.save(_quantized_state(model, count=2), cached)
     r = invoke("convert", "--weights", "random", "--quantized-weights", "pretrained", "--quant", "full",
                "--out", str(tmp_path / "o"), "--no-verify",
-               env={"INVOKE_CONVERT_CALIBRATION_COUNT": "2", "TORCH_HOME": str(home), "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"})
+               env={"INVOKE_CONVERT_CALIBRATION_COUNT": "2", "TORCH_HOME": str(home), "https_proxy": f"http://127.0.0.1:{held_dead_port()}", "HTTPS_PROXY": f"http://127.0.0.1:{held_dead_port()}"})
     assert r.returncode == 0, r.stderr
     q = ConvertManifest.load(tmp_path / "o").conversions["mobilenetv2"]["weights"]["quantized"]
     assert q["origin"] == "pretrained" and q["url"] == enum.url

@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.cli import invoke
 from tests.executorch_support.device import build_standin_runner, write_pte_models, write_runtime_build_info
 from tests.virtual_device.harness import adb_servers_with_devices, adb_with_devices
 from toolchain.pte_results import PteDeployRecord
@@ -36,9 +36,8 @@ def deploy_executorch(cwd: Path, inputs, *args: str, port: int, env=None) -> sub
     models, info = inputs
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
     clean.update(CI="1", ANDROID_ADB_SERVER_PORT=str(port), INVOKE_DEPLOY_NUMERICS="false", **(env or {}))
-    argv = [sys.executable, "-m", "invoke", "--search-root", str(ROOT), "deploy-executorch", "--models", str(models),
-            "--build-info", str(info), "--iter", "3", "--warmup", "1", "--repeat", "1", "--project", PROJECT, *args]
-    return subprocess.run(argv, cwd=cwd, env=clean, capture_output=True, text=True, timeout=300)
+    return invoke(cwd, "--search-root", str(ROOT), "deploy-executorch", "--models", str(models), "--build-info",
+                  str(info), "--iter", "3", "--warmup", "1", "--repeat", "1", "--project", PROJECT, *args, env=clean)
 
 
 def executorch_serials(cwd: Path) -> set:
@@ -74,10 +73,8 @@ def test_every_adb_server_of_deploy_servers_is_deployed(inputs, tmp_path):
         models, info = inputs
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
         clean.update(CI="1", ANDROID_ADB_SERVER_PORT=str(held_dead_port()), INVOKE_DEPLOY_NUMERICS="false")  # the servers given win
-        r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "-f", "lab.yaml",
-                            "deploy-executorch", "--models", str(models), "--build-info", str(info), "--iter", "2",
-                            "--warmup", "0", "--repeat", "1"], cwd=tmp_path, env=clean, capture_output=True,
-                           text=True, timeout=300)
+        r = invoke(tmp_path, "--search-root", str(ROOT), "-f", "lab.yaml", "deploy-executorch", "--models",
+                   str(models), "--build-info", str(info), "--iter", "2", "--warmup", "0", "--repeat", "1", env=clean)
         want = {devs["l1"].serial, devs["r1"].serial}
     assert r.returncode == 0, r.stdout + r.stderr
     assert executorch_serials(tmp_path) == want

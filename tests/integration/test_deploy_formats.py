@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import invoke
 from tests.deploy_support.fixtures import make_inputs
 from tests.deploy_support.fixtures import running_in as _running_in
 from tests.executorch_support.device import build_standin_runner, write_pte_models, write_runtime_build_info
@@ -40,10 +41,9 @@ def deploy(cwd: Path, inputs, *args: str, port: int) -> subprocess.CompletedProc
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
     env.update(CI="1", ANDROID_ADB_SERVER_PORT=str(port), INVOKE_DEPLOY_NUMERICS="false",
                INVOKE_DEPLOY_HARDWARE="false")
-    argv = [sys.executable, "-m", "invoke", "--search-root", str(ROOT), "deploy", "--models", str(inp.models),
-            "--build-info", str(inp.build_info), "--runner-build-info", str(runner_info), "--no-install",
-            "--iter", "3", "--warmup", "1", "--repeat", "1", "--project", PROJECT, *args]
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return invoke(cwd, "--search-root", str(ROOT), "deploy", "--models", str(inp.models), "--build-info",
+                  str(inp.build_info), "--runner-build-info", str(runner_info), "--no-install", "--iter", "3",
+                  "--warmup", "1", "--repeat", "1", "--project", PROJECT, *args, env=env)
 
 
 def device_log(dev) -> str:
@@ -126,6 +126,7 @@ def test_ctrl_c_while_a_benchmark_runs_stops_it_and_leaves_no_record(inputs, tmp
                    INVOKE_DEPLOY_BUILD_INFO=str(inp.build_info), INVOKE_DEPLOY_INSTALL="false")
         argv = [sys.executable, "-m", "invoke", "--search-root", str(ROOT), *task, "--models", str(inp.models),
                 "--iter", "1000000", "--warmup", "0", "--repeat", "1", "--project", PROJECT]
+        # a real process of its own: the test sends it SIGINT while it runs (tests/cli.py cannot)
         proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         sandbox = devs["a"].path(where)
         try:
@@ -178,19 +179,16 @@ def test_what_to_run_next_after_the_executorch_format_names_a_command_that_does_
     with adb_servers_with_devices(tmp_path / "adb", {"up": {"a": {}}}, down=["gone"]) as (servers, devs, down):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
         env.update(CI="1", INVOKE_DEPLOY_NUMERICS="false")
-        base = [sys.executable, "-m", "invoke", "--search-root", str(ROOT), *task, "--models", str(inp.models),
-                "--iter", "2", "--warmup", "0", "--repeat", "1", "--project", PROJECT,
-                "--adb-server", f"127.0.0.1:{servers['up'].port}"]
+        base = ["--search-root", str(ROOT), *task, "--models", str(inp.models), "--iter", "2", "--warmup", "0",
+                "--repeat", "1", "--project", PROJECT, "--adb-server", f"127.0.0.1:{servers['up'].port}"]
         base += ["--build-info" if task[0] == "deploy-executorch" else "--runner-build-info", str(runner_info)]
-        first = subprocess.run(base, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-        gone = subprocess.run(base + ["--adb-server", f"127.0.0.1:{down['gone']}", "--serial",
-                                      f"{devs['a'].serial},elsewhere-1"],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        first = invoke(tmp_path, *base, env=env)
+        gone = invoke(tmp_path, *base, "--adb-server", f"127.0.0.1:{down['gone']}", "--serial",
+                      f"{devs['a'].serial},elsewhere-1", env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     said = _next_lines(first.stdout)
     assert len(said) == 1 and "invoke deploy --format torchscript,executorch" in said[0], first.stdout
-    report = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "report"], cwd=tmp_path,
-                            env=env, capture_output=True, text=True, timeout=300)
+    report = invoke(tmp_path, "--search-root", str(ROOT), "report", env=env)
     assert report.returncode != 0  # what "next" would have sent the user to: no legacy run to draw
     assert gone.returncode == 7, gone.stdout + gone.stderr
     want = "invoke " + " ".join(task)

@@ -158,6 +158,7 @@ def test_ctrl_c_during_the_placement_run_puts_the_property_back(tmp_path, lab_mo
     results, work = tmp_path / "results", tmp_path / "work"
     work.mkdir()
     with adb_with_devices(tmp_path / "adb", devices) as (server, devs):
+        # a real process of its own: the test sends it SIGINT while it runs (tests/cli.py cannot)
         proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(ROOT),
                                  *_deploy_args(models, build_info, results, "--variant", "quant_full")],
                                 cwd=work, env=dict(os.environ, ANDROID_ADB_SERVER_PORT=str(server.port), CI="1"), stdout=subprocess.PIPE,

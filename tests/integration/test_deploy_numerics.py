@@ -16,6 +16,7 @@ from tests.deploy_support.fixtures import invoke_cli as invoke
 from tests.deploy_support.fixtures import write_build_info
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.numerics_records import NumericsRecord, ReferenceOutputs, numerics_path, references_path
+from tests.virtual_device.harness import held_dead_port
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
 
@@ -138,6 +139,7 @@ def test_ctrl_c_during_the_output_check_stops_the_binary_on_the_phone(tmp_path, 
         argv = [sys.executable, "-m", "invoke", "--search-root", str(ROOT), "deploy", "--models", str(models),
                 "--build-info", str(build_info), "--variant", "quant_none", "--iter", "2", "--repeat", "1",
                 "--warmup", "0", "--allow-mismatch", "--project", "stop"]
+        # a real process of its own: the test sends it SIGINT while it runs (tests/cli.py cannot)
         proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         sandbox = devs["p"].path("/data/local/tmp/torchdroid/stop")
         try:
@@ -168,6 +170,6 @@ def test_nothing_to_deploy_computes_no_host_references(tmp_path):
     models = tmp_path / "build" / "models"
     make_models_and_manifest(models)
     for args in (["deploy"], ["deploy", "--format", "torchscript,executorch"]):
-        r = invoke(tmp_path, *args, port=1)
+        r = invoke(tmp_path, *args, port=held_dead_port())
         assert r.returncode == 2 and "nothing to deploy" in r.stderr, r.stderr[-2000:]
         assert not references_path(models).exists() and "host reference outputs" not in r.stderr + r.stdout

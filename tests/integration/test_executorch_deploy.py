@@ -111,18 +111,17 @@ def test_a_device_of_another_abi_is_reported_not_run(inputs, tmp_path):
 
 def test_cli_deploy_executorch_from_a_users_directory(inputs, tmp_path):
     import os
-    import subprocess
-    import sys
     from pathlib import Path
+
+    from tests.cli import invoke
 
     models, info = inputs
     root = Path(__file__).resolve().parents[2]
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
         env.update(CI="1", ANDROID_ADB_SERVER_PORT=str(server.port))
-        r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(root), "deploy-executorch", "--models",
-                            str(models), "--build-info", str(info), "--iter", "3", "--warmup", "1", "--repeat", "1"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        r = invoke(tmp_path, "--search-root", str(root), "deploy-executorch", "--models", str(models), "--build-info",
+                   str(info), "--iter", "3", "--warmup", "1", "--repeat", "1", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ExecuTorch fp32-xnnpack" in r.stdout and (tmp_path / "build" / "results" / "executorch-latest.json").is_file()
 

@@ -6,12 +6,11 @@ Real torch.export, real XNNPACK/Vulkan partitioners, real ExecuTorch host runtim
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli import invoke
 from tests.executorch_support.lane import TINY, copy_models
 from toolchain.errors import RecordError, VerificationError
 from toolchain.pte_records import find_pte, load_section, pte_files
@@ -143,8 +142,7 @@ def test_a_wrong_reference_fails_the_check(tiny_lane, tmp_path):
 
 
 def _invoke(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env=dict(os.environ, CI="1"))
+    return invoke(cwd, *args, env=dict(os.environ, CI="1"), timeout=600)
 
 
 def test_cli_bad_format_and_sdk_delegate_exit_2(tmp_path):
@@ -158,13 +156,11 @@ def test_cli_convert_executorch_only_then_bench(tiny_lane, tmp_path):
     """From a user's directory with relative paths: convert (reused copy) then bench-executorch."""
     out = copy_models(tiny_lane[0], tmp_path / "build" / "models")
     env = dict(os.environ, CI="1", INVOKE_CONVERT_CALIBRATION_COUNT="4")
-    r = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "convert", "--format", "executorch",
-                        "--model", TINY, "--weights", "random"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=600)
+    r = invoke(tmp_path, "-r", str(ROOT), "convert", "--format", "executorch", "--model", TINY, "--weights", "random",
+               env=env, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "reused" in r.stdout and "skipped delegate qnn" in r.stdout and out.is_dir()
-    r = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "bench-executorch", "--iter", "3", "--warmup", "1"],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    r = invoke(tmp_path, "-r", str(ROOT), "bench-executorch", "--iter", "3", "--warmup", "1", env=env, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "ExecuTorch fp32-xnnpack" in r.stdout and "TorchScript CPU quant_none" in r.stdout
     # upstream C++ lines (ExecuTorch's runtime, cpuinfo: "[threadpool.cpp:66] ...") go to the run log, not the console;
@@ -207,18 +203,16 @@ def test_cli_convert_both_formats_json_is_one_document(tiny_lane, tmp_path):
     """`convert --format torchscript,executorch --json`: stdout is one JSON document with both results."""
     copy_models(tiny_lane[0], tmp_path / "build" / "models")
     env = dict(os.environ, CI="1", INVOKE_CONVERT_CALIBRATION_COUNT="4")
-    r = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "convert", "--format", "torchscript,executorch",
-                        "--model", TINY, "--weights", "random", "--quant", "none,full", "--json"], cwd=tmp_path,
-                       env=env, capture_output=True, text=True, timeout=600)
+    r = invoke(tmp_path, "-r", str(ROOT), "convert", "--format", "torchscript,executorch", "--model", TINY, "--weights",
+               "random", "--quant", "none,full", "--json", env=env, timeout=600)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)  # one document, nothing else on stdout (verify's output went to stderr)
     assert sorted(data) == ["executorch", "torchscript"]
     assert {f["mode"] for f in data["torchscript"]["files"]} == {"none", "full"}
     assert {f["file"] for f in data["executorch"]["files"]} >= {"tiny-fp32-xnnpack.pte", "tiny-int8-xnnpack.pte"}
     # one format alone keeps its own shape (the single result, no wrapper)
-    r = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "convert", "--format", "executorch",
-                        "--model", TINY, "--weights", "random", "--json"], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=600)
+    r = invoke(tmp_path, "-r", str(ROOT), "convert", "--format", "executorch", "--model", TINY, "--weights", "random",
+               "--json", env=env, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "torchscript" not in json.loads(r.stdout) and json.loads(r.stdout)["files"]
 

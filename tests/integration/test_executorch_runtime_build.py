@@ -194,11 +194,11 @@ def test_an_old_ndk_is_refused_before_fetching(tmp_path, remote, ndks):
 
 def test_cli_lane_executorch_without_an_ndk_says_how_to_get_one(tmp_path):
     import os
-    import sys
+
+    from tests.cli import invoke
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
-    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(rt.Path(__file__).resolve().parents[2]),
-                        "build-android", "--lane", "executorch"], cwd=tmp_path, env=dict(env, CI="1", HOME=str(tmp_path)),
-                       capture_output=True, text=True, timeout=300)
+    r = invoke(tmp_path, "--search-root", str(rt.Path(__file__).resolve().parents[2]), "build-android", "--lane",
+               "executorch", env=dict(env, CI="1", HOME=str(tmp_path)))
     assert r.returncode == 3 and "NDK" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "build" / "src").exists()

@@ -7,22 +7,21 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli import invoke
 from tests.executorch_support.device import write_pte_models
 from tests.ndk_support.models import make_models_and_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
-INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
 
 
 def _run(args, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
     env["CI"] = "1"
-    return subprocess.run([*INVOKE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return invoke(cwd, "--search-root", str(ROOT), *args, env=env)
 
 
 def _options(text: str) -> set:

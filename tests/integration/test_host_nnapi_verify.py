@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli import invoke
 
 torch = pytest.importorskip("torch")
 
@@ -69,9 +70,8 @@ def test_invoke_verify_with_nnapi_rounding_judges_operations_not_the_end_to_end_
         if f.suffix in (".pt", ".json"):
             (models / f.name).write_bytes(f.read_bytes())
     (models / "verify.json").unlink(missing_ok=True)
-    res = subprocess.run([sys.executable, "-m", "invoke", "verify", "--models", str(models), "--variant", "quant_full",
-                          "--rounding", "nnapi", "--layerwise", "always", "--random-inputs", "1"],
-                         cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=600)
+    res = invoke(ROOT, "verify", "--models", str(models), "--variant", "quant_full", "--rounding", "nnapi",
+                 "--layerwise", "always", "--random-inputs", "1", env=dict(os.environ), timeout=600)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     out = models / "verify-nnapi.json"
     assert "mobilenetv2-quant_full" in res.stdout and f"results: {out}" in res.stdout
@@ -87,9 +87,8 @@ def test_invoke_verify_with_nnapi_rounding_judges_operations_not_the_end_to_end_
 
 def test_invoke_convert_verifies_the_fresh_models(tmp_path):
     models = tmp_path / "m"
-    res = subprocess.run([sys.executable, "-m", "invoke", "convert", "--model", f"{ROOT}/tests/converter_support/user_models.py:tiny",
-                          "--weights", "random", "--quant", "none", "--out", str(models)],
-                         cwd=ROOT, env=dict(os.environ, CI="1"), capture_output=True, text=True, timeout=600)
+    res = invoke(ROOT, "convert", "--model", f"{ROOT}/tests/converter_support/user_models.py:tiny", "--weights",
+                 "random", "--quant", "none", "--out", str(models), env=dict(os.environ, CI="1"), timeout=600)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert "host NNAPI vs CPU" in res.stdout and f"results: {models / 'verify.json'}" in res.stdout
     data = json.loads((models / "verify.json").read_text())

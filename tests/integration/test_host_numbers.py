@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import invoke
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = f"{ROOT / 'tests' / 'converter_support' / 'user_models.py'}:tiny"
 
@@ -123,10 +125,10 @@ def test_bench_host_and_all_time_the_same_files_with_the_same_engine_and_threads
     torch.set_num_threads(2)
     inproc = run_host_bench(HostBenchSettings(models=out, warmup=2, iters=10, threads=1, repeat=2, out=tmp_path / "a"))
     assert torch.backends.quantized.engine == "qnnpack" and torch.get_num_threads() == 2  # put back afterwards
-    fresh = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "bench", "--host", "--models",
-                            str(out), "--warmup", "2", "--iter", "10", "--repeat", "2", "--threads", "1", "--out",
-                            str(tmp_path / "b")], cwd=ROOT, env=dict(os.environ, CI="1"), capture_output=True,
-                           text=True, timeout=600)
+    # fresh: this test compares with a new process's torch defaults (engine, threads), not a forked one's
+    fresh = invoke(ROOT, "--search-root", str(ROOT), "bench", "--host", "--models", str(out), "--warmup", "2", "--iter",
+                   "10", "--repeat", "2", "--threads", "1", "--out", str(tmp_path / "b"), env=dict(os.environ, CI="1"),
+                   timeout=600, fresh=True)
     assert fresh.returncode == 0, fresh.stderr[-2000:]
     a = json.loads((tmp_path / "a" / "host-bench.json").read_text())
     b = json.loads((tmp_path / "b" / "host-bench.json").read_text())
@@ -165,8 +167,7 @@ def test_torchs_cpp_warnings_go_to_the_run_log(tmp_path, task):
     _convert_tiny(models, 1)
     args, own = CPP_WARNING_TASKS[task]
     env = {k: v for k, v in os.environ.items() if not k.startswith("INVOKE_")}
-    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args], cwd=tmp_path,
-                       env=dict(env, CI="1"), capture_output=True, text=True, timeout=600)
+    r = invoke(tmp_path, "--search-root", str(ROOT), *args, env=dict(env, CI="1"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "build" / "logs").glob(f"{task}-*.log"))
     if "Quantizer.cpp" not in logs + r.stderr:

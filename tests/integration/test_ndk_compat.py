@@ -9,6 +9,7 @@ import pytest
 
 from ndk_build import check_compat
 from ndk_build.compat import INCOMPATIBLE, OK, UNKNOWN, RuntimeSource, model_needs
+from tests.cli import invoke
 from tests.ndk_support import FIXTURE_TREE
 from tests.ndk_support.models import make_models_and_manifest
 from toolchain.errors import CompatibilityError, UsageError
@@ -145,8 +146,6 @@ def test_deploy_runs_check_compat_and_refuses_before_touching_a_device(tmp_path,
     """`invoke deploy` with a 2020 runtime: exit 9 naming init2, before any adb traffic (no server on the port)."""
     import os
     import socket
-    import subprocess
-    import sys
 
     root = Path(__file__).resolve().parents[2]
     binary = tmp_path / "speed_benchmark_torch"
@@ -158,10 +157,9 @@ def test_deploy_runs_check_compat_and_refuses_before_touching_a_device(tmp_path,
     with socket.socket() as s:  # a port nobody listens on: any adb traffic would fail differently
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    r = subprocess.run([sys.executable, "-m", "invoke", "deploy", "--models", str(models.parent), "--build-info",
-                        str(info), "--no-install", "--adb-port", str(port), "--results", str(tmp_path / "results")],
-                       cwd=root, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "INVOKE_BUILD_DIR": str(tmp_path / "build")})
+    r = invoke(root, "deploy", "--models", str(models.parent), "--build-info", str(info), "--no-install",
+               "--adb-port", str(port), "--results", str(tmp_path / "results"),
+               env={**os.environ, "INVOKE_BUILD_DIR": str(tmp_path / "build")})
     assert r.returncode == 9, r.stdout + r.stderr
     assert "check-compat: incompatible" in r.stdout
     assert "_nnapi.Compilation.init2" in r.stdout + r.stderr

@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.cli import invoke
 from tests.ndk_support import git_test_env
 from tests.ndk_support.fixtures import *  # noqa: F403
 
 ROOT = Path(__file__).resolve().parents[2]
-INVOKE = str(Path(sys.executable).parent / "invoke")
 
 
 def user_env() -> dict:
@@ -33,8 +31,7 @@ def test_from_a_checkout_root_with_the_default_build_dir(tmp_path, fake_pytorch,
     checkout.mkdir()
     (checkout / "tasks.py").symlink_to(ROOT / "tasks.py")
     shutil.copy(ROOT / "invoke.yaml", checkout / "invoke.yaml")
-    res = subprocess.run([INVOKE, *_args(fake_pytorch, ndk_releases["r26d"])], cwd=checkout, env=user_env(),
-                         capture_output=True, text=True, timeout=600)
+    res = invoke(checkout, *_args(fake_pytorch, ndk_releases["r26d"]), env=user_env(), timeout=600)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     info = checkout / "build" / "android" / "x86_64" / "build-info.json"
     assert f"build-info: {info}" in res.stdout
@@ -46,8 +43,8 @@ def test_from_a_checkout_root_with_the_default_build_dir(tmp_path, fake_pytorch,
 def test_from_another_directory_with_the_default_build_dir(tmp_path, fake_pytorch, ndk_releases):
     work = tmp_path / "somewhere" / "else"
     work.mkdir(parents=True)
-    res = subprocess.run([INVOKE, "--search-root", str(ROOT), *_args(fake_pytorch, ndk_releases["r27c"])],
-                         cwd=work, env=user_env(), capture_output=True, text=True, timeout=600)
+    res = invoke(work, "--search-root", str(ROOT), *_args(fake_pytorch, ndk_releases["r27c"]), env=user_env(),
+                 timeout=600)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     assert (work / "build" / "android" / "x86_64" / "build-info.json").is_file()
     assert (work / "build" / "src").is_dir() and not (ROOT / "build" / "src" / "pytorch-" ).exists()

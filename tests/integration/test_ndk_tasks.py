@@ -5,26 +5,25 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 
 from workflow.doctor import DoctorSettings, problems, run_doctor
+from tests import cli
 from tests.ndk_support import git_test_env, make_fake_ndk, make_fake_sdk
 from tests.ndk_support.fixtures import *  # noqa: F403 (pytest fixtures: fake_pytorch, fake_ndk)
 from tests.ndk_support.models import make_models_and_manifest
+from tests.virtual_device.harness import held_dead_port
 
 ROOT = Path(__file__).resolve().parents[2]
-INVOKE = str(Path(sys.executable).parent / "invoke")
 
 
 def invoke(args, build_dir: Path, extra_env=None, timeout=300):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
     env.update(git_test_env())
-    env.update({"INVOKE_BUILD_DIR": str(build_dir), "CI": "1", "ANDROID_ADB_SERVER_PORT": "1"})
+    env.update({"INVOKE_BUILD_DIR": str(build_dir), "CI": "1", "ANDROID_ADB_SERVER_PORT": str(held_dead_port())})
     env.update(extra_env or {})
-    return subprocess.run([INVOKE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return cli.invoke(ROOT, *args, env=env, timeout=timeout)
 
 
 def test_build_android_task_builds_then_is_up_to_date(tmp_path, fake_pytorch, fake_ndk):
@@ -84,16 +83,16 @@ def test_check_compat_task_exit_code(tmp_path):
 
 def test_doctor_rows_follow_the_environment(tmp_path):
     old = make_fake_ndk(tmp_path / "ndk18", "18.1.5063045")
-    rows = {c.name: c for c in run_doctor(DoctorSettings(env={"ANDROID_NDK": str(old)}, adb_port=1))}
+    rows = {c.name: c for c in run_doctor(DoctorSettings(env={"ANDROID_NDK": str(old)}, adb_port=held_dead_port()))}
     assert rows["Android NDK"].status == "warn" and "r18b" in rows["Android NDK"].found
     assert "install NDK r26d" in rows["Android NDK"].fix
     assert rows["git"].status == "ok" and rows["cmake"].status == "ok"
     assert rows["devices"].status == "info" and "not started by doctor" in rows["devices"].found
     assert {c.name for c in problems(list(rows.values()))} >= {"Android NDK", "Android SDK"}
     good = make_fake_ndk(tmp_path / "ndk26", "26.3.11579264")
-    rows = {c.name: c for c in run_doctor(DoctorSettings(env={"ANDROID_NDK": str(good)}, adb_port=1))}
+    rows = {c.name: c for c in run_doctor(DoctorSettings(env={"ANDROID_NDK": str(good)}, adb_port=held_dead_port()))}
     assert rows["Android NDK"].status == "ok"
-    seed = {c.name: c for c in run_doctor(DoctorSettings(lane="seed-2020", env={}, adb_port=1))}
+    seed = {c.name: c for c in run_doctor(DoctorSettings(lane="seed-2020", env={}, adb_port=held_dead_port()))}
     assert seed["host Python for lane seed-2020"].status == "warn"
     assert "pytorch.python" in seed["host Python for lane seed-2020"].fix
 

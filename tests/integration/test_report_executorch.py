@@ -14,6 +14,7 @@ import shutil
 import pytest
 
 from tests.deploy_support.fixtures import invoke_cli
+from tests.virtual_device.harness import held_dead_port
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
 
@@ -25,7 +26,7 @@ def _png_height(path) -> int:
 
 
 def _report(chain, results, *args):
-    return invoke_cli(chain.work, "report", "--results", str(results), *args, port=1)
+    return invoke_cli(chain.work, "report", "--results", str(results), *args, port=held_dead_port())
 
 
 def _copy(src, tmp_path):
@@ -42,7 +43,7 @@ def _json_report(chain, results, *args) -> dict:
 def test_defaults_show_executorch_beside_the_legacy_rows(executorch_report_chain):
     """`invoke report` with no option in the user's directory: the latest run and the latest ExecuTorch results."""
     chain = executorch_report_chain
-    r = invoke_cli(chain.work, "report", port=1)
+    r = invoke_cli(chain.work, "report", port=held_dead_port())
     assert r.returncode == 0, r.stdout + r.stderr
     out = " ".join(r.stdout.split())  # a title may wrap (at spaces) in a narrow console
     for serial, model in ((chain.serials["pixel"], "Pixel 3a"), (chain.serials["galaxy"], "Galaxy S10")):

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Callable, Optional
 
 import pytest
+
+from tests.cli import invoke
 
 torch = pytest.importorskip("torch")
 
@@ -265,8 +266,8 @@ def test_invoke_verify_exits_8_and_names_the_operation(clean, tmp_path):
     sh = ShippedNnapi(_nnapi_file(models, "core"))
     op = _mid_scale(1.3)(sh)
     sh.save()
-    res = subprocess.run([sys.executable, "-m", "invoke", "verify", "--models", str(models), "--variant", "quant_core",
-                          "--random-inputs", "0"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    res = invoke(ROOT, "verify", "--models", str(models), "--variant", "quant_core", "--random-inputs", "0",
+                 timeout=600)
     assert res.returncode == 8, res.stdout[-2000:] + res.stderr[-2000:]
     assert operation_label(op) in res.stdout + res.stderr
     assert "Traceback" not in res.stderr

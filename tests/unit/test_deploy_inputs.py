@@ -9,6 +9,7 @@ import pytest
 from deploy import DeploySettings, deploy
 from tests.deploy_support.fixtures import OTHER_COMMIT, make_inputs, write_models
 from toolchain.errors import CompatibilityError, RecordError, ToolNotFound, UsageError
+from tests.virtual_device.harness import held_dead_port
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ def inputs(tmp_path):
 
 def settings(inp, tmp_path, **kw):
     base = dict(models=inp.models, results=tmp_path / "results", build_info=inp.build_info, app_dir=inp.app_dir,
-                adb_port=1, project="t")
+                adb_port=held_dead_port(), project="t")
     base.update(kw)
     return DeploySettings(**base)
 
