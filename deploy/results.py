@@ -89,10 +89,15 @@ class ResultStore:
 
     def add_run(self, started: str, project: str, binary_commit: str, settings: dict, rows: Sequence[ResultRow],
                 devices: Sequence[dict] = ()) -> int:
-        """A whole run at once: ``begin_run`` then ``add_rows`` (nonsense rows are refused before either)."""
+        """A whole run at once, all or nothing: ``begin_run`` then ``add_rows`` (nonsense rows are refused before either;
+        a run whose rows could not be added is dropped again)."""
         check_rows(rows)
         run_id = self.begin_run(started, project, binary_commit, settings)
-        self.add_rows(run_id, started, rows, devices)
+        try:
+            self.add_rows(run_id, started, rows, devices)
+        except BaseException:
+            self.drop_run(run_id)
+            raise
         return run_id
 
     def begin_run(self, started: str, project: str, binary_commit: str, settings: dict,

@@ -202,6 +202,22 @@ def test_the_store_refuses_nonsense(tmp_path):
     assert not store.runs()
 
 
+def test_a_run_whose_rows_cannot_be_added_is_not_left_in_the_store(tmp_path, monkeypatch):
+    """add_run is all or nothing: begin_run reserves the run, and a failure adding its rows drops it again."""
+    row = ResultRow(serial="s", device_model="m", board="b", release="11", sdk=30, abi="a", stem="x",
+                    variant="quant_full", mode="full", backend="cpu", source="binary", status="ok",
+                    median_ms=1.0, p90_ms=1.0, min_ms=1.0, samples=3)
+    store = ResultStore(tmp_path / "results.sqlite")
+
+    def full_disk(*_args, **_kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store, "add_rows", full_disk)
+    with pytest.raises(OSError):
+        store.add_run("t", "p", "", {}, [row])
+    assert not store.runs()
+
+
 def test_the_app_template_logs_the_progress_lines_deploy_waits_on():
     from toolchain.records import APP_PROGRESS_PREFIX
 
