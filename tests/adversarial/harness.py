@@ -21,7 +21,6 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,18 +109,11 @@ def run_invoke(args: Sequence[str], cwd: Path, env: Optional[Dict[str, str]] = N
 
     The program runs in a child forked from this process's fork server (torch already imported, none of our
     modules: tests/adversarial/forkrun.py), unless ``fresh`` asks for a new interpreter (a case about start-up
-    itself) or the case's environment changes a variable read at start-up or import, which gets one too."""
-    argv = [INVOKE, "--search-root", str(ROOT), *args]
-    full_env = clean_env(env)
-    server = None if fresh else fork_server()
-    if server is not None:
-        from tests.adversarial.forkrun import import_time_keys
+    itself) or the case's environment changes a variable read at start-up or import, which gets one too: tests/cli.py
+    with the case's clean environment."""
+    from tests.cli import invoke
 
-        if not import_time_keys(full_env, server.env):
-            code, out, err = server.run(argv[1:], cwd, full_env, timeout=timeout, stdin=stdin)
-            return Outcome(code, out, err)
-    res = subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
-                         input=stdin)
+    res = invoke(cwd, "--search-root", str(ROOT), *args, env=clean_env(env), timeout=timeout, stdin=stdin, fresh=fresh)
     return Outcome(res.returncode, res.stdout, res.stderr)
 
 
