@@ -30,19 +30,12 @@ def _tiny_models(home: Path) -> Path:
     return out
 
 
-@functools.cache
 def mobilenet_full() -> Path:
-    """MobileNetV2 quant_full with random weights and the converter's synthetic calibration (~30 s)."""
-    return built_once("appgen-mobilenetv2-full", _mobilenet_full)
+    """MobileNetV2's converted models (quant_full among them; random weights, synthetic calibration): the run's one
+    conversion (tests/converter_support/mobilenet.py)."""
+    from tests.converter_support.mobilenet import converted_mobilenet
 
-
-def _mobilenet_full(home: Path) -> Path:
-    from converter import ConvertSettings, convert
-
-    out = home / "mobilenetv2"
-    convert(ConvertSettings(out=out, model="mobilenet_v2", modes=("full",), weights="random",
-                            calibration_count=8, build_dir=home / "build"))
-    return out
+    return converted_mobilenet()[0]
 
 
 def scratch(name: str) -> Path:

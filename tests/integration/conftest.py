@@ -40,15 +40,10 @@ def executorch_report_chain(tmp_path_factory, standin):
 
 @pytest.fixture(scope="session")
 def mobilenet_models(tmp_path_factory):
-    """MobileNetV2 converted once for the session, in this process (as `invoke all` does): six files and a manifest."""
-    return built_once("mobilenet-models", _convert_mobilenet)
+    """MobileNetV2 converted once for the test run, in this process (as `invoke all` does): six files and a manifest."""
+    from tests.converter_support.mobilenet import converted_mobilenet
 
-
-def _convert_mobilenet(home):
-    from converter import ConvertSettings, convert
-
-    out = home / "models"
-    return out, convert(ConvertSettings(out=out, weights="random", calibration_count=8, build_dir=home / "build"))
+    return converted_mobilenet()
 
 
 @pytest.fixture(scope="session")

@@ -27,11 +27,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
-    """MobileNetV2 (random weights) through the real `invoke convert` pipeline: six files and a manifest."""
-    from converter import ConvertSettings, convert
+    """MobileNetV2 (random weights) through the real `invoke convert` pipeline: six files and a manifest (a copy of
+    the run's one conversion: verify writes verify.json beside the models)."""
+    import shutil
 
-    out = tmp_path_factory.mktemp("models")
-    convert(ConvertSettings(out=out, weights="random", calibration_count=8, build_dir=tmp_path_factory.mktemp("build")))
+    from tests.converter_support.mobilenet import converted_mobilenet
+
+    out = tmp_path_factory.mktemp("converted") / "models"
+    shutil.copytree(converted_mobilenet()[0], out)
     return out
 
 
