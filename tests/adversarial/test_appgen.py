@@ -35,6 +35,7 @@ def _models_kept(user: Path):
 # --------------------------------------------------------------------------- records (never convert)
 
 
+@pytest.mark.slow
 @adversarial("make-app", "missing record")
 def test_no_manifest_names_the_convert_command(tmp_path):
     out = run_invoke(["make-app"], tmp_path)

@@ -16,6 +16,8 @@ import pytest
 from tests.adversarial.harness import adversarial, assert_clean, run_invoke, snapshot
 from tests.appgen_support.models import tiny_models, tiny_programs
 
+pytestmark = pytest.mark.slow  # the tiny model lowered to four ExecuTorch programs (~30 s)
+
 MODELS = Path("build/models")
 APP = Path("build/app-fp32-xnnpack")  # make-app --model fp32-xnnpack's default --out
 

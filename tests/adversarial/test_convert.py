@@ -400,6 +400,7 @@ def test_kill_after_the_first_mode_keeps_it_and_redoes_only_the_rest(tmp_path):
     check_recorded_files(out)
 
 
+@pytest.mark.slow
 @adversarial("convert", "kill")
 def test_kills_at_several_points_never_leave_a_broken_directory(tmp_path):
     """SIGKILL a few moments into the run, whatever it is doing then (import, conversion, a save, the record)."""

@@ -237,6 +237,7 @@ def test_logcat_failure_ends_the_app_benchmark_at_once(tmp_path, standin, lab):
     assert len(app) == 1 and app[0]["status"] == "failed"  # not retried with the next backend
 
 
+@pytest.mark.slow
 @adversarial("deploy", "app fault: the app stops reporting progress")
 def test_app_that_hangs_fails_after_the_scaled_wait(tmp_path, standin, lab):
     server, devs = lab
@@ -350,6 +351,7 @@ def test_busy_device_directory(tmp_path, standin, lab):
     assert not lock.exists()
 
 
+@pytest.mark.slow
 @adversarial("deploy", "concurrency: two deploys to one device at once")
 def test_two_deploys_at_once_one_is_busy(tmp_path, standin, lab):
     server, devs = lab

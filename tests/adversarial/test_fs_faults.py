@@ -62,6 +62,7 @@ def test_the_layer_fails_the_call_it_is_told_to(tmp_path, fresh):
     assert out.code == 2 and "input/output error" in out.text, out.text
 
 
+@pytest.mark.slow
 @adversarial("environment", "file system fault under a running task (generated: call, N, errno)")
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(call=st.sampled_from(("replace", "fsync")), nth=st.integers(1, 8), err=st.sampled_from(ERRNOS))

@@ -37,6 +37,7 @@ def model_files(out: Path) -> set:
     return {p.name for p in out.glob("*") if p.suffix in (".pt", ".ptl", ".pte", ".etrecord")} if out.is_dir() else set()
 
 
+@pytest.mark.slow
 @adversarial("convert", "model output that is not [N, classes]")
 def test_a_feature_map_model_converts_without_top1(tmp_path):
     res = convert(tmp_path, "feature_map")
@@ -87,6 +88,7 @@ def test_a_saved_model_giving_nan_is_refused_and_leaves_no_unrecorded_file(tmp_p
     assert model_files(tmp_path / "m") == listed(tmp_path / "m") == set()
 
 
+@pytest.mark.slow
 @adversarial("executorch", "model output that is not [N, classes]")
 @pytest.mark.parametrize("factory, count", [("two_outputs", 2), ("detection_like", 2), ("feature_map", 1)])
 def test_executorch_lane_converts_several_outputs_and_feature_maps(tmp_path, factory, count):

@@ -24,6 +24,8 @@ from toolchain import executorch_pins as et_pins
 from toolchain import records
 from toolchain.errors import RecordError, ToolFailed, UsageError
 
+pytestmark = pytest.mark.slow  # the tiny model lowered to four ExecuTorch programs (~30 s)
+
 FAKES = Path(__file__).resolve().parents[1] / "appgen_support" / "jvm_fakes"
 APP_ID = "com.example.et_app"
 JAVA = "app/src/main/java/com/example/et_app"

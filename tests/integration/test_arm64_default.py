@@ -18,7 +18,8 @@ from tests.virtual_device.arm64 import arm64_cpu_problem, private_cpu_problem
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.records import BuildInfo
 
-pytestmark = [pytest.mark.skipif(bool(arm64_cpu_problem()), reason=arm64_cpu_problem() or "-"),
+pytestmark = [pytest.mark.slow,  # AArch64 programs built and run under qemu (~60 s in all)
+              pytest.mark.skipif(bool(arm64_cpu_problem()), reason=arm64_cpu_problem() or "-"),
               pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")]
 
 

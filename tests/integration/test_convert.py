@@ -125,6 +125,7 @@ def test_tampered_file_is_rebuilt(tmp_path):
     ConvertManifest.load(tmp_path / "m").find("tiny-quant_full")["cpu"].check_hash()
 
 
+@pytest.mark.slow
 def test_user_factory_and_calibration_dir(tmp_path):
     from PIL import Image
 
@@ -299,6 +300,7 @@ def test_unchanged_convert_decides_without_torch_and_without_verifying_again(tmp
     assert "verify: up to date" not in other.stdout and "results:" in other.stdout
 
 
+@pytest.mark.slow
 def test_the_default_weights_work_offline_and_say_they_are_random(tmp_path):
     """`invoke convert` as the README's first command after `./run main`, offline, from another directory with no
     options and an empty home: the same default as `invoke all` (auto), so it converts with random weights, says so

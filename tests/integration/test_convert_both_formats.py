@@ -20,6 +20,7 @@ def _programs(out):
             **{r["file"]: r["sha256"] for r in section["reference"].values()}}
 
 
+@pytest.mark.slow
 def test_the_executorch_lane_reuses_the_float_model_and_batch_and_writes_the_same_program(tmp_path, monkeypatch):
     from converter import ConvertSettings, convert, executorch_export, prepared
     from converter.executorch_lane import ExecutorchSettings, convert_executorch

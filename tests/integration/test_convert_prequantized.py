@@ -161,6 +161,7 @@ def test_bad_values_fail_before_torch(tmp_path, value, needles):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_pretrained_offline_names_the_quantized_file_and_its_place(tmp_path):
     r = invoke("convert", "--weights", "random", "--quantized-weights", "pretrained", "--quant", "full",
                "--out", str(tmp_path / "o"),
@@ -173,6 +174,7 @@ def test_pretrained_offline_names_the_quantized_file_and_its_place(tmp_path):
     assert not (tmp_path / "o" / "manifest.json").exists()
 
 
+@pytest.mark.slow
 def test_pretrained_quantized_weights_come_from_the_hub_cache(tmp_path):
     """torchvision's QNNPACK weights file where torch hub keeps it is what --quantized-weights pretrained reads
     (this test's file is a quantized random MobileNetV2: the mechanism, not trained weights)."""

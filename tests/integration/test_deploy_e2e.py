@@ -29,6 +29,7 @@ def sends(dev) -> int:
     return sum("sync SEND" in line for line in log.read_text().splitlines()) if log.exists() else 0
 
 
+@pytest.mark.slow
 def test_two_devices_end_to_end(tmp_path, standin):
     inp = make_inputs(tmp_path / "in", standin=standin)
     devices = {

@@ -20,7 +20,8 @@ from tests.deploy_support.fixtures import write_build_info
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.hardware_records import HardwareRecord, hardware_path
 
-pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
+pytestmark = [pytest.mark.slow,  # virtual phones run every model several times (~100 s in all)
+              pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")]
 
 ROOT = Path(__file__).resolve().parents[2]
 # "$VDEV_PYTHON": the phone's python (the test run's warm one, tests/warm_python.py)

@@ -70,6 +70,7 @@ def test_servers_die_with_a_killed_test_process(tmp_path):
     assert not left
 
 
+@pytest.mark.slow
 def test_the_opt_in_phone_tests_run_against_a_virtual_phone(tmp_path):
     """`-m device` cannot run here on a phone; run it against the virtual device so it does not rot."""
     from tests.deploy_support.fixtures import make_inputs

@@ -37,6 +37,7 @@ def _csv_rows(path: Path) -> list:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["garbage", "busy"])
 def test_a_damaged_or_busy_store_is_found_before_any_device_work(tmp_path, standin, damage):
     inp = make_inputs(tmp_path / "in", standin=standin)
@@ -63,6 +64,7 @@ def test_a_damaged_or_busy_store_is_found_before_any_device_work(tmp_path, stand
     assert ("busy" if damage == "busy" else "results database") in str(ei.value) and took < 20
 
 
+@pytest.mark.slow
 def test_each_devices_rows_are_written_as_soon_as_it_is_done(tmp_path, standin):
     inp = make_inputs(tmp_path / "in", standin=standin)
     results = tmp_path / "results"

@@ -26,6 +26,7 @@ HELPER = (f"env PYTHONPATH={ROOT} TORCHDROID_HOST_NNAPI_CACHE={cache_root()} \"$
           f"{ROOT / 'tests' / 'deploy_support' / 'print_output.py'}")
 
 
+@pytest.mark.slow
 def test_three_phones_one_wrong_driver_one_silent(tmp_path, standin, mobilenet_models):
     models = tmp_path / "models"
     shutil.copytree(mobilenet_models[0], models)

@@ -11,6 +11,8 @@ pytest.importorskip("executorch")
 
 from tests.executorch_support.lane import ROOT, TINY  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the tiny model's ExecuTorch programs converted twice (~20 s)
+
 ONE_IMAGE_ONLY = f"{ROOT / 'tests' / 'converter_support' / 'user_models.py'}:one_image_only"
 
 

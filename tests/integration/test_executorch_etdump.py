@@ -32,6 +32,7 @@ def deploy_pte(models, info, results, port):
     return deploy_executorch(models, info, results, port, warmup=1, iters=2, repeat=1, device_dir=DIR, project="proj", timeout=120)
 
 
+@pytest.mark.slow
 def test_a_phone_with_an_event_tracer_runner_gives_per_operator_times(tiny_lane, runners, tmp_path):
     models = copy_models(tiny_lane[0], tmp_path / "models")
     info = write_runtime_build_info(tmp_path / "build", runners["tracer"], event_tracer=True)

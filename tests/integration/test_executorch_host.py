@@ -16,6 +16,8 @@ from toolchain.errors import RecordError, VerificationError
 from toolchain.pte_records import find_pte, load_section, pte_files
 from toolchain.records import ConvertManifest
 
+pytestmark = pytest.mark.slow  # the tiny model as TorchScript and ExecuTorch programs, checked and timed (~60 s in all)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

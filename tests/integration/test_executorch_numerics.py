@@ -47,6 +47,7 @@ def test_the_runners_print_format_is_read_back_and_refused_when_incomplete():
     assert "--inputs=in-0.bin --print_output=all --num_executions=1" in cmd and "'a b.pte'" in cmd
 
 
+@pytest.mark.slow
 def test_three_phones_one_runtime_off_one_silent(tiny_lane, runners, tmp_path):
     models = copy_models(tiny_lane[0], tmp_path / "models")
     info = write_runtime_build_info(tmp_path / "build", runners["new"])

@@ -18,7 +18,8 @@ from toolchain.elf import read_elf
 from toolchain.errors import ToolFailed, ToolNotFound, VerificationError
 from toolchain.records import BuildInfo
 
-pytestmark = pytest.mark.skipif(not rt.CMake.locate().found, reason="needs cmake")
+pytestmark = [pytest.mark.slow,  # ExecuTorch's runner configured and built with CMake (~50 s)
+              pytest.mark.skipif(not rt.CMake.locate().found, reason="needs cmake")]
 
 
 @pytest.fixture(scope="module")

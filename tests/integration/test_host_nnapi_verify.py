@@ -21,7 +21,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from host_nnapi_support import manifest as MF  # noqa: E402
 from host_nnapi_support import models as M  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not host_nnapi.available(), reason="no C compiler: host NNAPI unavailable")
+pytestmark = [pytest.mark.slow,  # MobileNetV2 verified operation by operation (~40 s in all)
+              pytest.mark.skipif(not host_nnapi.available(), reason="no C compiler: host NNAPI unavailable")]
 ROOT = Path(__file__).resolve().parents[2]
 
 

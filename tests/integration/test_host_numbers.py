@@ -18,6 +18,8 @@ import pytest
 
 from tests.cli import invoke
 
+pytestmark = pytest.mark.slow  # MobileNetV2 converted and timed in fresh processes (~30 s in all)
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = f"{ROOT / 'tests' / 'converter_support' / 'user_models.py'}:tiny"
 

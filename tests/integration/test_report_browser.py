@@ -94,6 +94,7 @@ def _executorch_part(page: str) -> str:
     return page[start:page.index("<h2", start + 10)]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(BROWSER is None, reason="needs chromium (./run test installs chromium-headless-shell)")
 def test_executorch_section_in_a_headless_browser(executorch_report_chain, tmp_path):
     """A real deploy + deploy-executorch on virtual devices: the page's ExecuTorch tables, then the same with the
