@@ -57,20 +57,33 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, quantized
     return result  # `invoke all` reads whether it was reused
 
 
-@task(help=helps(host="run the CPU models on this machine (the only place `bench` runs; phones: `invoke deploy`)",
+@task(help=helps(host="run the models on this machine (the only place `bench` runs; phones: `invoke deploy`)",
                  models="convert.out", warmup="bench.warmup", iter="bench.iter", threads="bench.threads",
-                 repeat="bench.repeat", out="bench.out"))
-def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, repeat=None, out=None, json=False,
-          debug=False):
-    """Benchmark converted models on the host with speed_benchmark_torch's protocol."""
+                 repeat="bench.repeat", out="bench.out", format="bench.format"),
+      iterable=["format"])
+def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, repeat=None, out=None, format=None,
+          json=False, debug=False):
+    """Benchmark converted models on the host with speed_benchmark_torch's protocol (--format executorch: the .pte
+    programs too, as `invoke bench-executorch`)."""
     if not host:
         raise Exit("torchdroid bench: only --host is done here; on phones use `invoke deploy`", code=2)
+    options = dict(models=models, warmup=warmup, iter=iter, threads=threads, repeat=repeat, out=out)
+    result = pte = None
     with stage(c.config, "bench", debug):
-        from converter.host_bench import run_host_bench
+        formats = resolve.formats(c.config, "bench", format=format)
+        host_settings = resolve.host_bench(c.config, **options)
+        pte_settings = resolve.pte_bench(c.config, **options) if "executorch" in formats else None  # before any work
+        if "torchscript" in formats:
+            from converter.host_bench import run_host_bench
 
-        result = run_host_bench(resolve.host_bench(c.config, models=models, warmup=warmup, iter=iter,
-                                                   threads=threads, repeat=repeat, out=out))
-    show.host_bench(result, json)
+            result = run_host_bench(host_settings)
+        if pte_settings is not None:
+            from converter.pte_host import run_pte_bench
+
+            pte = run_pte_bench(pte_settings)
+        show.benched(result, pte, json)
+        if pte is not None:
+            pte.raise_for_failures()  # after the tables: exit 8 naming the programs that differ
 
 
 @task(help=helps(models="convert.out", variant="verify.variants", rounding="verify.rounding",
@@ -95,7 +108,8 @@ def verify(c, models=None, variant=None, rounding=None, random_inputs=None, laye
                  reference_kernels="bench.reference_kernels", again="bench.again"))
 def bench_executorch(c, models=None, warmup=None, iter=None, threads=None, out=None, no_legacy=False,
                      no_per_operator=False, reference_kernels=None, again=False, json=False, debug=False):
-    """Check each .pte against its reference in ExecuTorch's host runtime and time it beside the legacy models."""
+    """`invoke bench --format executorch`: check each .pte against its reference in ExecuTorch's host runtime and
+    time it beside the legacy models."""
     with stage(c.config, "bench-executorch", debug):
         from converter.pte_host import run_pte_bench
 

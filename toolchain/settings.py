@@ -157,6 +157,9 @@ KEYS: Tuple[Key, ...] = (
     Key("bench.out", PathKind(), UnderBuildDir(layout.BENCH), "where host benchmark results go"),
     Key("bench.repeat", Int(min=1, max=1000), 3, "timed runs of iter; their medians disagreeing by > 10 % flags "
                                                  "the row unstable"),
+    Key("bench.format", ListOf("torchscript", "executorch", item="format"), ["torchscript"],
+        "what `invoke bench` times on the host: torchscript (the CPU models) and/or executorch (the .pte programs, "
+        "checked against their references and timed beside the legacy models: `invoke bench-executorch`)"),
     Key("bench.reference_kernels", Choice("short", "full", "skip"), "short",
         "bench-executorch: the reference-kernel lines (the portable .pte, the host NNAPI models, 50x slower than the "
         "rest): short = 3 iterations per round (a rough number), full = the whole protocol, skip = not timed"),

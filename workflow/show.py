@@ -47,6 +47,17 @@ def convert(result: Any, as_json: bool = False) -> None:
     print(f"manifest: {result.manifest_path}")
 
 
+def benched(result: Any, pte: Any, as_json: bool = False) -> None:
+    """What `invoke bench` timed: the CPU models, the .pte programs (beside the legacy models), or both; with
+    ``--json`` one document, both formats as ``{"torchscript": ..., "executorch": ...}`` (as `convert` does)."""
+    if as_json and result is not None and pte is not None:
+        return emit_json({"torchscript": result, "executorch": pte})
+    if result is not None:
+        host_bench(result, as_json)
+    if pte is not None:
+        pte_bench(pte, as_json)
+
+
 def host_bench(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)

@@ -81,9 +81,9 @@ def convert(config: Any, **cli) -> "Any":
     )
 
 
-def formats(config: Any, **cli) -> tuple:
-    """convert.format (--format torchscript,executorch): which lanes `invoke convert` runs."""
-    return tuple(Resolver(config, cli).get("convert.format", "format"))
+def formats(config: Any, stage: str = "convert", **cli) -> tuple:
+    """convert.format or bench.format (--format torchscript,executorch): which formats the stage runs, in order."""
+    return tuple(dict.fromkeys(Resolver(config, cli).get(f"{stage}.format", "format")))
 
 
 def executorch_convert(config: Any, **cli):
@@ -112,7 +112,7 @@ def pte_bench(config: Any, **cli):
     r = Resolver(config, cli)
     return PteBenchSettings(
         models=r.path("convert.out", "models"), warmup=r.get("bench.warmup", "warmup"),
-        iters=r.get("bench.iter", "iter"), threads=r.get("bench.threads", "threads"), repeat=r.get("bench.repeat"),
+        iters=r.get("bench.iter", "iter"), threads=r.get("bench.threads", "threads"), repeat=r.get("bench.repeat", "repeat"),
         out=r.path("bench.out", "out"), float_atol=r.get("verify.float_atol"), float_rtol=r.get("verify.float_rtol"),
         per_operator=not cli.get("no_per_operator"), legacy=not cli.get("no_legacy"),
         reference_kernels=r.get("bench.reference_kernels", "reference_kernels"), again=r.get_flag("bench.again", on="again"))

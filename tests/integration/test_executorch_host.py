@@ -178,6 +178,33 @@ def test_cli_convert_executorch_only_then_bench(tiny_lane, tmp_path):
     assert (tmp_path / "build" / "bench" / "executorch-host-bench.json").is_file()
 
 
+def test_bench_takes_executorch_as_a_format(tiny_lane, tmp_path):
+    """Issue 22 item 2: ExecuTorch is a format of `bench` as of convert and deploy. `bench --format executorch` is
+    bench-executorch (the same record), both formats time the CPU models and the programs (--json: one document),
+    and a bad format or value is a usage error before anything is measured."""
+    copy_models(tiny_lane[0], tmp_path / "build" / "models")
+    env = dict(os.environ, CI="1")
+    results = tmp_path / "build" / "bench"
+    r = invoke(tmp_path, "-r", str(ROOT), "bench", "--format", "torchscript,tflite", env=env, timeout=600)
+    assert r.returncode == 2 and "unknown format 'tflite'" in r.stderr, r.stderr
+    r = invoke(tmp_path, "-r", str(ROOT), "bench", "--format", "executorch", "--iter", "0", env=env, timeout=600)
+    assert r.returncode == 2 and "--iter" in r.stderr, r.stderr
+    assert not results.exists()  # nothing measured, nothing written
+    r = invoke(tmp_path, "-r", str(ROOT), "bench", "--format", "executorch", "--iter", "3", "--warmup", "1",
+               "--repeat", "2", env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "ExecuTorch fp32-xnnpack" in r.stdout and "TorchScript CPU quant_none" in r.stdout
+    record = json.loads((results / "executorch-host-bench.json").read_text())
+    assert not (results / "bench.json").exists()  # the CPU models' own table is the torchscript format's
+    r = invoke(tmp_path, "-r", str(ROOT), "bench", "--format", "torchscript,executorch", "--iter", "3", "--warmup",
+               "1", "--repeat", "2", "--json", env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(r.stdout)  # one document
+    assert sorted(data) == ["executorch", "torchscript"] and data["torchscript"]["rows"]
+    assert data["executorch"]["checks"] and data["executorch"]["lines"]
+    assert json.loads((results / "executorch-host-bench.json").read_text())["kind"] == record["kind"]
+
+
 def test_an_int8_program_off_its_reference_fails(tiny_lane, tmp_path):
     """The int8 bound can fail: against a 'reference' that is the float model itself (no quantization error, so
     no budget) the program's own quantization error exceeds it."""
