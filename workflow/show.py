@@ -11,18 +11,20 @@ from typing import Any
 from toolchain.console import emit_json, note, table, warning
 
 
-def converted(result: Any, pte: Any, as_json: bool = False) -> None:
-    """What `invoke convert` made: the legacy models, the .pte programs, or both.
+def by_format(torchscript: Any, executorch: Any, shows: tuple, as_json: bool) -> None:
+    """A task's result per format (``None``: that format did not run), each shown by its own function of ``shows``
+    (torchscript's, executorch's).  With ``--json`` stdout is one JSON document: a single format's result as it is,
+    both formats as ``{"torchscript": ..., "executorch": ...}``."""
+    if as_json and torchscript is not None and executorch is not None:
+        return emit_json({"torchscript": torchscript, "executorch": executorch})
+    for result, show in zip((torchscript, executorch), shows):
+        if result is not None:
+            show(result, as_json)
 
-    With ``--json`` stdout is one JSON document: a single format's result as it is, both formats as
-    ``{"torchscript": <legacy result>, "executorch": <.pte result>}``.
-    """
-    if as_json and result is not None and pte is not None:
-        return emit_json({"torchscript": result, "executorch": pte})
-    if result is not None:
-        convert(result, as_json)
-    if pte is not None:
-        pte_convert(pte, as_json)
+
+def converted(result: Any, pte: Any, as_json: bool = False) -> None:
+    """What `invoke convert` made: the legacy models, the .pte programs, or both."""
+    by_format(result, pte, (convert, pte_convert), as_json)
 
 
 def convert(result: Any, as_json: bool = False) -> None:
@@ -48,14 +50,8 @@ def convert(result: Any, as_json: bool = False) -> None:
 
 
 def benched(result: Any, pte: Any, as_json: bool = False) -> None:
-    """What `invoke bench` timed: the CPU models, the .pte programs (beside the legacy models), or both; with
-    ``--json`` one document, both formats as ``{"torchscript": ..., "executorch": ...}`` (as `convert` does)."""
-    if as_json and result is not None and pte is not None:
-        return emit_json({"torchscript": result, "executorch": pte})
-    if result is not None:
-        host_bench(result, as_json)
-    if pte is not None:
-        pte_bench(pte, as_json)
+    """What `invoke bench` timed: the CPU models, the .pte programs (beside the legacy models), or both."""
+    by_format(result, pte, (host_bench, pte_bench), as_json)
 
 
 def host_bench(result: Any, as_json: bool = False) -> None:
