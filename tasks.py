@@ -70,10 +70,10 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, repea
     options = dict(models=models, warmup=warmup, iter=iter, threads=threads, repeat=repeat, out=out)
     result = pte = None
     with stage(c.config, "bench", debug):
-        formats = resolve.formats(c.config, "bench", format=format)
-        host_settings = resolve.host_bench(c.config, **options)
-        pte_settings = resolve.pte_bench(c.config, **options) if "executorch" in formats else None  # before any work
-        if "torchscript" in formats:
+        formats = resolve.formats(c.config, "bench", format=format)  # every format's settings before any work:
+        host_settings = resolve.host_bench(c.config, **options) if "torchscript" in formats else None
+        pte_settings = resolve.pte_bench(c.config, **options) if "executorch" in formats else None
+        if host_settings is not None:
             from converter.host_bench import run_host_bench
 
             result = run_host_bench(host_settings)

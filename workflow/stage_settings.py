@@ -83,7 +83,12 @@ def convert(config: Any, **cli) -> "Any":
 
 def formats(config: Any, stage: str = "convert", **cli) -> tuple:
     """convert.format or bench.format (--format torchscript,executorch): which formats the stage runs, in order."""
-    return tuple(dict.fromkeys(Resolver(config, cli).get(f"{stage}.format", "format")))
+    return _formats(Resolver(config, cli), stage)
+
+
+def _formats(r: Resolver, stage: str) -> tuple:
+    """``<stage>.format`` (--format), each format once, in the order given."""
+    return tuple(dict.fromkeys(r.get(f"{stage}.format", "format")))
 
 
 def executorch_convert(config: Any, **cli):
@@ -337,7 +342,7 @@ def deploy(config: Any, **cli):
     from deploy import DeploySettings
 
     r = Resolver(config, cli)
-    formats = tuple(dict.fromkeys(r.get("deploy.format", "format")))
+    formats = _formats(r, "deploy")
     task = cli.get("task") or "deploy"
     return DeploySettings(
         models=r.path("convert.out", "models"),
