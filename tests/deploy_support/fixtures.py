@@ -201,16 +201,65 @@ def invoke_cli(cwd: Path, *args: str, port: int) -> subprocess.CompletedProcess:
     return invoke(cwd, "--search-root", str(ROOT), *args, env=env, timeout=300)
 
 
-def running_in(directory: Path, program: bytes) -> list:
-    """Pids of the processes of ``program`` (a part of their command line) whose working directory is ``directory``
-    (a virtual phone's sandbox)."""
+def runs(cmdline: bytes, program: bytes, argument: bytes = b"") -> bool:
+    """Whether a /proc cmdline is ``program`` itself (an argument whose base name is ``program``: ``./program`` or
+    an interpreter running it), not a command that only mentions it (``sha1sum .program.partial-1`` while a push
+    ends, the shell that starts it); with ``argument``: a run with an argument that contains it."""
+    args = cmdline.split(b"\0")
+    return any(os.path.basename(a) == program for a in args) and (not argument or any(argument in a for a in args))
+
+
+def running_in(directory: Path, program: bytes, argument: bytes = b"") -> list:
+    """Pids of the processes of ``program`` (runs) whose working directory is ``directory`` (a virtual phone's
+    sandbox)."""
     out = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            if Path(os.readlink(proc / "cwd")) == directory and program in (proc / "cmdline").read_bytes():
+            if Path(os.readlink(proc / "cwd")) == directory and runs((proc / "cmdline").read_bytes(), program, argument):
                 out.append(int(proc.name))
         except OSError:
             continue
     return out
+
+
+def wait_running(proc: subprocess.Popen, device, directory: str, program: bytes, argument: bytes = b"",
+                 timeout: float = 120) -> None:
+    """Wait until ``program`` runs in ``directory`` of the virtual ``device`` (a CLI run ``proc`` started it);
+    else stop ``proc`` and fail saying which such processes exist where, what the device ran and what ``proc``
+    printed, without waiting for the command's own timeout."""
+    import time
+
+    import pytest
+
+    sandbox, started = device.path(directory), time.monotonic()
+    while time.monotonic() < started + timeout and proc.poll() is None:
+        if running_in(sandbox, program, argument):
+            return
+        time.sleep(0.1)
+    seen = where_running(program)
+    proc.kill()
+    log = device.state_dir / "device.log"
+    pytest.fail(f"{program.decode()} not seen running in {sandbox} after {time.monotonic() - started:.0f} s\n"
+                f"processes: {seen}\ndevice log: {log.read_text()[-3000:] if log.is_file() else '(none)'}\n"
+                f"output: {''.join(proc.communicate())[-3000:]}")
+
+
+def where_running(program: bytes) -> str:
+    """Every process of ``program`` on this machine with its working directory (or why it cannot be read): what a
+    test that did not find ``program`` in a sandbox prints."""
+    lines = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
+            if program in cmdline:
+                try:
+                    cwd = os.readlink(proc / "cwd")
+                except OSError as e:
+                    cwd = f"(cwd unreadable: {e})"
+                argv = cmdline.replace(b"\0", b" ").decode(errors="replace")[:200]
+                lines.append(f"{proc.name} {cwd} {argv}")
+        except OSError:
+            continue
+    return "\n".join(lines) or f"no {program.decode()} process on this machine"

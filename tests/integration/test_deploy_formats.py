@@ -15,6 +15,7 @@ import pytest
 from tests.cli import invoke
 from tests.deploy_support.fixtures import make_inputs
 from tests.deploy_support.fixtures import running_in as _running_in
+from tests.deploy_support.fixtures import wait_running
 from tests.executorch_support.device import build_standin_runner, write_pte_models, write_runtime_build_info
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.pte_results import PteDeployRecord
@@ -130,10 +131,7 @@ def test_ctrl_c_while_a_benchmark_runs_stops_it_and_leaves_no_record(inputs, tmp
         proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         sandbox = devs["a"].path(where)
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and not _running_in(sandbox, program) and proc.poll() is None:
-                time.sleep(0.1)
-            assert _running_in(sandbox, program), "\n".join(proc.communicate())[-4000:]
+            wait_running(proc, devs["a"], where, program)
             time.sleep(0.5)
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=60)

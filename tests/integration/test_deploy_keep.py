@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from deploy import BenchOptions, DeploySettings, deploy
-from tests.deploy_support.fixtures import make_inputs
+from tests.deploy_support.fixtures import make_inputs, running_in
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.errors import RecordError
 
@@ -87,19 +87,6 @@ def test_each_devices_rows_are_written_as_soon_as_it_is_done(tmp_path, standin):
     assert sorted(stored) == sorted((r.serial, r.status) for r in result.rows) and len(stored) == 8
 
 
-def _benchmarks_running_in(directory: Path) -> list:
-    out = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if Path(os.readlink(proc / "cwd")) == directory and b"speed_benchmark" in (proc / "cmdline").read_bytes():
-                out.append(int(proc.name))
-        except OSError:
-            continue
-    return out
-
-
 def test_ctrl_c_stops_the_phones_benchmarks_and_keeps_the_completed_rows(tmp_path, standin):
     inp = make_inputs(tmp_path / "in", standin=standin)
     results = tmp_path / "results"
@@ -116,7 +103,7 @@ def test_ctrl_c_stops_the_phones_benchmarks_and_keeps_the_completed_rows(tmp_pat
         with pytest.raises(KeyboardInterrupt):
             deploy(settings(inp, results, server.port), on_status=status)
         took = time.monotonic() - t0
-        running = _benchmarks_running_in(where)
+        running = running_in(where, b"speed_benchmark_torch")
     assert not running, f"benchmarks still running on the phone after Ctrl-C: {running}"
     assert any("stopping the benchmark on the phone" in x for x in lines), lines
     assert took < 4 * 2 * 2.0, f"the phone's benchmarks ran to the end ({took:.1f}s)"  # 4 models x 2 runs x 2 s

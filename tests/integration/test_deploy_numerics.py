@@ -125,7 +125,7 @@ def test_ctrl_c_during_the_output_check_stops_the_binary_on_the_phone(tmp_path, 
     import subprocess
     import time
 
-    from tests.deploy_support.fixtures import running_in
+    from tests.deploy_support.fixtures import running_in, wait_running
 
     models = tmp_path / "models"
     shutil.copytree(mobilenet_models[0], models)
@@ -144,10 +144,8 @@ def test_ctrl_c_during_the_output_check_stops_the_binary_on_the_phone(tmp_path, 
         proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         sandbox = devs["p"].path("/data/local/tmp/torchdroid/stop")
         try:
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline and not running_in(sandbox, b"print_output=true") and proc.poll() is None:
-                time.sleep(0.1)
-            assert running_in(sandbox, b"print_output=true"), proc.communicate()
+            wait_running(proc, devs["p"], "/data/local/tmp/torchdroid/stop", b"speed_benchmark_torch",
+                         b"print_output=true", timeout=300)
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=120)
             time.sleep(0.3)
