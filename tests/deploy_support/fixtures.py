@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,19 +210,26 @@ def runs(cmdline: bytes, program: bytes, argument: bytes = b"") -> bool:
     return any(os.path.basename(a) == program for a in args) and (not argument or any(argument in a for a in args))
 
 
-def running_in(directory: Path, program: bytes, argument: bytes = b"") -> list:
-    """Pids of the processes of ``program`` (runs) whose working directory is ``directory`` (a virtual phone's
-    sandbox)."""
-    out = []
+def _processes():
+    """``(pid, cmdline, working directory or why it cannot be read)`` of every process on this machine."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            if Path(os.readlink(proc / "cwd")) == directory and runs((proc / "cmdline").read_bytes(), program, argument):
-                out.append(int(proc.name))
-        except OSError:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:  # it ended meanwhile
             continue
-    return out
+        try:
+            cwd = os.readlink(proc / "cwd")
+        except OSError as e:
+            cwd = f"(cwd unreadable: {e})"
+        yield int(proc.name), cmdline, cwd
+
+
+def running_in(directory: Path, program: bytes, argument: bytes = b"") -> list:
+    """Pids of the processes of ``program`` (runs) whose working directory is ``directory`` (a virtual phone's
+    sandbox)."""
+    return [pid for pid, cmdline, cwd in _processes() if Path(cwd) == directory and runs(cmdline, program, argument)]
 
 
 def wait_running(proc: subprocess.Popen, device, directory: str, program: bytes, argument: bytes = b"",
@@ -229,9 +237,7 @@ def wait_running(proc: subprocess.Popen, device, directory: str, program: bytes,
     """Wait until ``program`` runs in ``directory`` of the virtual ``device`` (a CLI run ``proc`` started it);
     else stop ``proc`` and fail saying which such processes exist where, what the device ran and what ``proc``
     printed, without waiting for the command's own timeout."""
-    import time
-
-    import pytest
+    import pytest  # here: the benchmarks import this module too
 
     sandbox, started = device.path(directory), time.monotonic()
     while time.monotonic() < started + timeout and proc.poll() is None:
@@ -247,19 +253,11 @@ def wait_running(proc: subprocess.Popen, device, directory: str, program: bytes,
 
 
 def where_running(program: bytes) -> str:
-    """Every process of ``program`` on this machine with its working directory (or why it cannot be read): what a
-    test that did not find ``program`` in a sandbox prints."""
-    lines = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
-            if program in cmdline:
-                try:
-                    cwd = os.readlink(proc / "cwd")
-                except OSError as e:
-                    cwd = f"(cwd unreadable: {e})"
-                argv = cmdline.replace(b"\0", b" ").decode(errors="replace")[:200]
-                lines.append(f"{proc.name} {cwd} {argv}")
-        except OSError:
-            continue
+    """Every process whose command line mentions ``program``, with its working directory: what a test that did not
+    find ``program`` running in a sandbox prints."""
+    lines = [f"{pid} {cwd} {_argv(cmdline)}" for pid, cmdline, cwd in _processes() if program in cmdline]
     return "\n".join(lines) or f"no {program.decode()} process on this machine"
+
+
+def _argv(cmdline: bytes) -> str:
+    return cmdline.replace(b"\0", b" ").decode(errors="replace")[:200]
