@@ -8,10 +8,11 @@ calibration set, exactly as `invoke convert --weights random` does) into a tempo
 quant_none and quant_full TorchScript CPU models and the fp32/int8 XNNPACK .pte programs.  With --models it
 uses a directory `invoke convert --format torchscript,executorch` wrote.
 
-Prints the medians and the ratios (ExecuTorch latency / legacy latency, < 1: ExecuTorch is faster):
-  fp32-xnnpack.pte / TorchScript CPU quant_none,   int8-xnnpack.pte / TorchScript CPU quant_full,
-all at the same intra-op thread count, each pair interleaved over --rounds rounds (the best median counts,
-so load from other processes hits both alike).  It also reproduces the spike's pair (eager PyTorch vs the
+Prints the best median of each side and ExecuTorch's speed-up (legacy latency / ExecuTorch latency, > 1:
+ExecuTorch is faster) for fp32-xnnpack.pte over TorchScript CPU quant_none and int8-xnnpack.pte over
+TorchScript CPU quant_full, all at the same intra-op thread count, each pair interleaved over --rounds rounds
+(so load from other processes hits both alike): the speed-up is the median of the per-round ones with their
+range, and "no measured difference" when that range includes 1.0 (toolchain.stats.Comparison).  It also reproduces the spike's pair (eager PyTorch vs the
 fp32 XNNPACK .pte, default threads) so its 52 ms vs 4.8 ms can be compared with this machine's numbers.
 One JSON line at the end holds everything, with the machine's load average (the ratios are measured
 interleaved, so load hits both sides; the absolute milliseconds are only meaningful on an idle machine).
@@ -84,12 +85,14 @@ def pair(legacy, pte, rounds: int, warmup: int, iters: int, label: str = ""):
     return min(a), min(b)
 
 
-def spread(label: str, ratio: float) -> dict:
-    """The ratio per round, and whether the rounds spread wider than the ratio's distance from 1.0 (then the
-    difference it shows is not measured: converter/rounds.py's rule)."""
-    per_round = ROUND_RATIOS.get(label, [])
-    wide = len(per_round) > 1 and max(per_round) - min(per_round) > abs(ratio - 1.0)
-    return {"per_round": [round(x, 3) for x in per_round], "uncertain": wide}
+def rounds_verdict(label: str) -> dict:
+    """ExecuTorch's speed-up over legacy in each round, their median (the headline) and range, and the verdict of
+    toolchain.stats.Comparison, the one rule every timing comparison of torchdroid uses."""
+    from toolchain.stats import compare
+
+    c = compare([1.0 / x for x in ROUND_RATIOS[label]])
+    return {"speedup_per_round": [round(x, 3) for x in c.per_round], "speedup": round(c.headline, 3),
+            "low": round(c.low, 3), "high": round(c.high, 3), "verdict": c.verdict}
 
 
 def eager_model():
@@ -142,11 +145,9 @@ def measure(models: Path, args) -> dict:
             "rounds": args.rounds, "torch": torch.__version__, "cpus": os.cpu_count(),
             "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],  # other work on the machine skews all numbers
             "torchscript_cpu_quant_none_ms": round(ts_fp32, 3), "executorch_fp32_xnnpack_ms": round(et_fp32, 3),
-            "ratio_fp32_xnnpack_over_quant_none": round(et_fp32 / ts_fp32, 3),
-            "ratio_fp32_rounds": spread("fp32", et_fp32 / ts_fp32),
+            "fp32_xnnpack_over_quant_none": rounds_verdict("fp32"),
             "torchscript_cpu_quant_full_ms": round(ts_int8, 3), "executorch_int8_xnnpack_ms": round(et_int8, 3),
-            "ratio_int8_xnnpack_over_quant_full": round(et_int8 / ts_int8, 3),
-            "ratio_int8_rounds": spread("int8", et_int8 / ts_int8),
+            "int8_xnnpack_over_quant_full": rounds_verdict("int8"),
             "pte_sizes_mb": {p: round(f.size / 1e6, 2) for p, f in pte.items()},
             "spike": spike}
 
@@ -165,9 +166,9 @@ def spike_pair(pf, example, args) -> dict:
     out = {}
     for label, threads in (("default_threads", os.cpu_count() or 1), ("bench_threads", args.threads)):
         set_threads(threads)
-        e, x = pair(eager, pte_call(pf, example), args.rounds, args.warmup, args.iters)
+        e, x = pair(eager, pte_call(pf, example), args.rounds, args.warmup, args.iters, f"spike-{label}")
         out[label] = {"threads": threads, "eager_ms": round(e, 3), "executorch_fp32_xnnpack_ms": round(x, 3),
-                      "ratio_executorch_over_eager": round(x / e, 3)}
+                      "executorch_over_eager": rounds_verdict(f"spike-{label}")}
     with torch.no_grad():
         out["max_abs_diff_vs_eager"] = float((pte_call_output(pf, example) - model(example)).abs().max())
     out["spike_claim"] = {"eager_ms": 52.0, "executorch_ms": 4.8, "max_abs_diff": 3e-15}

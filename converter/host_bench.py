@@ -81,8 +81,7 @@ class HostBenchResult:
     quantized_engine: str = ""
 
     def ratio_lines(self) -> List[str]:
-        return [f"{r.other} vs {r.base}: {r.value:.2f}x the speed (rounds {r.low:.2f}x-{r.high:.2f}x)"
-                + (" UNCERTAIN" if r.uncertain else "") for r in self.ratios]
+        return [r.summary() for r in self.ratios]
 
 
 def load_bundled(path: Path):

@@ -538,7 +538,7 @@ def _reused_timing(previous: Dict[str, Any], key: str) -> Optional[tuple]:
             timing = Timing(**row["timing"])
             lines.append(BenchLine(**{**{k: v for k, v in row.items() if k in BenchLine.__dataclass_fields__},
                                       "timing": timing}))
-        ratios = [Ratio(r["base"], r["other"], r["ratio"], list(r["per_round"])) for r in previous.get("ratios", [])]
+        ratios = [Ratio.from_dict(r) for r in previous.get("ratios", [])]
     except (KeyError, TypeError):
         return None
     return lines, ratios

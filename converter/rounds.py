@@ -5,7 +5,8 @@ change in between): the measured ratio moved from 4.0x to 2.6x between two runs 
 is loaded, run once and warmed up first (its load time, first inference, warm-up and peak memory measured
 alone), then ``rounds`` rounds each time every model for ``iters`` iterations, the order rotating by one each
 round.  A ratio between two models is then known per round, and its spread over the rounds says whether the
-difference it shows is larger than the noise (:class:`Ratio`).
+difference it shows is larger than the noise (:class:`Ratio`, judged by the one rule of
+:class:`toolchain.stats.Comparison`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from toolchain.stats import VARIANCE_LIMIT_PCT, percentile, spread_pct
+from toolchain.stats import VARIANCE_LIMIT_PCT, Comparison, compare, percentile, spread_pct
 
 from .torch_state import peak_above, reset_peak
 
@@ -86,39 +87,51 @@ def alternate(subjects: Sequence[Subject], rounds: int, iters: int,
 
 @dataclass
 class Ratio:
-    """``base`` median / ``other`` median (> 1: ``other`` is faster), and the same ratio per round."""
+    """``base`` time / ``other`` time per round (> 1: ``other`` is faster), judged by :class:`toolchain.stats.Comparison`."""
 
     base: str
     other: str
-    value: float
     per_round: List[float]
 
     @property
+    def comparison(self) -> Comparison:
+        return compare(self.per_round)
+
+    @property
+    def value(self) -> float:
+        """The headline: the median of the per-round ratios."""
+        return self.comparison.headline
+
+    @property
     def low(self) -> float:
-        return min(self.per_round)
+        return self.comparison.low
 
     @property
     def high(self) -> float:
-        return max(self.per_round)
+        return self.comparison.high
 
     @property
     def uncertain(self) -> bool:
-        """The rounds disagree by more than the difference the ratio shows (its distance from 1.0)."""
-        return len(self.per_round) > 1 and (self.high - self.low) > abs(self.value - 1.0)
+        """The rounds' range includes 1.0: no measured difference."""
+        return not self.comparison.measured
 
     def as_dict(self) -> Dict[str, Any]:
         return {"base": self.base, "other": self.other, "ratio": round(self.value, 4),
                 "per_round": [round(x, 4) for x in self.per_round], "low": round(self.low, 4),
-                "high": round(self.high, 4), "uncertain": self.uncertain}
+                "high": round(self.high, 4), "uncertain": self.uncertain, "verdict": self.comparison.verdict}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Ratio":
+        """The ratio :meth:`as_dict` wrote (its headline and verdict follow from ``per_round``)."""
+        return cls(d["base"], d["other"], [float(x) for x in d["per_round"]])
+
+    def summary(self) -> str:
+        return self.comparison.summary(self.other, self.base)
 
     def note(self) -> str:
-        return (f"{self.other} vs {self.base}: {self.value:.2f}x, but the rounds range {self.low:.2f}x-{self.high:.2f}x, "
-                f"more than the difference from 1.0x: not a measured difference; rerun on a quieter machine or with "
-                f"more --repeat")
+        return self.comparison.note(self.other, self.base)
 
 
 def ratio(base_key: str, base_runs: List[List[float]], other_key: str, other_runs: List[List[float]]) -> Ratio:
-    """The ratio of two subjects timed in the same alternated rounds."""
-    value = statistics.median([t for r in base_runs for t in r]) / statistics.median([t for r in other_runs for t in r])
-    per_round = [statistics.median(b) / statistics.median(o) for b, o in zip(base_runs, other_runs)]
-    return Ratio(base_key, other_key, value, per_round)
+    """The ratio of two subjects timed in the same alternated rounds: one per round, of the rounds' medians."""
+    return Ratio(base_key, other_key, [statistics.median(b) / statistics.median(o) for b, o in zip(base_runs, other_runs)])

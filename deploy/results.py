@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Sequence
 from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_write_text
 from toolchain.records import DeployResults, ResultRow, deploy_results_path
+from toolchain.stats import SLOW_DOWN, compare
 
 __all__ = ["DB_NAME", "ResultRow", "ResultStore", "export", "speedups", "to_csv"]
 
@@ -230,7 +231,10 @@ def export(rows: Sequence[ResultRow], out_dir: Path, stem: str, devices: Sequenc
 
 
 def speedups(rows: Sequence[ResultRow]) -> List[dict]:
-    """CPU vs NNAPI per device, model, mode and source: ``speedup = cpu_median / nnapi_median``."""
+    """CPU vs NNAPI per device, model, mode and source: ``speedup = cpu_median / nnapi_median``.
+
+    The phone times each backend in its own runs, not in alternated rounds: the one ratio is its own range, and
+    ``nnapi_slower`` is :class:`toolchain.stats.Comparison`'s verdict of it."""
     by: Dict[tuple, Dict[str, ResultRow]] = {}
     for r in rows:
         if r.backend in ("cpu", "nnapi"):  # a failed device's row has no backend
@@ -244,5 +248,5 @@ def speedups(rows: Sequence[ResultRow]) -> List[dict]:
         out.append({"run_id": run_id, "serial": serial, "device_model": ref.device_model, "stem": stem, "mode": mode,
                     "source": source, "cpu_ms": cpu.median_ms if cpu else None,
                     "nnapi_ms": nnapi.median_ms if nnapi else None, "speedup": sp,
-                    "nnapi_slower": sp is not None and sp < 1.0})
+                    "nnapi_slower": sp is not None and compare([sp]).verdict == SLOW_DOWN})
     return out

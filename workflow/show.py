@@ -339,15 +339,16 @@ def pte_bench(result: Any, as_json: bool = False) -> None:
     table("ExecuTorch programs against their reference (host runtime)",
           ["program", "reference", "max |diff|", "bound", "top-1/top-5", "per operator", "result"],
           [check_cells(c) for c in result.checks])
-    ups = speedups(result.lines)
-    spans = {r.other: f" ({r.low:.2f}-{r.high:.2f}{', ?' if r.uncertain else ''})" for r in result.ratios}
+    cells = {label: f"{up:.2f}x" for label, up in speedups(result.lines).items()}  # the baselines: 1.00x
+    cells.update((r.other, f"{r.value:.2f}x ({r.low:.2f}-{r.high:.2f}{', ?' if r.uncertain else ''})")
+                 for r in result.ratios)  # the median of the per-round ratios, and their range
     columns = ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up (rounds)"]
     unopt = any(x.mobile_optimized is False for x in result.lines)
     table("host latency, same protocol and threads, alternated round by round (speed-up over legacy TorchScript CPU "
           "of the same precision" + (", NOT optimize_for_mobile'd: no XNNPACK in this torch" if unopt else "")
-          + "; ? = the rounds spread wider than the difference)",
+          + "; ? = the rounds' range includes 1.0x: no measured difference)",
           columns, [(x.label, x.file, f"{x.timing.median_ms:.2f}", f"{x.timing.p90_ms:.2f}", f"{x.timing.min_ms:.2f}",
-                     f"{ups[x.label]:.2f}x{spans.get(x.label, '')}" if x.label in ups else "-") if x.timing else
+                     cells.get(x.label, "-")) if x.timing else
                     (x.label, x.file, "-", "-", "-", x.note) for x in result.lines])
     for x in result.lines:
         if x.timing and x.note:

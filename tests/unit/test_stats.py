@@ -59,3 +59,26 @@ def test_spread_of_the_rounds():
     assert spread_pct([5.0]) == 0.0
     assert spread_pct([0.0, 0.0]) == 0.0  # no centre to relate to
     assert VARIANCE_LIMIT_PCT == 10.0
+
+
+def test_the_one_verdict_rule_a_speed_up_a_slow_down_and_no_measured_difference():
+    """The headline is the median of the per-round ratios, inside their range; "no measured difference" only
+    when that range includes 1.0 (bench-executorch once printed 1.45x for rounds 1.50-2.69 and called it noise)."""
+    from toolchain.stats import NO_DIFFERENCE, SLOW_DOWN, SPEED_UP, compare
+
+    up = compare([2.69, 1.50, 2.10])
+    assert up.verdict == SPEED_UP and up.measured
+    assert up.headline == 2.10 and (up.low, up.high) == (1.50, 2.69)
+    assert up.summary("fp32-xnnpack", "cpu") == "fp32-xnnpack vs cpu: 2.10x (rounds 1.50x-2.69x): speed-up"
+    # negative control: a range that includes 1.0 is no measured difference, whatever the headline
+    noise = compare([0.9, 1.05, 1.2])
+    assert noise.verdict == NO_DIFFERENCE and not noise.measured and "rerun" in noise.note("b", "a")
+    assert compare([1.0, 1.3, 1.4]).verdict == NO_DIFFERENCE  # a round at exactly 1.0x is inside the range
+    # a slow-down is the mirror image of a speed-up
+    down = compare([1 / 2.69, 1 / 1.50, 1 / 2.10])
+    assert down.verdict == SLOW_DOWN and down.headline == 1 / 2.10
+    # one ratio (a single round) is its own range
+    assert compare([1.5]).verdict == SPEED_UP and compare([0.8]).verdict == SLOW_DOWN
+    assert compare([1.5]).span() == "1.50x"
+    with pytest.raises(ValueError):
+        compare([])
