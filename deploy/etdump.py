@@ -58,6 +58,42 @@ def fetch(device: Any, directory: str, name: str, local: Path) -> Optional[str]:
     return None
 
 
+def _kind(event: Any) -> str:
+    if event.name == "DELEGATE_CALL":
+        return "delegate call"
+    return "in delegate" if event.is_delegated_op else "operator"
+
+
+def _kept(event: Any, skip_runs: int) -> List[float]:
+    """An event's times without the first ``skip_runs`` (warm-up) ones, unless that would leave none."""
+    raw = list(event.perf_data.raw) if event.perf_data is not None else []
+    return raw[skip_runs:] if len(raw) > skip_runs else raw
+
+
+def _event_times(blocks: List[Any], skip_runs: int) -> tuple:
+    """(times per (name, kind, backend, aten operators), the whole executions' times) of the execution blocks."""
+    times: Dict[tuple, List[float]] = {}
+    total: List[float] = []
+    for block in blocks:
+        for e in block.events:
+            kept = _kept(e, skip_runs)
+            if kept and e.name == "Method::execute":
+                total.extend(kept)
+            elif kept and e.name not in _NOT_OPERATORS:
+                key = (e.name, _kind(e), e.delegate_backend_name or "", tuple(e.op_types or ()))
+                times.setdefault(key, []).extend(kept)
+    return times, total
+
+
+def _rows(times: Dict[tuple, List[float]], total_ms: Optional[float]) -> List[Dict[str, Any]]:
+    rows = []
+    for (name, kind, backend, ops), values in times.items():
+        ms = statistics.median(values)
+        rows.append({"name": name, "kind": kind, "backend": backend, "aot_ops": list(ops), "median_ms": ms,
+                     "calls": len(values), "share": (ms / total_ms) if total_ms else None})
+    return rows
+
+
 def operator_table(etdump: Path, etrecord: Optional[Path], skip_runs: int = 0, top: int = TOP) -> Dict[str, Any]:
     """Per-operator times of the runs in ``etdump`` (the first ``skip_runs`` executions are warm-up), joined with
     the ETRecord's aten operators: ``{"total_ms", "runs", "rows": [...top operators], "delegates": [...]}``."""
@@ -68,29 +104,9 @@ def operator_table(etdump: Path, etrecord: Optional[Path], skip_runs: int = 0, t
     blocks = [b for b in inspector.event_blocks if b.name.startswith("Execute")]
     if not blocks:
         raise ValueError("the ETDump holds no execution")
-    times: Dict[tuple, List[float]] = {}
-    total: List[float] = []
-    for block in blocks:
-        for e in block.events:
-            raw = list(e.perf_data.raw) if e.perf_data is not None else []
-            kept = raw[skip_runs:] if len(raw) > skip_runs else raw
-            if not kept:
-                continue
-            if e.name == "Method::execute":
-                total.extend(kept)
-                continue
-            if e.name in _NOT_OPERATORS:
-                continue
-            kind = ("delegate call" if e.name == "DELEGATE_CALL" else
-                    "in delegate" if e.is_delegated_op else "operator")
-            key = (e.name, kind, e.delegate_backend_name or "", tuple(e.op_types or ()))
-            times.setdefault(key, []).extend(kept)
+    times, total = _event_times(blocks, skip_runs)
     total_ms = statistics.median(total) if total else None
-    rows = []
-    for (name, kind, backend, ops), values in times.items():
-        ms = statistics.median(values)
-        rows.append({"name": name, "kind": kind, "backend": backend, "aot_ops": list(ops), "median_ms": ms,
-                     "calls": len(values), "share": (ms / total_ms) if total_ms else None})
+    rows = _rows(times, total_ms)
     delegates = [r for r in rows if r["kind"] == "delegate call"]
     operators = sorted((r for r in rows if r["kind"] != "delegate call"), key=lambda r: -r["median_ms"])
     return {"total_ms": total_ms, "runs": len(total) or None, "skipped_runs": skip_runs,
@@ -123,26 +139,44 @@ def program_operators(device: Any, directory: str, program: Any, models: Path, l
 COLUMNS = ["operator", "where", "aten operators", "median ms", "share"]
 
 
+def _title(entry: Dict[str, Any], head: str) -> str:
+    total = entry.get("total_ms")
+    return (f"{head}: where the time went (phone's ETDump, median of {entry.get('runs')} executions"
+            + (f" after {entry.get('skipped_runs')} warm-up" if entry.get("skipped_runs") else "")
+            + (f", {total:.3f} ms each)" if total else ")"))
+
+
+def _share(r: Dict[str, Any]) -> str:
+    return f"{r['share']:.0%}" if r.get("share") is not None else "-"
+
+
+def _row(r: Dict[str, Any]) -> tuple:
+    return (r["name"], r["kind"] + (f" ({r['backend']})" if r.get("backend") else ""),
+            ", ".join(o.replace("aten.", "") for o in r.get("aot_ops") or []) or "-", f"{r['median_ms']:.3f}",
+            _share(r))
+
+
+def _delegate_note(d: Dict[str, Any]) -> str:
+    return (f"delegate block {d.get('backend') or '?'}: {d['median_ms']:.3f} ms per call"
+            + (f" ({_share(d)} of the execution)" if d.get("share") is not None else "")
+            + f", covering {len(d.get('aot_ops') or [])} aten operators")
+
+
+def _notes(entry: Dict[str, Any], shown: int) -> List[str]:
+    notes = [_delegate_note(d) for d in entry.get("delegates") or []]
+    seen = entry.get("operators_seen", shown)
+    if seen > shown:
+        notes.append(f"top {shown} of {seen} operators shown (all in {entry.get('etdump')})")
+    if not entry.get("etrecord"):
+        notes.append("no ETRecord found: operators are named by the runtime only")
+    return notes
+
+
 def table_of(entry: Dict[str, Any]) -> Dict[str, Any]:
     """One program's per-operator entry as text: ``{"title", "columns", "rows", "notes"}`` (console and report)."""
     head = f"{entry.get('serial')} {entry.get('file')}"
     if entry.get("status") != "ok":
         return {"title": f"{head}: per operator: unknown", "columns": COLUMNS, "rows": [],
                 "notes": [f"unknown: {entry.get('reason')}"]}
-    total = entry.get("total_ms")
-    title = (f"{head}: where the time went (phone's ETDump, median of {entry.get('runs')} executions"
-             + (f" after {entry.get('skipped_runs')} warm-up" if entry.get("skipped_runs") else "")
-             + (f", {total:.3f} ms each)" if total else ")"))
-    rows = [(r["name"], r["kind"] + (f" ({r['backend']})" if r.get("backend") else ""),
-             ", ".join(o.replace("aten.", "") for o in r.get("aot_ops") or []) or "-",
-             f"{r['median_ms']:.3f}", f"{r['share']:.0%}" if r.get("share") is not None else "-")
-            for r in entry.get("rows") or []]
-    notes = [f"delegate block {d.get('backend') or '?'}: {d['median_ms']:.3f} ms per call"
-             + (f" ({d['share']:.0%} of the execution)" if d.get("share") is not None else "")
-             + f", covering {len(d.get('aot_ops') or [])} aten operators" for d in entry.get("delegates") or []]
-    shown, seen = len(rows), entry.get("operators_seen", len(rows))
-    if seen > shown:
-        notes.append(f"top {shown} of {seen} operators shown (all in {entry.get('etdump')})")
-    if not entry.get("etrecord"):
-        notes.append("no ETRecord found: operators are named by the runtime only")
-    return {"title": title, "columns": COLUMNS, "rows": rows, "notes": notes}
+    rows = [_row(r) for r in entry.get("rows") or []]
+    return {"title": _title(entry, head), "columns": COLUMNS, "rows": rows, "notes": _notes(entry, len(rows))}

@@ -109,6 +109,51 @@ def _expanded(lines: List[Tuple[str, str]]) -> Tuple[List[Tuple[str, str]], int]
     return out, dropped
 
 
+@dataclasses.dataclass
+class _PlanLines:
+    """What the placement lines of one run say: (operation, device) pairs, the single device, drivers, and
+    ExecutionPlan lines about placement in a format not known here."""
+
+    ops: List[List[str]] = dataclasses.field(default_factory=list)
+    only: str = ""
+    drivers: List[str] = dataclasses.field(default_factory=list)
+    unread: List[str] = dataclasses.field(default_factory=list)
+
+    def add(self, tag: str, msg: str) -> None:
+        if tag == "Manager":
+            found = _FOUND.search(msg)
+            if found:
+                self.drivers.append(found.group(1))
+        elif tag == "ExecutionPlan":
+            self._add_plan(msg)
+
+    def _add_plan(self, msg: str) -> None:
+        best, one = _BEST.search(msg), _ONLY.search(msg)
+        if best:
+            self.ops.append([best.group(1), best.group(3)])
+        elif one:
+            self.only = one.group(2)
+        elif "findBestDevice" in msg or "only one best device" in msg:
+            self.unread.append(msg)
+
+
+def _status(devices: set) -> str:
+    if devices == {CPU_FALLBACK}:
+        return "cpu"
+    return "partly-cpu" if CPU_FALLBACK in devices else "accelerated"
+
+
+def _placement_notes(plan: _PlanLines, devices: set, dropped: int) -> List[str]:
+    notes = []
+    if dropped:
+        notes.append(f"logd dropped {dropped} line(s) of this run (chatty 'expire'): the list may be incomplete")
+    if plan.unread:
+        notes.append(f"{len(plan.unread)} line(s) in a format not known here, e.g. {plan.unread[0]!r}")
+    if plan.only and devices != {plan.only}:
+        notes.append(f"the runtime said one device ({plan.only}) but listed operations on {sorted(devices)}")
+    return notes
+
+
 def placement(serial: str, m: ModelFile, probe: ProbeOutput,
               listed: Tuple[List[List[str]], str] = ([], NO_LISTER)) -> Placement:
     """What the log says about this model on this phone, or ``unknown`` and why; ``listed``: the phone's NNAPI
@@ -120,31 +165,15 @@ def placement(serial: str, m: ModelFile, probe: ProbeOutput,
     if why:
         return dataclasses.replace(base, reason=why)
     lines, dropped = _expanded(probe.lines)
-    ops, only, drivers, unread = [], "", [], []
+    plan = _PlanLines()
     for tag, msg in lines:
-        best, one, found = _BEST.search(msg), _ONLY.search(msg), _FOUND.search(msg)
-        if tag == "ExecutionPlan" and best:
-            ops.append([best.group(1), best.group(3)])
-        elif tag == "ExecutionPlan" and one:
-            only = one.group(2)
-        elif tag == "Manager" and found:
-            drivers.append(found.group(1))
-        elif tag == "ExecutionPlan" and ("findBestDevice" in msg or "only one best device" in msg):
-            unread.append(msg)
-    if not ops:
-        return dataclasses.replace(base, reason=_no_operations(probe, lines, unread))
-    drivers = list(dict.fromkeys(drivers + [d for _, d in ops]))
-    devices = {d for _, d in ops}
-    status = "cpu" if devices == {CPU_FALLBACK} else "partly-cpu" if CPU_FALLBACK in devices else "accelerated"
-    notes = []
-    if dropped:
-        notes.append(f"logd dropped {dropped} line(s) of this run (chatty 'expire'): the list may be incomplete")
-    if unread:
-        notes.append(f"{len(unread)} line(s) in a format not known here, e.g. {unread[0]!r}")
-    if only and devices != {only}:
-        notes.append(f"the runtime said one device ({only}) but listed operations on {sorted(devices)}")
-    return dataclasses.replace(base, status=status, reason="; ".join(notes), operations=ops, single_device=only,
-                               drivers=drivers)
+        plan.add(tag, msg)
+    if not plan.ops:
+        return dataclasses.replace(base, reason=_no_operations(probe, lines, plan.unread))
+    drivers = list(dict.fromkeys(plan.drivers + [d for _, d in plan.ops]))
+    devices = {d for _, d in plan.ops}
+    return dataclasses.replace(base, status=_status(devices), reason="; ".join(_placement_notes(plan, devices, dropped)),
+                               operations=plan.ops, single_device=plan.only, drivers=drivers)
 
 
 def _cannot_read(probe: ProbeOutput) -> str:

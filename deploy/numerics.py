@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from toolchain.errors import TorchdroidError
-from toolchain.numerics_records import HOST_CPU, FileReference, NumericsVerdict, TensorValues
+from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
 from toolchain.records import ModelFile
 
 from .adb import Device
@@ -261,19 +261,36 @@ def judge(serial: str, f: ModelFile, phone: Sequence[Optional[TensorValues]], pr
     return _verdict(v, got, ref, keys)
 
 
-def _verdict(v: NumericsVerdict, got: List[TensorValues], ref: FileReference, keys: List[str]) -> NumericsVerdict:
+def _same_shapes(got: List[TensorValues], refs: List[TensorValues]) -> bool:
+    return len(refs) == len(got) and all(p.shape == r.shape for p, r in zip(got, refs))
+
+
+def _closest(got: List[TensorValues], ref: FileReference, keys: List[str], backend: str) -> tuple:
+    """``(within, worst difference, key, differences)`` against the reference the phone comes closest to
+    (within the tolerance first, then the smallest largest difference); ``(None, key)`` on a shape mismatch."""
     best = None
     for key in keys:
-        refs = ref.outputs[key]
-        if len(refs) != len(got) or any(p.shape != r.shape for p, r in zip(got, refs)):
-            shapes = ", ".join(str(p.shape) for p in got)
-            v.verdict, v.reason = "differs", f"the phone's output shape(s) {shapes} are not the host's ({key})"
-            return v
-        ds = [difference(p, r, v.backend) for p, r in zip(got, refs)]
+        if not _same_shapes(got, ref.outputs[key]):
+            return None, key
+        ds = [difference(p, r, backend) for p, r in zip(got, ref.outputs[key])]
         worst = max(ds, key=lambda d: d.max_abs)
         within = all(d.within for d in ds)
         if best is None or (within, -worst.max_abs) > (best[0], -best[1].max_abs):
             best = (within, worst, key, ds)
+    return best
+
+
+def _outside(worst: Difference, key: str) -> str:
+    return (f"largest difference {worst.max_abs:.4g}" + (f" ({worst.max_lsb:.3g} LSB)" if worst.max_lsb is not None else "")
+            + f" is outside the tolerance {worst.rule}, against {key}")
+
+
+def _verdict(v: NumericsVerdict, got: List[TensorValues], ref: FileReference, keys: List[str]) -> NumericsVerdict:
+    best = _closest(got, ref, keys, v.backend)
+    if best[0] is None:
+        shapes = ", ".join(str(p.shape) for p in got)
+        v.verdict, v.reason = "differs", f"the phone's output shape(s) {shapes} are not the host's ({best[1]})"
+        return v
     within, worst, key, ds = best
     v.inputs = len(got)
     v.reference, v.tolerance = key, worst.rule
@@ -281,11 +298,7 @@ def _verdict(v: NumericsVerdict, got: List[TensorValues], ref: FileReference, ke
     v.top1 = f"{sum(d.top1[0] for d in ds)}/{sum(d.top1[1] for d in ds)}"
     v.top5 = f"{sum(d.top5[0] for d in ds)}/{sum(d.top5[1] for d in ds)}"
     v.verdict = "agrees" if within else "differs"
-    v.reason = "" if within else (f"largest difference {worst.max_abs:.4g}"
-                                  + (f" ({worst.max_lsb:.3g} LSB)" if worst.max_lsb is not None else "")
-                                  + f" is outside the tolerance {worst.rule}, against {key}")
-    if v.backend == "cpu" and key != HOST_CPU:
-        v.reference = key
+    v.reason = "" if within else _outside(worst, key)
     return v
 
 

@@ -54,29 +54,47 @@ def _top_operators(entries: Sequence[dict]) -> List[str]:
     return out
 
 
-def overview(rows: Sequence[ResultRow], placements: Sequence[Placement], verdicts: Sequence[NumericsVerdict],
-             labels: Dict[str, str], operators: Optional[Dict[str, List[dict]]] = None) -> List[PhoneOverview]:
-    """One entry per phone of the run (failed ones too), in the order they appear in the rows."""
-    operators = operators or {}
-    index = {(r.serial, r.stem, r.mode, r.backend): r for r in rows if r.backend}
-    hw = {(p.serial, p.file): p for p in placements}
-    ans = {(v.serial, v.file): v for v in verdicts}
+def _phones(rows: Sequence[ResultRow], labels: Dict[str, str]) -> Dict[str, PhoneOverview]:
+    """Every phone of the run in the order of its rows, with why it failed as a whole (a ``deploy`` row)."""
     phones: Dict[str, PhoneOverview] = {}
     for r in rows:
         phone = phones.setdefault(r.serial, PhoneOverview(r.serial, labels.get(r.serial, r.serial)))
         if r.source == "deploy":
             phone.problem = r.reason
+    return phones
+
+
+def _ran_on(nn: Optional[ResultRow], place: Optional[Placement]) -> str:
+    if nn is None:
+        return "-"
+    return _chosen(place) if place else "unknown (not read)"
+
+
+def _answer(r: Optional[ResultRow], ans: Dict[tuple, NumericsVerdict]) -> str:
+    return "-" if r is None else _verdict(ans.get((r.serial, r.model_file)))
+
+
+def _model_row(sp: dict, index: Dict[tuple, ResultRow], hw: Dict[tuple, Placement],
+               ans: Dict[tuple, NumericsVerdict]) -> List[str]:
+    """One model x mode of one phone: both latencies, the speed-up, the hardware, both answers."""
+    cpu = index.get((sp["serial"], sp["stem"], sp["mode"], "cpu"))
+    nn = index.get((sp["serial"], sp["stem"], sp["mode"], "nnapi"))
+    place = hw.get((sp["serial"], nn.model_file)) if nn else None
+    return [f"{sp['stem']} {MODE_NAMES.get(sp['mode'], sp['mode'])} ({sp['source']})", _ms(cpu), _ms(nn),
+            "-" if sp["speedup"] is None else f"{sp['speedup']:.2f}x", _ran_on(nn, place), _answer(cpu, ans),
+            _answer(nn, ans)]
+
+
+def overview(rows: Sequence[ResultRow], placements: Sequence[Placement], verdicts: Sequence[NumericsVerdict],
+             labels: Dict[str, str], operators: Optional[Dict[str, List[dict]]] = None) -> List[PhoneOverview]:
+    """One entry per phone of the run (failed ones too), in the order they appear in the rows."""
+    index = {(r.serial, r.stem, r.mode, r.backend): r for r in rows if r.backend}
+    hw = {(p.serial, p.file): p for p in placements}
+    ans = {(v.serial, v.file): v for v in verdicts}
+    phones = _phones(rows, labels)
     for sp in speedups(rows):
-        cpu = index.get((sp["serial"], sp["stem"], sp["mode"], "cpu"))
-        nn = index.get((sp["serial"], sp["stem"], sp["mode"], "nnapi"))
-        place = hw.get((sp["serial"], nn.model_file)) if nn else None
-        phones[sp["serial"]].rows.append([
-            f"{sp['stem']} {MODE_NAMES.get(sp['mode'], sp['mode'])} ({sp['source']})", _ms(cpu), _ms(nn),
-            "-" if sp["speedup"] is None else f"{sp['speedup']:.2f}x",
-            "-" if nn is None else _chosen(place) if place else "unknown (not read)",
-            "-" if cpu is None else _verdict(ans.get((sp["serial"], cpu.model_file))),
-            "-" if nn is None else _verdict(ans.get((sp["serial"], nn.model_file)))])
-    for serial, entries in operators.items():
+        phones[sp["serial"]].rows.append(_model_row(sp, index, hw, ans))
+    for serial, entries in (operators or {}).items():
         if serial in phones:
             phones[serial].top_operators = _top_operators(entries)
     return list(phones.values())

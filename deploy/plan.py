@@ -179,11 +179,8 @@ def plan_binary(s: DeploySettings) -> Optional[BinaryPlan]:
 # --------------------------------------------------------------------------- models
 
 
-def plan_models(s: DeploySettings, needed: bool) -> List[ModelFile]:
-    """The converted models to push (every variant, or ``s.variants``); [] when not needed and not there."""
-    if not needed and not ConvertManifest.exists(s.models):
-        return []
-    manifest = ConvertManifest.load(s.models)
+def _chosen_models(s: DeploySettings, manifest: ConvertManifest) -> List[ModelFile]:
+    """Every model of the manifest, or those of ``s.variants`` (each file once); refuses an empty list."""
     if s.variants:
         chosen = [f for name in s.variants for f in manifest.find(name).values()]
         models = list({f.file: f for f in chosen}.values())  # a variant named twice is deployed once
@@ -191,14 +188,29 @@ def plan_models(s: DeploySettings, needed: bool) -> List[ModelFile]:
         models = manifest.files
     if not models:
         raise RecordError(f"{manifest.path} lists no models", remedy=ConvertManifest.REMEDY)
+    return models
+
+
+def _check_inputs(s: DeploySettings, models: List[ModelFile], manifest_path: Path) -> None:
+    """Refuse an input the benchmark could not pass, before anything is pushed."""
+    if s.options.bundled_input < 0:
+        for f in models:
+            _bench.input_args(f.input)
+    elif s.options.bundled_input > 0:
+        _check_bundled_index(s.options.bundled_input, models, manifest_path)
+
+
+def plan_models(s: DeploySettings, needed: bool) -> List[ModelFile]:
+    """The converted models to push (every variant, or ``s.variants``); [] when not needed and not there."""
+    if not needed and not ConvertManifest.exists(s.models):
+        return []
+    manifest = ConvertManifest.load(s.models)
+    models = _chosen_models(s, manifest)
     for f in models:  # the full hash is checked while the file is sent (or matched on the device)
         if not f.path.is_file() or f.path.stat().st_size != f.size:
             f.check_hash()
-    if needed and s.options.bundled_input < 0:  # refuse before anything is pushed
-        for f in models:
-            _bench.input_args(f.input)
-    if needed and s.options.bundled_input > 0:
-        _check_bundled_index(s.options.bundled_input, models, manifest.path)
+    if needed:
+        _check_inputs(s, models, manifest.path)
     return models
 
 
@@ -301,6 +313,29 @@ def app_bench_skip(facts: ApkFacts) -> Optional[str]:
 # --------------------------------------------------------------------------- the plan
 
 
+def _refused_warnings(s: DeploySettings, models: List[ModelFile]) -> List[str]:
+    """NNAPI models convert did not write: their CPU models go alone, and the run says why."""
+    if not models:
+        return []
+    deployed = {(f.stem, f.mode) for f in models}
+    return [f"{r.line()}: only its CPU model is deployed" for r in ConvertManifest.load(s.models).refused
+            if (r.stem, r.mode) in deployed]
+
+
+def _plan_warnings(s: DeploySettings, binary: Optional[BinaryPlan], app: Optional[AppPlan],
+                   models: List[ModelFile]) -> List[str]:
+    warnings: List[str] = []
+    if app is not None and app.bench_skip and s.app_bench:
+        warnings.append(f"in-app benchmark skipped: {app.bench_skip}")
+    if binary is not None:
+        warnings += check_commits(binary.commit, {f.file: f.torch_git_version for f in models}, s.allow_mismatch)
+    warnings += _refused_warnings(s, models)
+    unoptimized = [f.file for f in models if f.backend == "cpu" and not f.extra.get("mobile_optimized", False)]
+    if unoptimized:
+        warnings.append(unoptimized_warning(unoptimized))
+    return warnings
+
+
 def make_plan(s: DeploySettings) -> DeployPlan:
     """The TorchScript format's part (the ExecuTorch format's is executorch_bench.plan_executorch)."""
     if "torchscript" not in s.formats:
@@ -311,19 +346,8 @@ def make_plan(s: DeploySettings) -> DeployPlan:
     if binary is None and app is None and not models:
         raise UsageError("nothing to deploy: no benchmark binary, no APK and no converted models",
                          remedy="run `invoke build-android`, or pass --binary PATH (or --apk PATH)")
-    warnings: List[str] = []
-    if app is not None and app.bench_skip and s.app_bench:
-        warnings.append(f"in-app benchmark skipped: {app.bench_skip}")
-    if binary is not None:
-        warnings += check_commits(binary.commit, {f.file: f.torch_git_version for f in models}, s.allow_mismatch)
-    if models:  # NNAPI models convert did not write: their CPU models go alone, and the run says why
-        refused = ConvertManifest.load(s.models).refused
-        deployed = {(f.stem, f.mode) for f in models}
-        warnings += [f"{r.line()}: only its CPU model is deployed" for r in refused if (r.stem, r.mode) in deployed]
-    unoptimized = [f.file for f in models if f.backend == "cpu" and not f.extra.get("mobile_optimized", False)]
-    if unoptimized:
-        warnings.append(unoptimized_warning(unoptimized))
-    return DeployPlan(binary, models, app, warnings, references=plan_references(s, binary is not None))
+    return DeployPlan(binary, models, app, _plan_warnings(s, binary, app, models),
+                      references=plan_references(s, binary is not None))
 
 
 def unoptimized_warning(files: List[str]) -> str:

@@ -58,34 +58,46 @@ class ReportResult:
     weights: str = ""  # "weights: mobilenetv2: random (...) (from <manifest>)", or unknown and why
 
 
+def _chosen(s: ReportSettings, rows: List[ResultRow]) -> List[ResultRow]:
+    """The rows to draw: the chosen source's benchmarks and the devices that failed before any."""
+    chosen = [r for r in rows if r.source == s.source]
+    failed_devices = [r for r in rows if r.source == "deploy"]
+    if not chosen and not failed_devices:
+        other = sorted({r.source for r in rows} - {s.source})
+        raise RecordError(f"run {rows[0].run_id} has no {s.source} benchmarks to draw",
+                          remedy=(f"draw the {other[0]} benchmark with --source {other[0]}, or " if other else "")
+                          + "pick another run with --run")
+    return chosen + failed_devices
+
+
+def _png_path(s: ReportSettings, run_id: int) -> Path:
+    """Where the chart goes; refuses to overwrite a file report did not write."""
+    png = Path(s.out) if s.out else Path(s.results) / f"report-run-{run_id:04d}.png"
+    # the page beside the PNG was not named by the user: it is replaced only when report wrote it
+    check_removable(png.with_suffix(".html"), f"the report page beside {png.name}", verb="overwrite",
+                    ours=lambda page: s.out is None or is_report_page(page))  # default: the results dir's own name
+    check_removable(png, "report --out", named=True, verb="overwrite")
+    return png
+
+
 def make_report(s: ReportSettings) -> ReportResult:
     if s.source not in SOURCES:
         raise RecordError(f"unknown report source {s.source!r}", remedy="use --source binary or --source app")
     store = ResultStore(Path(s.results) / DB_NAME)
     rows = store.rows(s.run_id)
     run_id = rows[0].run_id
-    chosen = [r for r in rows if r.source == s.source]
-    failed_devices = [r for r in rows if r.source == "deploy"]
-    if not chosen and not failed_devices:
-        other = sorted({r.source for r in rows} - {s.source})
-        raise RecordError(f"run {run_id} has no {s.source} benchmarks to draw",
-                          remedy=(f"draw the {other[0]} benchmark with --source {other[0]}, or " if other else "")
-                          + "pick another run with --run")
+    drawn = _chosen(s, rows)
     pte = build_section(Path(s.results), rows, store.settings(run_id))  # refuses a bad record before any output
-    png = Path(s.out) if s.out else Path(s.results) / f"report-run-{run_id:04d}.png"
-    # the page beside the PNG was not named by the user: it is replaced only when report wrote it
-    check_removable(png.with_suffix(".html"), f"the report page beside {png.name}", verb="overwrite",
-                    ours=lambda page: s.out is None or is_report_page(page))  # default: the results dir's own name
-    check_removable(png, "report --out", named=True, verb="overwrite")
+    png = _png_path(s, run_id)
     title = f"torchdroid run {run_id} ({rows[0].started}), {s.source} benchmark"
     weights = weights_line(store.settings(run_id).get("models"), rows, rows[0].started)
-    draw(chosen + failed_devices, png, title=title, executorch=pte, weights=weights)
+    draw(drawn, png, title=title, executorch=pte, weights=weights)
     notes = baseline_notes(store.settings(run_id).get("models"), rows)
     verdicts, why = numerics_report.load_run(Path(s.results), run_id)
     et_verdicts, et_why = numerics_report.load_executorch(Path(s.results))
     labels = {r.serial: f"{r.device_model} ({r.serial})" if r.device_model else r.serial for r in rows}
     placements, hw_why = hardware_report.load_run(Path(s.results), run_id)
-    phones = phone_overview.overview(chosen + failed_devices, placements, verdicts, labels,
+    phones = phone_overview.overview(drawn, placements, verdicts, labels,
                                      {d.serial: d.operators for d in pte.devices} if pte else None)
     html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte, notes,
                       numerics_report.html_section(verdicts, labels, why, et_verdicts, et_why),
@@ -216,16 +228,29 @@ def _pte_bar(ax, r, pos: float, width: float, stale: bool) -> None:
                 ha="center", va="bottom", fontsize=6, xytext=(0, 2), textcoords="offset points")
 
 
-def _executorch_panel(ax, section: PteReportSection) -> None:
-    """Per device, each NNAPI / ExecuTorch line's speed-up over the legacy CPU model of its precision."""
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
-    per_device = [[r for r in t.rows if not r.is_baseline] for t in section.devices]
+def _pte_bars(ax, section: PteReportSection, per_device: list) -> None:
     width = 0.8 / max(1, max(len(lines) for lines in per_device))
     for x, (t, lines) in enumerate(zip(section.devices, per_device)):
         for k, r in enumerate(lines):
             _pte_bar(ax, r, x - 0.4 + width * (k + 0.5), width, bool(section.stale or t.stale))
+
+
+def _pte_legend(ax, section: PteReportSection, per_device: list) -> None:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    lanes = {r.lane for lines in per_device for r in lines if r.speedup_vs_cpu is not None}
+    handles = [Patch(color=PTE_COLORS[lane], label=PTE_LABELS[lane]) for lane in PTE_COLORS if lane in lanes]
+    if section.stale or any(t.stale for t in section.devices):
+        handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//", label="stale: from an older run"))
+    ax.legend(handles=handles + [Line2D([], [], color="black", linewidth=1, linestyle="--", label="1x: same speed")],
+              fontsize=7)
+
+
+def _executorch_panel(ax, section: PteReportSection) -> None:
+    """Per device, each NNAPI / ExecuTorch line's speed-up over the legacy CPU model of its precision."""
+    per_device = [[r for r in t.rows if not r.is_baseline] for t in section.devices]
+    _pte_bars(ax, section, per_device)
     ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
     if max([r.speedup_vs_cpu or 0 for lines in per_device for r in lines] or [1.0]) > 10:
         ax.set_yscale("log")  # one bar 100x the others would flatten them: a log scale keeps every ratio readable
@@ -234,12 +259,7 @@ def _executorch_panel(ax, section: PteReportSection) -> None:
     ax.margins(y=0.2)  # room for the labels above the tallest bar
     ax.set_ylabel("speed-up over legacy CPU (x)\n(same precision)")
     ax.set_title("ExecuTorch and NNAPI per device, from deploy-executorch", fontsize=9)
-    lanes = {r.lane for lines in per_device for r in lines if r.speedup_vs_cpu is not None}
-    handles = [Patch(color=PTE_COLORS[lane], label=PTE_LABELS[lane]) for lane in PTE_COLORS if lane in lanes]
-    if section.stale or any(t.stale for t in section.devices):
-        handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//", label="stale: from an older run"))
-    ax.legend(handles=handles + [Line2D([], [], color="black", linewidth=1, linestyle="--", label="1x: same speed")],
-              fontsize=7)
+    _pte_legend(ax, section, per_device)
     ax.grid(axis="y", alpha=0.3)
 
 

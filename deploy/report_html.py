@@ -115,6 +115,18 @@ def _first_line(text: str, n: int = 120) -> str:
     return line if len(line) <= n else line[:n - 1] + "…"
 
 
+def _device_conditions(serial: str, d: Optional[dict], gone: str) -> List[str]:
+    """One device's row; ``gone``: why the device failed ("" when it did not)."""
+    if d is None:
+        why = gone or "not recorded in this run (deploy --no-bench reads no conditions)"
+        return [serial, *[f"unknown ({why})"] * 10, "none"]
+    also = f"; {gone}" if gone else ""
+    return [serial, d.get("soc") or UNKNOWN["soc"],
+            str(d["page_size"]) if d.get("page_size") else UNKNOWN["page_size"],
+            *_snap(d.get("before"), "not read before the benchmark" + also),
+            *_snap(d.get("after"), "not read after the benchmark" + also), "; ".join(d.get("warnings") or []) or "none"]
+
+
 def _conditions_table(devices: Sequence[dict], rows: Sequence[ResultRow]) -> str:
     """Every device of the run (failed ones too): its conditions, ``unknown`` and why in every cell it lacks."""
     failed = {}
@@ -123,19 +135,9 @@ def _conditions_table(devices: Sequence[dict], rows: Sequence[ResultRow]) -> str
             failed.setdefault(r.serial, r.reason)
     known = {d.get("serial", ""): d for d in devices}
     serials = list(known) + [s for s in dict.fromkeys(r.serial for r in rows) if s not in known]
-    out = []
-    for serial in serials:
-        d = known.get(serial)
-        gone = f"device failed: {_first_line(failed[serial])}" if serial in failed else ""
-        if d is None:
-            why = gone or "not recorded in this run (deploy --no-bench reads no conditions)"
-            out.append([serial, *[f"unknown ({why})"] * 10, "none"])
-            continue
-        after_why = "not read after the benchmark" + (f"; {gone}" if gone else "")
-        out.append([serial, d.get("soc") or UNKNOWN["soc"],
-                     str(d["page_size"]) if d.get("page_size") else UNKNOWN["page_size"],
-                     *_snap(d.get("before"), "not read before the benchmark" + (f"; {gone}" if gone else "")),
-                     *_snap(d.get("after"), after_why), "; ".join(d.get("warnings") or []) or "none"])
+    out = [_device_conditions(serial, known.get(serial),
+                              f"device failed: {_first_line(failed[serial])}" if serial in failed else "")
+           for serial in serials]
     cols = ["device", "SoC", "page size", "CPU before", "thermal before", "hottest °C before", "battery before",
             "CPU after", "thermal after", "hottest °C after", "battery after", "warnings"]
     return _table(cols, out, text_cols=tuple(range(12)))

@@ -384,6 +384,31 @@ def _first_divergence(differences: List[Difference], layers: List[LayerResult], 
     return min(cands, key=lambda c: (c[0] < 0, c[0]))[1]
 
 
+def _float_failure(s: VerifySettings, e2e: EndToEnd) -> List[str]:
+    limit = s.float_atol + s.float_rtol * max(e2e.ref_magnitude, 1.0)
+    return [f"max abs diff {e2e.max_abs:.3g} > {limit:.3g}"] if e2e.max_abs > limit else []
+
+
+def _agreement_failures(s: VerifySettings, e2e: EndToEnd) -> List[str]:
+    out = []
+    if e2e.top1 is not None and e2e.top1 < s.min_top1_agreement:
+        out.append(f"top-1 agreement {e2e.top1:.2f} < {s.min_top1_agreement} on the calibrated inputs")
+    if e2e.top5 is not None and e2e.top5 < s.min_top5_agreement:
+        out.append(f"top-5 agreement {e2e.top5:.2f} < {s.min_top5_agreement} on the calibrated inputs")
+    return out
+
+
+def _quantized_failures(row: VariantResult, s: VerifySettings, e2e: EndToEnd, graph: Graph) -> List[str]:
+    """Against the CPU model: its LSB bound (recorded in ``row.e2e_bound``), then top-1/top-5 agreement."""
+    if row.cpu_kernel_issues:
+        return []  # the CPU model is not a trustworthy reference end to end; the operations decided
+    out = []
+    row.e2e_bound = rules.e2e_bound_vs_cpu(s.rounding, {op.type for op in graph.operations})
+    if row.e2e_bound is not None and (e2e.max_lsb or 0) > row.e2e_bound:
+        out.append(f"end to end {e2e.max_lsb} LSB from the CPU model (bound {row.e2e_bound} under {s.rounding} rounding)")
+    return out if row.agreement_note else out + _agreement_failures(s, e2e)
+
+
 def _end_to_end_failures(row: VariantResult, s: VerifySettings, e2e: EndToEnd, graph: Graph) -> List[str]:
     if e2e.error:
         return []
@@ -392,22 +417,8 @@ def _end_to_end_failures(row: VariantResult, s: VerifySettings, e2e: EndToEnd, g
         out.append(f"end to end {e2e.lsb_vs_reference} LSB from the CPU model's own conversion on the same kernels "
                    f"(bound {rules.E2E_LSB_BOUND_VS_REFERENCE})")
     if not row.quantized:
-        limit = s.float_atol + s.float_rtol * max(e2e.ref_magnitude, 1.0)
-        if e2e.max_abs > limit:
-            out.append(f"max abs diff {e2e.max_abs:.3g} > {limit:.3g}")
-        return out
-    if row.cpu_kernel_issues:
-        return out  # the CPU model is not a trustworthy reference end to end; the operations decided
-    row.e2e_bound = rules.e2e_bound_vs_cpu(s.rounding, {op.type for op in graph.operations})
-    if row.e2e_bound is not None and (e2e.max_lsb or 0) > row.e2e_bound:
-        out.append(f"end to end {e2e.max_lsb} LSB from the CPU model (bound {row.e2e_bound} under {s.rounding} rounding)")
-    if row.agreement_note:
-        return out
-    if e2e.top1 is not None and e2e.top1 < s.min_top1_agreement:
-        out.append(f"top-1 agreement {e2e.top1:.2f} < {s.min_top1_agreement} on the calibrated inputs")
-    if e2e.top5 is not None and e2e.top5 < s.min_top5_agreement:
-        out.append(f"top-5 agreement {e2e.top5:.2f} < {s.min_top5_agreement} on the calibrated inputs")
-    return out
+        return out + _float_failure(s, e2e)
+    return out + _quantized_failures(row, s, e2e, graph)
 
 
 __all__ = ["VerifySettings", "VerifyResult", "VariantResult", "verify", "verify_pair", "make_inputs"]
