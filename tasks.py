@@ -9,6 +9,7 @@ inside the packages, so ``invoke --list`` is instant.
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 from invoke import Collection, Exit
 
@@ -20,7 +21,7 @@ from workflow.plan import STAGES
 from workflow.run import stage, terminable
 from workflow.task_options import helps, task
 
-invoke_hooks.install()  # config files and INVOKE_* values are checked by the schema, not by Invoke
+invoke_hooks.start(Path(__file__).parent)  # the config files Invoke reads next, checked before it reads them
 
 
 # --------------------------------------------------------------------------- convert, bench, verify

@@ -26,7 +26,6 @@ resolution functions (their own defaults are for tests that build settings by ha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from . import layout, pins
@@ -334,7 +333,11 @@ def default(name: str) -> Any:
 
 
 def config_defaults() -> dict:
-    """The nested dict handed to ``ns.configure``: every config key with its default."""
+    """The nested dict handed to ``ns.configure``: every config key with its default, as text (on/off as a bool).
+
+    Invoke casts an ``INVOKE_*`` variable to the type of the value it overrides; over a text it keeps the text
+    the user wrote, which :mod:`toolchain.resolve` then types with this schema, naming the variable when it is
+    wrong (over a number, ``abc`` would be a traceback in Invoke; over a list, every value would)."""
     tree: dict = {}
     for k in KEYS:
         if k.cli_only:
@@ -343,6 +346,11 @@ def config_defaults() -> dict:
         *parents, leaf = k.name.split(".")
         for p in parents:
             node = node.setdefault(p, {})
-        value = None if isinstance(k.default, UnderBuildDir) else k.default  # joined onto build_dir when read
-        node[leaf] = list(value) if isinstance(value, list) else (str(value) if isinstance(value, Path) else value)
+        node[leaf] = _as_text(k.default)
     return tree
+
+
+def _as_text(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, UnderBuildDir)):  # <build_dir>/name: joined when read
+        return None if isinstance(value, UnderBuildDir) else value
+    return ",".join(value) if isinstance(value, list) else str(value)
