@@ -35,7 +35,9 @@ invoke_hooks.start(Path(__file__).parent)  # the config files Invoke reads next,
       iterable=["quant", "format", "delegates"])
 def convert(c, model=None, quant=None, weights=None, calibration=None, quantized_weights=None, out=None, force=False,
             no_verify=False, format=None, delegates=None, json=False, debug=False):
-    """MobileNetV2 (or another model) -> CPU and NNAPI TorchScript models per quantization mode, with a manifest."""
+    """MobileNetV2 (or another model) -> CPU and NNAPI models per quantization mode.
+
+    TorchScript models with a manifest (--format executorch: .pte programs too)."""
     common = dict(model=model, weights=weights, calibration=calibration, out=out, force=force)
     result = None
     with stage(c.config, "convert", debug):
@@ -58,16 +60,15 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, quantized
     return result  # `invoke all` reads whether it was reused
 
 
-@task(help=helps(host="run the models on this machine (the only place `bench` runs; phones: `invoke deploy`)",
+@task(help=helps(host="run the models on this machine (where `bench` always runs; phones: `invoke deploy`)",
                  models="convert.out", warmup="bench.warmup", iter="bench.iter", threads="bench.threads",
                  repeat="bench.repeat", out="bench.out", format="bench.format"),
       iterable=["format"])
-def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, repeat=None, out=None, format=None,
+def bench(c, host=False, models=None, warmup=None, iter=None, threads=None, repeat=None, out=None, format=None,
           json=False, debug=False):
-    """Benchmark converted models on the host with speed_benchmark_torch's protocol (--format executorch: the .pte
-    programs too, as `invoke bench-executorch`)."""
-    if not host:
-        raise Exit("torchdroid bench: only --host is done here; on phones use `invoke deploy`", code=2)
+    """Benchmark the converted models on this machine (speed_benchmark_torch's protocol).
+
+    --format executorch: the .pte programs too, as `invoke bench-executorch`."""
     options = dict(models=models, warmup=warmup, iter=iter, threads=threads, repeat=repeat, out=out)
     result = pte = None
     with stage(c.config, "bench", debug):
@@ -109,8 +110,9 @@ def verify(c, models=None, variant=None, rounding=None, random_inputs=None, laye
                  reference_kernels="bench.reference_kernels", again="bench.again"))
 def bench_executorch(c, models=None, warmup=None, iter=None, threads=None, out=None, no_legacy=False,
                      no_per_operator=False, reference_kernels=None, again=False, json=False, debug=False):
-    """`invoke bench --format executorch`: check each .pte against its reference in ExecuTorch's host runtime and
-    time it beside the legacy models."""
+    """`invoke bench --format executorch`: check and time each .pte program on this machine.
+
+    Each .pte is checked against its reference in ExecuTorch's host runtime and timed beside the legacy models."""
     with stage(c.config, "bench-executorch", debug):
         from converter.pte_host import run_pte_bench
 
@@ -144,7 +146,7 @@ def deploy_executorch(c, models=None, build_info=None, serial=None, warmup=None,
 # --------------------------------------------------------------------------- build-android, check-compat, doctor
 
 
-@task(help=helps(lane="a pin set of toolchain/pins.py (config pytorch.lane), or executorch: ExecuTorch's "
+@task(help=helps(lane="LANE|executorch: a pin set of toolchain/pins.py (config pytorch.lane), or executorch: ExecuTorch's "
                  "executor_runner at the pinned release (command line only)", commit="pytorch.commit", repo_url="pytorch.repo_url", ndk="ndk.path",
                  abi="android.abi", api_level="android.api_level", python="pytorch.python",
                  max_jobs="android.max_jobs", clean="build_android.clean", aar="build_android.aar",
@@ -214,8 +216,9 @@ def doctor(c, strict=False, lane=None, ndk=None, adb_server=None, json=False, de
 def make_app(c, model=None, models=None, out=None, app_name=None, application_id=None, abi_filters=None,
              min_sdk=None, target_sdk=None, lane=None, pytorch_android=None, aar=None, executorch_android=None,
              executorch_aar=None, force=False, debug=False):
-    """A Gradle Android app (CameraX + NNAPI with CPU fallback + in-app benchmark) around one converted variant
-    (or an ExecuTorch program, on ExecuTorch's Java API)."""
+    """A Gradle Android app (camera, NNAPI or CPU, in-app benchmark) around one converted model.
+
+    The model is a converted variant, or an ExecuTorch program (on ExecuTorch's Java API)."""
     with stage(c.config, "make-app", debug):
         from workflow.stage_flows import make_app as run_make_app
 
@@ -228,7 +231,7 @@ def make_app(c, model=None, models=None, out=None, app_name=None, application_id
     return result
 
 
-@task(help=helps(out=f"the Gradle project `invoke make-app` wrote (config app.out, default {key('app.out').default})"))
+@task(help=helps(out=f"PATH: the Gradle project `invoke make-app` wrote (config app.out, default {key('app.out').default})"))
 def build_app(c, out=None, debug=False):
     """./gradlew assembleDebug in the generated project (needs an Android SDK and the wrapper jar)."""
     with stage(c.config, "build-app", debug):
@@ -267,8 +270,9 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
            bundled_input=None, allow_mismatch=False, no_allow_mismatch=False, profile_with_gatord=None,
            device_dir=None, project=None, results=None, adb_host=None, adb_port=None, adb_server=None, format=None,
            runner_build_info=None, debug=False):
-    """Push the benchmark binary and models (and/or ExecuTorch's runner and programs: --format), install the app,
-    benchmark on every device, record and report."""
+    """Push, install and benchmark on every phone; record and report the results.
+
+    The benchmark binary and models (and/or ExecuTorch's runner and programs: --format) and the app."""
     cli = {k: v for k, v in locals().items() if k not in ("c", "debug")}
     _deploy(c, "deploy", debug, **cli)
 
@@ -317,7 +321,7 @@ def report(c, run=None, results=None, out=None, source=None, json=False, debug=F
 
 
 @task(name="all", help=helps(weights="all.weights", model="app.model",
-                             skip="stages to leave out (repeat or comma-separate): " + ", ".join(STAGES),
+                             skip="STAGE[,STAGE...]: stages to leave out (repeat or comma-separate): " + ", ".join(STAGES),
                              replace_app="all.replace_app"),
       iterable=["skip"])
 def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, debug=False):
@@ -358,7 +362,7 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, 
         raise Exit(f"torchdroid all: failed: {', '.join(summary.failed)}", code=1)
 
 
-@task(help=helps(what="clean.what", older_than="days: logs older than this are removed (config clean.log_days)",
+@task(help=helps(what="clean.what", older_than="DAYS: logs older than this are removed (config clean.log_days)",
                  dry_run="clean.dry_run"),
       iterable=["what"])
 def clean(c, what=None, older_than=None, dry_run=False, debug=False):

@@ -1,0 +1,39 @@
+"""Task options from their schema keys: what to type, list options repeatable (workflow/task_options.py)."""
+
+from __future__ import annotations
+
+import inspect
+
+from toolchain.settings import SCHEMA
+from workflow.task_options import helps, placeholder
+
+
+def test_placeholders_say_what_to_type():
+    assert placeholder(SCHEMA["bench.iter"], "iter") == "N"
+    assert placeholder(SCHEMA["deploy.cooldown"], "cooldown") == "SECONDS"
+    assert placeholder(SCHEMA["verify.rounding"], "rounding") == "qnnpack|nnapi"
+    assert placeholder(SCHEMA["bench.out"], "out") == "PATH"
+    assert placeholder(SCHEMA["app.abi_filters"], "abi_filters") == "ABI[,ABI...]"
+    assert placeholder(SCHEMA["deploy.serials"], "serial") == "SERIAL[,SERIAL...]"
+    assert placeholder(SCHEMA["deploy.servers"], "adb_server") == "HOST:PORT[,HOST:PORT...]"
+    h = helps(iter="bench.iter", force="convert.force", other="a text of its own")
+    assert h["iter"].startswith("N: timed iterations (config bench.iter, default 50)")
+    assert h["force"] == SCHEMA["convert.force"].help and h["other"] == "a text of its own"
+
+
+def test_every_list_option_of_every_task_is_repeatable_and_every_value_option_says_what_to_type():
+    import re
+
+    import tasks
+
+    checked = 0
+    for name, t in tasks.ns.tasks.items():
+        params = inspect.signature(t.body).parameters
+        for param, text in t.help.items():
+            m = re.search(r"\(config ([\w.]+)", text)
+            if not m or isinstance(params[param].default, bool):
+                continue
+            assert re.match(r"^[\w|:\[\],.-]+: ", text), (name, param, text)
+            assert (param in t.iterable) == (SCHEMA[m.group(1)].kind.base == "list"), (name, param)
+            checked += 1
+    assert checked >= 60
