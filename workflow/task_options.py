@@ -1,19 +1,29 @@
-"""How tasks declare options: each option's help, what to type and list-ness come from its schema key.
+"""How tasks declare options: once, as a parameter whose default names its schema key.
 
-``@task(help=helps(iter="bench.iter"))`` names the key a task parameter reads; from that one reference the task
-gets the key's help text with its config key and default, led by what to type (``N: timed iterations``,
-``qnnpack|nnapi: ...``, ``MODE[,MODE...]: ...``, ``PATH: ...``), and a repeatable flag for a list key.
+::
+
+    @task()
+    def bench(c, iter=opt("bench.iter"), host=flag("run the models on this machine"), json=JSON, debug=DEBUG):
+
+From that one declaration the task gets its command-line option (``--iter``; a list key makes it repeatable, an
+on/off key a flag), its help (the key's help, config key and default, led by what to type: ``N: timed
+iterations``, ``qnnpack|nnapi: ...``, ``MODE[,MODE...]: ...``, ``PATH: ...``), and the value the body sees when
+the option is not given (``None``, or ``False`` for a flag: the real default lives in the schema, so a config
+file or ``INVOKE_*`` variable can still set it).  A task calling another in Python gets the same.
 
 Invoke (3.0.3) itself prints ``--iter=STRING`` for every option that takes a text: its ``ParserContext.help_for``
 knows only STRING and INT, ``Collection.from_module`` rebuilds the task file's collection as a plain
 ``Collection`` (a subclass's ``to_contexts`` is never used), and an option of kind ``int`` is cast by Invoke's
 parser (``--iter abc``: a traceback instead of torchdroid's usage error).  So the placeholder leads the help text.
+Only Invoke's public API is used: ``@task``, ``Task.arg_opts`` (the short flags) and ``__signature__``.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
-from typing import Dict
+from dataclasses import dataclass
+from typing import Dict, Optional
 
 from invoke import Task
 from invoke import task as _invoke_task
@@ -32,43 +42,73 @@ class TorchdroidTask(Task):
         return opts
 
 
-class Helps(dict):
-    """Help texts by parameter, with the schema key each one came from (``schema_keys``)."""
+@dataclass(frozen=True)
+class Option:
+    """One task option: its schema key (type, range, default, help), or its own help text for a plain flag."""
 
-    def __init__(self, texts: Dict[str, str], schema_keys: Dict[str, Key]):
-        super().__init__(texts)
-        self.schema_keys = schema_keys
+    key: Optional[Key] = None
+    text: str = ""  # help instead of the key's (the key still types the value)
+    metavar: str = ""  # what to type instead of the key's
+
+    @property
+    def is_flag(self) -> bool:
+        return self.key is None or self.key.kind.base == "bool"
+
+    @property
+    def unset(self):
+        """What the body gets when the option is not on the command line."""
+        return False if self.is_flag else None
+
+    def help(self, param: str) -> str:
+        key = self.key
+        if key is None:
+            return self.text
+        text = self.text or (key.help if key.cli_only else
+                             f"{key.help} (config {key.name}{_default_words(key.default)})")
+        return text if self.is_flag else f"{self.metavar or placeholder(key, param)}: {text}"
+
+
+def opt(name: str, text: str = "", metavar: str = "") -> Option:
+    """An option that reads the schema key ``name``; ``text`` replaces the key's help, ``metavar`` what to type."""
+    return Option(SCHEMA[name], text, metavar)
+
+
+def flag(text: str) -> Option:
+    """An on/off flag with no key of its own (``--no-bench``, ``--host``)."""
+    return Option(None, text)
+
+
+JSON = opt("json")
+DEBUG = flag("show tracebacks")
 
 
 def task(**kwargs):
-    """Invoke's @task with torchdroid's short flags, placeholders and repeatable list options; help for debug/json
-    only where the task has them."""
+    """Invoke's @task for a body whose options are declared with :func:`opt` / :func:`flag`."""
 
     def wrap(fn):
-        params = inspect.signature(fn).parameters
-        given = kwargs.get("help", {})
-        keys = {k: v for k, v in getattr(given, "schema_keys", {}).items() if k in params}
-        kwargs["help"] = {k: v for k, v in given.items() if k in params}
-        lists = [p for p, key in keys.items() if key.kind.base == "list"]
-        kwargs["iterable"] = sorted(set(kwargs.get("iterable", ())) | set(lists))
-        return _invoke_task(klass=TorchdroidTask, auto_shortflags=False, **kwargs)(fn)
+        signature = inspect.signature(fn)
+        options = {p: o.default for p, o in signature.parameters.items() if isinstance(o.default, Option)}
+        shown = signature.replace(parameters=[
+            p.replace(default=options[p.name].unset) if p.name in options else p
+            for p in signature.parameters.values()])
+
+        @functools.wraps(fn)
+        def body(*args, **kw):
+            bound = shown.bind(*args, **kw)
+            bound.apply_defaults()
+            return fn(*bound.args, **bound.kwargs)
+
+        body.__signature__ = shown
+        kwargs["help"] = {p: o.help(p) for p, o in options.items()}
+        kwargs["iterable"] = [p for p, o in options.items() if o.key is not None and o.key.kind.base == "list"]
+        return _invoke_task(klass=TorchdroidTask, auto_shortflags=False, **kwargs)(body)
 
     return wrap
 
 
-def helps(**params) -> Helps:
-    """Task help from the schema: ``helps(iter="bench.iter")``; a text that is no key is used as it is."""
-    out = {"debug": "show tracebacks", "json": SCHEMA["json"].help}
-    keys = {}
-    for param, ref in params.items():
-        key = SCHEMA.get(ref)
-        if key is None:
-            out[param] = ref
-            continue
-        keys[param] = key
-        text = key.help if key.cli_only else f"{key.help} (config {key.name}{_default_words(key.default)})"
-        out[param] = text if key.kind.base == "bool" else f"{placeholder(key, param)}: {text}"
-    return Helps(out, keys)
+def helps(**params) -> Dict[str, str]:
+    """Help texts from the schema: ``helps(iter="bench.iter")``; a text that is no key is used as it is."""
+    return {param: (opt(ref).help(param) if ref in SCHEMA else ref) for param, ref in params.items()}
 
 
 def _default_words(value) -> str:
@@ -80,7 +120,7 @@ def _default_words(value) -> str:
 
 
 def placeholder(key: Key, param: str) -> str:
-    """What to type after ``--param=``: N, a number's unit, the choices, PATH, or the item of a list."""
+    """What to type after ``--param``: N, a number's unit, the choices, PATH, or the item of a list."""
     kind = key.kind
     if key.metavar:
         return key.metavar

@@ -37,3 +37,30 @@ def test_every_list_option_of_every_task_is_repeatable_and_every_value_option_sa
             assert (param in t.iterable) == (SCHEMA[m.group(1)].kind.base == "list"), (name, param)
             checked += 1
     assert checked >= 60
+
+
+def test_an_option_is_declared_once_as_its_parameter():
+    """The parameter's default names the key: Invoke sees None/False, the help and list-ness come from the key, and
+    a task called from Python gets the same values as from the command line."""
+    from invoke import Context
+
+    from workflow.task_options import DEBUG, flag, opt, task
+
+    seen = {}
+
+    @task()
+    def probe(c, iter=opt("bench.iter"), quant=opt("convert.quant"), force=opt("convert.force"),
+              host=flag("run here"), debug=DEBUG):
+        """A probe."""
+        seen.update(iter=iter, quant=quant, force=force, host=host, debug=debug)
+
+    params = inspect.signature(probe.body).parameters
+    assert [(p, params[p].default) for p in params] == [("c", inspect.Parameter.empty), ("iter", None),
+                                                        ("quant", None), ("force", False), ("host", False),
+                                                        ("debug", False)]
+    assert probe.iterable == ["quant"] and probe.help["host"] == "run here"
+    assert probe.help["iter"] == "N: timed iterations (config bench.iter, default 50)"
+    probe(Context(), iter="7")
+    assert seen == {"iter": "7", "quant": None, "force": False, "host": False, "debug": False}
+    args = {a.name: a for a in probe.get_arguments()}
+    assert args["quant"].kind is list and args["force"].kind is bool and args["iter"].kind is str
