@@ -41,6 +41,14 @@ class TorchdroidTask(Task):
             opts["names"].append(SHORT_FLAGS[name])
         return opts
 
+    def get_arguments(self, ignore_unknown_help=None):
+        """Invoke's, which pops each help text it hands out: the task keeps its help for a second caller."""
+        kept = dict(self.help)
+        try:
+            return super().get_arguments(ignore_unknown_help=ignore_unknown_help)
+        finally:
+            self.help = kept
+
 
 @dataclass(frozen=True)
 class Option:

@@ -21,20 +21,24 @@ def test_placeholders_say_what_to_type():
     assert h["force"] == SCHEMA["convert.force"].help and h["other"] == "a text of its own"
 
 
-def test_every_list_option_of_every_task_is_repeatable_and_every_value_option_says_what_to_type():
+def test_every_option_of_every_task_is_declared_once_and_says_what_to_type():
+    """Every parameter but the context is an opt()/flag() declaration (read from the task's own function: Invoke's
+    get_arguments pops the help it hands out); a value option's help leads with what to type; list keys repeat."""
     import re
 
     import tasks
+    from workflow.task_options import Option
 
     checked = 0
     for name, t in tasks.ns.tasks.items():
-        params = inspect.signature(t.body).parameters
-        for param, text in t.help.items():
-            m = re.search(r"\(config ([\w.]+)", text)
-            if not m or isinstance(params[param].default, bool):
+        declared = inspect.signature(t.body.__wrapped__).parameters
+        for param, p in list(declared.items())[1:]:
+            option = p.default
+            assert isinstance(option, Option), f"{name} --{param}: not declared with opt() or flag()"
+            if option.is_flag:
                 continue
-            assert re.match(r"^[\w|:\[\],.-]+: ", text), (name, param, text)
-            assert (param in t.iterable) == (SCHEMA[m.group(1)].kind.base == "list"), (name, param)
+            assert re.match(r"^[\w|:\[\],.-]+: ", option.help(param)), (name, param, option.help(param))
+            assert (param in t.iterable) == (option.key.kind.base == "list"), (name, param)
             checked += 1
     assert checked >= 60
 
@@ -64,3 +68,11 @@ def test_an_option_is_declared_once_as_its_parameter():
     assert seen == {"iter": "7", "quant": None, "force": False, "host": False, "debug": False}
     args = {a.name: a for a in probe.get_arguments()}
     assert args["quant"].kind is list and args["force"].kind is bool and args["iter"].kind is str
+
+
+def test_a_task_keeps_its_help_when_invoke_reads_its_arguments():
+    import tasks
+
+    first = {a.name: a.help for a in tasks.ns["bench"].get_arguments()}
+    assert first == {a.name: a.help for a in tasks.ns["bench"].get_arguments()} and first["iter"].startswith("N: ")
+    assert tasks.ns["bench"].help["iter"] == first["iter"]
