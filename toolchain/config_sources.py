@@ -136,7 +136,12 @@ def _load_py(path: Path) -> Dict[str, Any]:
         raise UsageError(f"cannot read the config file {path}: running it raised {type(e).__name__}: {e}",
                          remedy=f"fix {path} (a .py config file holds one dict per section, e.g. {PY_EXAMPLE}), "
                                 "or use a YAML file") from None
-    return {k: v for k, v in namespace.items() if not k.startswith("__") and not isinstance(v, types.ModuleType)}
+    modules = sorted(k for k, v in namespace.items() if not k.startswith("__") and isinstance(v, types.ModuleType))
+    if modules:  # Invoke refuses them with a traceback (UnpicklableConfigMember)
+        raise UsageError(f"the config file {path} binds {', '.join(f'`{m}`' for m in modules)} to a module, which "
+                         "Invoke cannot take as a config value",
+                         remedy=f"end {path} with `del {', '.join(modules)}`, or import as `__{modules[0]}`")
+    return {k: v for k, v in namespace.items() if not k.startswith("__")}
 
 
 def _unreadable(path: Path, e: OSError, asked: bool) -> UsageError:
