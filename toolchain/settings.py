@@ -131,7 +131,8 @@ KEYS: Tuple[Key, ...] = (
     # ---- convert
     Key("convert.out", PathKind(), UnderBuildDir(layout.MODELS), "output directory of `invoke convert`"),
     Key("convert.model", Text(), "mobilenet_v2", "torchvision model with a quantizable variant (mobilenet_v2, "
-                                                  "resnet18, ...) or path/to/file.py:factory", metavar="NAME|FILE.py:FACTORY"),
+                                                  "resnet18, ...) or path/to/file.py:factory",
+        metavar="NAME|FILE.py:FACTORY"),
     Key("convert.quant", ListOf(*MODES, item="quantization mode"), list(MODES), "quantization modes: none, core, full (repeat or "
                                                       "comma-separate)", metavar="MODE[,MODE...]"),
     Key("convert.weights", Text(), "auto", "auto (pretrained when they can be had, else random, announced and "
@@ -150,7 +151,8 @@ KEYS: Tuple[Key, ...] = (
         "model formats: torchscript (PyTorch Mobile) and/or executorch (.pte programs, docs/executorch.md)"),
     Key("convert.executorch_delegates", ListOf("xnnpack", "portable", "vulkan", "qnn", "mediatek", "samsung"),
         ["xnnpack", "portable", "vulkan"],
-        "ExecuTorch delegates to lower to (qnn, mediatek, samsung need a vendor SDK: refused with the reason)", metavar="DELEGATE[,DELEGATE...]"),
+        "ExecuTorch delegates to lower to (qnn, mediatek, samsung need a vendor SDK: refused with the reason)",
+        metavar="DELEGATE[,DELEGATE...]"),
     Key("convert.force", Flag(), False, "rebuild even when the inputs are unchanged", cli_only=True),
     # ---- bench (host)
     Key("bench.warmup", Int(min=0, max=100000), 5, "warm-up iterations"),
@@ -215,7 +217,8 @@ KEYS: Tuple[Key, ...] = (
     Key("app.abi_filters", ListOf(*ABIS, item="ABI"), ["arm64-v8a"], "ABIs to package (repeat or comma-separate)"),
     Key("app.min_sdk", Int(min=16, max=99), 21, "minSdkVersion (NNAPI needs 29, below it the app uses the CPU "
                                                 "model)", metavar="LEVEL"),
-    Key("app.target_sdk", Int(min=16, max=99), None, "targetSdkVersion (default: the lane's compileSdk)", metavar="LEVEL"),
+    Key("app.target_sdk", Int(min=16, max=99), None, "targetSdkVersion (default: the lane's compileSdk)",
+        metavar="LEVEL"),
     Key("app.pytorch_android", Text(), None, "Maven version of org.pytorch:pytorch_android (default: the "
                                              "lane's)", metavar="VERSION"),
     Key("app.model", Text(), "quant_full", "converted variant: quant_none, quant_core, quant_full (or "
@@ -227,24 +230,28 @@ KEYS: Tuple[Key, ...] = (
                                      "of Maven"),
     Key("app.executorch_android", Text(), None, "Maven version of org.pytorch:executorch-android for an "
                                                 "ExecuTorch program's app (default: the exporter's release, "
-                                                "toolchain/executorch_pins.py; an older one may not load the program)", metavar="VERSION"),
+                                                "toolchain/executorch_pins.py; an older one may not load the program)",
+        metavar="VERSION"),
     Key("app.executorch_aar", PathKind(), None, "a local ExecuTorch AAR (scripts/build_android_library.sh) "
                                                 "instead of Maven, for an ExecuTorch program's app"),
     Key("app.gradle_timeout", Num(min=1), 3600.0, "seconds build-app waits for Gradle"),
     Key("app.force", Flag(), False, "replace a non-empty --out directory", cli_only=True),
     # ---- deploy
-    Key("deploy.adb_host", Text(), None, "adb server host (default ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1)", metavar="HOST"),
+    Key("deploy.adb_host", Text(), None, "adb server host (default ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1)",
+        metavar="HOST"),
     Key("deploy.adb_port", Int(min=1, max=65535), None, "adb server port (default ANDROID_ADB_SERVER_PORT or "
                                                         "5037)", metavar="PORT"),
     Key("deploy.servers", ListOf(), [], "HOST:PORT of every adb server to deploy through (repeatable: the "
-                                        "devices of all of them in parallel; default: the one above)", metavar="HOST:PORT[,HOST:PORT...]"),
+                                        "devices of all of them in parallel; default: the one above)",
+        metavar="HOST:PORT[,HOST:PORT...]"),
     Key("deploy.format", ListOf("torchscript", "executorch", item="format"), ["torchscript"],
         "what to deploy: torchscript (speed_benchmark_torch, its models, the app) and/or executorch "
         "(executor_runner and the .pte programs), each phone once for all of them"),
     Key("deploy.runner_build_info", PathKind(), None, "build-info.json of ExecuTorch's runner (default "
         "<build_dir>/android/<abi>/executorch/build-info.json of `invoke build-android --lane executorch`)"),
     Key("deploy.device_dir", Text(), "/data/local/tmp/torchdroid", "parent directory on the device", metavar="DIR"),
-    Key("deploy.project", Text(), None, "sub-directory name on the device (default: this directory's name)", metavar="NAME"),
+    Key("deploy.project", Text(), None, "sub-directory name on the device (default: this directory's name)",
+        metavar="NAME"),
     Key("deploy.warmup", Int(min=0, max=100000), 5, "warm-up iterations per run"),
     Key("deploy.iter", Int(min=1, max=1000000), 200, "timed iterations per run"),
     Key("deploy.repeat", Int(min=1, max=1000), 3, "runs per model; median/p90/min/spread are over all of them"),
@@ -252,7 +259,8 @@ KEYS: Tuple[Key, ...] = (
     Key("deploy.results", PathKind(), UnderBuildDir(layout.RESULTS), "results directory: SQLite history + CSV/JSON"),
     Key("deploy.serials", ListOf(), [], "device serials to use (default: ANDROID_SERIAL, else every connected "
                                         "device)"),
-    Key("deploy.variants", ListOf(), [], "variants to deploy, e.g. quant_full (default: all)", metavar="VARIANT[,VARIANT...]"),
+    Key("deploy.variants", ListOf(), [], "variants to deploy, e.g. quant_full (default: all)",
+        metavar="VARIANT[,VARIANT...]"),
     Key("deploy.build_info", PathKind(), None, "build-info.json of `invoke build-android` (default "
                                                "<build_dir>/android/<abi>/build-info.json)"),
     Key("deploy.binary", PathKind(), None, "speed_benchmark_torch to push instead of the one in the build-info"),
@@ -268,7 +276,8 @@ KEYS: Tuple[Key, ...] = (
         "NNAPI model)"),
     Key("deploy.caching_allocator", Flag(), False, "pass --use_caching_allocator=true to CPU models"),
     Key("deploy.bundled_input", Int(min=-1, max=1000), 0, "--use_bundled_input index; -1 passes "
-                                                          "--input_dims/--input_type from the manifest", metavar="INDEX"),
+                                                          "--input_dims/--input_type from the manifest",
+        metavar="INDEX"),
     Key("deploy.timeout", Num(min=1, max=86400), 120.0, "seconds per adb call"),
     Key("deploy.bench_timeout", Num(min=1, max=86400), 600.0, "seconds per benchmark run"),
     Key("deploy.app_wait", Num(min=1, max=86400), 60.0, "seconds for the app's first progress line (start + "
@@ -280,7 +289,8 @@ KEYS: Tuple[Key, ...] = (
                                                 "the binary's"),
     Key("deploy.report_source", Choice("binary", "app"), "binary", "which rows `invoke report` draws: binary "
                                                                    "(speed_benchmark_torch) or app"),
-    Key("report.run", Int(min=1), None, "run id in the results database (default: the latest)", cli_only=True, metavar="RUN_ID"),
+    Key("report.run", Int(min=1), None, "run id in the results database (default: the latest)", cli_only=True,
+        metavar="RUN_ID"),
     Key("report.out", PathKind(), None, "PNG to write (default <results>/report-run-NNNN.png)", cli_only=True),
     # ---- verify (host NNAPI)
     Key("verify.float_atol", Num(min=0), 1e-4, "absolute tolerance of float outputs"),
@@ -302,11 +312,13 @@ KEYS: Tuple[Key, ...] = (
     Key("verify.out", PathKind(), None, "results JSON (default: <models>/verify.json)"),
     Key("verify.cache", PathKind(), None, "where the host libneuralnetworks.so is built (default "
                                           "~/.cache/torchdroid/host-nnapi)"),
-    Key("verify.variants", ListOf(), [], "variants to check (default: all)", cli_only=True, metavar="VARIANT[,VARIANT...]"),
+    Key("verify.variants", ListOf(), [], "variants to check (default: all)", cli_only=True,
+        metavar="VARIANT[,VARIANT...]"),
     # ---- clean
     Key("clean.what", ListOf("logs", "outputs", "caches", "results"), ["logs"],
         "what to remove: logs (older than clean.log_days), outputs (models, bench, app, app-<model>, android, all.json), "
-        "caches (PyTorch checkouts), results (the benchmark history); repeat or comma-separate", metavar="WHAT[,WHAT...]"),
+        "caches (PyTorch checkouts), results (the benchmark history); repeat or comma-separate",
+        metavar="WHAT[,WHAT...]"),
     Key("clean.dry_run", Flag(), False, "list what would be removed, remove nothing", cli_only=True),
     Key("clean.log_days", Num(min=0), 14.0, "`invoke clean` removes logs older than this many days"),
     Key("clean.keep_logs", Int(min=1, max=100000), 50, "logs kept per task; older ones are removed after "
