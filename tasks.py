@@ -9,6 +9,7 @@ inside the packages, so ``invoke --list`` is instant.
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 from invoke import Collection, Exit
 
@@ -18,23 +19,23 @@ from toolchain.settings import config_defaults, key
 from workflow import show, stage_settings as resolve
 from workflow.plan import STAGES
 from workflow.run import stage, terminable
-from workflow.task_options import helps, task
+from workflow.task_options import DEBUG, JSON, flag, opt, task
 
-invoke_hooks.install()  # config files and INVOKE_* values are checked by the schema, not by Invoke
+invoke_hooks.start(Path(__file__).parent)  # the config files Invoke reads next, checked before it reads them
 
 
 # --------------------------------------------------------------------------- convert, bench, verify
 
 
-@task(help=helps(model="convert.model", quant="convert.quant", weights="convert.weights",
-                 calibration="convert.calibration", quantized_weights="convert.quantized_weights",
-                 out="convert.out", force="convert.force",
-                 format="convert.format", delegates="convert.executorch_delegates",
-                 no_verify="skip the host NNAPI check of the NNAPI models afterwards (config verify.after_convert)"),
-      iterable=["quant", "format", "delegates"])
-def convert(c, model=None, quant=None, weights=None, calibration=None, quantized_weights=None, out=None, force=False,
-            no_verify=False, format=None, delegates=None, json=False, debug=False):
-    """MobileNetV2 (or another model) -> CPU and NNAPI TorchScript models per quantization mode, with a manifest."""
+@task()
+def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=opt("convert.weights"),
+            calibration=opt("convert.calibration"), quantized_weights=opt("convert.quantized_weights"),
+            out=opt("convert.out"), force=opt("convert.force"),
+            no_verify=flag("skip the host NNAPI check of the NNAPI models afterwards (config verify.after_convert)"),
+            format=opt("convert.format"), delegates=opt("convert.executorch_delegates"), json=JSON, debug=DEBUG):
+    """MobileNetV2 (or another model) -> CPU and NNAPI models per quantization mode.
+
+    TorchScript models with a manifest (--format executorch: .pte programs too)."""
     common = dict(model=model, weights=weights, calibration=calibration, out=out, force=force)
     result = None
     with stage(c.config, "convert", debug):
@@ -57,16 +58,13 @@ def convert(c, model=None, quant=None, weights=None, calibration=None, quantized
     return result  # `invoke all` reads whether it was reused
 
 
-@task(help=helps(host="run the models on this machine (the only place `bench` runs; phones: `invoke deploy`)",
-                 models="convert.out", warmup="bench.warmup", iter="bench.iter", threads="bench.threads",
-                 repeat="bench.repeat", out="bench.out", format="bench.format"),
-      iterable=["format"])
-def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, repeat=None, out=None, format=None,
-          json=False, debug=False):
-    """Benchmark converted models on the host with speed_benchmark_torch's protocol (--format executorch: the .pte
-    programs too, as `invoke bench-executorch`)."""
-    if not host:
-        raise Exit("torchdroid bench: only --host is done here; on phones use `invoke deploy`", code=2)
+@task()
+def bench(c, host=flag("run the models on this machine (where `bench` always runs; phones: `invoke deploy`)"),
+          models=opt("convert.out"), warmup=opt("bench.warmup"), iter=opt("bench.iter"), threads=opt("bench.threads"),
+          repeat=opt("bench.repeat"), out=opt("bench.out"), format=opt("bench.format"), json=JSON, debug=DEBUG):
+    """Benchmark the converted models on this machine (speed_benchmark_torch's protocol).
+
+    --format executorch: the .pte programs too, as `invoke bench-executorch`."""
     options = dict(models=models, warmup=warmup, iter=iter, threads=threads, repeat=repeat, out=out)
     result = pte = None
     with stage(c.config, "bench", debug):
@@ -86,12 +84,10 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, repea
             pte.raise_for_failures()  # after the tables: exit 8 naming the programs that differ
 
 
-@task(help=helps(models="convert.out", variant="verify.variants", rounding="verify.rounding",
-                 random_inputs="verify.random_inputs", layerwise="verify.layerwise", api_level="android.api_level",
-                 out="verify.out"),
-      iterable=["variant"])
-def verify(c, models=None, variant=None, rounding=None, random_inputs=None, layerwise=None, api_level=None, out=None,
-           json=False, debug=False):
+@task()
+def verify(c, models=opt("convert.out"), variant=opt("verify.variants"), rounding=opt("verify.rounding"),
+           random_inputs=opt("verify.random_inputs"), layerwise=opt("verify.layerwise"),
+           api_level=opt("android.api_level"), out=opt("verify.out"), json=JSON, debug=DEBUG):
     """Run each NNAPI model on the host NNAPI and its CPU model on the same inputs; compare and check statically."""
     with stage(c.config, "verify", debug):
         from host_nnapi.verify import verify as run_verify
@@ -102,14 +98,16 @@ def verify(c, models=None, variant=None, rounding=None, random_inputs=None, laye
     show.verify(result, json)
 
 
-@task(help=helps(models="convert.out", warmup="bench.warmup", iter="bench.iter", threads="bench.threads",
-                 out="bench.out", no_legacy="time only the .pte programs, not the legacy TorchScript CPU and host NNAPI models",
-                 no_per_operator="skip the per-operator comparison (ETDump + ETRecord through ExecuTorch's Inspector)",
-                 reference_kernels="bench.reference_kernels", again="bench.again"))
-def bench_executorch(c, models=None, warmup=None, iter=None, threads=None, out=None, no_legacy=False,
-                     no_per_operator=False, reference_kernels=None, again=False, json=False, debug=False):
-    """`invoke bench --format executorch`: check each .pte against its reference in ExecuTorch's host runtime and
-    time it beside the legacy models."""
+@task()
+def bench_executorch(c, models=opt("convert.out"), warmup=opt("bench.warmup"), iter=opt("bench.iter"),
+                     threads=opt("bench.threads"), out=opt("bench.out"),
+                     no_legacy=flag("time only the .pte programs, not the legacy TorchScript CPU and host NNAPI models"),
+                     no_per_operator=flag("skip the per-operator comparison (ETDump + ETRecord through ExecuTorch's "
+                                          "Inspector)"),
+                     reference_kernels=opt("bench.reference_kernels"), again=opt("bench.again"), json=JSON, debug=DEBUG):
+    """`invoke bench --format executorch`: check and time each .pte program on this machine.
+
+    Each .pte is checked against its reference in ExecuTorch's host runtime and timed beside the legacy models."""
     with stage(c.config, "bench-executorch", debug):
         from converter.pte_host import run_pte_bench
 
@@ -129,12 +127,11 @@ def _build_executorch(c, debug=False, **cli):
     return result
 
 
-@task(help=helps(models="convert.out", build_info="deploy.runner_build_info",
-                 serial="deploy.serials", warmup="deploy.warmup", iter="deploy.iter", repeat="deploy.repeat",
-                 project="deploy.project", adb_server="deploy.servers"),
-      iterable=["serial", "adb_server"])
-def deploy_executorch(c, models=None, build_info=None, serial=None, warmup=None, iter=None, repeat=None, project=None,
-                      adb_server=None, debug=False):
+@task()
+def deploy_executorch(c, models=opt("convert.out"), build_info=opt("deploy.runner_build_info"),
+                      serial=opt("deploy.serials"), warmup=opt("deploy.warmup"), iter=opt("deploy.iter"),
+                      repeat=opt("deploy.repeat"), project=opt("deploy.project"), adb_server=opt("deploy.servers"),
+                      debug=DEBUG):
     """`invoke deploy --format executorch`: executor_runner and the .pte programs on every phone, beside TorchScript."""
     cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "build_info")}
     _deploy(c, "deploy-executorch", debug, format=["executorch"], runner_build_info=build_info, **cli)
@@ -143,17 +140,17 @@ def deploy_executorch(c, models=None, build_info=None, serial=None, warmup=None,
 # --------------------------------------------------------------------------- build-android, check-compat, doctor
 
 
-@task(help=helps(lane="a pin set of toolchain/pins.py (config pytorch.lane), or executorch: ExecuTorch's "
-                 "executor_runner at the pinned release (command line only)", commit="pytorch.commit", repo_url="pytorch.repo_url", ndk="ndk.path",
-                 abi="android.abi", api_level="android.api_level", python="pytorch.python",
-                 max_jobs="android.max_jobs", clean="build_android.clean", aar="build_android.aar",
-                 cmake_arg="build_android.cmake_args", vulkan="build_android.vulkan", java_home="android.java_home",
-                 event_tracer="android.executorch_event_tracer",
-                 no_event_tracer="--lane executorch: a runner without ExecuTorch's event tracer (no per-operator times)"),
-      iterable=["cmake_arg"])
-def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, api_level=None, python=None,
-                  max_jobs=None, clean=False, aar=False, cmake_arg=None, vulkan=False, java_home=None,
-                  event_tracer=False, no_event_tracer=False, debug=False):
+@task()
+def build_android(c, lane=opt("pytorch.lane", "a pin set of toolchain/pins.py (config pytorch.lane), or executorch: "
+                              "ExecuTorch's executor_runner at the pinned release (command line only)",
+                              metavar="LANE|executorch"),
+                  commit=opt("pytorch.commit"), repo_url=opt("pytorch.repo_url"), ndk=opt("ndk.path"),
+                  abi=opt("android.abi"), api_level=opt("android.api_level"), python=opt("pytorch.python"),
+                  max_jobs=opt("android.max_jobs"), clean=opt("build_android.clean"), aar=opt("build_android.aar"),
+                  cmake_arg=opt("build_android.cmake_args"), vulkan=opt("build_android.vulkan"),
+                  java_home=opt("android.java_home"), event_tracer=opt("android.executorch_event_tracer"),
+                  no_event_tracer=flag("--lane executorch: a runner without ExecuTorch's event tracer (no "
+                                       "per-operator times)"), debug=DEBUG):
     """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
     if lane == "executorch":  # ExecuTorch's runtime and executor_runner (docs/executorch.md); command line only
         return _build_executorch(c, ndk=ndk, abi=abi, api_level=api_level, max_jobs=max_jobs, python=python, debug=debug,
@@ -171,10 +168,10 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
     return result
 
 
-@task(help=helps(models="convert.out", build_info="compat.build_info", pytorch_android="compat.pytorch_android",
-                 source="compat.source", abi="android.abi", strict="compat.strict"))
-def check_compat(c, models=None, build_info=None, pytorch_android=None, source=None, abi=None, strict=False,
-                 json=False, debug=False):
+@task()
+def check_compat(c, models=opt("convert.out"), build_info=opt("compat.build_info"),
+                 pytorch_android=opt("compat.pytorch_android"), source=opt("compat.source"), abi=opt("android.abi"),
+                 strict=opt("compat.strict"), json=JSON, debug=DEBUG):
     """Can the Android runtime run the converted models? (same commit, operators, NNAPI methods, file format)"""
     with stage(c.config, "check-compat", debug):
         from ndk_build import check_compat as run_check
@@ -187,9 +184,9 @@ def check_compat(c, models=None, build_info=None, pytorch_android=None, source=N
         report.raise_for_status(strict_unknown=strict_unknown)
 
 
-@task(help=helps(strict="doctor.strict", lane="pytorch.lane", ndk="ndk.path", adb_server="deploy.servers"),
-      iterable=["adb_server"])
-def doctor(c, strict=False, lane=None, ndk=None, adb_server=None, json=False, debug=False):
+@task()
+def doctor(c, strict=opt("doctor.strict"), lane=opt("pytorch.lane"), ndk=opt("ndk.path"),
+           adb_server=opt("deploy.servers"), json=JSON, debug=DEBUG):
     """What this machine has for every stage, what is missing, and how to get it."""
     with stage(c.config, "doctor", debug):
         from workflow.doctor import problems, run_doctor
@@ -204,17 +201,15 @@ def doctor(c, strict=False, lane=None, ndk=None, adb_server=None, json=False, de
 # --------------------------------------------------------------------------- make-app, build-app
 
 
-@task(help=helps(model="app.model", models="app.models", out="app.out", app_name="app.name",
-                 application_id="app.application_id", abi_filters="app.abi_filters", min_sdk="app.min_sdk",
-                 target_sdk="app.target_sdk", lane="pytorch.lane", pytorch_android="app.pytorch_android",
-                 aar="app.aar", executorch_android="app.executorch_android", executorch_aar="app.executorch_aar",
-                 force="app.force"),
-      iterable=["abi_filters"])
-def make_app(c, model=None, models=None, out=None, app_name=None, application_id=None, abi_filters=None,
-             min_sdk=None, target_sdk=None, lane=None, pytorch_android=None, aar=None, executorch_android=None,
-             executorch_aar=None, force=False, debug=False):
-    """A Gradle Android app (CameraX + NNAPI with CPU fallback + in-app benchmark) around one converted variant
-    (or an ExecuTorch program, on ExecuTorch's Java API)."""
+@task()
+def make_app(c, model=opt("app.model"), models=opt("app.models"), out=opt("app.out"), app_name=opt("app.name"),
+             application_id=opt("app.application_id"), abi_filters=opt("app.abi_filters"), min_sdk=opt("app.min_sdk"),
+             target_sdk=opt("app.target_sdk"), lane=opt("pytorch.lane"), pytorch_android=opt("app.pytorch_android"),
+             aar=opt("app.aar"), executorch_android=opt("app.executorch_android"),
+             executorch_aar=opt("app.executorch_aar"), force=opt("app.force"), debug=DEBUG):
+    """A Gradle Android app (camera, NNAPI or CPU, in-app benchmark) around one converted model.
+
+    The model is a converted variant, or an ExecuTorch program (on ExecuTorch's Java API)."""
     with stage(c.config, "make-app", debug):
         from workflow.stage_flows import make_app as run_make_app
 
@@ -227,8 +222,9 @@ def make_app(c, model=None, models=None, out=None, app_name=None, application_id
     return result
 
 
-@task(help=helps(out=f"the Gradle project `invoke make-app` wrote (config app.out, default {key('app.out').default})"))
-def build_app(c, out=None, debug=False):
+@task()
+def build_app(c, out=opt("app.out", f"the Gradle project `invoke make-app` wrote (config app.out, default "
+                                   f"{key('app.out').default})"), debug=DEBUG):
     """./gradlew assembleDebug in the generated project (needs an Android SDK and the wrapper jar)."""
     with stage(c.config, "build-app", debug):
         from appgen import build_app as run_build_app
@@ -240,34 +236,26 @@ def build_app(c, out=None, debug=False):
 # --------------------------------------------------------------------------- deploy, report
 
 
-@task(help=helps(serial="deploy.serials", models="convert.out", variant="deploy.variants", binary="deploy.binary",
-                 build_info="deploy.build_info", apk="deploy.apk", app="deploy.app_dir",
-                 bench="run the benchmarks (config deploy.bench, default on)",
-                 no_bench="only push and install, run no benchmark",
-                 app_bench="run the in-app benchmark via its intent and logcat (config deploy.app_bench, default on)",
-                 no_app_bench="do not run the in-app benchmark",
-                 install="install the APK (config deploy.install, default on)",
-                 no_install="skip the app entirely",
-                 numerics="check each model's output on the phone against the host's (config deploy.numerics, "
-                          "default on)", no_numerics="do not check the phones' outputs",
-                 hardware="find which hardware NNAPI chose per operation, from its log (config deploy.hardware, "
-                          "default on)", no_hardware="do not read NNAPI's placement log", warmup="deploy.warmup", iter="deploy.iter",
-                 repeat="deploy.repeat", cooldown="deploy.cooldown", threads="deploy.threads", caching_allocator="deploy.caching_allocator",
-                 no_caching_allocator="do not pass --use_caching_allocator", bundled_input="deploy.bundled_input",
-                 allow_mismatch="deploy.allow_mismatch", no_allow_mismatch="refuse a torch commit mismatch",
-                 profile_with_gatord="deploy.gatord", device_dir="deploy.device_dir", project="deploy.project",
-                 results="deploy.results", adb_host="deploy.adb_host", adb_port="deploy.adb_port",
-                 adb_server="deploy.servers", format="deploy.format", runner_build_info="deploy.runner_build_info"),
-      iterable=["serial", "variant", "adb_server", "format"])
-def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=None, apk=None, app=None,
-           bench=False, no_bench=False, app_bench=False, no_app_bench=False, install=False, no_install=False,
-           numerics=False, no_numerics=False, hardware=False, no_hardware=False, warmup=None, iter=None, repeat=None, cooldown=None, threads=None, caching_allocator=False,
-           no_caching_allocator=False,
-           bundled_input=None, allow_mismatch=False, no_allow_mismatch=False, profile_with_gatord=None,
-           device_dir=None, project=None, results=None, adb_host=None, adb_port=None, adb_server=None, format=None,
-           runner_build_info=None, debug=False):
-    """Push the benchmark binary and models (and/or ExecuTorch's runner and programs: --format), install the app,
-    benchmark on every device, record and report."""
+@task()
+def deploy(c, serial=opt("deploy.serials"), models=opt("convert.out"), variant=opt("deploy.variants"),
+           binary=opt("deploy.binary"), build_info=opt("deploy.build_info"), apk=opt("deploy.apk"),
+           app=opt("deploy.app_dir"), bench=opt("deploy.bench"), no_bench=flag("only push and install, run no benchmark"),
+           app_bench=opt("deploy.app_bench"), no_app_bench=flag("do not run the in-app benchmark"),
+           install=opt("deploy.install"), no_install=flag("skip the app entirely"),
+           numerics=opt("deploy.numerics"), no_numerics=flag("do not check the phones' outputs"),
+           hardware=opt("deploy.hardware"), no_hardware=flag("do not read NNAPI's placement log"),
+           warmup=opt("deploy.warmup"), iter=opt("deploy.iter"), repeat=opt("deploy.repeat"),
+           cooldown=opt("deploy.cooldown"), threads=opt("deploy.threads"),
+           caching_allocator=opt("deploy.caching_allocator"),
+           no_caching_allocator=flag("do not pass --use_caching_allocator"), bundled_input=opt("deploy.bundled_input"),
+           allow_mismatch=opt("deploy.allow_mismatch"), no_allow_mismatch=flag("refuse a torch commit mismatch"),
+           profile_with_gatord=opt("deploy.gatord"), device_dir=opt("deploy.device_dir"),
+           project=opt("deploy.project"), results=opt("deploy.results"), adb_host=opt("deploy.adb_host"),
+           adb_port=opt("deploy.adb_port"), adb_server=opt("deploy.servers"), format=opt("deploy.format"),
+           runner_build_info=opt("deploy.runner_build_info"), debug=DEBUG):
+    """Push, install and benchmark on every phone; record and report the results.
+
+    The benchmark binary and models (and/or ExecuTorch's runner and programs: --format) and the app."""
     cli = {k: v for k, v in locals().items() if k not in ("c", "debug")}
     _deploy(c, "deploy", debug, **cli)
 
@@ -302,8 +290,9 @@ def _deploy(c, name: str, debug: bool, **cli) -> None:
         raise Exit(f"torchdroid {name}: {problem}", code=7)
 
 
-@task(help=helps(run="report.run", results="deploy.results", out="report.out", source="deploy.report_source"))
-def report(c, run=None, results=None, out=None, source=None, json=False, debug=False):
+@task()
+def report(c, run=opt("report.run"), results=opt("deploy.results"), out=opt("report.out"),
+           source=opt("deploy.report_source"), json=JSON, debug=DEBUG):
     """Draw latency and CPU-vs-NNAPI speed-up per device and mode (PNG), and export the run as CSV/JSON."""
     with stage(c.config, "report", debug):
         from deploy.report import make_report
@@ -315,11 +304,10 @@ def report(c, run=None, results=None, out=None, source=None, json=False, debug=F
 # --------------------------------------------------------------------------- all, clean
 
 
-@task(name="all", help=helps(weights="all.weights", model="app.model",
-                             skip="stages to leave out (repeat or comma-separate): " + ", ".join(STAGES),
-                             replace_app="all.replace_app"),
-      iterable=["skip"])
-def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, debug=False):
+@task(name="all")
+def all_(c, weights=opt("all.weights"), model=opt("app.model"),
+         skip=opt("all.skip", "stages to leave out (repeat or comma-separate): " + ", ".join(STAGES), "STAGE[,STAGE...]"),
+         replace_app=opt("all.replace_app"), json=JSON, debug=DEBUG):
     """Every stage this machine allows: convert, verify, make-app, bench; build-android, build-app, deploy when possible."""
     from workflow import chain
     from workflow.adb_session import adb_server_for_run
@@ -357,10 +345,10 @@ def all_(c, weights=None, model=None, skip=None, replace_app=False, json=False, 
         raise Exit(f"torchdroid all: failed: {', '.join(summary.failed)}", code=1)
 
 
-@task(help=helps(what="clean.what", older_than="days: logs older than this are removed (config clean.log_days)",
-                 dry_run="clean.dry_run"),
-      iterable=["what"])
-def clean(c, what=None, older_than=None, dry_run=False, debug=False):
+@task()
+def clean(c, what=opt("clean.what"), older_than=opt("clean.log_days", "logs older than this are removed (config "
+                                                    "clean.log_days)", "DAYS"),
+          dry_run=opt("clean.dry_run"), debug=DEBUG):
     """Remove build outputs, PyTorch checkouts and old logs, only inside the build directory; -n lists only."""
     from toolchain.resolve import Resolver
     from workflow import clean as cleaning

@@ -15,11 +15,12 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .config_sources import ConfigLayers, env_layer, file_layers, in_force
 from .errors import UsageError
 from .layout import UnderBuildDir
-from .settings import SCHEMA, Key, Kind
+from .settings import SCHEMA, Key, Kind, config_defaults
 
 _TRUE = ("1", "true", "yes", "on", "y")
 _FALSE = ("0", "false", "no", "off", "n", "")
@@ -201,19 +202,45 @@ def _did_you_mean(text: str, choices: Sequence[str]) -> str:
 # --------------------------------------------------------------------------- config layers
 
 
-def layers(config: Any) -> Iterator[Tuple[Source, Mapping]]:
-    """The config's sources, highest priority first (an invoke Config, or a plain mapping in tests)."""
-    if isinstance(config, Mapping) and not hasattr(config, "_project"):
-        yield Source("config"), config
-        return
-    for attr, kind, path_attr in (("_modifications", "config", None), ("_overrides", "config", None),
-                                  ("_runtime", "file", "_runtime_path"), ("_env", "env", None),
-                                  ("_project", "file", "_project_path"), ("_user", "file", "_user_path"),
-                                  ("_system", "file", "_system_path")):
-        data = getattr(config, attr, None) or {}
-        if data:
-            name = str(getattr(config, path_attr, "") or "") if path_attr else ""
-            yield Source(kind, name), data
+def layers(config: Any) -> List[Tuple[Source, Mapping]]:
+    """The config's sources, highest priority first: a plain mapping (tests), :class:`ConfigLayers`, or an Invoke
+    config, whose sources are read as Invoke reads them (:mod:`toolchain.config_sources`): ``-f FILE``, the
+    ``INVOKE_*`` variables, the project's file, the user's, the system's; then what Invoke's merged config holds
+    beyond the declared defaults (a value set in code)."""
+    if isinstance(config, ConfigLayers):
+        return list(config.layers)
+    if isinstance(config, Mapping):
+        return [(Source("config"), config)]
+    names = [k.name for k in SCHEMA.values() if not k.cli_only]
+    found = [(Source("file", str(path)), data) for _which, path, data in file_layers(in_force())]
+    env = [(Source("env"), env_layer(os.environ, names))]
+    out = found[:1] + env + found[1:] if in_force().runtime is not None else env + found
+    return [(source, data) for source, data in out if data] + [(Source("config"), _set_in_code(config, names))]
+
+
+def _set_in_code(config: Any, names: Sequence[str]) -> Dict[str, Any]:
+    """The values of Invoke's merged config that differ from the declared defaults and no file or variable gave."""
+    defaults = config_defaults()
+    data: Dict[str, Any] = {}
+    for name in names:
+        found, value = _merged(config, name)
+        if found and value != lookup(defaults, name)[1]:
+            node = data
+            *parents, leaf = name.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+    return data
+
+
+def _merged(config: Any, dotted: str) -> Tuple[bool, Any]:
+    node = config
+    for part in dotted.split("."):
+        try:
+            node = node[part]
+        except (KeyError, TypeError):
+            return False, None
+    return True, node
 
 
 def lookup(data: Mapping, dotted: str) -> Tuple[bool, Any]:
@@ -317,7 +344,7 @@ def check_config(config: Any) -> None:
     for source, data in resolver._layers:
         if source.kind == "file":
             check_known_keys(data, source.name)
-    if hasattr(config, "_project"):  # a real Invoke config: the variables of this process
+    if not isinstance(config, (Mapping, ConfigLayers)):  # a real Invoke config: the variables of this process
         check_known_variables(os.environ, _invoke_variables(type(config).global_defaults()))
 
 

@@ -14,10 +14,12 @@ How to add an option
 2. Read it in the stage's resolution function in ``workflow/stage_settings.py``:
    ``r.get("deploy.cooldown", "cooldown")`` (the second argument is the task's parameter, when the
    command line has one) and pass it to the stage's settings dataclass.
-3. In ``tasks.py`` add the parameter to the task with the default ``None`` (never the real
-   default: that lives here) and ``help=helps(cooldown="deploy.cooldown")``.  On/off options are
-   two flags, ``--x`` and ``--no-x``, read with ``r.get_flag(...)``, so the command line can switch
-   on what the config has off and the other way round.
+3. In ``tasks.py`` add the parameter to the task as ``cooldown=opt("deploy.cooldown")``
+   (:mod:`workflow.task_options`): the option, its help (led by what to type, ``SECONDS: ...``), its
+   list-ness and the value the body sees when it is not given (``None``, never the real default: that
+   lives here) all come from this key.  On/off options are two flags, ``install=opt("deploy.install")``
+   and ``no_install=flag("...")``, read with ``r.get_flag(...)``, so the command line can switch on what
+   the config has off and the other way round.
 
 Defaults live only here: the settings dataclasses of the stages take their values from the
 resolution functions (their own defaults are for tests that build settings by hand).
@@ -26,7 +28,6 @@ resolution functions (their own defaults are for tests that build settings by ha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from . import layout, pins
@@ -106,6 +107,7 @@ class Key:
     default: Any  # None: not set (the resolution function says what that means); UnderBuildDir: <build_dir>/name
     help: str
     cli_only: bool = False  # a command-line option without a config key
+    metavar: str = ""  # what --help shows to type after the flag (default: from the kind, workflow/task_options.py)
 
     @property
     def env_var(self) -> str:
@@ -122,25 +124,26 @@ KEYS: Tuple[Key, ...] = (
     Key("json", Flag(), False, "print the results as JSON instead of tables", cli_only=True),
     # ---- all
     Key("all.weights", Text(), "auto", "auto (pretrained when they can be had, else random, announced and "
-                                       "recorded), pretrained, random or PATH"),
+                                       "recorded), pretrained, random or PATH", metavar="auto|pretrained|random|PATH"),
     Key("all.skip", ListOf(), [], "stages to leave out (repeat or comma-separate)"),
     Key("all.replace_app", Flag(), False, "regenerate the app directory when it was made from other models "
                                           "(replaces your edits)", cli_only=True),
     # ---- convert
     Key("convert.out", PathKind(), UnderBuildDir(layout.MODELS), "output directory of `invoke convert`"),
     Key("convert.model", Text(), "mobilenet_v2", "torchvision model with a quantizable variant (mobilenet_v2, "
-                                                  "resnet18, ...) or path/to/file.py:factory"),
+                                                  "resnet18, ...) or path/to/file.py:factory",
+        metavar="NAME|FILE.py:FACTORY"),
     Key("convert.quant", ListOf(*MODES, item="quantization mode"), list(MODES), "quantization modes: none, core, full (repeat or "
-                                                      "comma-separate)"),
+                                                      "comma-separate)", metavar="MODE[,MODE...]"),
     Key("convert.weights", Text(), "auto", "auto (pretrained when they can be had, else random, announced and "
                                            "recorded, as `invoke all`) | pretrained | random | PATH to a state_dict "
-                                           "(.pth/.pt)"),
+                                           "(.pth/.pt)", metavar="auto|pretrained|random|PATH"),
     Key("convert.calibration", PathKind(), None, "directory of images to calibrate quantization with "
                                                  "(default: built-in synthetic set)"),
     Key("convert.calibration_count", Int(min=1, max=100000), 32, "calibration images used"),
     Key("convert.quantized_weights", Text(), "calibrate", "quant_core/quant_full weights: calibrate (quantize here "
         "with the calibration images) | pretrained (torchvision's QNNPACK weights, as the tutorial's quantize=True) "
-        "| PATH to a quantized state_dict"),
+        "| PATH to a quantized state_dict", metavar="calibrate|pretrained|PATH"),
     Key("convert.seed", Int(min=0), 0, "random seed of weights and synthetic inputs"),
     Key("convert.factory_timeout", Num(min=1, max=86400), 600.0, "seconds a model file (--model file.py:factory) may "
         "take to import and build its model before convert reports it instead of waiting"),
@@ -148,7 +151,8 @@ KEYS: Tuple[Key, ...] = (
         "model formats: torchscript (PyTorch Mobile) and/or executorch (.pte programs, docs/executorch.md)"),
     Key("convert.executorch_delegates", ListOf("xnnpack", "portable", "vulkan", "qnn", "mediatek", "samsung"),
         ["xnnpack", "portable", "vulkan"],
-        "ExecuTorch delegates to lower to (qnn, mediatek, samsung need a vendor SDK: refused with the reason)"),
+        "ExecuTorch delegates to lower to (qnn, mediatek, samsung need a vendor SDK: refused with the reason)",
+        metavar="DELEGATE[,DELEGATE...]"),
     Key("convert.force", Flag(), False, "rebuild even when the inputs are unchanged", cli_only=True),
     # ---- bench (host)
     Key("bench.warmup", Int(min=0, max=100000), 5, "warm-up iterations"),
@@ -168,19 +172,19 @@ KEYS: Tuple[Key, ...] = (
     # ---- pytorch, ndk, android
     Key("pytorch.lane", Choice(*pins.LANES, item="lane"), pins.DEFAULT_LANE, "pin set: " + ", ".join(pins.LANES)),
     Key("pytorch.commit", Text(), None, "build another PyTorch commit: full SHA or tag (lane facts from the "
-                                        "nearest preset, with a warning)"),
-    Key("pytorch.repo_url", Text(), None, "PyTorch repository to fetch from"),
+                                        "nearest preset, with a warning)", metavar="SHA|TAG"),
+    Key("pytorch.repo_url", Text(), None, "PyTorch repository to fetch from", metavar="URL"),
     Key("pytorch.source_dir", PathKind(), None, "PyTorch checkout to use (default: <build_dir>/src/pytorch-<sha12>)"),
     Key("pytorch.python", Text(), None, "host Python for PyTorch's build scripts and ExecuTorch's code generators "
                                         "(--lane executorch: needs torch and pyyaml; default: the one running "
-                                        "torchdroid)"),
+                                        "torchdroid)", metavar="PYTHON"),
     Key("pytorch.git_jobs", Int(min=1, max=64), 4, "submodules fetched in parallel"),
     Key("ndk.path", PathKind(), None, "Android NDK directory (else ANDROID_NDK, ANDROID_NDK_HOME, "
                                       "ANDROID_HOME/ndk/*)"),
     Key("android.abi", Choice(*ABIS, item="ABI"), pins.DEFAULT_ABI, "ABI of the runtime build: " + ", ".join(ABIS)),
     Key("android.api_level", Int(min=16, max=99), pins.DEFAULT_API_LEVEL, "Android API level the binary is "
-                                                                          "built and checked for"),
-    Key("android.max_jobs", Int(min=1, max=1024), None, "parallel compile jobs (default: all cores)"),
+                                                                          "built and checked for", metavar="LEVEL"),
+    Key("android.max_jobs", Int(min=1, max=1024), None, "parallel compile jobs (default: all cores)", metavar="N"),
     Key("android.executorch_event_tracer", Flag(), True, "build-android --lane executorch: build the runner with "
         "ExecuTorch's devtools and event tracer (EXECUTORCH_BUILD_DEVTOOLS, EXECUTORCH_ENABLE_EVENT_TRACER), so "
         "deploy-executorch can pull an ETDump and show where the time went per operator"),
@@ -194,12 +198,12 @@ KEYS: Tuple[Key, ...] = (
     Key("build_android.vulkan", Flag(), False, "keep PyTorch's Vulkan backend (default off: -DUSE_VULKAN=OFF; "
                                                "needs an NDK <= r22 with vulkan_wrapper)", cli_only=True),
     Key("build_android.cmake_args", ListOf(), [], "extra CMake argument for build_android.sh (repeatable)",
-        cli_only=True),
+        cli_only=True, metavar="ARG"),
     # ---- check-compat, doctor
     Key("compat.build_info", PathKind(), None, "build-info.json of the runtime (default: "
                                                "<build_dir>/android/<abi>/build-info.json)", cli_only=True),
     Key("compat.pytorch_android", Text(), None, "check against a published pytorch_android version instead "
-                                                "of a build", cli_only=True),
+                                                "of a build", cli_only=True, metavar="VERSION"),
     Key("compat.source", PathKind(), None, "PyTorch checkout of that runtime (to compare operators when "
                                            "versions differ)", cli_only=True),
     Key("compat.strict", Flag(), False, "also fail when compatibility cannot be decided", cli_only=True),
@@ -208,41 +212,46 @@ KEYS: Tuple[Key, ...] = (
     # ---- app
     Key("app.out", PathKind(), UnderBuildDir(layout.APP), "where the Gradle project goes (left at the default: "
         "<build_dir>/app for the default --model, <build_dir>/app-<model> for another)"),
-    Key("app.name", Text(), "torchdroid demo", "name on the launcher"),
-    Key("app.application_id", Text(), "org.torchdroid.demo", "Android application id = Java package"),
+    Key("app.name", Text(), "torchdroid demo", "name on the launcher", metavar="NAME"),
+    Key("app.application_id", Text(), "org.torchdroid.demo", "Android application id = Java package", metavar="ID"),
     Key("app.abi_filters", ListOf(*ABIS, item="ABI"), ["arm64-v8a"], "ABIs to package (repeat or comma-separate)"),
     Key("app.min_sdk", Int(min=16, max=99), 21, "minSdkVersion (NNAPI needs 29, below it the app uses the CPU "
-                                                "model)"),
-    Key("app.target_sdk", Int(min=16, max=99), None, "targetSdkVersion (default: the lane's compileSdk)"),
+                                                "model)", metavar="LEVEL"),
+    Key("app.target_sdk", Int(min=16, max=99), None, "targetSdkVersion (default: the lane's compileSdk)",
+        metavar="LEVEL"),
     Key("app.pytorch_android", Text(), None, "Maven version of org.pytorch:pytorch_android (default: the "
-                                             "lane's)"),
+                                             "lane's)", metavar="VERSION"),
     Key("app.model", Text(), "quant_full", "converted variant: quant_none, quant_core, quant_full (or "
                                            "<model>-quant_full); an ExecuTorch program (fp32-xnnpack, "
                                            "int8-xnnpack, fp32-portable, <model>-fp32-xnnpack) makes an app on "
-                                           "ExecuTorch's Java API"),
+                                           "ExecuTorch's Java API", metavar="VARIANT"),
     Key("app.models", PathKind(), None, "directory `invoke convert` wrote (default: convert.out)"),
     Key("app.aar", PathKind(), None, "a local pytorch_android AAR (from `invoke build-android --aar`) instead "
                                      "of Maven"),
     Key("app.executorch_android", Text(), None, "Maven version of org.pytorch:executorch-android for an "
                                                 "ExecuTorch program's app (default: the exporter's release, "
-                                                "toolchain/executorch_pins.py; an older one may not load the program)"),
+                                                "toolchain/executorch_pins.py; an older one may not load the program)",
+        metavar="VERSION"),
     Key("app.executorch_aar", PathKind(), None, "a local ExecuTorch AAR (scripts/build_android_library.sh) "
                                                 "instead of Maven, for an ExecuTorch program's app"),
     Key("app.gradle_timeout", Num(min=1), 3600.0, "seconds build-app waits for Gradle"),
     Key("app.force", Flag(), False, "replace a non-empty --out directory", cli_only=True),
     # ---- deploy
-    Key("deploy.adb_host", Text(), None, "adb server host (default ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1)"),
+    Key("deploy.adb_host", Text(), None, "adb server host (default ANDROID_ADB_SERVER_ADDRESS or 127.0.0.1)",
+        metavar="HOST"),
     Key("deploy.adb_port", Int(min=1, max=65535), None, "adb server port (default ANDROID_ADB_SERVER_PORT or "
-                                                        "5037)"),
+                                                        "5037)", metavar="PORT"),
     Key("deploy.servers", ListOf(), [], "HOST:PORT of every adb server to deploy through (repeatable: the "
-                                        "devices of all of them in parallel; default: the one above)"),
+                                        "devices of all of them in parallel; default: the one above)",
+        metavar="HOST:PORT[,HOST:PORT...]"),
     Key("deploy.format", ListOf("torchscript", "executorch", item="format"), ["torchscript"],
         "what to deploy: torchscript (speed_benchmark_torch, its models, the app) and/or executorch "
         "(executor_runner and the .pte programs), each phone once for all of them"),
     Key("deploy.runner_build_info", PathKind(), None, "build-info.json of ExecuTorch's runner (default "
         "<build_dir>/android/<abi>/executorch/build-info.json of `invoke build-android --lane executorch`)"),
-    Key("deploy.device_dir", Text(), "/data/local/tmp/torchdroid", "parent directory on the device"),
-    Key("deploy.project", Text(), None, "sub-directory name on the device (default: this directory's name)"),
+    Key("deploy.device_dir", Text(), "/data/local/tmp/torchdroid", "parent directory on the device", metavar="DIR"),
+    Key("deploy.project", Text(), None, "sub-directory name on the device (default: this directory's name)",
+        metavar="NAME"),
     Key("deploy.warmup", Int(min=0, max=100000), 5, "warm-up iterations per run"),
     Key("deploy.iter", Int(min=1, max=1000000), 200, "timed iterations per run"),
     Key("deploy.repeat", Int(min=1, max=1000), 3, "runs per model; median/p90/min/spread are over all of them"),
@@ -250,7 +259,8 @@ KEYS: Tuple[Key, ...] = (
     Key("deploy.results", PathKind(), UnderBuildDir(layout.RESULTS), "results directory: SQLite history + CSV/JSON"),
     Key("deploy.serials", ListOf(), [], "device serials to use (default: ANDROID_SERIAL, else every connected "
                                         "device)"),
-    Key("deploy.variants", ListOf(), [], "variants to deploy, e.g. quant_full (default: all)"),
+    Key("deploy.variants", ListOf(), [], "variants to deploy, e.g. quant_full (default: all)",
+        metavar="VARIANT[,VARIANT...]"),
     Key("deploy.build_info", PathKind(), None, "build-info.json of `invoke build-android` (default "
                                                "<build_dir>/android/<abi>/build-info.json)"),
     Key("deploy.binary", PathKind(), None, "speed_benchmark_torch to push instead of the one in the build-info"),
@@ -266,7 +276,8 @@ KEYS: Tuple[Key, ...] = (
         "NNAPI model)"),
     Key("deploy.caching_allocator", Flag(), False, "pass --use_caching_allocator=true to CPU models"),
     Key("deploy.bundled_input", Int(min=-1, max=1000), 0, "--use_bundled_input index; -1 passes "
-                                                          "--input_dims/--input_type from the manifest"),
+                                                          "--input_dims/--input_type from the manifest",
+        metavar="INDEX"),
     Key("deploy.timeout", Num(min=1, max=86400), 120.0, "seconds per adb call"),
     Key("deploy.bench_timeout", Num(min=1, max=86400), 600.0, "seconds per benchmark run"),
     Key("deploy.app_wait", Num(min=1, max=86400), 60.0, "seconds for the app's first progress line (start + "
@@ -278,7 +289,8 @@ KEYS: Tuple[Key, ...] = (
                                                 "the binary's"),
     Key("deploy.report_source", Choice("binary", "app"), "binary", "which rows `invoke report` draws: binary "
                                                                    "(speed_benchmark_torch) or app"),
-    Key("report.run", Int(min=1), None, "run id in the results database (default: the latest)", cli_only=True),
+    Key("report.run", Int(min=1), None, "run id in the results database (default: the latest)", cli_only=True,
+        metavar="RUN_ID"),
     Key("report.out", PathKind(), None, "PNG to write (default <results>/report-run-NNNN.png)", cli_only=True),
     # ---- verify (host NNAPI)
     Key("verify.float_atol", Num(min=0), 1e-4, "absolute tolerance of float outputs"),
@@ -300,11 +312,13 @@ KEYS: Tuple[Key, ...] = (
     Key("verify.out", PathKind(), None, "results JSON (default: <models>/verify.json)"),
     Key("verify.cache", PathKind(), None, "where the host libneuralnetworks.so is built (default "
                                           "~/.cache/torchdroid/host-nnapi)"),
-    Key("verify.variants", ListOf(), [], "variants to check (default: all)", cli_only=True),
+    Key("verify.variants", ListOf(), [], "variants to check (default: all)", cli_only=True,
+        metavar="VARIANT[,VARIANT...]"),
     # ---- clean
     Key("clean.what", ListOf("logs", "outputs", "caches", "results"), ["logs"],
         "what to remove: logs (older than clean.log_days), outputs (models, bench, app, app-<model>, android, all.json), "
-        "caches (PyTorch checkouts), results (the benchmark history); repeat or comma-separate"),
+        "caches (PyTorch checkouts), results (the benchmark history); repeat or comma-separate",
+        metavar="WHAT[,WHAT...]"),
     Key("clean.dry_run", Flag(), False, "list what would be removed, remove nothing", cli_only=True),
     Key("clean.log_days", Num(min=0), 14.0, "`invoke clean` removes logs older than this many days"),
     Key("clean.keep_logs", Int(min=1, max=100000), 50, "logs kept per task; older ones are removed after "
@@ -334,7 +348,11 @@ def default(name: str) -> Any:
 
 
 def config_defaults() -> dict:
-    """The nested dict handed to ``ns.configure``: every config key with its default."""
+    """The nested dict handed to ``ns.configure``: every config key with its default, as text (on/off as a bool).
+
+    Invoke casts an ``INVOKE_*`` variable to the type of the value it overrides; over a text it keeps the text
+    the user wrote, which :mod:`toolchain.resolve` then types with this schema, naming the variable when it is
+    wrong (over a number, ``abc`` would be a traceback in Invoke; over a list, every value would)."""
     tree: dict = {}
     for k in KEYS:
         if k.cli_only:
@@ -343,6 +361,11 @@ def config_defaults() -> dict:
         *parents, leaf = k.name.split(".")
         for p in parents:
             node = node.setdefault(p, {})
-        value = None if isinstance(k.default, UnderBuildDir) else k.default  # joined onto build_dir when read
-        node[leaf] = list(value) if isinstance(value, list) else (str(value) if isinstance(value, Path) else value)
+        node[leaf] = _as_text(k.default)
     return tree
+
+
+def _as_text(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, UnderBuildDir)):  # <build_dir>/name: joined when read
+        return None if isinstance(value, UnderBuildDir) else value
+    return ",".join(value) if isinstance(value, list) else str(value)

@@ -1,13 +1,34 @@
-"""How tasks declare options: torchdroid's short-flag convention and help texts taken from the schema."""
+"""How tasks declare options: once, as a parameter whose default names its schema key.
+
+::
+
+    @task()
+    def bench(c, iter=opt("bench.iter"), host=flag("run the models on this machine"), json=JSON, debug=DEBUG):
+
+From that one declaration the task gets its command-line option (``--iter``; a list key makes it repeatable, an
+on/off key a flag), its help (the key's help, config key and default, led by what to type: ``N: timed
+iterations``, ``qnnpack|nnapi: ...``, ``MODE[,MODE...]: ...``, ``PATH: ...``), and the value the body sees when
+the option is not given (``None``, or ``False`` for a flag: the real default lives in the schema, so a config
+file or ``INVOKE_*`` variable can still set it).  A task calling another in Python gets the same.
+
+Invoke (3.0.3) itself prints ``--iter=STRING`` for every option that takes a text: its ``ParserContext.help_for``
+knows only STRING and INT, ``Collection.from_module`` rebuilds the task file's collection as a plain
+``Collection`` (a subclass's ``to_contexts`` is never used), and an option of kind ``int`` is cast by Invoke's
+parser (``--iter abc``: a traceback instead of torchdroid's usage error).  So the placeholder leads the help text.
+Only Invoke's public API is used: ``@task``, ``Task.arg_opts`` (the short flags) and ``__signature__``.
+"""
 
 from __future__ import annotations
 
+import functools
 import inspect
+from dataclasses import dataclass
+from typing import Dict, Optional
 
 from invoke import Task
 from invoke import task as _invoke_task
 
-from toolchain.settings import SCHEMA
+from toolchain.settings import SCHEMA, Key
 
 # Short flags follow one convention in every task; -h is always --help, never a run.
 SHORT_FLAGS = {"out": "o", "force": "f", "model": "m", "serial": "s", "max_jobs": "j", "dry_run": "n"}
@@ -20,30 +41,82 @@ class TorchdroidTask(Task):
             opts["names"].append(SHORT_FLAGS[name])
         return opts
 
+    def get_arguments(self, ignore_unknown_help=None):
+        """Invoke's, which pops each help text it hands out: the task keeps its help for a second caller."""
+        kept = dict(self.help)
+        try:
+            return super().get_arguments(ignore_unknown_help=ignore_unknown_help)
+        finally:
+            self.help = kept
+
+
+@dataclass(frozen=True)
+class Option:
+    """One task option: its schema key (type, range, default, help), or its own help text for a plain flag."""
+
+    key: Optional[Key] = None
+    text: str = ""  # help instead of the key's (the key still types the value)
+    metavar: str = ""  # what to type instead of the key's
+
+    @property
+    def is_flag(self) -> bool:
+        return self.key is None or self.key.kind.base == "bool"
+
+    @property
+    def unset(self):
+        """What the body gets when the option is not on the command line."""
+        return False if self.is_flag else None
+
+    def help(self, param: str) -> str:
+        key = self.key
+        if key is None:
+            return self.text
+        text = self.text or (key.help if key.cli_only else
+                             f"{key.help} (config {key.name}{_default_words(key.default)})")
+        return text if self.is_flag else f"{self.metavar or placeholder(key, param)}: {text}"
+
+
+def opt(name: str, text: str = "", metavar: str = "") -> Option:
+    """An option that reads the schema key ``name``; ``text`` replaces the key's help, ``metavar`` what to type."""
+    return Option(SCHEMA[name], text, metavar)
+
+
+def flag(text: str) -> Option:
+    """An on/off flag with no key of its own (``--no-bench``, ``--host``)."""
+    return Option(None, text)
+
+
+JSON = opt("json")
+DEBUG = flag("show tracebacks")
+
 
 def task(**kwargs):
-    """Invoke's @task with torchdroid's short flags; help for debug/json only where the task has them."""
+    """Invoke's @task for a body whose options are declared with :func:`opt` / :func:`flag`."""
 
     def wrap(fn):
-        params = inspect.signature(fn).parameters
-        kwargs["help"] = {k: v for k, v in kwargs.get("help", {}).items() if k in params}
-        return _invoke_task(klass=TorchdroidTask, auto_shortflags=False, **kwargs)(fn)
+        signature = inspect.signature(fn)
+        options = {p: o.default for p, o in signature.parameters.items() if isinstance(o.default, Option)}
+        shown = signature.replace(parameters=[
+            p.replace(default=options[p.name].unset) if p.name in options else p
+            for p in signature.parameters.values()])
+
+        @functools.wraps(fn)
+        def body(*args, **kw):
+            bound = shown.bind(*args, **kw)
+            bound.apply_defaults()
+            return fn(*bound.args, **bound.kwargs)
+
+        body.__signature__ = shown
+        kwargs["help"] = {p: o.help(p) for p, o in options.items()}
+        kwargs["iterable"] = [p for p, o in options.items() if o.key is not None and o.key.kind.base == "list"]
+        return _invoke_task(klass=TorchdroidTask, auto_shortflags=False, **kwargs)(body)
 
     return wrap
 
 
-def helps(**params) -> dict:
-    """Task help from the schema: ``helps(iter="bench.iter")``; a text that is no key is used as it is."""
-    out = {"debug": "show tracebacks", "json": SCHEMA["json"].help}
-    for param, ref in params.items():
-        key = SCHEMA.get(ref)
-        if key is None:
-            out[param] = ref
-        elif key.cli_only:
-            out[param] = key.help
-        else:
-            out[param] = f"{key.help} (config {key.name}{_default_words(key.default)})"
-    return out
+def helps(**params) -> Dict[str, str]:
+    """Help texts from the schema: ``helps(iter="bench.iter")``; a text that is no key is used as it is."""
+    return {param: (opt(ref).help(param) if ref in SCHEMA else ref) for param, ref in params.items()}
 
 
 def _default_words(value) -> str:
@@ -52,3 +125,22 @@ def _default_words(value) -> str:
     if isinstance(value, bool):
         return ", default " + ("on" if value else "off")
     return ", default " + (",".join(value) if isinstance(value, list) else str(value))
+
+
+def placeholder(key: Key, param: str) -> str:
+    """What to type after ``--param``: N, a number's unit, the choices, PATH, or the item of a list."""
+    kind = key.kind
+    if key.metavar:
+        return key.metavar
+    if kind.base == "int":
+        return "N"
+    if kind.base == "float":
+        return next((unit.upper() for unit in ("seconds", "days") if unit in key.help.split()[:6]), "NUMBER")
+    if kind.base == "path":
+        return "PATH"
+    if kind.base == "list":
+        item = (kind.item or param).upper().replace(" ", "_").replace("-", "_")
+        return f"{item}[,{item}...]"
+    if kind.choices:
+        return "|".join(kind.choices)
+    return param.upper()

@@ -3,10 +3,10 @@
 Most adversarial cases start ``invoke`` and many of them import torch (and torchvision): 2-5 s of interpreter and
 third-party start-up per case, paid again and again.  :class:`ForkServer` is one long-lived process per pytest
 process that imports only third-party libraries (:data:`PRELOAD`) -- none of torchdroid's own modules: it even
-takes the start-up hook's ``workflow`` modules out again -- and, per case, forks a child that becomes the case's
+takes out any it finds -- and, per case, forks a child that becomes the case's
 ``invoke`` process (tests/forkserver.py: its real stdin/stdout/stderr pipes, working directory, environment,
 signal dispositions, ``sys.argv``, ``sys.orig_argv``, ``sys.path[0]`` and ``__main__`` as ``python
-.venv/bin/invoke ARGS`` sets them, Python's exit), the start-up hook of ``torchdroid-invoke.pth`` run again.
+.venv/bin/invoke ARGS`` sets them, Python's exit).
 
 What cannot be the same in a forked child is start-up itself: variables read while the interpreter starts or
 while the preloaded libraries import (:func:`import_time_keys`).  A case whose environment differs from the
@@ -62,7 +62,6 @@ IMPORT_TIME_NAMES = frozenset({
 })
 
 HERE = Path(__file__).resolve()
-PTH_HOOK = "torchdroid-invoke.pth"
 OWN_PACKAGES = ("tasks", "toolchain", "converter", "deploy", "workflow", "appgen", "host_nnapi", "ndk_build",
                 "benchmarks")
 
@@ -180,16 +179,6 @@ class ForkServer:
 # The server side
 
 
-def _pth_hook_lines() -> list:
-    import site
-
-    for d in [*site.getsitepackages(), site.getusersitepackages()]:
-        pth = Path(d) / PTH_HOOK
-        if pth.is_file():
-            return [ln for ln in pth.read_text().splitlines() if ln.startswith(("import ", "import\t"))]
-    return []
-
-
 def _forget_logging_set_up_by_imports() -> None:
     """ExecuTorch's XNNPACK partitioner calls ``logging.basicConfig`` when imported: a stderr handler on the root
     logger.  In a real run our tasks have set up logging by then, so that call does nothing; a child must not
@@ -206,11 +195,6 @@ def serve(script: str, fd: int) -> None:
     handlers = forkserver.signal_handlers()
     sys.path[0] = os.path.dirname(os.path.realpath(script))
     sock = socket.socket(fileno=fd)
-    # The start-up hook imported workflow.invoke_startup: take it out so preloading Invoke loads none of ours;
-    # each child runs the hook again (it then wraps the already loaded invoke.config at once).
-    startup = sys.modules.get("workflow.invoke_startup")
-    if startup is not None:
-        startup.remove()
     for name in own_modules():
         del sys.modules[name]
     for name in PRELOAD:
@@ -219,14 +203,11 @@ def serve(script: str, fd: int) -> None:
     leaked = own_modules()
     if leaked:
         raise SystemExit(f"fork server: preloading imported torchdroid modules {leaked}")
-    hook = _pth_hook_lines()
     gc.collect()
     gc.freeze()  # the children's collections skip the preloaded objects (and do not copy their pages)
     forkserver.send(sock, json.dumps(sorted(PRELOAD)).encode())
 
     def run_hook(request):
-        for line in hook:  # the .pth start-up hook, as at interpreter start
-            exec(line, {"sys": sys})  # noqa: S102
         if os.environ.get(fsfault_invoke.ENV):  # the fault layer, installed where `-m fsfault_invoke` installs it
             fsfault_invoke.install(os.environ[fsfault_invoke.ENV])
 

@@ -9,10 +9,8 @@ import hashlib
 import os
 import shutil
 import signal
-import site
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
@@ -75,30 +73,26 @@ def test_an_unknown_section_in_a_python_config_file_is_refused_like_yaml(tmp_pat
 
 @adversarial("environment", "user config ~/.invoke.yaml broken")
 @pytest.mark.parametrize("text,words", [
-    ("convert:\n  quant: [none, core\n", ["line", "not valid yaml"]),
-    ("- convert\n- deploy\n", ["list", "not a mapping"]),
+    ("convert:\n  quant: [none, core\n", [".invoke.yaml", "line 3"]),
+    ("- convert\n- deploy\n", []),
+    (None, [".invoke.yaml", "Is a directory"]),
 ])
-def test_a_broken_user_config_file_is_a_usage_error(tmp_path, text, words):
-    # Invoke reads ~/.invoke.yaml before tasks.py: only the installed torchdroid-invoke.pth can check it
-    assert any((Path(d) / "torchdroid-invoke.pth").is_file() for d in site.getsitepackages()), \
-        "torchdroid-invoke.pth is not installed in this environment: re-run ./run (or pip install -e .)"
+def test_a_broken_user_config_file_stops_the_run_with_invokes_own_error(tmp_path, text, words):
+    """Invoke reads ~/.invoke.yaml before it imports tasks.py, and torchdroid runs no code before that (no .pth):
+    a broken one is Invoke's own error (issue 31: acceptable there), which names the file where it can; nothing
+    runs."""
     home = tmp_path / "home"
     home.mkdir()
-    (home / ".invoke.yaml").write_text(text)
+    if text is None:
+        (home / ".invoke.yaml").mkdir()
+    else:
+        (home / ".invoke.yaml").write_text(text)
     cwd = tmp_path / "work"
     cwd.mkdir()
     out = run_invoke(["doctor"], cwd, env={"HOME": str(home)}, fresh=True)
-    assert_clean(out, "usage", mentions=[".invoke.yaml", *words], root=tmp_path)
-
-
-@adversarial("environment", "user config ~/.invoke.yaml is a directory")
-def test_a_user_config_path_that_is_a_directory_is_a_usage_error(tmp_path):
-    home = tmp_path / "home"
-    (home / ".invoke.yaml").mkdir(parents=True)
-    cwd = tmp_path / "work"
-    cwd.mkdir()
-    out = run_invoke(["doctor"], cwd, env={"HOME": str(home)}, fresh=True)
-    assert_clean(out, "usage", mentions=[".invoke.yaml", "is a directory", "move it away"], root=tmp_path)
+    assert out.code != 0 and not (cwd / "build").exists(), out.text[-2000:]
+    for word in words:
+        assert word in out.text, out.text[-2000:]
 
 
 # --------------------------------------------------------------------------- a full disk

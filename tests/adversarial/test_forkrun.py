@@ -105,7 +105,7 @@ def stamped(outcome: Outcome) -> Outcome:
 
 
 @pytest.mark.parametrize("args, code", [
-    (["convert", "--nosuch"], 2),  # a usage error from the CLI parser
+    (["convert", "--nosuch"], 1),  # Invoke's own parse error (exit 1)
     (["report"], 5),  # our code's own failure, no traceback: nothing to report in a fresh directory
     (["convert", "--no-verify", "--weights", "random", "--calibration", "missing.png"], 2),  # imports torch first
     (["--list"], 0),  # success

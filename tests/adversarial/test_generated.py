@@ -22,7 +22,8 @@ from converter.finite import output_tensors, refuse_non_finite_output
 from converter.host_check import is_logits, predict
 from tests.adversarial.harness import adversarial
 from toolchain.errors import ConversionError, UsageError
-from toolchain.resolve import _FALSE, _TRUE, Resolver, check_config
+from toolchain.config_sources import ConfigLayers
+from toolchain.resolve import _FALSE, _TRUE, Resolver, Source, check_config
 from toolchain.settings import KEYS, Key
 
 CONFIG_KEYS = [k for k in KEYS if not k.cli_only]
@@ -114,12 +115,9 @@ def _nested(name: str, value) -> dict:
     return top
 
 
-class FakeConfig:
-    """What toolchain.resolve reads of an Invoke config: a project file's data and the INVOKE_* variables."""
-
-    def __init__(self, project=None, env=None):
-        self._project, self._project_path = project or {}, "/somewhere/invoke.yaml"
-        self._env = env or {}
+def FakeConfig(project=None, env=None) -> ConfigLayers:
+    """What toolchain.resolve reads of an Invoke run: the INVOKE_* variables over a project file's data."""
+    return ConfigLayers([(Source("env"), env or {}), (Source("file", "/somewhere/invoke.yaml"), project or {})])
 
 
 def _assert_usage_error_naming(key: Key, config, whole: bool = False) -> None:

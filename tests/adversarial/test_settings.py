@@ -55,9 +55,6 @@ CLI_CASES = [
     (["clean", "--what", "everything"], "--what"),
     (["deploy", "--install", "--no-install"], "--no-install"),
     (["all", "--skip", "deplyo"], "deplyo"),
-    (["covnert"], "invoke convert"),  # a misspelt task: did you mean
-    (["bench", "--iter"], "needed value"),  # a flag without its value
-    (["bench", "--itr", "5"], "--itr"),  # an unknown flag
     (["convert", "--quant", ""], "--quant"),  # an empty list
     (["convert", "--weights", ""], "--weights"),  # an empty text
 ]
@@ -69,6 +66,23 @@ def test_a_bad_command_line_value_is_a_usage_error_naming_the_option(tmp_path, a
     out = run_invoke(args, tmp_path)
     assert_clean(out, "usage", mentions=[mention], root=tmp_path)
     nothing_written(tmp_path)
+
+
+PARSE_CASES = [
+    (["covnert"], "'covnert'"),  # a misspelt task
+    (["bench", "--iter"], "needed value"),  # a flag without its value
+    (["bench", "--itr", "5"], "'--itr'"),  # an unknown flag
+]
+
+
+@adversarial("settings", "values are not typed")
+@pytest.mark.parametrize("args,mention", PARSE_CASES, ids=[" ".join(a) for a, _ in PARSE_CASES])
+def test_a_command_line_invoke_cannot_parse_is_invokes_own_error_naming_the_word(tmp_path, args, mention):
+    """Invoke has no public hook around its parser: its own message (exit 1, no traceback) names the word, and
+    nothing runs (issue 31 item 2: acceptable)."""
+    out = run_invoke(args, tmp_path)
+    assert out.code == 1 and mention in out.err and "Traceback" not in out.text, out.text[-2000:]
+    assert not (tmp_path / "build").exists()
 
 
 # --------------------------------------------------------------------------- INVOKE_* variables
@@ -243,11 +257,16 @@ def test_a_broken_project_invoke_yaml_next_to_tasks_py_names_file_and_line(tmp_p
 
 
 @adversarial("settings", "values are not typed")
-def test_an_empty_section_with_its_keys_commented_out_is_fine(tmp_path):
+def test_an_empty_section_with_its_keys_commented_out_is_named_with_its_fix(tmp_path):
+    """`convert:` with every key commented out: Invoke cannot merge an empty section into its own (a traceback in
+    Invoke's merge; the hook that made it an empty mapping used Invoke's private loaders).  torchdroid names the
+    section and the fix before Invoke reads the file; with the fix the same file works."""
     cfg = tmp_path / "mine.yaml"
     cfg.write_text("convert:\n  # weights: random\nrun:\nbench:\n  iter: 7\n")
     out = run_invoke(["-f", str(cfg), "clean", "-n"], tmp_path)
-    assert_clean(out, "ok")
+    assert_clean(out, "usage", mentions=["mine.yaml", "`convert:`", "{}"])
+    cfg.write_text("convert: {}\n  # weights: random\nbench:\n  iter: 7\n")
+    assert_clean(run_invoke(["-f", str(cfg), "clean", "-n"], tmp_path), "ok")
 
 
 @adversarial("settings", "values are not typed")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow import invoke_hooks
+from toolchain import config_sources
 from toolchain.errors import UsageError
 from toolchain.layout import UnderBuildDir
 from toolchain.resolve import Resolver, check_config, check_known_keys, parse
@@ -15,10 +15,10 @@ from workflow import stage_settings
 
 
 def real_config(tmp_path: Path, monkeypatch, yaml_text: str = "", env=None, runtime: str = ""):
-    """An Invoke Config loaded the way `invoke` loads it: defaults, project file, INVOKE_* variables, -f file."""
+    """An Invoke Config loaded the way `invoke` loads it: defaults, project file, INVOKE_* variables, -f file (the
+    files also named to torchdroid as tasks.py does: workflow/invoke_hooks.start)."""
     from invoke import Config
 
-    invoke_hooks.install()
     for k in list(__import__("os").environ):
         if k.startswith("INVOKE_"):
             monkeypatch.delenv(k)
@@ -31,6 +31,8 @@ def real_config(tmp_path: Path, monkeypatch, yaml_text: str = "", env=None, runt
         runtime_path = tmp_path / "runtime.yaml"
         runtime_path.write_text(runtime)
     config = Config(project_location=str(tmp_path), runtime_path=str(runtime_path) if runtime_path else None)
+    monkeypatch.setattr(config_sources, "_IN_FORCE", [])
+    config_sources.use(config_sources.ConfigFiles(runtime=runtime_path, project_dir=tmp_path))
     config.load_collection(config_defaults())
     config.load_project()
     config.load_runtime()
@@ -63,7 +65,8 @@ def test_the_configure_dict_holds_every_config_key_and_no_command_line_only_opti
                 break
             node = node[part]
         assert found != key.cli_only, key.name
-    assert tree["deploy"]["timeout"] == 120 and default("deploy.timeout") == 120
+    assert tree["deploy"]["timeout"] == "120.0" and default("deploy.timeout") == 120
+    assert tree["convert"]["quant"] == "none,core,full" and tree["deploy"]["install"] is True
 
 
 # --------------------------------------------------------------------------- one value from each source
@@ -177,10 +180,15 @@ def test_check_config_finds_a_bad_value_of_any_stage(tmp_path, monkeypatch):
 
 
 def test_a_yaml_syntax_error_is_a_usage_exit_with_file_and_line(tmp_path, monkeypatch):
+    """tasks.py checks the project file when Invoke imports it, before Invoke reads it (workflow/invoke_hooks.py)."""
     from invoke.exceptions import Exit
 
+    from workflow import invoke_hooks
+
+    monkeypatch.setattr(config_sources, "_IN_FORCE", [])
+    (tmp_path / "invoke.yaml").write_text("deploy:\n  iter: [1\n")
     with pytest.raises(Exit) as e:
-        real_config(tmp_path, monkeypatch, "deploy:\n  iter: [1\n")
+        invoke_hooks.start(tmp_path, argv=["invoke", "bench"], environ={})
     assert e.value.code == 2 and "invoke.yaml, line 3" in e.value.message and "fix:" in e.value.message
 
 
@@ -223,3 +231,41 @@ def test_apps_of_several_models_live_side_by_side_by_default():
     assert stage_settings.make_app({}, model="net-quant_core").out == Path("build/app-net-quant_core")
     assert stage_settings.make_app({}, model="fp32-xnnpack", out="mine").out == Path("mine")
     assert stage_settings.make_app({"app": {"out": "apps/x"}}, model="quant_none").out == Path("apps/x")
+
+
+# --------------------------------------------------------------------------- before Invoke reads (invoke_hooks)
+
+
+def test_the_runtime_file_is_the_one_invoke_takes_from_its_own_core_flags():
+    from workflow.invoke_hooks import runtime_path
+
+    assert runtime_path(["invoke", "-f", "x.yaml", "convert", "-f"], {}) == Path("x.yaml")  # convert's -f: --force
+    assert runtime_path(["invoke", "-r", "p", "--config=y.yaml", "bench"], {}) == Path("y.yaml")
+    assert runtime_path(["invoke", "convert", "-f"], {"INVOKE_RUNTIME_CONFIG": "z.yaml"}) == Path("z.yaml")
+    assert runtime_path(["invoke", "convert"], {}) is None
+
+
+def test_a_variable_invoke_could_not_cast_to_a_files_value_is_named_before_invoke_tries(tmp_path):
+    """Invoke casts INVOKE_X to the type of the file's value: over a list always a traceback, over a number one when
+    the text is no number of that type; torchdroid names the variable (and the file) first."""
+    from workflow.invoke_hooks import check_env_casts
+
+    (tmp_path / "invoke.yaml").write_text("deploy:\n  serials: [a]\n  timeout: 30\nbench:\n  iter: 7\n")
+    files = config_sources.ConfigFiles(project_dir=tmp_path)
+    check_env_casts(files, {"INVOKE_BENCH_ITER": "9", "INVOKE_DEPLOY_TIMEOUT": "45", "INVOKE_CONVERT_QUANT": "x"})
+    with pytest.raises(UsageError, match="INVOKE_BENCH_ITER") as e:
+        check_env_casts(files, {"INVOKE_BENCH_ITER": "abc"})
+    assert "not a whole number" in str(e.value)
+    with pytest.raises(UsageError, match="INVOKE_DEPLOY_SERIALS='x,y' cannot override `deploy.serials` in") as e:
+        check_env_casts(files, {"INVOKE_DEPLOY_SERIALS": "x,y"})
+    assert "invoke.yaml" in str(e.value) and "fix:" in str(e.value)
+    with pytest.raises(UsageError, match="INVOKE_DEPLOY_TIMEOUT"):  # int("2.5"): a valid number, not the file's type
+        check_env_casts(files, {"INVOKE_DEPLOY_TIMEOUT": "2.5"})
+
+
+def test_an_invoke_config_with_a_value_set_in_code_names_the_config(tmp_path, monkeypatch):
+    config = real_config(tmp_path, monkeypatch, "bench:\n  iter: 7\n")
+    config.bench.warmup = "x"
+    with pytest.raises(UsageError, match="config key `bench.warmup`"):
+        Resolver(config).get("bench.warmup")
+    assert Resolver(config).get("bench.iter") == 7 and Resolver(config).origin("bench.threads").startswith("the def")
