@@ -35,19 +35,15 @@ invoke_hooks.install()  # config files and INVOKE_* values are checked by the sc
 def convert(c, model=None, quant=None, weights=None, calibration=None, quantized_weights=None, out=None, force=False,
             no_verify=False, format=None, delegates=None, json=False, debug=False):
     """MobileNetV2 (or another model) -> CPU and NNAPI TorchScript models per quantization mode, with a manifest."""
-    common = dict(model=model, weights=weights, calibration=calibration, out=out, force=force)
-    result = None
     with stage(c.config, "convert", debug):
-        from converter import convert as run_convert
-        from converter.executorch_lane import convert_executorch
+        from converter.formats import FORMATS
 
-        formats = resolve.formats(c.config, format=format)
-        pte_settings = resolve.executorch_convert(c.config, delegates=delegates, formats=formats, **common)
-        if "torchscript" in formats:
-            result = run_convert(resolve.convert(c.config, quant=quant, quantized_weights=quantized_weights,
-                                                 **common))
-        pte = convert_executorch(pte_settings) if "executorch" in formats else None
-    show.converted(result, pte, json)  # --json with both formats: one document {"torchscript": ..., "executorch": ...}
+        settings = resolve.per_format(c.config, "convert", format=format, delegates=delegates, quant=quant,
+                                      quantized_weights=quantized_weights, model=model, weights=weights,
+                                      calibration=calibration, out=out, force=force)
+        results = {name: FORMATS[name].convert(s) for name, s in settings.items()}
+    show.by_format(results, "convert", json)  # --json with both formats: one document {"torchscript": ..., ...}
+    result = results.get("torchscript")
     if result is not None and not no_verify:
         from workflow.stage_flows import verify_after_convert
 
@@ -67,23 +63,15 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, repea
     programs too, as `invoke bench-executorch`)."""
     if not host:
         raise Exit("torchdroid bench: only --host is done here; on phones use `invoke deploy`", code=2)
-    options = dict(models=models, warmup=warmup, iter=iter, threads=threads, repeat=repeat, out=out)
-    result = pte = None
     with stage(c.config, "bench", debug):
-        formats = resolve.formats(c.config, "bench", format=format)  # every format's settings before any work:
-        host_settings = resolve.host_bench(c.config, **options) if "torchscript" in formats else None
-        pte_settings = resolve.pte_bench(c.config, **options) if "executorch" in formats else None
-        if host_settings is not None:
-            from converter.host_bench import run_host_bench
+        from converter.formats import FORMATS
 
-            result = run_host_bench(host_settings)
-        if pte_settings is not None:
-            from converter.pte_host import run_pte_bench
-
-            pte = run_pte_bench(pte_settings)
-        show.benched(result, pte, json)
-        if pte is not None:
-            pte.raise_for_failures()  # after the tables: exit 8 naming the programs that differ
+        settings = resolve.per_format(c.config, "bench", format=format, models=models, warmup=warmup, iter=iter,
+                                      threads=threads, repeat=repeat, out=out)  # every format's before any work
+        results = {name: FORMATS[name].bench(s) for name, s in settings.items()}
+        show.by_format(results, "bench", json)
+        for name, result in results.items():
+            FORMATS[name].raise_for_failures(result)  # after the tables: exit 8 naming the files that differ
 
 
 @task(help=helps(models="convert.out", variant="verify.variants", rounding="verify.rounding",
@@ -111,13 +99,14 @@ def bench_executorch(c, models=None, warmup=None, iter=None, threads=None, out=N
     """`invoke bench --format executorch`: check each .pte against its reference in ExecuTorch's host runtime and
     time it beside the legacy models."""
     with stage(c.config, "bench-executorch", debug):
-        from converter.pte_host import run_pte_bench
+        from converter.formats import FORMATS
 
-        result = run_pte_bench(resolve.pte_bench(c.config, models=models, warmup=warmup, iter=iter, threads=threads,
-                                                 out=out, no_legacy=no_legacy, no_per_operator=no_per_operator,
-                                                 reference_kernels=reference_kernels, again=again))
-        show.pte_bench(result, json)
-        result.raise_for_failures()
+        executorch = FORMATS["executorch"]
+        result = executorch.bench(resolve.pte_bench(c.config, models=models, warmup=warmup, iter=iter, threads=threads,
+                                                    out=out, no_legacy=no_legacy, no_per_operator=no_per_operator,
+                                                    reference_kernels=reference_kernels, again=again))
+        show.by_format({"executorch": result}, "bench", json)
+        executorch.raise_for_failures(result)
 
 
 def _build_executorch(c, debug=False, **cli):
