@@ -60,7 +60,7 @@ def code_digest(directory: Optional[Path] = None) -> str:
     return h.hexdigest()[:16]
 
 
-def mode_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, mode: str, fmt: str,
+def mode_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, mode: str,
              torch_id: Dict[str, Any], quantized: Optional[WeightsSpec] = None) -> str:
     """What a mode's two files depend on; the pre-quantized weights (when given) only for core and full."""
     body = {
@@ -68,7 +68,7 @@ def mode_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, mode
         "weights": weights.key(),
         "calibration": calib.key(),
         "mode": mode,
-        "format": fmt,
+        "format": "torchscript",
         "torch": [torch_id.get("version"), torch_id.get("git_version"), torch_id.get("torchvision")],
         "converter": code_digest(),
     }

@@ -74,7 +74,6 @@ def convert(config: Any, **cli) -> "Any":
         quantized_weights=r.get("convert.quantized_weights", "quantized_weights"),
         seed=r.get("convert.seed"),
         factory_timeout=float(r.get("convert.factory_timeout")),
-        fmt="torchscript",  # the legacy format; convert.format also lists executorch (executorch_convert below)
         out=r.path("convert.out", "out"),
         build_dir=r.path("build_dir"),
         force=r.get_flag("convert.force", on="force"),
