@@ -63,15 +63,21 @@ def bench(c, host=True, models=None, warmup=None, iter=None, threads=None, repea
     programs too, as `invoke bench-executorch`)."""
     if not host:
         raise Exit("torchdroid bench: only --host is done here; on phones use `invoke deploy`", code=2)
-    with stage(c.config, "bench", debug):
+    _bench(c, "bench", debug, json, format=format, models=models, warmup=warmup, iter=iter, threads=threads,
+           repeat=repeat, out=out)
+
+
+def _bench(c, name: str, debug: bool, as_json: bool, **cli) -> None:
+    """bench's one loop over the formats asked for (bench.format): every format's settings before any work, then each
+    format checks and times its files; its failures (exit 8) after every table."""
+    with stage(c.config, name, debug):
         from converter.formats import FORMATS
 
-        settings = resolve.per_format(c.config, "bench", format=format, models=models, warmup=warmup, iter=iter,
-                                      threads=threads, repeat=repeat, out=out)  # every format's before any work
-        results = {name: FORMATS[name].bench(s) for name, s in settings.items()}
-        show.by_format(results, "bench", json)
-        for name, result in results.items():
-            FORMATS[name].raise_for_failures(result)  # after the tables: exit 8 naming the files that differ
+        settings = resolve.per_format(c.config, "bench", **cli)
+        results = {fmt: FORMATS[fmt].bench(s) for fmt, s in settings.items()}
+        show.by_format(results, "bench", as_json)
+        for fmt, result in results.items():
+            FORMATS[fmt].raise_for_failures(result)
 
 
 @task(help=helps(models="convert.out", variant="verify.variants", rounding="verify.rounding",
@@ -98,15 +104,8 @@ def bench_executorch(c, models=None, warmup=None, iter=None, threads=None, out=N
                      no_per_operator=False, reference_kernels=None, again=False, json=False, debug=False):
     """`invoke bench --format executorch`: check each .pte against its reference in ExecuTorch's host runtime and
     time it beside the legacy models."""
-    with stage(c.config, "bench-executorch", debug):
-        from converter.formats import FORMATS
-
-        executorch = FORMATS["executorch"]
-        result = executorch.bench(resolve.pte_bench(c.config, models=models, warmup=warmup, iter=iter, threads=threads,
-                                                    out=out, no_legacy=no_legacy, no_per_operator=no_per_operator,
-                                                    reference_kernels=reference_kernels, again=again))
-        show.by_format({"executorch": result}, "bench", json)
-        executorch.raise_for_failures(result)
+    cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "json")}
+    _bench(c, "bench-executorch", debug, json, format=["executorch"], **cli)
 
 
 def _build_executorch(c, debug=False, **cli):
