@@ -138,12 +138,8 @@ class PteBenchResult:
 # --------------------------------------------------------------------------- running a program
 
 
-def load_method(path: Path, etdump: bool = False):
-    """The program's ``forward`` in the host runtime; with ``etdump``, the pybindings module that records one."""
-    if etdump:
-        from executorch.extension.pybindings import portable_lib
-
-        return portable_lib._load_for_executorch(str(path), enable_etdump=True, debug_buffer_size=64 << 20)
+def load_method(path: Path):
+    """The program's ``forward`` in the host runtime."""
     from executorch.runtime import Runtime
 
     return Runtime.get().load_program(str(path)).load_method("forward")
