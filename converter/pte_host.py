@@ -32,19 +32,17 @@ from toolchain.fsutil import atomic_write_json
 from toolchain.progress import duration as _duration, progress, time_left
 from toolchain.pte_records import PteFile, load_section, pte_files, reference_path
 from toolchain.records import ConvertManifest, now_iso
-from toolchain.settings import default
+
+from .host_bench import HostBenchSettings, check_protocol, load_bundled, ratios_over, time_alternated, unstable_note
+from .rounds import Ratio, prepare
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class PteBenchSettings:
-    models: Path
-    warmup: int = 5
-    iters: int = 50
-    threads: int = 1
-    repeat: int = 3  # timed runs of ``iters``, as `invoke bench --host` does
-    out: Path = Path(default("bench.out"))
+class PteBenchSettings(HostBenchSettings):
+    """The host timing protocol's settings (converter/host_bench.py) and what only this format has."""
+
     float_atol: float = 1e-4
     float_rtol: float = 1e-5
     per_operator: bool = True
@@ -322,12 +320,6 @@ def _pte_loader(path: Path, example) -> Callable[[], Callable[[], Any]]:
     return load
 
 
-def _legacy_loader(path: Path) -> Callable[[], Callable[[], Any]]:
-    from .host_bench import load_bundled
-
-    return lambda: load_bundled(path)
-
-
 def pte_candidates(files: List[PteFile], refs: Dict[str, Any]) -> tuple:
     """(candidates, lines not runnable here) of the .pte programs."""
     cands, idle = [], []
@@ -361,7 +353,7 @@ def legacy_candidates(models_dir: Path, stems: List[str], s: PteBenchSettings, n
         label = f"{'TorchScript CPU' if f.backend == 'cpu' else 'host NNAPI'} {f.variant}"
         line = BenchLine(label, f.file, runtime, "fp32" if f.mode == "none" else "int8", stem=f.stem,
                          mobile_optimized=bool(f.extra.get("mobile_optimized")) if f.backend == "cpu" else None)
-        cands.append(Candidate(line, _legacy_loader(f.path), reference_kernels=f.backend != "cpu"))
+        cands.append(Candidate(line, lambda p=f.path: load_bundled(p), reference_kernels=f.backend != "cpu"))
     return cands
 
 
@@ -380,9 +372,6 @@ def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
     """Load and warm every candidate, say how long the rounds will take, then time them alternated round by round.
 
     Returns (lines, ratios of each line over the legacy CPU line of the same stem and precision, estimate in s)."""
-    from .host_bench import ratios_over, time_alternated
-    from .rounds import prepare
-
     subjects = []
     for c in cands:
         short = c.reference_kernels and s.reference_kernels == "short"
@@ -409,8 +398,6 @@ def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
 
 
 def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
-    from .host_bench import check_protocol
-
     check_protocol(s, "bench-executorch")
     from toolchain.logs import native_output_to_log
 
@@ -533,8 +520,6 @@ def _reused_check(previous: Dict[str, Any], key: str) -> Optional[CheckRow]:
 
 
 def _reused_timing(previous: Dict[str, Any], key: str) -> Optional[tuple]:
-    from .rounds import Ratio
-
     if previous.get("timing_key") != key:
         return None
     try:
@@ -616,8 +601,6 @@ def _say_check_time(todo: List[PteFile], times: Dict[str, Any]) -> None:
 
 
 def unstable_notes(lines: List[BenchLine]) -> List[str]:
-    from .host_bench import unstable_note
-
     return [unstable_note(x.label, x.timing.repeats, x.timing.spread_pct) for x in lines if x.timing and x.timing.unstable]
 
 

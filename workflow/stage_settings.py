@@ -129,9 +129,7 @@ def pte_bench(config: Any, **cli):
 
     r = Resolver(config, cli)
     return PteBenchSettings(
-        models=r.path("convert.out", "models"), warmup=r.get("bench.warmup", "warmup"),
-        iters=r.get("bench.iter", "iter"), threads=r.get("bench.threads", "threads"), repeat=r.get("bench.repeat", "repeat"),
-        out=r.path("bench.out", "out"), float_atol=r.get("verify.float_atol"), float_rtol=r.get("verify.float_rtol"),
+        **vars(host_bench(config, **cli)), float_atol=r.get("verify.float_atol"), float_rtol=r.get("verify.float_rtol"),
         per_operator=not cli.get("no_per_operator"), legacy=not cli.get("no_legacy"),
         reference_kernels=r.get("bench.reference_kernels", "reference_kernels"), again=r.get_flag("bench.again", on="again"))
 
