@@ -162,15 +162,20 @@ def ratios_over(subjects: list, base_of: dict) -> List[Ratio]:
     return [ratio(base, by_key[base].runs, key, by_key[key].runs) for key, base in base_of.items() if base in by_key]
 
 
-def unstable_note(label: str, repeats: int, spread: float) -> str:
-    return (f"{label}: the {repeats} rounds disagree (their medians differ by {spread:.0f}% > {VARIANCE_LIMIT_PCT:.0f}%):"
-            " the machine is busy or throttling; close other work and rerun")
+def unstable_notes(spreads: dict, repeats: int) -> List[str]:
+    """One note for every model whose rounds disagree (``spreads``: label -> spread %): the cause and the remedy are
+    the machine's, not a model's."""
+    if not spreads:
+        return []
+    return [f"{', '.join(spreads)}: the {repeats} rounds disagree (their medians differ by "
+            f"{', '.join(f'{s:.0f}%' for s in spreads.values())} > {VARIANCE_LIMIT_PCT:.0f}%): the machine is busy or "
+            "throttling; close other work and rerun"]
 
 
 def _notes(rows: List[BenchRow], ratios: List[Ratio]) -> List[str]:
     notes = ["NNAPI models are not run by the host benchmark: they need a phone (`invoke deploy`) "
              "or torchdroid's host NNAPI (`invoke verify`)"]
-    notes.extend(unstable_note(r.file, r.repeats, r.spread_pct) for r in rows if r.unstable)
+    notes.extend(unstable_notes({r.file: r.spread_pct for r in rows if r.unstable}, rows[0].repeats))
     notes.extend(x.note() for x in ratios if x.uncertain)
     if any(r.memory_kb is None for r in rows):
         notes.append("memory per model not shown: this system does not let a process reset its peak resident size "

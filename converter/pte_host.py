@@ -33,7 +33,7 @@ from toolchain.progress import duration as _duration, progress, time_left
 from toolchain.pte_records import PteFile, load_section, pte_files, reference_path
 from toolchain.records import ConvertManifest, now_iso
 
-from .host_bench import HostBenchSettings, check_protocol, load_bundled, ratios_over, time_alternated, unstable_note
+from .host_bench import HostBenchSettings, check_protocol, load_bundled, ratios_over, time_alternated, unstable_notes
 from .rounds import Ratio, prepare
 
 log = logging.getLogger(__name__)
@@ -434,7 +434,7 @@ def _run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
     lines += idle
     if any(x.mobile_optimized is False for x in lines):
         notes.append(UNOPTIMIZED_BASELINE)
-    notes.extend(unstable_notes(lines))
+    notes.extend(_unstable(lines))
     notes.extend(r.note() for r in ratios if r.uncertain)
     return PteBenchResult(checks, lines, _write(s, checks, lines, notes, ratios, key), notes, ratios)
 
@@ -600,8 +600,10 @@ def _say_check_time(todo: List[PteFile], times: Dict[str, Any]) -> None:
         log.info("checking %d program(s), then their per-operator comparison in a child process", len(todo))
 
 
-def unstable_notes(lines: List[BenchLine]) -> List[str]:
-    return [unstable_note(x.label, x.timing.repeats, x.timing.spread_pct) for x in lines if x.timing and x.timing.unstable]
+def _unstable(lines: List[BenchLine]) -> List[str]:
+    timed = [x for x in lines if x.timing]
+    return unstable_notes({x.label: x.timing.spread_pct for x in timed if x.timing.unstable},
+                          timed[0].timing.repeats if timed else 0)
 
 
 def load_reference(path: Path) -> Dict[str, Any]:
