@@ -36,19 +36,15 @@ def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=o
     """MobileNetV2 (or another model) -> CPU and NNAPI models per quantization mode.
 
     TorchScript models with a manifest (--format executorch: .pte programs too)."""
-    common = dict(model=model, weights=weights, calibration=calibration, out=out, force=force)
-    result = None
     with stage(c.config, "convert", debug):
-        from converter import convert as run_convert
-        from converter.executorch_lane import convert_executorch
+        from converter.formats import FORMATS
 
-        formats = resolve.formats(c.config, format=format)
-        pte_settings = resolve.executorch_convert(c.config, delegates=delegates, formats=formats, **common)
-        if "torchscript" in formats:
-            result = run_convert(resolve.convert(c.config, quant=quant, quantized_weights=quantized_weights,
-                                                 **common))
-        pte = convert_executorch(pte_settings) if "executorch" in formats else None
-    show.converted(result, pte, json)  # --json with both formats: one document {"torchscript": ..., "executorch": ...}
+        settings = resolve.per_format(c.config, "convert", format=format, delegates=delegates, quant=quant,
+                                      quantized_weights=quantized_weights, model=model, weights=weights,
+                                      calibration=calibration, out=out, force=force)
+        results = {name: FORMATS[name].convert(s) for name, s in settings.items()}
+    show.by_format(results, "convert", json)  # --json with both formats: one document {"torchscript": ..., ...}
+    result = results.get("torchscript")
     if result is not None and not no_verify:
         from workflow.stage_flows import verify_after_convert
 
@@ -65,23 +61,21 @@ def bench(c, host=flag("run the models on this machine (where `bench` always run
     """Benchmark the converted models on this machine (speed_benchmark_torch's protocol).
 
     --format executorch: the .pte programs too, as `invoke bench-executorch`."""
-    options = dict(models=models, warmup=warmup, iter=iter, threads=threads, repeat=repeat, out=out)
-    result = pte = None
-    with stage(c.config, "bench", debug):
-        formats = resolve.formats(c.config, "bench", format=format)  # every format's settings before any work:
-        host_settings = resolve.host_bench(c.config, **options) if "torchscript" in formats else None
-        pte_settings = resolve.pte_bench(c.config, **options) if "executorch" in formats else None
-        if host_settings is not None:
-            from converter.host_bench import run_host_bench
+    _bench(c, "bench", debug, json, format=format, models=models, warmup=warmup, iter=iter, threads=threads,
+           repeat=repeat, out=out)
 
-            result = run_host_bench(host_settings)
-        if pte_settings is not None:
-            from converter.pte_host import run_pte_bench
 
-            pte = run_pte_bench(pte_settings)
-        show.benched(result, pte, json)
-        if pte is not None:
-            pte.raise_for_failures()  # after the tables: exit 8 naming the programs that differ
+def _bench(c, name: str, debug: bool, as_json: bool, **cli) -> None:
+    """bench's one loop over the formats asked for (bench.format): every format's settings before any work, then each
+    format checks and times its files; its failures (exit 8) after every table."""
+    with stage(c.config, name, debug):
+        from converter.formats import FORMATS
+
+        settings = resolve.per_format(c.config, "bench", **cli)
+        results = {fmt: FORMATS[fmt].bench(s) for fmt, s in settings.items()}
+        show.by_format(results, "bench", as_json)
+        for fmt, result in results.items():
+            FORMATS[fmt].raise_for_failures(result)
 
 
 @task()
@@ -108,14 +102,8 @@ def bench_executorch(c, models=opt("convert.out"), warmup=opt("bench.warmup"), i
     """`invoke bench --format executorch`: check and time each .pte program on this machine.
 
     Each .pte is checked against its reference in ExecuTorch's host runtime and timed beside the legacy models."""
-    with stage(c.config, "bench-executorch", debug):
-        from converter.pte_host import run_pte_bench
-
-        result = run_pte_bench(resolve.pte_bench(c.config, models=models, warmup=warmup, iter=iter, threads=threads,
-                                                 out=out, no_legacy=no_legacy, no_per_operator=no_per_operator,
-                                                 reference_kernels=reference_kernels, again=again))
-        show.pte_bench(result, json)
-        result.raise_for_failures()
+    cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "json")}
+    _bench(c, "bench-executorch", debug, json, format=["executorch"], **cli)
 
 
 def _build_executorch(c, debug=False, **cli):

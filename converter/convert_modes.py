@@ -153,9 +153,9 @@ def mismatch_note(mode: str, agreement: Dict[str, int]) -> str:
 class ModeConverter:
     """Converts the modes of one model into ``out``; :meth:`prepare` first, then iterate :meth:`run`."""
 
-    def __init__(self, spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, out: Path, fmt: str,
+    def __init__(self, spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, out: Path,
                  quantized: Optional[WeightsSpec] = None):
-        self.spec, self.weights, self.calib, self.out, self.fmt = spec, weights, calib, Path(out), fmt
+        self.spec, self.weights, self.calib, self.out = spec, weights, calib, Path(out)
         self.quantized = quantized  # pre-quantized weights of core/full; None: calibrated here
         self.facts = ConversionFacts()
         self.model = None
@@ -248,7 +248,7 @@ class ModeConverter:
 
     def _quantized(self, qmodel, quantized_modes: List[str]) -> Iterator[ModeDone]:
         exports = export_quantized(qmodel, quantized_modes, self.batch[0],
-                                   {m: self._paths(m) for m in quantized_modes}, self.fmt, self.spec.stem,
+                                   {m: self._paths(m) for m in quantized_modes}, self.spec.stem,
                                    self.facts.xnnpack,
                                    nnapi=not any(self.nnapi_problems.get(m) for m in quantized_modes))
         ex = _next_export(exports)
@@ -263,7 +263,7 @@ class ModeConverter:
 
     def _none(self, fused) -> ModeDone:
         with torch.no_grad():
-            ex = export_float(fused, self.batch[0], self._paths("none"), self.fmt, f"{self.spec.stem} quant_none",
+            ex = export_float(fused, self.batch[0], self._paths("none"), f"{self.spec.stem} quant_none",
                               self.facts.xnnpack, nnapi=not self.nnapi_problems.get("none"))
         return self._check(ex)
 
@@ -275,7 +275,7 @@ class ModeConverter:
             return quantize(self.model, self.batch, f"{self.spec.stem} (quantized modes)")
 
     def _check(self, ex: ExportedVariant) -> ModeDone:
-        checked = host_check(ex.cpu_path, ex.mode, self.fmt)
+        checked = host_check(ex.cpu_path, ex.mode)
         agreement = None if ex.mode == "none" else self._agreement(ex, checked)
         if self._mismatched(agreement):
             ex.notes.append(mismatch_note(ex.mode, agreement))
@@ -284,7 +284,7 @@ class ModeConverter:
                             f"{list(checked.output.shape)}, not [N, classes] logits (the host check still refuses a "
                             "constant, NaN or infinite output)")
         out_spec = TensorSpec(**checked.record["output_spec"])
-        common: Dict[str, Any] = {"format": self.fmt}
+        common: Dict[str, Any] = {"format": "torchscript"}
         if ex.core_qparams:
             common["core_quantization"] = ex.core_qparams
         cpu = self._file(ex.cpu_path, ex.cpu_size, ex.cpu_sha256, ex.mode, "cpu", spec_of(ex.cpu_input), out_spec,

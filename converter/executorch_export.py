@@ -45,9 +45,9 @@ class BuiltPrograms:
 
 def host_backends() -> List[str]:
     """The delegates the installed host runtime has registered (e.g. XnnpackBackend)."""
-    from executorch.extension.pybindings import portable_lib
+    from executorch.runtime import Runtime
 
-    return list(portable_lib._get_registered_backend_names())
+    return list(Runtime.get().backend_registry.registered_backend_names)
 
 
 def partitioners(delegate: str) -> list:

@@ -27,10 +27,12 @@ from toolchain.variants import DELEGATES
 
 from .calibration import CalibrationSpec, parse_calibration
 from .models import ModelSpec, WeightsSpec, check_stem_free, parse_model, parse_weights
+from .reuse import code_digest, torch_identity
 
 log = logging.getLogger(__name__)
 
 
+CODE = ("executorch_lane.py", "executorch_export.py", "models.py", "calibration.py", "prepared.py")  # keys the programs
 VARIANTS = (PteVariant("fp32", "xnnpack"), PteVariant("int8", "xnnpack"), PteVariant("fp32", "portable"),
             PteVariant("fp32", "vulkan"))
 
@@ -99,22 +101,14 @@ class ExecutorchResult:
     seconds: float = 0.0
 
 
-def _code_digest() -> str:
-    h = hashlib.sha256()
-    for name in ("executorch_lane.py", "executorch_export.py", "models.py", "calibration.py", "prepared.py"):
-        h.update((Path(__file__).parent / name).read_bytes())
-    return h.hexdigest()[:16]
-
-
 def variant_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, variant: PteVariant,
                 check_inputs: int, versions: Dict[str, Any]) -> str:
     body = {"model": spec.key(), "weights": weights.key(), "calibration": calib.key(), "variant": variant.name,
-            "check_inputs": check_inputs, "versions": versions, "code": _code_digest()}
+            "check_inputs": check_inputs, "versions": versions, "code": code_digest(only=CODE)}
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _versions() -> Dict[str, Any]:
-    from .reuse import torch_identity
 
     return {"executorch": executorch_pins.identity(), "torch": torch_identity()}
 

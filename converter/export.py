@@ -301,12 +301,12 @@ def _adopt_scripted_children(model, scripted) -> None:
             setattr(model, name, done)
 
 
-def bundle_and_save(scripted, input_tensor, path: Path, fmt: str) -> Tuple[int, str]:
+def bundle_and_save(scripted, input_tensor, path: Path) -> Tuple[int, str]:
     """Bundle ``input_tensor`` (speed_benchmark_torch's --use_bundled_input) and save; returns (size, sha256)."""
     import torch.utils.bundled_inputs as bundled
 
     bundled.augment_model_with_bundled_inputs(scripted, [(bundled.bundle_large_tensor(input_tensor),)])
-    return save_torch_module(scripted, path, fmt)
+    return save_torch_module(scripted, path)
 
 
 def _nhwc(t):
@@ -339,7 +339,7 @@ def _to_nnapi(model, input_tensor, label: str, wanted: bool):
         return None, e
 
 
-def export_float(fused, float_input, paths: Tuple[Path, Path], fmt: str, label: str, optimize: bool,
+def export_float(fused, float_input, paths: Tuple[Path, Path], label: str, optimize: bool,
                  nnapi: bool = True) -> ExportedVariant:
     """quant_none: the fused float model for the CPU and (``nnapi``, unless the converter refuses it) through NNAPI."""
     import torch
@@ -349,12 +349,12 @@ def export_float(fused, float_input, paths: Tuple[Path, Path], fmt: str, label: 
     core, error = _to_nnapi(fused, x, label, nnapi)
     nnapi_model = torch.jit.script(_bundle_wrapper(core)) if core is not None else None
     cpu_model, how, notes = script_cpu(fused, x, label, optimize)
-    return _saved("none", *paths, bundle_and_save(cpu_model, x, paths[0], fmt),
-                  bundle_and_save(nnapi_model, x, paths[1], fmt) if nnapi_model is not None else None,
+    return _saved("none", *paths, bundle_and_save(cpu_model, x, paths[0]),
+                  bundle_and_save(nnapi_model, x, paths[1]) if nnapi_model is not None else None,
                   x, x, how, optimize, None, notes, error)
 
 
-def export_quantized(quantized, modes: List[str], float_input, paths: Dict[str, Tuple[Path, Path]], fmt: str,
+def export_quantized(quantized, modes: List[str], float_input, paths: Dict[str, Tuple[Path, Path]],
                      label: str, optimize: bool, nnapi: bool = True) -> Iterator[ExportedVariant]:
     """quant_full and/or quant_core from one quantized model, yielded as each is saved.
 
@@ -375,8 +375,8 @@ def export_quantized(quantized, modes: List[str], float_input, paths: Dict[str, 
         nnapi_model = torch.jit.script(_bundle_wrapper(nnapi_core)) if nnapi_core is not None else None
         if how == "script" and not optimize:
             _adopt_scripted_children(quantized, cpu_model.mod)
-        yield _saved("full", *paths["full"], bundle_and_save(cpu_model, q_input, paths["full"][0], fmt),
-                     bundle_and_save(nnapi_model, q_input, paths["full"][1], fmt) if nnapi_model is not None else None,
+        yield _saved("full", *paths["full"], bundle_and_save(cpu_model, q_input, paths["full"][0]),
+                     bundle_and_save(nnapi_model, q_input, paths["full"][1]) if nnapi_model is not None else None,
                      q_input, q_input, how, optimize, qparams, notes, error)
     if "core" in modes:
         quantized.quant, quantized.dequant = quantizer, dequantizer
@@ -384,6 +384,6 @@ def export_quantized(quantized, modes: List[str], float_input, paths: Dict[str, 
         cpu_model, how, notes = script_cpu(quantized, x, f"{label} quant_core", optimize)
         nnapi_model = (torch.jit.script(_bundle_wrapper(torch.nn.Sequential(quantizer, nnapi_core, dequantizer)))
                        if nnapi_core is not None else None)
-        yield _saved("core", *paths["core"], bundle_and_save(cpu_model, x, paths["core"][0], fmt),
-                     bundle_and_save(nnapi_model, x, paths["core"][1], fmt) if nnapi_model is not None else None,
+        yield _saved("core", *paths["core"], bundle_and_save(cpu_model, x, paths["core"][0]),
+                     bundle_and_save(nnapi_model, x, paths["core"][1]) if nnapi_model is not None else None,
                      x, x, how, optimize, qparams, notes, error)

@@ -23,7 +23,7 @@ from typing import List, Optional
 
 from toolchain.errors import UsageError
 from toolchain.fsutil import atomic_write_json, atomic_write_text
-from toolchain.progress import progress
+from toolchain.progress import duration, progress
 from toolchain.records import ConvertManifest, now_iso
 from toolchain.settings import default
 from toolchain.stats import VARIANCE_LIMIT_PCT
@@ -97,10 +97,28 @@ def load_bundled(path: Path):
     return call
 
 
-def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
+def check_protocol(settings, task: str) -> None:
+    """The timing protocol's numbers (``HostBenchSettings`` or the ExecuTorch format's), before anything is read."""
     if settings.iters < 1 or settings.warmup < 0 or settings.threads < 1 or settings.repeat < 1:
-        raise UsageError("bench needs iter >= 1, warmup >= 0, threads >= 1 and repeat >= 1",
-                         remedy="e.g. invoke bench --host --warmup 5 --iter 50 --threads 1")
+        raise UsageError(f"{task} needs iter >= 1, warmup >= 0, threads >= 1 and repeat >= 1",
+                         remedy="e.g. --warmup 5 --iter 50 --threads 1")
+
+
+def time_alternated(subjects: list, repeat: int, iters: int, bar, describe=lambda s: s.key) -> float:
+    """Time prepared subjects (converter/rounds.py) in ``repeat`` alternated rounds of ``iters`` (or each one's
+    own count), the progress saying which; returns the estimate of how long that took, in seconds."""
+    estimate = estimate_s(subjects, repeat, iters)
+    log.info("timing %d models in %d alternated rounds of %d iterations: about %s", len(subjects), repeat, iters,
+             duration(estimate))
+
+    def on_round(r, s):
+        bar.advance(text=f"round {r + 1}/{repeat}: {describe(s)} (about {duration(estimate)} in all)")
+    alternate(subjects, repeat, iters, on_round)
+    return estimate
+
+
+def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
+    check_protocol(settings, "bench")
     manifest = ConvertManifest.load(settings.models)
     cpu_files = [f for f in manifest.files if f.backend == "cpu"]
     if not cpu_files:
@@ -109,7 +127,8 @@ def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
 
     with native_output_to_log():  # torch's C++ warnings go to the run log, not between the progress lines
         rows, subjects = _measure_all(cpu_files, settings)
-    ratios = _ratios(cpu_files, subjects)
+    floats = {f.stem: f.file for f in cpu_files if f.mode == "none"}  # each quantized model against its float one
+    ratios = ratios_over(subjects, {f.file: floats.get(f.stem) for f in cpu_files if f.mode != "none"})
     notes = _notes(rows, ratios)
     json_path, csv_path = _write_results(Path(settings.out), manifest, cpu_files, rows, notes, ratios, settings)
     return HostBenchResult(rows, json_path, csv_path, notes, ratios, rows[0].quantized_engine)
@@ -128,35 +147,34 @@ def _measure_all(cpu_files, settings: HostBenchSettings):
             subjects.append(prepare(f.file, lambda p=f.path: load_bundled(p), settings.warmup))
             bar.advance()
 
-        estimate = estimate_s(subjects, settings.repeat, settings.iters)
-        log.info("timing %d models in %d alternated rounds of %d iterations: about %.0f s", n, settings.repeat,
-                 settings.iters, estimate)
-
-        def on_round(r, s):
-            bar.advance(text=f"round {r + 1}/{settings.repeat}: {s.key} ({settings.iters} iterations, about "
-                             f"{estimate:.0f} s in all)")
-        alternate(subjects, settings.repeat, settings.iters, on_round)
+        time_alternated(subjects, settings.repeat, settings.iters, bar,
+                        lambda s: f"{s.key} ({settings.iters} iterations)")
     rows = [BenchRow(f.file, f.qualified_variant, f.mode, f.backend, settings.iters, settings.warmup, settings.threads,
                      mobile_optimized=bool(f.extra.get("mobile_optimized", False)), memory_kb=s.memory_kb,
                      quantized_engine=engine, **s.stats()) for f, s in zip(cpu_files, subjects)]
     return rows, subjects
 
 
-def _ratios(cpu_files, subjects) -> List[Ratio]:
-    """Each quantized CPU model's speed against the float (quant_none) model of the same stem, round by round."""
-    by_file = {s.key: s for s in subjects}
-    base = {f.stem: by_file[f.file] for f in cpu_files if f.mode == "none"}
-    return [ratio(base[f.stem].key, base[f.stem].runs, f.file, by_file[f.file].runs)
-            for f in cpu_files if f.mode != "none" and f.stem in base]
+def ratios_over(subjects: list, base_of: dict) -> List[Ratio]:
+    """Each timed subject against its base subject (``base_of``: key -> base key), round by round."""
+    by_key = {s.key: s for s in subjects}
+    return [ratio(base, by_key[base].runs, key, by_key[key].runs) for key, base in base_of.items() if base in by_key]
+
+
+def unstable_notes(spreads: dict, repeats: int) -> List[str]:
+    """One note for every model whose rounds disagree (``spreads``: label -> spread %): the cause and the remedy are
+    the machine's, not a model's."""
+    if not spreads:
+        return []
+    return [f"{', '.join(spreads)}: the {repeats} rounds disagree (their medians differ by "
+            f"{', '.join(f'{s:.0f}%' for s in spreads.values())} > {VARIANCE_LIMIT_PCT:.0f}%): the machine is busy or "
+            "throttling; close other work and rerun"]
 
 
 def _notes(rows: List[BenchRow], ratios: List[Ratio]) -> List[str]:
     notes = ["NNAPI models are not run by the host benchmark: they need a phone (`invoke deploy`) "
              "or torchdroid's host NNAPI (`invoke verify`)"]
-    for r in rows:
-        if r.unstable:
-            notes.append(f"{r.file}: the {r.repeats} rounds disagree (their medians differ by {r.spread_pct:.0f}% > "
-                         f"{VARIANCE_LIMIT_PCT:.0f}%): the machine is busy or throttling; close other work and rerun")
+    notes.extend(unstable_notes({r.file: r.spread_pct for r in rows if r.unstable}, rows[0].repeats))
     notes.extend(x.note() for x in ratios if x.uncertain)
     if any(r.memory_kb is None for r in rows):
         notes.append("memory per model not shown: this system does not let a process reset its peak resident size "

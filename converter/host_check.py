@@ -34,14 +34,6 @@ def as_float(t: torch.Tensor) -> torch.Tensor:
     return t.dequantize() if t.is_quantized else t
 
 
-def load_saved(path: Path, fmt: str):
-    if fmt == "lite":
-        from torch.jit.mobile import _load_for_lite_interpreter
-
-        return _load_for_lite_interpreter(str(path))
-    return torch.jit.load(str(path), map_location="cpu")
-
-
 @dataclass
 class Checked:
     """A saved CPU model loaded back and run on its bundled input."""
@@ -55,10 +47,10 @@ def _first_line(e: Exception) -> str:
     return f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
 
 
-def host_check(path: Path, mode: str, fmt: str) -> Checked:
+def host_check(path: Path, mode: str) -> Checked:
     """Load the saved CPU model back and run it on its bundled input; refuse a constant output."""
     try:
-        m = load_saved(path, fmt)
+        m = torch.jit.load(str(path), map_location="cpu")
         inputs = m.get_all_bundled_inputs() if hasattr(m, "get_all_bundled_inputs") else m.run_method("get_all_bundled_inputs")
         t0 = time.perf_counter()
         with torch.no_grad(), torch.jit.optimized_execution(False):

@@ -29,7 +29,6 @@ from .prequantized import parse_quantized_weights
 from .reuse import mode_key, read_existing, torch_identity, up_to_date
 
 log = logging.getLogger(__name__)
-FORMATS = ("torchscript", "lite")
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,6 @@ class ConvertSettings:
     quantized_weights: str = default("convert.quantized_weights")  # calibrate | pretrained | PATH
     seed: int = default("convert.seed")
     factory_timeout: float = default("convert.factory_timeout")  # seconds for a user's model file
-    fmt: str = "torchscript"  # the legacy file format; convert.format lists the lanes (torchscript, executorch)
     build_dir: Path = Path(default("build_dir"))
     force: bool = False
 
@@ -128,8 +126,6 @@ def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, Calibra
     """Everything that can be checked without torch, so bad input fails at once: ``(model, weights, calibration,
     modes, pre-quantized weights or None)``."""
     modes = _check_modes(settings.modes)
-    if settings.fmt not in FORMATS:
-        raise UsageError(f"unknown model format {settings.fmt!r}", remedy=f"set convert.format to one of {FORMATS}")
     spec = parse_model(settings.model, settings.factory_timeout)
     weights = parse_weights(settings.weights, settings.seed)
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
@@ -143,7 +139,7 @@ def plan(settings: ConvertSettings, spec: ModelSpec, weights: WeightsSpec, calib
          modes: Tuple[str, ...], quantized: Optional[WeightsSpec] = None) -> Plan:
     """Which requested modes must be (re)built: from keys, the manifest and the files' hashes (no torch)."""
     torch_id = torch_identity()
-    keys = {m: mode_key(spec, weights, calib, m, settings.fmt, torch_id, quantized) for m in modes}
+    keys = {m: mode_key(spec, weights, calib, m, torch_id, quantized) for m in modes}
     manifest = read_existing(Path(settings.out))
     check_stem_free(spec, Path(settings.out))
     todo = [m for m in modes if settings.force or not up_to_date(manifest, spec.stem, m, keys[m])]
@@ -200,7 +196,7 @@ def _conversion_record(p: Plan, facts, previous: Dict[str, Any]) -> Dict[str, An
         calibration=p.calib.record(),
         torch={**torch_identity(), "xnnpack": facts.xnnpack},
         mobile_optimization=facts.mobile_optimization,
-        format=p.settings.fmt,
+        format="torchscript",
         bundled_input=facts.bundled_input,
         mode_keys={k: v for k, v in (conv.get("mode_keys") or {}).items() if k not in p.todo},
         host_check=host_check,
@@ -227,7 +223,7 @@ def _convert_and_record(p: Plan) -> Tuple[ConvertManifest, List[str]]:
     """Convert the modes still to do; rewrite the manifest after each one."""
     from .convert_modes import ModeConverter  # torch is imported only from here on
 
-    converter = ModeConverter(p.spec, p.weights, p.calib, p.out, p.settings.fmt, p.quantized)
+    converter = ModeConverter(p.spec, p.weights, p.calib, p.out, p.quantized)
     manifest = p.manifest
     try:
         return _convert_modes(p, converter, manifest)

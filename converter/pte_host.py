@@ -27,24 +27,22 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins
-from toolchain.errors import RecordError, UsageError, VerificationError
+from toolchain.errors import RecordError, VerificationError
 from toolchain.fsutil import atomic_write_json
 from toolchain.progress import duration as _duration, progress, time_left
 from toolchain.pte_records import PteFile, load_section, pte_files, reference_path
 from toolchain.records import ConvertManifest, now_iso
-from toolchain.settings import default
+
+from .host_bench import HostBenchSettings, check_protocol, load_bundled, ratios_over, time_alternated, unstable_notes
+from .rounds import Ratio, prepare
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class PteBenchSettings:
-    models: Path
-    warmup: int = 5
-    iters: int = 50
-    threads: int = 1
-    repeat: int = 3  # timed runs of ``iters``, as `invoke bench --host` does
-    out: Path = Path(default("bench.out"))
+class PteBenchSettings(HostBenchSettings):
+    """The host timing protocol's settings (converter/host_bench.py) and what only this format has."""
+
     float_atol: float = 1e-4
     float_rtol: float = 1e-5
     per_operator: bool = True
@@ -138,12 +136,8 @@ class PteBenchResult:
 # --------------------------------------------------------------------------- running a program
 
 
-def load_method(path: Path, etdump: bool = False):
-    """The program's ``forward`` in the host runtime; with ``etdump``, the pybindings module that records one."""
-    if etdump:
-        from executorch.extension.pybindings import portable_lib
-
-        return portable_lib._load_for_executorch(str(path), enable_etdump=True, debug_buffer_size=64 << 20)
+def load_method(path: Path):
+    """The program's ``forward`` in the host runtime."""
     from executorch.runtime import Runtime
 
     return Runtime.get().load_program(str(path)).load_method("forward")
@@ -326,12 +320,6 @@ def _pte_loader(path: Path, example) -> Callable[[], Callable[[], Any]]:
     return load
 
 
-def _legacy_loader(path: Path) -> Callable[[], Callable[[], Any]]:
-    from .host_bench import load_bundled
-
-    return lambda: load_bundled(path)
-
-
 def pte_candidates(files: List[PteFile], refs: Dict[str, Any]) -> tuple:
     """(candidates, lines not runnable here) of the .pte programs."""
     cands, idle = [], []
@@ -365,7 +353,7 @@ def legacy_candidates(models_dir: Path, stems: List[str], s: PteBenchSettings, n
         label = f"{'TorchScript CPU' if f.backend == 'cpu' else 'host NNAPI'} {f.variant}"
         line = BenchLine(label, f.file, runtime, "fp32" if f.mode == "none" else "int8", stem=f.stem,
                          mobile_optimized=bool(f.extra.get("mobile_optimized")) if f.backend == "cpu" else None)
-        cands.append(Candidate(line, _legacy_loader(f.path), reference_kernels=f.backend != "cpu"))
+        cands.append(Candidate(line, lambda p=f.path: load_bundled(p), reference_kernels=f.backend != "cpu"))
     return cands
 
 
@@ -384,8 +372,6 @@ def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
     """Load and warm every candidate, say how long the rounds will take, then time them alternated round by round.
 
     Returns (lines, ratios of each line over the legacy CPU line of the same stem and precision, estimate in s)."""
-    from .rounds import alternate, estimate_s, prepare, ratio
-
     subjects = []
     for c in cands:
         short = c.reference_kernels and s.reference_kernels == "short"
@@ -397,78 +383,86 @@ def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
                            "(--reference-kernels full for the whole protocol)")
         subjects.append(subj)
         bar.advance()
-    estimate = estimate_s(subjects, s.repeat, s.iters)
-    log.info("timing %d lines in %d alternated rounds: about %s", len(subjects), s.repeat, _duration(estimate))
-
-    def on_round(r, subj):
-        bar.advance(text=f"round {r + 1}/{s.repeat}: {subj.key} (about {_duration(estimate)} in all)")
-    alternate(subjects, s.repeat, s.iters, on_round)
+    estimate = time_alternated(subjects, s.repeat, s.iters, bar)
     lines = []
     for c, subj in zip(cands, subjects):
         st = subj.stats()
         c.line.timing = Timing(**{k: st[k] for k in Timing.__dataclass_fields__})
         lines.append(c.line)
-    by_label = {subj.key: subj for subj in subjects}
-    base = {(c.line.stem, c.line.precision): c.line.label for c in cands if c.line.runtime == "torchscript-cpu"}
-    ratios = [ratio(base[(c.line.stem, c.line.precision)], by_label[base[(c.line.stem, c.line.precision)]].runs,
-                    c.line.label, by_label[c.line.label].runs)
-              for c in cands if c.line.runtime != "torchscript-cpu" and (c.line.stem, c.line.precision) in base]
-    return lines, ratios, estimate
+    base = {(x.stem, x.precision): x.label for x in lines if x.runtime == "torchscript-cpu"}
+    return lines, ratios_over(subjects, {x.label: base.get((x.stem, x.precision)) for x in lines
+                                         if x.runtime != "torchscript-cpu"}), estimate
 
 
 # --------------------------------------------------------------------------- the stage
 
 
 def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
-    if s.iters < 1 or s.warmup < 0 or s.threads < 1 or s.repeat < 1:
-        raise UsageError("bench-executorch needs iter >= 1, warmup >= 0, threads >= 1 and repeat >= 1",
-                         remedy="e.g. invoke bench-executorch --warmup 5 --iter 50 --threads 1")
+    check_protocol(s, "bench-executorch")
     from toolchain.logs import native_output_to_log
 
     with native_output_to_log():  # ExecuTorch's and cpuinfo's C++ lines go to the run log, not over the progress
         return _run_pte_bench(s)
 
 
-def _run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
-    from .torch_state import host_engine, pinned
-
+def _programs(s: PteBenchSettings) -> tuple:
+    """(the .pte files, their reference paths and references by stem); every tampered or missing program that
+    would run here is refused before anything runs."""
     files = pte_files(s.models)
     executorch_pins.require_executorch()
     for f in files:
         if f.runs_on_host:
-            f.check_hash()  # every tampered or missing program is refused before anything runs
+            f.check_hash()
     section = load_section(s.models)
     ref_paths = {stem: reference_path(s.models, stem, section) for stem in sorted({f.stem for f in files})}
-    refs = {stem: load_reference(path) for stem, path in ref_paths.items()}
+    return files, ref_paths, {stem: load_reference(path) for stem, path in ref_paths.items()}
+
+
+def _run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
+    from .torch_state import host_engine, pinned
+
+    files, ref_paths, refs = _programs(s)
     notes: List[str] = []
     last = _previous(s)
     previous = {} if s.again else last  # --again: nothing reused, the last times still say how long it takes
     with pinned(threads=s.threads, engine=host_engine()):
         set_threads(s.threads)
         checks = _checks(files, refs, ref_paths, s, previous, notes, last)
-        cands, idle = pte_candidates(files, refs)
-        if s.legacy:
-            cands = legacy_candidates(s.models, sorted(refs), s, notes) + cands
-        if s.reference_kernels == "skip":
-            for c in [c for c in cands if c.reference_kernels]:
-                c.line.note = "reference kernels: not timed (--reference-kernels short or full times them)"
-                idle.append(c.line)
-            cands = [c for c in cands if not c.reference_kernels]
+        cands, idle = _candidates(files, refs, s, notes)
         key = timing_key(cands, s, host_engine())
-        reused = _reused_timing(previous, key)
-        if reused is not None:
-            lines, ratios = reused
-            notes.append(f"timings reused from {previous.get('written')}: the same files measured with the same "
-                         "settings (--again measures again)")
-        else:
-            with progress("ExecuTorch host timing", total=len(cands) * (1 + s.repeat)) as bar:
-                lines, ratios, _ = measure_lines(cands, s, bar)
+        lines, ratios = _timings(cands, s, previous, key, notes)
     lines += idle
     if any(x.mobile_optimized is False for x in lines):
         notes.append(UNOPTIMIZED_BASELINE)
-    notes.extend(unstable_notes(lines))
+    notes.extend(_unstable(lines))
     notes.extend(r.note() for r in ratios if r.uncertain)
     return PteBenchResult(checks, lines, _write(s, checks, lines, notes, ratios, key), notes, ratios)
+
+
+def _candidates(files: List[PteFile], refs: Dict[str, Any], s: PteBenchSettings, notes: List[str]) -> tuple:
+    """(the lines to time: the legacy models first, then the programs; the lines not timed)."""
+    cands, idle = pte_candidates(files, refs)
+    if s.legacy:
+        cands = legacy_candidates(s.models, sorted(refs), s, notes) + cands
+    if s.reference_kernels == "skip":
+        for c in [c for c in cands if c.reference_kernels]:
+            c.line.note = "reference kernels: not timed (--reference-kernels short or full times them)"
+            idle.append(c.line)
+        cands = [c for c in cands if not c.reference_kernels]
+    return cands, idle
+
+
+def _timings(cands: List[Candidate], s: PteBenchSettings, previous: Dict[str, Any], key: str,
+             notes: List[str]) -> tuple:
+    """(lines, ratios): the last results' when they measured the same files with the same settings, else measured."""
+    reused = _reused_timing(previous, key)
+    if reused is not None:
+        notes.append(f"timings reused from {previous.get('written')}: the same files measured with the same "
+                     "settings (--again measures again)")
+        return reused
+    with progress("ExecuTorch host timing", total=len(cands) * (1 + s.repeat)) as bar:
+        lines, ratios, _ = measure_lines(cands, s, bar)
+    return lines, ratios
 
 
 # --------------------------------------------------------------------------- reusing unchanged measurements
@@ -526,8 +520,6 @@ def _reused_check(previous: Dict[str, Any], key: str) -> Optional[CheckRow]:
 
 
 def _reused_timing(previous: Dict[str, Any], key: str) -> Optional[tuple]:
-    from .rounds import Ratio
-
     if previous.get("timing_key") != key:
         return None
     try:
@@ -546,44 +538,49 @@ def _reused_timing(previous: Dict[str, Any], key: str) -> Optional[tuple]:
 
 def _checks(files: List[PteFile], refs, ref_paths, s: PteBenchSettings, previous: Dict[str, Any],
             notes: List[str], last: Optional[Dict[str, Any]] = None) -> List[CheckRow]:
-    checks, reused, compare = [], [], []
-    keys = {f.file: check_key(f, ref_paths[f.stem], s) if f.runs_on_host else "" for f in files}
-    _say_check_time(files, keys, previous, last or previous)
-    rows = {f.file: _reused_check(previous, keys[f.file]) if keys[f.file] else None for f in files}
-    left = sum(1 for f in files if f.runs_on_host and rows[f.file] is None)  # checks that take time
-    spent: List[float] = []
-    with progress("ExecuTorch host check", total=len(files)) as bar:
-        for f in files:
-            key = keys[f.file]
-            row = rows[f.file]
-            if row is None:
-                # a first run has no earlier times: from the second check on, the ones done so far say how long
-                eta = time_left(spent, left, "the checks") if f.runs_on_host else ""
-                bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}"
-                             + eta)
-                t0 = time.monotonic()
-                row = check_program(f, refs[f.stem], s)
-                row.seconds = time.monotonic() - t0
-                if row.ran and s.per_operator:
-                    compare.append((f, row))
-                if f.runs_on_host:
-                    spent.append(row.seconds)
-                    left -= 1
-            else:
-                reused.append(f.variant)
-            row.key = key
-            checks.append(row)
-            bar.advance()
-    if compare:
-        _compare_operators(compare, ref_paths, s)
+    """Each program checked against its reference, or its last check reused when nothing it depends on changed."""
+    keys, rows = _reusable_checks(files, ref_paths, s, previous)
+    reused = [f.variant for f in files if rows[f.file] is not None]
     if reused:
         notes.append(f"checks reused from {previous.get('written')} for {', '.join(reused)}: the same program, "
                      "reference and bounds (--again checks again)")
-    return checks
+    todo = [f for f in files if rows[f.file] is None]
+    on_host = [f for f in todo if f.runs_on_host]
+    _say_check_time(on_host, last or previous)
+    spent: List[float] = []  # a first run has no earlier times: from the second check on, these say how long
+    with progress("ExecuTorch host check", total=len(files)) as bar:
+        for f in files:
+            rows[f.file] = rows[f.file] or _check_one(f, refs[f.stem], s, spent, len(on_host), bar)
+            rows[f.file].key = keys[f.file]
+            bar.advance()
+    if s.per_operator:
+        _compare_operators([(f, rows[f.file]) for f in todo if rows[f.file].ran], ref_paths, s)
+    return [rows[f.file] for f in files]
+
+
+def _reusable_checks(files: List[PteFile], ref_paths, s: PteBenchSettings, previous: Dict[str, Any]) -> tuple:
+    """({file: what its check depends on}, {file: its last check when that is unchanged, else None})."""
+    keys = {f.file: check_key(f, ref_paths[f.stem], s) if f.runs_on_host else "" for f in files}
+    return keys, {f.file: _reused_check(previous, keys[f.file]) if keys[f.file] else None for f in files}
+
+
+def _check_one(f: PteFile, reference: Dict[str, Any], s: PteBenchSettings, spent: List[float], total: int,
+               bar) -> CheckRow:
+    """One program's check, timed (its time joins ``spent``, of ``total`` checks that run here)."""
+    eta = time_left(spent, total - len(spent), "the checks") if f.runs_on_host else ""
+    bar.describe(f"{f.file}: check against the {'eager model' if f.precision == 'fp32' else 'int8 reference'}" + eta)
+    t0 = time.monotonic()
+    row = check_program(f, reference, s)
+    row.seconds = time.monotonic() - t0
+    if f.runs_on_host:
+        spent.append(row.seconds)
+    return row
 
 
 def _compare_operators(compare: List[Tuple[PteFile, CheckRow]], ref_paths, s: PteBenchSettings) -> None:
     """Each checked program's per-operator comparison (one child process for all); its time shared out."""
+    if not compare:
+        return
     log.info("per-operator comparison of %d program(s) in a child process", len(compare))
     t0 = time.monotonic()
     found = per_operator([(f, ref_paths[f.stem]) for f, _ in compare], s.models, s.debug_buffer_mb)
@@ -593,22 +590,20 @@ def _compare_operators(compare: List[Tuple[PteFile, CheckRow]], ref_paths, s: Pt
         row.seconds += share
 
 
-def _say_check_time(files: List[PteFile], keys: Dict[str, str], previous: Dict[str, Any],
-                    times: Dict[str, Any]) -> None:
+def _say_check_time(todo: List[PteFile], times: Dict[str, Any]) -> None:
     """How long the checks to run will take, from the last results' times for the same programs (when known)."""
-    reusable = {row.get("file"): row.get("key") for row in previous.get("checks") or [] if isinstance(row, dict)}
     last = {row.get("file"): row for row in times.get("checks") or [] if isinstance(row, dict)}
-    todo = [f for f in files if f.runs_on_host and reusable.get(f.file) != keys[f.file]]
     known = [float(last[f.file]["seconds"]) for f in todo if (last.get(f.file) or {}).get("seconds")]
-    if todo and known and len(known) == len(todo):
+    if todo and len(known) == len(todo):
         log.info("checking %d program(s): about %s (their last checks)", len(todo), _duration(sum(known)))
     elif todo:
         log.info("checking %d program(s), then their per-operator comparison in a child process", len(todo))
 
 
-def unstable_notes(lines: List[BenchLine]) -> List[str]:
-    return [f"{x.label}: the {x.timing.repeats} rounds disagree (medians {x.timing.spread_pct:.0f}% apart): the machine "
-            "is busy or throttling; close other work and rerun" for x in lines if x.timing and x.timing.unstable]
+def _unstable(lines: List[BenchLine]) -> List[str]:
+    timed = [x for x in lines if x.timing]
+    return unstable_notes({x.label: x.timing.spread_pct for x in timed if x.timing.unstable},
+                          timed[0].timing.repeats if timed else 0)
 
 
 def load_reference(path: Path) -> Dict[str, Any]:

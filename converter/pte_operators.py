@@ -29,14 +29,13 @@ from typing import Tuple
 def numeric_gap(program: Path, etrecord: Path, example, debug_buffer_mb: int) -> list:
     """Inspector.calculate_numeric_gap (MSE) of the program's run on ``example``, one row per compared block."""
     from executorch.devtools import Inspector
-    from executorch.extension.pybindings import portable_lib
+    from executorch.runtime import Runtime
 
-    module = portable_lib._load_for_executorch(str(program), enable_etdump=True,
-                                               debug_buffer_size=debug_buffer_mb << 20)
-    module.forward([example])
+    loaded = Runtime.get().load_program(str(program), enable_etdump=True, debug_buffer_size=debug_buffer_mb << 20)
+    loaded.load_method("forward").execute([example])
     with tempfile.TemporaryDirectory(prefix="torchdroid-etdump-") as tmp:
         etdump, debug = Path(tmp) / "run.etdp", Path(tmp) / "run.debug"
-        module.write_etdump_result_to_file(str(etdump), str(debug))
+        loaded.write_etdump_result_to_file(str(etdump), str(debug))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             inspector = Inspector(etdump_path=str(etdump), etrecord=str(etrecord), debug_buffer_path=str(debug))

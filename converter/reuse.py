@@ -13,7 +13,7 @@ import logging
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import sha256_file
@@ -49,18 +49,19 @@ def torch_identity() -> Dict[str, Any]:
 OTHER_LANE_PREFIXES = ("executorch_", "pte_")
 
 
-def code_digest(directory: Optional[Path] = None) -> str:
-    """The converter's own code: a change to it invalidates every earlier conversion."""
+def code_digest(directory: Optional[Path] = None, only: Sequence[str] = ()) -> str:
+    """The converter's own code (``only``: those files, the ExecuTorch lane's): a change to it invalidates every
+    earlier conversion."""
     h = hashlib.sha256()
     for p in sorted(Path(directory or Path(__file__).parent).glob("*.py")):
-        if p.name.startswith(OTHER_LANE_PREFIXES):
+        if (p.name not in only) if only else p.name.startswith(OTHER_LANE_PREFIXES):
             continue
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
 
-def mode_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, mode: str, fmt: str,
+def mode_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, mode: str,
              torch_id: Dict[str, Any], quantized: Optional[WeightsSpec] = None) -> str:
     """What a mode's two files depend on; the pre-quantized weights (when given) only for core and full."""
     body = {
@@ -68,7 +69,7 @@ def mode_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, mode
         "weights": weights.key(),
         "calibration": calib.key(),
         "mode": mode,
-        "format": fmt,
+        "format": "torchscript",
         "torch": [torch_id.get("version"), torch_id.get("git_version"), torch_id.get("torchvision")],
         "converter": code_digest(),
     }

@@ -26,7 +26,7 @@ import logging
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from toolchain.errors import TorchdroidError
 from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
@@ -305,28 +305,43 @@ def _verdict(v: NumericsVerdict, got: List[TensorValues], ref: FileReference, ke
 # --------------------------------------------------------------------------- on the phone
 
 
-def check_on_device(device: Device, serial: str, f: ModelFile, command_for: Callable[[int], str],
-                    inputs: int, ref: Optional[FileReference], timeout: float) -> NumericsVerdict:
-    """Run the model once per bundled input with ``--print_output=true`` and judge what the phone printed."""
+class NoOutput(ValueError):
+    """What an output run on the phone gave instead of an output (the problem, in words)."""
+
+
+def outputs_on_device(device: Device, commands: Sequence[str], read: Callable[[int, Any], TensorValues],
+                      timeout: float) -> Tuple[List[Optional[TensorValues]], List[str]]:
+    """Each output run's output as ``read(i, shell result)`` takes it (None where there was none), and the problems;
+    every format's output check runs through here (the TorchScript binary's below, deploy/pte_numerics.py's)."""
     phone: List[Optional[TensorValues]] = []
     problems: List[str] = []
-    for i in range(max(1, inputs)):
+    for i, command in enumerate(commands):
         try:
-            res = device.shell(command_for(i), timeout=timeout)
+            phone.append(read(i, device.shell(command, timeout=timeout)))
         except TorchdroidError as e:
             phone.append(None)
             problems.append(f"the output run failed: {e.what}")
-            continue
-        text = printed_output(res.output)
-        if res.code != 0 or not text.strip():
+        except NoOutput as e:
             phone.append(None)
-            problems.append(f"the phone printed no output (exit code {res.code})" if res.code
-                            else "the phone printed no output before 'Starting benchmark.'")
-            continue
-        try:
-            phone.append(parse_printed_tensor(text))
-        except Unreadable as e:
-            phone.append(None)
-            problems.append(f"the phone's output cannot be read: {e}")
-    return judge(serial, f, phone, problems, ref)
+            problems.append(str(e))
+    return phone, problems
 
+
+def _printed_tensor(i: int, res: Any) -> TensorValues:
+    """The benchmark binary's ``--print_output=true`` tensor."""
+    text = printed_output(res.output)
+    if res.code != 0 or not text.strip():
+        raise NoOutput(f"the phone printed no output (exit code {res.code})" if res.code
+                       else "the phone printed no output before 'Starting benchmark.'")
+    try:
+        return parse_printed_tensor(text)
+    except Unreadable as e:
+        raise NoOutput(f"the phone's output cannot be read: {e}") from e
+
+
+def check_on_device(device: Device, serial: str, f: ModelFile, command_for: Callable[[int], str],
+                    inputs: int, ref: Optional[FileReference], timeout: float) -> NumericsVerdict:
+    """Run the model once per bundled input with ``--print_output=true`` and judge what the phone printed."""
+    phone, problems = outputs_on_device(device, [command_for(i) for i in range(max(1, inputs))], _printed_tensor,
+                                        timeout)
+    return judge(serial, f, phone, problems, ref)

@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from toolchain import executorch_pins as pins
-from toolchain.errors import RecordError, TorchdroidError
+from toolchain.errors import RecordError
 from toolchain.fsutil import sha256_file
 from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
 from toolchain.pte_records import PteFile, load_section, reference_path
 
 from .adb import Device
 from .bench import stoppable
-from .numerics import judge
+from .numerics import NoOutput, judge, outputs_on_device
 from .push import PushItem
 
 log = logging.getLogger(__name__)
@@ -202,32 +202,23 @@ def check_program(device: Device, directory: str, f: PteFile, pi: ProgramInputs,
     subject = Subject(f.file, BACKEND, f.precision)
     if not ref.outputs:  # nothing to compare with: the phone is not asked
         return judge(device.serial, subject, [], [], ref)
-    phone: List[Optional[TensorValues]] = []
-    problems: List[str] = []
-    names: List[Optional[str]] = list(pi.device_names()) or [None]
     host = next(iter(ref.outputs.values()))
-    for name, expected in zip(names, host):
-        try:
-            res = device.shell(output_command(directory, f.file, name, threads, tracer), timeout=timeout)
-        except TorchdroidError as e:
-            phone.append(None)
-            problems.append(f"the output run failed: {e.what}")
-            continue
+    names = (list(pi.device_names()) or [None])[:len(host)]
+
+    def read(i: int, res) -> TensorValues:
         if res.code != 0:
-            phone.append(None)
-            problems.append("the runner does not know --print_output=all (a runner older than ExecuTorch 1.3, E21): "
-                            "run `invoke build-android --lane executorch`" if _unknown_flag(res.output)
-                            else f"the output run exited {res.code}: " + " | ".join(res.tail(2)))
-            continue
+            raise NoOutput("the runner does not know --print_output=all (a runner older than ExecuTorch 1.3, E21): "
+                           "run `invoke build-android --lane executorch`" if _unknown_flag(res.output)
+                           else f"the output run exited {res.code}: " + " | ".join(res.tail(2)))
         try:
-            printed = parse_outputs(res.output)
+            values = parse_outputs(res.output).get(0, [])
         except Unprintable as e:
-            phone.append(None)
-            problems.append(f"the runner printed no output values ({e})")
-            continue
-        values = printed.get(0, [])
-        shape = expected.shape if len(values) == len(expected.values) else [len(values)]
-        phone.append(TensorValues(shape, values, expected.scale, expected.zero_point))
+            raise NoOutput(f"the runner printed no output values ({e})") from e
+        shape = host[i].shape if len(values) == len(host[i].values) else [len(values)]
+        return TensorValues(shape, values, host[i].scale, host[i].zero_point)
+
+    phone, problems = outputs_on_device(device, [output_command(directory, f.file, n, threads, tracer) for n in names],
+                                        read, timeout)
     if tracer:
         device.shell(f"rm -f {shlex.quote(directory.rstrip('/') + '/' + TRACE_NAME)}", timeout=timeout)
     v = judge(device.serial, subject, phone, problems, ref)

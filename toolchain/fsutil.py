@@ -23,8 +23,8 @@ into one place, and a full disk is a clean error.  Each helper in one line:
   releases the lock when a process dies, so a killed run never blocks the next.
 * **disk space before large writes**: ``ensure_space(out, need_bytes, "the quant_full models")``
   raises :class:`NoSpaceError` naming what needs how much, where, and what is free.
-* **torch's save**: ``save_torch_module(module, path, fmt)`` serialises a TorchScript module
-  (``torch.jit.save`` or the lite interpreter's buffer) in memory first, checks the space for
+* **torch's save**: ``save_torch_module(module, path)`` serialises a TorchScript module
+  (``torch.jit.save``) in memory first, checks the space for
   exactly those bytes, then writes atomically: a full disk is a clean error, never torch's C++
   abort (exit 134) and never a partial file.
 * **the one guard of every deleter**: ``check_removable(path, what, named=..., ours=...)`` before anything
@@ -305,22 +305,18 @@ def atomic_dir(final: PathLike, force: bool = False) -> Iterator[Path]:
         raise
 
 
-def save_torch_module(module: Any, path: PathLike, fmt: str = "torchscript") -> Tuple[int, str]:
+def save_torch_module(module: Any, path: PathLike) -> Tuple[int, str]:
     """Save a TorchScript module atomically: serialise in memory, check the space, write; returns (size, sha256).
 
-    ``fmt`` is ``torchscript`` (``torch.jit.save``) or ``lite`` (``_save_for_lite_interpreter``'s bytes).
     torch writing straight to a file aborts the process (C++ exception, exit 134) when the disk fills up;
     here a full disk is a :class:`NoSpaceError` and no partial file is left.
     """
     path = Path(path)
-    if fmt == "lite":
-        data = bytes(module._save_to_buffer_for_lite_interpreter())
-    else:
-        import torch
+    import torch
 
-        buf = io.BytesIO()
-        torch.jit.save(module, buf)
-        data = buf.getvalue()
+    buf = io.BytesIO()
+    torch.jit.save(module, buf)
+    data = buf.getvalue()
     ensure_space(path.parent, len(data), path.name)
     atomic_write_bytes(path, data)
     return len(data), hashlib.sha256(data).hexdigest()

@@ -11,20 +11,13 @@ from typing import Any
 from toolchain.console import emit_json, note, table, warning
 
 
-def by_format(torchscript: Any, executorch: Any, shows: tuple, as_json: bool) -> None:
-    """A task's result per format (``None``: that format did not run), each shown by its own function of ``shows``
-    (torchscript's, executorch's).  With ``--json`` stdout is one JSON document: a single format's result as it is,
-    both formats as ``{"torchscript": ..., "executorch": ...}``."""
-    if as_json and torchscript is not None and executorch is not None:
-        return emit_json({"torchscript": torchscript, "executorch": executorch})
-    for result, show in zip((torchscript, executorch), shows):
-        if result is not None:
-            show(result, as_json)
-
-
-def converted(result: Any, pte: Any, as_json: bool = False) -> None:
-    """What `invoke convert` made: the legacy models, the .pte programs, or both."""
-    by_format(result, pte, (convert, pte_convert), as_json)
+def by_format(results: dict, stage: str, as_json: bool) -> None:
+    """A stage's ``{format: result}`` (convert, bench), each result shown by its format's function (``SHOWS``).
+    With ``--json`` stdout is one JSON document: a single format's result as it is, several as ``{format: ...}``."""
+    if as_json and len(results) > 1:
+        return emit_json(results)
+    for name, result in results.items():
+        SHOWS[stage][name](result, as_json)
 
 
 def convert(result: Any, as_json: bool = False) -> None:
@@ -47,11 +40,6 @@ def convert(result: Any, as_json: bool = False) -> None:
         for line in result.host_check_lines():
             print(line)
     print(f"manifest: {result.manifest_path}")
-
-
-def benched(result: Any, pte: Any, as_json: bool = False) -> None:
-    """What `invoke bench` timed: the CPU models, the .pte programs (beside the legacy models), or both."""
-    by_format(result, pte, (host_bench, pte_bench), as_json)
 
 
 def host_bench(result: Any, as_json: bool = False) -> None:
@@ -410,3 +398,7 @@ def pte_operators(entries: Any) -> None:
             print(t["title"])
         for line in t["notes"]:
             print(f"  {line}")
+
+
+SHOWS = {"convert": {"torchscript": convert, "executorch": pte_convert},
+         "bench": {"torchscript": host_bench, "executorch": pte_bench}}

@@ -74,7 +74,6 @@ def convert(config: Any, **cli) -> "Any":
         quantized_weights=r.get("convert.quantized_weights", "quantized_weights"),
         seed=r.get("convert.seed"),
         factory_timeout=float(r.get("convert.factory_timeout")),
-        fmt="torchscript",  # the legacy format; convert.format also lists executorch (executorch_convert below)
         out=r.path("convert.out", "out"),
         build_dir=r.path("build_dir"),
         force=r.get_flag("convert.force", on="force"),
@@ -91,23 +90,37 @@ def _formats(r: Resolver, stage: str) -> tuple:
     return tuple(dict.fromkeys(r.get(f"{stage}.format", "format")))
 
 
+def per_format(config: Any, stage: str, **cli) -> dict:
+    """``{format: its settings}`` for ``stage`` (convert, bench) in ``<stage>.format`` order: every format's settings
+    resolved, so checked, before any work (converter/formats.py runs them).  ``--delegates`` makes no .pte program
+    when the ExecuTorch format is not run: a usage error then."""
+    names = formats(config, stage, format=cli.pop("format", None))
+    if stage == "convert":
+        _delegates_made(names, Resolver(config, cli))
+    resolvers = {"convert": {"torchscript": convert, "executorch": executorch_convert},
+                 "bench": {"torchscript": host_bench, "executorch": pte_bench}}[stage]
+    return {name: resolvers[name](config, **cli) for name in names}
+
+
+def _delegates_made(names: tuple, r: Resolver) -> None:
+    r.get("convert.executorch_delegates", "delegates")  # a malformed value is named first
+    if "executorch" not in names and r.cli.get("delegates"):
+        raise UsageError("--delegates applies to the ExecuTorch lane, which this convert does not run",
+                         cause=f"the formats are {','.join(names)}: no .pte program would be made",
+                         remedy="add --format torchscript,executorch (or --format executorch), or drop --delegates")
+
+
 def executorch_convert(config: Any, **cli):
-    """The ExecuTorch lane's settings, resolved (so checked) before any conversion even when ``formats`` leaves the
-    lane out; ``--delegates`` on the command line then is a usage error (it would make nothing)."""
+    """The ExecuTorch lane's settings."""
     from converter.executorch_lane import ExecutorchSettings
 
-    formats = cli.pop("formats", ("executorch",))
     r = Resolver(config, cli)
-    delegates = tuple(r.get("convert.executorch_delegates", "delegates"))
-    if "executorch" not in formats and cli.get("delegates"):
-        raise UsageError("--delegates applies to the ExecuTorch lane, which this convert does not run",
-                         cause=f"the formats are {','.join(formats)}: no .pte program would be made",
-                         remedy="add --format torchscript,executorch (or --format executorch), or drop --delegates")
     return ExecutorchSettings(
         out=r.path("convert.out", "out"), model=r.get("convert.model", "model"),
         weights=weights(r), calibration=r.path("convert.calibration", "calibration"),
         calibration_count=r.get("convert.calibration_count"), seed=r.get("convert.seed"),
-        factory_timeout=float(r.get("convert.factory_timeout")), delegates=delegates,
+        factory_timeout=float(r.get("convert.factory_timeout")),
+        delegates=tuple(r.get("convert.executorch_delegates", "delegates")),
         force=r.get_flag("convert.force", on="force"))
 
 
@@ -116,9 +129,7 @@ def pte_bench(config: Any, **cli):
 
     r = Resolver(config, cli)
     return PteBenchSettings(
-        models=r.path("convert.out", "models"), warmup=r.get("bench.warmup", "warmup"),
-        iters=r.get("bench.iter", "iter"), threads=r.get("bench.threads", "threads"), repeat=r.get("bench.repeat", "repeat"),
-        out=r.path("bench.out", "out"), float_atol=r.get("verify.float_atol"), float_rtol=r.get("verify.float_rtol"),
+        **vars(host_bench(config, **cli)), float_atol=r.get("verify.float_atol"), float_rtol=r.get("verify.float_rtol"),
         per_operator=not cli.get("no_per_operator"), legacy=not cli.get("no_legacy"),
         reference_kernels=r.get("bench.reference_kernels", "reference_kernels"), again=r.get_flag("bench.again", on="again"))
 

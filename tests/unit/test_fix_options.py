@@ -112,7 +112,7 @@ PRINTED_BY = {
     "toolchain/pte_records.py": ("convert",),
     "workflow/": EVERY_TASK,
     "workflow/clean.py": ("clean",),
-    "workflow/stage_settings.py:executorch_convert": ("convert",),
+    "workflow/stage_settings.py:_delegates_made": ("convert",),
     "workflow/stage_settings.py:executorch_runtime": ("build-android",),
 }
 # Options of other programs a fix may quote (`git submodule update --init`, pip install --force-reinstall...): every
