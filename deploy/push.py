@@ -174,7 +174,7 @@ class _Pushes:
     count: int
     run: str = field(default_factory=lambda: f"{os.getpid()}-{secrets.token_hex(3)}")  # in the temporary names
     stop: threading.Event = field(default_factory=threading.Event)  # set: the pushes in flight end
-    checker: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="check"))
+    checker: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(PUSHES_AT_ONCE, thread_name_prefix="check"))
 
     def push_one(self, n: int, it: PushItem) -> "Future[Union[PushOutcome, TorchdroidError]]":
         """Send ``it`` to its temporary name and hand it to the checker (check_in).  A failed push raises."""
