@@ -331,22 +331,23 @@ class Connection:
 class Link:
     """The device's USB link (``link_mb_s``; 0: unlimited), one for all its sync SENDs: a packet is stored when the
     link would have carried it after what was sent before it, by this SEND or by another at the same time (they
-    share the link as on a phone; an idle link saves up nothing).  Sleeps once it is THROTTLE_STEP ahead, not
-    per DATA packet (each sleep is a wake-up of this process: with 16 devices on two cores they add up)."""
+    share the link as on a phone).  A SEND alone on the link is paced from its start (time this process lost is
+    made up, as before the link was shared); an idle link saves nothing up.  Sleeps once it is THROTTLE_STEP ahead,
+    not per DATA packet (each sleep is a wake-up of this process: with 16 devices on two cores they add up)."""
 
     def __init__(self, mb_s: float):
         self.rate = mb_s * 1e6
         self.free_at = 0.0  # when the link has carried everything sent so far
         self.lock = threading.Lock()
 
-    def carry(self, n: int, last: bool = False) -> None:
-        """Wait (when far enough ahead, or at a SEND's ``last`` packet) until the link carried ``n`` more bytes."""
+    def carry(self, n: int, started: float, last: bool = False) -> None:
+        """Wait (when far enough ahead, or at a SEND's ``last`` packet) until the link carried ``n`` more bytes of
+        a SEND that began at ``started``."""
         if not self.rate:
             return
         with self.lock:
-            now = time.monotonic()
-            self.free_at = max(self.free_at, now) + n / self.rate
-            ahead = self.free_at - now
+            self.free_at = max(self.free_at, started) + n / self.rate
+            ahead = self.free_at - time.monotonic()
         if ahead > THROTTLE_STEP or last and ahead > 0:
             time.sleep(ahead)
 
@@ -523,7 +524,7 @@ class VirtualDevice:
         bad = self.corrupt if self.corrupt.get("times", 0) > 0 and self.corrupt.get("match", "") in path else None
         written = 0
         error = None
-        link = self.link
+        link, started = self.link, time.monotonic()
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             f = open(target, "wb")  # like adbd: straight into the named file
@@ -544,7 +545,7 @@ class VirtualDevice:
                         if f is not None:
                             f.write(piece)
                         written += len(piece)
-                    link.carry(n)
+                    link.carry(n, started)
                     if cut is not None and written >= int(cut.get("after", 0)):
                         cut["times"] -= 1
                         f.flush()
@@ -552,7 +553,7 @@ class VirtualDevice:
                         stream.conn.drop()
                         raise Closed()
                 elif kind == b"DONE":
-                    link.carry(0, last=True)
+                    link.carry(0, started, last=True)
                     if f is not None:
                         f.close()
                         os.chmod(target, mode)
