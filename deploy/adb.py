@@ -43,7 +43,8 @@ DEFAULT_HOST = "127.0.0.1"
 _HOST_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})$")  # a host name or an IPv4 address
 _IPV6_RE = re.compile(r"^[0-9A-Fa-f:.]{2,45}$")
 ADDRESS_REMEDY = ("give adb servers as HOST:PORT, e.g. --adb-server 127.0.0.1:5037 or --adb-server lab-pc2:5038 "
-                  "(an IPv6 address in brackets: [::1]:5037); the port is 1-65535")
+                  "(an IPv4 address or a host name: adbutils, the adb client, connects over IPv4 only); "
+                  "the port is 1-65535")
 
 
 @dataclass(frozen=True)
