@@ -175,6 +175,12 @@ class _Pushes:
     run: str = field(default_factory=lambda: f"{os.getpid()}-{secrets.token_hex(3)}")  # in the temporary names
     stop: threading.Event = field(default_factory=threading.Event)  # set: the pushes in flight end
     checker: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(PUSHES_AT_ONCE, thread_name_prefix="check"))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def sent(self, n: int) -> None:
+        """``on_bytes(n)``, one call at a time (the pushes in flight read in threads of their own)."""
+        with self.lock:
+            self.on_bytes(n)
 
     def push_one(self, n: int, it: PushItem) -> "Future[Union[PushOutcome, TorchdroidError]]":
         """Send ``it`` to its temporary name and hand it to the checker (check_in).  A failed push raises."""
@@ -182,7 +188,7 @@ class _Pushes:
             self.on_progress(f"pushing {it.name} ({n}/{self.count}, {it.local.stat().st_size / 1e6:.1f} MB)")
         tmp = f".{it.name}{PARTIAL_MARK}{self.run}"
         key, known = self.hashes.lookup(it.local)  # known: not hashed again (CPU a busy host lacks)
-        reader = _Reader(it.local, known is None, self.on_bytes, self.stop)
+        reader = _Reader(it.local, known is None, self.sent if self.on_bytes else None, self.stop)
         self.device.push(reader, f"{self.directory}/{tmp}", it.mode, it.local.name)
         if known is None:
             known = reader.sha.hexdigest()
