@@ -5,7 +5,8 @@ of an unchanged re-deploy.  Targets (issue 22): >= 0.95 on a 40 MB/s link (USB 2
 measures this machine's CPU, not a phone's link.
 
 Uses the real adb server and the virtual device of the tests (127.0.0.1 only).  The files are six
-model files of a float MobileNetV2's size (~14 MB each at --scale 1).
+model files of a float MobileNetV2's size (~14 MB each at --scale 1).  The device's link is one for all its
+pushes (tests/virtual_device/device.py Link): files the deploy has in flight together share it, as on a phone.
 
     .venv/bin/python benchmarks/bench_deploy.py [--scale 1.0] [--repeat 3] [--link MB/s ...]
 

@@ -13,12 +13,15 @@ import os
 import re
 import shlex
 import socket
+import threading
+import time
 from dataclasses import dataclass
-from typing import BinaryIO, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import BinaryIO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from toolchain.errors import DeviceError, ToolFailed, ToolNotFound, UsageError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_PORT = 5037
 _SPLIT = "--torchdroid-df--"
@@ -40,7 +43,8 @@ DEFAULT_HOST = "127.0.0.1"
 _HOST_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})$")  # a host name or an IPv4 address
 _IPV6_RE = re.compile(r"^[0-9A-Fa-f:.]{2,45}$")
 ADDRESS_REMEDY = ("give adb servers as HOST:PORT, e.g. --adb-server 127.0.0.1:5037 or --adb-server lab-pc2:5038 "
-                  "(an IPv6 address in brackets: [::1]:5037); the port is 1-65535")
+                  "(an IPv4 address or a host name: adbutils, the adb client, connects over IPv4 only); "
+                  "the port is 1-65535")
 
 
 @dataclass(frozen=True)
@@ -179,76 +183,29 @@ class ShellResult:
 
 @functools.lru_cache(maxsize=None)
 def _adbutils():
-    """``(adbutils, Client)``: the library, imported on first use, and its client with these changes:
-
-    - it never starts an adb server: adbutils runs `adb start-server` when none answers, and torchdroid only
-      talks to the servers the user runs (and says how to start one);
-    - it connects with ``socket.create_connection`` (IPv6 addresses and a connect timeout), sets TCP_NODELAY
-      (adbutils sends a sync DATA header, its data and DONE in separate small writes: with Nagle's algorithm the
-      last one waited for the server's delayed ACK, ~40 ms per file) and closes without adbutils' 10 ms sleep
-      (every answer is read before a connection is closed; a deploy opens a few per file);
-    - a ``send`` on its socket sends every byte: adbutils' sync push ignores what ``send`` returns, and on a socket
-      with a timeout ``send`` may take only part of a buffer;
-    - the server's version, which adbutils asks before every transport, is asked once per client.
-    """
+    """adbutils, imported on first use (~0.6 s; `invoke --list` must stay instant)."""
     import adbutils
-    from adbutils.errors import AdbConnectionError
 
-    class SendAll:
-        def __init__(self, sock: socket.socket):
-            self.sock = sock
+    return adbutils
 
-        def send(self, data: bytes) -> int:
-            self.sock.sendall(data)
-            return len(data)
 
-        def __getattr__(self, name: str):
-            return getattr(self.sock, name)
+def _answers(host: str, port: int, timeout: float) -> None:
+    """Raise OSError unless something accepts a TCP connection on ``host:port``, as adbutils connects (IPv4).
 
-    class Connection(adbutils.AdbConnection):
-        def __init__(self, host: str, port: int, connect_timeout: float):
-            self._address = (host, port, connect_timeout)
-            super().__init__(host, port)
-
-        @property
-        def conn(self) -> SendAll:
-            return SendAll(super().conn)
-
-        def _safe_connect(self) -> socket.socket:
-            host, port, connect_timeout = self._address
-            try:
-                sock = socket.create_connection((host, port), timeout=connect_timeout)
-            except OSError as e:
-                raise AdbConnectionError(f"connect to adb server failed: {e}") from e
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return sock
-
-        def close(self) -> None:
-            if not self.closed:
-                self.conn.close()
-            super().close()  # nothing left to shut down: no sleep
-
-    class Client(adbutils.AdbClient):
-        def __init__(self, host: str, port: int, timeout: float):
-            super().__init__(host, port, socket_timeout=timeout)
-            self.timeout = timeout
-            self._version: Optional[int] = None
-
-        def make_connection(self, timeout: Optional[float] = None) -> Connection:
-            c = Connection(self.host, self.port, min(timeout or self.timeout, 10.0))
-            c.conn.settimeout(timeout or self.timeout)
-            return c
-
-        def server_version(self) -> int:
-            if self._version is None:
-                self._version = super().server_version()
-            return self._version
-
-    return adbutils, Client
+    Asked before adbutils first connects: adbutils runs `adb start-server` when nothing answers, and torchdroid
+    only talks to the servers the user runs (and says how to start one)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect((host, port))
 
 
 class AdbServer:
-    """The adb server the user already runs (host/port configurable; ANDROID_ADB_SERVER_PORT honoured)."""
+    """The adb server the user already runs (host/port configurable; ANDROID_ADB_SERVER_PORT honoured).
+
+    Two adbutils clients: one whose sockets time out (``timeout``: shell, install, listings) and one whose
+    sockets block, for sync pushes: adbutils' push writes each packet with one ``send`` and does not look at
+    how much was taken, which a socket with a timeout (non-blocking underneath) may cut short; a blocking one
+    takes all of it.  Device.push bounds a push by its progress instead."""
 
     def __init__(self, host: str = DEFAULT_HOST, port: Optional[int] = None, timeout: float = 30.0,
                  address: Optional[AdbAddress] = None):
@@ -256,7 +213,8 @@ class AdbServer:
         self.host = self.address.host
         self.port = self.address.port
         self.timeout = timeout
-        self._client = None
+        self.transport_ids: Dict[str, int] = {}  # serial -> adb's transport id, from the last devices()
+        self._clients: Dict[Optional[float], object] = {}
 
     @classmethod
     def locate(cls, host: str, port: Optional[int], timeout: float = 30.0) -> "AdbServer":
@@ -264,19 +222,39 @@ class AdbServer:
         server.verify()
         return server
 
-    def client(self, timeout: Optional[float] = None):
-        """An adbutils client of this server (``timeout``: a new one with that socket timeout)."""
-        if timeout is not None:
-            return _adbutils()[1](self.host, self.port, timeout)
-        if self._client is None:
-            self._client = _adbutils()[1](self.host, self.port, self.timeout)
-        return self._client
+    def client(self, timeout: Optional[float] = None, blocking: bool = False):
+        """An ``adbutils.AdbClient`` of this server whose sockets time out after ``timeout`` seconds (default: the
+        server's), or ``blocking`` ones (for sync push)."""
+        key = None if blocking else (timeout or self.timeout)
+        if key not in self._clients:
+            self._clients[key] = _adbutils().AdbClient(self.host, self.port, socket_timeout=key)
+        return self._clients[key]
 
     def verify(self, connect_timeout: float = 5.0) -> int:
         """Return the server's version; refuse politely when nothing listens."""
-        adbutils = _adbutils()[0]
+        return self._ask(lambda: self.client(connect_timeout).server_version(), connect_timeout)
+
+    def devices(self) -> Dict[str, str]:
+        """``{serial: state}`` for every device the server knows, including unusable ones; refuses politely (as
+        verify) when nothing listens."""
+        infos = self._ask(lambda: self.client().list(extended=True), 5.0)
+        self.transport_ids = {d.serial: int(d.tags["transport_id"]) for d in infos
+                              if d.tags.get("transport_id", "").isdigit()}
+        # adbutils splits adb's lines on blanks: "no permissions (...udev...)" arrives as "no"
+        return {d.serial: "no permissions" if d.state == "no" else d.state for d in infos}
+
+    def _ask(self, question: Callable[[], T], connect_timeout: float) -> T:
+        """The answer to ``question`` (an adbutils call), asked only when something listens on the server's
+        address (see _answers); a ToolNotFound naming the fix when nothing answers."""
+        if ":" in self.host:
+            raise UsageError(f"the adb server {self.address} (from {self.address.source}) has an IPv6 address",
+                             cause="adbutils, torchdroid's adb client, connects over IPv4 only",
+                             remedy="give the server's IPv4 address or a host name, or forward an IPv4 port to it "
+                                    "(`ssh -L 5037:localhost:5037 HOST`)")
+        adbutils = _adbutils()
         try:
-            return self.client(connect_timeout).server_version()
+            _answers(self.host, self.port, connect_timeout)
+            return question()
         except (OSError, EOFError, ValueError, adbutils.AdbError) as e:
             raise ToolNotFound(
                 f"no adb server answers on {self.address} (from {self.address.source})",
@@ -287,13 +265,31 @@ class AdbServer:
                        "ANDROID_ADB_SERVER_PORT) at the servers you run",
             ) from e
 
-    def devices(self) -> Dict[str, str]:
-        """``{serial: state}`` for every device the server knows, including unusable ones."""
-        # adbutils splits adb's lines on blanks: "no permissions (...udev...)" arrives as "no"
-        return {d.serial: "no permissions" if d.state == "no" else d.state for d in self.client().list()}
+    def adbutils_device(self, serial: str, blocking: bool = False):
+        """``serial`` as an ``adbutils.AdbDevice`` (see client() for ``blocking``).  By its transport id when
+        devices() saw it: adbutils then opens each transport with one connection (by serial it first asks
+        the server's version on another)."""
+        client, tid = self.client(blocking=blocking), self.transport_ids.get(serial)
+        return client.device(transport_id=tid) if tid else client.device(serial)
 
     def device(self, serial: str, timeout: float = 120.0, rerun: str = "invoke deploy") -> "Device":
         return Device(self, serial, timeout, rerun)
+
+
+class _Progress:
+    """A source as sync push reads it, with the time of the last read (Device.push's stall check)."""
+
+    def __init__(self, source: BinaryIO):
+        self.source = source
+        self.last = time.monotonic()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.source.read(n)
+        self.last = time.monotonic()
+        return data
+
+    def close(self) -> None:
+        self.source.close()
 
 
 def state_error(serial: str, state: str) -> DeviceError:
@@ -316,13 +312,13 @@ class Device:
 
     @property
     def adbutils(self):
-        """This device as an ``adbutils.AdbDevice``."""
+        """This device as an ``adbutils.AdbDevice`` (its sockets time out)."""
         if self._device is None:
-            self._device = self.server.client().device(self.serial)
+            self._device = self.server.adbutils_device(self.serial)
         return self._device
 
     def shell(self, command: str, timeout: Optional[float] = None, check: bool = False, what: str = "") -> ShellResult:
-        adbutils = _adbutils()[0]
+        adbutils = _adbutils()
         timeout = timeout or self.timeout
         log.debug("[%s] $ %s", self.serial, command)
         try:
@@ -356,30 +352,51 @@ class Device:
         return parse_getprop(props), df, then_out
 
     def push(self, source: BinaryIO, remote: str, mode: int, name: str) -> None:
-        """Send what ``source`` reads to ``remote`` (sync SEND, as `adb push`) and wait for the device's answer;
-        ``name``: the local file's name, for messages."""
-        adbutils = _adbutils()[0]
-        try:
-            self.adbutils.sync.push(source, remote, mode)
-        except (adbutils.AdbError, OSError, EOFError) as e:
-            if str(e) == "FAIL":  # the device answered, and said no
-                raise DeviceError(
-                    f"{self.serial} refused {remote}",
-                    cause="the device's sync service answered FAIL",
-                    remedy="check the device directory (deploy.device_dir) is writable: "
-                           f"adb -s {self.serial} shell ls -ld {shlex.quote(remote.rsplit('/', 1)[0])}",
-                ) from e
-            raise DeviceError(
-                f"the push of {name} to {self.serial} was interrupted",
-                cause=f"{type(e).__name__}: {e}",
-                remedy=f"reconnect the device and run `{self.rerun}` again: finished files are skipped and "
-                       "nothing half-pushed is ever left under a final name",
-            ) from e
+        """Send what ``source`` reads to ``remote`` (adbutils' sync push, as `adb push`) and wait for the device's
+        answer; ``name``: the local file's name, for messages.  Given up when nothing was read for ``timeout``
+        seconds: the push runs on a blocking socket (see AdbServer), in a thread of its own that is left behind
+        then (a daemon: it ends with the process, or when the connection drops)."""
+        watched, outcome, done = _Progress(source), [], threading.Event()
+
+        def work() -> None:
+            try:
+                self.server.adbutils_device(self.serial, blocking=True).sync.push(watched, remote, mode)
+            except BaseException as e:  # handed to the waiting thread
+                outcome.append(e)
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name=f"push-{self.serial}", daemon=True).start()
+        while not done.wait(0.5):
+            if time.monotonic() - watched.last > self.timeout:
+                raise self._interrupted(name, TimeoutError(f"no progress for {self.timeout:g}s"))
+        if outcome and isinstance(outcome[0], (_adbutils().AdbError, OSError, EOFError)):
+            raise self._push_error(outcome[0], remote, name) from outcome[0]
+        if outcome:
+            raise outcome[0]
+
+    def _push_error(self, e: BaseException, remote: str, name: str) -> DeviceError:
+        if str(e) == "FAIL":  # the device answered, and said no
+            return DeviceError(
+                f"{self.serial} refused {remote}",
+                cause="the device's sync service answered FAIL",
+                remedy="check the device directory (deploy.device_dir) is writable: "
+                       f"adb -s {self.serial} shell ls -ld {shlex.quote(remote.rsplit('/', 1)[0])}",
+            )
+        return self._interrupted(name, e)
+
+    def _interrupted(self, name: str, e: BaseException) -> DeviceError:
+        return DeviceError(
+            f"the push of {name} to {self.serial} was interrupted",
+            cause=f"{type(e).__name__}: {e}",
+            remedy=f"reconnect the device and run `{self.rerun}` again: finished files are skipped and "
+                   "nothing half-pushed is ever left under a final name",
+        )
 
     def install(self, remote: str) -> Optional[str]:
         """``pm install -r -t REMOTE``: None when it succeeded, else what pm printed.  (adbutils' install_remote;
         never its install(), which uninstalls an app signed with another key, and with it the app's data.)"""
-        adbutils = _adbutils()[0]
+        adbutils = _adbutils()
         try:
             self.adbutils.install_remote(remote, flags=["-r", "-t"])
         except adbutils.AdbInstallError as e:

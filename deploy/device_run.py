@@ -208,7 +208,7 @@ def push(run: DeviceRun) -> None:
     total = sum(it.local.stat().st_size for it in items)
     done = [0, time.monotonic()]
 
-    def on_bytes(n: int) -> None:  # called from this worker's thread only
+    def on_bytes(n: int) -> None:  # push_all calls it one call at a time
         done[0] += n
         if time.monotonic() - done[1] >= 2.0:
             done[1] = time.monotonic()

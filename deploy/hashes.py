@@ -1,21 +1,10 @@
-"""Which hash the device checks pushed files with, and the host's digests of the files (once per deploy).
+"""The one check of a pushed file (``sha256sum`` on the device against the host's sha256), and the host's digests
+of the files (once per deploy).
 
-Why a fast hash is enough here: the on-device check guards against *accidental* corruption (a flaky
-cable or hub, a failing flash chip, a push cut half-way, a local file changed after it was recorded),
-not against an attacker: whoever can alter the bytes on the adb link can run any shell command on the
-phone anyway.  For accidental damage every one of MD5, SHA-1 and SHA-256 misses a change with
-probability ~2^-128 or less; their known weaknesses are *constructed* collisions, which need an
-adversary.  So the cheapest of them that the device has and that computes correctly is used (a CRC-32
-such as `cksum` is not: 2^-32 per file is too weak for tens of MB per model, every day).
-
-Order, cheapest first, for a phone without crypto libraries (toybox's built-in C code): SHA-1 and MD5
-cost about the same (84 MB: 0.10 s vs 0.11 s user time with coreutils here), SHA-1 is the one ARMv8
-crypto extensions accelerate when toybox is built with libcrypto, and on the host (which hashes each
-file once per deploy, see LocalHashes) SHA-1 is 2.5x cheaper than MD5 (SHA-NI).  SHA-256 is last: in
-toybox without libcrypto it does not exist at all (toys/lsb/md5sum.c, see docs/facts.md).
-
-Whatever the device checks with, the host also computes the file's sha256: that is what the convert
-manifest records and what the hash index on the device stores.
+A pushed file gets its final name only when the device's ``sha256sum`` of it is the sha256 of the local file: the
+check guards against accidental damage (a flaky cable or hub, a failing flash chip, a push cut half-way, a local
+file changed after convert recorded it).  sha256 is also what the convert manifest records, so one digest serves
+both.  A device whose ``sha256sum`` is missing or computes something else is refused before anything is sent.
 """
 
 from __future__ import annotations
@@ -29,64 +18,37 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from toolchain.errors import DeviceError, command
-from toolchain.fsutil import atomic_write_text
+from toolchain.fsutil import atomic_write_text, sha256_file
 
 log = logging.getLogger(__name__)
 
-# (device command, hashlib name), cheapest first
-HASH_TOOLS: Tuple[Tuple[str, str], ...] = (("sha1sum", "sha1"), ("md5sum", "md5"), ("sha256sum", "sha256"))
-TOOL_OF = {algo: tool for tool, algo in HASH_TOOLS}
-HEX_LEN = {algo: hashlib.new(algo).digest_size * 2 for _tool, algo in HASH_TOOLS}
-_READ = 1 << 20
+HASH_TOOL = "sha256sum"
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 HASH_CACHE_NAME = "local-hashes.json"  # in the results directory
 
 
 def probe_command() -> str:
-    """A read-only shell command that hashes empty input with the candidate tools, cheapest first, one line
-    per tool, and stops at the first that prints the right digest (one process on most devices)."""
-    tools = " ".join(tool for tool, _algo in HASH_TOOLS)
-    right = "|".join(f'"{tool} {hashlib.new(algo, b"").hexdigest()}"*' for tool, algo in HASH_TOOLS)
-    return (f'for h in {tools}; do r="$h $($h </dev/null 2>/dev/null)"; echo "$r"; '
-            f'case "$r" in {right}) break;; esac; done')
+    """A read-only shell command: the device's sha256sum of empty input (nothing when it has none)."""
+    return f"{HASH_TOOL} </dev/null 2>/dev/null"
 
 
-def pick_algo(probe_output: str) -> Optional[str]:
-    """The cheapest tool whose digest of empty input is the right one (present AND computing that hash)."""
-    seen: Dict[str, str] = {}
-    for line in probe_output.splitlines():
-        words = line.split()
-        if len(words) >= 2:
-            seen[words[0]] = words[1].lower()
-    for tool, algo in HASH_TOOLS:
-        if seen.get(tool) == hashlib.new(algo, b"").hexdigest():
-            return algo
-    return None
+def has_sha256(probe_output: str) -> bool:
+    """Does the output of probe_command show a sha256sum that computes the right digest?"""
+    words = probe_output.split()
+    return bool(words) and words[0].lower() == EMPTY_SHA256
 
 
 def no_hash_tool(serial: str) -> DeviceError:
-    tools = ", ".join(tool for tool, _algo in HASH_TOOLS)
     return DeviceError(
-        f"{serial} has none of {tools} (or they compute wrong digests)",
-        cause="pushed files are checked on the device before they get their final name, and that needs one of them",
-        remedy=f"check `{command('adb', '-s', serial, 'shell', 'sha1sum', '/system/build.prop')}`; a device without toybox or busybox "
-               "hash tools cannot be deployed to",
+        f"{serial} has no working {HASH_TOOL} (it is missing or computes wrong digests)",
+        cause="a pushed file is checked on the device with sha256sum before it gets its final name",
+        remedy=f"check `{command('adb', '-s', serial, 'shell', HASH_TOOL, '/system/build.prop')}`; a device without "
+               "toybox's or busybox's sha256sum cannot be deployed to",
     )
 
 
-def file_digests(path: Path, algo: str) -> Tuple[str, str]:
-    """``(sha256, <algo> digest)`` of a file in one read."""
-    sha = hashlib.sha256()
-    other = sha if algo == "sha256" else hashlib.new(algo)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(_READ), b""):
-            sha.update(block)
-            if other is not sha:
-                other.update(block)
-    return sha.hexdigest(), other.hexdigest()
-
-
 class LocalHashes:
-    """The host's digests of local files, computed once per deploy and shared by every device worker.
+    """The host's sha256 of local files, computed once per deploy and shared by every device worker.
 
     A file is keyed by path, size, mtime, ctime and inode, so a file replaced or rewritten (even with its old
     mtime: the ctime changes) is hashed again.  With ``cache`` (a JSON file of this host's digests, see ``load``),
@@ -97,9 +59,9 @@ class LocalHashes:
 
     def __init__(self, cache: Optional[Path] = None):
         self._lock = threading.Lock()
-        self._known: Dict[str, Tuple[str, str]] = {}
+        self._known: Dict[str, str] = {}
         self._cache_path: Optional[Path] = None
-        self._cached: Dict[str, list] = {}
+        self._cached: Dict[str, str] = {}
         if cache is not None:
             self.load(cache)
 
@@ -108,32 +70,31 @@ class LocalHashes:
         self._cache_path = Path(cache)
         try:
             data = json.loads(self._cache_path.read_text())
-            self._cached = {k: v for k, v in data.get("files", {}).items() if isinstance(v, list) and len(v) == 2}
+            self._cached = {k: v for k, v in data.get("files", {}).items() if isinstance(v, str) and len(v) == 64}
         except (OSError, ValueError, AttributeError):
             self._cached = {}
 
     @staticmethod
-    def _key(path: Path, algo: str) -> str:
+    def _key(path: Path) -> str:
         st = os.stat(path)  # every time: a file changed meanwhile gets another key
-        return f"{Path(path).resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}|{algo}"
+        return f"{Path(path).resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}|sha256"
 
-    def lookup(self, path: Path, algo: str) -> Tuple[str, Optional[Tuple[str, str]]]:
-        """``(key, (sha256, <algo> digest) or None)``: what is known of the file now, without reading it."""
-        key = self._key(path, algo)
+    def lookup(self, path: Path) -> Tuple[str, Optional[str]]:
+        """``(key, sha256 or None)``: what is known of the file now, without reading it."""
+        key = self._key(path)
         with self._lock:
-            hit = self._known.get(key) or self._cached.get(key)
-        return key, (hit[0], hit[1]) if hit else None
+            return key, self._known.get(key) or self._cached.get(key)
 
-    def store(self, key: str, digests: Tuple[str, str]) -> None:
-        """Remember the digests of the file as it was when ``lookup`` gave ``key`` (e.g. hashed while pushed)."""
+    def store(self, key: str, digest: str) -> None:
+        """Remember the sha256 of the file as it was when ``lookup`` gave ``key`` (e.g. hashed while pushed)."""
         with self._lock:
-            self._known[key] = digests
+            self._known[key] = digest
 
-    def get(self, path: Path, algo: str) -> Tuple[str, str]:
-        """``(sha256, <algo> digest)`` of the file (two workers asking at once may both compute it: harmless)."""
-        key, hit = self.lookup(path, algo)
+    def get(self, path: Path) -> str:
+        """The file's sha256 (two workers asking at once may both compute it: harmless)."""
+        key, hit = self.lookup(path)
         if hit is None:
-            hit = file_digests(Path(path), algo)
+            hit = sha256_file(path)
             self.store(key, hit)
         return hit
 
@@ -141,7 +102,7 @@ class LocalHashes:
         """Write the cache (when one was loaded) with the digests of this deploy."""
         if self._cache_path is None:
             return
-        files = {**self._cached, **{k: list(v) for k, v in self._known.items()}}
+        files = {**self._cached, **self._known}
         files = dict(list(files.items())[-1000:])  # bounded: the newest entries
         try:
             atomic_write_text(self._cache_path, json.dumps({"kind": "torchdroid.local-hashes", "files": files}))

@@ -59,11 +59,10 @@ def list_servers(adb: Adb) -> List[ServerListing]:
 
     def ask(server: AdbServer) -> ServerListing:
         try:
-            server.verify()
             return ServerListing(server.address, server, server.devices())
         except TorchdroidError as e:
             return ServerListing(server.address, None, {}, e)
-        except Exception as e:  # anything else: the server went away between the two calls
+        except Exception as e:  # anything else: the server went away while it answered
             return ServerListing(server.address, None, {}, ToolNotFound(
                 f"the adb server {server.address} stopped answering", cause=f"{type(e).__name__}: {e}",
                 remedy="check it with `adb -H HOST -P PORT devices` and run the deploy again"))

@@ -98,15 +98,15 @@ def test_bench_deploy_script_smoke(tmp_path):
     assert re.search(r"unchanged re-deploy: +[0-9.]+ s +\(0 bytes pushed\)", r.stdout), r.stdout
 
 
-def test_the_devices_native_sha1sum_prints_what_coreutils_prints(tmp_path):
-    """The virtual devices' libcrypto sha1sum (tests/virtual_device/tools.py) is a stand-in for the device's
-    tool: same digests, same lines, same exit codes as the host's sha1sum, a damaged file gives another digest,
+def test_the_devices_native_sha256sum_prints_what_coreutils_prints(tmp_path):
+    """The virtual devices' libcrypto sha256sum (tests/virtual_device/tools.py) is a stand-in for the device's
+    tool: same digests, same lines, same exit codes as the host's sha256sum, a damaged file gives another digest,
     and the devices find it first on their PATH."""
     from tests.virtual_device.tools import tools_dir
 
     built = tools_dir()
     if built is None:
-        pytest.skip("no C compiler or libcrypto here: the devices use coreutils' sha1sum")
+        pytest.skip("no C compiler or libcrypto here: the devices use coreutils' sha256sum")
     files = {"empty": b"", "one": b"x", "big": os.urandom(300_000) * 3}
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
@@ -114,15 +114,15 @@ def test_the_devices_native_sha1sum_prints_what_coreutils_prints(tmp_path):
     damaged[123_456] ^= 0x01
     (tmp_path / "damaged").write_bytes(bytes(damaged))
     for args in (["empty", "one", "big", "damaged"], ["big", "missing", "one"], [], ["-"]):
-        ours = subprocess.run([str(built / "sha1sum"), *args], cwd=tmp_path, input=b"abc", capture_output=True)
-        real = subprocess.run(["/usr/bin/sha1sum", *args], cwd=tmp_path, input=b"abc", capture_output=True)
+        ours = subprocess.run([str(built / "sha256sum"), *args], cwd=tmp_path, input=b"abc", capture_output=True)
+        real = subprocess.run(["/usr/bin/sha256sum", *args], cwd=tmp_path, input=b"abc", capture_output=True)
         assert (ours.returncode, ours.stdout) == (real.returncode, real.stdout), args
         assert (b"missing" in ours.stderr) == (b"missing" in real.stderr)
-    out = subprocess.run([str(built / "sha1sum"), "big", "damaged"], cwd=tmp_path, capture_output=True).stdout.split()
+    out = subprocess.run([str(built / "sha256sum"), "big", "damaged"], cwd=tmp_path, capture_output=True).stdout.split()
     assert out[0] != out[2]
     with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
-        where = server.adb("-s", devs["d"].serial, "shell", "command -v sha1sum").stdout.strip()
-        assert where == str(built / "sha1sum")
+        where = server.adb("-s", devs["d"].serial, "shell", "command -v sha256sum").stdout.strip()
+        assert where == str(built / "sha256sum")
 
 
 def test_the_devices_mv_chmod_mkdir_and_rm_leave_what_coreutils_leaves(tmp_path):

@@ -50,8 +50,10 @@ def test_an_unchanged_file_is_not_sent_again_and_a_changed_one_is(tmp_path):
         files.append(PushItem(f, f.name, 0o644))
     with adb_with_devices(tmp_path / "adb", {"d": {}}) as (server, devs):
         dev = AdbServer(port=server.port).device(devs["d"].serial)
-        first = push_all(dev, DEVICE_DIR, files)
+        counted = []
+        first = push_all(dev, DEVICE_DIR, files, on_bytes=counted.append)
         assert [o.pushed for o in first] == [True] * 3
+        assert sum(counted) == sum(it.local.stat().st_size for it in files)  # every byte once, pushes in flight or not
         assert [o.sha256 for o in first] == [hashlib.sha256(it.local.read_bytes()).hexdigest() for it in files]
         assert [o.bytes for o in first] == [it.local.stat().st_size for it in files]
         d = devs["d"].path(DEVICE_DIR)

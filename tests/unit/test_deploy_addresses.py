@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from deploy.adb import AdbAddress, default_address, resolve_servers
-from deploy.hashes import file_digests, pick_algo, probe_command
+from deploy.hashes import has_sha256, probe_command
 from toolchain.errors import UsageError
 
 
@@ -65,20 +65,10 @@ def test_default_follows_adb_conventions():
     assert resolve_servers([], None, None, {"ANDROID_ADB_SERVER_PORT": "5555"})[0].port == 5555
 
 
-def test_the_cheapest_tool_that_computes_the_right_digest_is_picked():
-    empty = {a: hashlib.new(a, b"").hexdigest() for a in ("sha1", "md5", "sha256")}
-    out = f"sha1sum {empty['sha1']}  -\nmd5sum {empty['md5']}  -\nsha256sum {empty['sha256']}  -\n"
-    assert pick_algo(out) == "sha1"
-    # toybox without libcrypto has no sha256sum; a sha1sum that is missing or prints nonsense is passed over
-    assert pick_algo(f"sha1sum \nmd5sum {empty['md5']}  -\nsha256sum \n") == "md5"
-    assert pick_algo(f"sha1sum {empty['md5']}  -\nmd5sum x\nsha256sum {empty['sha256']}  -\n") == "sha256"
-    assert pick_algo("sha1sum \nmd5sum \nsha256sum \n") is None
-    assert "sha1sum" in probe_command() and "</dev/null" in probe_command()
-
-
-def test_file_digests_one_read(tmp_path):
-    f = tmp_path / "m.pt"
-    f.write_bytes(b"model bytes" * 1000)
-    sha, sha1 = file_digests(f, "sha1")
-    assert sha == hashlib.sha256(f.read_bytes()).hexdigest() and sha1 == hashlib.sha1(f.read_bytes()).hexdigest()
-    assert file_digests(f, "sha256") == (sha, sha)
+def test_only_a_sha256sum_that_computes_the_right_digest_is_used():
+    empty = hashlib.sha256(b"").hexdigest()
+    assert has_sha256(f"{empty}  -\n") and has_sha256(f"{empty.upper()}  -\n")
+    # missing, printing nonsense, or computing another hash: the device is refused
+    assert not has_sha256("") and not has_sha256("0123456789abcdef\n")
+    assert not has_sha256(f"{hashlib.sha1(b'').hexdigest()}  -\n")
+    assert "sha256sum" in probe_command() and "</dev/null" in probe_command()

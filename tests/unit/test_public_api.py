@@ -134,11 +134,7 @@ def private_uses(package: str, root: Path = ROOT) -> List[str]:
     return [hit for path in files for hit in uses(path, package, theirs_only, root, theirs)]
 
 
-ADBUTILS_PENDING = pytest.mark.xfail(strict=True, reason="adbutils private members: removed by the device-layer "
-                                                          "change")
-
-
-@pytest.mark.parametrize("package", ["invoke", pytest.param("adbutils", marks=ADBUTILS_PENDING)])
+@pytest.mark.parametrize("package", ["invoke", "adbutils"])
 def test_no_product_file_uses_an_underscore_member_of(package):
     assert private_uses(package) == []
 
@@ -157,6 +153,22 @@ def test_the_check_finds_each_kind_of_private_use(tmp_path):
     assert sorted(hits) == sorted(["from invoke.util import _private_thing", "._load_yaml", "._cast",
                                    "._runtime_path", "'_project_path'", "f'_load_'...",
                                    "Mine overrides _load_json"]), hits
+
+
+def test_the_check_finds_what_deploy_adb_did_before(tmp_path):
+    """A negative control for adbutils: the client torchdroid had before (a subclass of adbutils' connection
+    overriding ``_safe_connect``, a private module imported, a private function called) is found, each way."""
+    sample = tmp_path / "old_adb.py"
+    sample.write_text("import adbutils\nfrom adbutils._adb import AdbConnection\n"
+                      "class Connection(adbutils.AdbConnection):\n    def _safe_connect(self):\n        return None\n"
+                      "def version(client):\n    return adbutils._adb._check_server(client.host, client.port)\n")
+    theirs = library_private_names("adbutils")
+    hits = [h.split(": ", 1)[1] for h in uses(sample, "adbutils", theirs, tmp_path, theirs=theirs)]
+    for what in ("from adbutils._adb import _adb", "Connection overrides _safe_connect", "._adb", "._check_server"):
+        assert what in hits, (what, hits)
+    clean = tmp_path / "new_adb.py"
+    clean.write_text("import adbutils\nadbutils.AdbClient('h', 1).device('s').sync.push(b'', '/x')\n")
+    assert list(uses(clean, "adbutils", theirs, tmp_path, theirs=theirs)) == []
 
 
 def test_installing_the_package_puts_no_pth_file_anywhere(tmp_path):

@@ -36,7 +36,7 @@ prints ``LISTENING <port>`` once it accepts connections.  Config keys:
 * ``props["ro.product.cpu.abi"]``: ``arm64-v8a`` makes the phone run AArch64 programs under qemu-user (the
   binfmt_misc entry ``./run test`` registers, ``aarch64_cpu.sh``); on other phones they fail as a foreign ELF does;
 * ``tools_dir``: a directory of native tool stand-ins put first on the shell's PATH (tools.py: a
-  ``sha1sum`` over the host's libcrypto; ``mv``, ``chmod``, ``mkdir``, ``rm`` that make the simple cases a
+  ``sha256sum`` over the host's libcrypto; ``mv``, ``chmod``, ``mkdir``, ``rm`` that make the simple cases a
   few system calls).
 """
 
@@ -329,18 +329,25 @@ class Connection:
 
 
 class Link:
-    """The speed of a USB link (``link_mb_s``; 0: unlimited) for one SEND: a file's last byte is stored when
-    the link would have carried it.  Sleeps once it is THROTTLE_STEP ahead, not per DATA packet (each sleep
-    is a wake-up of this process: with 16 devices on two cores they add up)."""
+    """The device's USB link (``link_mb_s``; 0: unlimited), one for all its sync SENDs: a packet is stored when the
+    link would have carried it after what was sent before it, by this SEND or by another at the same time (they
+    share the link as on a phone).  A SEND alone on the link is paced from its start (time this process lost is
+    made up, as before the link was shared); an idle link saves nothing up.  Sleeps once it is THROTTLE_STEP ahead,
+    not per DATA packet (each sleep is a wake-up of this process: with 16 devices on two cores they add up)."""
 
     def __init__(self, mb_s: float):
         self.rate = mb_s * 1e6
-        self.t0 = time.monotonic()
+        self.free_at = 0.0  # when the link has carried everything sent so far
+        self.lock = threading.Lock()
 
-    def pace(self, written: int, last: bool = False) -> None:
+    def carry(self, n: int, started: float, last: bool = False) -> None:
+        """Wait (when far enough ahead, or at a SEND's ``last`` packet) until the link carried ``n`` more bytes of
+        a SEND that began at ``started``."""
         if not self.rate:
             return
-        ahead = written / self.rate - (time.monotonic() - self.t0)
+        with self.lock:
+            self.free_at = max(self.free_at, started) + n / self.rate
+            ahead = self.free_at - time.monotonic()
         if ahead > THROTTLE_STEP or last and ahead > 0:
             time.sleep(ahead)
 
@@ -362,6 +369,7 @@ class VirtualDevice:
             (self.state / "setprop_denied").write_text("1\n")
         self.write_sysfs(config)
         self.cut = dict(config.get("cut_send") or {})
+        self.link = Link(float(config.get("link_mb_s") or 0))
         self.corrupt = dict(config.get("corrupt_send") or {})
         self.connections: list = []
 
@@ -516,7 +524,7 @@ class VirtualDevice:
         bad = self.corrupt if self.corrupt.get("times", 0) > 0 and self.corrupt.get("match", "") in path else None
         written = 0
         error = None
-        link = Link(float(self.config.get("link_mb_s") or 0))
+        link, started = self.link, time.monotonic()
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             f = open(target, "wb")  # like adbd: straight into the named file
@@ -537,7 +545,7 @@ class VirtualDevice:
                         if f is not None:
                             f.write(piece)
                         written += len(piece)
-                    link.pace(written)
+                    link.carry(n, started)
                     if cut is not None and written >= int(cut.get("after", 0)):
                         cut["times"] -= 1
                         f.flush()
@@ -545,7 +553,7 @@ class VirtualDevice:
                         stream.conn.drop()
                         raise Closed()
                 elif kind == b"DONE":
-                    link.pace(written, last=True)
+                    link.carry(0, started, last=True)
                     if f is not None:
                         f.close()
                         os.chmod(target, mode)

@@ -192,7 +192,7 @@ class VirtualDeviceProcess:
 
     def launch(self) -> "VirtualDeviceProcess":
         """Start the process without waiting for it (``ready`` waits): many devices start in parallel."""
-        if "tools_dir" not in self.config:  # native stand-ins (a SHA-NI sha1sum), when they build here
+        if "tools_dir" not in self.config:  # native stand-ins (a SHA-NI sha256sum), when they build here
             built = tools_dir()
             self.config["tools_dir"] = str(built) if built else None
         cfg = self.state_dir / "config.json"

@@ -1,8 +1,8 @@
 """Native stand-ins of device tools, built once per source version and shared by every virtual device.
 
-``tools_dir()`` returns a directory holding ``sha1sum`` (tools/sha1sum.c over the host's libcrypto) and, when
+``tools_dir()`` returns a directory holding ``sha256sum`` (tools/sha256sum.c over the host's libcrypto) and, when
 they build, ``mv``, ``chmod``, ``mkdir`` and ``rm`` (tools/*.c: a few system calls for the simple forms a deploy
-uses, coreutils for everything else), or None when sha1sum cannot be built here (no C compiler, no
+uses, coreutils for everything else), or None when sha256sum cannot be built here (no C compiler, no
 libcrypto): the devices then use the host's coreutils.  A built tool is used only after it behaved like
 coreutils on known inputs.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
-SOURCE = HERE / "tools" / "sha1sum.c"
-SOURCES = {name: HERE / "tools" / f"{name}.c" for name in ("sha1sum", "mv", "chmod", "mkdir", "rm")}
+SOURCE = HERE / "tools" / "sha256sum.c"
+SOURCES = {name: HERE / "tools" / f"{name}.c" for name in ("sha256sum", "mv", "chmod", "mkdir", "rm")}
 # static libcrypto first (starts in ~0.6 ms, like toybox), then the shared one (~1.6 ms)
 LINKS = (["-Wl,-Bstatic", "-lcrypto", "-Wl,-Bdynamic", "-ldl", "-lpthread"], ["-lcrypto"], ["-l:libcrypto.so.3"])
 STATIC = (["-static"], [])  # mv, chmod: static starts in ~0.4 ms, coreutils' in ~1 ms
@@ -31,7 +31,7 @@ def tools_dir() -> Optional[Path]:
     """The directory of the built tools (built now if needed), or None."""
     key = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES.values())).hexdigest()[:16]
     out = Path(tempfile.gettempdir()) / f"torchdroid-vdev-tools-{os.getuid()}" / key
-    if not _ready(out, "sha1sum", LINKS, works):
+    if not _ready(out, "sha256sum", LINKS, works):
         return None
     _ready(out, "mv", STATIC, mv_works)  # optional: without them the devices use coreutils'
     _ready(out, "chmod", STATIC, chmod_works)
@@ -60,9 +60,9 @@ def _ready(out: Path, name: str, links: Sequence[List[str]], check: Callable[[Pa
 
 
 def works(tool: Path) -> bool:
-    """The tool prints sha1sum's lines with the right digests (empty input, a file, a missing file)."""
+    """The tool prints sha256sum's lines with the right digests (empty input, a file, a missing file)."""
     sample = b"torchdroid\n" * 30000
-    with tempfile.NamedTemporaryFile(prefix="vdev-sha1-") as f:
+    with tempfile.NamedTemporaryFile(prefix="vdev-sha256-") as f:
         f.write(sample)
         f.flush()
         try:
@@ -70,8 +70,8 @@ def works(tool: Path) -> bool:
             one = subprocess.run([str(tool), f.name, "/nonexistent-vdev"], capture_output=True, timeout=30)
         except (OSError, subprocess.SubprocessError):
             return False
-    return (empty.returncode == 0 and empty.stdout == f"{hashlib.sha1(b'').hexdigest()}  -\n".encode()
-            and one.returncode == 1 and one.stdout == f"{hashlib.sha1(sample).hexdigest()}  {f.name}\n".encode()
+    return (empty.returncode == 0 and empty.stdout == f"{hashlib.sha256(b'').hexdigest()}  -\n".encode()
+            and one.returncode == 1 and one.stdout == f"{hashlib.sha256(sample).hexdigest()}  {f.name}\n".encode()
             and b"/nonexistent-vdev" in one.stderr)
 
 
