@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .errors import RecordError
-from .records import FlatRecord, read_record, write_record
+from .record_base import FlatRecord, Record
 
 HARDWARE_KIND = "torchdroid.nnapi-hardware"
 HARDWARE_SCHEMA = 1
@@ -99,20 +98,16 @@ class Placement(FlatRecord):
 
 
 @dataclass
-class HardwareRecord:
+class HardwareRecord(Record):
     run_id: Optional[int]
     placements: List[Placement] = field(default_factory=list)
 
+    KIND, SCHEMA = HARDWARE_KIND, HARDWARE_SCHEMA
     REMEDY = "run `invoke deploy` again (it writes <results>/latest-hardware.json)"
 
-    def write(self, path: Path) -> Path:
-        return write_record(path, HARDWARE_KIND, HARDWARE_SCHEMA,
-                            {"run_id": self.run_id, "placements": [p.to_dict() for p in self.placements]})
+    def body(self) -> Dict[str, Any]:
+        return {"run_id": self.run_id, "placements": [p.to_dict() for p in self.placements]}
 
     @classmethod
-    def load(cls, path: Path) -> "HardwareRecord":
-        data = read_record(path, HARDWARE_KIND, HARDWARE_SCHEMA, cls.REMEDY)
-        try:
-            return cls(data.get("run_id"), [Placement.from_dict(p) for p in data.get("placements", [])])
-        except (TypeError, ValueError) as e:
-            raise RecordError(f"{path} has a malformed placement", cause=str(e), remedy=cls.REMEDY) from e
+    def from_body(cls, data: Dict[str, Any], path: Path) -> "HardwareRecord":
+        return cls(data.get("run_id"), [Placement.from_dict(p) for p in data.get("placements", [])])
