@@ -17,7 +17,7 @@ from toolchain.numerics_records import NumericsVerdict
 from . import hardware_report, numerics_report, phone_overview
 from .pte_report import PteReportSection, build_section
 from .report_html import is_report_page, write_html
-from .results import DB_NAME, ResultRow, ResultStore, export, speedups
+from .results import DB_NAME, ResultRow, ResultStore, export, run_document, speedups
 from .run_weights import is_random, weights_line
 
 log = logging.getLogger(__name__)
@@ -93,17 +93,20 @@ def make_report(s: ReportSettings) -> ReportResult:
     weights = weights_line(store.settings(run_id).get("models"), rows, rows[0].started)
     draw(drawn, png, title=title, executorch=pte, weights=weights)
     notes = baseline_notes(store.settings(run_id).get("models"), rows)
-    verdicts, why = numerics_report.load_run(Path(s.results), run_id)
+    doc, unreadable = run_document(Path(s.results), run_id)
+    verdicts, why = numerics_report.of_run(doc, unreadable)
     et_verdicts, et_why = numerics_report.load_executorch(Path(s.results))
     labels = {r.serial: f"{r.device_model} ({r.serial})" if r.device_model else r.serial for r in rows}
-    placements, hw_why = hardware_report.load_run(Path(s.results), run_id)
+    placements, hw_why = hardware_report.of_run(doc, unreadable)
     phones = phone_overview.overview(drawn, placements, verdicts, labels,
                                      {d.serial: d.operators for d in pte.devices} if pte else None)
     html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte, notes,
                       numerics_report.html_section(verdicts, labels, why, et_verdicts, et_why),
                       hardware_report.html_section(placements, labels, hw_why), phone_overview.html_section(phones),
                       weights)
-    exports = export(rows, Path(s.results), f"run-{run_id:04d}", store.devices(run_id))
+    # the run's CSV/JSON again from the store (the document's checks kept); a document it cannot read is left as it is
+    exports = {} if unreadable else export(rows, Path(s.results), f"run-{run_id:04d}", store.devices(run_id),
+                                           doc.numerics if doc else None, doc.hardware if doc else None)
     return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, et_verdicts, et_why, labels,
                         placements, hw_why, phones, weights)
 

@@ -3,10 +3,10 @@
 * the **host reference outputs** (``<models>/reference-outputs.json``), written before deploy by
   ``host_nnapi.references`` (the CPU model run by the host's torch; the NNAPI model on the host NNAPI in
   both roundings), read by deploy;
-* the **numerics verdicts** of a deploy run (``<results>/run-NNNN-numerics.json`` and
-  ``latest-numerics.json``), written by deploy, read by report: one verdict per phone x model file,
-  ``agrees`` / ``differs`` (largest difference, top-1 / top-5 agreement) or ``unknown`` with the reason;
-  deploy-executorch writes the same record for its .pte programs as ``executorch-latest-numerics.json``.
+* the **numerics verdicts**: one verdict per phone x model file, ``agrees`` / ``differs`` (largest difference,
+  top-1 / top-5 agreement) or ``unknown`` with the reason; deploy puts them into the run's document
+  (``DeployResults.numerics`` in ``<results>/run-NNNN.json``), read by report; deploy-executorch writes them for
+  its .pte programs as a record of their own, ``executorch-latest-numerics.json`` (:class:`NumericsRecord`).
 
 Both carry ``kind`` and ``schema``; the readers refuse what they would have to guess about.
 """
@@ -38,7 +38,7 @@ def references_path(models_dir: Path) -> Path:
 
 
 def numerics_path(results_dir: Path, stem: str) -> Path:
-    """``<results>/run-0007-numerics.json`` (``stem`` = ``run-0007``) or ``latest-numerics.json``."""
+    """``<results>/executorch-latest-numerics.json`` (``stem`` = ``executorch-latest``)."""
     return Path(results_dir) / f"{stem}-numerics.json"
 
 
@@ -146,7 +146,7 @@ class NumericsRecord(Record):
     verdicts: List[NumericsVerdict] = field(default_factory=list)
 
     KIND, SCHEMA = NUMERICS_KIND, NUMERICS_SCHEMA
-    REMEDY = "run `invoke deploy` again (it writes <results>/latest-numerics.json)"
+    REMEDY = "run `invoke deploy-executorch` again (it writes <results>/executorch-latest-numerics.json)"
 
     def body(self) -> Dict[str, Any]:
         return {"run_id": self.run_id, "verdicts": [v.to_dict() for v in self.verdicts]}

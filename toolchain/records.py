@@ -22,7 +22,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import RecordError, UsageError, command
 from .fsutil import sha256_file
+from .hardware_records import Placement
 from .layout import BUILD_INFO, Layout
+from .numerics_records import NumericsVerdict
 from .record_base import FlatRecord, Record, now_iso, read_record, write_record  # noqa: F401 (stages use them here)
 from .variants import MODES
 
@@ -473,7 +475,7 @@ APP_BENCH_CONTRACT = 1
 # --------------------------------------------------------------------------- deploy results
 
 DEPLOY_RESULTS_KIND = "torchdroid.deploy-results"
-DEPLOY_RESULTS_SCHEMA = 1
+DEPLOY_RESULTS_SCHEMA = 2  # 2: the numerics verdicts and NNAPI placements are in the document (1: files beside it)
 RESULT_STATUSES = ("ok", "failed", "skipped")
 
 
@@ -543,25 +545,37 @@ def deploy_results_path(results_dir: Path, stem: str) -> Path:
 
 @dataclass
 class DeployResults(Record):
-    """The JSON export of one deploy run: rows, CPU/NNAPI speed-ups and each device's conditions."""
+    """The one JSON document of a deploy run (``run-NNNN.json``, copied to ``latest.json``): rows, CPU/NNAPI
+    speed-ups, each device's conditions, the numerics verdicts and the NNAPI placements (None: not checked / not
+    read in the run).  Its rows are also the run's rows in the results store."""
 
     run_id: Optional[int]
     started: str
     rows: List[ResultRow]
     speedups: List[Dict[str, Any]] = field(default_factory=list)
     devices: List[Dict[str, Any]] = field(default_factory=list)  # serial, soc, governor, thermal, battery ...
+    numerics: Optional[List[NumericsVerdict]] = None  # is each phone's answer right (deploy/numerics.py)
+    hardware: Optional[List[Placement]] = None  # which hardware NNAPI chose (deploy/nnapi_log.py)
 
     KIND, SCHEMA = DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA
     REMEDY = "run `invoke deploy` again (it writes <results>/run-NNNN.json and latest.json)"
 
     def body(self) -> Dict[str, Any]:
         return {"run_id": self.run_id, "started": self.started, "speedups": self.speedups, "devices": self.devices,
-                "results": [r.to_dict() for r in self.rows]}
+                "results": [r.to_dict() for r in self.rows], "numerics": _dicts(self.numerics),
+                "hardware": _dicts(self.hardware)}
 
     @classmethod
     def from_body(cls, data: Dict[str, Any], path: Path) -> "DeployResults":
+        numerics, hardware = data.get("numerics"), data.get("hardware")
         return cls(data.get("run_id"), data.get("started", ""), [ResultRow.from_dict(r) for r in data.get("results", [])],
-                   data.get("speedups", []), data.get("devices", []))
+                   data.get("speedups", []), data.get("devices", []),
+                   None if numerics is None else [NumericsVerdict.from_dict(v) for v in numerics],
+                   None if hardware is None else [Placement.from_dict(p) for p in hardware])
+
+
+def _dicts(items: Optional[List[FlatRecord]]) -> Optional[List[Dict[str, Any]]]:
+    return None if items is None else [x.to_dict() for x in items]
 
 
 # --------------------------------------------------------------------------- verify

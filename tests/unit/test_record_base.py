@@ -6,12 +6,11 @@ import json
 import pytest
 
 from toolchain import record_base as rb
-from toolchain.hardware_records import HardwareRecord, Placement
-from toolchain.numerics_records import NumericsRecord, ReferenceOutputs
+from toolchain.hardware_records import Placement
+from toolchain.numerics_records import NumericsRecord, NumericsVerdict, ReferenceOutputs
 from toolchain.records import AppInfo, BuildInfo, ConvertManifest, DeployResults, VerifyRecord
 
-KINDS = [ConvertManifest, BuildInfo, AppInfo, DeployResults, VerifyRecord, ReferenceOutputs, NumericsRecord,
-         HardwareRecord]
+KINDS = [ConvertManifest, BuildInfo, AppInfo, DeployResults, VerifyRecord, ReferenceOutputs, NumericsRecord]
 
 
 def _file(tmp_path, text, name="record.json"):
@@ -59,7 +58,7 @@ def test_a_record_of_a_later_torchdroid_says_so(tmp_path):
 @pytest.mark.parametrize("kind, body", [
     (NumericsRecord, {"verdicts": [{"serial": "P", "file": "f", "backend": "cpu", "mode": "none",
                                     "verdict": "maybe"}]}),
-    (HardwareRecord, {"placements": [{"serial": "P"}]}),
+    (DeployResults, {"hardware": [{"serial": "P"}]}),
     (DeployResults, {"results": [{"serial": "P"}]}),
     (ReferenceOutputs, {"files": [{"file": "f"}]}),
 ])
@@ -70,9 +69,13 @@ def test_a_malformed_body_is_a_typed_error_with_the_remedy(tmp_path, kind, body)
     assert ei.value.remedy == kind.REMEDY
 
 
-def test_a_kind_round_trips_through_the_one_writer(tmp_path):
+def test_a_deploy_run_is_one_document_with_its_checks(tmp_path):
     place = Placement("P", "m-nnapi.pt", "full", "accelerated", operations=[["CONV_2D", "qti-dsp"]])
-    path = HardwareRecord(3, [place]).write(tmp_path / "h.json")
+    verdict = NumericsVerdict("P", "m-nnapi.pt", "nnapi", "full", "unknown", reason="no output")
+    doc = DeployResults(3, "2026-11-27T12:00:00+00:00", [], numerics=[verdict], hardware=[place])
+    path = doc.write(tmp_path / "run-0003.json")
     data = json.loads(path.read_text())
-    assert (data["kind"], data["schema"]) == (HardwareRecord.KIND, HardwareRecord.SCHEMA) and data["written"]
-    assert HardwareRecord.load(path) == HardwareRecord(3, [place])
+    assert (data["kind"], data["schema"]) == (DeployResults.KIND, DeployResults.SCHEMA) and data["written"]
+    assert DeployResults.load(path) == doc
+    unchecked = DeployResults(4, "", []).write(tmp_path / "run-0004.json")
+    assert (DeployResults.load(unchecked).numerics, DeployResults.load(unchecked).hardware) == (None, None)
