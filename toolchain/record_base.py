@@ -60,10 +60,8 @@ def now_iso() -> str:
 def _schema_error(path: Path, found: Any, schema: int, remedy: str) -> RecordError:
     what = f"{path} has schema {found!r}; this torchdroid reads schema {schema}"
     if isinstance(found, int) and not isinstance(found, bool) and found > schema:
-        return RecordSchemaNewer(what, cause="a later torchdroid wrote it",
-                                 remedy=f"use that torchdroid, or {remedy} (it replaces the file)")
-    return RecordSchemaOlder(what, cause="an earlier torchdroid wrote it; the file is left as it is",
-                             remedy=f"{remedy} (it replaces the file)")
+        return RecordSchemaNewer(what, cause="a later torchdroid wrote it", remedy=f"use that torchdroid, or {remedy}")
+    return RecordSchemaOlder(what, cause="an earlier torchdroid wrote it; the file is left as it is", remedy=remedy)
 
 
 def read_record(path: Path, kind: str, schema: int, remedy: str) -> Dict[str, Any]:
