@@ -8,8 +8,10 @@
   make-app (the APK added by build-app), read by make-app, deploy and ``all``.
 
 Stages never import each other; they read and write these through this
-module.  Every record has ``kind`` and ``schema`` so a stale or foreign file is
-refused with a clear message instead of being half-understood.
+module.  Each record kind is a declaration on the one record base
+(:mod:`toolchain.record_base`): its ``kind`` and ``schema``, the command that
+remakes it, its path helper and its body.  The base's reader refuses a
+missing, foreign, stale or damaged file with a typed error naming that command.
 """
 
 from __future__ import annotations
