@@ -131,6 +131,10 @@ class Record:
         return Path(location)
 
     @classmethod
+    def exists(cls, location: Path) -> bool:
+        return cls.locate(location).is_file()
+
+    @classmethod
     def load(cls: Type[R], location: Path, remedy: Optional[str] = None) -> R:
         """The one reader of the kind (``remedy``: a reader's own fix, naming its task's options)."""
         path = cls.locate(location)

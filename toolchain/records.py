@@ -267,10 +267,6 @@ class ConvertManifest(Record):
     def empty(cls, models_dir: Path) -> "ConvertManifest":
         return cls(manifest_path(models_dir), {"conversions": {}, "files": []})
 
-    @classmethod
-    def exists(cls, location: Path) -> bool:
-        return manifest_path(location).is_file()
-
     def body(self) -> Dict[str, Any]:
         """Files sorted by stem, mode, backend."""
         files = sorted(self._files, key=lambda f: (f.stem, MODES.index(f.mode), f.backend))
@@ -759,10 +755,6 @@ class AppInfo(Record):
     _TYPED = ("application_id", "activity", "app_name", "variant", "qualified_variant", "input_mode", "models",
               "assets", "abi_filters", "min_sdk", "target_sdk", "pins", "runtime", "wrapper_jar", "torchdroid",
               "request", "asset_files", "apk")
-
-    @staticmethod
-    def exists(app_dir: Path) -> bool:
-        return app_info_path(app_dir).is_file()
 
     @classmethod
     def locate(cls, location: Path) -> Path:
