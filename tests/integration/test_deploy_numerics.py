@@ -50,6 +50,10 @@ def test_three_phones_one_wrong_driver_one_silent(tmp_path, standin, mobilenet_m
         r = invoke(work, *args, port=server.port)
         assert r.returncode == 0, r.stdout + r.stderr
         serial = {name: d.serial for name, d in devs.items()}
+    # the run is one JSON document (its CSV twin and the latest copies the docs promise) plus its rows in the store
+    # (local-hashes.json: the push cache of deploy/hashes.py, not a record of the run)
+    assert sorted(p.name for p in results.iterdir() if p.name != "local-hashes.json") == [
+        "latest.csv", "latest.json", "results.sqlite", "run-0001.csv", "run-0001.json"]
 
     refs = ReferenceOutputs.load(references_path(models))
     assert sorted(refs.files) == sorted(p.name for p in models.glob("*quant_[nf]*.pt"))
