@@ -236,6 +236,16 @@ def export(rows: Sequence[ResultRow], out_dir: Path, stem: str, devices: Sequenc
     return {"csv": csv_path, "json": json_path}
 
 
+def export_again(rows: Sequence[ResultRow], out_dir: Path, run_id: int, devices: Sequence[dict],
+                 doc: Optional[DeployResults], unreadable: str = "") -> Dict[str, Path]:
+    """A run's CSV/JSON again from the store (report), the document's checks kept; a document that cannot be read
+    (``unreadable``: an earlier torchdroid's) is left as it is and only its CSV twin is written."""
+    stem = f"run-{run_id:04d}"
+    if unreadable:
+        return {"csv": atomic_write_text(Path(out_dir) / f"{stem}.csv", to_csv(rows))}
+    return export(rows, out_dir, stem, devices, doc.numerics if doc else None, doc.hardware if doc else None)
+
+
 def run_document(results_dir: Path, run_id: int) -> Tuple[Optional[DeployResults], str]:
     """The run's JSON document (``run-NNNN.json``); ``(None, "")`` when there is none, ``(None, why)`` when it cannot
     be read (an earlier torchdroid's is left as it is: ``why`` names the command that remakes it)."""

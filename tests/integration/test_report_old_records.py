@@ -31,4 +31,6 @@ def test_a_run_document_of_an_earlier_torchdroid_is_named_with_its_remedy_and_ke
     assert r.returncode == 0, r.stdout + r.stderr
     out = " ".join(r.stdout.split())  # a note may wrap in a narrow console
     assert f"{doc.name}" in out and "an earlier torchdroid wrote it" in out and "invoke deploy" in out, out
+    assert out.count("an earlier torchdroid wrote it") == 1, out  # once, in a note; the sections point at it
+    assert f"numerics: not shown: {doc.name} cannot be read" in out and f"hardware: not shown: {doc.name}" in out, out
     assert doc.read_bytes() == before  # not rewritten, not deleted
