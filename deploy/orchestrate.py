@@ -268,8 +268,8 @@ def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySet
 def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Optional[Keeper],
            directory: str) -> DeployResult:
     """Every TorchScript row (ok, failed, skipped) is stored already, device by device (``Keeper``); here the rest:
-    the run's and the latest CSV/JSON (the JSON with the numerics verdicts and NNAPI placements), then the ExecuTorch format's records (which
-    join the latest legacy results: this run's when it had both formats)."""
+    the run's and the latest CSV/JSON (the JSON with the numerics verdicts and NNAPI placements), then the
+    ExecuTorch format's records (which join the latest legacy results: this run's when it had both formats)."""
     result = DeployResult(reports, None, None, {}, plan.warnings, directory)
     if keeper is not None:
         rows = [r for rep in reports for r in rep.rows]

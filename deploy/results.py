@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import RecordError
-from toolchain.record_base import RecordMissing
 from toolchain.fsutil import atomic_write_text
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
+from toolchain.record_base import RecordMissing
 from toolchain.records import DeployResults, ResultRow, deploy_results_path
 from toolchain.stats import SLOW_DOWN, compare
 
