@@ -15,7 +15,7 @@ from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_write_text
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
-from toolchain.record_base import RecordMissing
+from toolchain.record_base import RecordMissing, schema_error
 from toolchain.records import DeployResults, ResultRow, deploy_results_path
 from toolchain.stats import SLOW_DOWN, compare
 
@@ -76,8 +76,8 @@ class ResultStore:
             raise RecordError(f"{self.path} is not a torchdroid results database", cause=str(e),
                               remedy="move it away (or set deploy.results to another directory)") from e
         if schema != str(SCHEMA):
-            raise RecordError(f"{self.path} has results schema {schema}; this torchdroid writes {SCHEMA}",
-                              remedy="set deploy.results to a new directory")
+            raise schema_error(self.path, int(schema) if schema.isdigit() else schema, SCHEMA,
+                               "set deploy.results (--results) to a new directory")
         con.execute("CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, "
                     "project TEXT, binary_commit TEXT, settings TEXT)")
         cols = ", ".join(f"{c} {_TYPES[c]}" for c in _STORED)

@@ -57,7 +57,8 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def _schema_error(path: Path, found: Any, schema: int, remedy: str) -> RecordError:
+def schema_error(path: Path, found: Any, schema: int, remedy: str) -> RecordError:
+    """The typed error of a record (or store) in another schema than ``schema``: older or newer."""
     what = f"{path} has schema {found!r}; this torchdroid reads schema {schema}"
     if isinstance(found, int) and not isinstance(found, bool) and found > schema:
         return RecordSchemaNewer(what, cause="a later torchdroid wrote it", remedy=f"use that torchdroid, or {remedy}")
@@ -78,7 +79,7 @@ def read_record(path: Path, kind: str, schema: int, remedy: str) -> Dict[str, An
     if found != kind:
         raise RecordWrongKind(f"{path} is not a {kind} record (kind={found!r})", remedy=remedy)
     if data.get("schema") != schema:
-        raise _schema_error(path, data.get("schema"), schema, remedy)
+        raise schema_error(path, data.get("schema"), schema, remedy)
     return data
 
 

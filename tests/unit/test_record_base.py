@@ -79,3 +79,21 @@ def test_a_deploy_run_is_one_document_with_its_checks(tmp_path):
     assert DeployResults.load(path) == doc
     unchecked = DeployResults(4, "", []).write(tmp_path / "run-0004.json")
     assert (DeployResults.load(unchecked).numerics, DeployResults.load(unchecked).hardware) == (None, None)
+
+
+@pytest.mark.parametrize("found, error", [("0", rb.RecordSchemaOlder), ("2", rb.RecordSchemaNewer)])
+def test_a_results_store_of_another_torchdroid_is_refused_the_same_way_and_kept(tmp_path, found, error):
+    import sqlite3
+    from contextlib import closing
+
+    from deploy.results import ResultStore
+
+    path = tmp_path / "results.sqlite"
+    ResultStore(path).begin_run("2026-11-27T12:00:00+00:00", "p", "c", {})
+    with closing(sqlite3.connect(path)) as con, con:
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (found,))
+    before = path.read_bytes()
+    with pytest.raises(error) as ei:
+        ResultStore(path).runs()
+    assert ei.value.exit_code == 5 and "--results" in ei.value.remedy
+    assert path.read_bytes() == before
