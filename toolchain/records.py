@@ -408,10 +408,6 @@ class BuildInfo(Record):
         return dict(self.data.get("page_alignment") or {})
 
     @property
-    def ndk_revision(self) -> Optional[str]:
-        return (self.data.get("ndk") or {}).get("revision")
-
-    @property
     def source_dir(self) -> Optional[Path]:
         value = self.data.get("source_dir")
         return Path(value) if value else None
