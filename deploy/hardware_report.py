@@ -5,10 +5,10 @@ phone x NNAPI model with the operations that ran on NNAPI's CPU fallback."""
 from __future__ import annotations
 
 import html
-from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from toolchain.hardware_records import CPU_FALLBACK, HardwareRecord, Placement, hardware_path
+from toolchain.hardware_records import CPU_FALLBACK, Placement
+from toolchain.records import DeployResults
 
 COLUMNS = ["device", "model file", "status", "where the operations ran", "on the CPU fallback",
            "NNAPI devices (type, feature level)",
@@ -76,13 +76,13 @@ def problem_lines(placements: Sequence[Placement], labels: Dict[str, str]) -> Li
     return out
 
 
-def load_run(results: Path, run_id: int) -> Tuple[List[Placement], str]:
-    """The run's placements, or none and why."""
-    path = hardware_path(results, f"run-{run_id:04d}")
-    if not path.is_file():
+def of_run(doc: Optional[DeployResults], unreadable: str = "") -> Tuple[List[Placement], str]:
+    """The placements of a run's document (:func:`deploy.results.run_document`), or none and why."""
+    if unreadable:
+        return [], f"not shown: {unreadable}"
+    if doc is None or doc.hardware is None:
         return [], NOT_READ
-    rec = HardwareRecord.load(path)
-    return rec.placements, ("" if rec.placements else "no NNAPI model ran in this run")
+    return list(doc.hardware), ("" if doc.hardware else "no NNAPI model ran in this run")
 
 
 def html_section(placements: Sequence[Placement], labels: Dict[str, str], note: str) -> str:

@@ -8,8 +8,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import RecordError
 from toolchain.fsutil import sha256_file
-from toolchain.numerics_records import NumericsRecord, NumericsVerdict, numerics_path
+from toolchain.numerics_records import NumericsRecord, NumericsVerdict
 from toolchain.pte_results import PteDeployRecord
+from toolchain.records import DeployResults
 
 COLUMNS = ["device", "model file", "backend", "verdict", "largest diff", "LSB", "top-1", "top-5", "compared with",
            "tolerance", "reason"]
@@ -40,13 +41,13 @@ def problem_lines(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str]) -
             for v in verdicts if v.verdict == "differs"]
 
 
-def load_run(results: Path, run_id: int) -> Tuple[List[NumericsVerdict], str]:
-    """The run's verdicts, or none and why (a run without the check)."""
-    path = numerics_path(results, f"run-{run_id:04d}")
-    if not path.is_file():
-        return [], NOT_CHECKED
-    rec = NumericsRecord.load(path)
-    return rec.verdicts, ("" if rec.verdicts else NOT_CHECKED)
+def of_run(doc: Optional[DeployResults], unreadable: str = "") -> Tuple[List[NumericsVerdict], str]:
+    """The verdicts of a run's document (:func:`deploy.results.run_document`), or none and why (a run without
+    the check, or a document this torchdroid cannot read)."""
+    if unreadable:
+        return [], f"not shown: {unreadable}"
+    verdicts = doc.numerics if doc is not None else None
+    return list(verdicts or []), ("" if verdicts else NOT_CHECKED)
 
 
 def load_executorch(results: Path) -> Tuple[List[NumericsVerdict], str]:

@@ -16,8 +16,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, RecordError, TorchdroidError
 from toolchain.fsutil import ensure_writable_dir
-from toolchain.hardware_records import HardwareRecord, Placement, hardware_path
-from toolchain.numerics_records import NumericsRecord, NumericsVerdict, numerics_path
+from toolchain.hardware_records import Placement
+from toolchain.numerics_records import NumericsVerdict
 from toolchain.pte_results import PteDeployRecord
 from toolchain.records import ResultRow, deploy_results_path, now_iso
 
@@ -268,26 +268,25 @@ def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySet
 def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Optional[Keeper],
            directory: str) -> DeployResult:
     """Every TorchScript row (ok, failed, skipped) is stored already, device by device (``Keeper``); here the rest:
-    the run's and the latest CSV/JSON, numerics and hardware records, then the ExecuTorch format's records (which
-    join the latest legacy results: this run's when it had both formats)."""
+    the run's and the latest CSV/JSON (the JSON with the numerics verdicts and NNAPI placements), then the
+    ExecuTorch format's records (which join the latest legacy results: this run's when it had both formats)."""
     result = DeployResult(reports, None, None, {}, plan.warnings, directory)
     if keeper is not None:
         rows = [r for rep in reports for r in rep.rows]
         devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
         result.run_id, result.db_path, results = keeper.run_id, keeper.store.path, Path(s.results)
-        result.exports = export(rows, results, keeper.stem, devices)
-        result.exports.update({f"latest_{k}": v for k, v in export(rows, results, "latest", devices).items()})
-        result.exports.update(record_numerics(reports, results, keeper.run_id, plan))
-        result.exports.update(record_hardware(reports, results, keeper.run_id, plan if s.hardware and s.bench else None))
+        checks = run_numerics(reports, plan), run_hardware(reports, plan if s.hardware and s.bench else None)
+        result.exports = export(rows, results, keeper.stem, devices, *checks)
+        result.exports.update({f"latest_{k}": v for k, v in export(rows, results, "latest", devices, *checks).items()})
         keeper.finish()
     if plan.executorch is not None:
         result.executorch = record_executorch(s, plan.executorch, reports)
     return result
 
 
-def record_numerics(reports: List[DeviceReport], results: Path, run_id: int, plan: DeployPlan) -> Dict[str, Path]:
-    """Every phone's numerics verdicts (report reads ``latest-numerics.json``; an empty list when none ran); a
-    device that failed before its models ran gets "unknown" for each of them, with its failure."""
+def run_numerics(reports: List[DeviceReport], plan: DeployPlan) -> List[NumericsVerdict]:
+    """Every phone's numerics verdicts (an empty list when none ran); a device that failed before its models ran
+    gets "unknown" for each of them, with its failure."""
     verdicts = []
     for rep in reports:
         verdicts += rep.numerics
@@ -295,17 +294,14 @@ def record_numerics(reports: List[DeviceReport], results: Path, run_id: int, pla
             verdicts += [NumericsVerdict(rep.serial, m.file, m.backend, m.mode, "unknown",
                                          reason=f"the device failed: {rep.errors[0].splitlines()[0]}")
                          for m in plan.models]
-    rec = NumericsRecord(run_id, verdicts)
-    return {"numerics": rec.write(numerics_path(results, f"run-{run_id:04d}")),
-            "latest_numerics": rec.write(numerics_path(results, "latest"))}
+    return verdicts
 
 
-def record_hardware(reports: List[DeviceReport], results: Path, run_id: int,
-                    plan: Optional[DeployPlan]) -> Dict[str, Path]:
-    """Every phone's NNAPI placements (report reads ``run-NNNN-hardware.json``); an NNAPI model a device did not
-    run (the device failed, or skipped NNAPI) is "unknown" with the reason.  Nothing is written when not asked for."""
+def run_hardware(reports: List[DeviceReport], plan: Optional[DeployPlan]) -> Optional[List[Placement]]:
+    """Every phone's NNAPI placements; an NNAPI model a device did not run (the device failed, or skipped NNAPI) is
+    "unknown" with the reason.  None when not asked for."""
     if plan is None or plan.binary is None:
-        return {}
+        return None
     placements = []
     for rep in reports:
         placements += rep.hardware
@@ -315,6 +311,4 @@ def record_hardware(reports: List[DeviceReport], results: Path, run_id: int,
                 why = next((r.reason for r in rep.rows if r.model_file == m.file and r.reason), "") or (
                     rep.errors[0].splitlines()[0] if rep.errors else "the model was not run on this device")
                 placements.append(Placement(rep.serial, m.file, m.mode, "unknown", reason=f"not run: {why}"))
-    rec = HardwareRecord(run_id, placements)
-    return {"hardware": rec.write(hardware_path(results, f"run-{run_id:04d}")),
-            "latest_hardware": rec.write(hardware_path(results, "latest"))}
+    return placements

@@ -6,18 +6,19 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_path, check_removable
 
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
+from toolchain.records import DeployResults
 
 from . import hardware_report, numerics_report, phone_overview
 from .pte_report import PteReportSection, build_section
 from .report_html import is_report_page, write_html
-from .results import DB_NAME, ResultRow, ResultStore, export, speedups
+from .results import DB_NAME, ResultRow, ResultStore, export_again, run_document, speedups
 from .run_weights import is_random, weights_line
 
 log = logging.getLogger(__name__)
@@ -93,19 +94,30 @@ def make_report(s: ReportSettings) -> ReportResult:
     weights = weights_line(store.settings(run_id).get("models"), rows, rows[0].started)
     draw(drawn, png, title=title, executorch=pte, weights=weights)
     notes = baseline_notes(store.settings(run_id).get("models"), rows)
-    verdicts, why = numerics_report.load_run(Path(s.results), run_id)
+    doc, unreadable = _run_document(Path(s.results), run_id, notes)
+    verdicts, why = numerics_report.of_run(doc, unreadable)
     et_verdicts, et_why = numerics_report.load_executorch(Path(s.results))
     labels = {r.serial: f"{r.device_model} ({r.serial})" if r.device_model else r.serial for r in rows}
-    placements, hw_why = hardware_report.load_run(Path(s.results), run_id)
+    placements, hw_why = hardware_report.of_run(doc, unreadable)
     phones = phone_overview.overview(drawn, placements, verdicts, labels,
                                      {d.serial: d.operators for d in pte.devices} if pte else None)
     html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte, notes,
                       numerics_report.html_section(verdicts, labels, why, et_verdicts, et_why),
                       hardware_report.html_section(placements, labels, hw_why), phone_overview.html_section(phones),
                       weights)
-    exports = export(rows, Path(s.results), f"run-{run_id:04d}", store.devices(run_id))
+    exports = export_again(rows, Path(s.results), run_id, store.devices(run_id), doc, unreadable)
     return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, et_verdicts, et_why, labels,
                         placements, hw_why, phones, weights)
+
+
+def _run_document(results: Path, run_id: int, notes: List[str]) -> Tuple[Optional[DeployResults], str]:
+    """The run's document, or None and what the numerics and hardware sections say instead (why it cannot be read
+    and what remakes it goes into ``notes``, once)."""
+    doc, why = run_document(results, run_id)
+    if not why:
+        return doc, ""
+    notes.append(why)
+    return None, f"run-{run_id:04d}.json cannot be read (see its note)"
 
 
 def baseline_notes(models: Optional[str], rows: List[ResultRow]) -> List[str]:

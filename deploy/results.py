@@ -9,10 +9,13 @@ import sqlite3
 from contextlib import closing
 from dataclasses import fields
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_write_text
+from toolchain.hardware_records import Placement
+from toolchain.numerics_records import NumericsVerdict
+from toolchain.record_base import RecordMissing, schema_error
 from toolchain.records import DeployResults, ResultRow, deploy_results_path
 from toolchain.stats import SLOW_DOWN, compare
 
@@ -73,8 +76,8 @@ class ResultStore:
             raise RecordError(f"{self.path} is not a torchdroid results database", cause=str(e),
                               remedy="move it away (or set deploy.results to another directory)") from e
         if schema != str(SCHEMA):
-            raise RecordError(f"{self.path} has results schema {schema}; this torchdroid writes {SCHEMA}",
-                              remedy="set deploy.results to a new directory")
+            raise schema_error(self.path, int(schema) if schema.isdigit() else schema, SCHEMA,
+                               "set deploy.results (--results) to a new directory")
         con.execute("CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, "
                     "project TEXT, binary_commit TEXT, settings TEXT)")
         cols = ", ".join(f"{c} {_TYPES[c]}" for c in _STORED)
@@ -220,14 +223,38 @@ def check_rows(rows: Sequence[ResultRow]) -> None:
                           remedy="run `invoke deploy --iter N` again with N >= 1; report it if it repeats")
 
 
-def export(rows: Sequence[ResultRow], out_dir: Path, stem: str, devices: Sequence[dict] = ()) -> Dict[str, Path]:
+def export(rows: Sequence[ResultRow], out_dir: Path, stem: str, devices: Sequence[dict] = (),
+           numerics: Optional[List[NumericsVerdict]] = None,
+           hardware: Optional[List[Placement]] = None) -> Dict[str, Path]:
+    """The run's one JSON document (``<stem>.json``) and its CSV twin of the rows (``<stem>.csv``), atomically."""
     out_dir = Path(out_dir)
     csv_path = atomic_write_text(out_dir / f"{stem}.csv", to_csv(rows))
     run_id = rows[0].run_id if rows else None
     started = rows[0].started if rows else ""
-    json_path = DeployResults(run_id, started, list(rows), speedups(rows), list(devices)).write(
+    json_path = DeployResults(run_id, started, list(rows), speedups(rows), list(devices), numerics, hardware).write(
         deploy_results_path(out_dir, stem))
     return {"csv": csv_path, "json": json_path}
+
+
+def export_again(rows: Sequence[ResultRow], out_dir: Path, run_id: int, devices: Sequence[dict],
+                 doc: Optional[DeployResults], unreadable: str = "") -> Dict[str, Path]:
+    """A run's CSV/JSON again from the store (report), the document's checks kept; a document that cannot be read
+    (``unreadable``: an earlier torchdroid's) is left as it is and only its CSV twin is written."""
+    stem = f"run-{run_id:04d}"
+    if unreadable:
+        return {"csv": atomic_write_text(Path(out_dir) / f"{stem}.csv", to_csv(rows))}
+    return export(rows, out_dir, stem, devices, doc.numerics if doc else None, doc.hardware if doc else None)
+
+
+def run_document(results_dir: Path, run_id: int) -> Tuple[Optional[DeployResults], str]:
+    """The run's JSON document (``run-NNNN.json``); ``(None, "")`` when there is none, ``(None, why)`` when it cannot
+    be read (an earlier torchdroid's is left as it is: ``why`` names the command that remakes it)."""
+    try:
+        return DeployResults.load(deploy_results_path(results_dir, f"run-{run_id:04d}")), ""
+    except RecordMissing:
+        return None, ""
+    except RecordError as e:
+        return None, f"{e.what} ({e.cause}); {e.remedy}" if e.cause else f"{e.what}; {e.remedy}"
 
 
 def speedups(rows: Sequence[ResultRow]) -> List[dict]:

@@ -526,7 +526,7 @@ def record(plan: BuildPlan, outcome: Outcome, started: str, seconds: float) -> D
         "warnings": list(t.warnings) + list(outcome.warnings),
         "inputs_key": plan.inputs_key, "artefacts": outcome.artefacts,
     }
-    return BuildInfo.write(plan.info_path, body).data
+    return BuildInfo.create(plan.info_path, body).data
 
 
 # --------------------------------------------------------------------------- the stage

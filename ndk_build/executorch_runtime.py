@@ -198,7 +198,7 @@ def build_runtime(s: RuntimeBuildSettings, log_path: Path) -> RuntimeBuild:
         runner = atomic_copy(build / pins.RUNNER, out / pins.RUNNER)
         os.chmod(runner, 0o755)
         elf = verify_runner(runner, s.abi, s.api_level)
-        info = BuildInfo.write(out / BUILD_INFO, _record(s, checkout, ndk, args, runner, elf))
+        info = BuildInfo.create(out / BUILD_INFO, _record(s, checkout, ndk, args, runner, elf))
     return RuntimeBuild(info, runner, False, time.monotonic() - t0)
 
 

@@ -1,7 +1,7 @@
 """Which hardware NNAPI chose on each phone (issue 23 item 1): one placement per phone x NNAPI model file.
 
-Written by deploy (``<results>/run-NNNN-hardware.json`` and ``latest-hardware.json``) from the NNAPI runtime's own
-log lines (``deploy/nnapi_log.py``), read by report.  Nothing in it is guessed: a phone whose log said nothing,
+Written by deploy into the run's document (``DeployResults.hardware`` in ``<results>/run-NNNN.json``) from the NNAPI
+runtime's own log lines (``deploy/nnapi_log.py``), read by report.  Nothing in it is guessed: a phone whose log said nothing,
 or said it in a format torchdroid does not know, has ``status = "unknown"`` and the reason.
 """
 
@@ -9,14 +9,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .errors import RecordError
-from .records import FlatRecord, read_record, write_record
+from .record_base import FlatRecord
 
-HARDWARE_KIND = "torchdroid.nnapi-hardware"
-HARDWARE_SCHEMA = 1
 CPU_FALLBACK = "nnapi-reference"  # NNAPI's own CPU implementation (docs/facts.md NH3)
 # accelerated: no operation on the CPU fallback; partly-cpu: some; cpu: all; unknown: the phone did not say
 STATUSES = ("accelerated", "partly-cpu", "cpu", "unknown")
@@ -33,11 +29,6 @@ def feature_level_name(level: int) -> str:
     if 27 <= level <= 31:
         return f"feature level {level - 26} (API {level})"
     return f"feature level code {level}"
-
-
-def hardware_path(results_dir: Path, stem: str) -> Path:
-    """``<results>/run-0007-hardware.json`` (``stem`` = ``run-0007``) or ``latest-hardware.json``."""
-    return Path(results_dir) / f"{stem}-hardware.json"
 
 
 @dataclass
@@ -96,23 +87,3 @@ class Placement(FlatRecord):
         p.operations = [[str(op), str(dev)] for op, dev in p.operations]
         p.devices = [[str(x) for x in d] for d in p.devices]
         return p
-
-
-@dataclass
-class HardwareRecord:
-    run_id: Optional[int]
-    placements: List[Placement] = field(default_factory=list)
-
-    REMEDY = "run `invoke deploy` again (it writes <results>/latest-hardware.json)"
-
-    def write(self, path: Path) -> Path:
-        return write_record(path, HARDWARE_KIND, HARDWARE_SCHEMA,
-                            {"run_id": self.run_id, "placements": [p.to_dict() for p in self.placements]})
-
-    @classmethod
-    def load(cls, path: Path) -> "HardwareRecord":
-        data = read_record(path, HARDWARE_KIND, HARDWARE_SCHEMA, cls.REMEDY)
-        try:
-            return cls(data.get("run_id"), [Placement.from_dict(p) for p in data.get("placements", [])])
-        except (TypeError, ValueError) as e:
-            raise RecordError(f"{path} has a malformed placement", cause=str(e), remedy=cls.REMEDY) from e

@@ -3,10 +3,10 @@
 * the **host reference outputs** (``<models>/reference-outputs.json``), written before deploy by
   ``host_nnapi.references`` (the CPU model run by the host's torch; the NNAPI model on the host NNAPI in
   both roundings), read by deploy;
-* the **numerics verdicts** of a deploy run (``<results>/run-NNNN-numerics.json`` and
-  ``latest-numerics.json``), written by deploy, read by report: one verdict per phone x model file,
-  ``agrees`` / ``differs`` (largest difference, top-1 / top-5 agreement) or ``unknown`` with the reason;
-  deploy-executorch writes the same record for its .pte programs as ``executorch-latest-numerics.json``.
+* the **numerics verdicts**: one verdict per phone x model file, ``agrees`` / ``differs`` (largest difference,
+  top-1 / top-5 agreement) or ``unknown`` with the reason; deploy puts them into the run's document
+  (``DeployResults.numerics`` in ``<results>/run-NNNN.json``), read by report; deploy-executorch writes them for
+  its .pte programs as a record of their own, ``executorch-latest-numerics.json`` (:class:`NumericsRecord`).
 
 Both carry ``kind`` and ``schema``; the readers refuse what they would have to guess about.
 """
@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .errors import RecordError
-from .records import FlatRecord, read_record, write_record
+from .record_base import FlatRecord, Record
 
 REFERENCES_NAME = "reference-outputs.json"
 REFERENCES_KIND = "torchdroid.reference-outputs"
@@ -39,7 +38,7 @@ def references_path(models_dir: Path) -> Path:
 
 
 def numerics_path(results_dir: Path, stem: str) -> Path:
-    """``<results>/run-0007-numerics.json`` (``stem`` = ``run-0007``) or ``latest-numerics.json``."""
+    """``<results>/executorch-latest-numerics.json`` (``stem`` = ``executorch-latest``)."""
     return Path(results_dir) / f"{stem}-numerics.json"
 
 
@@ -91,24 +90,20 @@ class FileReference:
 
 
 @dataclass
-class ReferenceOutputs:
+class ReferenceOutputs(Record):
     path: Path
     files: Dict[str, FileReference] = field(default_factory=dict)  # by file name
 
+    KIND, SCHEMA = REFERENCES_KIND, REFERENCES_SCHEMA
     REMEDY = "run `invoke deploy` again (it computes the host references first), or delete the file"
 
-    def write(self) -> Path:
-        return write_record(self.path, REFERENCES_KIND, REFERENCES_SCHEMA,
-                            {"files": [f.to_dict() for f in self.files.values()]})
+    def body(self) -> Dict[str, Any]:
+        return {"files": [f.to_dict() for f in self.files.values()]}
 
     @classmethod
-    def load(cls, path: Path) -> "ReferenceOutputs":
-        data = read_record(path, REFERENCES_KIND, REFERENCES_SCHEMA, cls.REMEDY)
-        try:
-            files = [FileReference.from_dict(f) for f in data.get("files", [])]
-        except (KeyError, TypeError, ValueError) as e:
-            raise RecordError(f"{path} has a malformed reference entry", cause=str(e), remedy=cls.REMEDY) from e
-        return cls(Path(path), {f.file: f for f in files})
+    def from_body(cls, data: Dict[str, Any], path: Path) -> "ReferenceOutputs":
+        files = [FileReference.from_dict(f) for f in data.get("files", [])]
+        return cls(path, {f.file: f for f in files})
 
     @classmethod
     def load_or_empty(cls, path: Path) -> "ReferenceOutputs":
@@ -146,20 +141,16 @@ class NumericsVerdict(FlatRecord):
 
 
 @dataclass
-class NumericsRecord:
+class NumericsRecord(Record):
     run_id: Optional[int]
     verdicts: List[NumericsVerdict] = field(default_factory=list)
 
-    REMEDY = "run `invoke deploy` again (it writes <results>/latest-numerics.json)"
+    KIND, SCHEMA = NUMERICS_KIND, NUMERICS_SCHEMA
+    REMEDY = "run `invoke deploy-executorch` again (it writes <results>/executorch-latest-numerics.json)"
 
-    def write(self, path: Path) -> Path:
-        return write_record(path, NUMERICS_KIND, NUMERICS_SCHEMA,
-                            {"run_id": self.run_id, "verdicts": [v.to_dict() for v in self.verdicts]})
+    def body(self) -> Dict[str, Any]:
+        return {"run_id": self.run_id, "verdicts": [v.to_dict() for v in self.verdicts]}
 
     @classmethod
-    def load(cls, path: Path) -> "NumericsRecord":
-        data = read_record(path, NUMERICS_KIND, NUMERICS_SCHEMA, cls.REMEDY)
-        try:
-            return cls(data.get("run_id"), [NumericsVerdict.from_dict(v) for v in data.get("verdicts", [])])
-        except (TypeError, ValueError) as e:
-            raise RecordError(f"{path} has a malformed verdict", cause=str(e), remedy=cls.REMEDY) from e
+    def from_body(cls, data: Dict[str, Any], path: Path) -> "NumericsRecord":
+        return cls(data.get("run_id"), [NumericsVerdict.from_dict(v) for v in data.get("verdicts", [])])

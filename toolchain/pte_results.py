@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional
 
 from .errors import RecordError
 from .fsutil import atomic_write_text
-from .records import now_iso, read_record, write_record
+from .record_base import Record, now_iso
 from .variants import PRECISIONS
 
 PTE_RESULTS_KIND = "torchdroid.executorch-deploy"
@@ -190,7 +190,7 @@ def add_speedups(rows: List[PteResultRow]) -> None:
 
 
 @dataclass
-class PteDeployRecord:
+class PteDeployRecord(Record):
     """``executorch-latest.json``: what one deploy-executorch measured per device, with the legacy rows it joined."""
 
     models: str  # the models directory (absolute) whose .pte programs ran
@@ -211,6 +211,8 @@ class PteDeployRecord:
     path: Optional[Path] = None
     run_id: Optional[int] = None  # this run's number (executorch-run-NNNN.json); None in records before it
 
+    KIND, SCHEMA, REMEDY = PTE_RESULTS_KIND, PTE_RESULTS_SCHEMA, REMEDY
+
     @property
     def legacy_run_id(self) -> Optional[int]:
         return self.legacy.get("run_id")
@@ -221,8 +223,8 @@ class PteDeployRecord:
     def rows_of(self, serial: str) -> List[PteResultRow]:
         return [r for r in self.rows if r.serial == serial]
 
-    def to_body(self) -> Dict[str, Any]:
-        return {"run_id": self.run_id, "models": self.models, "build_info": self.build_info, "warmup": self.warmup, "iters": self.iters,
+    def body(self) -> Dict[str, Any]:
+        return {"written": self.written, "run_id": self.run_id, "models": self.models, "build_info": self.build_info, "warmup": self.warmup, "iters": self.iters,
                 "repeat": self.repeat, "threads": self.threads, "legacy": self.legacy,
                 "rows": [asdict(r) for r in self.rows], "problems": list(self.problems),
                 "operators": list(self.operators), "notes": list(self.notes), "numerics": dict(self.numerics)}
@@ -237,10 +239,9 @@ class PteDeployRecord:
         w.writeheader()
         for r in self.rows:
             w.writerow(asdict(r))
-        body = {**self.to_body(), "written": self.written}
         paths: Dict[str, Path] = {}
         for run, key in ((self.run_id, "run_"), (None, "")):
-            json_path = write_record(pte_results_path(results_dir, run), PTE_RESULTS_KIND, PTE_RESULTS_SCHEMA, body)
+            json_path = super().write(pte_results_path(results_dir, run))
             paths[key + "json"] = json_path
             paths[key + "csv"] = atomic_write_text(json_path.with_suffix(".csv"), buf.getvalue())
         self.path = paths["json"]
@@ -257,25 +258,21 @@ class PteDeployRecord:
     @classmethod
     def load(cls, results_dir: Path, run: Optional[int] = None) -> "PteDeployRecord":
         """The newest run's record, or run ``run``'s."""
-        path = pte_results_path(results_dir, run)
-        data = read_record(path, PTE_RESULTS_KIND, PTE_RESULTS_SCHEMA, REMEDY)
-        try:
-            rec = cls(models=data["models"], build_info=data["build_info"], warmup=data["warmup"],
-                      iters=data["iters"], repeat=data["repeat"], threads=data["threads"],
-                      rows=[PteResultRow.from_dict(r) for r in data["rows"]], problems=list(data.get("problems", [])),
-                      legacy=dict(data.get("legacy") or {}), operators=list(data.get("operators") or []),
-                      notes=[str(n) for n in data.get("notes") or []],
-                      numerics=dict(data.get("numerics") or {}), written=data.get("written", ""), path=path,
-                      run_id=data.get("run_id"))
-        except (KeyError, TypeError, ValueError) as e:
-            raise RecordError(f"{path} is malformed ({type(e).__name__}: {e})",
-                              cause="it was edited, damaged, or written by another torchdroid version",
-                              remedy=REMEDY) from e
+        rec = super().load(pte_results_path(results_dir, run))
         bad = rec.problems_found()
         if bad:
-            raise RecordError(f"{path} holds {len(bad)} inconsistent value(s): {bad[0]}",
+            raise RecordError(f"{rec.path} holds {len(bad)} inconsistent value(s): {bad[0]}",
                               cause="it was edited or damaged after deploy-executorch wrote it", remedy=REMEDY)
         return rec
+
+    @classmethod
+    def from_body(cls, data: Dict[str, Any], path: Path) -> "PteDeployRecord":
+        return cls(models=data["models"], build_info=data["build_info"], warmup=data["warmup"], iters=data["iters"],
+                   repeat=data["repeat"], threads=data["threads"], rows=[PteResultRow.from_dict(r) for r in data["rows"]],
+                   problems=list(data.get("problems", [])), legacy=dict(data.get("legacy") or {}),
+                   operators=list(data.get("operators") or []), notes=[str(n) for n in data.get("notes") or []],
+                   numerics=dict(data.get("numerics") or {}), written=data.get("written", ""), path=path,
+                   run_id=data.get("run_id"))
 
     def _header_problems(self) -> List[str]:
         out = []

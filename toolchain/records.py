@@ -8,22 +8,26 @@
   make-app (the APK added by build-app), read by make-app, deploy and ``all``.
 
 Stages never import each other; they read and write these through this
-module.  Every record has ``kind`` and ``schema`` so a stale or foreign file is
-refused with a clear message instead of being half-understood.
+module.  Each record kind is a declaration on the one record base
+(:mod:`toolchain.record_base`): its ``kind`` and ``schema``, the command that
+remakes it, its path helper and its body.  The base's reader refuses a
+missing, foreign, stale or damaged file with a typed error naming that command.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import RecordError, UsageError, command
-from .fsutil import atomic_write_json, sha256_file
+from .fsutil import sha256_file
+from .hardware_records import Placement
 from .layout import BUILD_INFO, Layout
+from .numerics_records import NumericsVerdict
+from .record_base import FlatRecord, Record, now_iso, read_record, write_record  # noqa: F401 (stages use them here)
 from .variants import MODES
 
 MANIFEST_NAME = "manifest.json"
@@ -35,43 +39,6 @@ BUILD_INFO_SCHEMA = 1
 BENCH_BINARY = "speed_benchmark_torch"  # the benchmark binary build-android records and deploy runs
 
 BACKENDS = ("cpu", "nnapi")
-
-
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
-
-
-def read_record(path: Path, kind: str, schema: int, remedy: str) -> Dict[str, Any]:
-    """Read a JSON record and check its kind and schema."""
-    path = Path(path)
-    if not path.is_file():
-        raise RecordError(f"no {kind} record at {path}", remedy=remedy)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RecordError(
-            f"the record {path} cannot be read",
-            cause=f"{type(e).__name__}: {e}",
-            remedy=remedy,
-        ) from e
-    if not isinstance(data, dict) or data.get("kind") != kind:
-        raise RecordError(
-            f"{path} is not a {kind} record (kind={data.get('kind') if isinstance(data, dict) else None!r})",
-            remedy=remedy,
-        )
-    if data.get("schema") != schema:
-        raise RecordError(
-            f"{path} has schema {data.get('schema')!r}; this torchdroid reads schema {schema}",
-            cause="it was written by another torchdroid version",
-            remedy=remedy,
-        )
-    return data
-
-
-def write_record(path: Path, kind: str, schema: int, body: Dict[str, Any]) -> Path:
-    data = {"kind": kind, "schema": schema, "written": now_iso()}
-    data.update(body)
-    return atomic_write_json(path, data)
 
 
 # --------------------------------------------------------------------------- manifest
@@ -267,13 +234,14 @@ class NnapiRefusal(VariantNames):
 OTHER_SECTIONS = ("executorch",)  # manifest sections the legacy writer keeps untouched
 
 
-class ConvertManifest:
-    """The convert manifest (``<models>/manifest.json``): one reader (:meth:`load`), one writer (:meth:`write`).
+class ConvertManifest(Record):
+    """The convert manifest (``<models>/manifest.json``), a :class:`Record` kind.
 
     ``data`` holds ``conversions`` (per model stem: weights, calibration, torch, host check, mode keys...)
     and ``files`` (one entry per ``.pt`` file, read as typed :class:`ModelFile`).
     """
 
+    KIND, SCHEMA = MANIFEST_KIND, MANIFEST_SCHEMA
     REMEDY = "run `invoke convert` first (or point --models at a directory that `invoke convert` wrote)"
 
     def __init__(self, path: Path, data: Dict[str, Any]):
@@ -288,26 +256,24 @@ class ConvertManifest:
         self._refused = [NnapiRefusal.from_entry(e, self.path) for e in data.get("nnapi_refused", [])]
 
     @classmethod
-    def load(cls, location: Path) -> "ConvertManifest":
-        path = manifest_path(location)
-        return cls(path, read_record(path, MANIFEST_KIND, MANIFEST_SCHEMA, cls.REMEDY))
+    def locate(cls, location: Path) -> Path:
+        return manifest_path(location)
+
+    @classmethod
+    def from_body(cls, data: Dict[str, Any], path: Path) -> "ConvertManifest":
+        return cls(path, data)
 
     @classmethod
     def empty(cls, models_dir: Path) -> "ConvertManifest":
         return cls(manifest_path(models_dir), {"conversions": {}, "files": []})
 
-    @classmethod
-    def exists(cls, location: Path) -> bool:
-        return manifest_path(location).is_file()
-
-    def write(self) -> Path:
-        """Write atomically (files sorted by stem, mode, backend)."""
+    def body(self) -> Dict[str, Any]:
+        """Files sorted by stem, mode, backend."""
         files = sorted(self._files, key=lambda f: (f.stem, MODES.index(f.mode), f.backend))
         refused = sorted(self._refused, key=lambda r: (r.stem, MODES.index(r.mode)))
-        return write_record(self.path, MANIFEST_KIND, MANIFEST_SCHEMA,
-                            {"conversions": self.conversions, "files": [f.to_entry() for f in files],
-                             **({"nnapi_refused": [r.to_entry() for r in refused]} if refused else {}),
-                             **self.other_sections()})
+        return {"conversions": self.conversions, "files": [f.to_entry() for f in files],
+                **({"nnapi_refused": [r.to_entry() for r in refused]} if refused else {}),
+                **self.other_sections()}
 
     def other_sections(self) -> Dict[str, Any]:
         """Sections other stages own, kept as they are (``executorch``: toolchain/pte_records.py)."""
@@ -398,10 +364,11 @@ def build_info_path(build_dir: Path, abi: str) -> Path:
     return Layout(build_dir).build_info(abi)
 
 
-class BuildInfo:
-    """The build-info (``<build_dir>/android/<abi>/build-info.json``): one reader (:meth:`load`), one writer
-    (:meth:`write`), one path helper (:func:`build_info_path`)."""
+class BuildInfo(Record):
+    """The build-info (``<build_dir>/android/<abi>/build-info.json``), a :class:`Record` kind; its path helper for
+    an ABI is :func:`build_info_path`."""
 
+    KIND, SCHEMA = BUILD_INFO_KIND, BUILD_INFO_SCHEMA
     # Each reader names the options of its own task (a fix must name a command or option that exists there).
     REMEDY = "run `invoke build-android` first (or pass the file with --build-info)"
 
@@ -411,15 +378,21 @@ class BuildInfo:
         self.data = data
 
     @classmethod
-    def load(cls, location: Path, remedy: Optional[str] = None) -> "BuildInfo":
+    def locate(cls, location: Path) -> Path:
         location = Path(location)
-        path = location / BUILD_INFO if location.is_dir() else location
-        return cls(path, read_record(path, BUILD_INFO_KIND, BUILD_INFO_SCHEMA, remedy or cls.REMEDY))
+        return location / BUILD_INFO if location.is_dir() else location
 
     @classmethod
-    def write(cls, path: Path, body: Dict[str, Any]) -> "BuildInfo":
+    def from_body(cls, data: Dict[str, Any], path: Path) -> "BuildInfo":
+        return cls(path, data)
+
+    def body(self) -> Dict[str, Any]:
+        return {k: v for k, v in self.data.items() if k not in ("kind", "schema", "written")}
+
+    @classmethod
+    def create(cls, path: Path, body: Dict[str, Any]) -> "BuildInfo":
         """Write the record atomically (kind, schema and time added) and return it as read back."""
-        write_record(Path(path), BUILD_INFO_KIND, BUILD_INFO_SCHEMA, body)
+        cls(path, body).write()
         return cls.load(Path(path))
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -433,10 +406,6 @@ class BuildInfo:
     def page_alignment(self) -> Dict[str, int]:
         """LOAD alignment (bytes) of the binary and each built shared library; {} for records made before."""
         return dict(self.data.get("page_alignment") or {})
-
-    @property
-    def ndk_revision(self) -> Optional[str]:
-        return (self.data.get("ndk") or {}).get("revision")
 
     @property
     def source_dir(self) -> Optional[Path]:
@@ -500,21 +469,8 @@ APP_BENCH_CONTRACT = 1
 # --------------------------------------------------------------------------- deploy results
 
 DEPLOY_RESULTS_KIND = "torchdroid.deploy-results"
-DEPLOY_RESULTS_SCHEMA = 1
+DEPLOY_RESULTS_SCHEMA = 2  # 2: the numerics verdicts and NNAPI placements are in the document (1: files beside it)
 RESULT_STATUSES = ("ok", "failed", "skipped")
-
-
-class FlatRecord:
-    """A dataclass written as its fields and read back from them; keys it does not know (a newer writer's) are
-    left out."""
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]):
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 @dataclass
@@ -582,31 +538,38 @@ def deploy_results_path(results_dir: Path, stem: str) -> Path:
 
 
 @dataclass
-class DeployResults:
-    """The JSON export of one deploy run: rows, CPU/NNAPI speed-ups and each device's conditions."""
+class DeployResults(Record):
+    """The one JSON document of a deploy run (``run-NNNN.json``, copied to ``latest.json``): rows, CPU/NNAPI
+    speed-ups, each device's conditions, the numerics verdicts and the NNAPI placements (None: not checked / not
+    read in the run).  Its rows are also the run's rows in the results store."""
 
     run_id: Optional[int]
     started: str
     rows: List[ResultRow]
     speedups: List[Dict[str, Any]] = field(default_factory=list)
     devices: List[Dict[str, Any]] = field(default_factory=list)  # serial, soc, governor, thermal, battery ...
+    numerics: Optional[List[NumericsVerdict]] = None  # is each phone's answer right (deploy/numerics.py)
+    hardware: Optional[List[Placement]] = None  # which hardware NNAPI chose (deploy/nnapi_log.py)
 
+    KIND, SCHEMA = DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA
     REMEDY = "run `invoke deploy` again (it writes <results>/run-NNNN.json and latest.json)"
 
-    def write(self, path: Path) -> Path:
-        return write_record(path, DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA, {
-            "run_id": self.run_id, "started": self.started, "speedups": self.speedups, "devices": self.devices,
-            "results": [r.to_dict() for r in self.rows]})
+    def body(self) -> Dict[str, Any]:
+        return {"run_id": self.run_id, "started": self.started, "speedups": self.speedups, "devices": self.devices,
+                "results": [r.to_dict() for r in self.rows], "numerics": _dicts(self.numerics),
+                "hardware": _dicts(self.hardware)}
 
     @classmethod
-    def load(cls, path: Path) -> "DeployResults":
-        data = read_record(path, DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA, cls.REMEDY)
-        try:
-            rows = [ResultRow.from_dict(r) for r in data.get("results", [])]
-        except TypeError as e:
-            raise RecordError(f"{path} has a malformed result row", cause=str(e), remedy=cls.REMEDY) from e
-        return cls(data.get("run_id"), data.get("started", ""), rows, data.get("speedups", []),
-                   data.get("devices", []))
+    def from_body(cls, data: Dict[str, Any], path: Path) -> "DeployResults":
+        numerics, hardware = data.get("numerics"), data.get("hardware")
+        return cls(data.get("run_id"), data.get("started", ""), [ResultRow.from_dict(r) for r in data.get("results", [])],
+                   data.get("speedups", []), data.get("devices", []),
+                   None if numerics is None else [NumericsVerdict.from_dict(v) for v in numerics],
+                   None if hardware is None else [Placement.from_dict(p) for p in hardware])
+
+
+def _dicts(items: Optional[List[FlatRecord]]) -> Optional[List[Dict[str, Any]]]:
+    return None if items is None else [x.to_dict() for x in items]
 
 
 # --------------------------------------------------------------------------- verify
@@ -623,7 +586,7 @@ def verify_path(models_dir: Path, rounding: str = "qnnpack") -> Path:
 
 
 @dataclass
-class VerifyRecord:
+class VerifyRecord(Record):
     """``verify.json``: what `invoke verify` checked, with what, and the verdict per variant.
 
     Stable fields (other stages rely on them; keep their names and meaning):
@@ -674,23 +637,23 @@ class VerifyRecord:
                 out[f["file"]] = f["sha256"]
         return out
 
+    KIND, SCHEMA = VERIFY_KIND, VERIFY_SCHEMA
     REMEDY = "run `invoke verify` (it writes <models>/verify.json)"
 
     @classmethod
-    def load(cls, path: Path) -> "VerifyRecord":
-        path = Path(path)
-        path = verify_path(path) if path.is_dir() else path
-        data = read_record(path, VERIFY_KIND, VERIFY_SCHEMA, cls.REMEDY)
+    def locate(cls, location: Path) -> Path:
+        return verify_path(location) if Path(location).is_dir() else Path(location)
+
+    @classmethod
+    def from_body(cls, data: Dict[str, Any], path: Path) -> "VerifyRecord":
         return cls(path, data.get("manifest", ""), data.get("library", ""), data.get("library_sha256"),
                    data.get("rounding", ""), data.get("thresholds", {}), list(data.get("variants", [])),
                    data.get("written", ""), data.get("code"))
 
-    def write(self) -> Path:
-        return write_record(self.path, VERIFY_KIND, VERIFY_SCHEMA, {
-            "manifest": self.manifest, "library": self.library, "library_sha256": self.library_sha256,
-            "rounding": self.rounding, "thresholds": self.thresholds, "ok": self.ok, "variants": self.variants,
-            "code": self.code,
-        })
+    def body(self) -> Dict[str, Any]:
+        return {"manifest": self.manifest, "library": self.library, "library_sha256": self.library_sha256,
+                "rounding": self.rounding, "thresholds": self.thresholds, "ok": self.ok, "variants": self.variants,
+                "code": self.code}
 
 
 def _as_json(value: Any) -> Any:
@@ -750,12 +713,11 @@ def remake_app_command(project: Path, variant: Optional[str]) -> str:
     """The make-app command that rewrites ``project`` (its model and directory named: a bare
     `invoke make-app --force` rewrites the default model's app in the default directory); MODEL where the
     variant is not known."""
-    from .errors import command
-
     return command("invoke", "make-app", "--model", variant or "MODEL", "--out", project, "--force")
 
+
 @dataclass(frozen=True)
-class AppInfo:
+class AppInfo(Record):
     """``<app>/torchdroid-app.json``: written by `invoke make-app`, the APK added by `invoke build-app`.
 
     Read by make-app (is the project up to date?), build-app, deploy (which APK, which package and
@@ -784,34 +746,28 @@ class AppInfo:
     extra: Dict[str, Any] = field(default_factory=dict)  # labels, sample, lut, manifest, converter_torch, bench
     apk: Optional[AppApk] = None
 
+    KIND, SCHEMA = APP_INFO_KIND, APP_INFO_SCHEMA
     REMEDY = "run `invoke make-app` first (or point --out / --app at a project it wrote)"
     _TYPED = ("application_id", "activity", "app_name", "variant", "qualified_variant", "input_mode", "models",
               "assets", "abi_filters", "min_sdk", "target_sdk", "pins", "runtime", "wrapper_jar", "torchdroid",
               "request", "asset_files", "apk")
 
-    @staticmethod
-    def exists(app_dir: Path) -> bool:
-        return app_info_path(app_dir).is_file()
+    @classmethod
+    def locate(cls, location: Path) -> Path:
+        """The app-info of a project directory (or the file itself)."""
+        path = Path(location)
+        return path if path.name == APP_INFO_NAME else app_info_path(path)
 
     @classmethod
-    def load(cls, app_dir: Path) -> "AppInfo":
-        """The app-info of ``app_dir`` (or of the file itself); RecordError when missing, foreign or tampered."""
-        path = Path(app_dir)
-        if path.name != APP_INFO_NAME:
-            path = app_info_path(path)
-        data = read_record(path, APP_INFO_KIND, APP_INFO_SCHEMA, cls.REMEDY)
-        try:
-            return cls._from_dict(path.parent, data)
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise RecordError(f"the app-info {path} is incomplete or malformed",
-                              cause=f"{type(e).__name__}: {e}",
-                              remedy=f"regenerate the project: `{remake_app_command(path.parent, data.get('variant') if isinstance(data.get('variant'), str) else None)}`") from e
+    def malformed_remedy(cls, data: Dict[str, Any], path: Path) -> str:
+        variant = data.get("variant") if isinstance(data.get("variant"), str) else None
+        return f"regenerate the project: `{remake_app_command(path.parent, variant)}`"
 
     @classmethod
-    def _from_dict(cls, project: Path, d: Dict[str, Any]) -> "AppInfo":
+    def from_body(cls, d: Dict[str, Any], path: Path) -> "AppInfo":
         g = _Fields(d)
         return cls(
-            dir=Path(project),
+            dir=path.parent,
             application_id=str(d["application_id"]),
             activity=g.text("activity", ".MainActivity"),
             app_name=g.text("app_name"),
@@ -833,7 +789,7 @@ class AppInfo:
             apk=_apk_from(d.get("apk")),
         )
 
-    def to_dict(self) -> Dict[str, Any]:
+    def body(self) -> Dict[str, Any]:
         body: Dict[str, Any] = {
             "application_id": self.application_id, "activity": self.activity, "app_name": self.app_name,
             "variant": self.variant, "qualified_variant": self.qualified_variant, "input_mode": self.input_mode,
@@ -849,10 +805,6 @@ class AppInfo:
     @property
     def path(self) -> Path:
         return app_info_path(self.dir)
-
-    def write(self) -> Path:
-        """The one writer (atomic)."""
-        return write_record(self.path, APP_INFO_KIND, APP_INFO_SCHEMA, self.to_dict())
 
     @property
     def apk_file(self) -> Optional[Path]:

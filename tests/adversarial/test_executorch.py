@@ -70,7 +70,7 @@ def test_deploy_executorch_refuses_a_pytorch_build_info(tmp_path):
     write_pte_models(tmp_path / "build" / "models")
     info = tmp_path / "build" / "android" / "arm64-v8a" / "build-info.json"
     info.parent.mkdir(parents=True)
-    BuildInfo.write(info, {"lane": "current", "commit": "0" * 40, "abi": "arm64-v8a", "api_level": 29, "artefacts": []})
+    BuildInfo.create(info, {"lane": "current", "commit": "0" * 40, "abi": "arm64-v8a", "api_level": 29, "artefacts": []})
     out = run_invoke(["deploy-executorch", "--build-info", str(info)], cwd=tmp_path)
     assert_clean(out, "usage", mentions=["build-android --lane executorch"], root=tmp_path)
 

@@ -37,7 +37,7 @@ def write_runtime_build_info(build_dir: Path, runner: Path, abi: str = "arm64-v8
     out = build_dir / "android" / abi / "executorch"
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy2(runner, out / pins.RUNNER)
-    BuildInfo.write(out / "build-info.json", {
+    BuildInfo.create(out / "build-info.json", {
         "lane": pins.RUNTIME_LANE, "runtime": "executorch", "commit": pins.RUNTIME_COMMIT, "abi": abi, "api_level": 29,
         "event_tracer": event_tracer,
         "artefacts": [{"name": pins.RUNNER, "path": pins.RUNNER, "kind": "binary", "sha256": sha256_file(out / pins.RUNNER)}]})

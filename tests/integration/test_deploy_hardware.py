@@ -18,7 +18,7 @@ import pytest
 from tests.deploy_support.fixtures import invoke_cli as invoke
 from tests.deploy_support.fixtures import write_build_info
 from tests.virtual_device.harness import adb_with_devices
-from toolchain.hardware_records import HardwareRecord, hardware_path
+from toolchain.records import DeployResults, deploy_results_path
 
 pytestmark = [pytest.mark.slow,  # virtual phones run every model several times (~100 s in all)
               pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")]
@@ -89,7 +89,7 @@ def test_four_phones_say_which_hardware_ran_each_model(tmp_path, lab_models):
         report = invoke(work, "report", "--results", str(results), "--json", port=server.port)
         page = invoke(work, "report", "--results", str(results), port=server.port)
 
-    found = {(p.serial, p.file): p for p in HardwareRecord.load(hardware_path(results, "latest")).placements}
+    found = {(p.serial, p.file): p for p in DeployResults.load(deploy_results_path(results, "latest")).hardware}
     assert len(found) == 8
     dsp_float, dsp_int8 = found[(serial["snapdragon"], FLOAT_NNAPI)], found[(serial["snapdragon"], INT8_NNAPI)]
     assert dsp_float.status == "accelerated" and set(dsp_float.per_device()) == {"qti-gpu"}, dsp_float
@@ -143,7 +143,7 @@ def test_the_property_is_put_back_after_a_crash_and_a_refusal_is_unknown(tmp_pat
         serial = {name: d.serial for name, d in devs.items()}
         assert _vlog(devs["crash"]) == "all" and _vlog(devs["locked"]) == "<unset>"
     assert r.returncode != 0  # the crashing NNAPI models fail their benchmark
-    found = {(p.serial, p.file): p for p in HardwareRecord.load(hardware_path(results, "latest")).placements}
+    found = {(p.serial, p.file): p for p in DeployResults.load(deploy_results_path(results, "latest")).hardware}
     crashed = found[(serial["crash"], INT8_NNAPI)]
     assert crashed.status == "accelerated" and crashed.restored is True, crashed  # compiled, then crashed
     assert not crashed.devices and "did not build the NNAPI device lister" in crashed.driver_details, crashed

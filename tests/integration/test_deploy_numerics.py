@@ -15,7 +15,8 @@ from host_nnapi.build import cache_root
 from tests.deploy_support.fixtures import invoke_cli as invoke
 from tests.deploy_support.fixtures import write_build_info
 from tests.virtual_device.harness import adb_with_devices
-from toolchain.numerics_records import NumericsRecord, ReferenceOutputs, numerics_path, references_path
+from toolchain.numerics_records import ReferenceOutputs, references_path
+from toolchain.records import DeployResults, deploy_results_path
 from tests.virtual_device.harness import held_dead_port
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
@@ -49,13 +50,17 @@ def test_three_phones_one_wrong_driver_one_silent(tmp_path, standin, mobilenet_m
         r = invoke(work, *args, port=server.port)
         assert r.returncode == 0, r.stdout + r.stderr
         serial = {name: d.serial for name, d in devs.items()}
+    # the run is one JSON document (its CSV twin and the latest copies the docs promise) plus its rows in the store
+    # (local-hashes.json: the push cache of deploy/hashes.py, not a record of the run)
+    assert sorted(p.name for p in results.iterdir() if p.name != "local-hashes.json") == [
+        "latest.csv", "latest.json", "results.sqlite", "run-0001.csv", "run-0001.json"]
 
     refs = ReferenceOutputs.load(references_path(models))
     assert sorted(refs.files) == sorted(p.name for p in models.glob("*quant_[nf]*.pt"))
     nnapi_ref = refs.files["mobilenetv2-quant_full-nnapi.pt"]
     assert sorted(nnapi_ref.outputs) == ["host-nnapi-nnapi", "host-nnapi-qnnpack"]  # both roundings
 
-    verdicts = {(v.serial, v.file): v for v in NumericsRecord.load(numerics_path(results, "latest")).verdicts}
+    verdicts = {(v.serial, v.file): v for v in DeployResults.load(deploy_results_path(results, "latest")).numerics}
     assert len(verdicts) == 12
     for (s, f), v in verdicts.items():
         if s == serial["silent"]:
@@ -103,14 +108,14 @@ def test_no_reference_no_extra_run_and_no_numerics_says_not_checked(tmp_path, st
     with adb_with_devices(tmp_path / "adb", {"p": {"env": {"SBT_OUTPUT_CMD": HELPER}}}) as (server, devs):
         r = invoke(work, *args, port=server.port)
         assert r.returncode == 0, r.stdout + r.stderr
-        verdicts = NumericsRecord.load(numerics_path(results, "run-0001")).verdicts
+        verdicts = DeployResults.load(deploy_results_path(results, "run-0001")).numerics
         assert [(v.verdict, "not a TorchScript file" in v.reason) for v in verdicts] == [("unknown", True)] * 2
         log = (devs["p"].state_dir / "device.log").read_text()
         assert "./speed_benchmark_torch --model=" in log and "--print_output" not in log  # not asked: nothing to compare
 
         r = invoke(work, *args, "--no-numerics", port=server.port)
         assert r.returncode == 0, r.stdout + r.stderr
-        assert NumericsRecord.load(numerics_path(results, "run-0002")).verdicts == []
+        assert DeployResults.load(deploy_results_path(results, "run-0002")).numerics == []
         rep = invoke(work, "report", "--results", str(results), port=server.port)
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert "numerics: not checked in this run" in rep.stdout

@@ -114,6 +114,18 @@ def manifest_writers(root: Path = ROOT) -> List[str]:
     return sorted(out)
 
 
+def record_readers(root: Path = ROOT) -> List[str]:
+    """Product files besides the record base that call its reader (``read_record``) themselves: a record kind is a
+    declaration on ``toolchain.record_base.Record`` and is read with its ``load``."""
+    out = set()
+    for path in _modules(root).values():
+        for node in ast.walk(_parse(path)):
+            if isinstance(node, ast.Call) and (node.func.attr if isinstance(node.func, ast.Attribute)
+                                               else getattr(node.func, "id", "")) == "read_record":
+                out.add(str(path.relative_to(root)))
+    return sorted(out - {"toolchain/record_base.py"})
+
+
 def test_the_ground_floor_and_the_stages_import_nothing_above_them():
     assert upward_imports() == []
 
@@ -126,9 +138,14 @@ def test_no_two_modules_import_each_other():
     assert two_module_cycles() == []
 
 
+def test_every_record_is_read_through_the_record_base():
+    assert record_readers() == []
+
+
 def test_one_writer_of_the_convert_manifest():
-    # ConvertManifest.write (self.path, MANIFEST_KIND) is the one; every other writer goes through it
-    assert manifest_writers() == ["toolchain/records.py"]
+    # ConvertManifest.write (the record base's writer, with the kind ConvertManifest declares) is the one: no
+    # product file writes a file by the manifest's kind or name besides it
+    assert manifest_writers() == []
 
 
 @pytest.fixture
@@ -147,6 +164,8 @@ def bad_tree(tmp_path):
     (tmp_path / "converter" / "b.py").write_text("def g():\n    from .a import f\n    return f\n")
     (tmp_path / "toolchain" / "pte.py").write_text(
         "from .records import MANIFEST_KIND, write_record\n\ndef w(p, b):\n    write_record(p, MANIFEST_KIND, 1, b)\n")
+    (tmp_path / "deploy" / "old.py").write_text(
+        "from toolchain import records\n\ndef r(p):\n    return records.read_record(p, 'torchdroid.x', 1, '')\n")
     return tmp_path
 
 
@@ -155,3 +174,4 @@ def test_the_checks_see_each_fault(bad_tree):
     assert only_reexports(bad_tree) == ["ndk_build/__init__.py", "ndk_build/ndk.py"]
     assert two_module_cycles(bad_tree) == ["converter.a <-> converter.b"]
     assert manifest_writers(bad_tree) == ["toolchain/pte.py"]
+    assert record_readers(bad_tree) == ["deploy/old.py"]

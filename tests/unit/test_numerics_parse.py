@@ -156,18 +156,20 @@ def test_records_refuse_what_they_would_have_to_guess(tmp_path):
 
 def test_a_device_that_failed_gets_unknown_for_each_model_with_its_failure(tmp_path):
     from deploy.device_run import DeviceReport
-    from deploy.orchestrate import record_numerics
+    from deploy.orchestrate import run_numerics
     from deploy.plan import DeployPlan
-    from toolchain.numerics_records import NumericsRecord, ReferenceOutputs
+    from deploy.results import export
+    from toolchain.numerics_records import ReferenceOutputs
+    from toolchain.records import DeployResults
 
     plan = DeployPlan(None, [_model("cpu", "none"), _model()], None, references=ReferenceOutputs(tmp_path / "r.json"))
     ok = DeviceReport("A")
     ok.numerics.append(judge("A", _model(), [None], ["the phone printed no output"], None))
     bad = DeviceReport("B", errors=["device offline\nmore"])
-    paths = record_numerics([ok, bad], tmp_path, 7, plan)
-    rec = NumericsRecord.load(paths["numerics"])
-    assert paths["numerics"].name == "run-0007-numerics.json" and rec.run_id == 7
-    assert [(v.serial, v.verdict, v.reason) for v in rec.verdicts][1:] == [
+    paths = export([], tmp_path, "run-0007", (), run_numerics([ok, bad], plan))
+    rec = DeployResults.load(paths["json"])  # the verdicts are in the run's one document
+    assert paths["json"].name == "run-0007.json"
+    assert [(v.serial, v.verdict, v.reason) for v in rec.numerics][1:] == [
         ("B", "unknown", "the device failed: device offline")] * 2
 
 

@@ -18,7 +18,7 @@ def _runner(tmp_path, version="1.5.1"):
     body = {"lane": "executorch-1.5.1", "runtime": "executorch", "abi": "arm64-v8a", "artefacts": []}
     if version:
         body["executorch_version"] = version
-    return BuildInfo.write(tmp_path / "runner" / "build-info.json", body).path
+    return BuildInfo.create(tmp_path / "runner" / "build-info.json", body).path
 
 
 def _app(tmp_path, runtime):

@@ -1,0 +1,99 @@
+"""The one record base (issue 31 item 3): one reader with typed errors, each naming the command that remakes the
+file; a record an earlier torchdroid wrote is refused with that command and left as it is."""
+
+import json
+
+import pytest
+
+from toolchain import record_base as rb
+from toolchain.hardware_records import Placement
+from toolchain.numerics_records import NumericsRecord, NumericsVerdict, ReferenceOutputs
+from toolchain.records import AppInfo, BuildInfo, ConvertManifest, DeployResults, VerifyRecord
+
+KINDS = [ConvertManifest, BuildInfo, AppInfo, DeployResults, VerifyRecord, ReferenceOutputs, NumericsRecord]
+
+
+def _file(tmp_path, text, name="record.json"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.KIND)
+@pytest.mark.parametrize("case, text, error", [
+    ("missing", None, rb.RecordMissing),
+    ("not JSON", "{not json", rb.RecordUnreadable),
+    ("another kind", json.dumps({"kind": "torchdroid.something-else", "schema": 1}), rb.RecordWrongKind),
+    ("not a record", json.dumps([1, 2]), rb.RecordWrongKind),
+    ("older schema", None, rb.RecordSchemaOlder),
+    ("newer schema", None, rb.RecordSchemaNewer),
+])
+def test_each_kind_refuses_with_a_typed_error_naming_the_command_that_remakes_it(tmp_path, kind, case, text, error):
+    path = tmp_path / ("torchdroid-app.json" if kind is AppInfo else "record.json")
+    if case.endswith("schema"):
+        text = json.dumps({"kind": kind.KIND, "schema": kind.SCHEMA + (1 if case == "newer schema" else -1)})
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(error) as ei:
+        kind.load(path)
+    assert ei.value.exit_code == 5 and "`invoke " in ei.value.remedy
+    assert (path.read_text() if text is not None else None) == text  # nothing deleted or rewritten
+
+
+def test_a_record_of_an_earlier_torchdroid_says_so_and_is_kept(tmp_path):
+    path = _file(tmp_path, json.dumps({"kind": ConvertManifest.KIND, "schema": 0, "files": "old layout"}), "manifest.json")
+    with pytest.raises(rb.RecordSchemaOlder) as ei:
+        ConvertManifest.load(tmp_path)
+    assert "an earlier torchdroid wrote it" in ei.value.cause and "invoke convert" in ei.value.remedy
+    assert json.loads(path.read_text())["files"] == "old layout"
+
+
+def test_a_record_of_a_later_torchdroid_says_so(tmp_path):
+    _file(tmp_path, json.dumps({"kind": NumericsRecord.KIND, "schema": 7}))
+    with pytest.raises(rb.RecordSchemaNewer) as ei:
+        NumericsRecord.load(tmp_path / "record.json")
+    assert "a later torchdroid" in ei.value.cause and "use that torchdroid" in ei.value.remedy
+
+
+@pytest.mark.parametrize("kind, body", [
+    (NumericsRecord, {"verdicts": [{"serial": "P", "file": "f", "backend": "cpu", "mode": "none",
+                                    "verdict": "maybe"}]}),
+    (DeployResults, {"hardware": [{"serial": "P"}]}),
+    (DeployResults, {"results": [{"serial": "P"}]}),
+    (ReferenceOutputs, {"files": [{"file": "f"}]}),
+])
+def test_a_malformed_body_is_a_typed_error_with_the_remedy(tmp_path, kind, body):
+    path = _file(tmp_path, json.dumps({"kind": kind.KIND, "schema": kind.SCHEMA, **body}))
+    with pytest.raises(rb.RecordMalformed, match="incomplete or malformed") as ei:
+        kind.load(path)
+    assert ei.value.remedy == kind.REMEDY
+
+
+def test_a_deploy_run_is_one_document_with_its_checks(tmp_path):
+    place = Placement("P", "m-nnapi.pt", "full", "accelerated", operations=[["CONV_2D", "qti-dsp"]])
+    verdict = NumericsVerdict("P", "m-nnapi.pt", "nnapi", "full", "unknown", reason="no output")
+    doc = DeployResults(3, "2026-11-27T12:00:00+00:00", [], numerics=[verdict], hardware=[place])
+    path = doc.write(tmp_path / "run-0003.json")
+    data = json.loads(path.read_text())
+    assert (data["kind"], data["schema"]) == (DeployResults.KIND, DeployResults.SCHEMA) and data["written"]
+    assert DeployResults.load(path) == doc
+    unchecked = DeployResults(4, "", []).write(tmp_path / "run-0004.json")
+    assert (DeployResults.load(unchecked).numerics, DeployResults.load(unchecked).hardware) == (None, None)
+
+
+@pytest.mark.parametrize("found, error", [("0", rb.RecordSchemaOlder), ("2", rb.RecordSchemaNewer)])
+def test_a_results_store_of_another_torchdroid_is_refused_the_same_way_and_kept(tmp_path, found, error):
+    import sqlite3
+    from contextlib import closing
+
+    from deploy.results import ResultStore
+
+    path = tmp_path / "results.sqlite"
+    ResultStore(path).begin_run("2026-11-27T12:00:00+00:00", "p", "c", {})
+    with closing(sqlite3.connect(path)) as con, con:
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (found,))
+    before = path.read_bytes()
+    with pytest.raises(error) as ei:
+        ResultStore(path).runs()
+    assert ei.value.exit_code == 5 and "--results" in ei.value.remedy
+    assert path.read_bytes() == before
