@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 from invoke import Task
@@ -22,12 +23,22 @@ class TorchdroidTask(Task):
 
 
 def task(**kwargs):
-    """Invoke's @task with torchdroid's short flags; help for debug/json only where the task has them."""
+    """Invoke's @task with torchdroid's short flags; help for debug/json only where the task has them.  A task is
+    one run of the notes channel (toolchain/console.one_run): each warning printed once, also when `invoke all`
+    calls the other tasks."""
 
     def wrap(fn):
+        from toolchain.console import one_run
+
         params = inspect.signature(fn).parameters
         kwargs["help"] = {k: v for k, v in kwargs.get("help", {}).items() if k in params}
-        return _invoke_task(klass=TorchdroidTask, auto_shortflags=False, **kwargs)(fn)
+
+        @functools.wraps(fn)
+        def in_one_run(*args, **kw):
+            with one_run():
+                return fn(*args, **kw)
+
+        return _invoke_task(klass=TorchdroidTask, auto_shortflags=False, **kwargs)(in_one_run)
 
     return wrap
 
