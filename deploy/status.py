@@ -7,7 +7,7 @@ import logging
 import threading
 from typing import Callable, Iterator
 
-from toolchain.logs import interactive
+from toolchain.logs import terminal
 
 log = logging.getLogger(__name__)
 
@@ -15,7 +15,8 @@ log = logging.getLogger(__name__)
 @contextlib.contextmanager
 def device_lines() -> Iterator[Callable[[str, str], None]]:
     """Yield ``status(serial, text)``; thread-safe, for the per-device workers."""
-    if not interactive():
+    console = terminal()  # decided when the run started: the lines stay while native output goes to the run log
+    if console is None:
         yield lambda serial, text: log.info("[%s] %s", serial, text)
         return
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -23,7 +24,7 @@ def device_lines() -> Iterator[Callable[[str, str], None]]:
     lock = threading.Lock()
     tasks: dict = {}
     with Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[serial]}"), TextColumn("{task.description}"),
-                  TimeElapsedColumn()) as progress:
+                  TimeElapsedColumn(), console=console) as progress:
         def status(serial: str, text: str) -> None:
             log.debug("[%s] %s", serial, text)
             with lock:
