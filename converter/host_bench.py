@@ -154,10 +154,11 @@ def _ratios(cpu_files, subjects) -> List[Ratio]:
 def _notes(rows: List[BenchRow], ratios: List[Ratio]) -> List[str]:
     notes = ["NNAPI models are not run by the host benchmark: they need a phone (`invoke deploy`) "
              "or torchdroid's host NNAPI (`invoke verify`)"]
-    for r in rows:
-        if r.unstable:
-            notes.append(f"{r.file}: the {r.repeats} rounds disagree (their medians differ by {r.spread_pct:.0f}% > "
-                         f"{VARIANCE_LIMIT_PCT:.0f}%): the machine is busy or throttling; close other work and rerun")
+    unstable = [r for r in rows if r.unstable]
+    if unstable:  # one note for all of them: the cause and the remedy are the machine's, not a model's
+        notes.append(f"{', '.join(r.file for r in unstable)}: the {unstable[0].repeats} rounds disagree (their "
+                     f"medians differ by {', '.join(f'{r.spread_pct:.0f}%' for r in unstable)} > "
+                     f"{VARIANCE_LIMIT_PCT:.0f}%): the machine is busy or throttling; close other work and rerun")
     notes.extend(x.note() for x in ratios if x.uncertain)
     if any(r.memory_kb is None for r in rows):
         notes.append("memory per model not shown: this system does not let a process reset its peak resident size "

@@ -8,7 +8,7 @@ import contextlib
 import sys
 from typing import Any
 
-from toolchain.console import emit_json, note, table, warning
+from toolchain.console import emit_json, next_step, note, table, warning
 
 
 def by_format(torchscript: Any, executorch: Any, shows: tuple, as_json: bool) -> None:
@@ -30,6 +30,11 @@ def converted(result: Any, pte: Any, as_json: bool = False) -> None:
 def convert(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
+    if result.reused:  # nothing converted: what it reuses is one line (its table: --json or the manifest)
+        for refusal in getattr(result, "refused", []):
+            warning(refusal.line())
+        return print(f"manifest: {result.manifest_path} (reused: its {len(result.files)} files are up to date with this "
+                     "request; --force converts again)")
     rows = []
     for f in result.files:
         scale = f"{f.input.scale:.5f}" if f.input.scale is not None else "-"
@@ -38,7 +43,7 @@ def convert(result: Any, as_json: bool = False) -> None:
                      f"{f.size / 1e6:.1f}"))
     table(f"converted into {result.manifest_path.parent} ({'reused' if result.reused else 'built'})",
           ["file", "backend", "mode", "input", "dtype", "in scale", "in zero point", "MB"], rows,
-          numeric=("in scale", "in zero point", "MB"))
+          numeric=("in scale", "in zero point", "MB"), drop=("in zero point", "in scale", "dtype", "input"))
     for line in result.notes:
         note(line)
     for refusal in getattr(result, "refused", []):
@@ -54,19 +59,22 @@ def benched(result: Any, pte: Any, as_json: bool = False) -> None:
     by_format(result, pte, (host_bench, pte_bench), as_json)
 
 
+# what a narrow terminal leaves out of the host benchmark's table first (the median, p90 and min stay longest)
+HOST_BENCH_DROP = ("std ms", "mean ms", "max ms", "load ms", "first ms", "model MB", "spread %", "p90 ms")
+
+
 def host_bench(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
     columns = ["model", "mode", "load ms", "first ms", "median ms", "p90 ms", "min ms", "max ms", "mean ms", "std ms",
                "spread %", "model MB"]
-    unopt = ", NOT optimize_for_mobile'd (no XNNPACK in that torch)" if any(not r.mobile_optimized for r in result.rows) else ""
-    table(f"host benchmark (CPU models{unopt}, bundled input; quantized engine {result.quantized_engine}, "
-          f"{result.rows[0].threads} thread(s), models alternated round by round)", columns,
+    table(f"CPU models on this host (quantized engine {result.quantized_engine}, {result.rows[0].threads} thread(s), "
+          "rounds alternated)", columns,
           [(r.file, r.mode, f"{r.load_ms:.0f}", f"{r.first_ms:.2f}", f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}",
             f"{r.min_ms:.2f}", f"{r.max_ms:.2f}", f"{r.mean_ms:.2f}", f"{r.std_ms:.2f}",
             f"{r.spread_pct:.1f}" + (" !" if r.unstable else ""),
             "unknown" if r.memory_kb is None else f"{r.memory_kb / 1024:.0f}") for r in result.rows],
-          numeric=columns[2:])
+          numeric=columns[2:], drop=HOST_BENCH_DROP)
     for line in result.ratio_lines():
         print(line)
     for line in result.notes:
@@ -103,33 +111,37 @@ def doctor(checks: Any, as_json: bool = False) -> None:
 
 
 def make_app(result: Any, compat_report: Any) -> None:
+    """What make-app wrote, its notes and warnings and check-compat's verdict; an app that is up to date is one line
+    (nothing was made again, so, as make does, its warnings are not said again: they were when it was made)."""
+    then = f"{command('invoke', 'build-app', '--out', result.out)}  (or open {result.out} in Android Studio)"
     if getattr(result, "up_to_date", False):
-        print(f"make-app: {result.out} is up to date ({result.notes[0].split(': ', 1)[-1]}); nothing written")
-    else:
-        table(f"app assets ({result.variant})", ["asset", "size"],
-              [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()],
-              numeric=("size",))
-        for line in result.notes:
-            note(line)
+        said = f" ({len(result.warnings)} warning(s) when it was made, still in force)" if result.warnings else ""
+        print(f"make-app: {result.out} is up to date ({result.notes[0].split(': ', 1)[-1]}); nothing written{said}")
+        return next_step(then)
+    print(f"app assets ({result.variant}): " + ", ".join(
+        f"{name} ({size / 1e6:.2f} MB)" if size > 1e5 else f"{name} ({size} B)" for name, size in result.assets.items()))
+    for line in result.notes:
+        note(line)
     for line in result.warnings:
         warning(line)
     runtime = result.runtime
     what = runtime.label if runtime.library != "pytorch_android" else \
         f"{runtime.source} {runtime.pytorch_android or runtime.aar_name}"
-    print(f"project: {result.out} (application id {result.application_id}; runtime {what})")
-    print(f"app-info: {result.app_info}")
-    if compat_report is not None:
-        for line in compat_report.lines():
-            print(f"check-compat: {line}")
-        if not compat_report.ok:
-            warning(f"the app's runtime may not run these models ({compat_report.status}); see `invoke check-compat`")
-    print(f"next: {command('invoke', 'build-app', '--out', result.out)}  (or open {result.out} in Android Studio)")
+    print(f"project: {result.out} (application id {result.application_id}; runtime {what}); app-info: "
+          f"{result.app_info}")
+    if compat_report is not None:  # the verdict in one line; `invoke check-compat` has the rest
+        said = f"check-compat: {compat_report.status}: {compat_report.reason}; runtime: {compat_report.runtime}"
+        if compat_report.ok:
+            print(said)
+        else:
+            warning(f"the app's runtime may not run these models ({said}); details: invoke check-compat")
+    next_step(then)
 
 
 def build_app(result: Any) -> None:
     print(f"APK: {result.apk} ({result.size / 1e6:.1f} MB, sha256 {result.sha256[:16]}…, {result.seconds:.0f} s)")
     print(f"gradle log: {result.log_path}")
-    print("next: invoke deploy  (installs it on every connected phone)")
+    next_step("invoke deploy  (installs it on every connected phone)")
 
 
 def result_tables(rows: Any) -> None:
@@ -225,7 +237,7 @@ def deploy(result: Any) -> None:
         print(f"results: run {result.run_id} in {result.db_path}; "
               + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
         if result.executorch is None:  # with both formats the ExecuTorch part says what next, once
-            print("next: invoke report  (the chart and an HTML page of this run)")
+            next_step("invoke report  (the chart and an HTML page of this run)")
 
 
 def report(result: Any, as_json: bool = False) -> None:
@@ -271,30 +283,48 @@ def verify(result: Any, as_json: bool = False) -> None:
         print(f"verify: skipped {refusal.line()}")
     if not result.rows:
         return
-    table(f"host NNAPI vs CPU ({result.library})", ["variant", "result", "inputs", "end-to-end diff", "top-1",
+    table("host NNAPI vs CPU", ["variant", "result", "inputs", "end-to-end diff", "top-1",
                                                     "top-5", "worst op (isolated)", "findings"],
           [_verify_row(r) for r in result.rows],
           numeric=("inputs", "end-to-end diff", "top-1", "top-5", "worst op (isolated)", "findings"))
+    said: dict = {}  # the same finding in several variants (core and full share their input): one line naming them
     for r in result.rows:
         for f in r.findings:
             if f["severity"] != "info":
-                print(f"{r.variant}: {f['severity']}: {f['message']}")
+                said.setdefault((f["severity"], f["message"]), []).append(r.variant)
+    for (severity, message), variants in said.items():
+        print(f"{', '.join(variants)}: {severity}: {message}")
+    for r in result.rows:
         if r.agreement_note:
             note(f"{r.variant}: top-1/top-5 agreement {r.agreement_note}")
-    print(f"results: {result.json_path}")
+    print(f"results: {result.json_path} (host NNAPI: {result.library})")
 
 
 def all_summary(summary: Any, path: Any, substituted: bool, as_json: bool = False) -> None:
+    """One table of every stage (what ran, was up to date, skipped or failed, and the reason in a few words), the
+    weights when they are random, where the full reasons are, and how to get what was skipped."""
     if as_json:
         import json
 
         return print(json.dumps(_read(path), indent=2))
-    table("torchdroid all", ["stage", "result", "seconds", "detail"],
-          [(o.stage, o.status, f"{o.seconds:.0f}" if o.seconds else "", o.detail.splitlines()[0] if o.detail else "")
-           for o in summary.outcomes], numeric=("seconds",))
-    if substituted:
-        warning("random weights (see above): latencies are real, predictions are meaningless")
-    print(f"summary: {path}")
+    from converter.models import RANDOM_WEIGHTS
+
+    table("torchdroid all" + (f" ({RANDOM_WEIGHTS})" if substituted else ""),
+          ["stage", "result", "seconds", "detail"],
+          [(o.stage, o.status, f"{o.seconds:.0f}" if o.seconds else "", _gist(o)) for o in summary.outcomes],
+          numeric=("seconds",), drop=("seconds",))
+    doctor = any(o.status == "skipped" and o.detail != "skipped with --skip" for o in summary.outcomes)
+    print(f"summary: {path} (every reason in full" + ("; what the skipped stages need, and how to get it: invoke "
+                                                       "doctor)" if doctor else ")"))
+
+
+def _gist(outcome: Any) -> str:
+    """Why a stage was skipped or up to date in a few words: the first line of the reason up to its first ": "
+    (the full text is in all.json); a failure's first line whole (its full message was printed when it failed)."""
+    first = outcome.detail.splitlines()[0] if outcome.detail else ""
+    if outcome.status == "failed":
+        return first.split(": ", 1)[-1] if first.startswith("torchdroid ") else first
+    return first.split(": ", 1)[0].split(" (", 1)[0] if len(first) > 60 else first
 
 
 def _read(path: Any) -> Any:
@@ -389,12 +419,12 @@ def pte_deploy(result: Any) -> None:
     files = [rec.path, rec.path.with_suffix(".csv")] + ([rec.path.parent / rec.numerics["file"]] if rec.numerics else [])
     print("results: " + ", ".join(map(str, files)))
     if result.run_id is not None:  # both formats in this run
-        print("next: invoke report  (the chart and an HTML page of this run, with the ExecuTorch lines beside it)")
+        next_step("invoke report  (the chart and an HTML page of this run, with the ExecuTorch lines beside it)")
     elif rec.legacy.get("run_id") is not None:
-        print("next: invoke report  (these lines beside the legacy run, in the console and the HTML page)")
+        next_step("invoke report  (these lines beside the legacy run, in the console and the HTML page)")
     else:  # no legacy run to compare with: report would refuse
-        print("next: invoke deploy --format torchscript,executorch  (the TorchScript CPU and NNAPI lines these are "
-              "compared with, in the same run; then invoke report)")
+        next_step("invoke deploy --format torchscript,executorch  (the TorchScript CPU and NNAPI lines these are "
+                  "compared with, in the same run; then invoke report)")
 
 
 def pte_operators(entries: Any) -> None:
