@@ -89,28 +89,47 @@ def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, 
           drop: Sequence[str] = ()) -> None:
     """A rich table in :func:`width` columns: whole when it fits, else text cells wrapped at spaces, else without
     its lowest-priority columns (``drop`` first, in that order, then from the right), named on one line after it."""
-    cells = [["" if x is None else str(x) for x in row] for row in rows]
+    n = len(columns)
+    cells = [[_cell(row, i) for i in range(n)] for row in rows]
     if not first_time(_TABLE + repr((title, list(columns), cells))):
         return  # the same table again in this run (a stage that reports what an earlier one showed)
     limit = width()
-    keep = list(range(len(columns)))
-    order = [columns.index(c) for c in drop if c in columns[1:]]
-    order += [i for i in reversed(range(1, len(columns))) if i not in order]
-    spans = [_span(columns[i], [row[i] if i < len(row) else "" for row in cells], columns[i] in numeric)
-             for i in range(len(columns))]
-    while _chrome(keep) + sum(spans[i][0] for i in keep) > limit and len(keep) > 1:
-        keep.remove(order.pop(0))
-    if _chrome(keep) + sum(spans[i][0] for i in keep) > limit:
+    spans = [_span(columns[i], [row[i] for row in cells], columns[i] in numeric) for i in range(n)]
+    keep = _columns_that_fit(columns, spans, drop, limit)
+    if _narrowest(keep, spans) > limit:
         return _as_list(title, columns, cells, limit)
     if title:  # above the table, wrapped at spaces to the output's width (not to the table's)
         _print("\n".join(_wrap(title, limit, "", "  ")))
     widths = _fit([spans[i] for i in keep], limit - _chrome(keep))
-    _console(limit).print(_rich_table([columns[i] for i in keep], [[row[i] if i < len(row) else "" for i in keep]
-                                                                   for row in cells], widths, numeric))
-    left_out = [columns[i] for i in range(len(columns)) if i not in keep]
+    _console(limit).print(_rich_table([columns[i] for i in keep], [[row[i] for i in keep] for row in cells], widths,
+                                      numeric))
+    _say_left_out([columns[i] for i in range(n) if i not in keep], _chrome(range(n)) + sum(hi for _, hi in spans),
+                  limit)
+
+
+def _say_left_out(left_out: Sequence[str], whole: int, limit: int) -> None:
     if left_out:
-        whole = _chrome(range(len(columns))) + sum(hi for _, hi in spans)
         _print("\n".join(_wrap(f"(left out: {', '.join(left_out)}; COLUMNS={whole} shows them)", limit, "  ", "  ")))
+
+
+def _cell(row: Sequence[Any], i: int) -> str:
+    value = row[i] if i < len(row) else None
+    return "" if value is None else str(value)
+
+
+def _columns_that_fit(columns: Sequence[str], spans: Sequence[tuple], drop: Sequence[str], limit: int) -> List[int]:
+    """The columns kept: all, less the lowest-priority ones (``drop``'s order, then from the right; never the
+    first) until the narrowest table fits ``limit``."""
+    keep = list(range(len(columns)))
+    order = [columns.index(c) for c in drop if c in columns[1:]]
+    order += [i for i in reversed(range(1, len(columns))) if i not in order]
+    while _narrowest(keep, spans) > limit and len(keep) > 1:
+        keep.remove(order.pop(0))
+    return keep
+
+
+def _narrowest(keep: Sequence[int], spans: Sequence[tuple]) -> int:
+    return _chrome(keep) + sum(spans[i][0] for i in keep)
 
 
 def _span(header: str, texts: Sequence[str], whole: bool) -> tuple:

@@ -214,6 +214,7 @@ def phones(overviews: Any) -> None:
 
 
 def deploy(result: Any) -> None:
+    """Deploy's warnings, its tables (latency, hardware, answers), a few lines per device, where the results went."""
     for w in result.warnings:
         warning(w)
     result_tables(result.rows)
@@ -221,23 +222,28 @@ def deploy(result: Any) -> None:
     hardware(result.hardware, labels)
     numerics(result.numerics, labels)
     for d in result.devices:
-        facts = f" ({d.facts.model}, SDK {d.facts.sdk})" if d.facts else ""
-        print(f"{d.serial}{facts}: {d.pushed_files} file(s) pushed ({d.pushed_bytes} bytes), "
-              f"{d.skipped_files} unchanged" + ("" if d.installed is None else
-                                                f", app {'installed' if d.installed else 'already installed'}"))
-        for n in d.notes:
-            print(f"  note: {n}")
-        for r in d.rows:
-            if r.status == "failed" and r.source != "deploy":
-                print(f"  failed: {r.model_file} ({r.backend}, {r.source}): {r.reason}")
-        for e in d.errors:
-            print("  problem: " + e.replace("\n", "\n    "))
+        _device(d)
     print(f"device directory: {result.directory}")
     if result.run_id is not None:
         print(f"results: run {result.run_id} in {result.db_path}; "
               + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
         if result.executorch is None:  # with both formats the ExecuTorch part says what next, once
             next_step("invoke report  (the chart and an HTML page of this run)")
+
+
+def _device(d: Any) -> None:
+    """One device's line (what was pushed and installed), its notes, its failed benchmarks and its problems."""
+    facts = f" ({d.facts.model}, SDK {d.facts.sdk})" if d.facts else ""
+    app = "" if d.installed is None else f", app {'installed' if d.installed else 'already installed'}"
+    print(f"{d.serial}{facts}: {d.pushed_files} file(s) pushed ({d.pushed_bytes} bytes), {d.skipped_files} unchanged"
+          + app)
+    for n in d.notes:
+        print(f"  note: {n}")
+    for r in d.rows:
+        if r.status == "failed" and r.source != "deploy":
+            print(f"  failed: {r.model_file} ({r.backend}, {r.source}): {r.reason}")
+    for e in d.errors:
+        print("  problem: " + e.replace("\n", "\n    "))
 
 
 def report(result: Any, as_json: bool = False) -> None:
@@ -362,23 +368,20 @@ def _pte_check(f: Any) -> str:
 
 
 def pte_bench(result: Any, as_json: bool = False) -> None:
-    from converter.pte_host import check_cells, speedups
+    """bench-executorch: each program against its reference, then the host latencies beside the legacy models."""
+    from converter.pte_host import check_cells
 
     if as_json:
         return emit_json(result)
     table("ExecuTorch programs against their reference (host runtime)",
           ["program", "reference", "max |diff|", "bound", "top-1/top-5", "per operator", "result"],
-          [check_cells(c) for c in result.checks])
-    ups = speedups(result.lines)
-    spans = {r.other: f" ({r.low:.2f}-{r.high:.2f}{', ?' if r.uncertain else ''})" for r in result.ratios}
-    columns = ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up (rounds)"]
+          [check_cells(c) for c in result.checks], drop=("bound", "reference", "per operator"))
     unopt = any(x.mobile_optimized is False for x in result.lines)
     table("host latency, same protocol and threads, alternated round by round (speed-up over legacy TorchScript CPU "
           "of the same precision" + (", NOT optimize_for_mobile'd: no XNNPACK in this torch" if unopt else "")
           + "; ? = the rounds spread wider than the difference)",
-          columns, [(x.label, x.file, f"{x.timing.median_ms:.2f}", f"{x.timing.p90_ms:.2f}", f"{x.timing.min_ms:.2f}",
-                     f"{ups[x.label]:.2f}x{spans.get(x.label, '')}" if x.label in ups else "-") if x.timing else
-                    (x.label, x.file, "-", "-", "-", x.note) for x in result.lines])
+          ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up (rounds)"], _pte_latency_rows(result),
+          numeric=("median ms", "p90 ms", "min ms"), drop=("file", "p90 ms", "min ms"))
     for x in result.lines:
         if x.timing and x.note:
             print(f"{x.label}: {x.note}")
@@ -388,6 +391,23 @@ def pte_bench(result: Any, as_json: bool = False) -> None:
     for line in result.notes:
         note(line)
     print(f"results: {result.json_path}")
+
+
+def _pte_latency_rows(result: Any) -> list:
+    """Per timed line: its times and its speed-up over the legacy CPU model with the rounds' range; else its note."""
+    from converter.pte_host import speedups
+
+    ups = speedups(result.lines)
+    spans = {r.other: f" ({r.low:.2f}-{r.high:.2f}{', ?' if r.uncertain else ''})" for r in result.ratios}
+    rows = []
+    for x in result.lines:
+        if not x.timing:
+            rows.append((x.label, x.file, "-", "-", "-", x.note))
+            continue
+        up = f"{ups[x.label]:.2f}x{spans.get(x.label, '')}" if x.label in ups else "-"
+        rows.append((x.label, x.file, f"{x.timing.median_ms:.2f}", f"{x.timing.p90_ms:.2f}", f"{x.timing.min_ms:.2f}",
+                     up))
+    return rows
 
 
 def executorch_runtime(result: Any, log_path: Any) -> None:
