@@ -120,12 +120,12 @@ def bench_executorch(c, models=None, warmup=None, iter=None, threads=None, out=N
         result.raise_for_failures()
 
 
-def _build_executorch(c, debug=False, **cli):
+def _build_executorch(c, debug=False, as_json=False, **cli):
     with stage(c.config, "build-android", debug) as log_path:
         from ndk_build.executorch_runtime import build_runtime
 
         result = build_runtime(resolve.executorch_runtime(c.config, **cli), log_path)
-    show.executorch_runtime(result, log_path)
+    show.executorch_runtime(result, log_path, as_json)
     return result
 
 
@@ -134,10 +134,10 @@ def _build_executorch(c, debug=False, **cli):
                  project="deploy.project", adb_server="deploy.servers"),
       iterable=["serial", "adb_server"])
 def deploy_executorch(c, models=None, build_info=None, serial=None, warmup=None, iter=None, repeat=None, project=None,
-                      adb_server=None, debug=False):
+                      adb_server=None, json=False, debug=False):
     """`invoke deploy --format executorch`: executor_runner and the .pte programs on every phone, beside TorchScript."""
-    cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "build_info")}
-    _deploy(c, "deploy-executorch", debug, format=["executorch"], runner_build_info=build_info, **cli)
+    cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "build_info", "json")}
+    _deploy(c, "deploy-executorch", debug, json, format=["executorch"], runner_build_info=build_info, **cli)
 
 
 # --------------------------------------------------------------------------- build-android, check-compat, doctor
@@ -153,10 +153,11 @@ def deploy_executorch(c, models=None, build_info=None, serial=None, warmup=None,
       iterable=["cmake_arg"])
 def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, api_level=None, python=None,
                   max_jobs=None, clean=False, aar=False, cmake_arg=None, vulkan=False, java_home=None,
-                  event_tracer=False, no_event_tracer=False, debug=False):
+                  event_tracer=False, no_event_tracer=False, json=False, debug=False):
     """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
     if lane == "executorch":  # ExecuTorch's runtime and executor_runner (docs/executorch.md); command line only
         return _build_executorch(c, ndk=ndk, abi=abi, api_level=api_level, max_jobs=max_jobs, python=python, debug=debug,
+                                 as_json=json,
                                  event_tracer=event_tracer, no_event_tracer=no_event_tracer,
                                  not_taken={"commit": commit, "repo_url": repo_url, "clean": clean, "aar": aar,
                                             "cmake_arg": cmake_arg, "vulkan": vulkan, "java_home": java_home})
@@ -167,7 +168,7 @@ def build_android(c, lane=None, commit=None, repo_url=None, ndk=None, abi=None, 
                                                  abi=abi, api_level=api_level, python=python, max_jobs=max_jobs,
                                                  clean=clean, aar=aar, cmake_arg=cmake_arg, vulkan=vulkan,
                                                  java_home=java_home))
-    show.build_android(result)
+    show.build_android(result, json)
     return result
 
 
@@ -265,14 +266,14 @@ def deploy(c, serial=None, models=None, variant=None, binary=None, build_info=No
            no_caching_allocator=False,
            bundled_input=None, allow_mismatch=False, no_allow_mismatch=False, profile_with_gatord=None,
            device_dir=None, project=None, results=None, adb_host=None, adb_port=None, adb_server=None, format=None,
-           runner_build_info=None, debug=False):
+           runner_build_info=None, json=False, debug=False):
     """Push the benchmark binary and models (and/or ExecuTorch's runner and programs: --format), install the app,
     benchmark on every device, record and report."""
-    cli = {k: v for k, v in locals().items() if k not in ("c", "debug")}
-    _deploy(c, "deploy", debug, **cli)
+    cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "json")}
+    _deploy(c, "deploy", debug, json, **cli)
 
 
-def _deploy(c, name: str, debug: bool, **cli) -> None:
+def _deploy(c, name: str, debug: bool, as_json: bool = False, **cli) -> None:
     """deploy's one loop with the formats asked for (deploy.format); each format's tables and record."""
     with stage(c.config, name, debug):
         from deploy import deploy as run_deploy
@@ -285,9 +286,9 @@ def _deploy(c, name: str, debug: bool, **cli) -> None:
             deploy_compat(settings)  # before anything is pushed
             host_references(settings)  # what the phones' outputs are compared with
         result = run_deploy(settings)
+    show.deployed(result, "torchscript" in settings.formats, as_json)
     problem = None
     if "torchscript" in settings.formats:
-        show.deploy(result)
         failed_rows = [r for r in result.rows if r.status == "failed"]
         if result.failed:
             problem = (f"{len(result.failed)} of {len(result.devices)} device(s) had problems (see above; the others "
@@ -295,7 +296,6 @@ def _deploy(c, name: str, debug: bool, **cli) -> None:
         elif failed_rows:
             problem = f"{len(failed_rows)} benchmark(s) failed (reasons in the table above; the results are recorded)"
     if result.executorch is not None:
-        show.pte_deploy(result)
         if result.executorch.problems and problem is None:
             problem = f"{len(result.executorch.problems)} problem(s), see above"
     if problem:

@@ -82,7 +82,9 @@ def host_bench(result: Any, as_json: bool = False) -> None:
     print(f"results: {result.json_path}")
 
 
-def build_android(result: Any) -> None:
+def build_android(result: Any, as_json: bool = False) -> None:
+    if as_json:
+        return emit_json(result)
     info = result.info
     rows = [(a["name"], a["kind"], a["sha256"][:12], a["path"]) for a in info["artefacts"]]
     table(f"{'up to date' if result.reused else 'built'}: PyTorch {info['commit'][:12]} ({info['lane']}) "
@@ -211,6 +213,17 @@ def phones(overviews: Any) -> None:
                   numeric=("CPU ms", "NNAPI ms", "speed-up"))
         for line in p.top_operators:
             note(f"{p.label}: top ExecuTorch operator: {line}")
+
+
+def deployed(result: Any, torchscript: bool, as_json: bool = False) -> None:
+    """What `invoke deploy` did: the TorchScript format's part (``torchscript``), the ExecuTorch format's, or both;
+    with ``--json`` one JSON document (every device's rows, numerics and placements, the ExecuTorch record)."""
+    if as_json:
+        return emit_json(result, {"rows": result.rows, "failed": [d.serial for d in result.failed]})
+    if torchscript:
+        deploy(result)
+    if result.executorch is not None:
+        pte_deploy(result)
 
 
 def deploy(result: Any) -> None:
@@ -410,7 +423,9 @@ def _pte_latency_rows(result: Any) -> list:
     return rows
 
 
-def executorch_runtime(result: Any, log_path: Any) -> None:
+def executorch_runtime(result: Any, log_path: Any, as_json: bool = False) -> None:
+    if as_json:
+        return emit_json(result, {"log": log_path})
     info = result.build_info
     print(f"built ExecuTorch {info.get('tag')} ({info.commit[:12]}) executor_runner for {info.abi} API "
           f"{info.get('api_level')}, LOAD alignment {info.get('page_alignment')}: {result.runner}")
