@@ -146,10 +146,12 @@ def build_app(result: Any) -> None:
     next_step("invoke deploy  (installs it on every connected phone)")
 
 
-def result_tables(rows: Any) -> None:
+def result_tables(rows: Any, tables: bool = True) -> None:
+    """Per device its latency table (``tables``: not when each phone's overview showed them), then which NNAPI
+    models were slower than the CPU."""
     from deploy.summary import device_tables, slower_callouts
 
-    for title, columns, table_rows in device_tables(rows):
+    for title, columns, table_rows in device_tables(rows) if tables else ():
         table(title, columns, table_rows)
     for line in slower_callouts(rows):
         note(line)
@@ -170,29 +172,36 @@ def executorch_tables(section: Any) -> None:
 
 
 def numerics(verdicts: Any, labels: Any, why: str = "",
-             what: str = "the phones' outputs on the bundled inputs vs the host") -> None:
-    """Is each phone's answer right: one row per phone x model, a warning per model that differs."""
+             what: str = "the phones' outputs on the bundled inputs vs the host", tables: bool = True) -> None:
+    """Is each phone's answer right: one row per phone x model (``tables``: not when each phone's overview showed
+    its verdicts, then the counts only), a warning per model that differs."""
     from deploy import numerics_report as nr
 
     if why:
         note(f"numerics: {why}")
     if not verdicts:
         return
-    table(f"is the answer right: {what} ({nr.counts(verdicts)})",
-          nr.COLUMNS, nr.table_rows(verdicts, labels), numeric=("largest diff", "LSB", "top-1", "top-5"))
+    title = f"is the answer right: {what} ({nr.counts(verdicts)})"
+    if tables:
+        table(title, nr.COLUMNS, nr.table_rows(verdicts, labels), numeric=("largest diff", "LSB", "top-1", "top-5"))
+    else:
+        print(title)
     for line in nr.problem_lines(verdicts, labels):
         warning(line)
 
 
-def hardware(placements: Any, labels: Any, why: str = "") -> None:
-    """Which hardware NNAPI chose: the per-phone summary, one row per phone x NNAPI model, a warning per model
-    whose NNAPI number is (partly) the CPU fallback's."""
+def hardware(placements: Any, labels: Any, why: str = "", tables: bool = True) -> None:
+    """Which hardware NNAPI chose: the per-phone summary, one row per phone x NNAPI model (``tables``: not when
+    each phone's overview showed them, then the counts only), a warning per model whose NNAPI number is (partly)
+    the CPU fallback's."""
     from deploy import hardware_report as hr
 
     if why:
         note(f"hardware: {why}")
     if not placements:
         return
+    if not tables:
+        return print(f"which hardware NNAPI chose ({hr.counts(placements)})")
     columns, rows = hr.summary(placements, labels)
     table(f"which hardware NNAPI chose ({hr.counts(placements)})", columns, rows)
     table("NNAPI placement per phone and model (from the phones' NNAPI logs)", hr.COLUMNS,
@@ -269,15 +278,16 @@ def report(result: Any, as_json: bool = False) -> None:
     if weights:  # what the numbers are of: random weights make every answer meaningless
         (warning if is_random(weights) else print)(weights)
     phones(result.phones)
-    result_tables(result.rows)
+    detail = not result.phones  # each phone's overview has its latencies, hardware and answers: not twice
+    result_tables(result.rows, tables=detail)
     for line in getattr(result, "notes", []):
         note(line)
-    hardware(result.hardware, result.labels, result.hardware_note)
-    numerics(result.numerics, result.labels, result.numerics_note)
+    hardware(result.hardware, result.labels, result.hardware_note, tables=detail)
+    numerics(result.numerics, result.labels, result.numerics_note, tables=detail)
     numerics(result.executorch_numerics, result.labels, result.executorch_numerics_note, ET_NUMERICS)
     executorch_tables(result.executorch)
     print(f"picture: {result.png}")
-    print(f"page: {result.html} (chart and tables; open it in a browser)")
+    print(f"page: {result.html} (chart and every table, per model and run; open it in a browser)")
     print("exports: " + ", ".join(str(p) for p in result.exports.values()))
     title, lines = failed_devices(result.rows)  # last, where the outcome is read
     if lines:
