@@ -198,6 +198,19 @@ def _wrap(text: str, limit: int, head: str, rest: str) -> List[str]:
                          break_on_hyphens=False) or [head.rstrip()]
 
 
+def for_stderr(text: str) -> str:
+    """An error message as Invoke prints it on stderr: on a terminal each line wrapped at spaces to the width (its
+    indentation kept), so a hint never breaks inside a word or an option; unchanged in a pipe."""
+    if not sys.stderr.isatty():
+        return text
+    limit = width()
+    out = []
+    for line in text.split("\n"):
+        indent = line[:len(line) - len(line.lstrip())]
+        out.extend(_wrap(line.strip(), limit, indent, indent + "  ") if line.strip() else [line])
+    return "\n".join(out)
+
+
 def note(text: str) -> None:
     _line("note", text)
 

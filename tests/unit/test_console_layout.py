@@ -116,3 +116,16 @@ def test_the_pipe_width_was_unbounded_before(capsys, monkeypatch):
     monkeypatch.setattr(console, "PIPE_WIDTH", 1000)
     console.table("t", ["a", "b"], [["x", "word " * 60]])
     assert max(len(line) for line in capsys.readouterr().out.splitlines()) > 120
+
+
+def test_an_error_on_a_terminal_wraps_at_spaces_and_keeps_its_indentation(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "50")
+    monkeypatch.setattr(console.sys.stderr, "isatty", lambda: True, raising=False)
+    text = ("torchdroid deploy: bad input: --serial names no device here\n"
+            "  fix: pass one of the serials adb lists, e.g. invoke deploy --serial=emulator-5554 --mode/long-option")
+    out = console.for_stderr(text)
+    assert "--serial=emulator-5554" in out.split() and "--mode/long-option" in out.split(), out
+    assert all(len(line) <= 50 for line in out.splitlines()), out
+    assert all(line.startswith("  ") for line in out.splitlines()[1:]), out  # the fix stays indented under it
+    monkeypatch.setattr(console.sys.stderr, "isatty", lambda: False, raising=False)
+    assert console.for_stderr(text) == text  # a pipe gets it as it is
