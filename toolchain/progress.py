@@ -118,11 +118,15 @@ def progress(description: str, total: Optional[int] = None) -> Iterator[Progress
         import sys
 
         from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.table import Column
 
-        # the clock, the count and the time left first: a long description is cut at the terminal's edge, not them
-        columns = [SpinnerColumn(), TimeElapsedColumn(), MofNCompleteColumn(), BarColumn(bar_width=20),
-                   _left_column(p), TextColumn("{task.description}")]
-        with RichProgress(*columns, console=console, transient=True, redirect_stdout=sys.stdout.isatty()) as rp:
+        # the clock, the count and the time left first, whole: a long description is cut at the terminal's edge
+        columns = [SpinnerColumn(), TimeElapsedColumn(table_column=_whole(7)),
+                   MofNCompleteColumn(table_column=_whole(2 * len(str(total or 0)) + 1)), BarColumn(bar_width=16),
+                   _left_column(p), TextColumn("{task.description}", table_column=Column(
+                       no_wrap=True, overflow="ellipsis", ratio=1))]
+        with RichProgress(*columns, console=console, transient=True, expand=True,
+                          redirect_stdout=sys.stdout.isatty()) as rp:
             p._rich = rp
             p._task = rp.add_task(description, total=total)
             yield p
@@ -130,11 +134,21 @@ def progress(description: str, total: Optional[int] = None) -> Iterator[Progress
         yield p
 
 
+def _whole(width: int):
+    from rich.table import Column
+
+    return Column(no_wrap=True, min_width=width, width=width)
+
+
 def _left_column(p: Progress):
     from rich.progress import ProgressColumn
+    from rich.table import Column
     from rich.text import Text
 
     class Left(ProgressColumn):
+        def __init__(self) -> None:  # as wide as what it says (nothing, until a time left is worth saying)
+            super().__init__(table_column=Column(no_wrap=True))
+
         def render(self, task) -> Text:  # noqa: ARG002 - one bar per Progress: its own estimate
             return Text(p.left(), style="progress.remaining")
 
