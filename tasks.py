@@ -106,12 +106,12 @@ def bench_executorch(c, models=opt("convert.out"), warmup=opt("bench.warmup"), i
     _bench(c, "bench-executorch", debug, json, format=["executorch"], **cli)
 
 
-def _build_executorch(c, debug=False, **cli):
+def _build_executorch(c, debug=False, as_json=False, **cli):
     with stage(c.config, "build-android", debug) as log_path:
         from ndk_build.executorch_runtime import build_runtime
 
         result = build_runtime(resolve.executorch_runtime(c.config, **cli), log_path)
-    show.executorch_runtime(result, log_path)
+    show.executorch_runtime(result, log_path, as_json)
     return result
 
 
@@ -119,10 +119,10 @@ def _build_executorch(c, debug=False, **cli):
 def deploy_executorch(c, models=opt("convert.out"), build_info=opt("deploy.runner_build_info"),
                       serial=opt("deploy.serials"), warmup=opt("deploy.warmup"), iter=opt("deploy.iter"),
                       repeat=opt("deploy.repeat"), project=opt("deploy.project"), adb_server=opt("deploy.servers"),
-                      debug=DEBUG):
+                      json=JSON, debug=DEBUG):
     """`invoke deploy --format executorch`: executor_runner and the .pte programs on every phone, beside TorchScript."""
-    cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "build_info")}
-    _deploy(c, "deploy-executorch", debug, format=["executorch"], runner_build_info=build_info, **cli)
+    cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "build_info", "json")}
+    _deploy(c, "deploy-executorch", debug, json, format=["executorch"], runner_build_info=build_info, **cli)
 
 
 # --------------------------------------------------------------------------- build-android, check-compat, doctor
@@ -138,10 +138,11 @@ def build_android(c, lane=opt("pytorch.lane", "a pin set of toolchain/pins.py (c
                   cmake_arg=opt("build_android.cmake_args"), vulkan=opt("build_android.vulkan"),
                   java_home=opt("android.java_home"), event_tracer=opt("android.executorch_event_tracer"),
                   no_event_tracer=flag("--lane executorch: a runner without ExecuTorch's event tracer (no "
-                                       "per-operator times)"), debug=DEBUG):
+                                       "per-operator times)"), json=JSON, debug=DEBUG):
     """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
     if lane == "executorch":  # ExecuTorch's runtime and executor_runner (docs/executorch.md); command line only
         return _build_executorch(c, ndk=ndk, abi=abi, api_level=api_level, max_jobs=max_jobs, python=python, debug=debug,
+                                 as_json=json,
                                  event_tracer=event_tracer, no_event_tracer=no_event_tracer,
                                  not_taken={"commit": commit, "repo_url": repo_url, "clean": clean, "aar": aar,
                                             "cmake_arg": cmake_arg, "vulkan": vulkan, "java_home": java_home})
@@ -152,7 +153,7 @@ def build_android(c, lane=opt("pytorch.lane", "a pin set of toolchain/pins.py (c
                                                  abi=abi, api_level=api_level, python=python, max_jobs=max_jobs,
                                                  clean=clean, aar=aar, cmake_arg=cmake_arg, vulkan=vulkan,
                                                  java_home=java_home))
-    show.build_android(result)
+    show.build_android(result, json)
     return result
 
 
@@ -240,15 +241,15 @@ def deploy(c, serial=opt("deploy.serials"), models=opt("convert.out"), variant=o
            profile_with_gatord=opt("deploy.gatord"), device_dir=opt("deploy.device_dir"),
            project=opt("deploy.project"), results=opt("deploy.results"), adb_host=opt("deploy.adb_host"),
            adb_port=opt("deploy.adb_port"), adb_server=opt("deploy.servers"), format=opt("deploy.format"),
-           runner_build_info=opt("deploy.runner_build_info"), debug=DEBUG):
+           runner_build_info=opt("deploy.runner_build_info"), json=JSON, debug=DEBUG):
     """Push, install and benchmark on every phone; record and report the results.
 
     The benchmark binary and models (and/or ExecuTorch's runner and programs: --format) and the app."""
-    cli = {k: v for k, v in locals().items() if k not in ("c", "debug")}
-    _deploy(c, "deploy", debug, **cli)
+    cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "json")}
+    _deploy(c, "deploy", debug, json, **cli)
 
 
-def _deploy(c, name: str, debug: bool, **cli) -> None:
+def _deploy(c, name: str, debug: bool, as_json: bool = False, **cli) -> None:
     """deploy's one loop with the formats asked for (deploy.format); each format's tables and record."""
     with stage(c.config, name, debug):
         from deploy import deploy as run_deploy
@@ -261,9 +262,9 @@ def _deploy(c, name: str, debug: bool, **cli) -> None:
             deploy_compat(settings)  # before anything is pushed
             host_references(settings)  # what the phones' outputs are compared with
         result = run_deploy(settings)
+    show.deployed(result, "torchscript" in settings.formats, as_json)
     problem = None
     if "torchscript" in settings.formats:
-        show.deploy(result)
         failed_rows = [r for r in result.rows if r.status == "failed"]
         if result.failed:
             problem = (f"{len(result.failed)} of {len(result.devices)} device(s) had problems (see above; the others "
@@ -271,7 +272,6 @@ def _deploy(c, name: str, debug: bool, **cli) -> None:
         elif failed_rows:
             problem = f"{len(failed_rows)} benchmark(s) failed (reasons in the table above; the results are recorded)"
     if result.executorch is not None:
-        show.pte_deploy(result)
         if result.executorch.problems and problem is None:
             problem = f"{len(result.executorch.problems)} problem(s), see above"
     if problem:

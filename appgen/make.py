@@ -560,7 +560,7 @@ def execute(p: AppPlan) -> MakeAppResult:
         record(p, tmp, asset_records, extras, has_jar)
         bar.advance()
         sizes = {f.name: f.stat().st_size for f in sorted(asset_dir.iterdir())}
-    log.info("wrote the Gradle project %s", p.out)
+    log.debug("wrote the Gradle project %s", p.out)  # the task prints the project's path
     return MakeAppResult(p.out, records.app_info_path(p.out), p.qualified_variant, p.checked.application_id,
                          sizes, p.checked.runtime, has_jar, notes, warnings)
 

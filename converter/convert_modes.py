@@ -29,7 +29,7 @@ from .prepared import keep
 from .export import (ExportedVariant, export_float, export_quantized, float_top1, fused_float, probe, quantize,
                      xnnpack_available)
 from .host_check import Agreement, as_float, host_check, is_logits, spec_of
-from .models import ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
+from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
 from .precheck import Problem, check_model, nnapi_refused, refuse
 from .prequantized import load_prequantized
 from .precheck import describe as describe_check
@@ -37,10 +37,11 @@ from .precheck import describe as describe_check
 log = logging.getLogger(__name__)
 _warned_xnnpack = False
 
-NO_XNNPACK = (
-    "this torch has no XNNPACK (the x86_64 PyPI wheels), so optimize_for_mobile cannot run: CPU models keep "
-    "BatchNorm fused (fuse_model) and dropout removed, but are not frozen or XNNPACK-prepacked; CPU latencies on a phone will be worse than a fully "
-    "optimised model's, so label CPU-vs-NNAPI comparisons accordingly"
+NO_XNNPACK = (  # begins with what `invoke bench` notes (converter/host_bench.py): `invoke all` says it once
+    "CPU models were converted without optimize_for_mobile (no XNNPACK in that torch): the x86_64 PyPI wheels have "
+    "none, so CPU models keep BatchNorm fused (fuse_model) and dropout removed, but are not frozen or "
+    "XNNPACK-prepacked; CPU latencies on a phone will be worse than a fully optimised model's, so label CPU-vs-NNAPI "
+    "comparisons accordingly"
 )
 NNAPI_NEEDS = "libneuralnetworks.so (Android API >= 29, or torchdroid's host NNAPI)"
 
@@ -90,7 +91,7 @@ def _mobile_optimization(facts: ConversionFacts) -> None:
         _warned_xnnpack = True
     facts.mobile_optimization = {"applied": False, "reason": "torch built without XNNPACK",
                                  "instead": "fuse_model (conv+bn+relu) and dropout removal only", "note": NO_XNNPACK}
-    facts.notes.append("optimize_for_mobile skipped: this torch has no XNNPACK (CPU models fused, not prepacked)")
+    facts.notes.append(NO_XNNPACK)  # said once per run: the warning above already did
 
 
 class _Background:
@@ -181,7 +182,7 @@ class ModeConverter:
         self.nnapi_problems = {m: nnapi_refused(check, m) for m in modes}
         facts.notes.extend(describe_check(check))
         if self.weights.origin == "random":
-            facts.notes.append("weights are explicitly random (untrained): latencies are real, predictions are not")
+            facts.notes.append(RANDOM_WEIGHTS)
         describe(f"{spec.stem}: preparing {self.calib.count} calibration inputs ({self.calib.source})")
         self.batch = load_batch(self.calib, spec.input_hw)
         facts.bundled_input = f"calibration input #0 ({self.calib.source})"

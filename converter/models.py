@@ -21,6 +21,9 @@ from .finite import refuse_non_finite_weights
 
 log = logging.getLogger(__name__)
 
+# what random weights mean, in the same words wherever it is said (the notes channel then says it once per run)
+RANDOM_WEIGHTS = "RANDOM weights: latencies are real, predictions are not"
+
 # torchvision classification models that have a quantizable variant:
 # name -> (file-name stem, input size (H, W))
 TORCHVISION_MODELS: Dict[str, Tuple[str, Tuple[int, int]]] = {

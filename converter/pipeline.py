@@ -58,16 +58,19 @@ class ConvertResult:
     refused: List[NnapiRefusal] = field(default_factory=list)  # NNAPI models not written (their CPU models are)
 
     def host_check_lines(self) -> List[str]:
-        lines = []
-        for f in self.host_check.get("models", []):
-            lines.append(f"host check: {f['file']}: output {f['output_shape']} {f['output_dtype']}, "
-                         f"{'varies' if not f['constant'] else 'CONSTANT'} ({f['ms']:.1f} ms)")
-        for mode, agr in sorted(self.host_check.get("top1_agreement", {}).items()):
-            same = (f" (the same quantized core as {agr['measured_on']}: identical output on the bundled input)"
-                    if agr.get("measured_on") else "")
-            lines.append(f"host check: quant_{mode} top-1 agrees with the float model on {agr['agree']}/{agr['total']} "
-                         f"calibration inputs ({100.0 * agr['agree'] / max(1, agr['total']):.0f}%){same}")
-        return lines
+        """One line: the models whose output varies as it should (the usual case) and each quantized mode's top-1
+        agreement with the float model; a line of its own per CONSTANT output."""
+        models = self.host_check.get("models", [])
+        fine = [f"{f['file']} {f['output_shape']} {f['output_dtype']} ({f['ms']:.0f} ms)" for f in models
+                if not f["constant"]]
+        agree = [f"quant_{mode} {a['agree']}/{a['total']} ({100.0 * a['agree'] / max(1, a['total']):.0f}%"
+                 + (f", the same quantized core as {a['measured_on']}" if a.get("measured_on") else "") + ")"
+                 for mode, a in sorted(self.host_check.get("top1_agreement", {}).items())]
+        parts = ([f"{len(fine)} CPU model(s) run here, outputs vary: {', '.join(fine)}"] if fine else []) + \
+            ([f"top-1 agreement with the float model on the calibration inputs: {', '.join(agree)}"] if agree else [])
+        lines = ["host check: " + "; ".join(parts)] if parts else []
+        return lines + [f"host check: {f['file']}: output {f['output_shape']} {f['output_dtype']}, CONSTANT "
+                        f"({f['ms']:.1f} ms)" for f in models if f["constant"]]
 
 
 @dataclass
@@ -165,7 +168,7 @@ def convert(settings: ConvertSettings) -> ConvertResult:
     spec, weights, calib, modes, quantized = validate(settings)
     p = plan(settings, spec, weights, calib, modes, quantized)
     if not p.todo:
-        log.info("all %d requested %s variants are up to date in %s (use --force to rebuild)", len(modes), spec.stem,
+        log.debug("all %d requested %s variants are up to date in %s (use --force to rebuild)", len(modes), spec.stem,
                  settings.out)
         remove_stale_partials(settings.out)  # a dead run's temporaries go even when nothing is rebuilt
         return _result(p, p.manifest, [], None, t0)
@@ -176,7 +179,7 @@ def convert(settings: ConvertSettings) -> ConvertResult:
         if not p.todo:
             return _result(p, p.manifest, [], None, t0)
         manifest, notes = _convert_and_record(p)
-    log.info("wrote %s", manifest.path)
+    log.debug("wrote %s", manifest.path)  # the task prints the manifest's path
     return _result(p, manifest, p.todo, notes, t0)
 
 
@@ -270,7 +273,7 @@ def _convert_modes(p: Plan, converter, manifest: ConvertManifest) -> Tuple[Conve
             conv = _with_mode(conv, done, p.keys[done.mode])
             manifest = manifest.replace_modes(p.spec.stem, conv, done.files, done.refused)
             manifest.write()
-            log.info("quant_%s of %s saved and recorded", done.mode, p.spec.stem)
+            log.debug("quant_%s of %s saved and recorded", done.mode, p.spec.stem)  # the bar advances
             bar.advance()
     return manifest, conv["notes"]
 

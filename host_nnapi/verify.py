@@ -123,15 +123,17 @@ def verify(settings: VerifySettings) -> VerifyResult:
 
     lib = runtime.load(cache=settings.cache)
     from toolchain.logs import native_output_to_log
+    from toolchain.progress import progress
 
     rows = []
     # torch's C++ warnings go to the run log, not between verify's lines; an operation run again on the same bytes
     # is computed once (kernels/shared.py)
-    with native_output_to_log(), shared_results() as shared:
+    with native_output_to_log(), shared_results() as shared, progress("host NNAPI verify", len(selected)) as bar:
         for name, pair in selected:
-            log.info("verifying %s", name)
+            bar.describe(f"verifying {name}")
             rows.append(verify_pair(name, pair["cpu"], pair["nnapi"], settings))
-    log.info("host NNAPI operations: %d computed, %d identical ones shared", shared.misses, shared.hits)
+            bar.advance()
+    log.debug("host NNAPI operations: %d computed, %d identical ones shared", shared.misses, shared.hits)
     from .build import code_digest
 
     result = VerifyResult(out, rows, str(lib), skipped)

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from .layout import Layout
 
@@ -17,9 +17,39 @@ FILE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 _HANDLER_TAG = "_torchdroid_handler"
 
 
+_terminal: Optional[Any] = None  # the run's rich Console on the terminal (a dup of fd 2 as it was at the start)
+_decided = False  # setup_logging decided whether this run has a terminal
+_redirected = 0  # native_output_to_log blocks open: fd 2 is the run log, not the terminal
+
+
 def interactive() -> bool:
-    """True when stderr is a terminal and we are not in CI (progress bars allowed)."""
+    """True when this run draws progress bars: stderr was a terminal when the run started (decided once, before any
+    block sent native output to the log) and we are not in CI."""
+    if _decided:
+        return _terminal is not None
     return sys.stderr.isatty() and not os.environ.get("CI")
+
+
+def terminal() -> Optional[Any]:
+    """The rich Console every bar and console log line of this run draws on, or None without a terminal.  It
+    writes to a duplicate of the terminal's descriptor, so a bar keeps drawing while fd 2 goes to the run log."""
+    return _terminal if interactive() else None
+
+
+def _decide_terminal() -> None:
+    """Whether this run has a terminal, decided at its start (not inside a block that redirected fd 2)."""
+    global _terminal, _decided
+    if _redirected:
+        return
+    if _terminal is not None:
+        _terminal.file.close()
+    _terminal, _decided = None, True
+    if sys.stderr.isatty() and not os.environ.get("CI"):
+        from rich.console import Console
+
+        sys.stderr.flush()
+        stream = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
+        _terminal = Console(file=stream, highlight=False)
 
 
 class _LogFile(logging.FileHandler):
@@ -63,16 +93,19 @@ def setup_logging(build_dir: Path, stage: str, debug: bool = False, path: Option
     fh.setFormatter(logging.Formatter(FILE_FORMAT))
     setattr(fh, _HANDLER_TAG, True)
     console: logging.Handler
-    if interactive():
+    _decide_terminal()
+    if terminal() is not None:
         from rich.logging import RichHandler
 
-        console = RichHandler(show_time=False, show_path=False, markup=False, rich_tracebacks=debug)
+        console = RichHandler(console=terminal(), show_time=False, show_path=False, markup=False,
+                              rich_tracebacks=debug)
     else:
         console = logging.StreamHandler(sys.stderr)
         console.setFormatter(logging.Formatter(CONSOLE_FORMAT))
     console.setLevel(logging.DEBUG if debug else logging.INFO)
     if not debug:
         console.addFilter(_own_or_warning)  # upstream libraries' INFO (ExecuTorch's partitioner...) only in the file
+    console.addFilter(_warning_once)
     setattr(console, _HANDLER_TAG, True)
     root.addHandler(fh)
     root.addHandler(console)
@@ -95,6 +128,13 @@ OWN_LOGGERS = ("torchdroid", "converter", "deploy", "workflow", "toolchain", "ho
                "tasks", "benchmarks", "tests")
 
 
+def _warning_once(record: logging.LogRecord) -> bool:
+    """A warning the run's notes channel already showed (toolchain/console.py) is not shown again."""
+    from .console import first_time
+
+    return record.levelno < logging.WARNING or first_time(record.getMessage())
+
+
 def _own_or_warning(record: logging.LogRecord) -> bool:
     """The console shows torchdroid's own INFO lines and everybody's warnings; the log file keeps everything."""
     return record.levelno >= logging.WARNING or record.name.split(".")[0] in OWN_LOGGERS
@@ -111,11 +151,13 @@ def native_output_to_log() -> Iterator[Optional[Path]]:
         return
     ours = [h for h in logging.getLogger().handlers
             if getattr(h, _HANDLER_TAG, False) and type(h) is logging.StreamHandler and h.stream is sys.stderr]
+    global _redirected
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     saved = os.dup(2)
     console = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8", errors="replace")
     previous = [h.setStream(console) for h in ours]
+    _redirected += 1
     try:
         with open(path, "ab") as log_file:
             os.dup2(log_file.fileno(), 2)
@@ -124,6 +166,7 @@ def native_output_to_log() -> Iterator[Optional[Path]]:
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
+        _redirected -= 1
         for h, stream in zip(ours, previous):
             h.setStream(stream)
         console.close()

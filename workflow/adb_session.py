@@ -11,10 +11,13 @@ find it through ANDROID_ADB_SERVER_PORT, set for the run and put back after.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import socket
 from typing import Callable, Iterator, Optional, Sequence
+
+log = logging.getLogger(__name__)
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -67,7 +70,7 @@ def adb_server_for_run(host: Optional[str], port: Optional[int], say: Callable[[
         _put_back("ANDROID_ADB_SERVER_PORT", before)
         if started or answers(host, port):  # nothing answered there before this run started it
             run([adb, "-P", str(port), "kill-server"], env=env, check=False, timeout=60, what="`adb kill-server`")
-            say(f"stopped the adb server this run started (port {port})")
+            log.debug("stopped the adb server this run started (port %d)", port)  # as its start was announced
 
 
 def free_port() -> int:

@@ -8,6 +8,7 @@ walks :data:`STAGES`: skip with the reason, "up to date" from the records, or ru
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ from workflow.run import INTERRUPT_CODES
 
 from . import plan, stage_settings
 from .plan import STAGES, AllSummary, Facts, StageOutcome
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -183,20 +186,23 @@ def up_to_date(stage: str, p: AllPlan) -> Optional[str]:
 
 def run_chain(p: AllPlan, facts: Facts, runs: Dict[str, Callable[[Facts], None]], summary: AllSummary,
               say: Callable[[str], None] = print) -> AllSummary:
-    """Each stage in order: skipped (with the reason), up to date, or run; failures are recorded, Ctrl-C stops."""
+    """Each stage in order: skipped (with the reason), up to date, or run; failures are recorded, Ctrl-C stops.
+
+    Only a stage that runs prints (``== stage``, then its own output): what was skipped or up to date, and why, is
+    the summary table's (workflow/show.all_summary), said once at the end."""
     for stage in STAGES:
         now = current_facts(p, facts, summary)
         decision = plan.decide(stage, now, p.skip)
         if not decision.run:
             summary.outcomes.append(StageOutcome(stage, plan.SKIPPED, decision.reason))
-            say(f"\n== {stage}: skipped: {decision.reason}")
+            log.debug("%s: skipped: %s", stage, decision.reason)
             continue
         why = up_to_date(stage, p)
         if why:
             summary.outcomes.append(StageOutcome(stage, plan.UP_TO_DATE, why))
-            say(f"\n== {stage}: up to date ({why})")
+            log.debug("%s: up to date (%s)", stage, why)
             continue
-        say(f"\n== {stage}")
+        say(f"== {stage}")
         summary.outcomes.append(_run_one(stage, runs[stage], now, say))
         if summary.outcomes[-1].status == plan.INTERRUPTED:
             break

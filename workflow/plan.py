@@ -161,15 +161,16 @@ def resolve_weights(requested: Optional[str], model: str,
     value (``pretrained``, ``random``, a path) is passed on unchanged: an explicit ``pretrained``
     fails offline with the converter's message.
     """
+    from converter.models import RANDOM_WEIGHTS
+
     value = (requested or "auto").strip()
     if value != "auto":
         return value, f"--weights {value} (as requested)", False
     ok, why = status(model)
     if ok:
         return "pretrained", f"pretrained weights ({why})", False
-    return "random", (f"pretrained weights are not available here ({why}), so this run uses RANDOM weights. "
-                      "Latencies are valid, predictions are not. `--weights pretrained` requires them; "
-                      "`--weights PATH` uses a local state_dict"), True
+    return "random", (f"pretrained weights are not available here ({why}), so this run uses {RANDOM_WEIGHTS}. "
+                      "`--weights pretrained` requires them; `--weights PATH` uses a local state_dict"), True
 
 
 @dataclass

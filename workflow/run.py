@@ -10,6 +10,7 @@ from typing import Any, Iterator, Optional
 
 from invoke import Exit
 
+from toolchain.console import for_stderr
 from toolchain.layout import Layout
 
 
@@ -45,7 +46,7 @@ def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
         build_dir = resolver.path("build_dir")
         log_path = _start_log(build_dir, name, debug, need_space=not frees_space, log=log)
     except TorchdroidError as e:
-        raise Exit(f"torchdroid {name}: {e.label}: {e}", code=e.exit_code) from None
+        raise Exit(for_stderr(f"torchdroid {name}: {e.label}: {e}"), code=e.exit_code) from None
     _rotate_logs(build_dir, resolver)
     with terminable(name):
         try:
@@ -59,7 +60,8 @@ def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
         except TorchdroidError as e:
             if debug:
                 raise
-            raise Exit(f"torchdroid {name}: {e.label}: {e}\n  (run log: {log_path}; --debug shows the traceback)",
+            raise Exit(for_stderr(f"torchdroid {name}: {e.label}: {e}\n  (run log: {log_path}; --debug shows the "
+                                  "traceback)"),
                        code=e.exit_code) from e
         except Terminated as e:
             raise Exit(f"torchdroid {name}: terminated by {e.name}{_detail(e)} (nothing half-written was left under "

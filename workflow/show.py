@@ -8,7 +8,7 @@ import contextlib
 import sys
 from typing import Any
 
-from toolchain.console import emit_json, note, table, warning
+from toolchain.console import emit_json, next_step, note, table, warning
 
 
 def by_format(results: dict, stage: str, as_json: bool) -> None:
@@ -23,6 +23,11 @@ def by_format(results: dict, stage: str, as_json: bool) -> None:
 def convert(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
+    if result.reused:  # nothing converted: what it reuses is one line (its table: --json or the manifest)
+        for refusal in getattr(result, "refused", []):
+            warning(refusal.line())
+        return print(f"manifest: {result.manifest_path} (reused: its {len(result.files)} files are up to date with this "
+                     "request; --force converts again)")
     rows = []
     for f in result.files:
         scale = f"{f.input.scale:.5f}" if f.input.scale is not None else "-"
@@ -31,7 +36,7 @@ def convert(result: Any, as_json: bool = False) -> None:
                      f"{f.size / 1e6:.1f}"))
     table(f"converted into {result.manifest_path.parent} ({'reused' if result.reused else 'built'})",
           ["file", "backend", "mode", "input", "dtype", "in scale", "in zero point", "MB"], rows,
-          numeric=("in scale", "in zero point", "MB"))
+          numeric=("in scale", "in zero point", "MB"), drop=("in zero point", "in scale", "dtype", "input"))
     for line in result.notes:
         note(line)
     for refusal in getattr(result, "refused", []):
@@ -42,19 +47,22 @@ def convert(result: Any, as_json: bool = False) -> None:
     print(f"manifest: {result.manifest_path}")
 
 
+# what a narrow terminal leaves out of the host benchmark's table first (the median, p90 and min stay longest)
+HOST_BENCH_DROP = ("std ms", "mean ms", "max ms", "load ms", "first ms", "model MB", "spread %", "p90 ms")
+
+
 def host_bench(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
     columns = ["model", "mode", "load ms", "first ms", "median ms", "p90 ms", "min ms", "max ms", "mean ms", "std ms",
                "spread %", "model MB"]
-    unopt = ", NOT optimize_for_mobile'd (no XNNPACK in that torch)" if any(not r.mobile_optimized for r in result.rows) else ""
-    table(f"host benchmark (CPU models{unopt}, bundled input; quantized engine {result.quantized_engine}, "
-          f"{result.rows[0].threads} thread(s), models alternated round by round)", columns,
+    table(f"CPU models on this host (quantized engine {result.quantized_engine}, {result.rows[0].threads} thread(s), "
+          "rounds alternated)", columns,
           [(r.file, r.mode, f"{r.load_ms:.0f}", f"{r.first_ms:.2f}", f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}",
             f"{r.min_ms:.2f}", f"{r.max_ms:.2f}", f"{r.mean_ms:.2f}", f"{r.std_ms:.2f}",
             f"{r.spread_pct:.1f}" + (" !" if r.unstable else ""),
             "unknown" if r.memory_kb is None else f"{r.memory_kb / 1024:.0f}") for r in result.rows],
-          numeric=columns[2:])
+          numeric=columns[2:], drop=HOST_BENCH_DROP)
     for line in result.ratio_lines():
         print(line)
     for line in result.notes:
@@ -62,7 +70,9 @@ def host_bench(result: Any, as_json: bool = False) -> None:
     print(f"results: {result.json_path}")
 
 
-def build_android(result: Any) -> None:
+def build_android(result: Any, as_json: bool = False) -> None:
+    if as_json:
+        return emit_json(result)
     info = result.info
     rows = [(a["name"], a["kind"], a["sha256"][:12], a["path"]) for a in info["artefacts"]]
     table(f"{'up to date' if result.reused else 'built'}: PyTorch {info['commit'][:12]} ({info['lane']}) "
@@ -91,39 +101,45 @@ def doctor(checks: Any, as_json: bool = False) -> None:
 
 
 def make_app(result: Any, compat_report: Any) -> None:
+    """What make-app wrote, its notes and warnings and check-compat's verdict; an app that is up to date is one line
+    (nothing was made again, so, as make does, its warnings are not said again: they were when it was made)."""
+    then = f"{command('invoke', 'build-app', '--out', result.out)}  (or open {result.out} in Android Studio)"
     if getattr(result, "up_to_date", False):
-        print(f"make-app: {result.out} is up to date ({result.notes[0].split(': ', 1)[-1]}); nothing written")
-    else:
-        table(f"app assets ({result.variant})", ["asset", "size"],
-              [(name, f"{size / 1e6:.2f} MB" if size > 1e5 else f"{size} B") for name, size in result.assets.items()],
-              numeric=("size",))
-        for line in result.notes:
-            note(line)
+        said = f" ({len(result.warnings)} warning(s) when it was made, still in force)" if result.warnings else ""
+        print(f"make-app: {result.out} is up to date ({result.notes[0].split(': ', 1)[-1]}); nothing written{said}")
+        return next_step(then)
+    print(f"app assets ({result.variant}): " + ", ".join(
+        f"{name} ({size / 1e6:.2f} MB)" if size > 1e5 else f"{name} ({size} B)" for name, size in result.assets.items()))
+    for line in result.notes:
+        note(line)
     for line in result.warnings:
         warning(line)
     runtime = result.runtime
     what = runtime.label if runtime.library != "pytorch_android" else \
         f"{runtime.source} {runtime.pytorch_android or runtime.aar_name}"
-    print(f"project: {result.out} (application id {result.application_id}; runtime {what})")
-    print(f"app-info: {result.app_info}")
-    if compat_report is not None:
-        for line in compat_report.lines():
-            print(f"check-compat: {line}")
-        if not compat_report.ok:
-            warning(f"the app's runtime may not run these models ({compat_report.status}); see `invoke check-compat`")
-    print(f"next: {command('invoke', 'build-app', '--out', result.out)}  (or open {result.out} in Android Studio)")
+    print(f"project: {result.out} (application id {result.application_id}; runtime {what}); app-info: "
+          f"{result.app_info}")
+    if compat_report is not None:  # the verdict in one line; `invoke check-compat` has the rest
+        said = f"check-compat: {compat_report.status}: {compat_report.reason}; runtime: {compat_report.runtime}"
+        if compat_report.ok:
+            print(said)
+        else:
+            warning(f"the app's runtime may not run these models ({said}); details: invoke check-compat")
+    next_step(then)
 
 
 def build_app(result: Any) -> None:
     print(f"APK: {result.apk} ({result.size / 1e6:.1f} MB, sha256 {result.sha256[:16]}…, {result.seconds:.0f} s)")
     print(f"gradle log: {result.log_path}")
-    print("next: invoke deploy  (installs it on every connected phone)")
+    next_step("invoke deploy  (installs it on every connected phone)")
 
 
-def result_tables(rows: Any) -> None:
+def result_tables(rows: Any, tables: bool = True) -> None:
+    """Per device its latency table (``tables``: not when each phone's overview showed them), then which NNAPI
+    models were slower than the CPU."""
     from deploy.summary import device_tables, slower_callouts
 
-    for title, columns, table_rows in device_tables(rows):
+    for title, columns, table_rows in device_tables(rows) if tables else ():
         table(title, columns, table_rows)
     for line in slower_callouts(rows):
         note(line)
@@ -144,29 +160,36 @@ def executorch_tables(section: Any) -> None:
 
 
 def numerics(verdicts: Any, labels: Any, why: str = "",
-             what: str = "the phones' outputs on the bundled inputs vs the host") -> None:
-    """Is each phone's answer right: one row per phone x model, a warning per model that differs."""
+             what: str = "the phones' outputs on the bundled inputs vs the host", tables: bool = True) -> None:
+    """Is each phone's answer right: one row per phone x model (``tables``: not when each phone's overview showed
+    its verdicts, then the counts only), a warning per model that differs."""
     from deploy import numerics_report as nr
 
     if why:
         note(f"numerics: {why}")
     if not verdicts:
         return
-    table(f"is the answer right: {what} ({nr.counts(verdicts)})",
-          nr.COLUMNS, nr.table_rows(verdicts, labels), numeric=("largest diff", "LSB", "top-1", "top-5"))
+    title = f"is the answer right: {what} ({nr.counts(verdicts)})"
+    if tables:
+        table(title, nr.COLUMNS, nr.table_rows(verdicts, labels), numeric=("largest diff", "LSB", "top-1", "top-5"))
+    else:
+        print(title)
     for line in nr.problem_lines(verdicts, labels):
         warning(line)
 
 
-def hardware(placements: Any, labels: Any, why: str = "") -> None:
-    """Which hardware NNAPI chose: the per-phone summary, one row per phone x NNAPI model, a warning per model
-    whose NNAPI number is (partly) the CPU fallback's."""
+def hardware(placements: Any, labels: Any, why: str = "", tables: bool = True) -> None:
+    """Which hardware NNAPI chose: the per-phone summary, one row per phone x NNAPI model (``tables``: not when
+    each phone's overview showed them, then the counts only), a warning per model whose NNAPI number is (partly)
+    the CPU fallback's."""
     from deploy import hardware_report as hr
 
     if why:
         note(f"hardware: {why}")
     if not placements:
         return
+    if not tables:
+        return print(f"which hardware NNAPI chose ({hr.counts(placements)})")
     columns, rows = hr.summary(placements, labels)
     table(f"which hardware NNAPI chose ({hr.counts(placements)})", columns, rows)
     table("NNAPI placement per phone and model (from the phones' NNAPI logs)", hr.COLUMNS,
@@ -189,7 +212,19 @@ def phones(overviews: Any) -> None:
             note(f"{p.label}: top ExecuTorch operator: {line}")
 
 
+def deployed(result: Any, torchscript: bool, as_json: bool = False) -> None:
+    """What `invoke deploy` did: the TorchScript format's part (``torchscript``), the ExecuTorch format's, or both;
+    with ``--json`` one JSON document (every device's rows, numerics and placements, the ExecuTorch record)."""
+    if as_json:
+        return emit_json(result, {"rows": result.rows, "failed": [d.serial for d in result.failed]})
+    if torchscript:
+        deploy(result)
+    if result.executorch is not None:
+        pte_deploy(result)
+
+
 def deploy(result: Any) -> None:
+    """Deploy's warnings, its tables (latency, hardware, answers), a few lines per device, where the results went."""
     for w in result.warnings:
         warning(w)
     result_tables(result.rows)
@@ -197,23 +232,28 @@ def deploy(result: Any) -> None:
     hardware(result.hardware, labels)
     numerics(result.numerics, labels)
     for d in result.devices:
-        facts = f" ({d.facts.model}, SDK {d.facts.sdk})" if d.facts else ""
-        print(f"{d.serial}{facts}: {d.pushed_files} file(s) pushed ({d.pushed_bytes} bytes), "
-              f"{d.skipped_files} unchanged" + ("" if d.installed is None else
-                                                f", app {'installed' if d.installed else 'already installed'}"))
-        for n in d.notes:
-            print(f"  note: {n}")
-        for r in d.rows:
-            if r.status == "failed" and r.source != "deploy":
-                print(f"  failed: {r.model_file} ({r.backend}, {r.source}): {r.reason}")
-        for e in d.errors:
-            print("  problem: " + e.replace("\n", "\n    "))
+        _device(d)
     print(f"device directory: {result.directory}")
     if result.run_id is not None:
         print(f"results: run {result.run_id} in {result.db_path}; "
               + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
         if result.executorch is None:  # with both formats the ExecuTorch part says what next, once
-            print("next: invoke report  (the chart and an HTML page of this run)")
+            next_step("invoke report  (the chart and an HTML page of this run)")
+
+
+def _device(d: Any) -> None:
+    """One device's line (what was pushed and installed), its notes, its failed benchmarks and its problems."""
+    facts = f" ({d.facts.model}, SDK {d.facts.sdk})" if d.facts else ""
+    app = "" if d.installed is None else f", app {'installed' if d.installed else 'already installed'}"
+    print(f"{d.serial}{facts}: {d.pushed_files} file(s) pushed ({d.pushed_bytes} bytes), {d.skipped_files} unchanged"
+          + app)
+    for n in d.notes:
+        print(f"  note: {n}")
+    for r in d.rows:
+        if r.status == "failed" and r.source != "deploy":
+            print(f"  failed: {r.model_file} ({r.backend}, {r.source}): {r.reason}")
+    for e in d.errors:
+        print("  problem: " + e.replace("\n", "\n    "))
 
 
 def report(result: Any, as_json: bool = False) -> None:
@@ -226,15 +266,16 @@ def report(result: Any, as_json: bool = False) -> None:
     if weights:  # what the numbers are of: random weights make every answer meaningless
         (warning if is_random(weights) else print)(weights)
     phones(result.phones)
-    result_tables(result.rows)
+    detail = not result.phones  # each phone's overview has its latencies, hardware and answers: not twice
+    result_tables(result.rows, tables=detail)
     for line in getattr(result, "notes", []):
         note(line)
-    hardware(result.hardware, result.labels, result.hardware_note)
-    numerics(result.numerics, result.labels, result.numerics_note)
+    hardware(result.hardware, result.labels, result.hardware_note, tables=detail)
+    numerics(result.numerics, result.labels, result.numerics_note, tables=detail)
     numerics(result.executorch_numerics, result.labels, result.executorch_numerics_note, ET_NUMERICS)
     executorch_tables(result.executorch)
     print(f"picture: {result.png}")
-    print(f"page: {result.html} (chart and tables; open it in a browser)")
+    print(f"page: {result.html} (chart and every table, per model and run; open it in a browser)")
     print("exports: " + ", ".join(str(p) for p in result.exports.values()))
     title, lines = failed_devices(result.rows)  # last, where the outcome is read
     if lines:
@@ -259,30 +300,48 @@ def verify(result: Any, as_json: bool = False) -> None:
         print(f"verify: skipped {refusal.line()}")
     if not result.rows:
         return
-    table(f"host NNAPI vs CPU ({result.library})", ["variant", "result", "inputs", "end-to-end diff", "top-1",
+    table("host NNAPI vs CPU", ["variant", "result", "inputs", "end-to-end diff", "top-1",
                                                     "top-5", "worst op (isolated)", "findings"],
           [_verify_row(r) for r in result.rows],
           numeric=("inputs", "end-to-end diff", "top-1", "top-5", "worst op (isolated)", "findings"))
+    said: dict = {}  # the same finding in several variants (core and full share their input): one line naming them
     for r in result.rows:
         for f in r.findings:
             if f["severity"] != "info":
-                print(f"{r.variant}: {f['severity']}: {f['message']}")
+                said.setdefault((f["severity"], f["message"]), []).append(r.variant)
+    for (severity, message), variants in said.items():
+        print(f"{', '.join(variants)}: {severity}: {message}")
+    for r in result.rows:
         if r.agreement_note:
             note(f"{r.variant}: top-1/top-5 agreement {r.agreement_note}")
-    print(f"results: {result.json_path}")
+    print(f"results: {result.json_path} (host NNAPI: {result.library})")
 
 
 def all_summary(summary: Any, path: Any, substituted: bool, as_json: bool = False) -> None:
+    """One table of every stage (what ran, was up to date, skipped or failed, and the reason in a few words), the
+    weights when they are random, where the full reasons are, and how to get what was skipped."""
     if as_json:
         import json
 
         return print(json.dumps(_read(path), indent=2))
-    table("torchdroid all", ["stage", "result", "seconds", "detail"],
-          [(o.stage, o.status, f"{o.seconds:.0f}" if o.seconds else "", o.detail.splitlines()[0] if o.detail else "")
-           for o in summary.outcomes], numeric=("seconds",))
-    if substituted:
-        warning("random weights (see above): latencies are real, predictions are meaningless")
-    print(f"summary: {path}")
+    from converter.models import RANDOM_WEIGHTS
+
+    table("torchdroid all" + (f" ({RANDOM_WEIGHTS})" if substituted else ""),
+          ["stage", "result", "seconds", "detail"],
+          [(o.stage, o.status, f"{o.seconds:.0f}" if o.seconds else "", _gist(o)) for o in summary.outcomes],
+          numeric=("seconds",), drop=("seconds",))
+    doctor = any(o.status == "skipped" and o.detail != "skipped with --skip" for o in summary.outcomes)
+    print(f"summary: {path} (every reason in full" + ("; what the skipped stages need, and how to get it: invoke "
+                                                       "doctor)" if doctor else ")"))
+
+
+def _gist(outcome: Any) -> str:
+    """Why a stage was skipped or up to date in a few words: the first line of the reason up to its first ": "
+    (the full text is in all.json); a failure's first line whole (its full message was printed when it failed)."""
+    first = outcome.detail.splitlines()[0] if outcome.detail else ""
+    if outcome.status == "failed":
+        return first.split(": ", 1)[-1] if first.startswith("torchdroid ") else first
+    return first.split(": ", 1)[0].split(" (", 1)[0] if len(first) > 60 else first
 
 
 def _read(path: Any) -> Any:
@@ -320,24 +379,20 @@ def _pte_check(f: Any) -> str:
 
 
 def pte_bench(result: Any, as_json: bool = False) -> None:
-    from converter.pte_host import check_cells, speedups
+    """bench-executorch: each program against its reference, then the host latencies beside the legacy models."""
+    from converter.pte_host import check_cells
 
     if as_json:
         return emit_json(result)
     table("ExecuTorch programs against their reference (host runtime)",
           ["program", "reference", "max |diff|", "bound", "top-1/top-5", "per operator", "result"],
-          [check_cells(c) for c in result.checks])
-    cells = {label: f"{up:.2f}x" for label, up in speedups(result.lines).items()}  # the baselines: 1.00x
-    cells.update((r.other, f"{r.value:.2f}x ({r.low:.2f}-{r.high:.2f}{', ?' if r.uncertain else ''})")
-                 for r in result.ratios)  # the median of the per-round ratios, and their range
-    columns = ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up (rounds)"]
+          [check_cells(c) for c in result.checks], drop=("bound", "reference", "per operator"))
     unopt = any(x.mobile_optimized is False for x in result.lines)
     table("host latency, same protocol and threads, alternated round by round (speed-up over legacy TorchScript CPU "
           "of the same precision" + (", NOT optimize_for_mobile'd: no XNNPACK in this torch" if unopt else "")
           + "; ? = the rounds' range includes 1.0x: no measured difference)",
-          columns, [(x.label, x.file, f"{x.timing.median_ms:.2f}", f"{x.timing.p90_ms:.2f}", f"{x.timing.min_ms:.2f}",
-                     cells.get(x.label, "-")) if x.timing else
-                    (x.label, x.file, "-", "-", "-", x.note) for x in result.lines])
+          ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up (rounds)"], _pte_latency_rows(result),
+          numeric=("median ms", "p90 ms", "min ms"), drop=("file", "p90 ms", "min ms"))
     for x in result.lines:
         if x.timing and x.note:
             print(f"{x.label}: {x.note}")
@@ -349,7 +404,22 @@ def pte_bench(result: Any, as_json: bool = False) -> None:
     print(f"results: {result.json_path}")
 
 
-def executorch_runtime(result: Any, log_path: Any) -> None:
+def _pte_latency_rows(result: Any) -> list:
+    """Per timed line: its times and its speed-up over the legacy CPU model (the median of the per-round ratios, with
+    their range: toolchain.stats.Comparison); the baselines 1.00x; a line that was not timed: its note."""
+    from converter.pte_host import speedups
+
+    cells = {label: f"{up:.2f}x" for label, up in speedups(result.lines).items()}  # the baselines: 1.00x
+    cells.update((r.other, f"{r.value:.2f}x ({r.low:.2f}-{r.high:.2f}{', ?' if r.uncertain else ''})")
+                 for r in result.ratios)
+    return [(x.label, x.file, f"{x.timing.median_ms:.2f}", f"{x.timing.p90_ms:.2f}", f"{x.timing.min_ms:.2f}",
+             cells.get(x.label, "-")) if x.timing else (x.label, x.file, "-", "-", "-", x.note)
+            for x in result.lines]
+
+
+def executorch_runtime(result: Any, log_path: Any, as_json: bool = False) -> None:
+    if as_json:
+        return emit_json(result, {"log": log_path})
     info = result.build_info
     print(f"built ExecuTorch {info.get('tag')} ({info.commit[:12]}) executor_runner for {info.abi} API "
           f"{info.get('api_level')}, LOAD alignment {info.get('page_alignment')}: {result.runner}")
@@ -378,12 +448,12 @@ def pte_deploy(result: Any) -> None:
     files = [rec.path, rec.path.with_suffix(".csv")] + ([rec.path.parent / rec.numerics["file"]] if rec.numerics else [])
     print("results: " + ", ".join(map(str, files)))
     if result.run_id is not None:  # both formats in this run
-        print("next: invoke report  (the chart and an HTML page of this run, with the ExecuTorch lines beside it)")
+        next_step("invoke report  (the chart and an HTML page of this run, with the ExecuTorch lines beside it)")
     elif rec.legacy.get("run_id") is not None:
-        print("next: invoke report  (these lines beside the legacy run, in the console and the HTML page)")
+        next_step("invoke report  (these lines beside the legacy run, in the console and the HTML page)")
     else:  # no legacy run to compare with: report would refuse
-        print("next: invoke deploy --format torchscript,executorch  (the TorchScript CPU and NNAPI lines these are "
-              "compared with, in the same run; then invoke report)")
+        next_step("invoke deploy --format torchscript,executorch  (the TorchScript CPU and NNAPI lines these are "
+                  "compared with, in the same run; then invoke report)")
 
 
 def pte_operators(entries: Any) -> None:

@@ -91,9 +91,13 @@ DEBUG = flag("show tracebacks")
 
 
 def task(**kwargs):
-    """Invoke's @task for a body whose options are declared with :func:`opt` / :func:`flag`."""
+    """Invoke's @task for a body whose options are declared with :func:`opt` / :func:`flag`.  A task is one run of
+    the notes channel (toolchain/console.one_run): each warning printed once, also when `invoke all` calls the other
+    tasks."""
 
     def wrap(fn):
+        from toolchain.console import one_run
+
         signature = inspect.signature(fn)
         options = {p: o.default for p, o in signature.parameters.items() if isinstance(o.default, Option)}
         shown = signature.replace(parameters=[
@@ -104,7 +108,8 @@ def task(**kwargs):
         def body(*args, **kw):
             bound = shown.bind(*args, **kw)
             bound.apply_defaults()
-            return fn(*bound.args, **bound.kwargs)
+            with one_run():
+                return fn(*bound.args, **bound.kwargs)
 
         body.__signature__ = shown
         kwargs["help"] = {p: o.help(p) for p, o in options.items()}

@@ -15,6 +15,14 @@ def test_doctor_json_is_one_document_with_stable_ids(tmp_path):
     assert {"build-android.ndk", "make-app.sdk", "deploy.adb"} <= ids
 
 
+def test_every_task_that_prints_a_table_takes_json(tmp_path):
+    """Issue 31 item 5: --json where a table is printed (build-android, deploy and deploy-executorch had none)."""
+    for task in ("all", "convert", "bench", "bench-executorch", "verify", "build-android", "doctor", "deploy",
+                 "deploy-executorch", "report"):
+        help_text = run_invoke([task, "--help"], tmp_path).out
+        assert "--json" in help_text, task
+
+
 def test_tables_take_the_terminals_width_and_wrap_instead_of_cutting(tmp_path):
     narrow = run_invoke(["doctor"], tmp_path, env={"COLUMNS": "70"})
     assert narrow.code == 0

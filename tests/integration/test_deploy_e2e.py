@@ -124,3 +124,16 @@ def test_cli_reports_a_failing_device_and_exits_7(tmp_path, standin):
     assert f"problem: device {locked} is 'unauthorized'" in r.stdout and "Allow USB debugging" in r.stdout
     assert f"{devs['ok'].serial} (Virtual Pixel, SDK 30): 3 file(s) pushed" in r.stdout
     assert (tmp_path / "res" / "run-0001.json").is_file()
+
+
+def test_deploy_json_is_one_document_with_every_row(tmp_path, standin):
+    """Issue 31 item 5: --json wherever a table is printed; deploy prints tables (latency, hardware, answers)."""
+    inp = make_inputs(tmp_path / "in", standin=standin, modes=("none",))
+    with adb_with_devices(tmp_path / "adb", {"ok": {}}) as (server, devs):
+        r = invoke(tmp_path, "deploy", "--models", str(inp.models), "--build-info", str(inp.build_info),
+                   "--app", str(inp.app_dir), "--iter", "5", "--repeat", "1", "--results", str(tmp_path / "res"),
+                   "--json", port=server.port)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads(r.stdout)  # stdout is the document, nothing else
+    assert data["run_id"] == 1 and data["failed"] == [] and data["devices"][0]["serial"] == devs["ok"].serial
+    assert {row["backend"] for row in data["rows"]} >= {"cpu"} and all(row["status"] for row in data["rows"])

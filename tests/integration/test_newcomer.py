@@ -102,6 +102,35 @@ def test_invoke_all_with_the_defaults(newcomer):
     assert _table_lines_wider_than_80(res.stdout) == [], res.stdout
 
 
+def _repeated_warnings(text: str) -> list:
+    """Warning lines said more than once (``warning: ...`` and a finding's ``VARIANT: warning: ...``)."""
+    said = [line.strip() for line in text.splitlines() if line.startswith("warning:") or ": warning: " in line]
+    return sorted({line for line in said if said.count(line) > 1})
+
+
+def test_all_is_short_says_each_warning_once_and_an_unchanged_rerun_is_shorter(newcomer):
+    """Issue 31 item 5: `invoke all` in a pipe (stdout and stderr, as `invoke all 2>&1 | cat`) on the fresh clone:
+    at most 80 lines, no warning line twice, the random weights said once as a warning (not then called "explicitly
+    random"); run again with nothing changed, at most 25 lines and every host stage up to date.  It was 189 and 92
+    lines, the random-weights warning twice.  Runs right after the first `all`, before other cases change the
+    clone."""
+    clone, port, _, _, first = newcomer
+    assert first.returncode == 0
+    said = first.stdout + first.stderr
+    assert len(said.splitlines()) <= 80, said
+    assert _repeated_warnings(said) == [], said
+    assert sum(1 for line in said.splitlines() if line.startswith("warning:") and "RANDOM weights" in line) == 1, said
+    assert "explicitly random" not in said
+    again = run(clone, port, "all")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    rerun = again.stdout + again.stderr
+    assert len(rerun.splitlines()) <= 25, rerun
+    assert _repeated_warnings(rerun) == [], rerun
+    stages = {s["stage"]: s["status"] for s in json.loads((clone / "build/all.json").read_text())["stages"]}
+    assert all(stages[s] == "up to date" for s in ("convert", "verify", "make-app", "bench")), stages
+    assert _table_lines_wider_than_80(again.stdout) == [], again.stdout
+
+
 def test_the_readmes_next_command_make_app_is_up_to_date(newcomer):
     clone, port, _, _, first = newcomer
     assert first.returncode == 0
