@@ -14,10 +14,6 @@ ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 15
 NOT_PRODUCT = {"tests", "build"}  # the test suite and `invoke`'s default build_dir (a torch checkout lives there)
 
-# functions other parts of issue 31 are splitting at the same time; the coordinator removes this at the merge
-STILL_ABOVE = ["converter/pte_host.py:_run_pte_bench", "converter/pte_host.py:_checks",
-               "converter/pte_host.py:_say_check_time", "deploy/push.py:push_all", "workflow/show.py:deploy",
-               "workflow/show.py:pte_bench"]
 
 
 def product_files():
@@ -48,7 +44,6 @@ def above_limit():
     return out
 
 
-@pytest.mark.xfail(strict=False, reason="still above 15 while other helpers split them: " + ", ".join(STILL_ABOVE))
 def test_no_product_function_is_above_complexity_15():
     assert above_limit() == []
 
