@@ -13,16 +13,14 @@ rounds.  The quantized engine and the thread count are pinned for the measuremen
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import List, Optional
 
 from toolchain.errors import UsageError
-from toolchain.fsutil import atomic_write_json, atomic_write_text
+from toolchain.fsutil import atomic_write_csv, atomic_write_json
 from toolchain.progress import duration, progress
 from toolchain.records import ConvertManifest, now_iso
 from toolchain.settings import default
@@ -194,9 +192,4 @@ def _write_results(out: Path, manifest: ConvertManifest, cpu_files, rows: List[B
             "models": {f.file: f.sha256 for f in cpu_files},  # what was measured (`invoke all` reuses it)
             "rows": [asdict(r) for r in rows], "ratios": [r.as_dict() for r in ratios], "notes": notes}
     json_path = atomic_write_json(out / "host-bench.json", body)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(asdict(rows[0]).keys()))
-    w.writeheader()
-    for r in rows:
-        w.writerow(asdict(r))
-    return json_path, atomic_write_text(out / "host-bench.csv", buf.getvalue())
+    return json_path, atomic_write_csv(out / "host-bench.csv", rows, [f.name for f in fields(BenchRow)])

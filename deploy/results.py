@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import sqlite3
 from contextlib import closing
@@ -12,14 +10,14 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import RecordError
-from toolchain.fsutil import atomic_write_text
+from toolchain.fsutil import atomic_write_csv
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
 from toolchain.record_base import RecordMissing, schema_error
 from toolchain.records import DeployResults, ResultRow, deploy_results_path
 from toolchain.stats import SLOW_DOWN, compare
 
-__all__ = ["DB_NAME", "ResultRow", "ResultStore", "export", "speedups", "to_csv"]
+__all__ = ["DB_NAME", "ResultRow", "ResultStore", "export", "speedups"]
 
 DB_NAME = "results.sqlite"
 SCHEMA = 1
@@ -204,15 +202,6 @@ class ResultStore:
             return out
 
 
-def to_csv(rows: Sequence[ResultRow]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COLUMNS)
-    w.writeheader()
-    for r in rows:
-        w.writerow(r.to_dict())
-    return buf.getvalue()
-
-
 def check_rows(rows: Sequence[ResultRow]) -> None:
     """Refuse to store nonsense: an ``ok`` row without positive latencies, a failed row without a reason."""
     bad = [(r, p) for r in rows for p in r.problems()]
@@ -228,7 +217,7 @@ def export(rows: Sequence[ResultRow], out_dir: Path, stem: str, devices: Sequenc
            hardware: Optional[List[Placement]] = None) -> Dict[str, Path]:
     """The run's one JSON document (``<stem>.json``) and its CSV twin of the rows (``<stem>.csv``), atomically."""
     out_dir = Path(out_dir)
-    csv_path = atomic_write_text(out_dir / f"{stem}.csv", to_csv(rows))
+    csv_path = atomic_write_csv(out_dir / f"{stem}.csv", rows, COLUMNS)
     run_id = rows[0].run_id if rows else None
     started = rows[0].started if rows else ""
     json_path = DeployResults(run_id, started, list(rows), speedups(rows), list(devices), numerics, hardware).write(
@@ -242,15 +231,17 @@ def export_again(rows: Sequence[ResultRow], out_dir: Path, run_id: int, devices:
     (``unreadable``: an earlier torchdroid's) is left as it is and only its CSV twin is written."""
     stem = f"run-{run_id:04d}"
     if unreadable:
-        return {"csv": atomic_write_text(Path(out_dir) / f"{stem}.csv", to_csv(rows))}
+        return {"csv": atomic_write_csv(Path(out_dir) / f"{stem}.csv", rows, COLUMNS)}
     return export(rows, out_dir, stem, devices, doc.numerics if doc else None, doc.hardware if doc else None)
 
 
-def run_document(results_dir: Path, run_id: int) -> Tuple[Optional[DeployResults], str]:
-    """The run's JSON document (``run-NNNN.json``); ``(None, "")`` when there is none, ``(None, why)`` when it cannot
-    be read (an earlier torchdroid's is left as it is: ``why`` names the command that remakes it)."""
+def run_document(results_dir: Path, run_id: Optional[int]) -> Tuple[Optional[DeployResults], str]:
+    """The run's JSON document (``run-NNNN.json``; run None: ``latest.json``); ``(None, "")`` when there is none,
+    ``(None, why)`` when it cannot be read (an earlier torchdroid's is left as it is: ``why`` names the command that
+    remakes it)."""
     try:
-        return DeployResults.load(deploy_results_path(results_dir, f"run-{run_id:04d}")), ""
+        stem = "latest" if run_id is None else f"run-{run_id:04d}"
+        return DeployResults.load(deploy_results_path(results_dir, stem)), ""
     except RecordMissing:
         return None, ""
     except RecordError as e:

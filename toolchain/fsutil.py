@@ -45,6 +45,7 @@ into one place, and a full disk is a clean error.  Each helper in one line:
 from __future__ import annotations
 
 import contextlib
+import csv
 import datetime as _dt
 import errno
 import hashlib
@@ -257,6 +258,15 @@ def atomic_write_text(path: PathLike, text: str, mode: int = 0o644) -> Path:
 
 def atomic_write_json(path: PathLike, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def atomic_write_csv(path: PathLike, rows: Iterable[Any], columns: List[str]) -> Path:
+    """Rows (dataclasses) as CSV, a header of ``columns`` (their fields) and a line per row, atomically."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns)
+    w.writeheader()
+    w.writerows({c: getattr(r, c) for c in columns} for r in rows)
+    return atomic_write_text(path, buf.getvalue())
 
 
 def atomic_copy(src: PathLike, dst: PathLike) -> Path:

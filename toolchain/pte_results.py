@@ -20,9 +20,7 @@ The reader refuses anything it would have to guess about (a missing or mistyped 
 
 from __future__ import annotations
 
-import csv
 import datetime as _dt
-import io
 import math
 import os
 from dataclasses import asdict, dataclass, field, fields
@@ -30,7 +28,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .errors import RecordError
-from .fsutil import atomic_write_text
+from .fsutil import atomic_write_csv
 from .record_base import Record, now_iso
 from .variants import PRECISIONS
 
@@ -234,16 +232,12 @@ class PteDeployRecord(Record):
         same as ``executorch-latest.json`` and ``.csv``, all atomically: an earlier run (another phone's) is kept."""
         self.written = now_iso()
         self.run_id = _claim_run(results_dir)
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=[f.name for f in fields(PteResultRow)])
-        w.writeheader()
-        for r in self.rows:
-            w.writerow(asdict(r))
         paths: Dict[str, Path] = {}
         for run, key in ((self.run_id, "run_"), (None, "")):
             json_path = super().write(pte_results_path(results_dir, run))
             paths[key + "json"] = json_path
-            paths[key + "csv"] = atomic_write_text(json_path.with_suffix(".csv"), buf.getvalue())
+            paths[key + "csv"] = atomic_write_csv(json_path.with_suffix(".csv"), self.rows,
+                                                  [f.name for f in fields(PteResultRow)])
         self.path = paths["json"]
         return paths
 
