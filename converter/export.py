@@ -49,10 +49,9 @@ class ExportedVariant:
 
 
 def xnnpack_available() -> bool:
-    import torch
+    import torch.backends.xnnpack  # a submodule torch does not import by itself
 
-    probe = getattr(torch._C, "_is_xnnpack_enabled", None)
-    return bool(probe()) if probe else False
+    return bool(torch.backends.xnnpack.enabled)
 
 
 def _replace_dropout(model) -> None:

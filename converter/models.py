@@ -236,7 +236,8 @@ def estimate_batchnorm(model, batch) -> int:
     """
     import torch
 
-    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    kinds = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm)  # + Lazy*
+    bns = [m for m in model.modules() if isinstance(m, kinds)]
     if not bns:
         return 0
     model.eval()

@@ -59,3 +59,24 @@ def test_degenerate_observers_found():
     torch.ao.quantization.prepare(m2, inplace=True)
     m2(torch.randn(1, 1, 4, 4))
     assert not degenerate_observers(m2)
+
+
+def test_estimate_batchnorm_finds_every_batchnorm_kind_through_torch_public_classes():
+    """BatchNorm layers are found by torch's public classes (no private base class): 1-d, 2-d and lazy ones."""
+    import torch
+
+    from converter.models import estimate_batchnorm
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.BatchNorm2d(4), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 8 * 8, 6), torch.nn.BatchNorm1d(6))
+    assert estimate_batchnorm(model, [torch.randn(1, 3, 8, 8) for _ in range(2)]) == 2
+    assert float(model[1].running_var.sum()) != 4.0  # the statistics were set from the batch
+    assert estimate_batchnorm(torch.nn.Sequential(torch.nn.Linear(3, 3)), [torch.randn(1, 3)]) == 0
+
+
+def test_xnnpack_available_is_torchs_own_answer():
+    import torch.backends.xnnpack
+
+    from converter.export import xnnpack_available
+
+    assert xnnpack_available() is bool(torch.backends.xnnpack.enabled)
