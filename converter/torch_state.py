@@ -56,9 +56,11 @@ def pinned(threads: Optional[int] = None, engine: Optional[str] = None,
 def for_conversion():
     """Conversion's numbers must not depend on the host's thread count: oneDNN's float convolutions sum in an order
     that follows the threads (MobileNetV2's outputs, hence BatchNorm statistics and calibration ranges, change
-    between 1 and 2 threads; torch's native kernels do not), so conversion runs with oneDNN off, and puts the
-    engine, threads and oneDNN back afterwards (docs/facts.md EB10)."""
-    return pinned(mkldnn=False)
+    between 1 and 2 threads), and on some CPUs torch's native kernels do too (an AVX-512 Xeon: MobileNetV2's
+    output differs by 7e-16 between 1 and 2 threads with oneDNN off, enough to move quant_full's output by 1 LSB).
+    So conversion runs on one intra-op thread with oneDNN off, and puts the engine, threads and oneDNN back
+    afterwards (docs/facts.md EB10)."""
+    return pinned(threads=1, mkldnn=False)
 
 
 # --------------------------------------------------------------------------- memory of one model
