@@ -37,7 +37,7 @@ from toolchain.records import BuildInfo, DeployResults, deploy_results_path
 
 from .adb import Device
 from .bench import BenchOptions, BenchStats, ParsedRun, stoppable, summarize
-from .plan import BinaryPlan, DeploySettings, _recorded, unoptimized_warnings
+from .plan import BinaryPlan, DeploySettings, _recorded, unoptimized_warning
 from .preflight import elf_abi, load_alignment
 from .push import PushItem, push_all
 from .results import run_document
@@ -242,7 +242,9 @@ def _baseline_notes(models: Path) -> List[str]:
         files = ConvertManifest.load(models).files
     except RecordError:
         return []
-    return unoptimized_warnings([f for f in files if f.variant in ("quant_none", "quant_full")])
+    bad = [f.file for f in files if f.backend == "cpu" and f.variant in ("quant_none", "quant_full")
+           and not f.extra.get("mobile_optimized", False)]
+    return [unoptimized_warning(bad)] if bad else []
 
 
 def _operators(device: Device, directory: str, f: PteFile, row: PteResultRow, tracer: bool,

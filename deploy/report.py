@@ -126,16 +126,17 @@ def baseline_notes(models: Optional[str], rows: List[ResultRow]) -> List[str]:
     from toolchain.errors import TorchdroidError
     from toolchain.records import ConvertManifest
 
-    from .plan import unoptimized_warnings
+    from .plan import unoptimized_warning
 
     if not models:
         return []
     try:
-        files = ConvertManifest.load(Path(models)).files
+        files = {f.file: f for f in ConvertManifest.load(Path(models)).files if f.backend == "cpu"}
     except TorchdroidError:
         return []
     ran = {r.model_file for r in rows if r.backend == "cpu"}
-    return unoptimized_warnings(sorted((f for f in files if f.file in ran), key=lambda f: f.file))
+    bad = sorted(name for name in ran if name in files and not files[name].extra.get("mobile_optimized", False))
+    return [unoptimized_warning(bad)] if bad else []
 
 
 def _groups(rows: List[ResultRow]) -> list:
