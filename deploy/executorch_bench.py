@@ -68,12 +68,10 @@ def parse_iterations(output: str) -> List[float]:
     return [float(m.group(3)) for m in ITERATION.finditer(output)]
 
 
-def runner_command(directory: str, program: str, runs: int, threads: int, etdump: Optional[str] = None,
-                   flags: str = "") -> str:
-    """The runner's command line; ``etdump``: a runner built with the event tracer writes its ETDump there (EB4);
-    ``flags``: more of the runner's flags, after the program (the numerics check's ``--inputs``, ``--print_output``)."""
+def runner_command(directory: str, program: str, runs: int, threads: int, etdump: Optional[str] = None) -> str:
+    """The runner's command line; ``etdump``: a runner built with the event tracer writes its ETDump there (EB4)."""
     trace = f" --etdump_path={shlex.quote(etdump)}" if etdump else ""
-    return stoppable(directory, f"./{pins.RUNNER} --model_path={shlex.quote(program)}{flags} "
+    return stoppable(directory, f"./{pins.RUNNER} --model_path={shlex.quote(program)} "
                                 f"--num_executions={int(runs)} --cpu_threads={int(threads)}{trace} 2>&1")
 
 

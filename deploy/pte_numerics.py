@@ -32,13 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from toolchain import executorch_pins as pins
 from toolchain.errors import RecordError
 from toolchain.fsutil import sha256_file
 from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
 from toolchain.pte_records import PteFile, load_section, reference_path
 
 from .adb import Device
-from .executorch_bench import runner_command
+from .bench import stoppable
 from .numerics import NoOutput, judge, outputs_on_device
 from .push import PushItem
 
@@ -161,7 +162,9 @@ def output_command(directory: str, program: str, input_name: Optional[str], thre
     runner built with the event tracer writes an ETDump after every run (default ``model.etdump``, EB4): it goes
     to :data:`TRACE_NAME`, removed after the program's runs."""
     inputs = f" --inputs={shlex.quote(input_name)}" if input_name else ""
-    return runner_command(directory, program, 1, threads, TRACE_NAME if tracer else None, f"{inputs} {PRINT_FLAG}")
+    trace = f" --etdump_path={TRACE_NAME}" if tracer else ""
+    return stoppable(directory, f"./{pins.RUNNER} --model_path={shlex.quote(program)}{inputs} "
+                                f"{PRINT_FLAG} --num_executions=1 --cpu_threads={int(threads)}{trace} 2>&1")
 
 
 class Unprintable(ValueError):
