@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from converter.formats import chosen
 from toolchain.errors import TorchdroidError, command
 from toolchain.hardware_records import LISTER_NAME, Placement
 from toolchain.numerics_records import NumericsVerdict
@@ -26,7 +25,7 @@ from . import nnapi_log as _nnapi_log
 from . import numerics as _numerics
 from .adb import Device, state_error
 from .environment import READ_COMMAND, SECTION, Conditions, parse_snapshot, throttle_warnings
-from .executorch_bench import BUILD
+from .executorch_bench import BUILD, run_programs
 from .executorch_bench import SUBDIR as ET_SUBDIR
 from .install import install_apk
 from .lock import Attempt, answer, device_lock, lock_path, new_owner, take_command
@@ -102,9 +101,13 @@ def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: Deplo
             run.there = run.dev.shell(state_command(directory, _candidates(run)), check=True,
                                       what=f"reading {directory}").output
         check(run)
-        for f in chosen(s.formats):
-            run.go_on()
-            f.on_device(run)
+        run.go_on()
+        push(run)
+        run.go_on()
+        install(run)
+        bench_binary(run)
+        bench_app(run)
+        run_programs(run)
     conditions_after(run)
     status("done")
 

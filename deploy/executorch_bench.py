@@ -40,7 +40,6 @@ from .bench import BenchOptions, BenchStats, ParsedRun, stoppable, summarize
 from .plan import BinaryPlan, DeploySettings, _recorded, unoptimized_warning
 from .preflight import elf_abi, load_alignment
 from .push import PushItem, push_all
-from .results import run_document
 
 log = logging.getLogger(__name__)
 ON_DEVICE_DELEGATES = ("xnnpack", "portable")  # what a runner built with XNNPACK (and the portable kernels) runs
@@ -102,7 +101,9 @@ def run_programs(run: Any) -> None:
     also writes its ETDump.  A program whose run fails is not run again and keeps the runner's output as its note."""
     from .etdump import etdump_name
 
-    et: ExecutorchPlan = run.plan.executorch
+    et: Optional[ExecutorchPlan] = run.plan.executorch
+    if et is None:
+        return
     directory = f"{run.directory}/{SUBDIR}"
     run.status("pushing ExecuTorch's runner and programs")
     push_all(run.dev, directory, et.items, on_progress=run.status, hashes=run.plan.hashes)
@@ -179,13 +180,15 @@ def plan_executorch(s: DeploySettings) -> ExecutorchPlan:
 
 def load_legacy(results_dir: Path) -> Tuple[Optional[DeployResults], Dict[str, Any]]:
     """The legacy deploy's latest results (``latest.json``) and what the record says about them."""
-    res, why = run_document(results_dir, None)
-    if res is None and not why:
+    latest = deploy_results_path(results_dir, "latest")
+    if not latest.is_file():
         return None, {}
-    facts = {"path": str(deploy_results_path(results_dir, "latest").resolve())}
-    if why:
-        log.warning("legacy results %s not readable: %s", facts["path"], why)
-    return res, {**facts, "error": why} if why else {**facts, "run_id": res.run_id, "started": res.started}
+    try:
+        res = DeployResults.load(latest)
+    except RecordError as e:
+        log.warning("legacy results %s not readable: %s", latest, e.what)
+        return None, {"path": str(latest.resolve()), "error": e.what}
+    return res, {"path": str(latest.resolve()), "run_id": res.run_id, "started": res.started}
 
 
 def legacy_rows(legacy: Optional[DeployResults], serial: str, stems: Sequence[str]) -> List[PteResultRow]:

@@ -4,6 +4,7 @@ failed ones too."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import sqlite3
@@ -22,6 +23,7 @@ from toolchain.records import ResultRow, deploy_results_path, now_iso
 
 from .adb import Adb
 from .device_run import Cancelled, DeviceReport, record_failure, run_device, stop_benchmarks
+from .executorch_bench import plan_executorch, record_executorch
 from .hashes import HASH_CACHE_NAME
 from .plan import DeployPlan, DeploySettings, check_values, make_plan, project_name
 from .push import check_dir
@@ -49,6 +51,10 @@ class DeployResult:
     @property
     def numerics(self) -> List[NumericsVerdict]:
         return [v for d in self.devices for v in d.numerics]
+
+    @property
+    def pte_numerics(self) -> List[NumericsVerdict]:
+        return [v for d in self.devices for v in d.pte_numerics]
 
     @property
     def hardware(self) -> List[Placement]:
@@ -87,12 +93,10 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     reserved before any device work; each device's rows are stored and exported (``run-NNNN.csv``/``.json``)
     as soon as that device is done.  Ctrl-C stops the benchmarks on the phones, keeps every completed row and
     then ends the run (KeyboardInterrupt)."""
-    from converter.formats import chosen
-
     check_values(s)
     plan = make_plan(s)
-    for f in chosen(s.formats):
-        f.deploy_plan(s, plan)
+    if "executorch" in s.formats:
+        plan.executorch = plan_executorch(s)
     plan.hashes.load(Path(s.results) / HASH_CACHE_NAME)  # local files' digests: not read again when unchanged
     for w in plan.warnings:
         log.warning("%s", w)
@@ -133,7 +137,7 @@ def keep_completed(s: DeploySettings, plan: DeployPlan, reports: List[DeviceRepo
     if keeper is not None:
         rows = [r for rep in reports for r in rep.rows]
         if rows:
-            result = record(s, plan, reports, keeper, directory, formats=("torchscript",))
+            result = record(s, dataclasses.replace(plan, executorch=None), reports, keeper, directory)
             kept.append(f"{len(rows)} completed row(s) kept in {result.exports['csv']}")
         else:
             keeper.discard()
@@ -262,27 +266,22 @@ def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySet
 
 
 def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Optional[Keeper],
-           directory: str, formats: Optional[Sequence[str]] = None) -> DeployResult:
-    """Each format's records (``formats``, default: the run's), TorchScript's first: ExecuTorch's join the latest
-    legacy results, this run's when it had both formats."""
-    from converter.formats import chosen
-
-    result = DeployResult(reports, None, None, {}, plan.warnings, directory)
-    for f in chosen(s.formats if formats is None else formats):
-        f.deploy_record(s, plan, result, keeper)
-    return result
-
-
-def record_torchscript(s: DeploySettings, plan: DeployPlan, result: DeployResult, keeper: Keeper) -> None:
+           directory: str) -> DeployResult:
     """Every TorchScript row (ok, failed, skipped) is stored already, device by device (``Keeper``); here the rest:
-    the run's and the latest CSV/JSON (the JSON with the numerics verdicts and NNAPI placements)."""
-    reports, rows, results = result.devices, result.rows, Path(s.results)
-    devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
-    result.run_id, result.db_path = keeper.run_id, keeper.store.path
-    checks = run_numerics(reports, plan), run_hardware(reports, plan if s.hardware and s.bench else None)
-    result.exports = export(rows, results, keeper.stem, devices, *checks)
-    result.exports.update({f"latest_{k}": v for k, v in export(rows, results, "latest", devices, *checks).items()})
-    keeper.finish()
+    the run's and the latest CSV/JSON (the JSON with the numerics verdicts and NNAPI placements), then the
+    ExecuTorch format's records (which join the latest legacy results: this run's when it had both formats)."""
+    result = DeployResult(reports, None, None, {}, plan.warnings, directory)
+    if keeper is not None:
+        rows = [r for rep in reports for r in rep.rows]
+        devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
+        result.run_id, result.db_path, results = keeper.run_id, keeper.store.path, Path(s.results)
+        checks = run_numerics(reports, plan), run_hardware(reports, plan if s.hardware and s.bench else None)
+        result.exports = export(rows, results, keeper.stem, devices, *checks)
+        result.exports.update({f"latest_{k}": v for k, v in export(rows, results, "latest", devices, *checks).items()})
+        keeper.finish()
+    if plan.executorch is not None:
+        result.executorch = record_executorch(s, plan.executorch, reports)
+    return result
 
 
 def run_numerics(reports: List[DeviceReport], plan: DeployPlan) -> List[NumericsVerdict]:

@@ -212,14 +212,15 @@ def phones(overviews: Any) -> None:
             note(f"{p.label}: top ExecuTorch operator: {line}")
 
 
-def deployed(result: Any, formats: Any, as_json: bool = False) -> None:
-    """What `invoke deploy` did: each format's part (``formats``: the run's, shown in ``SHOWS``' order); with
-    ``--json`` one JSON document (every device's rows, numerics and placements, the ExecuTorch record)."""
+def deployed(result: Any, torchscript: bool, as_json: bool = False) -> None:
+    """What `invoke deploy` did: the TorchScript format's part (``torchscript``), the ExecuTorch format's, or both;
+    with ``--json`` one JSON document (every device's rows, numerics and placements, the ExecuTorch record)."""
     if as_json:
         return emit_json(result, {"rows": result.rows, "failed": [d.serial for d in result.failed]})
-    for name, part in SHOWS["deploy"].items():
-        if name in formats:
-            part(result)
+    if torchscript:
+        deploy(result)
+    if result.executorch is not None:
+        pte_deploy(result)
 
 
 def deploy(result: Any) -> None:
@@ -443,7 +444,7 @@ def pte_deploy(result: Any) -> None:
     for line in rec.notes:
         note(line)
     pte_operators(rec.operators)
-    numerics([v for d in result.devices for v in d.pte_numerics], {}, "" if rec.numerics else "the runner's outputs were not checked", ET_NUMERICS)
+    numerics(result.pte_numerics, {}, "" if rec.numerics else "the runner's outputs were not checked", ET_NUMERICS)
     files = [rec.path, rec.path.with_suffix(".csv")] + ([rec.path.parent / rec.numerics["file"]] if rec.numerics else [])
     print("results: " + ", ".join(map(str, files)))
     if result.run_id is not None:  # both formats in this run
@@ -470,5 +471,4 @@ def pte_operators(entries: Any) -> None:
 
 
 SHOWS = {"convert": {"torchscript": convert, "executorch": pte_convert},
-         "bench": {"torchscript": host_bench, "executorch": pte_bench},
-         "deploy": {"torchscript": deploy, "executorch": pte_deploy}}
+         "bench": {"torchscript": host_bench, "executorch": pte_bench}}
