@@ -55,19 +55,28 @@ class ConfigLayers:
     layers: List[Tuple[Any, Mapping]] = field(default_factory=list)
 
 
-_IN_FORCE: List[ConfigFiles] = []
+Layer = Tuple[str, Path, Dict[str, Any]]  # (which: runtime, project, user, system; the file; its data)
+_IN_FORCE: List[Tuple[ConfigFiles, List[Layer]]] = []
 
 
-def use(files: ConfigFiles) -> None:
-    """The files of this run (called once by tasks.py when Invoke imports it)."""
-    _IN_FORCE[:] = [files]
+def use(files: ConfigFiles) -> List[Layer]:
+    """The files of this run, read once (called by tasks.py when Invoke imports it): the startup checks and every
+    task's settings use what is read here, so a file (a ``.py`` one runs) is not read again per check or task."""
+    layers = file_layers(files)
+    _IN_FORCE[:] = [(files, layers)]
+    return layers
 
 
 def in_force() -> ConfigFiles:
     if _IN_FORCE:
-        return _IN_FORCE[0]
+        return _IN_FORCE[0][0]
     runtime = os.environ.get("INVOKE_RUNTIME_CONFIG")
     return ConfigFiles(runtime=Path(runtime) if runtime else None)
+
+
+def layers_in_force() -> List[Layer]:
+    """What :func:`use` read, or (no run set up: a library caller) the files in force read now."""
+    return _IN_FORCE[0][1] if _IN_FORCE else file_layers(in_force())
 
 
 def first_existing(prefix: str) -> Optional[Path]:
@@ -194,7 +203,7 @@ def env_layer(environ: Mapping[str, str], names: Sequence[str]) -> Dict[str, Any
     return data
 
 
-def file_layers(files: ConfigFiles) -> List[Tuple[str, Path, Dict[str, Any]]]:
+def file_layers(files: ConfigFiles) -> List[Layer]:
     """(which, path, data) of every config file in force, highest priority first; which: runtime, project, ..."""
     out = []
     if files.runtime is not None:

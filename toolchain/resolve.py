@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .config_sources import ConfigLayers, env_layer, file_layers, in_force
+from .config_sources import ConfigLayers, env_layer, in_force, layers_in_force
 from .errors import UsageError
 from .layout import UnderBuildDir
 from .settings import SCHEMA, Key, Kind, config_defaults
@@ -212,7 +212,7 @@ def layers(config: Any) -> List[Tuple[Source, Mapping]]:
     if isinstance(config, Mapping):
         return [(Source("config"), config)]
     names = [k.name for k in SCHEMA.values() if not k.cli_only]
-    found = [(Source("file", str(path)), data) for _which, path, data in file_layers(in_force())]
+    found = [(Source("file", str(path)), data) for _which, path, data in layers_in_force()]
     env = [(Source("env"), env_layer(os.environ, names))]
     out = found[:1] + env + found[1:] if in_force().runtime is not None else env + found
     return [(source, data) for source, data in out if data] + [(Source("config"), _set_in_code(config, names))]

@@ -39,15 +39,15 @@ def runtime_path(argv: Sequence[str], environ: Mapping[str, str]) -> Optional[Pa
     return Path(given) if given else None
 
 
-def check_files(files) -> None:
-    """Every config file Invoke will read reads, and the runtime and project files name only known keys."""
+def check_files(layers) -> None:
+    """The runtime and project files (of the ``layers`` read by :func:`toolchain.config_sources.use`) name only
+    known keys and no empty section."""
     from invoke import Config
 
-    from toolchain.config_sources import file_layers
     from toolchain.resolve import check_known_keys
 
     invoke_keys = tuple(Config.global_defaults())
-    for which, path, data in file_layers(files):
+    for which, path, data in layers:
         if which in ("runtime", "project"):  # a user's own file may hold other projects' sections
             refuse_empty_sections(data, path)
             check_known_keys(data, str(path), invoke_keys)
@@ -70,15 +70,14 @@ def refuse_empty_sections(data: Mapping[str, Any], path: Path) -> None:
                                 "line too")
 
 
-def check_env_casts(files, environ: Mapping[str, str]) -> None:
+def check_env_casts(layers, environ: Mapping[str, str]) -> None:
     """An ``INVOKE_*`` variable over a typed value of a file is cast by Invoke to that value's type; when that
     cannot work, say so before Invoke tries (a traceback): the schema's own message when the text is bad."""
-    from toolchain.config_sources import file_layers
     from toolchain.errors import UsageError
     from toolchain.resolve import BadValue, Source, lookup, parse, usage_error
     from toolchain.settings import KEYS
 
-    found = [(path, data) for _which, path, data in file_layers(files)]
+    found = [(path, data) for _which, path, data in layers]
     for key in KEYS:
         text = environ.get(key.env_var)
         over = next(((path, raw) for path, data in found for ok, raw in [lookup(data, key.name)] if ok), None)
@@ -118,11 +117,11 @@ def start(project_dir: Path, argv: Optional[Sequence[str]] = None, environ: Opti
     environ = os.environ if environ is None else environ
     files = config_sources.ConfigFiles(runtime=runtime_path(sys.argv if argv is None else argv, environ),
                                        project_dir=Path(project_dir))
-    config_sources.use(files)
     _quiet_closed_pipe()
     try:
-        check_files(files)
-        check_env_casts(files, environ)
+        layers = config_sources.use(files)  # every config file read once, here
+        check_files(layers)
+        check_env_casts(layers, environ)
     except TorchdroidError as e:
         raise Exit(f"torchdroid: {e.label}: {e}", code=e.exit_code) from None
     return files

@@ -251,7 +251,7 @@ def test_a_variable_invoke_could_not_cast_to_a_files_value_is_named_before_invok
     from workflow.invoke_hooks import check_env_casts
 
     (tmp_path / "invoke.yaml").write_text("deploy:\n  serials: [a]\n  timeout: 30\nbench:\n  iter: 7\n")
-    files = config_sources.ConfigFiles(project_dir=tmp_path)
+    files = config_sources.file_layers(config_sources.ConfigFiles(project_dir=tmp_path))
     check_env_casts(files, {"INVOKE_BENCH_ITER": "9", "INVOKE_DEPLOY_TIMEOUT": "45", "INVOKE_CONVERT_QUANT": "x"})
     with pytest.raises(UsageError, match="INVOKE_BENCH_ITER") as e:
         check_env_casts(files, {"INVOKE_BENCH_ITER": "abc"})
