@@ -285,6 +285,7 @@ def _send(pushes: _Pushes, items: Dict[int, PushItem]) -> Dict[int, PushOutcome]
             raise result
     return results
 
+
 def verify_and_rename(device: Device, directory: str, s: _Sent) -> PushOutcome:
     """One shell call: the sent file is hashed on the device with sha256sum, and when the digest is the one sent it
     gets its exact mode (adbd widens the SEND mode, docs/facts.md DS4) and its name; otherwise it is removed.  Runs
