@@ -137,8 +137,8 @@ def build_android(c, lane=opt("pytorch.lane", "a pin set of toolchain/pins.py (c
                   max_jobs=opt("android.max_jobs"), clean=opt("build_android.clean"), aar=opt("build_android.aar"),
                   cmake_arg=opt("build_android.cmake_args"), vulkan=opt("build_android.vulkan"),
                   java_home=opt("android.java_home"), event_tracer=opt("android.executorch_event_tracer"),
-                  no_event_tracer=flag("--lane executorch: a runner without ExecuTorch's event tracer (no "
-                                       "per-operator times)"), json=JSON, debug=DEBUG):
+                  no_event_tracer=flag("--lane executorch: only the untraced runner, not executor_runner_traced "
+                                       "(no per-operator times)"), json=JSON, debug=DEBUG):
     """PyTorch Mobile (speed_benchmark_torch, static libraries, headers) from a lane's pinned commit, with the NDK."""
     if lane == "executorch":  # ExecuTorch's runtime and executor_runner (docs/executorch.md); command line only
         return _build_executorch(c, ndk=ndk, abi=abi, api_level=api_level, max_jobs=max_jobs, python=python, debug=debug,

@@ -5,6 +5,11 @@ preset and the options that make a benchmark-capable runner (XNNPACK on, executo
 so its per-iteration times reach ``adb shell``'s output) at the requested ABI and API level, 16 KB pages ->
 ``cmake --build --target executor_runner`` -> ELF verification (machine, API level note, LOAD alignment) ->
 ``<build_dir>/android/<abi>/executorch/build-info.json``.  Every option and its upstream source: docs/facts.md (E rows).
+
+The runner is built twice, each in a build tree of its own (both incremental): ``executor_runner`` without the event
+tracer, for the timing rounds, and ``executor_runner_traced`` with it, for the per-operator times.  A traced runner
+profiles every run (an ETDumpGen on every method load, XNNPACK's basic profiling, ``model.etdump`` written at exit:
+docs/facts.md TC3), so its times are not the model's.  ``android.executorch_event_tracer`` off: the untraced one only.
 """
 
 from __future__ import annotations
@@ -57,9 +62,32 @@ class RuntimeBuildSettings:
 @dataclass
 class RuntimeBuild:
     build_info: BuildInfo
-    runner: Path
+    runner: Path  # executor_runner, without the event tracer
     reused: bool
     seconds: float
+    traced: Optional[Path] = None  # executor_runner_traced (None: android.executorch_event_tracer off)
+
+
+@dataclass(frozen=True)
+class BuiltRunner:
+    """One verified runner in the output directory, and the configure line it was built with."""
+
+    name: str
+    event_tracer: bool
+    path: Path
+    cmake_args: List[str]
+    elf: Dict[str, Any]
+
+    def artefact(self) -> Dict[str, Any]:
+        """Its entry in the build-info's ``artefacts`` (the deploy side picks the runner by ``event_tracer``)."""
+        return {"name": self.name, "path": self.name, "kind": "binary", "sha256": sha256_file(self.path),
+                "load_alignment": self.elf["load_alignment"], "event_tracer": self.event_tracer,
+                "cmake_args": self.cmake_args}
+
+
+def runner_variants(event_tracer: bool) -> List[tuple]:
+    """(name, event tracer, build tree) of each runner to build: the untraced one always, the traced one if asked."""
+    return [(pins.RUNNER, False, "cmake-out")] + ([(pins.RUNNER_TRACED, True, "cmake-out-traced")] if event_tracer else [])
 
 
 def out_dir(build_dir: Path, abi: str) -> Path:
@@ -107,11 +135,26 @@ def check_tools(s: RuntimeBuildSettings) -> tuple:
         raise ToolNotFound(f"NDK {ndk.release} ({ndk.path}) is too old for ExecuTorch {pins.EXECUTORCH_VERSION}",
                            cause=f"its CMake build needs NDK r{pins.NDK_MIN_MAJOR} or newer",
                            remedy=f"install NDK {pins.NDK_RECOMMENDED} (what ExecuTorch's CI uses) and pass --ndk DIR")
-    cmake = CMake.locate(s.env).require(pins.CMAKE_MIN, why=f"ExecuTorch {pins.EXECUTORCH_VERSION} needs it")
+    cmake = check_cmake(s.abi, s.env)
     Ninja.locate(s.env).require(why="build-android --lane executorch configures with -G Ninja (docs/facts.md E16)")
     for var, program in (("CC", CCompiler), ("CXX", CxxCompiler)):
         host_compiler(var, program, s.env)
     return ndk, cmake, check_python(s.python)
+
+
+def check_cmake(abi: str, env: Optional[Mapping[str, str]] = None) -> CMake:
+    """CMake new enough for ExecuTorch at ``abi``: 3.24 (E3), 3.26 on Arm, where kernels/optimized uses
+    ``$<BUILD_LOCAL_INTERFACE:...>`` and an older CMake fails only at generate time (docs/facts.md TC1, TC2)."""
+    if abi not in pins.CMAKE_ARM_ABIS:
+        return CMake.locate(env).require(pins.CMAKE_MIN, why=f"ExecuTorch {pins.EXECUTORCH_VERSION} needs it")
+    venv_bin = Path(sys.executable).parent
+    return CMake.locate(env).require(
+        pins.CMAKE_MIN_ARM,
+        why=f"ExecuTorch {pins.EXECUTORCH_VERSION}'s {abi} build: kernels/optimized/CMakeLists.txt links its Arm fp16 "
+            "kernels with $<BUILD_LOCAL_INTERFACE:...>, which CMake added in 3.26; an older CMake fails at generate "
+            "time (pytorch/executorch#22570, docs/facts.md TC1)",
+        remedy=f'`{sys.executable} -m pip install "{pins.CMAKE_PIP_SPEC}"` (Debian 12\'s apt cmake is 3.25), then '
+               f'`export PATH="{venv_bin}:$PATH"` so that build-android finds it first')
 
 
 def host_compiler(var: str, program: type, env: Optional[Mapping[str, str]] = None) -> Path:
@@ -189,27 +232,36 @@ def build_runtime(s: RuntimeBuildSettings, log_path: Path) -> RuntimeBuild:
     src = Path(s.source_dir).resolve() if s.source_dir else Layout(Path(s.build_dir).resolve()).checkout("executorch", s.commit)
     with output_lock(out, "invoke build-android --lane executorch"):
         checkout = ensure_checkout(Git.locate(log_path), s.repo_url or pins.RUNTIME_REPO, s.commit, src, s.git_jobs)
-        build = out / "cmake-out"
-        args = cmake_args(src, build, ndk, s.abi, s.api_level, s.event_tracer, python)
-        run([cmake.path, *args], log_path=log_path, what="ExecuTorch CMake configure")
-        jobs = str(s.max_jobs or os.cpu_count() or 1)
-        run([cmake.path, "--build", str(build), "--target", pins.RUNNER, "-j", jobs], log_path=log_path,
-            what=f"building ExecuTorch's {pins.RUNNER}")
-        runner = atomic_copy(build / pins.RUNNER, out / pins.RUNNER)
-        os.chmod(runner, 0o755)
-        elf = verify_runner(runner, s.abi, s.api_level)
-        info = BuildInfo.create(out / BUILD_INFO, _record(s, checkout, ndk, args, runner, elf))
-    return RuntimeBuild(info, runner, False, time.monotonic() - t0)
+        runners = [build_runner(s, cmake.path, ndk, python, src, out / tree, out / name, traced, log_path)
+                   for name, traced, tree in runner_variants(s.event_tracer)]
+        info = BuildInfo.create(out / BUILD_INFO, _record(s, checkout, ndk, runners))
+    traced = next((r.path for r in runners if r.event_tracer), None)
+    return RuntimeBuild(info, runners[0].path, False, time.monotonic() - t0, traced)
 
 
-def _record(s: RuntimeBuildSettings, checkout, ndk: Ndk, args: List[str], runner: Path, elf: Dict[str, Any]) -> Dict[str, Any]:
+def build_runner(s: RuntimeBuildSettings, cmake: Path, ndk: Ndk, python: Path, src: Path, build: Path, dest: Path,
+                 event_tracer: bool, log_path: Path) -> BuiltRunner:
+    """Configure ``build`` (incremental: the tree is kept), build executor_runner, copy it to ``dest``, verify it."""
+    what = "with the event tracer" if event_tracer else "without the event tracer"
+    args = cmake_args(src, build, ndk, s.abi, s.api_level, event_tracer, python)
+    run([cmake, *args], log_path=log_path, what=f"ExecuTorch CMake configure ({pins.RUNNER} {what})")
+    jobs = str(s.max_jobs or os.cpu_count() or 1)
+    run([cmake, "--build", str(build), "--target", pins.RUNNER, "-j", jobs], log_path=log_path,
+        what=f"building ExecuTorch's {pins.RUNNER} ({what})")
+    runner = atomic_copy(build / pins.RUNNER, dest)
+    os.chmod(runner, 0o755)
+    return BuiltRunner(dest.name, event_tracer, runner, args, verify_runner(runner, s.abi, s.api_level))
+
+
+def _record(s: RuntimeBuildSettings, checkout, ndk: Ndk, runners: List[BuiltRunner]) -> Dict[str, Any]:
+    args = runners[0].cmake_args  # the untraced runner's; each artefact records its own
     return {"lane": pins.RUNTIME_LANE, "runtime": "executorch", "tag": pins.RUNTIME_TAG, "commit": s.commit,
             "repo_url": s.repo_url or pins.RUNTIME_REPO, "source_dir": str(checkout.path),
             "ndk": {"path": str(ndk.path), "revision": ndk.revision, "recommended": pins.NDK_RECOMMENDED},
             "abi": s.abi, "api_level": s.api_level, "cmake_args": args, "built": now_iso(),
             "python": next((a.split("=", 1)[1] for a in args if a.startswith("-DPYTHON_EXECUTABLE=")), None),
-            "event_tracer": s.event_tracer,  # the runner takes --etdump_path and writes an ETDump (EB4)
-            "page_alignment": {pins.RUNNER: elf["load_alignment"]}, "elf": {pins.RUNNER: elf},
-            "artefacts": [{"name": pins.RUNNER, "path": pins.RUNNER, "kind": "binary", "sha256": sha256_file(runner),
-                           "load_alignment": elf["load_alignment"]}],
+            "page_alignment": {r.name: r.elf["load_alignment"] for r in runners},
+            "elf": {r.name: r.elf for r in runners},
+            # which runner has the event tracer: each artefact's "event_tracer" (the traced one takes --etdump_path)
+            "artefacts": [r.artefact() for r in runners],
             "executorch_version": pins.EXECUTORCH_VERSION}

@@ -79,7 +79,15 @@ RUNTIME_LANE = f"executorch-{EXECUTORCH_VERSION}"
 NDK_RECOMMENDED = "r28c"  # what ExecuTorch's CI installs (docs/facts.md E2)
 NDK_MIN_MAJOR = 26  # older NDKs lack the C++17/20 library parts the runtime's CMake expects (not checked: E2)
 CMAKE_MIN = (3, 24)  # CMakeLists.txt cmake_minimum_required (E3)
-RUNNER = "executor_runner"
+# On Arm, kernels/optimized/CMakeLists.txt links its fp16 kernels with $<BUILD_LOCAL_INTERFACE:...> (CMake 3.26+): an
+# older CMake configures and then fails at generate time (docs/facts.md TC1, pytorch/executorch#22570).
+CMAKE_MIN_ARM = (3, 26)
+CMAKE_ARM_ABIS = ("arm64-v8a",)
+# The fix that works on Debian 12 (apt's cmake is 3.25.1): CMake from PyPI, below 4 as upstream's own
+# requirements-dev.txt pins it (TC2).
+CMAKE_PIP_SPEC = "cmake>=3.26,<4"
+RUNNER = "executor_runner"  # built without the event tracer: what the timing rounds run (TC3)
+RUNNER_TRACED = "executor_runner_traced"  # the same runner with the event tracer: per-operator times (ETDump)
 # The runner's per-iteration line (examples/portable/executor_runner/executor_runner.cpp, E8).
 RUNNER_ITERATION_RE = r"Iteration (\d+) of (\d+): ([0-9.]+) ms"
 

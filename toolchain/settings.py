@@ -185,9 +185,10 @@ KEYS: Tuple[Key, ...] = (
     Key("android.api_level", Int(min=16, max=99), pins.DEFAULT_API_LEVEL, "Android API level the binary is "
                                                                           "built and checked for", metavar="LEVEL"),
     Key("android.max_jobs", Int(min=1, max=1024), None, "parallel compile jobs (default: all cores)", metavar="N"),
-    Key("android.executorch_event_tracer", Flag(), True, "build-android --lane executorch: build the runner with "
-        "ExecuTorch's devtools and event tracer (EXECUTORCH_BUILD_DEVTOOLS, EXECUTORCH_ENABLE_EVENT_TRACER), so "
-        "deploy-executorch can pull an ETDump and show where the time went per operator"),
+    Key("android.executorch_event_tracer", Flag(), True, "build-android --lane executorch: beside the untraced "
+        "runner the timings use, build executor_runner_traced with ExecuTorch's devtools and event tracer "
+        "(EXECUTORCH_BUILD_DEVTOOLS, EXECUTORCH_ENABLE_EVENT_TRACER), so deploy-executorch can pull an ETDump and "
+        "show where the time went per operator"),
     Key("android.sdk", PathKind(), None, "Android SDK directory (else ANDROID_HOME, ANDROID_SDK_ROOT)"),
     Key("android.java_home", PathKind(), None, "JDK for --aar's Gradle (default: one it accepts, found in "
                                                "JAVA_HOME/PATH/usr/lib/jvm)"),

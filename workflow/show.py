@@ -421,11 +421,13 @@ def executorch_runtime(result: Any, log_path: Any, as_json: bool = False) -> Non
     if as_json:
         return emit_json(result, {"log": log_path})
     info = result.build_info
-    print(f"built ExecuTorch {info.get('tag')} ({info.commit[:12]}) executor_runner for {info.abi} API "
-          f"{info.get('api_level')}, LOAD alignment {info.get('page_alignment')}: {result.runner}")
-    print("event tracer: " + ("on (deploy-executorch pulls an ETDump per program: time per operator)"
-                              if info.get("event_tracer") else
-                              "off (no per-operator times on the phones; build without --no-event-tracer for them)"))
+    print(f"built ExecuTorch {info.get('tag')} ({info.commit[:12]}) for {info.abi} API {info.get('api_level')}:")
+    for art in info.get("artefacts", []):
+        role = ("with the event tracer, for per-operator times (ETDump)" if art.get("event_tracer") else
+                "without the event tracer, for the timing rounds")
+        print(f"  {art['name']}: {role}; LOAD alignment {art.get('load_alignment')}: {info.dir / art['path']}")
+    if result.traced is None:
+        print("  no traced runner (android.executorch_event_tracer off): no per-operator times on the phones")
     print(f"build-info: {info.path} ({result.seconds:.1f}s; log {log_path})")
 
 

@@ -84,15 +84,18 @@ def test_the_executorch_runner_for_the_default_abi_runs_on_an_arm64_phone(tmp_pa
     """The ExecuTorch lane the same way: the fixture executor_runner built with the lane's default ABI is an AArch64
     ELF, and `invoke deploy --format executorch` runs it on a virtual arm64 phone (qemu-user) and reads its times."""
     from ndk_build import executorch_runtime as rt
-    from tests.executorch_support.runtime import make_fake_executorch
+    from tests.executorch_support.runtime import cmake_env_for_arm64, make_fake_executorch
     from tests.ndk_support import make_ndk_release
     from toolchain.pte_results import PteDeployRecord
 
     remote = make_fake_executorch(tmp_path / "et-remote")
     ndk = make_ndk_release(tmp_path / "ndks", "r27c")
     work = tmp_path / "work"
+    env = cmake_env_for_arm64()  # arm64-v8a needs CMake >= 3.26 (docs/facts.md TC1)
+    if env is None:
+        pytest.skip("no CMake >= 3.26 for the arm64-v8a lane: `./run test` installs one into <venv>/cmake4")
     settings = rt.RuntimeBuildSettings(build_dir=work / "build", ndk=str(ndk), repo_url=remote.url,
-                                       commit=remote.commit, max_jobs=2, env={})
+                                       commit=remote.commit, max_jobs=2, env=env)
     assert settings.abi == "arm64-v8a"  # the lane's default, as build-android --lane executorch resolves it
     built = rt.build_runtime(settings, tmp_path / "build.log")
     assert read_elf(built.runner).machine == "AArch64"

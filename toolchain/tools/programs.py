@@ -49,7 +49,9 @@ class Program:
     def version_str(self) -> str:
         return ".".join(map(str, self.version)) if self.version else "version unknown"
 
-    def require(self, minimum: Tuple[int, ...] = (), why: str = "") -> "Program":
+    def require(self, minimum: Tuple[int, ...] = (), why: str = "", remedy: str = "") -> "Program":
+        """This program, or ToolNotFound when it is missing or older than ``minimum`` (``remedy``: the fix to name
+        for a too-old one, when the generic install command would not give a new enough version)."""
         if self.path is None:
             raise ToolNotFound(f"{self.NAME} is not installed{f' ({why})' if why else ''}", remedy=self.INSTALL)
         if minimum and self.version is not None and self.version < minimum:
@@ -57,8 +59,8 @@ class Program:
             raise ToolNotFound(
                 f"{self.NAME} {self.version_str} ({self.path}) is too old{f' ({why})' if why else ''}",
                 cause=f"it needs {self.NAME} {want} or newer",
-                remedy=f"{self.INSTALL} (at least {want}); `pip install 'cmake>={want}'` puts a newer one on PATH "
-                       "in the venv" if self.NAME == "CMake" else self.INSTALL)
+                remedy=remedy or (f"{self.INSTALL} (at least {want}); `pip install 'cmake>={want}'` puts a newer one "
+                                  "on PATH in the venv" if self.NAME == "CMake" else self.INSTALL))
         return self
 
 

@@ -6,3 +6,4 @@ set_overridable_option(EXECUTORCH_BUILD_XNNPACK ON)
 set_overridable_option(EXECUTORCH_BUILD_EXTENSION_RUNNER_UTIL ON)
 set_overridable_option(EXECUTORCH_ENABLE_EVENT_TRACER OFF)
 set_overridable_option(EXECUTORCH_BUILD_DEVTOOLS ON)
+set_overridable_option(EXECUTORCH_BUILD_KERNELS_OPTIMIZED ON)  # TC4
