@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import List, Optional
 
 from toolchain.errors import UsageError
+from toolchain.host_conditions import Conditions, watch
 from toolchain.fsutil import atomic_write_csv, atomic_write_json
 from toolchain.progress import duration, progress
 from toolchain.records import ConvertManifest, now_iso
 from toolchain.settings import default
 from toolchain.stats import VARIANCE_LIMIT_PCT
 
-from .rounds import Ratio, alternate, estimate_s, prepare, ratio
+from .rounds import Ratio, alternate, estimate_s, prepare, ratio, ratio_notes
 from .torch_state import host_engine, pinned
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class HostBenchResult:
     notes: List[str] = field(default_factory=list)
     ratios: List[Ratio] = field(default_factory=list)  # each quantized model against its stem's float model
     quantized_engine: str = ""
+    conditions: Optional[Conditions] = None  # how the rounds were taken (toolchain/host_conditions.py)
 
     def ratio_lines(self) -> List[str]:
         return [r.summary() for r in self.ratios]
@@ -102,17 +104,19 @@ def check_protocol(settings, task: str) -> None:
                          remedy="e.g. --warmup 5 --iter 50 --threads 1")
 
 
-def time_alternated(subjects: list, repeat: int, iters: int, bar, describe=lambda s: s.key) -> float:
+def time_alternated(subjects: list, repeat: int, iters: int, bar, threads: int,
+                    describe=lambda s: s.key) -> Conditions:
     """Time prepared subjects (converter/rounds.py) in ``repeat`` alternated rounds of ``iters`` (or each one's
-    own count), the progress saying which; returns the estimate of how long that took, in seconds."""
+    own count), the progress saying which; returns how the rounds were taken (load, other processes' share)."""
     estimate = estimate_s(subjects, repeat, iters)
     log.info("timing %d models in %d alternated rounds of %d iterations: about %s", len(subjects), repeat, iters,
              duration(estimate))
 
     def on_round(r, s):
         bar.advance(text=f"round {r + 1}/{repeat}: {describe(s)} (about {duration(estimate)} in all)")
-    alternate(subjects, repeat, iters, on_round)
-    return estimate
+    with watch(threads) as w:
+        alternate(subjects, repeat, iters, on_round)
+    return w.conditions
 
 
 def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
@@ -124,12 +128,13 @@ def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
     from toolchain.logs import native_output_to_log
 
     with native_output_to_log():  # torch's C++ warnings go to the run log, not between the progress lines
-        rows, subjects = _measure_all(cpu_files, settings)
+        rows, subjects, taken = _measure_all(cpu_files, settings)
     floats = {f.stem: f.file for f in cpu_files if f.mode == "none"}  # each quantized model against its float one
     ratios = ratios_over(subjects, {f.file: floats.get(f.stem) for f in cpu_files if f.mode != "none"})
-    notes = _notes(rows, ratios)
-    json_path, csv_path = _write_results(Path(settings.out), manifest, cpu_files, rows, notes, ratios, settings)
-    return HostBenchResult(rows, json_path, csv_path, notes, ratios, rows[0].quantized_engine)
+    notes = _notes(rows, ratios) + taken.notes()
+    json_path, csv_path = _write_results(Path(settings.out), manifest, cpu_files, rows, notes, ratios, settings,
+                                         taken)
+    return HostBenchResult(rows, json_path, csv_path, notes, ratios, rows[0].quantized_engine, taken)
 
 
 def _measure_all(cpu_files, settings: HostBenchSettings):
@@ -145,12 +150,12 @@ def _measure_all(cpu_files, settings: HostBenchSettings):
             subjects.append(prepare(f.file, lambda p=f.path: load_bundled(p), settings.warmup))
             bar.advance()
 
-        time_alternated(subjects, settings.repeat, settings.iters, bar,
-                        lambda s: f"{s.key} ({settings.iters} iterations)")
+        taken = time_alternated(subjects, settings.repeat, settings.iters, bar, settings.threads,
+                                lambda s: f"{s.key} ({settings.iters} iterations)")
     rows = [BenchRow(f.file, f.qualified_variant, f.mode, f.backend, settings.iters, settings.warmup, settings.threads,
                      mobile_optimized=bool(f.extra.get("mobile_optimized", False)), memory_kb=s.memory_kb,
                      quantized_engine=engine, **s.stats()) for f, s in zip(cpu_files, subjects)]
-    return rows, subjects
+    return rows, subjects, taken
 
 
 def ratios_over(subjects: list, base_of: dict) -> List[Ratio]:
@@ -173,7 +178,7 @@ def _notes(rows: List[BenchRow], ratios: List[Ratio]) -> List[str]:
     notes = ["NNAPI models are not run by the host benchmark: they need a phone (`invoke deploy`) "
              "or torchdroid's host NNAPI (`invoke verify`)"]
     notes.extend(unstable_notes({r.file: r.spread_pct for r in rows if r.unstable}, rows[0].repeats))
-    notes.extend(x.note() for x in ratios if x.uncertain)
+    notes.extend(ratio_notes(ratios))
     if any(r.memory_kb is None for r in rows):
         notes.append("memory per model not shown: this system does not let a process reset its peak resident size "
                      "(/proc/self/clear_refs)")
@@ -183,13 +188,14 @@ def _notes(rows: List[BenchRow], ratios: List[Ratio]) -> List[str]:
 
 
 def _write_results(out: Path, manifest: ConvertManifest, cpu_files, rows: List[BenchRow], notes: List[str],
-                   ratios: List[Ratio], settings: HostBenchSettings):
+                   ratios: List[Ratio], settings: HostBenchSettings, taken: Conditions):
     import torch
 
     body = {"kind": "torchdroid.host-bench", "protocol": PROTOCOL, "written": now_iso(), "manifest": str(manifest.path),
             "torch": torch.__version__, "threads": settings.threads, "warmup": settings.warmup, "iters": settings.iters,
             "repeat": settings.repeat, "quantized_engine": rows[0].quantized_engine,
             "models": {f.file: f.sha256 for f in cpu_files},  # what was measured (`invoke all` reuses it)
-            "rows": [asdict(r) for r in rows], "ratios": [r.as_dict() for r in ratios], "notes": notes}
+            "rows": [asdict(r) for r in rows], "ratios": [r.as_dict() for r in ratios], "notes": notes,
+            "conditions": taken.as_dict()}  # how the rounds were taken: machine, load, other processes, busy
     json_path = atomic_write_json(out / "host-bench.json", body)
     return json_path, atomic_write_csv(out / "host-bench.csv", rows, [f.name for f in fields(BenchRow)])

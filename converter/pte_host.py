@@ -33,8 +33,10 @@ from toolchain.progress import duration as _duration, progress, time_left
 from toolchain.pte_records import PteFile, load_section, pte_files, reference_path
 from toolchain.records import ConvertManifest, now_iso
 
+from toolchain.host_conditions import Conditions
+
 from .host_bench import HostBenchSettings, check_protocol, load_bundled, ratios_over, time_alternated, unstable_notes
-from .rounds import Ratio, prepare
+from .rounds import Ratio, prepare, ratio_notes
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +119,7 @@ class PteBenchResult:
     json_path: Path
     notes: List[str] = field(default_factory=list)
     ratios: List[Any] = field(default_factory=list)  # converter.rounds.Ratio: each line over the legacy CPU line
+    conditions: Optional[Conditions] = None  # how the timing rounds were taken (toolchain/host_conditions.py)
 
     @property
     def ok(self) -> bool:
@@ -371,7 +374,8 @@ def _host_nnapi(s: PteBenchSettings) -> tuple:
 def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
     """Load and warm every candidate, say how long the rounds will take, then time them alternated round by round.
 
-    Returns (lines, ratios of each line over the legacy CPU line of the same stem and precision, estimate in s)."""
+    Returns (lines, ratios of each line over the legacy CPU line of the same stem and precision, how the rounds were
+    taken)."""
     subjects = []
     for c in cands:
         short = c.reference_kernels and s.reference_kernels == "short"
@@ -383,7 +387,7 @@ def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
                            "(--reference-kernels full for the whole protocol)")
         subjects.append(subj)
         bar.advance()
-    estimate = time_alternated(subjects, s.repeat, s.iters, bar)
+    taken = time_alternated(subjects, s.repeat, s.iters, bar, s.threads)
     lines = []
     for c, subj in zip(cands, subjects):
         st = subj.stats()
@@ -391,7 +395,7 @@ def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
         lines.append(c.line)
     base = {(x.stem, x.precision): x.label for x in lines if x.runtime == "torchscript-cpu"}
     return lines, ratios_over(subjects, {x.label: base.get((x.stem, x.precision)) for x in lines
-                                         if x.runtime != "torchscript-cpu"}), estimate
+                                         if x.runtime != "torchscript-cpu"}), taken
 
 
 # --------------------------------------------------------------------------- the stage
@@ -430,13 +434,14 @@ def _run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
         checks = _checks(files, refs, ref_paths, s, previous, notes, last)
         cands, idle = _candidates(files, refs, s, notes)
         key = timing_key(cands, s, host_engine())
-        lines, ratios = _timings(cands, s, previous, key, notes)
+        lines, ratios, taken = _timings(cands, s, previous, key, notes)
     lines += idle
     if any(x.mobile_optimized is False for x in lines):
         notes.append(UNOPTIMIZED_BASELINE)
     notes.extend(_unstable(lines))
-    notes.extend(r.note() for r in ratios if r.uncertain)
-    return PteBenchResult(checks, lines, _write(s, checks, lines, notes, ratios, key), notes, ratios)
+    notes.extend(ratio_notes(ratios))
+    notes.extend(taken.notes() if taken else [])
+    return PteBenchResult(checks, lines, _write(s, checks, lines, notes, ratios, key, taken), notes, ratios, taken)
 
 
 def _candidates(files: List[PteFile], refs: Dict[str, Any], s: PteBenchSettings, notes: List[str]) -> tuple:
@@ -454,15 +459,15 @@ def _candidates(files: List[PteFile], refs: Dict[str, Any], s: PteBenchSettings,
 
 def _timings(cands: List[Candidate], s: PteBenchSettings, previous: Dict[str, Any], key: str,
              notes: List[str]) -> tuple:
-    """(lines, ratios): the last results' when they measured the same files with the same settings, else measured."""
+    """(lines, ratios, how they were taken): the last results' when they measured the same files with the same
+    settings, else measured."""
     reused = _reused_timing(previous, key)
     if reused is not None:
         notes.append(f"timings reused from {previous.get('written')}: the same files measured with the same "
                      "settings (--again measures again)")
         return reused
     with progress("ExecuTorch host timing", total=len(cands) * (1 + s.repeat)) as bar:
-        lines, ratios, _ = measure_lines(cands, s, bar)
-    return lines, ratios
+        return measure_lines(cands, s, bar)
 
 
 # --------------------------------------------------------------------------- reusing unchanged measurements
@@ -533,7 +538,7 @@ def _reused_timing(previous: Dict[str, Any], key: str) -> Optional[tuple]:
         ratios = [Ratio.from_dict(r) for r in previous.get("ratios", [])]
     except (KeyError, TypeError):
         return None
-    return lines, ratios
+    return lines, ratios, Conditions.from_dict(previous.get("conditions"))
 
 
 def _checks(files: List[PteFile], refs, ref_paths, s: PteBenchSettings, previous: Dict[str, Any],
@@ -621,7 +626,7 @@ def load_reference(path: Path) -> Dict[str, Any]:
                           remedy="run `invoke convert --format executorch --force`") from e
 
 
-def _write(s: PteBenchSettings, checks, lines, notes, ratios, timing_key: str) -> Path:
+def _write(s: PteBenchSettings, checks, lines, notes, ratios, timing_key: str, taken: Optional[Conditions]) -> Path:
     import torch
 
     body = {"kind": "torchdroid.executorch-host-bench", "written": now_iso(), "models": str(s.models),
@@ -629,7 +634,7 @@ def _write(s: PteBenchSettings, checks, lines, notes, ratios, timing_key: str) -
             "warmup": s.warmup, "iters": s.iters, "checks": [asdict(c) for c in checks],
             "repeat": s.repeat, "reference_kernels": s.reference_kernels, "rows": [asdict(x) for x in lines],
             "speedups": speedups(lines), "ratios": [r.as_dict() for r in ratios], "timing_key": timing_key,
-            "notes": notes}
+            "notes": notes, "conditions": taken.as_dict() if taken else None}  # how the timing rounds were taken
     return atomic_write_json(Path(s.out) / "executorch-host-bench.json", body)
 
 

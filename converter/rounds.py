@@ -115,10 +115,16 @@ class Ratio:
         """The rounds' range includes 1.0: no measured difference."""
         return not self.comparison.measured
 
+    @property
+    def noisy(self) -> bool:
+        """The rounds spread more than the difference reported (toolchain.stats.Comparison.noisy)."""
+        return self.comparison.noisy
+
     def as_dict(self) -> Dict[str, Any]:
         return {"base": self.base, "other": self.other, "ratio": round(self.value, 4),
                 "per_round": [round(x, 4) for x in self.per_round], "low": round(self.low, 4),
-                "high": round(self.high, 4), "uncertain": self.uncertain, "verdict": self.comparison.verdict}
+                "high": round(self.high, 4), "uncertain": self.uncertain, "noisy": self.noisy,
+                "verdict": self.comparison.verdict}
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Ratio":
@@ -130,6 +136,14 @@ class Ratio:
 
     def note(self) -> str:
         return self.comparison.note(self.other, self.base)
+
+    def noise_note(self) -> str:
+        return self.comparison.noise_note(self.other, self.base)
+
+
+def ratio_notes(ratios: List[Ratio]) -> List[str]:
+    """One note per ratio that measured no difference, or whose rounds spread more than the difference it reports."""
+    return [r.note() if r.uncertain else r.noise_note() for r in ratios if r.uncertain or r.noisy]
 
 
 def ratio(base_key: str, base_runs: List[List[float]], other_key: str, other_runs: List[List[float]]) -> Ratio:

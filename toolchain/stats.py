@@ -17,7 +17,9 @@ apart than :data:`VARIANCE_LIMIT_PCT` make a row ``unstable``.
 for every timing comparison the tool prints.  Each round gives one ratio (``base`` time / ``other`` time, > 1:
 ``other`` is faster).  The headline is the median of the per-round ratios, shown with their range; the
 difference is "no measured difference" only when that range includes 1.0, else a speed-up (every round above
-1.0) or a slow-down (every round below 1.0).  One ratio (a single round) is its own range.
+1.0) or a slow-down (every round below 1.0).  One ratio (a single round) is its own range.  A comparison is
+**noisy** when its rounds spread more than the difference it reports (``high - low > |headline - 1|``): the
+direction may be measured, its size is not (issue 32; pyperf warns on a spread of 10 % of the mean, TC6).
 """
 
 from __future__ import annotations
@@ -87,6 +89,19 @@ class Comparison:
     def measured(self) -> bool:
         """Every round saw the same direction: the difference is larger than the rounds' noise."""
         return self.verdict != NO_DIFFERENCE
+
+    @property
+    def noisy(self) -> bool:
+        """The rounds spread more than the difference the headline reports (every "no measured difference" is)."""
+        return len(self.per_round) > 1 and self.high - self.low > abs(self.headline - 1.0)
+
+    def noise_note(self, other: str, base: str) -> str:
+        """Why a noisy comparison's size is not to be trusted, and what to do ("" when it is not noisy)."""
+        if not self.noisy:
+            return ""
+        return (f"{other} vs {base}: the rounds spread {self.high - self.low:.2f}x ({self.low:.2f}x-{self.high:.2f}x), "
+                f"more than the {abs(self.headline - 1.0):.2f}x difference reported: its size is not measured; rerun "
+                "on a quieter machine or with more --repeat")
 
     def span(self) -> str:
         """``2.10x (rounds 1.50x-2.69x)``; just ``2.10x`` for one round."""

@@ -57,7 +57,7 @@ def host_bench(result: Any, as_json: bool = False) -> None:
     columns = ["model", "mode", "load ms", "first ms", "median ms", "p90 ms", "min ms", "max ms", "mean ms", "std ms",
                "spread %", "model MB"]
     table(f"CPU models on this host (quantized engine {result.quantized_engine}, {result.rows[0].threads} thread(s), "
-          "rounds alternated)", columns,
+          f"rounds alternated{_busy_mark(result.conditions)})", columns,
           [(r.file, r.mode, f"{r.load_ms:.0f}", f"{r.first_ms:.2f}", f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}",
             f"{r.min_ms:.2f}", f"{r.max_ms:.2f}", f"{r.mean_ms:.2f}", f"{r.std_ms:.2f}",
             f"{r.spread_pct:.1f}" + (" !" if r.unstable else ""),
@@ -65,9 +65,21 @@ def host_bench(result: Any, as_json: bool = False) -> None:
           numeric=columns[2:], drop=HOST_BENCH_DROP)
     for line in result.ratio_lines():
         print(line)
+    _taken(result.conditions)
     for line in result.notes:
         note(line)
     print(f"results: {result.json_path}")
+
+
+def _busy_mark(conditions: Any) -> str:
+    """The timing table's flag for a run taken on a busy machine (toolchain/host_conditions.py)."""
+    return "; BUSY machine: see the note" if conditions is not None and conditions.busy else ""
+
+
+def _taken(conditions: Any) -> None:
+    """How the host numbers were taken: one line (the busy and governor notes come with the run's notes)."""
+    if conditions is not None:
+        print(conditions.line())
 
 
 def build_android(result: Any, as_json: bool = False) -> None:
@@ -390,7 +402,8 @@ def pte_bench(result: Any, as_json: bool = False) -> None:
     unopt = any(x.mobile_optimized is False for x in result.lines)
     table("host latency, same protocol and threads, alternated round by round (speed-up over legacy TorchScript CPU "
           "of the same precision" + (", NOT optimize_for_mobile'd: no XNNPACK in this torch" if unopt else "")
-          + "; ? = the rounds' range includes 1.0x: no measured difference)",
+          + "; ? = the rounds' range includes 1.0x: no measured difference; ~ = the rounds spread more than the "
+          f"difference{_busy_mark(result.conditions)})",
           ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up (rounds)"], _pte_latency_rows(result),
           numeric=("median ms", "p90 ms", "min ms"), drop=("file", "p90 ms", "min ms"))
     for x in result.lines:
@@ -399,6 +412,7 @@ def pte_bench(result: Any, as_json: bool = False) -> None:
     for c in result.checks:
         if c.operator_note:
             print(f"per operator, {c.variant}: {c.operator_note}")
+    _taken(result.conditions)
     for line in result.notes:
         note(line)
     print(f"results: {result.json_path}")
@@ -410,8 +424,8 @@ def _pte_latency_rows(result: Any) -> list:
     from converter.pte_host import speedups
 
     cells = {label: f"{up:.2f}x" for label, up in speedups(result.lines).items()}  # the baselines: 1.00x
-    cells.update((r.other, f"{r.value:.2f}x ({r.low:.2f}-{r.high:.2f}{', ?' if r.uncertain else ''})")
-                 for r in result.ratios)
+    cells.update((r.other, f"{r.value:.2f}x ({r.low:.2f}-{r.high:.2f}"
+                           f"{', ?' if r.uncertain else ', ~' if r.noisy else ''})") for r in result.ratios)
     return [(x.label, x.file, f"{x.timing.median_ms:.2f}", f"{x.timing.p90_ms:.2f}", f"{x.timing.min_ms:.2f}",
              cells.get(x.label, "-")) if x.timing else (x.label, x.file, "-", "-", "-", x.note)
             for x in result.lines]

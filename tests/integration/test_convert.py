@@ -274,6 +274,12 @@ def test_host_bench_writes_results(mobilenet_models, tmp_path):
     data = json.loads(res.json_path.read_text())
     assert data["kind"] == "torchdroid.host-bench" and len(data["rows"]) == 3
     assert res.csv_path.read_text().startswith("file,variant,mode")
+    # how the rounds were taken (issue 32 item 5): this machine's /proc, the threads pinned for the rounds
+    taken = data["conditions"]
+    assert taken == res.conditions.as_dict() and taken["threads"] == 1 and taken["cores"] >= 1
+    assert len(taken["load_before"]) == 3 and taken["others_cpu_pct"] is not None and taken["seconds"] > 0
+    assert taken["busy"] == (taken["others_cpu_pct"] > 10.0)
+    assert all("noisy" in r for r in data["ratios"])
 
 
 def test_bench_without_manifest_says_run_convert(tmp_path):

@@ -111,6 +111,10 @@ def test_host_check_per_operator_and_side_by_side_timing(tiny_lane, tmp_path):
     assert set(ratios) == {"ExecuTorch fp32-xnnpack", "ExecuTorch int8-xnnpack", "ExecuTorch fp32-portable"}
     assert all(len(r["per_round"]) == 3 and r["low"] <= r["ratio"] * 1.5 for r in ratios.values())
     assert ratios["ExecuTorch int8-xnnpack"]["base"] == "TorchScript CPU quant_full"
+    assert all(r["noisy"] == (r["high"] - r["low"] > abs(r["ratio"] - 1)) for r in ratios.values())
+    # how the rounds were taken (issue 32 item 5), in the record and the result
+    assert body["conditions"] == result.conditions.as_dict() and body["conditions"]["others_cpu_pct"] is not None
+    assert len(body["conditions"]["load_before"]) == 3 and body["conditions"]["threads"] >= 1
     # the baseline CPU models were converted without optimize_for_mobile here (no XNNPACK): every comparison says so
     import torch
 
@@ -314,6 +318,7 @@ def test_unchanged_measurements_are_reused_and_again_measures_again(tiny_lane, t
     assert any(n.startswith("checks reused from") for n in second.notes)
     assert [c.ok for c in second.checks] == [c.ok for c in first.checks]
     assert [r.per_round for r in second.ratios] == [[round(x, 4) for x in r.per_round] for r in first.ratios]
+    assert second.conditions == first.conditions  # reused times keep how they were taken
     other = _bench(out, tmp_path, repeat=2, **kw)  # another protocol: measured
     assert not any("reused" in n for n in other.notes if n.startswith("timings"))
     assert all(x.timing.repeats == 2 for x in other.lines if x.timing)
