@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional
 
-from toolchain import pins
+from toolchain import executorch_pins, pins
 from toolchain.errors import TorchdroidError
 from toolchain.tools import CMake, Jdk, Ninja, agp_min_java, gradle_java_range
 from toolchain.tools.hostpython import HostPython
@@ -260,6 +260,12 @@ def _build_tools(s: DoctorSettings) -> List[Check]:
                         f"{cmake.version_str} ({cmake.path}): too new for the PyTorch lanes (CMake 4 refuses their "
                         "third-party projects' cmake_minimum_required < 3.5)",
                         'pip install "cmake>=3.18,<4" (or a CMake 3.x first on PATH)', True, "build-android.cmake")
+    elif cmake.found and cmake.version and cmake.version < executorch_pins.CMAKE_MIN_ARM:  # docs/facts.md TC1
+        out[-1] = Check("build-android", "cmake", INFO,
+                        f"{cmake.version_str} ({cmake.path}): enough for the PyTorch lanes; --lane executorch for "
+                        "arm64-v8a needs >= 3.26 (ExecuTorch's Arm kernels use $<BUILD_LOCAL_INTERFACE:...>)",
+                        f'pip install "{executorch_pins.CMAKE_PIP_SPEC}" and put it first on PATH', True,
+                        "build-android.cmake")
     ninja = Ninja.locate(env)
     out.append(_program("build-android", "ninja", ninja, False, WARN, "build-android.ninja",
                         "sudo apt-get install ninja-build (or pip install ninja): required for --lane executorch, "

@@ -61,3 +61,16 @@ def test_cmake_4_is_a_problem_for_the_pytorch_lanes(tmp_path):
     cmake = by_id(run_doctor(DoctorSettings(env=env, adb_port=held_dead_port())))["build-android.cmake"]
     assert cmake.status == "warn" and "4.0.2" in cmake.found and "< 3.5" in cmake.found
     assert 'pip install "cmake>=3.18,<4"' in cmake.fix
+
+
+def test_cmake_3_25_is_said_to_be_too_old_for_the_executorch_arm64_build(tmp_path):
+    """docs/facts.md TC1: Debian 12's CMake 3.25 builds the PyTorch lanes but not ExecuTorch for arm64-v8a (3.26)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cmake").write_text("#!/bin/sh\necho 'cmake version 3.25.1'\n")
+    (bin_dir / "cmake").chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "ANDROID_ADB_SERVER_PORT": str(held_dead_port()),
+           "TORCHDROID_JDK_DIRS": ""}
+    cmake = by_id(run_doctor(DoctorSettings(env=env, adb_port=held_dead_port())))["build-android.cmake"]
+    assert cmake.status == "info" and "3.25.1" in cmake.found and "arm64-v8a needs >= 3.26" in cmake.found
+    assert 'pip install "cmake>=3.26,<4"' in cmake.fix
