@@ -58,7 +58,7 @@ def _chosen(p: Placement) -> str:
     if p.status == "unknown":
         return "unknown"
     names = list(p.per_device())
-    if names == [CPU_FALLBACK]:
+    if names == [CPU_FALLBACK] or (p.status == "cpu" and not names):  # no plan logged, the runtime's fallback line
         return "CPU (NNAPI fallback)"
     return " + ".join(n if n != CPU_FALLBACK else "CPU fallback" for n in names)
 

@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from deploy import nnapi_log
+from deploy import hardware_report, nnapi_log
 from deploy.bench import BenchOptions
 from toolchain.records import ModelFile, TensorSpec
 
@@ -176,3 +176,11 @@ def _alive(pgid: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def test_a_fallback_without_a_logged_plan_is_the_whole_model_on_the_cpu():
+    # a runtime that logged no per-operation line but threw its (unlogged) plan away: cpu, not unknown
+    out = _probe(_line("CompilationBuilder", "CompilationBuilder::finish with CPU fallback"))
+    p = nnapi_log.placement("s", _model(), nnapi_log.read_probe(out))
+    assert p.status == "cpu" and not p.operations and p.where() == "nnapi-reference (whole model)", p
+    assert hardware_report.summary([p], {})[1] == [["s", "CPU (NNAPI fallback)", "unknown"]]
