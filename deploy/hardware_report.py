@@ -111,13 +111,18 @@ def html_section(placements: Sequence[Placement], labels: Dict[str, str], note: 
         parts.append(_table(COLUMNS, table_rows(placements, labels),
                             ["failed" if p.status in ("cpu", "partly-cpu") else "skipped" if p.status == "unknown"
                              else "" for p in placements]))
-        for p in placements:
-            if p.operations:
-                parts.append(f"<details><summary>{e(labels.get(p.serial, p.serial))}: {e(p.file)}, "
-                             f"{len(p.operations)} operations</summary>"
-                             + _table(["#", "operation", "device"], [[str(i), op, dev] for i, (op, dev)
-                                                                    in enumerate(p.operations)]) + "</details>")
+        parts += [_operations(p, labels) for p in placements if p.operations]
     return "".join(parts)
+
+
+def _operations(p: Placement, labels: Dict[str, str]) -> str:
+    """One model's operations and where each ran; beside it the plan the runtime threw away, if it did."""
+    e = html.escape
+    columns = ["#", "operation", "device"] + (["planned (thrown away)"] if p.planned else [])
+    rows = [[str(i), op, dev] + ([p.planned[i][1]] if i < len(p.planned) else []) for i, (op, dev)
+            in enumerate(p.operations)]
+    return (f"<details><summary>{e(labels.get(p.serial, p.serial))}: {e(p.file)}, {len(p.operations)} operations"
+            f"</summary>{_table(columns, rows)}</details>")
 
 
 def _table(columns: Sequence[str], rows: Sequence[Sequence[str]], classes: Sequence[str] = ()) -> str:

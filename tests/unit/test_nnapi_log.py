@@ -74,6 +74,9 @@ def test_a_compilation_fallback_overrides_the_plan():
     assert "prepareModel failed" in p.reason and p.fallback == ["CompilationBuilder: CompilationBuilder::finish with "
                                                                   "CPU fallback"]
     assert p.why_on_cpu() == {"AVERAGE_POOL_2D": ["qti-gpu"]}, p
+    page = hardware_report.html_section([p], {}, "")
+    assert "<th>planned (thrown away)</th>" in page and "<td class='t'>qti-gpu</td>" in page, page
+    assert "AVERAGE_POOL_2D x1 (qti-gpu can&#x27;t do it)" in page, page
     # the control: the same plan without the fallback line is what the plan says
     kept = nnapi_log.placement("s", _model(), nnapi_log.read_probe(_probe(*plan)))
     assert kept.status == "partly-cpu" and not kept.planned and not kept.fallback, kept
