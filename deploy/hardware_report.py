@@ -10,19 +10,24 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from toolchain.hardware_records import CPU_FALLBACK, Placement
 from toolchain.records import DeployResults
 
-COLUMNS = ["device", "model file", "status", "where the operations ran", "on the CPU fallback",
-           "NNAPI devices (type, feature level)",
-           "reason"]
+COLUMNS = ["device", "model file", "status", "where the operations ran", "on the CPU fallback (why)",
+           "NNAPI devices (type, feature level)", "reason"]
 MODE_NAMES = {"none": "float", "core": "int8 core", "full": "int8"}
 NOT_READ = ("not read in this run: deploy ran without it (--no-hardware, --no-bench, or no benchmark binary) or "
             "before torchdroid had it; run `invoke deploy` again")
-HOW = ("read from each phone's NNAPI runtime log (debug.nn.vlog=compilation, tag ExecutionPlan) during one extra run "
+HOW = ("read from each phone's NNAPI runtime log (debug.nn.vlog=compilation,execution,manager; tags ExecutionPlan, "
+       "CompilationBuilder and ExecutionBuilder: the plan and the runtime's own CPU fallbacks) during one extra run "
        "per NNAPI model; nnapi-reference is NNAPI's CPU fallback")
 
 
 def _fallback(p: Placement) -> str:
-    ops = p.fallback_operations()
-    return ", ".join(f"{op} x{n}" for op, n in ops.items()) if ops else ("-" if p.status != "unknown" else "")
+    """``AVERAGE_POOL_2D x1 (qti-gpu can't do it), RESHAPE x1``: the operations on the CPU fallback, with the
+    drivers that said they can't do them."""
+    ops, why = p.fallback_operations(), p.why_on_cpu()
+    if not ops:
+        return "-" if p.status != "unknown" else ""
+    return ", ".join(f"{op} x{n}" + (f" ({', '.join(why[op])} can't do it)" if op in why else "")
+                     for op, n in ops.items())
 
 
 def table_rows(placements: Sequence[Placement], labels: Dict[str, str]) -> List[List[str]]:
@@ -53,7 +58,7 @@ def _chosen(p: Placement) -> str:
     if p.status == "unknown":
         return "unknown"
     names = list(p.per_device())
-    if names == [CPU_FALLBACK]:
+    if names == [CPU_FALLBACK] or (p.status == "cpu" and not names):  # no plan logged, the runtime's fallback line
         return "CPU (NNAPI fallback)"
     return " + ".join(n if n != CPU_FALLBACK else "CPU fallback" for n in names)
 
@@ -69,11 +74,21 @@ def problem_lines(placements: Sequence[Placement], labels: Dict[str, str]) -> Li
     out = []
     for p in placements:
         if p.status in ("cpu", "partly-cpu"):
-            share = "all of it" if p.status == "cpu" else f"{sum(p.fallback_operations().values())} of " \
-                                                          f"{len(p.operations)} operations ({_fallback(p)})"
-            out.append(f"{labels.get(p.serial, p.serial)}: {p.file}: NNAPI ran {share} on its CPU fallback "
-                       f"({CPU_FALLBACK}); its NNAPI latency is (partly) the fallback's")
+            why = [f"{', '.join(devs)} can't do {op}" for op, devs in p.why_on_cpu().items()]
+            out.append(f"{labels.get(p.serial, p.serial)}: {p.file}: NNAPI ran {_share(p)} on its CPU fallback "
+                       f"({CPU_FALLBACK}); its NNAPI latency is (partly) the fallback's"
+                       + (f" (the runtime: {p.fallback[-1]})" if p.fallback else "")
+                       + (f"; {'; '.join(why)}" if why else ""))
     return out
+
+
+def _share(p: Placement) -> str:
+    on_cpu = sum(p.fallback_operations().values())
+    if p.status == "cpu":
+        return "all of it"
+    if not on_cpu:
+        return "a step of the model (a driver's execution failed)"
+    return f"{on_cpu} of {len(p.operations)} operations ({_fallback(p)})"
 
 
 def of_run(doc: Optional[DeployResults], unreadable: str = "") -> Tuple[List[Placement], str]:
@@ -96,13 +111,18 @@ def html_section(placements: Sequence[Placement], labels: Dict[str, str], note: 
         parts.append(_table(COLUMNS, table_rows(placements, labels),
                             ["failed" if p.status in ("cpu", "partly-cpu") else "skipped" if p.status == "unknown"
                              else "" for p in placements]))
-        for p in placements:
-            if p.operations:
-                parts.append(f"<details><summary>{e(labels.get(p.serial, p.serial))}: {e(p.file)}, "
-                             f"{len(p.operations)} operations</summary>"
-                             + _table(["#", "operation", "device"], [[str(i), op, dev] for i, (op, dev)
-                                                                    in enumerate(p.operations)]) + "</details>")
+        parts += [_operations(p, labels) for p in placements if p.operations]
     return "".join(parts)
+
+
+def _operations(p: Placement, labels: Dict[str, str]) -> str:
+    """One model's operations and where each ran; beside it the plan the runtime threw away, if it did."""
+    e = html.escape
+    columns = ["#", "operation", "device"] + (["planned (thrown away)"] if p.planned else [])
+    rows = [[str(i), op, dev] + ([p.planned[i][1]] if i < len(p.planned) else []) for i, (op, dev)
+            in enumerate(p.operations)]
+    return (f"<details><summary>{e(labels.get(p.serial, p.serial))}: {e(p.file)}, {len(p.operations)} operations"
+            f"</summary>{_table(columns, rows)}</details>")
 
 
 def _table(columns: Sequence[str], rows: Sequence[Sequence[str]], classes: Sequence[str] = ()) -> str:

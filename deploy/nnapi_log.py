@@ -1,13 +1,20 @@
 """Which hardware ran each operation of an NNAPI model on a phone, from the NNAPI runtime's own log.
 
 One shell command per phone x NNAPI model (``probe_command``): read ``debug.nn.vlog``, set it to
-``compilation,manager``, run the model once (a fresh process compiles it), put the property back (also when the
+``compilation,execution,manager``, run the model once (a fresh process compiles it), put the property back (also when the
 shell is hung up or interrupted: a trap), then dump that process's log lines (``logcat --pid``).  ``parse`` reads
 the lines the runtime writes (AOSP frameworks/ml/nn, docs/facts.md NH1-NH7):
 
 * tag ``ExecutionPlan``: ``ModelBuilder::findBestDeviceForEachOperation(CONV_2D) = 1 (qti-dsp)`` (Android 10-11;
   Android 12 on: ``(CONV_2D:7) = 1 (qti-dsp)``), and ``ModelBuilder::partitionTheWork: only one best device: 1 =
   qti-dsp`` when one device takes the whole graph;
+  ``Device qti-gpu can't do operation AVERAGE_POOL_2D`` (Android 12 on: ``AVERAGE_POOL_2D:3``), the reason an
+  operation did not go to a driver;
+* tag ``CompilationBuilder``: ``CompilationBuilder::finish with CPU fallback``: a driver's ``prepareModel`` failed
+  and the runtime threw the plan away, the whole model runs on ``nnapi-reference`` (PyTorch's binding is told
+  nothing: the compilation still succeeds);
+* tag ``ExecutionBuilder``: ``cpuFallbackPartial`` (a step of a partitioned plan failed and re-ran on the CPU) and
+  ``cpuFallbackFull`` (the whole model re-ran on the CPU) when a driver's execution failed;
 * tag ``Manager``: ``Found interface qti-dsp`` (Android 12 on: ``... (version = X)``);
 * tag ``chatty`` (logd's de-duplication): ``uid=2000(shell) ./speed_benchmark_torch identical 4 lines`` stands for
   four more copies of the previous line; ``expire N lines`` says lines were dropped.
@@ -28,8 +35,8 @@ from toolchain.records import ModelFile
 from .bench import BenchOptions, bench_args
 
 VLOG_PROP = "debug.nn.vlog"
-VLOG_VALUE = "compilation,manager"  # Utils.cpp initVLogMask splits on " ,:" (NH1)
-TAGS = ("ExecutionPlan", "Manager", "chatty")
+VLOG_VALUE = "compilation,execution,manager"  # Utils.cpp initVLogMask splits on " ,:" (NH1)
+TAGS = ("ExecutionPlan", "CompilationBuilder", "ExecutionBuilder", "Manager", "chatty")
 MARK = "TORCHDROID_NNLOG"
 NO_LISTER = (f"no {LISTER_NAME} in the build-info: the build-android that made the benchmark binary did not build "
              "the NNAPI device lister; run `invoke build-android` again")
@@ -37,6 +44,9 @@ NO_LISTER = (f"no {LISTER_NAME} in the build-info: the build-android that made t
 _LINE = re.compile(r"^\S+\s+\S+\s+(\d+)\s+\d+\s+[VDIWEF]\s+(\S+?)\s*: (.*)$")  # logcat -v threadtime
 _BEST = re.compile(r"ModelBuilder::findBestDeviceForEachOperation\(([A-Z0-9_]+)(?::\d+)?\) = (-?\d+) \(([^)]*)\)$")
 _ONLY = re.compile(r"ModelBuilder::partitionTheWork: only one best device: (-?\d+) = (\S+)$")
+_CANT = re.compile(r"Device (\S+) can't do operation ([A-Z0-9_]+)(?::\d+)?$")
+COMPILE_FALLBACK = "CompilationBuilder::finish with CPU fallback"  # docs/facts.md PW1
+EXECUTION_FALLBACKS = ("cpuFallbackPartial", "cpuFallbackFull")  # docs/facts.md PW2
 _FOUND = re.compile(r"Found interface (\S+?)(?: \(version = .*\))?$")
 _CHATTY = re.compile(r"identical (\d+) lines?$")
 _EXPIRE = re.compile(r"expire (\d+) lines?$")
@@ -111,12 +121,15 @@ def _expanded(lines: List[Tuple[str, str]]) -> Tuple[List[Tuple[str, str]], int]
 
 @dataclasses.dataclass
 class _PlanLines:
-    """What the placement lines of one run say: (operation, device) pairs, the single device, drivers, and
-    ExecutionPlan lines about placement in a format not known here."""
+    """What the placement lines of one run say: (operation, device) pairs, the single device, drivers, the
+    operations a driver said it can't do, the runtime's CPU fallbacks (its log lines, in order), and ExecutionPlan
+    lines about placement in a format not known here."""
 
     ops: List[List[str]] = dataclasses.field(default_factory=list)
     only: str = ""
     drivers: List[str] = dataclasses.field(default_factory=list)
+    cannot: List[List[str]] = dataclasses.field(default_factory=list)
+    fallbacks: List[str] = dataclasses.field(default_factory=list)
     unread: List[str] = dataclasses.field(default_factory=list)
 
     def add(self, tag: str, msg: str) -> None:
@@ -126,15 +139,25 @@ class _PlanLines:
                 self.drivers.append(found.group(1))
         elif tag == "ExecutionPlan":
             self._add_plan(msg)
+        elif (tag == "CompilationBuilder" and msg.strip() == COMPILE_FALLBACK) or \
+                (tag == "ExecutionBuilder" and msg.strip() in EXECUTION_FALLBACKS):
+            self.fallbacks.append(f"{tag}: {msg.strip()}")
 
     def _add_plan(self, msg: str) -> None:
-        best, one = _BEST.search(msg), _ONLY.search(msg)
+        best, one, cant = _BEST.search(msg), _ONLY.search(msg), _CANT.search(msg)
         if best:
             self.ops.append([best.group(1), best.group(3)])
         elif one:
             self.only = one.group(2)
+        elif cant:
+            if [cant.group(1), cant.group(2)] not in self.cannot:
+                self.cannot.append([cant.group(1), cant.group(2)])
         elif "findBestDevice" in msg or "only one best device" in msg:
             self.unread.append(msg)
+
+    def whole_model_on_cpu(self) -> bool:
+        """The runtime threw the plan away (compilation) or re-ran the whole model on the CPU (execution)."""
+        return any(f.endswith((COMPILE_FALLBACK, "cpuFallbackFull")) for f in self.fallbacks)
 
 
 def _status(devices: set) -> str:
@@ -143,8 +166,22 @@ def _status(devices: set) -> str:
     return "partly-cpu" if CPU_FALLBACK in devices else "accelerated"
 
 
+def _fallback_note(plan: _PlanLines) -> str:
+    """The runtime's own words when it did not run the plan: the log line and what it means."""
+    if not plan.fallbacks:
+        return ""
+    if any(f.endswith(COMPILE_FALLBACK) for f in plan.fallbacks):
+        meaning = ("a driver's prepareModel failed and the runtime threw its plan away: the whole model ran on "
+                   f"{CPU_FALLBACK}")
+    elif plan.whole_model_on_cpu():
+        meaning = f"a driver's execution failed and the runtime ran the whole model again on {CPU_FALLBACK}"
+    else:
+        meaning = f"a driver's execution failed and the runtime ran that step again on {CPU_FALLBACK}"
+    return f"the runtime logged {' then '.join(repr(f) for f in dict.fromkeys(plan.fallbacks))}: {meaning}"
+
+
 def _placement_notes(plan: _PlanLines, devices: set, dropped: int) -> List[str]:
-    notes = []
+    notes = [_fallback_note(plan)] if plan.fallbacks else []
     if dropped:
         notes.append(f"logd dropped {dropped} line(s) of this run (chatty 'expire'): the list may be incomplete")
     if plan.unread:
@@ -154,10 +191,19 @@ def _placement_notes(plan: _PlanLines, devices: set, dropped: int) -> List[str]:
     return notes
 
 
+def _ran(plan: _PlanLines) -> Tuple[str, List[List[str]]]:
+    """The status and the (operation, device) pairs as the model ran: the plan, unless the runtime fell back."""
+    if plan.whole_model_on_cpu():
+        return "cpu", [[op, CPU_FALLBACK] for op, _ in plan.ops]
+    status = _status({d for _, d in plan.ops})
+    return ("partly-cpu" if plan.fallbacks and status == "accelerated" else status), plan.ops
+
+
 def placement(serial: str, m: ModelFile, probe: ProbeOutput,
               listed: Tuple[List[List[str]], str] = ([], NO_LISTER)) -> Placement:
     """What the log says about this model on this phone, or ``unknown`` and why; ``listed``: the phone's NNAPI
-    devices from the lister (``parse_devices``), or none and why."""
+    devices from the lister (``parse_devices``), or none and why.  A CPU fallback the runtime logged overrides
+    the plan: never ``accelerated`` for a model that ran on ``nnapi-reference``."""
     base = Placement(serial, m.file, m.mode, "unknown", reason="?", vlog=probe.set_to or "",
                      restored=None if probe.after is None or probe.before is None else probe.after == probe.before,
                      devices=listed[0], driver_details="" if listed[0] else listed[1])
@@ -168,12 +214,14 @@ def placement(serial: str, m: ModelFile, probe: ProbeOutput,
     plan = _PlanLines()
     for tag, msg in lines:
         plan.add(tag, msg)
-    if not plan.ops:
+    if not plan.ops and not plan.whole_model_on_cpu():
         return dataclasses.replace(base, reason=_no_operations(probe, lines, plan.unread))
+    status, ran = _ran(plan)
     drivers = list(dict.fromkeys(plan.drivers + [d for _, d in plan.ops]))
-    devices = {d for _, d in plan.ops}
-    return dataclasses.replace(base, status=_status(devices), reason="; ".join(_placement_notes(plan, devices, dropped)),
-                               operations=plan.ops, single_device=plan.only, drivers=drivers)
+    return dataclasses.replace(base, status=status, operations=ran, planned=plan.ops if ran != plan.ops else [],
+                               reason="; ".join(_placement_notes(plan, {d for _, d in plan.ops}, dropped)),
+                               single_device=plan.only, drivers=drivers, cannot_do=plan.cannot,
+                               fallback=list(dict.fromkeys(plan.fallbacks)))
 
 
 def _cannot_read(probe: ProbeOutput) -> str:

@@ -26,13 +26,15 @@ def _num(v: Optional[float], spec: str) -> str:
 
 
 def table_rows(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str]) -> List[List[str]]:
-    return [[labels.get(v.serial, v.serial), v.file, v.backend, v.verdict, _num(v.max_abs, ".4g"),
+    return [[labels.get(v.serial, v.serial), v.file, v.backend, v.band or v.verdict, _num(v.max_abs, ".4g"),
              _num(v.max_lsb, ".3g"), v.top1, v.top5, v.reference, v.tolerance, v.reason] for v in verdicts]
 
 
 def counts(verdicts: Sequence[NumericsVerdict]) -> str:
     n = {k: sum(v.verdict == k for v in verdicts) for k in ("agrees", "differs", "unknown")}
-    return f"{n['agrees']} agree, {n['differs']} differ, {n['unknown']} unknown"
+    exact = sum(v.band == "exact" for v in verdicts)
+    return (f"{n['agrees']} agree ({exact} exactly), {n['differs']} differ, {n['unknown']} unknown" if exact
+            else f"{n['agrees']} agree, {n['differs']} differ, {n['unknown']} unknown")
 
 
 def problem_lines(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str]) -> List[str]:
@@ -88,7 +90,8 @@ def html_section(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str], no
     if verdicts:
         parts.append(f"<p>{e(counts(verdicts))}; quantized outputs in LSB of the output scale, float outputs "
                      "relative to the reference's largest magnitude; NNAPI against the host NNAPI in both roundings "
-                     "(the closer counts)</p>")
+                     "(the closer counts), within the platform's own quant8 tolerance for the phone's API level "
+                     "(AOSP's whole-model tests: 2 LSB on Android 10, 3 LSB from Android 11)</p>")
         parts.append(_table(verdicts, labels))
     if executorch or executorch_note:
         parts.append("<h3 id='numerics-executorch'>ExecuTorch programs (deploy-executorch: executor_runner's printed "

@@ -36,9 +36,7 @@ def _ms(r: Optional[ResultRow]) -> str:
 def _verdict(v: Optional[NumericsVerdict]) -> str:
     if v is None:
         return "unknown (not checked)"
-    if v.verdict == "differs":
-        return f"DIFFERS ({v.max_lsb:g} LSB)" if v.max_lsb is not None else "DIFFERS"
-    return v.verdict
+    return v.shown()
 
 
 def _top_operators(entries: Sequence[dict]) -> List[str]:

@@ -40,7 +40,10 @@ class Placement(FlatRecord):
     mode: str  # none | core | full (float / int8 core / int8 full)
     status: str  # one of STATUSES
     reason: str = ""  # why unknown; what else the reader must know (dropped log lines)
-    operations: List[List[str]] = field(default_factory=list)  # [operation, device name] in the model's order
+    operations: List[List[str]] = field(default_factory=list)  # [operation, device name] as it ran, in order
+    planned: List[List[str]] = field(default_factory=list)  # the partitioner's plan when the runtime threw it away
+    cannot_do: List[List[str]] = field(default_factory=list)  # [device, operation]: "Device D can't do operation OP"
+    fallback: List[str] = field(default_factory=list)  # the runtime's CPU fallback lines ("TAG: message")
     single_device: str = ""  # "only one best device": the whole graph on it
     drivers: List[str] = field(default_factory=list)  # the devices the runtime named (its log), in its order
     driver_details: str = ""  # why the drivers' type and feature level are unknown ("" when ``devices`` has them)
@@ -62,10 +65,22 @@ class Placement(FlatRecord):
         """The operations that ran on NNAPI's CPU fallback, with counts."""
         return dict(Counter(op for op, d in self.operations if d == CPU_FALLBACK))
 
+    def why_on_cpu(self) -> Dict[str, List[str]]:
+        """For each operation planned on the CPU fallback, the drivers that logged "Device D can't do operation
+        OP" for it (the runtime's reason), in the order logged."""
+        on_cpu = {op for op, d in (self.planned or self.operations) if d == CPU_FALLBACK}
+        out: Dict[str, List[str]] = {}
+        for dev, op in self.cannot_do:
+            if op in on_cpu and dev != CPU_FALLBACK:
+                out.setdefault(op, []).append(dev)
+        return out
+
     def where(self) -> str:
         """``qti-dsp (all 65)``, ``qti-dsp 63 + nnapi-reference 2``, or ``unknown``."""
         if self.status == "unknown":
             return "unknown"
+        if not self.operations:
+            return f"{CPU_FALLBACK} (whole model)" if self.status == "cpu" else "?"
         counts = self.per_device()
         if len(counts) == 1:
             name, n = next(iter(counts.items()))
@@ -85,5 +100,7 @@ class Placement(FlatRecord):
     def from_dict(cls, d: Dict[str, Any]) -> "Placement":
         p = super().from_dict(d)
         p.operations = [[str(op), str(dev)] for op, dev in p.operations]
+        p.planned = [[str(op), str(dev)] for op, dev in p.planned]
+        p.cannot_do = [[str(dev), str(op)] for dev, op in p.cannot_do]
         p.devices = [[str(x) for x in d] for d in p.devices]
         return p

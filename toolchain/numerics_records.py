@@ -25,6 +25,8 @@ REFERENCES_SCHEMA = 1
 NUMERICS_KIND = "torchdroid.numerics"
 NUMERICS_SCHEMA = 1
 VERDICTS = ("agrees", "differs", "unknown")
+# an agreeing verdict is exact or within tolerance; "" for unknown (and records written before the bands)
+BANDS = ("exact", "within tolerance", "differs", "")
 HOST_CPU = "host-cpu"  # the reference of a CPU model: the same file run by the host's torch
 
 
@@ -132,12 +134,27 @@ class NumericsVerdict(FlatRecord):
     top1: str = ""  # "1/1": rows whose top-1 class agrees
     top5: str = ""  # "5/5": classes shared by the top-5 lists (summed over rows)
     inputs: int = 0  # bundled inputs compared
+    band: str = ""  # one of BANDS
+    sdk: Optional[int] = None  # the phone's API level the tolerance was chosen for (None: not known)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, not {self.verdict!r}")
         if self.verdict == "unknown" and not self.reason:
             raise ValueError("an unknown verdict needs its reason")
+        if self.band not in BANDS:
+            raise ValueError(f"band must be one of {BANDS}, not {self.band!r}")
+
+    def shown(self) -> str:
+        """``exact``, ``agrees`` (within tolerance), ``DIFFERS (4 LSB, top-1 changed)``, ``unknown``: the verdict
+        in a few characters (a phone's overview cell)."""
+        if self.verdict != "differs":
+            return "exact" if self.band == "exact" else self.verdict
+        lsb = f"{self.max_lsb:g} LSB" if self.max_lsb is not None else ""
+        n, _, of = self.top1.partition("/")
+        top = "top-1 changed" if n.isdigit() and of.isdigit() and n != of else ""
+        detail = ", ".join(x for x in (lsb, top) if x)
+        return f"DIFFERS ({detail})" if detail else "DIFFERS"
 
 
 @dataclass

@@ -118,8 +118,8 @@ LANES: Dict[str, Lane] = {
         ),
         ndk_recommended_revision="21.4.7075529",
         vulkan_default_on=False,  # USE_VULKAN became ON-for-Android in Jan 2021 (pytorch/pytorch#51291)
-        aar_gradle="6.7.1",
-        aar_android_gradle_plugin="4.1.3",
+        # no aar_gradle / aar_android_gradle_plugin: android/gradlew does not exist at this commit (added 2021-02,
+        # pytorch/pytorch#51067), so build-android refuses --aar for this lane and no Gradle of upstream's applies
         app_runtime_available=False,
         aar_gradle_wrapper=False,
         app_runtime_unavailable_reason=(
@@ -253,8 +253,6 @@ PIN_NOTES: Dict[str, PinNote] = {
     "LANES.seed-2020.pytorch_android": PinNote(MATCHES, ("F19",), why="android/gradle.properties VERSION_NAME"),
     "LANES.seed-2020.gradle": PinNote(UNVERIFIED, ("PN1",)),
     "LANES.seed-2020.android_gradle_plugin": PinNote(UNVERIFIED, ("PN1",)),
-    "LANES.seed-2020.aar_gradle": PinNote(UNVERIFIED, ("PN1",)),
-    "LANES.seed-2020.aar_android_gradle_plugin": PinNote(UNVERIFIED, ("PN1",)),
     "LANES.current.pytorch_commit": PinNote(NEWEST, ("F17", "PN1"), (
         "pytorch/pytorch#167186 quotes the commit that deleted scripts/build_android.sh before v2.9.0",
         "pytorch/pytorch#158475"), why="the newest release that still ships scripts/build_android.sh (v2.8.0)"),

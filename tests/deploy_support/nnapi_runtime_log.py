@@ -8,9 +8,15 @@ the runtime would log for process PID to the virtual logcat, only as far as ``de
 (docs/facts.md NH1-NH7):
 
 * ``Manager: Found interface NAME`` per driver (``manager`` tag; from SDK 33 always, with `` (version = 1.3)``);
-* ``ExecutionPlan: ModelBuilder::findBestDeviceForEachOperation(OP) = I (NAME)`` per operation (``compilation``
-  tag; from SDK 31 ``(OP:INDEX)``), then ``partitionTheWork: only one best device: I = NAME`` when one device
-  takes every operation;
+* ``ExecutionPlan: Device NAME can't do operation OP`` for each driver that does not support an operation, then
+  ``ExecutionPlan: ModelBuilder::findBestDeviceForEachOperation(OP) = I (NAME)`` per operation (``compilation``
+  tag; from SDK 31 ``OP:INDEX`` in both), then ``partitionTheWork: only one best device: I = NAME`` when one device
+  takes every operation (docs/facts.md PW3);
+* a driver named in ``SBT_NNAPI_PREPARE_FAILS`` that the plan uses fails ``prepareModel``: the runtime throws the
+  plan away, ``CompilationBuilder: CompilationBuilder::finish with CPU fallback`` (``compilation`` tag, PW1);
+* a driver named in ``SBT_NNAPI_EXECUTE_FAILS`` that the plan uses fails its execution: ``ExecutionBuilder:
+  cpuFallbackPartial`` when the plan has several steps (devices), ``cpuFallbackFull`` when one device has the
+  whole model (``execution`` tag, PW2);
 * on SDK <= 30 logd's chatty collapses a run of identical lines: the first, ``identical N lines``, the last.
 
 The phone's drivers: ``SBT_NNAPI="qti-dsp=quant,qti-gpu=float"``: NAME=KINDS with KINDS ``float``, ``quant`` or
@@ -60,25 +66,52 @@ def operations(model: Path) -> List[Tuple[str, str]]:
     return [(op.name, "quant" if "QUANT" in g.operands[op.inputs[0]].type_name else "float") for op in g.operations]
 
 
-def lines(model: Path, sdk: int, tags: Set[str], spec: str, changed: bool) -> List[Tuple[str, str]]:
+def lines(model: Path, sdk: int, tags: Set[str], spec: str, changed: bool,
+          fails: Tuple[str, str] = ("", "")) -> List[Tuple[str, str]]:
+    """The runtime's lines for one run of MODEL; ``fails``: the drivers whose prepareModel / execution fail."""
     devices = drivers(spec)
     names = [d[0] for d in devices] + [CPU]
     out: List[Tuple[str, str]] = []
     if "manager" in tags or sdk >= 33:
         out += [("Manager", f"Found interface {n}" + (" (version = 1.3)" if sdk >= 33 else "")) for n, _, _ in devices]
-    if "compilation" not in tags:
-        return out
-    chosen = []
+    chosen, plan = place(model, devices, sdk, changed)
+    if "compilation" in tags:
+        out += plan
+        if chosen and len(set(chosen)) == 1 and not changed:
+            out.append(("ExecutionPlan", f"ModelBuilder::partitionTheWork: only one best device: {chosen[0]} = "
+                                         f"{names[chosen[0]]}"))
+    return finish(out + fallback({names[i] for i in chosen}, tags, fails), sdk)
+
+
+def fallback(used: Set[str], tags: Set[str], fails: Tuple[str, str]) -> List[Tuple[str, str]]:
+    """The runtime's CPU fallback line when a driver of the plan fails to prepare or to execute (PW1, PW2)."""
+    prepare_fails, execute_fails = ({n for n in f.split(",") if n} & used for f in fails)
+    if prepare_fails:
+        return [("CompilationBuilder", "CompilationBuilder::finish with CPU fallback")] if "compilation" in tags else []
+    if execute_fails and "execution" in tags:
+        return [("ExecutionBuilder", "cpuFallbackPartial" if len(used) > 1 else "cpuFallbackFull")]
+    return []
+
+
+def place(model: Path, devices, sdk: int, changed: bool) -> Tuple[List[int], List[Tuple[str, str]]]:
+    """Each operation's device index (the first driver that supports it, else the CPU fallback), and the
+    ExecutionPlan lines that say so."""
+    names = [d[0] for d in devices] + [CPU]
+    chosen, out = [], []
     for k, (op, kind) in enumerate(operations(model)):
-        i = next((i for i, (_, kinds, left) in enumerate(devices) if kind in kinds and op not in left), len(devices))
-        chosen.append(i)
         where = f"{op}:{k}" if sdk >= 31 else op
+        i = next((i for i, (_, kinds, left) in enumerate(devices) if kind in kinds and op not in left), len(devices))
+        if not changed:
+            out += [("ExecutionPlan", f"Device {name} can't do operation {where}")
+                    for name, kinds, left in devices if kind not in kinds or op in left]
+        chosen.append(i)
         msg = (f"placed operation {op} on device #{i} {names[i]}" if changed
                else f"ModelBuilder::findBestDeviceForEachOperation({where}) = {i} ({names[i]})")
         out.append(("ExecutionPlan", msg))
-    if chosen and len(set(chosen)) == 1 and not changed:
-        out.append(("ExecutionPlan", f"ModelBuilder::partitionTheWork: only one best device: {chosen[0]} = "
-                                     f"{names[chosen[0]]}"))
+    return chosen, out
+
+
+def finish(out: List[Tuple[str, str]], sdk: int) -> List[Tuple[str, str]]:
     return collapse(out) if sdk <= 30 else out
 
 
@@ -106,7 +139,9 @@ def main(argv) -> int:
         return 0  # a phone whose runtime logs nothing
     p = props()
     sdk = int(p.get("ro.build.version.sdk", "29") or 29)
-    found = lines(model, sdk, vlog_tags(p.get("debug.nn.vlog", "")), spec, os.environ.get("SBT_NNAPI_FORMAT") == "changed")
+    fails = (os.environ.get("SBT_NNAPI_PREPARE_FAILS", ""), os.environ.get("SBT_NNAPI_EXECUTE_FAILS", ""))
+    found = lines(model, sdk, vlog_tags(p.get("debug.nn.vlog", "")), spec, os.environ.get("SBT_NNAPI_FORMAT") == "changed",
+                  fails)
     now = time.time()
     stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
     with open(Path(os.environ["VDEV_STATE"]) / "logcat.txt", "a") as f:

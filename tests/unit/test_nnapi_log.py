@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from deploy import nnapi_log
+from deploy import hardware_report, nnapi_log
 from deploy.bench import BenchOptions
 from toolchain.records import ModelFile, TensorSpec
 
@@ -57,6 +57,44 @@ def test_android_12_lines_with_indices_and_the_cpu_fallback():
     assert p.where() == "npu 2 + nnapi-reference 1"
     every = _probe(_best("CONV_2D", 1, "nnapi-reference"), _best("ADD", 1, "nnapi-reference"))
     assert nnapi_log.placement("s", _model(), nnapi_log.read_probe(every)).status == "cpu"
+
+
+def test_a_compilation_fallback_overrides_the_plan():
+    # the partitioner chose qti-gpu for everything, then qti-gpu's prepareModel failed: CompilationBuilder::finish
+    # threw the plan away and ran the whole model on nnapi-reference (docs/facts.md PW1)
+    plan = (_line("ExecutionPlan", "Device qti-gpu can't do operation AVERAGE_POOL_2D:1"),
+            _line("ExecutionPlan", "ModelBuilder::findBestDeviceForEachOperation(CONV_2D:0) = 0 (qti-gpu)"),
+            _line("ExecutionPlan", "ModelBuilder::findBestDeviceForEachOperation(AVERAGE_POOL_2D:1) = 1 "
+                                   "(nnapi-reference)"))
+    fell = _probe(*plan, _line("CompilationBuilder", "CompilationBuilder::finish with CPU fallback"))
+    p = nnapi_log.placement("s", _model(), nnapi_log.read_probe(fell))
+    assert p.status == "cpu" and p.where() == "nnapi-reference (all 2)", p
+    assert p.planned == [["CONV_2D", "qti-gpu"], ["AVERAGE_POOL_2D", "nnapi-reference"]], p
+    assert "'CompilationBuilder: CompilationBuilder::finish with CPU fallback'" in p.reason
+    assert "prepareModel failed" in p.reason and p.fallback == ["CompilationBuilder: CompilationBuilder::finish with "
+                                                                  "CPU fallback"]
+    assert p.why_on_cpu() == {"AVERAGE_POOL_2D": ["qti-gpu"]}, p
+    page = hardware_report.html_section([p], {}, "")
+    assert "<th>planned (thrown away)</th>" in page and "<td class='t'>qti-gpu</td>" in page, page
+    assert "AVERAGE_POOL_2D x1 (qti-gpu can&#x27;t do it)" in page, page
+    # the control: the same plan without the fallback line is what the plan says
+    kept = nnapi_log.placement("s", _model(), nnapi_log.read_probe(_probe(*plan)))
+    assert kept.status == "partly-cpu" and not kept.planned and not kept.fallback, kept
+
+
+def test_execution_fallbacks_partial_and_full():
+    plan = (_best("CONV_2D", 0, "npu"), _best("RESHAPE", 1, "nnapi-reference"))
+    partial = _probe(*plan, _line("ExecutionBuilder", "cpuFallbackPartial"))
+    p = nnapi_log.placement("s", _model(), nnapi_log.read_probe(partial))
+    assert p.status == "partly-cpu" and "ran that step again" in p.reason and "cpuFallbackPartial" in p.reason, p
+    one = (_best("CONV_2D", 0, "npu"), _best("ADD", 0, "npu"))
+    assert nnapi_log.placement("s", _model(), nnapi_log.read_probe(
+        _probe(*one, _line("ExecutionBuilder", "cpuFallbackPartial")))).status == "partly-cpu"
+    full = nnapi_log.placement("s", _model(), nnapi_log.read_probe(
+        _probe(*one, _line("ExecutionBuilder", "cpuFallbackFull"))))
+    assert full.status == "cpu" and full.per_device() == {"nnapi-reference": 2} and "whole model" in full.reason
+    # the control: no fallback line, the plan stands
+    assert nnapi_log.placement("s", _model(), nnapi_log.read_probe(_probe(*one))).status == "accelerated"
 
 
 def test_other_processes_lines_and_dropped_lines():
@@ -141,3 +179,11 @@ def _alive(pgid: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def test_a_fallback_without_a_logged_plan_is_the_whole_model_on_the_cpu():
+    # a runtime that logged no per-operation line but threw its (unlogged) plan away: cpu, not unknown
+    out = _probe(_line("CompilationBuilder", "CompilationBuilder::finish with CPU fallback"))
+    p = nnapi_log.placement("s", _model(), nnapi_log.read_probe(out))
+    assert p.status == "cpu" and not p.operations and p.where() == "nnapi-reference (whole model)", p
+    assert hardware_report.summary([p], {})[1] == [["s", "CPU (NNAPI fallback)", "unknown"]]

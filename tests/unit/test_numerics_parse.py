@@ -83,6 +83,31 @@ def test_quantized_nnapi_tolerance_in_lsb_against_the_closest_rounding():
     assert "LSB" in off.reason and off.reference == host_nnapi_key("nnapi")
 
 
+def test_the_platforms_quant8_tolerance_by_api_level():
+    """AOSP's whole-model quant8 tolerance (getQuant8AllowedError, docs/facts.md PW5): 2 LSB on Android 10 (API 29),
+    3 LSB from Android 11 (API 30); the same 3-LSB phone differs on one and is within tolerance on the other."""
+    base = [0.1 * i for i in range(10)]
+    ref = FileReference("m-quant_full-nnapi.pt", "0" * 64, "nnapi", "full", {host_nnapi_key("nnapi"): [_q(base)]})
+    three = [_q([v + 0.3 for v in base])]
+    q = judge("P", _model(), three, [], ref, sdk=29)
+    assert q.verdict == "differs" and q.band == "differs" and q.max_lsb == pytest.approx(3.0), q
+    assert "top-1 unchanged" in q.reason and q.shown() == "DIFFERS (3 LSB)", q
+    r = judge("P", _model(), three, [], ref, sdk=30)
+    assert r.verdict == "agrees" and r.band == "within tolerance" and r.sdk == 30, r
+    assert r.tolerance.startswith("<= 3 LSB (AOSP's whole-model quant8 tolerance for Android 11+, API 30"), r
+    assert judge("P", _model(), [_q(base)], [], ref, sdk=30).band == "exact"
+    near = TensorValues([1, 10], [v + 1e-5 for v in _q(base).values], 0.1, 0)  # the printer's last digit
+    printed = judge("P", _model(), [near], [], ref, sdk=30)
+    assert printed.band == "exact" and printed.max_lsb == 0 and printed.max_abs > 0, printed
+    four = judge("P", _model(), [_q([v + 0.4 for v in base[:9]] + [0.0])], [], ref, sdk=34)  # the top class moves
+    assert four.verdict == "differs" and four.shown() == "DIFFERS (9 LSB, top-1 changed)", four
+    assert "top-1 changed on 1 of 1 input(s)" in four.reason, four
+    # a CPU model and a phone of unknown API level keep torchdroid's own 2 LSB
+    cpu_ref = FileReference("m-quant_full-cpu.pt", "0" * 64, "cpu", "full", {HOST_CPU: [_q(base)]})
+    assert judge("P", _model("cpu"), three, [], cpu_ref, sdk=30).verdict == "differs"
+    assert judge("P", _model(), three, [], ref).verdict == "differs"
+
+
 def test_float_tolerance_and_top5():
     ref_vals = [float(i) for i in range(10)]
     ref = FileReference("m-quant_none-cpu.pt", "0" * 64, "cpu", "none",
