@@ -43,6 +43,12 @@ class DeployResult:
     warnings: List[str]
     directory: str
     executorch: Optional[PteDeployRecord] = None  # the ExecuTorch format's record (executorch-run-NNNN.json)
+    fail_on_numerics: bool = False  # deploy.fail_on_numerics: a phone whose outputs differ fails the task
+
+    @property
+    def differing(self) -> List[NumericsVerdict]:
+        """Every phone x model (TorchScript and ExecuTorch) whose outputs differ from the host's."""
+        return [v for v in self.numerics + self.pte_numerics if v.verdict == "differs"]
 
     @property
     def rows(self) -> List[ResultRow]:
@@ -63,6 +69,39 @@ class DeployResult:
     @property
     def failed(self) -> List[DeviceReport]:
         return [d for d in self.devices if d.errors]
+
+
+DEVICE_PROBLEM, NUMERICS_DIFFER = 7, 8  # DeviceError's and VerificationError's exit codes
+
+
+def numerics_policy(result: DeployResult) -> str:
+    """The summary's line on outputs that differ: whether they fail this run (empty when none differ)."""
+    n = len(result.differing)
+    if not n:
+        return ""
+    if result.fail_on_numerics:
+        return f"{n} phone output(s) differ from the host: deploy fails with exit code {NUMERICS_DIFFER} " \
+               "(--fail-on-numerics)"
+    return (f"{n} phone output(s) differ from the host: reported and warned about only, the exit code is not "
+            f"affected (--fail-on-numerics or deploy.fail_on_numerics makes it exit {NUMERICS_DIFFER})")
+
+
+def outcome(result: DeployResult, torchscript: bool) -> Optional[Tuple[str, int]]:
+    """What fails the task, with its exit code: a device or benchmark that failed (7) before outputs that differ
+    (8, only with ``fail_on_numerics``); None when the run succeeded."""
+    if torchscript:
+        failed_rows = [r for r in result.rows if r.status == "failed"]
+        if result.failed:
+            return (f"{len(result.failed)} of {len(result.devices)} device(s) had problems (see above; the others "
+                    "were deployed)"), DEVICE_PROBLEM
+        if failed_rows:
+            return (f"{len(failed_rows)} benchmark(s) failed (reasons in the table above; the results are "
+                    "recorded)"), DEVICE_PROBLEM
+    if result.executorch is not None and result.executorch.problems:
+        return f"{len(result.executorch.problems)} problem(s), see above", DEVICE_PROBLEM
+    if result.fail_on_numerics and result.differing:
+        return numerics_policy(result), NUMERICS_DIFFER
+    return None
 
 
 def wanted_serials(serials: Sequence[str]) -> List[str]:
@@ -270,7 +309,7 @@ def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], kee
     """Every TorchScript row (ok, failed, skipped) is stored already, device by device (``Keeper``); here the rest:
     the run's and the latest CSV/JSON (the JSON with the numerics verdicts and NNAPI placements), then the
     ExecuTorch format's records (which join the latest legacy results: this run's when it had both formats)."""
-    result = DeployResult(reports, None, None, {}, plan.warnings, directory)
+    result = DeployResult(reports, None, None, {}, plan.warnings, directory, fail_on_numerics=s.fail_on_numerics)
     if keeper is not None:
         rows = [r for rep in reports for r in rep.rows]
         devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
