@@ -20,7 +20,7 @@ import re
 import sqlite3
 import threading
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from toolchain.errors import TorchdroidError
 from toolchain.records import ResultRow
@@ -104,26 +104,39 @@ class Journal:
                 self.path.unlink(missing_ok=True)
 
 
-def read_journal(path: Path) -> Tuple[Optional[dict], List[ResultRow], List[dict]]:
-    """``(header, rows, device conditions)`` of a journal; a line cut by a crash (the last one) is left out."""
+def _lines(path: Path) -> List[dict]:
+    """The journal's whole lines up to the unused reserved space; a line cut by a crash is left out."""
     data = path.read_bytes().split(b"\0", 1)[0]
-    header, rows, done, devices = None, [], {}, []
+    out = []
     for line in data.decode("utf-8", "replace").splitlines():
         try:
             doc = json.loads(line)
         except ValueError:
             continue
-        kind = doc.get("kind") if isinstance(doc, dict) else None
-        if kind == "run":
-            header = doc
-        elif kind == "row" and isinstance(doc.get("row"), dict):
-            rows.append(ResultRow.from_dict(doc["row"]))
-        elif kind == "device" and isinstance(doc.get("rows"), list):  # a device's final rows replace its row lines
-            done[str(doc.get("serial"))] = [ResultRow.from_dict(r) for r in doc["rows"] if isinstance(r, dict)]
-            if isinstance(doc.get("facts"), dict):
-                devices.append(doc["facts"])
-    finished = {r.serial for rs in done.values() for r in rs}
-    return header, [r for r in rows if r.serial not in finished] + [r for rs in done.values() for r in rs], devices
+        if isinstance(doc, dict):
+            out.append(doc)
+    return out
+
+
+def _of_kind(docs: List[dict], kind: str, key: str, typ: type) -> List[dict]:
+    return [d for d in docs if d.get("kind") == kind and isinstance(d.get(key), typ)]
+
+
+def _rows(dicts: List[Any]) -> List[ResultRow]:
+    return [ResultRow.from_dict(r) for r in dicts if isinstance(r, dict)]
+
+
+def read_journal(path: Path) -> Tuple[Optional[dict], List[ResultRow], List[dict]]:
+    """``(header, rows, device conditions)`` of a journal: a device's final rows (its ``device`` line) replace the
+    rows appended while it ran."""
+    docs = _lines(path)
+    headers = _of_kind(docs, "run", "run_id", int)
+    done = _of_kind(docs, "device", "rows", list)
+    finished = {str(d.get("serial")) for d in done}
+    rows = [r for r in _rows([d["row"] for d in _of_kind(docs, "row", "row", dict)]) if r.serial not in finished]
+    final = _rows([r for d in done for r in d["rows"]])
+    devices = [d["facts"] for d in _of_kind(done, "device", "facts", dict)]
+    return (headers[0] if headers else None), rows + final, devices
 
 
 def import_journals(store: ResultStore, results: Path) -> List[str]:
