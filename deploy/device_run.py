@@ -24,12 +24,13 @@ from . import bench as _bench
 from . import nnapi_log as _nnapi_log
 from . import numerics as _numerics
 from .adb import Device, state_error
-from .environment import READ_COMMAND, SECTION, Conditions, parse_snapshot, throttle_warnings
+from .environment import (READ_COMMAND, SECTION, Conditions, parse_snapshot, restore_all_command, restored,
+                          throttle_warnings)
 from .executorch_bench import BUILD, run_programs
 from .executorch_bench import SUBDIR as ET_SUBDIR
 from .install import install_apk
-from .lock import Attempt, answer, device_lock, lock_path, new_owner, take_command
-from .plan import DeployPlan, DeploySettings
+from .lock import Attempt, answer, device_lock, lock_path, new_owner, phone_lock, take_command
+from .plan import DeployPlan, DeploySettings, project_name
 from .preflight import DeviceFacts, check_abi, check_page_size, check_space, parse_df_available, parse_page_size
 from .push import PushItem, parse_state, push_all, state_command
 from .rows import app_row, failed_device_row, model_row
@@ -103,7 +104,9 @@ def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: Deplo
     run = DeviceRun(target.server.device(target.serial, s.timeout, command(*s.rerun)), rep, s, plan, directory, status,
                     cancel=cancel or threading.Event())
     attempt = probe(run)
-    with device_lock(run.dev, directory, attempt):
+    with device_lock(run.dev, directory, attempt), phone_lock(run.dev, project_name(s.project),
+                                                              restore_all_command()) as phone:
+        rep.notes += restored(phone.said)  # what an earlier run that was cut off had left changed, put back
         if answer(attempt.output) is not None:  # the lock was taken after a wait: read the directory again
             run.there = run.dev.shell(state_command(directory, _candidates(run)), check=True,
                                       what=f"reading {directory}").output
