@@ -251,7 +251,7 @@ def stop_command(*directories: str) -> str:
     """Ctrl-C on the host: stop the benchmark ``bench_command``, ``stoppable`` or the NNAPI placement probe runs in
     each of ``directories`` (its pid file) and the processes it started, and say so."""
     return "; ".join(f"p=$(cat {shlex.quote(d)}/{PID_FILE} 2>/dev/null) && [ -n \"$p\" ] && "
-                     "{ pkill -TERM -P $p 2>/dev/null; r=$?; kill $p 2>/dev/null || [ $r = 0 ]; } "
+                     "{ pkill -P $p 2>/dev/null; r=$?; kill $p 2>/dev/null || [ $r = 0 ]; } "
                      "&& echo \"stopped $p\" || echo 'no benchmark running'" for d in directories)
 
 
