@@ -147,7 +147,10 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     ensure_writable_dir(s.results, "results directory (deploy.results)")
     # before any device work: a store that cannot take the rows stops here
     if "torchscript" in s.formats:
-        plan.warnings += import_journals(ResultStore(Path(s.results) / DB_NAME), Path(s.results))
+        imported = import_journals(ResultStore(Path(s.results) / DB_NAME), Path(s.results))
+        for line in imported:
+            log.warning("%s", line)
+        plan.warnings += imported
     keeper = Keeper.open(s, plan, started) if "torchscript" in s.formats else None
     interrupted = None
     try:
