@@ -241,7 +241,8 @@ def deploy(c, serial=opt("deploy.serials"), models=opt("convert.out"), variant=o
            profile_with_gatord=opt("deploy.gatord"), device_dir=opt("deploy.device_dir"),
            project=opt("deploy.project"), results=opt("deploy.results"), adb_host=opt("deploy.adb_host"),
            adb_port=opt("deploy.adb_port"), adb_server=opt("deploy.servers"), format=opt("deploy.format"),
-           runner_build_info=opt("deploy.runner_build_info"), json=JSON, debug=DEBUG):
+           runner_build_info=opt("deploy.runner_build_info"), fail_on_numerics=opt("deploy.fail_on_numerics"),
+           json=JSON, debug=DEBUG):
     """Push, install and benchmark on every phone; record and report the results.
 
     The benchmark binary and models (and/or ExecuTorch's runner and programs: --format) and the app."""
@@ -253,6 +254,7 @@ def _deploy(c, name: str, debug: bool, as_json: bool = False, **cli) -> None:
     """deploy's one loop with the formats asked for (deploy.format); each format's tables and record."""
     with stage(c.config, name, debug):
         from deploy import deploy as run_deploy
+        from deploy.orchestrate import outcome
         from deploy.plan import check_values
         from workflow.stage_flows import deploy_compat, host_references
 
@@ -263,19 +265,9 @@ def _deploy(c, name: str, debug: bool, as_json: bool = False, **cli) -> None:
             host_references(settings)  # what the phones' outputs are compared with
         result = run_deploy(settings)
     show.deployed(result, "torchscript" in settings.formats, as_json)
-    problem = None
-    if "torchscript" in settings.formats:
-        failed_rows = [r for r in result.rows if r.status == "failed"]
-        if result.failed:
-            problem = (f"{len(result.failed)} of {len(result.devices)} device(s) had problems (see above; the others "
-                       "were deployed)")
-        elif failed_rows:
-            problem = f"{len(failed_rows)} benchmark(s) failed (reasons in the table above; the results are recorded)"
-    if result.executorch is not None:
-        if result.executorch.problems and problem is None:
-            problem = f"{len(result.executorch.problems)} problem(s), see above"
-    if problem:
-        raise Exit(f"torchdroid {name}: {problem}", code=7)
+    failed = outcome(result, "torchscript" in settings.formats)
+    if failed:
+        raise Exit(f"torchdroid {name}: {failed[0]}", code=failed[1])
 
 
 @task()

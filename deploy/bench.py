@@ -248,9 +248,10 @@ def stoppable(directory: str, command: str) -> str:
 
 
 def stop_command(*directories: str) -> str:
-    """Ctrl-C on the host: stop the benchmark ``bench_command`` or ``stoppable`` runs in each of ``directories`` (its
-    pid file), and say so."""
-    return "; ".join(f"p=$(cat {shlex.quote(d)}/{PID_FILE} 2>/dev/null) && [ -n \"$p\" ] && kill $p 2>/dev/null "
+    """Ctrl-C on the host: stop the benchmark ``bench_command``, ``stoppable`` or the NNAPI placement probe runs in
+    each of ``directories`` (its pid file) and the processes it started, and say so."""
+    return "; ".join(f"p=$(cat {shlex.quote(d)}/{PID_FILE} 2>/dev/null) && [ -n \"$p\" ] && "
+                     "{ pkill -P $p 2>/dev/null; r=$?; kill $p 2>/dev/null || [ $r = 0 ]; } "
                      "&& echo \"stopped $p\" || echo 'no benchmark running'" for d in directories)
 
 

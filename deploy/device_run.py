@@ -24,12 +24,13 @@ from . import bench as _bench
 from . import nnapi_log as _nnapi_log
 from . import numerics as _numerics
 from .adb import Device, state_error
-from .environment import READ_COMMAND, SECTION, Conditions, parse_snapshot, throttle_warnings
+from .environment import (READ_COMMAND, SECTION, Conditions, parse_snapshot, restore_all_command, restored,
+                          throttle_warnings)
 from .executorch_bench import BUILD, run_programs
 from .executorch_bench import SUBDIR as ET_SUBDIR
 from .install import install_apk
-from .lock import Attempt, answer, device_lock, lock_path, new_owner, take_command
-from .plan import DeployPlan, DeploySettings
+from .lock import Attempt, answer, device_lock, lock_path, new_owner, phone_lock, take_command
+from .plan import DeployPlan, DeploySettings, project_name
 from .preflight import DeviceFacts, check_abi, check_page_size, check_space, parse_df_available, parse_page_size
 from .push import PushItem, parse_state, push_all, state_command
 from .rows import app_row, failed_device_row, model_row
@@ -59,6 +60,13 @@ class DeviceReport:
     pte_rows: List[PteResultRow] = field(default_factory=list)  # the ExecuTorch programs (executorch_bench.py)
     operators: List[dict] = field(default_factory=list)  # per program: its ETDump's operator table, or unknown and why
     pte_numerics: List[NumericsVerdict] = field(default_factory=list)  # is each program's answer right
+    # told of each row the moment it exists (deploy/orchestrate.Keeper: the run's journal, on disk at once)
+    on_row: Optional[Callable[["DeviceReport", ResultRow], None]] = field(default=None, repr=False, compare=False)
+
+    def add_row(self, row: ResultRow) -> None:
+        self.rows.append(row)
+        if self.on_row is not None:
+            self.on_row(self, row)
 
 
 @dataclass
@@ -96,7 +104,9 @@ def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: Deplo
     run = DeviceRun(target.server.device(target.serial, s.timeout, command(*s.rerun)), rep, s, plan, directory, status,
                     cancel=cancel or threading.Event())
     attempt = probe(run)
-    with device_lock(run.dev, directory, attempt):
+    with device_lock(run.dev, directory, attempt), phone_lock(run.dev, project_name(s.project),
+                                                              restore_all_command()) as phone:
+        rep.notes += restored(phone.said)  # what an earlier run that was cut off had left changed, put back
         if answer(attempt.output) is not None:  # the lock was taken after a wait: read the directory again
             run.there = run.dev.shell(state_command(directory, _candidates(run)), check=True,
                                       what=f"reading {directory}").output
@@ -175,7 +185,7 @@ def _note_nnapi(run: DeviceRun) -> None:
         if run.plan.binary is not None:
             for m in run.plan.models:
                 if m.backend == "nnapi":
-                    run.rep.rows.append(model_row(facts, run.plan, m, "skipped", run.s.options, reason=run.nnapi_reason))
+                    run.rep.add_row(model_row(facts, run.plan, m, "skipped", run.s.options, reason=run.nnapi_reason))
     elif facts.nnapi_note() and any(m.backend == "nnapi" for m in run.plan.models):
         run.rep.notes.append(facts.nnapi_note())
 
@@ -235,7 +245,7 @@ def install(run: DeviceRun) -> None:
     except TorchdroidError as e:  # the binary benchmarks do not need the app: record and go on
         run.rep.install_error = e.what
         run.rep.errors.append(str(e))
-        run.rep.rows.append(app_row(run.facts, run.plan, _app.AppBench("cpu", None, f"install failed: {e.what}"),
+        run.rep.add_row(app_row(run.facts, run.plan, _app.AppBench("cpu", None, f"install failed: {e.what}"),
                                     run.s.options))
         run.status(f"install failed: {e.what}")
 
@@ -260,7 +270,7 @@ def bench_binary(run: DeviceRun) -> None:
         mb = _bench.run_model(run.dev, run.directory, m.file, m.backend, opts, m.input, stop=run.cancel)
         run.go_on()  # a benchmark stopped by Ctrl-C is not a result: the completed ones are kept
         row = model_row(run.facts, run.plan, m, "ok", opts, bench=mb)
-        run.rep.rows.append(row)
+        run.rep.add_row(row)
         check_numerics(run, m, mb)
         find_hardware(run, m, row)
 
@@ -331,7 +341,7 @@ def bench_app(run: DeviceRun) -> None:
         return
     if app.bench_skip:  # not torchdroid's app: it would never log a result line, so nothing is waited for
         run.status(f"in-app benchmark skipped: {app.package} does not declare torchdroid's contract")
-        run.rep.rows.append(app_row(run.facts, run.plan, _app.AppBench("cpu", None, app.bench_skip), run.s.options,
+        run.rep.add_row(app_row(run.facts, run.plan, _app.AppBench("cpu", None, app.bench_skip), run.s.options,
                                     status="skipped"))
         return
     for backend in app.backends:
@@ -340,7 +350,7 @@ def bench_app(run: DeviceRun) -> None:
             continue
         run.status(f"in-app benchmark ({backend})")
         ab = _app.run_app(run.dev, app.package, app.activity, backend, run.s.options, run.s.app_wait)
-        run.rep.rows.append(app_row(run.facts, run.plan, ab, run.s.options))
+        run.rep.add_row(app_row(run.facts, run.plan, ab, run.s.options))
         if ab.device_fault:
             break  # the next backend would fail the same way
 
@@ -377,4 +387,4 @@ def stop_benchmarks(target: Target, s: DeploySettings, directory: str) -> bool:
 def record_failure(rep: DeviceReport, reason: str) -> None:
     """A device that failed is a row with status ``failed`` and the reason (the report shows it)."""
     rep.errors.append(reason)
-    rep.rows.append(failed_device_row(rep.serial, rep.facts, reason, rep.server))
+    rep.add_row(failed_device_row(rep.serial, rep.facts, reason, rep.server))

@@ -12,6 +12,7 @@ an unreadable sysfs file is normal on many phones.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
@@ -157,3 +158,47 @@ class Conditions:
                 "before": asdict(self.before) if self.before else None,
                 "after": asdict(self.after) if self.after else None,
                 "throttled": self.throttled, "warnings": list(self.warnings)}
+
+
+# --------------------------------------------------------------------------- phone settings torchdroid changes
+
+SAVED_DIR = "/data/local/tmp/.torchdroid-saved-settings"  # one file per property a run changed: the user's value
+
+
+def _saved(prop: str, saved_dir: str) -> str:
+    return shlex.quote(f"{saved_dir}/{prop}")
+
+
+def set_command(prop: str, value: str, saved_dir: str = SAVED_DIR) -> str:
+    """Shell: write the user's value of ``prop`` to a file on the phone, then set ``value``.  A file there already
+    holds the user's value (an earlier run set the property and was dropped before putting it back): it is kept,
+    never replaced by the value that run left.  Exit code non-zero when the value could not be saved (nothing
+    is changed then)."""
+    f = _saved(prop, saved_dir)
+    return (f"mkdir -p {shlex.quote(saved_dir)} && {{ [ -f {f} ] || {{ getprop {shlex.quote(prop)} > {f}.new && "
+            f"mv {f}.new {f}; }}; }} && setprop {shlex.quote(prop)} {shlex.quote(value)}")
+
+
+def restore_command(prop: str, saved_dir: str = SAVED_DIR) -> str:
+    """Shell: put the user's value of ``prop`` back from its file and remove the file (nothing when there is none)."""
+    f = _saved(prop, saved_dir)
+    return f"{{ [ ! -f {f} ] || {{ setprop {shlex.quote(prop)} \"$(cat {f})\" && rm -f {f}; }}; }}"
+
+
+def restore_all_command(saved_dir: str = SAVED_DIR) -> str:
+    """Shell: every value an earlier run saved and did not put back (its link dropped, it was killed), put back;
+    prints ``restored PROP [VALUE]`` for each."""
+    d = shlex.quote(saved_dir)
+    return (f"for f in {d}/*; do [ -f \"$f\" ] || continue; case $f in *.new) rm -f \"$f\"; continue;; esac; "
+            "p=${f##*/}; v=$(cat \"$f\"); setprop \"$p\" \"$v\" && rm -f \"$f\" && echo \"restored $p [$v]\"; done")
+
+
+def restored(output: str) -> List[str]:
+    """The lines of :func:`restore_all_command`'s output, as notes: ``debug.nn.vlog put back to 'model'``."""
+    out = []
+    for line in output.splitlines():
+        m = re.match(r"^restored (\S+) \[(.*)\]$", line.strip())
+        if m:
+            out.append(f"{m.group(1)} put back to {m.group(2)!r} (an earlier torchdroid run changed it and was cut "
+                       "off before it could)")
+    return out

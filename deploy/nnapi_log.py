@@ -32,7 +32,8 @@ from typing import List, Optional, Tuple
 from toolchain.hardware_records import CPU_FALLBACK, DEVICE_TYPES, LISTER_NAME, Placement, feature_level_name
 from toolchain.records import ModelFile
 
-from .bench import BenchOptions, bench_args
+from .bench import PID_FILE, BenchOptions, bench_args
+from .environment import SAVED_DIR, restore_command, set_command
 
 VLOG_PROP = "debug.nn.vlog"
 VLOG_VALUE = "compilation,execution,manager"  # Utils.cpp initVLogMask splits on " ,:" (NH1)
@@ -52,16 +53,19 @@ _CHATTY = re.compile(r"identical (\d+) lines?$")
 _EXPIRE = re.compile(r"expire (\d+) lines?$")
 
 
-def probe_command(directory: str, m: ModelFile, opts: BenchOptions) -> str:
-    """The property set, the model run once, the property put back, the run's log lines: one device shell."""
+def probe_command(directory: str, m: ModelFile, opts: BenchOptions, saved_dir: str = SAVED_DIR) -> str:
+    """The property set (the user's value saved to a file on the phone first: a link that drops before the
+    restore leaves it for the next run to put back, deploy/environment.py), the model run once (its pid in the
+    benchmark's pid file: Ctrl-C stops it at once, bench.stop_command), the property put back, the run's log
+    lines: one device shell.  ``saved_dir``: where the user's value is kept (a test's phone elsewhere)."""
     argv = " ".join(shlex.quote(a) for a in bench_args(m.file, m.backend, dataclasses.replace(opts, gatord=False),
                                                         m.input, warmup=0, iters=1))
-    restore = f'setprop {VLOG_PROP} "$old"'
+    restore = restore_command(VLOG_PROP, saved_dir)
     return (f"cd {shlex.quote(directory)} || exit 1; old=$(getprop {VLOG_PROP}); "
-            f"trap '{restore}' EXIT; trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; trap 'exit 143' TERM; "
-            f"echo \"{MARK} before [$old]\"; setprop {VLOG_PROP} {VLOG_VALUE}; "
+            f"trap {shlex.quote(restore)} EXIT; trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; "
+            f"trap 'exit 143' TERM; echo \"{MARK} before [$old]\"; {set_command(VLOG_PROP, VLOG_VALUE, saved_dir)}; "
             f"echo \"{MARK} set [$(getprop {VLOG_PROP})]\"; "
-            f"{argv} >/dev/null 2>&1 & p=$!; wait $p; c=$?; {restore}; "
+            f"{argv} >/dev/null 2>&1 & p=$!; echo $p > {PID_FILE}; wait $p; c=$?; rm -f {PID_FILE}; {restore}; "
             f"echo \"{MARK} run $p $c [$(getprop {VLOG_PROP})]\"; "
             f"logcat -d -v threadtime --pid=$p -s {' '.join(t + ':V' for t in TAGS)}")
 

@@ -7,24 +7,25 @@ import contextlib
 import dataclasses
 import logging
 import os
-import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from toolchain.errors import DeviceError, RecordError, TorchdroidError
+from toolchain.errors import DeviceError, TorchdroidError
 from toolchain.fsutil import ensure_writable_dir
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
 from toolchain.pte_results import PteDeployRecord
-from toolchain.records import ResultRow, deploy_results_path, now_iso
+from toolchain.records import ResultRow, now_iso
 
 from .adb import Adb
 from .device_run import Cancelled, DeviceReport, record_failure, run_device, stop_benchmarks
 from .executorch_bench import plan_executorch, record_executorch
 from .hashes import HASH_CACHE_NAME
+from .journal import import_journals
+from .keeper import WRITE_ERRORS, Keeper
 from .plan import DeployPlan, DeploySettings, check_values, make_plan, project_name
 from .push import check_dir
 from .results import DB_NAME, ResultStore, export
@@ -43,6 +44,12 @@ class DeployResult:
     warnings: List[str]
     directory: str
     executorch: Optional[PteDeployRecord] = None  # the ExecuTorch format's record (executorch-run-NNNN.json)
+    fail_on_numerics: bool = False  # deploy.fail_on_numerics: a phone whose outputs differ fails the task
+
+    @property
+    def differing(self) -> List[NumericsVerdict]:
+        """Every phone x model (TorchScript and ExecuTorch) whose outputs differ from the host's."""
+        return [v for v in self.numerics + self.pte_numerics if v.verdict == "differs"]
 
     @property
     def rows(self) -> List[ResultRow]:
@@ -63,6 +70,39 @@ class DeployResult:
     @property
     def failed(self) -> List[DeviceReport]:
         return [d for d in self.devices if d.errors]
+
+
+DEVICE_PROBLEM, NUMERICS_DIFFER = 7, 8  # DeviceError's and VerificationError's exit codes
+
+
+def numerics_policy(result: DeployResult) -> str:
+    """The summary's line on outputs that differ: whether they fail this run (empty when none differ)."""
+    n = len(result.differing)
+    if not n:
+        return ""
+    if result.fail_on_numerics:
+        return f"{n} phone output(s) differ from the host: deploy fails with exit code {NUMERICS_DIFFER} " \
+               "(--fail-on-numerics)"
+    return (f"{n} phone output(s) differ from the host: reported and warned about only, the exit code is not "
+            f"affected (--fail-on-numerics or deploy.fail_on_numerics makes it exit {NUMERICS_DIFFER})")
+
+
+def outcome(result: DeployResult, torchscript: bool) -> Optional[Tuple[str, int]]:
+    """What fails the task, with its exit code: a device or benchmark that failed (7) before outputs that differ
+    (8, only with ``fail_on_numerics``); None when the run succeeded."""
+    if torchscript:
+        failed_rows = [r for r in result.rows if r.status == "failed"]
+        if result.failed:
+            return (f"{len(result.failed)} of {len(result.devices)} device(s) had problems (see above; the others "
+                    "were deployed)"), DEVICE_PROBLEM
+        if failed_rows:
+            return (f"{len(failed_rows)} benchmark(s) failed (reasons in the table above; the results are "
+                    "recorded)"), DEVICE_PROBLEM
+    if result.executorch is not None and result.executorch.problems:
+        return f"{len(result.executorch.problems)} problem(s), see above", DEVICE_PROBLEM
+    if result.fail_on_numerics and result.differing:
+        return numerics_policy(result), NUMERICS_DIFFER
+    return None
 
 
 def wanted_serials(serials: Sequence[str]) -> List[str]:
@@ -106,6 +146,11 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     started = now_iso()
     ensure_writable_dir(s.results, "results directory (deploy.results)")
     # before any device work: a store that cannot take the rows stops here
+    if "torchscript" in s.formats:
+        imported = import_journals(ResultStore(Path(s.results) / DB_NAME), Path(s.results))
+        for line in imported:
+            log.warning("%s", line)
+        plan.warnings += imported
     keeper = Keeper.open(s, plan, started) if "torchscript" in s.formats else None
     interrupted = None
     try:
@@ -137,91 +182,13 @@ def keep_completed(s: DeploySettings, plan: DeployPlan, reports: List[DeviceRepo
     if keeper is not None:
         rows = [r for rep in reports for r in rep.rows]
         if rows:
-            result = record(s, dataclasses.replace(plan, executorch=None), reports, keeper, directory)
-            kept.append(f"{len(rows)} completed row(s) kept in {result.exports['csv']}")
+            record(s, dataclasses.replace(plan, executorch=None), reports, keeper, directory)
+            kept.append(f"{len(rows)} completed row(s) kept in {keeper.where()}")
         else:
             keeper.discard()
     if plan.executorch is not None:
         kept.append("the ExecuTorch lines were not recorded")
     return "the benchmarks on the phones were stopped; " + ("; ".join(kept) or "nothing was recorded")
-
-
-class Keeper:
-    """Keeps every device's rows as soon as they exist: the run reserved in the store before any device work,
-    each device's rows added to it and the run's CSV/JSON rewritten when that device is done.  A store that
-    fails later (busy, a full disk) loses nothing: the rows stay in the CSV/JSON and are stored at the end."""
-
-    def __init__(self, s: DeploySettings, store: ResultStore, run_id: int, started: str):
-        self.s, self.store, self.run_id, self.started = s, store, run_id, started
-        self.results = Path(s.results)
-        self.rows: List[ResultRow] = []
-        self.devices: List[dict] = []
-        self.unstored: List[Tuple[List[ResultRow], List[dict]]] = []
-        self._guard = threading.Lock()
-
-    @classmethod
-    def open(cls, s: DeploySettings, plan: DeployPlan, started: str) -> "Keeper":
-        store = ResultStore(Path(s.results) / DB_NAME)
-        # absolute paths: report compares the run's models directory with deploy-executorch's, from any directory
-        settings = {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in asdict(s).items()}
-        return cls(s, store, store.begin_run(started, project_name(s.project), plan.commit, settings), started)
-
-    @property
-    def stem(self) -> str:
-        return f"run-{self.run_id:04d}"
-
-    def device_done(self, rep: DeviceReport) -> None:
-        for r in rep.rows:
-            r.server = rep.server
-            r.run_id, r.started = self.run_id, self.started
-        devices = [rep.conditions.to_dict()] if rep.conditions is not None else []
-        with self._guard:
-            self.rows += rep.rows
-            self.devices += devices
-            try:  # the CSV/JSON first: they never wait on SQLite
-                export(self.rows, self.results, self.stem, self.devices)
-            except TorchdroidError as e:  # a full disk: the store may still take them, and the end says so
-                log.warning("could not write %s.csv/.json after %s: %s", self.results / self.stem, rep.serial, e.what)
-            try:
-                for rows, devs in self.unstored:
-                    self.store.add_rows(self.run_id, self.started, rows, devs)
-                self.unstored = []
-                self.store.add_rows(self.run_id, self.started, rep.rows, devices)
-            except TorchdroidError as e:
-                self._unstored(rep.rows, devices, e.what)
-            except sqlite3.Error as e:
-                self._unstored(rep.rows, devices, f"{type(e).__name__}: {e}")
-
-    def _unstored(self, rows: List[ResultRow], devices: List[dict], why: str) -> None:
-        self.unstored.append((list(rows), devices))
-        log.warning("the results database %s did not take %d row(s) now (%s); they are kept in %s.csv/.json and "
-                    "stored at the end of the run", self.store.path, len(rows), why, self.results / self.stem)
-
-    def discard(self) -> None:
-        """The run ended before any row: forget its reserved id and the CSV/JSON written for it."""
-        for path in (self.results / f"{self.stem}.csv", deploy_results_path(self.results, self.stem)):
-            path.unlink(missing_ok=True)
-        try:
-            self.store.drop_run(self.run_id)
-        except (TorchdroidError, sqlite3.Error) as e:  # the run stays empty in the history: say so in the log
-            log.warning("could not remove the empty run %d from %s: %s", self.run_id, self.store.path,
-                        getattr(e, "what", e))
-
-    def finish(self) -> None:
-        """The rows the store did not take during the run; raises when it still does not (the CSV/JSON keep them)."""
-        with self._guard:
-            if not self.unstored:
-                return
-            try:
-                for rows, devs in self.unstored:
-                    self.store.add_rows(self.run_id, self.started, rows, devs)
-                self.unstored = []
-            except (TorchdroidError, sqlite3.Error) as e:
-                raise RecordError(f"the results database {self.store.path} did not take run {self.run_id}'s rows",
-                                  cause=getattr(e, "what", str(e)),
-                                  remedy=f"every row is kept in {self.results / self.stem}.csv and .json; free the "
-                                         "database (another deploy or report?) and deploy again to have the history "
-                                         "hold them") from e
 
 
 def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySettings, plan: DeployPlan,
@@ -231,6 +198,8 @@ def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySet
     Ctrl-C: the benchmarks running on the phones are stopped (each phone is told, a status line says so), each
     worker ends after its current step, the completed rows are kept, then KeyboardInterrupt is raised again."""
     cancel = threading.Event()
+    for rep in reports if keeper is not None else ():
+        rep.on_row = keeper.measured  # each row onto the disk the moment it is measured
 
     def work(rep: DeviceReport, target: Target) -> None:
         try:
@@ -270,14 +239,19 @@ def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], kee
     """Every TorchScript row (ok, failed, skipped) is stored already, device by device (``Keeper``); here the rest:
     the run's and the latest CSV/JSON (the JSON with the numerics verdicts and NNAPI placements), then the
     ExecuTorch format's records (which join the latest legacy results: this run's when it had both formats)."""
-    result = DeployResult(reports, None, None, {}, plan.warnings, directory)
+    result = DeployResult(reports, None, None, {}, plan.warnings, directory, fail_on_numerics=s.fail_on_numerics)
     if keeper is not None:
         rows = [r for rep in reports for r in rep.rows]
         devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
         result.run_id, result.db_path, results = keeper.run_id, keeper.store.path, Path(s.results)
         checks = run_numerics(reports, plan), run_hardware(reports, plan if s.hardware and s.bench else None)
-        result.exports = export(rows, results, keeper.stem, devices, *checks)
-        result.exports.update({f"latest_{k}": v for k, v in export(rows, results, "latest", devices, *checks).items()})
+        try:
+            result.exports = export(rows, results, keeper.stem, devices, *checks)
+            result.exports.update({f"latest_{k}": v for k, v in export(rows, results, "latest", devices, *checks).items()})
+        except WRITE_ERRORS as e:  # a full disk: the rows into the store still, then say where they are
+            keeper.exported = False
+            keeper.finish()
+            raise keeper.not_exported(e) from e
         keeper.finish()
     if plan.executorch is not None:
         result.executorch = record_executorch(s, plan.executorch, reports)

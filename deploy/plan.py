@@ -54,6 +54,7 @@ class DeploySettings:
     numerics: bool = True  # each model's output on its bundled inputs against the host reference (deploy/numerics.py)
     options: _bench.BenchOptions = field(default_factory=_bench.BenchOptions)
     allow_mismatch: bool = False
+    fail_on_numerics: bool = False  # a phone whose outputs differ fails the task (exit 8), not only a warning
     gatord: Optional[Path] = None
     timeout: float = default("deploy.timeout")  # per adb call (benchmarks use options.timeout)
     app_wait: float = default("deploy.app_wait")  # seconds for the app's first progress line (start + model load)

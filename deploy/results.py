@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import RecordError
-from toolchain.fsutil import atomic_write_csv
+from toolchain.fsutil import atomic_write_csv, free_bytes, human_bytes
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
 from toolchain.record_base import RecordMissing, schema_error
@@ -21,6 +21,7 @@ __all__ = ["DB_NAME", "ResultRow", "ResultStore", "export", "speedups"]
 
 DB_NAME = "results.sqlite"
 SCHEMA = 1
+FULL = "database or disk is full"  # SQLite's SQLITE_FULL message
 
 
 COLUMNS = [f.name for f in fields(ResultRow)]
@@ -52,6 +53,14 @@ class ResultStore:
             return str(e)
         return None if row else "it has no torchdroid schema record"
 
+    def full(self, e: sqlite3.Error) -> RecordError:
+        """SQLITE_FULL: the filesystem of the database (not the working directory's) has no room."""
+        return RecordError(f"the results database {self.path} cannot be written: its filesystem is full",
+                           cause=f"SQLite: {e}; {human_bytes(free_bytes(self.path.parent))} free on the filesystem "
+                                 f"of {self.path.parent}",
+                           remedy=f"free some space on the filesystem of {self.path.parent}, or set deploy.results "
+                                  "(--results) to a directory on another one")
+
     def _connect(self, timeout: float = 30) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         why = self._foreign(timeout)
@@ -65,6 +74,8 @@ class ResultStore:
             (schema,) = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             con.commit()
         except sqlite3.OperationalError as e:
+            if FULL in str(e):
+                raise self.full(e) from e
             if "locked" not in str(e):
                 raise RecordError(f"{self.path} is not a torchdroid results database", cause=str(e),
                                   remedy="move it away (or set deploy.results to another directory)") from e
@@ -123,6 +134,8 @@ class ResultStore:
                                   (started, project, binary_commit, json.dumps(settings, default=str)))
             return int(cur.lastrowid)
         except sqlite3.OperationalError as e:
+            if FULL in str(e):
+                raise self.full(e) from e
             busy = "locked" in str(e) or "busy" in str(e)
             raise RecordError(f"the results database {self.path} is {'busy' if busy else 'not writable'}",
                               cause=str(e),
@@ -138,6 +151,16 @@ class ResultStore:
     def add_rows(self, run_id: int, started: str, rows: Sequence[ResultRow], devices: Sequence[dict] = ()) -> None:
         """One device's rows (and conditions) into a run ``begin_run`` reserved."""
         check_rows(rows)
+        try:
+            self._insert(run_id, rows, devices)
+        except sqlite3.OperationalError as e:
+            if FULL in str(e):
+                raise self.full(e) from e
+            raise
+        for r in rows:
+            r.run_id, r.started = run_id, started
+
+    def _insert(self, run_id: int, rows: Sequence[ResultRow], devices: Sequence[dict]) -> None:
         with closing(self._connect()) as con:
             with con:
                 con.executemany(
@@ -145,8 +168,25 @@ class ResultStore:
                     [(run_id, *[getattr(r, c) for c in _STORED]) for r in rows])
                 con.executemany("INSERT INTO devices (run_id, serial, facts) VALUES (?,?,?)",
                                 [(run_id, d.get("serial", ""), json.dumps(d, default=str)) for d in devices])
-        for r in rows:
-            r.run_id, r.started = run_id, started
+
+    def serials(self, run_id: int) -> set:
+        """The devices the database holds rows of in ``run_id`` (each device's rows are added at once)."""
+        if not self.path.is_file():
+            return set()
+        with closing(self._connect()) as con:
+            return {s for (s,) in con.execute("SELECT DISTINCT serial FROM results WHERE run_id = ?", (run_id,))}
+
+    def import_rows(self, run_id: int, header: dict, rows: Sequence[ResultRow], devices: Sequence[dict]) -> None:
+        """Rows a deploy measured but did not store (from its journal, deploy/journal.py) into their run: the run
+        made again under its own id when it is not in the database any more."""
+        check_rows(rows)
+        with closing(self._connect()) as con:
+            with con:
+                con.execute("INSERT OR IGNORE INTO runs (id, started, project, binary_commit, settings) "
+                            "VALUES (?,?,?,?,?)", (run_id, header.get("started", ""), header.get("project", ""),
+                                                   header.get("binary_commit", ""),
+                                                   json.dumps(header.get("settings") or {}, default=str)))
+        self.add_rows(run_id, header.get("started", ""), rows, devices)
 
     def drop_run(self, run_id: int) -> None:
         """Forget a run ``begin_run`` reserved that ended without a row (Ctrl-C before any benchmark completed)."""

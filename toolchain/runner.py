@@ -4,6 +4,14 @@ argv lists only (never ``shell=True``), environment overrides on top of the
 current environment, every output line streamed to a log file, and one typed
 error (:class:`~toolchain.errors.ToolFailed`) carrying the log path and the last
 lines of output on failure.
+
+Each child runs in its own process group (a new session: Ctrl-C at the terminal
+reaches torchdroid only, which decides).  Whenever :func:`run` returns or raises
+(success, a failure, a timeout, Ctrl-C, SIGTERM) the whole group is stopped:
+SIGTERM, then SIGKILL after ``STOP_GRACE`` seconds, so nothing the tool started
+(a build script's cmake, make and compilers) goes on writing after the task,
+and a lock the caller holds is released only once they are gone.  A daemon that
+leaves the group on purpose (``adb start-server``: setsid) is not touched.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import contextlib
 import logging
 import os
 import shlex
+import signal
 import subprocess
 import threading
 import time
@@ -27,6 +36,7 @@ log = logging.getLogger(__name__)
 
 PathLike = Union[str, os.PathLike]
 TAIL_LINES = 25
+STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL to a child's process group
 
 
 @dataclass(frozen=True)
@@ -80,10 +90,13 @@ def run(
     start = time.monotonic()
     try:
         proc = _start(argv, cwd, _merged_env(env, replace_env), input is not None, what)
-        if input is not None:
-            _feed_in_background(proc, input)
-        with _kill_after(proc, timeout) as timed_out:
-            captured = _drain(proc, log_file, on_line, keep_output)
+        try:
+            if input is not None:
+                _feed_in_background(proc, input)
+            with _kill_after(proc, timeout) as timed_out:
+                captured = _drain(proc, log_file, on_line, keep_output)
+        finally:
+            stop_group(proc)
         seconds = time.monotonic() - start
         if log_file:
             log_file.write(f"# exit code {proc.returncode} after {seconds:.1f}s\n")
@@ -143,6 +156,7 @@ def _start(argv: list, cwd: Optional[PathLike], env: dict, with_input: bool, wha
             encoding="utf-8",
             errors="replace",
             bufsize=1,
+            start_new_session=True,  # its own process group: stop_group reaches everything it starts
         )
     except (FileNotFoundError, PermissionError) as e:
         missing = isinstance(e, FileNotFoundError)
@@ -172,7 +186,7 @@ def _kill_after(proc: subprocess.Popen, timeout: Optional[float]):
     if timeout is not None:
         def _kill() -> None:
             timed_out.set()
-            proc.kill()
+            _signal_group(proc.pid, signal.SIGKILL)
 
         timer = threading.Timer(timeout, _kill)
         timer.daemon = True
@@ -182,6 +196,40 @@ def _kill_after(proc: subprocess.Popen, timeout: Optional[float]):
     finally:
         if timer:
             timer.cancel()
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to the process group ``pgid``; False when no process of it is left."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member changed its user (setuid): not ours to stop
+        return False
+    return True
+
+
+def stop_group(proc: subprocess.Popen, grace: Optional[float] = None) -> None:
+    """Stop ``proc`` and every process of its group: SIGTERM, SIGKILL to what is left after ``grace`` seconds;
+    ``proc`` reaped.  Nothing to do (one failed ``killpg``) when the child and all it started have ended."""
+    if not _signal_group(proc.pid, signal.SIGTERM):
+        proc.wait()
+        return
+    deadline = time.monotonic() + (STOP_GRACE if grace is None else grace)
+    try:
+        while time.monotonic() < deadline:
+            proc.poll()  # reap the leader: a zombie would count as a member of the group
+            if not _signal_group(proc.pid, 0):
+                break
+            time.sleep(0.05)
+        else:
+            log.debug("process group %d still running after SIGTERM: SIGKILL", proc.pid)
+            _signal_group(proc.pid, signal.SIGKILL)
+    except BaseException:  # a second Ctrl-C or SIGTERM while waiting: no more grace
+        _signal_group(proc.pid, signal.SIGKILL)
+        raise
+    finally:
+        proc.wait()
 
 
 def _drain(proc: subprocess.Popen, log_file, on_line, keep_output: bool) -> _Captured:

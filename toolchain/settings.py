@@ -286,6 +286,8 @@ KEYS: Tuple[Key, ...] = (
     Key("deploy.cooldown", Num(min=0, max=3600), 0.0, "seconds to wait between models so a hot phone cools down"),
     Key("deploy.gatord", PathKind(), None, "PATH to Arm's gatord: push it and run each benchmark under "
                                            "`gatord --app`"),
+    Key("deploy.fail_on_numerics", Flag(), False, "exit with code 8 when a phone's outputs differ from the host's "
+        "beyond the tolerance (default: the difference is reported and warned about, the exit code stays 0)"),
     Key("deploy.allow_mismatch", Flag(), False, "benchmark even when the models' torch commit differs from "
                                                 "the binary's"),
     Key("deploy.report_source", Choice("binary", "app"), "binary", "which rows `invoke report` draws: binary "

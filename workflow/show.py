@@ -233,6 +233,11 @@ def deployed(result: Any, torchscript: bool, as_json: bool = False) -> None:
         deploy(result)
     if result.executorch is not None:
         pte_deploy(result)
+    from deploy.orchestrate import numerics_policy
+
+    policy = numerics_policy(result)
+    if policy:
+        note(policy)
 
 
 def deploy(result: Any) -> None:

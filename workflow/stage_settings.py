@@ -377,6 +377,7 @@ def deploy(config: Any, **cli):
         hardware=r.get_flag("deploy.hardware", on="hardware", off="no_hardware"),
         options=bench_options(r),
         allow_mismatch=r.get_flag("deploy.allow_mismatch", on="allow_mismatch", off="no_allow_mismatch"),
+        fail_on_numerics=r.get_flag("deploy.fail_on_numerics", on="fail_on_numerics"),
         gatord=r.path("deploy.gatord", "profile_with_gatord"),
         timeout=float(r.get("deploy.timeout")),
         app_wait=float(r.get("deploy.app_wait")),

@@ -351,6 +351,59 @@ def test_busy_device_directory(tmp_path, standin, lab):
     assert not lock.exists()
 
 
+@adversarial("deploy", "concurrency: another project's run holds the phone")
+def test_another_project_on_the_phone_is_named_and_waited_for(tmp_path, standin, lab):
+    """Issue 34 item 4: two projects (two device directories) on one phone: the second refuses, naming the run
+    that holds the phone (project, pid, host); once that run is gone its lock is stale and taken over."""
+    from deploy.lock import PHONE_LOCK
+
+    server, devs = lab
+    user(tmp_path, standin)
+    holder = subprocess.Popen(["sleep", "120"])
+    lock = devs["other"].path(PHONE_LOCK)
+    try:
+        lock.mkdir(parents=True)
+        (lock / "owner").write_text(f"{holder.pid} {os.uname().nodename.split('.')[0]} {time.time():.0f} x "
+                                    "someone-elses\n")
+        out = deploy(tmp_path, server, "--serial", devs["other"].serial, "--no-install", "--project", "mine")
+        assert_clean(out, "device", mentions=[f"busy: another torchdroid run (project someone-elses, pid {holder.pid}",
+                                              "is using the phone", "wait for it"], root=tmp_path)
+        assert lock.is_dir()  # someone else's lock is left alone
+    finally:
+        holder.kill()
+        holder.wait()
+    out = deploy(tmp_path, server, "--serial", devs["other"].serial, "--no-install", "--project", "mine")
+    assert_clean(out, "ok", root=tmp_path)
+    assert not lock.exists()
+
+
+@adversarial("deploy", "phone state: an earlier run's link dropped with a phone setting changed")
+def test_a_setting_a_dropped_run_left_changed_is_put_back_first(tmp_path, standin, lab):
+    """Issue 34 item 4: what a placement probe cut off without its trap leaves (tests/unit/test_nnapi_log.py): the
+    probe's debug.nn.vlog on the phone, the user's value in the saved-settings file.  The next deploy (here one
+    that reads no placements at all) puts the user's value back before anything else and says so."""
+    from deploy.environment import SAVED_DIR
+
+    server, devs = lab
+    user(tmp_path, standin)
+    dev = devs["other"]
+    props = dev.state_dir / "props.txt"
+    kept = props.read_text()
+    saved = dev.path(f"{SAVED_DIR}/debug.nn.vlog")
+    try:
+        props.write_text("".join(line + "\n" for line in kept.splitlines() if "[debug.nn.vlog]" not in line)
+                         + "[debug.nn.vlog]: [compilation,manager]\n")
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text("model\n")
+        out = deploy(tmp_path, server, "--serial", dev.serial, "--no-install", "--no-hardware")
+        assert_clean(out, "ok", root=tmp_path)
+        assert "[debug.nn.vlog]: [model]" in props.read_text()
+        assert not saved.exists()
+        assert "debug.nn.vlog put back to 'model'" in out.text, out.text[-3000:]
+    finally:
+        props.write_text(kept)
+
+
 @pytest.mark.slow
 @adversarial("deploy", "concurrency: two deploys to one device at once")
 def test_two_deploys_at_once_one_is_busy(tmp_path, standin, lab):

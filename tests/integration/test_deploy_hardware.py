@@ -216,6 +216,54 @@ def test_ctrl_c_during_the_placement_run_puts_the_property_back(tmp_path, lab_mo
     assert out.count("benchmarking mobilenetv2-quant_full-nnapi.pt") <= 1, out  # a variant named twice runs once
 
 
+def _probe_shells() -> list:
+    """The pids of the virtual phones' shells running a placement probe (their command line carries its marker)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"TORCHDROID_NNLOG" in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_a_link_dropped_during_the_placement_run_leaves_the_users_value_to_the_next_run(tmp_path, lab_models):
+    """Issue 34 item 4: the host and the phone's shell die during the placement run before any trap runs (a pulled
+    cable, a killed adbd): the phone keeps compilation,manager.  The next deploy, even one that reads no
+    placements, puts the user's value back first (before: it stayed changed, and a later probe "restored" it)."""
+    models, build_info = lab_models
+    marker = tmp_path / "compiling"
+    slow = f"sh -c 'touch {marker}; sleep 10; exec \"$@\"' _ {RUNTIME_LOG}"
+    devices = {"phone": _phone("Cut Phone", 30, "qti-dsp=quant", vlog="model", env={"SBT_NNAPI_LOG_CMD": slow})}
+    results, work = tmp_path / "results", tmp_path / "work"
+    work.mkdir()
+    env = dict(os.environ, CI="1")
+    with adb_with_devices(tmp_path / "adb", devices) as (server, devs):
+        env["ANDROID_ADB_SERVER_PORT"] = str(server.port)
+        proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(ROOT),
+                                 *_deploy_args(models, build_info, results, "--variant", "quant_full")],
+                                cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not (marker.exists() and _vlog(devs["phone"]) != "model"):
+                time.sleep(0.1)
+            assert _vlog(devs["phone"]) == "compilation,manager"
+            proc.kill()  # the host is gone ...
+            for pid in _probe_shells():  # ... and the phone's shell dies without running its trap
+                os.kill(pid, signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert _vlog(devs["phone"]) == "compilation,manager"  # what the cut-off run left
+        again = invoke(work, *_deploy_args(models, build_info, results, "--variant", "quant_full", "--no-hardware"),
+                       port=server.port)
+        after = _vlog(devs["phone"])
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert after == "model", again.stdout + again.stderr
+    assert "debug.nn.vlog put back to 'model'" in again.stdout + again.stderr
+
+
 def test_one_page_per_run_explains_every_phones_number(tmp_path, lab_models, tiny_lane):
     """Issue 23's must-show: three phones; deploy (latency, hardware, numerics) and deploy-executorch (ETDump) into
     one results directory; `invoke report` shows each phone's latency, hardware, verdicts and top operators, on the

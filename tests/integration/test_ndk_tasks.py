@@ -148,3 +148,49 @@ def test_config_lane_is_used(tmp_path, fake_ndk):
     assert res.returncode == 3, res.stderr
     assert "newer than lane 'seed-2020' accepts (3.6 to 3.8)" in res.stderr
     assert not (tmp_path / "b" / "src").exists()
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_sigterm_to_build_android_stops_every_child_before_it_exits(tmp_path, fake_pytorch, fake_ndk):
+    """Issue 34 item 5: SIGTERM while the build script runs a long child: when `invoke build-android` has exited
+    (its build lock released with the process), neither the script nor its child is running."""
+    import signal
+    import subprocess
+    import time
+
+    pids_file = tmp_path / "build-pids"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
+    env.update(git_test_env())
+    env.update({"INVOKE_BUILD_DIR": str(tmp_path / "b"), "CI": "1", "ANDROID_ADB_SERVER_PORT": str(held_dead_port()),
+                "TORCHDROID_FIXTURE_LONG_CHILD": str(pids_file)})
+    args = ["build-android", "--abi", "x86_64", "--ndk", str(fake_ndk), "--repo-url", fake_pytorch.url,
+            "--commit", fake_pytorch.pinned, "--max-jobs", "2", "--api-level", "28"]
+    proc = subprocess.Popen([cli.INVOKE, "--search-root", str(ROOT), *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pids = []
+    try:
+        deadline = time.monotonic() + 240
+        while not pids_file.is_file():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-3000:]
+            time.sleep(0.2)
+        pids = [int(p) for p in pids_file.read_text().split()]
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        left = [p for p in pids if _running(p)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in pids:  # never leave a test's sleep behind, whatever happened
+            if _running(p):
+                os.kill(p, signal.SIGKILL)
+    assert proc.returncode == 143, (proc.returncode, out[-3000:])
+    assert "terminated by SIGTERM" in out, out[-3000:]
+    assert left == [], f"still running after the task ended: {left}"

@@ -139,12 +139,13 @@ def _fake_phone(tmp_path: Path) -> dict:
     phone_dir.mkdir()
     (phone_dir / "speed_benchmark_torch").write_text("#!/bin/sh\nsleep 30\n")
     (phone_dir / "speed_benchmark_torch").chmod(0o755)
-    return {"env": dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}"), "prop": prop, "dir": phone_dir}
+    return {"env": dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}"), "prop": prop, "dir": phone_dir,
+            "saved": tmp_path / "saved-settings"}
 
 
 def test_the_device_shell_puts_the_property_back_when_it_is_hung_up(tmp_path):
     phone = _fake_phone(tmp_path)
-    cmd = nnapi_log.probe_command(str(phone["dir"]), _model(), BenchOptions())
+    cmd = nnapi_log.probe_command(str(phone["dir"]), _model(), BenchOptions(), str(phone["saved"]))
     assert _hang_up(phone, cmd.replace("trap ", ": "), signal.SIGHUP) == nnapi_log.VLOG_VALUE  # without the traps
     for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
         assert _hang_up(phone, cmd, sig) == "model", sig
@@ -187,3 +188,59 @@ def test_a_fallback_without_a_logged_plan_is_the_whole_model_on_the_cpu():
     p = nnapi_log.placement("s", _model(), nnapi_log.read_probe(out))
     assert p.status == "cpu" and not p.operations and p.where() == "nnapi-reference (whole model)", p
     assert hardware_report.summary([p], {})[1] == [["s", "CPU (NNAPI fallback)", "unknown"]]
+
+def _probe_until_set(phone: dict, cmd: str) -> subprocess.Popen:
+    """The probe's shell, once it has set the property (the model runs)."""
+    proc = subprocess.Popen(["/bin/sh", "-c", cmd], env=phone["env"], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=_signals_as_adbd_leaves_them)
+    deadline = time.monotonic() + 10
+    while phone["prop"].read_text() != nnapi_log.VLOG_VALUE and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert phone["prop"].read_text() == nnapi_log.VLOG_VALUE
+    return proc
+
+
+def test_a_probe_cut_off_without_its_trap_leaves_the_users_value_for_the_next_run(tmp_path):
+    """Issue 34 item 4: the link drops and the shell dies before any trap runs (SIGKILL): the phone keeps the
+    probe's value, but the user's is in a file on the phone; a second probe does not take the probe's value for
+    the user's, and the next run's first step puts the user's back."""
+    from deploy.environment import restore_all_command, restored
+
+    phone = _fake_phone(tmp_path)
+    cmd = nnapi_log.probe_command(str(phone["dir"]), _model(), BenchOptions(), str(phone["saved"]))
+    for _ in range(2):  # cut off twice in a row: the second run reads the first one's value as the phone's
+        proc = _probe_until_set(phone, cmd)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert phone["prop"].read_text() == nnapi_log.VLOG_VALUE
+        assert (phone["saved"] / nnapi_log.VLOG_PROP).read_text().strip() == "model"
+    out = subprocess.run(["/bin/sh", "-c", restore_all_command(str(phone["saved"]))], env=phone["env"],
+                         capture_output=True, text=True, timeout=10)
+    assert phone["prop"].read_text() == "model", out
+    assert restored(out.stdout) == [f"{nnapi_log.VLOG_PROP} put back to 'model' (an earlier torchdroid run changed "
+                                    "it and was cut off before it could)"], out
+    assert list(phone["saved"].iterdir()) == []
+
+
+def test_ctrl_c_stops_the_probes_model_run_at_once(tmp_path):
+    """Issue 34 item 4: the probe's model run is in the benchmark's pid file, so the host's Ctrl-C (bench's
+    stop_command) ends it, and the probe's shell puts the property back, without waiting for the run."""
+    from deploy.bench import stop_command
+
+    phone = _fake_phone(tmp_path)
+    cmd = nnapi_log.probe_command(str(phone["dir"]), _model(), BenchOptions(), str(phone["saved"]))
+    proc = _probe_until_set(phone, cmd)
+    try:
+        deadline = time.monotonic() + 10
+        while not (phone["dir"] / ".torchdroid-bench.pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)  # the model is started right after the property is set
+        start = time.monotonic()
+        out = subprocess.run(["/bin/sh", "-c", stop_command(str(phone["dir"]))], env=phone["env"],
+                             capture_output=True, text=True, timeout=10)
+        assert out.stdout.startswith("stopped "), out
+        proc.wait(timeout=5)  # the model would run 30 s
+        assert time.monotonic() - start < 5
+    finally:
+        if _alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert phone["prop"].read_text() == "model"

@@ -5,20 +5,20 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Mapping, Optional, Tuple
 
-from toolchain.errors import ToolNotFound
+from toolchain.errors import ToolNotFound, TorchdroidError
+from toolchain.runner import run
 
 
 def _version(argv, env: Optional[Mapping[str, str]] = None) -> Optional[Tuple[int, ...]]:
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=dict(env) if env else None)
-    except (OSError, subprocess.SubprocessError):
+    try:  # through the one runner: its own process group, stopped with the run
+        out = run(argv, env=env, replace_env=env is not None, check=False, timeout=30)
+    except TorchdroidError:  # not startable, or hung
         return None
-    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out.stdout + out.stderr)
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out.output)
     return tuple(int(x) for x in m.groups() if x is not None) if m else None
 
 

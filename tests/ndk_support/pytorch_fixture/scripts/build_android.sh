@@ -71,6 +71,14 @@ fi
 # Use-specified CMake arguments go last to allow overridding defaults
 CMAKE_ARGS+=($@)
 
+# Test hook (tests/integration/test_ndk_tasks.py): a long-running child, as a real build's compilers are; the
+# script's and the child's pids go to the file named, then the script waits for the child
+if [ -n "$TORCHDROID_FIXTURE_LONG_CHILD" ]; then
+  sleep 600 >/dev/null 2>&1 &
+  echo "$$ $!" > "$TORCHDROID_FIXTURE_LONG_CHILD.tmp" && mv "$TORCHDROID_FIXTURE_LONG_CHILD.tmp" "$TORCHDROID_FIXTURE_LONG_CHILD"
+  wait
+fi
+
 # Now, actually build the Android target.
 BUILD_ROOT=${BUILD_ROOT:-"$CAFFE2_ROOT/build_android"}
 INSTALL_PREFIX=${BUILD_ROOT}/install
