@@ -241,7 +241,8 @@ def deploy(c, serial=opt("deploy.serials"), models=opt("convert.out"), variant=o
            profile_with_gatord=opt("deploy.gatord"), device_dir=opt("deploy.device_dir"),
            project=opt("deploy.project"), results=opt("deploy.results"), adb_host=opt("deploy.adb_host"),
            adb_port=opt("deploy.adb_port"), adb_server=opt("deploy.servers"), format=opt("deploy.format"),
-           runner_build_info=opt("deploy.runner_build_info"), json=JSON, debug=DEBUG):
+           runner_build_info=opt("deploy.runner_build_info"), stf=opt("deploy.stf.url"),
+           stf_count=opt("deploy.stf.count"), json=JSON, debug=DEBUG):
     """Push, install and benchmark on every phone; record and report the results.
 
     The benchmark binary and models (and/or ExecuTorch's runner and programs: --format) and the app."""

@@ -385,7 +385,18 @@ def deploy(config: Any, **cli):
                                   else ()),
         runner_build_info=(r.path("deploy.runner_build_info", "runner_build_info")
                            or Layout(r.path("build_dir")).executorch_build_info(r.get("android.abi"))),
+        stf=_farm(r),
     )
+
+
+def _farm(r: Resolver):
+    """The farm of ``--stf`` / deploy.stf.url (None: the adb servers' devices)."""
+    from deploy.stf import FarmSettings
+
+    url = r.get("deploy.stf.url", "stf")
+    if not url:
+        return None
+    return FarmSettings(str(url), r.get("deploy.stf.count", "stf_count"), float(r.get("deploy.stf.lend")))
 
 
 def report(config: Any, **cli):

@@ -1,0 +1,125 @@
+"""The farm client's own logic (deploy/stf.py): which phones it takes, the farm's address, the token kept out of
+every message, the config keys of a group (deploy.stf.*)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+
+import pytest
+
+from deploy.stf import Farm, FarmPhone, Needs, adb_public_key, api_base, choose, needs_of, refusal
+from toolchain.errors import ToolNotFound, UsageError
+from toolchain.resolve import check_known_keys
+
+TOKEN = "s3cr3t-token-0123456789"
+
+
+def phone(serial="A", **kw) -> FarmPhone:
+    base = dict(present=True, ready=True, using=False, owner="", abi="arm64-v8a", sdk=33, model="Pixel 7",
+                version="13")
+    base.update(kw)
+    return FarmPhone(serial, **base)
+
+
+def test_a_phone_is_taken_only_when_free_and_able_to_run_the_deploy():
+    needs = Needs(("arm64-v8a",), 29)
+    assert refusal(phone(), needs) is None
+    assert refusal(phone(present=False), needs) == "not present (disconnected from the farm)"
+    assert refusal(phone(using=True, owner="ana"), needs) == "in use by ana"
+    assert refusal(phone(ready=False), needs) == "not ready (the farm is still preparing it)"
+    assert refusal(phone(abi="x86_64"), needs) == "wrong ABI: it is x86_64, the binary is arm64-v8a"
+    assert refusal(phone(sdk=28, version="9"), needs) == "too old: Android 9 (SDK 28) < SDK 29"
+    # a 64-bit phone runs its 32-bit sibling's binaries (the phone's own ABI list decides once connected)
+    assert refusal(phone(), Needs(("armeabi-v7a",))) is None
+    assert refusal(phone(abi="armeabi-v7a"), Needs(("arm64-v8a",))) is not None
+    fit, not_taken = choose([phone("A"), phone("B", owner="bo"), phone("C")], needs, serials=("A", "B"))
+    assert [p.serial for p in fit] == ["A"] and [(n.phone.serial, n.reason) for n in not_taken] == [("B", "in use by bo")]
+
+
+def test_the_farm_lists_phones_as_stf_stores_them():
+    """STF keeps ``sdk`` as getprop's text and ``owner`` as an object (or null)."""
+    p = FarmPhone.from_json({"serial": "R5", "present": True, "ready": True, "using": True, "sdk": "30",
+                             "owner": {"email": "ana@lab", "name": "ana"}, "abi": "arm64-v8a", "model": "SM-G960F"})
+    assert (p.sdk, p.owner, p.name) == (30, "ana", "R5 (SM-G960F)")
+    assert FarmPhone.from_json({"serial": "X", "owner": None, "sdk": None}).owner == ""
+
+
+def test_what_the_deploy_needs_of_a_phone():
+    binary = SimpleNamespace(abi="arm64-v8a", api_level=24)
+    runner = SimpleNamespace(abi="arm64-v8a", api_level=None)
+    app = SimpleNamespace(facts=SimpleNamespace(min_sdk=26))
+    plan = SimpleNamespace(binary=binary, executorch=SimpleNamespace(runner=runner), app=app)
+    assert needs_of(plan, install=True) == Needs(("arm64-v8a",), 26)
+    assert needs_of(plan, install=False) == Needs(("arm64-v8a",), 24)
+    assert needs_of(SimpleNamespace(binary=None, executorch=None, app=None), install=True) == Needs((), 0)
+
+
+def test_the_farm_address():
+    assert api_base("https://stf.example.org") == "https://stf.example.org/api/v1"
+    assert api_base("https://stf.example.org/api/v1/") == "https://stf.example.org/api/v1"
+    assert api_base("http://lab:7100/stf") == "http://lab:7100/stf/api/v1"
+    assert api_base("https://me:pw@stf.example.org") == "https://stf.example.org/api/v1"  # no credentials kept
+    for bad in ("stf.example.org", "ftp://stf", "https://"):
+        with pytest.raises(UsageError, match="is not an http"):
+            api_base(bad)
+
+
+def test_no_token_is_a_usage_error_naming_the_variable():
+    with pytest.raises(UsageError, match="needs an access token in STF_TOKEN") as e:
+        Farm.from_env("https://stf.example.org", env={})
+    assert e.value.exit_code == 2 and "Access Tokens" in e.value.remedy
+
+
+class _Echo(BaseHTTPRequestHandler):
+    """A farm that says the token back in its answers: 401 first, then 500s."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        token = self.headers.get("Authorization", "").partition(" ")[2]
+        status = 401 if "401" in self.path else 500
+        body = json.dumps({"success": False, "description": f"token {token} refused"}).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture()
+def echo_farm():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_token_is_in_no_error_even_when_the_farm_says_it_back(echo_farm):
+    farm = Farm(echo_farm, TOKEN, timeout=5, attempts=2, pause=0.01)
+    with pytest.raises(ToolNotFound) as e:
+        farm.call("GET", "/devices")
+    assert TOKEN not in str(e.value) and "token *** refused" in str(e.value) and "2 attempts" in str(e.value)
+    with pytest.raises(UsageError) as e:
+        farm.call("GET", "/401")
+    assert TOKEN not in str(e.value) and "refuses the access token" in str(e.value)
+
+
+def test_the_adb_key_is_read_where_adb_keeps_it(tmp_path):
+    (tmp_path / ".android").mkdir()
+    (tmp_path / ".android" / "adbkey.pub").write_text("QAAAA... me@host\n")
+    assert adb_public_key({"HOME": str(tmp_path)}) == "QAAAA... me@host"
+    assert adb_public_key({"HOME": str(tmp_path / "nowhere")}) is None
+    assert adb_public_key({"ANDROID_USER_HOME": str(tmp_path / ".android"), "HOME": "/x"}) == "QAAAA... me@host"
+
+
+def test_a_group_of_config_keys_is_checked_key_by_key():
+    check_known_keys({"deploy": {"stf": {"url": "https://stf", "count": 2}}}, "invoke.yaml")
+    with pytest.raises(UsageError, match="unknown config key `deploy.stf.urll`") as e:
+        check_known_keys({"deploy": {"stf": {"urll": "https://stf"}}}, "invoke.yaml")
+    assert "did you mean `deploy.stf.url`" in str(e.value) and "count, lend, url" in str(e.value)
+    with pytest.raises(UsageError, match="`deploy.stf` in invoke.yaml is 'https://stf', not a mapping"):
+        check_known_keys({"deploy": {"stf": "https://stf"}}, "invoke.yaml")
