@@ -123,3 +123,24 @@ def test_a_group_of_config_keys_is_checked_key_by_key():
     assert "did you mean `deploy.stf.url`" in str(e.value) and "count, lend, url" in str(e.value)
     with pytest.raises(UsageError, match="`deploy.stf` in invoke.yaml is 'https://stf', not a mapping"):
         check_known_keys({"deploy": {"stf": "https://stf"}}, "invoke.yaml")
+
+
+def test_the_html_report_groups_the_phones_by_farm(tmp_path):
+    from deploy.report_html import render
+    from toolchain.records import ResultRow
+
+    def row(serial, server, status="ok", reason=""):
+        return ResultRow(serial=serial, device_model=f"Model {serial}", board="sm", release="13", sdk=33,
+                         abi="arm64-v8a", stem="m", variant="quant_none", mode="none", backend="cpu", source="binary",
+                         status=status, median_ms=1.0 if status == "ok" else None, server=server, reason=reason)
+
+    farm_a, farm_b = "https://stf-a.example.org", "http://stf-b:7100"
+    rows = [row("A1", farm_a), row("A2", farm_a, "failed", "the farm took A2 back during the run: lost"),
+            row("B1", farm_b), row("L1", "127.0.0.1:5037")]
+    page = render(tmp_path / "r.png", tmp_path / "r.html", "t", rows, [])
+    section = page[page.index("<h2 id='farms'>"):page.index("<h2>Latency")]
+    assert section.index(farm_a) < section.index("A1") < section.index("A2") < section.index(farm_b) < section.index(
+        "B1")
+    assert "(2 phone(s))" in section and "Model A1" in section and "the farm took A2 back" in section
+    assert "L1" not in section  # a phone of an adb server is no farm's
+    assert "id='farms'" not in render(tmp_path / "r.png", tmp_path / "r.html", "t", rows[3:], [])
