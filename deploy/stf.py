@@ -14,13 +14,15 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from toolchain.errors import DeviceError, ToolNotFound, TorchdroidError, UsageError
 from toolchain.settings import default
@@ -295,31 +297,56 @@ class Lease:
         self.farm, self.server, self.s = farm, server, s
         self.steps: List[Tuple[str, str, Callable[[], None]]] = []  # (phone, what, undo), undone last first
         self.not_taken: List[NotTaken] = []
+        self.guard = threading.Lock()
+        self.connecting = threading.Lock()
 
     def _undo_later(self, phone: FarmPhone, what: str, undo: Callable[[], None]) -> None:
-        self.steps.append((phone.name, what, undo))
+        with self.guard:
+            self.steps.append((phone.name, what, undo))
 
     def take(self, phones: Sequence[FarmPhone]) -> List[Target]:
+        """Take ``phones`` in the farm's order, in parallel: waves of as many as are still wanted (--stf-count); a
+        phone the farm refuses meanwhile is named and the next one is tried."""
         targets: List[Target] = []
-        for phone in phones:
-            if self.s.count is not None and len(targets) >= self.s.count:
-                break
-            try:
-                targets.append(self._take_one(phone))
-            except FarmAnswer as e:
-                self.not_taken.append(NotTaken(phone, _lend_refused(e)))
+        queue = list(phones)
+        while queue and (self.s.count is None or len(targets) < self.s.count):
+            wave_size = len(queue) if self.s.count is None else self.s.count - len(targets)
+            wave, queue = queue[:wave_size], queue[wave_size:]
+            with ThreadPoolExecutor(max_workers=min(len(wave), 16), thread_name_prefix="stf-take") as pool:
+                for phone, got in zip(wave, pool.map(self._try_take, wave)):
+                    if isinstance(got, Target):
+                        targets.append(got)
+                    else:
+                        self.not_taken.append(NotTaken(phone, got))
+        self.not_taken += [NotTaken(p, f"not needed (--stf-count {self.s.count})") for p in queue]
         return targets
 
-    def _take_one(self, phone: FarmPhone) -> Target:
-        farm, serial = self.farm, phone.serial
-        farm.take(serial, self.s.lend)
-        self._undo_later(phone, "release", lambda: farm.give_back(serial))
-        address = farm.remote_connect(serial)
-        self._undo_later(phone, "close remote connect", lambda: farm.remote_disconnect(serial))
-        self._undo_later(phone, "adb disconnect", lambda: self.server.client().disconnect(address))
+    def _try_take(self, phone: FarmPhone) -> Union[Target, str]:
         try:
-            said = self.server.client().connect(address, timeout=self.s.connect_wait)
-        except Exception as e:  # noqa: BLE001 - adbutils' AdbError/AdbTimeout or a socket error: this phone only
+            return self._take_one(phone)
+        except FarmAnswer as e:
+            return _lend_refused(e)
+
+    def _take_one(self, phone: FarmPhone) -> Target:
+        """Lend, remote connect, ``adb connect``: each step's undo is noted before the step (a Ctrl-C in the middle of
+        one still undoes it; undoing what was not done is a refusal the farm answers and close() ignores)."""
+        farm, serial = self.farm, phone.serial
+        refused = threading.Event()  # the farm said no: nothing to give back (an admin's token would release another's)
+        self._undo_later(phone, "release", lambda: refused.is_set() or farm.give_back(serial))
+        try:
+            farm.take(serial, self.s.lend)
+        except FarmAnswer:
+            refused.set()
+            raise
+        self._undo_later(phone, "close remote connect", lambda: farm.remote_disconnect(serial))
+        address = farm.remote_connect(serial)
+        self._undo_later(phone, "adb disconnect", lambda: self.server.disconnect(address))
+        try:
+            with self.connecting:  # one `adb connect` at a time: adb 29 has been seen to crash on two at once
+                said = self.server.connect(address, timeout=self.s.connect_wait)
+        except TorchdroidError:  # the adb server itself does not answer: no phone can be connected
+            raise
+        except Exception as e:  # noqa: BLE001 - adbutils' AdbError/AdbTimeout, a socket error: this phone only
             said = f"{type(e).__name__}: {e}"
         if "connected to" not in said:  # adb says "connected to"/"already connected to", else why not
             raise FarmAnswer(0, f"`adb connect {address}`: {said}")
@@ -351,7 +378,8 @@ class Lease:
     def close(self) -> None:
         """Give every phone back, last step first; a step that fails is logged and the others still run."""
         while self.steps:
-            name, what, undo = self.steps.pop()
+            with self.guard:
+                name, what, undo = self.steps.pop()
             try:
                 undo()
             except FarmAnswer as e:

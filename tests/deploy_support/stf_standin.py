@@ -3,7 +3,7 @@
 What it answers follows STF's sources (docs/facts.md, rows STF1-STF12): the Bearer token check and its 401s
 (securityHandlers.js), ``GET /devices`` with ``fields`` (apiutil.respond, filterDevice), lending only a phone that
 is present, ready, not in use and without owner (deviceutil.isAddable: else 403), remote connect, its close and the
-release only for the holder (deviceutil.isOwnedByUser: else 403), STF's own 504 "Device is not responding",
+release only for the holder or an admin (deviceutil.isOwnedByUser: else 403), STF's own 504 "Device is not responding",
 ``POST /user/adbPublicKeys`` with a required ``publickey``.
 
 Each phone is a virtual phone (tests/virtual_device) that no adb server knows yet; its adb port is reached through
@@ -12,7 +12,7 @@ phone away (``take_away``, or the ``take_away_on`` fault when a command for it p
 admin and cuts every adb connection to it, as STF does.
 
 Faults: ``fail_first`` (the first N calls answer 503 as a proxy in front of a starting farm would), a phone held by
-someone else (``owner``), ``lend_times_out`` (STF's 504 after the lend request), ``take_away_on``.
+someone else (``owner``), one taken by someone just before the lend (``taken_meanwhile``), ``lend_times_out`` (STF's 504 after the lend request), ``take_away_on``.
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ class FarmDevice:
     ready: bool = True
     owner: Optional[dict] = None
     lend_times_out: bool = False
+    taken_meanwhile: bool = False  # listed free, but someone takes it just before torchdroid's lend
     take_away_on: Optional[bytes] = None  # bytes that, passing the relay towards the phone, make an admin take it
     relay: Optional[Relay] = None
     history: List[str] = field(default_factory=list)
@@ -136,8 +137,9 @@ class FarmDevice:
 class StandinFarm:
     """``with StandinFarm(token, phones) as farm``: ``farm.url`` answers STF's API until the block ends."""
 
-    def __init__(self, token: str, phones: List[FarmDevice], fail_first: int = 0, lend_wait: float = 0.2):
-        self.token, self.phones = token, {p.serial: p for p in phones}
+    def __init__(self, token: str, phones: List[FarmDevice], fail_first: int = 0, lend_wait: float = 0.2,
+                 admin: bool = False):
+        self.token, self.phones, self.admin = token, {p.serial: p for p in phones}, admin  # admin: the token's user
         self.fail_first, self.lend_wait = fail_first, lend_wait
         self.calls: List[Tuple[str, str, int]] = []
         self.headers_seen: List[str] = []
@@ -266,6 +268,8 @@ class StandinFarm:
             phone = self.phones.get(str(body.get("serial")))
             if phone is None:
                 return 404, {"success": False, "description": "Not Found (device)"}
+            if phone.taken_meanwhile:
+                phone.owner = OTHER
             if not (phone.present and phone.ready and not phone.using and not phone.owner):
                 return 403, {"success": False, "description": "Device is being used or not available"}
             if phone.lend_times_out:
@@ -281,7 +285,8 @@ class StandinFarm:
             phone = self.phones.get(serial)
             if phone is None:
                 return 404, {"success": False, "description": "Device not found"}
-            if not (phone.present and phone.ready and phone.owner == ME and phone.using):
+            if not (phone.present and phone.ready and phone.owner and (phone.owner == ME or self.admin)
+                    and phone.using):
                 return 403, {"success": False, "description": ("You cannot release this device. Not owned by you"
                                                                if not tail else
                                                                "Device is not owned by you or is not available")}

@@ -160,6 +160,22 @@ def test_a_farm_failing_its_first_calls_is_asked_again_and_a_lend_that_times_out
     assert "SLOW (Galaxy S9): it did not answer the farm (the lend timed out)" in caplog.text
 
 
+def test_stf_count_takes_at_most_n_and_a_phone_taken_meanwhile_is_left_to_its_new_holder(tmp_path, standin,
+                                                                                        monkeypatch, caplog):
+    monkeypatch.setenv("STF_TOKEN", TOKEN)
+    inp = make_inputs(tmp_path / "in", standin=standin)
+    phones = {"MEANWHILE": {"taken_meanwhile": True}, "A": {"vdev": {}}, "B": {"vdev": {}}, "C": {}}
+    with lab(tmp_path, phones, admin=True) as (farm, server, _devs):  # an admin's token could release any phone
+        result = deploy(settings(inp, tmp_path, server.port, farm.url, bench=False,
+                                 stf=FarmSettings(farm.url, count=2)))
+        assert sorted(d.serial for d in result.devices) == ["A", "B"] and not result.failed
+        assert farm.phones["MEANWHILE"].owner == OTHER and "released" not in farm.phones["MEANWHILE"].history
+        assert farm.phones["C"].history == []
+        nothing_left(farm, server)
+    assert "MEANWHILE (Pixel 7): taken by someone else meanwhile" in caplog.text
+    assert "C (Pixel 7): not needed (--stf-count 2)" in caplog.text
+
+
 def test_wrong_token_no_farm_not_a_farm_and_nothing_to_take_are_clear_errors(tmp_path, standin, monkeypatch):
     inp = make_inputs(tmp_path / "in", standin=standin)
     with lab(tmp_path, {"A": {"vdev": None, "owner": OTHER}, "B": {"abi": "x86"}}) as (farm, server, _devs):
