@@ -197,3 +197,37 @@ def test_wrong_token_no_farm_not_a_farm_and_nothing_to_take_are_clear_errors(tmp
         with dead_port() as port:
             with pytest.raises(ToolNotFound, match=f"the farm http://127.0.0.1:{port} does not answer"):
                 deploy(settings(inp, tmp_path, server.port, f"http://127.0.0.1:{port}"))
+
+
+def test_sigterm_during_a_farm_deploy_gives_every_phone_back(tmp_path, standin, monkeypatch):
+    """A real `invoke deploy --stf` process stopped with SIGTERM while a phone benchmarks (a CI job cancelled)."""
+    import subprocess
+    import sys
+
+    from tests.deploy_support.fixtures import running_in, wait_running
+
+    inp = make_inputs(tmp_path / "in", standin=standin)
+    root = Path(__file__).resolve().parents[2]
+    where = "/data/local/tmp/torchdroid/farm"
+    with lab(tmp_path, {"HELD": {"vdev": {"env": {"SBT_HOLD_MS": "100000"}}}}) as (farm, server, devs):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDROID_", "INVOKE_"))}
+        env.update(CI="1", STF_TOKEN=TOKEN, ANDROID_ADB_SERVER_PORT=str(server.port))
+        argv = [sys.executable, "-m", "invoke", "--search-root", str(root), "deploy", "--stf", farm.url, "--models",
+                str(inp.models), "--build-info", str(inp.build_info), "--no-install", "--no-numerics",
+                "--no-hardware", "--iter", "5", "--repeat", "1", "--warmup", "0", "--project", "farm",
+                "--results", str(tmp_path / "results")]
+        proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_running(proc, devs["HELD"], where, b"speed_benchmark_torch")
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                print(proc.communicate())
+            for pid in running_in(devs["HELD"].path(where), b"speed_benchmark_torch"):
+                os.kill(pid, signal.SIGKILL)
+        assert proc.returncode == 128 + signal.SIGTERM, out + err
+        assert farm.phones["HELD"].history[-2:] == ["remote disconnect", "released"], farm.phones["HELD"].history
+        nothing_left(farm, server)
+    assert TOKEN not in out + err
