@@ -82,7 +82,8 @@ def pick_targets(s: DeploySettings, plan: DeployPlan, lent: contextlib.ExitStack
     adb = Adb.locate(s.servers, s.adb_host, s.adb_port, timeout=s.timeout, source=s.servers_from)
     asked = wanted_serials(s.serials)
     if s.stf is not None:
-        return farm_targets(s.stf, adb, asked, needs_of(plan, s.install), lent), []
+        # --serial names the farm's serials; ANDROID_SERIAL is a local phone's, not the farm's
+        return farm_targets(s.stf, adb, [x for x in s.serials if x], needs_of(plan, s.install), lent), []
     try:
         return select(list_servers(adb), asked, s.rerun)
     except DeviceError as e:

@@ -137,7 +137,7 @@ class Farm:
             "Authorization": f"Bearer {self._token}", "Accept": "application/json",
             **({"Content-Type": "application/json"} if data is not None else {})})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+            with _OPENER.open(request, timeout=self.timeout) as answer:
                 return self._json(answer.read(), path)
         except urllib.error.HTTPError as e:
             return self._refused(e, path)
@@ -150,6 +150,12 @@ class Farm:
             description = str(json.loads(text).get("description", ""))
         except (ValueError, AttributeError):
             description = ""
+        if 300 <= e.code < 400:
+            raise UsageError(f"the farm {self.name} redirects {API}{path.split('?')[0]} to "
+                             f"{self.redact(e.headers.get('Location', '?'))}",
+                             cause="torchdroid does not follow a redirect: the access token would go along",
+                             remedy="give the address it redirects to (e.g. its https:// one) with --stf or "
+                                    "deploy.stf.url") from None
         if e.code == 401:
             raise UsageError(f"the farm {self.name} refuses the access token in {TOKEN_VAR}",
                              cause=f"401 {self.redact(description or text[:200])}", remedy=TOKEN_REMEDY) from None
@@ -212,6 +218,16 @@ class Farm:
         except FarmAnswer as e:
             log.warning("the farm %s did not take this host's adb key (%s): add it in its web UI (Settings > Keys)",
                         self.name, e)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is not followed (urllib would send the token on to wherever it points): it is an HTTPError."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ARG002 - the handler's signature
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
 
 
 class _Again(Exception):
@@ -403,10 +419,15 @@ def farm_targets(s: FarmSettings, adb: Adb, serials: Sequence[str], needs: Needs
                  lent: contextlib.ExitStack, env: Optional[Mapping[str, str]] = None) -> List[Target]:
     """Take the farm's phones that fit, connect them to the run's (first) adb server, and have ``lent`` give them
     back.  Names every phone not taken and why; raises when none can be taken."""
-    farm = Farm.from_env(s.url, env, timeout=adb.timeout)
+    farm = Farm.from_env(s.url, env, timeout=min(30.0, adb.timeout))  # STF itself gives up on a phone after 5 s
     server = adb.servers()[0]
     server.verify()
-    fit, not_taken = choose(farm.phones(), needs, serials)
+    listed = farm.phones()
+    fit, not_taken = choose(listed, needs, serials)
+    unknown = [x for x in serials if x not in {p.serial for p in listed}]
+    if unknown:
+        log.warning("the farm %s lists no phone %s (--serial takes the farm's serials: see its web UI)", farm.name,
+                    ", ".join(unknown))
     lease = Lease(farm, server, s)
     lease.not_taken = not_taken
     lent.callback(lease.close)
@@ -416,8 +437,9 @@ def farm_targets(s: FarmSettings, adb: Adb, serials: Sequence[str], needs: Needs
     targets = lease.take(fit)
     _say_not_taken(farm, lease.not_taken, len(targets))
     if not targets:
-        raise DeviceError(f"no phone of the farm {farm.name} can be taken for this deploy",
-                          cause="; ".join(f"{n.phone.name}: {n.reason}" for n in lease.not_taken) or "it lists none",
+        why = [f"{n.phone.name}: {n.reason}" for n in lease.not_taken]
+        why += [f"it lists no phone {', '.join(unknown)}"] if unknown else [] if why else ["it lists no phone"]
+        raise DeviceError(f"no phone of the farm {farm.name} can be taken for this deploy", cause="; ".join(why),
                           remedy="wait for a phone to be free, build for the farm's ABI (`invoke build-android --abi "
                                  "ABI`), or ask the farm's admins for access to more phones")
     return targets

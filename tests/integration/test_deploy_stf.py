@@ -190,9 +190,13 @@ def test_wrong_token_no_farm_not_a_farm_and_nothing_to_take_are_clear_errors(tmp
         monkeypatch.setenv("STF_TOKEN", TOKEN)
         with pytest.raises(UsageError, match="is not a DeviceFarmer/STF farm's API"):
             deploy(settings(inp, tmp_path, server.port, farm.url + "/not-stf"))
+        monkeypatch.setenv("ANDROID_SERIAL", "emulator-5554")  # a local phone's serial: not the farm's to narrow
         with pytest.raises(DeviceError, match="no phone of the farm") as e:
             deploy(settings(inp, tmp_path, server.port, farm.url))
         assert "A (Pixel 7): in use by ana" in str(e.value) and "wrong ABI: it is x86" in str(e.value)
+        with pytest.raises(DeviceError, match="no phone of the farm") as e:
+            deploy(settings(inp, tmp_path, server.port, farm.url, serials=("A", "NOPE")))
+        assert str(e.value).splitlines()[1] == "  cause: A (Pixel 7): in use by ana; it lists no phone NOPE"
         nothing_left(farm, server)
         with dead_port() as port:
             with pytest.raises(ToolNotFound, match=f"the farm http://127.0.0.1:{port} does not answer"):

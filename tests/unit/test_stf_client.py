@@ -79,7 +79,17 @@ class _Echo(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    seen_after_redirect: list = []
+
     def do_GET(self):
+        if "redirect" in self.path:  # to a place that keeps what it is sent
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{self.server.server_address[1]}/elsewhere")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if "elsewhere" in self.path:
+            _Echo.seen_after_redirect.append(self.headers.get("Authorization"))
         token = self.headers.get("Authorization", "").partition(" ")[2]
         status = 401 if "401" in self.path else 500
         body = json.dumps({"success": False, "description": f"token {token} refused"}).encode()
@@ -106,6 +116,13 @@ def test_the_token_is_in_no_error_even_when_the_farm_says_it_back(echo_farm):
     with pytest.raises(UsageError) as e:
         farm.call("GET", "/401")
     assert TOKEN not in str(e.value) and "refuses the access token" in str(e.value)
+
+
+def test_a_redirect_is_refused_not_followed_with_the_token(echo_farm):
+    farm = Farm(echo_farm + "/redirect", TOKEN, timeout=5, attempts=1)
+    with pytest.raises(UsageError, match="redirects /api/v1/devices to http://127.0.0.1:.*/elsewhere") as e:
+        farm.call("GET", "/devices")
+    assert "the access token would go along" in str(e.value) and _Echo.seen_after_redirect == []
 
 
 def test_the_adb_key_is_read_where_adb_keeps_it(tmp_path):
