@@ -126,7 +126,7 @@ class Farm:
             except _Again as e:
                 last = self.redact(e)
                 log.debug("%s %s%s: %s (attempt %d of %d)", method, self.name, path, last, attempt + 1, self.attempts)
-        raise ToolNotFound(f"the farm {self.name} does not answer {method} {API}{path}",
+        raise ToolNotFound(f"the farm {self.name} does not answer {method} {API}{path.split('?')[0]}",
                            cause=f"{last} ({self.attempts} attempts)",
                            remedy="check that the farm is up (open its web UI) and that the URL (--stf / deploy.stf.url) "
                                   "is right, then deploy again")
@@ -238,11 +238,19 @@ def api_base(url: str) -> str:
     """``https://stf.example.org`` (or with ``/api/v1``) -> ``https://stf.example.org/api/v1``; the URL's user and
     password, if any, are not kept (they would end up in messages)."""
     parts = urllib.parse.urlsplit(str(url).strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"the farm URL {str(url).strip()!r} (--stf / deploy.stf.url) is not an http(s) address",
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or out of range
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        shown = parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl() if "@" in parts.netloc \
+            else str(url).strip()
+        raise UsageError(f"the farm URL {shown!r} (--stf / deploy.stf.url) is not an http(s) address with a host "
+                         "(and a port from 1 to 65535, if any)",
                          remedy="give the address of the farm's web UI, e.g. --stf https://stf.example.org "
                                 "(or deploy.stf.url)")
-    host = parts.hostname + (f":{parts.port}" if parts.port else "")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    host += f":{port}" if port else ""
     path = parts.path.rstrip("/")
     path = path[: -len(API)] if path.endswith(API) else path
     return f"{parts.scheme}://{host}{path}{API}"
@@ -351,9 +359,10 @@ class Lease:
         self._undo_later(phone, "release", lambda: refused.is_set() or farm.give_back(serial))
         try:
             farm.take(serial, self.s.lend)
-        except FarmAnswer:
-            refused.set()
-            raise
+        except FarmAnswer as e:  # a 403 after a lend asked again (a 5xx first) may be the farm's yes to the first ask
+            if e.status != 403 or serial not in farm.held():
+                refused.set()
+                raise
         self._undo_later(phone, "close remote connect", lambda: farm.remote_disconnect(serial))
         address = farm.remote_connect(serial)
         self._undo_later(phone, "adb disconnect", lambda: self.server.disconnect(address))

@@ -12,7 +12,8 @@ phone away (``take_away``, or the ``take_away_on`` fault when a command for it p
 admin and cuts every adb connection to it, as STF does.
 
 Faults: ``fail_first`` (the first N calls answer 503 as a proxy in front of a starting farm would), a phone held by
-someone else (``owner``), one taken by someone just before the lend (``taken_meanwhile``), ``lend_times_out`` (STF's 504 after the lend request), ``take_away_on``.
+someone else (``owner``), one taken by someone just before the lend (``taken_meanwhile``), a
+lend whose answer is lost (``lost_answer``), ``lend_times_out`` (STF's 504 after the lend request), ``take_away_on``.
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ class FarmDevice:
     owner: Optional[dict] = None
     lend_times_out: bool = False
     taken_meanwhile: bool = False  # listed free, but someone takes it just before torchdroid's lend
+    lost_answer: bool = False  # the lend is granted but its answer is lost (a proxy's 502): asked again, STF says 403
     take_away_on: Optional[bytes] = None  # bytes that, passing the relay towards the phone, make an admin take it
     relay: Optional[Relay] = None
     history: List[str] = field(default_factory=list)
@@ -277,6 +279,9 @@ class StandinFarm:
                 return 504, {"success": False, "description": "Device is not responding"}
             phone.owner = ME
             phone.history.append(f"lent for {body.get('timeout')} ms")
+            if phone.lost_answer:
+                phone.lost_answer = False
+                return 502, {"success": False, "description": "Bad Gateway"}
         return 200, {"success": True, "description": "Device successfully added"}
 
     def _held(self, method: str, serial: str, tail: List[str]) -> Tuple[int, dict]:

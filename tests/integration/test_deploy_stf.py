@@ -151,11 +151,13 @@ def test_a_farm_failing_its_first_calls_is_asked_again_and_a_lend_that_times_out
                                                                                          monkeypatch, caplog):
     monkeypatch.setenv("STF_TOKEN", TOKEN)
     inp = make_inputs(tmp_path / "in", standin=standin)
-    phones = {"OK1": {"vdev": {}}, "SLOW": {"lend_times_out": True, "model": "Galaxy S9"}}
+    phones = {"OK1": {"vdev": {}}, "SLOW": {"lend_times_out": True, "model": "Galaxy S9"},
+              "LOST": {"vdev": {}, "lost_answer": True}}  # its lend's answer is lost: asked again, it is ours
     with lab(tmp_path, phones, fail_first=2) as (farm, server, _devs):
         result = deploy(settings(inp, tmp_path, server.port, farm.url, bench=False))
         assert [c[2] for c in farm.calls[:3]] == [503, 503, 200]
-        assert [d.serial for d in result.devices] == ["OK1"] and not result.failed
+        assert sorted(d.serial for d in result.devices) == ["LOST", "OK1"] and not result.failed
+        assert farm.phones["LOST"].history[-1] == "released"
         nothing_left(farm, server)
     assert "SLOW (Galaxy S9): it did not answer the farm (the lend timed out)" in caplog.text
 

@@ -62,9 +62,13 @@ def test_the_farm_address():
     assert api_base("https://stf.example.org/api/v1/") == "https://stf.example.org/api/v1"
     assert api_base("http://lab:7100/stf") == "http://lab:7100/stf/api/v1"
     assert api_base("https://me:pw@stf.example.org") == "https://stf.example.org/api/v1"  # no credentials kept
-    for bad in ("stf.example.org", "ftp://stf", "https://"):
+    assert api_base("http://[fd00::5]:7100") == "http://[fd00::5]:7100/api/v1"
+    for bad in ("stf.example.org", "ftp://stf", "https://", "http://stf:99999", "http://stf:port"):
         with pytest.raises(UsageError, match="is not an http"):
             api_base(bad)
+    with pytest.raises(UsageError) as e:
+        api_base("ftp://me:pw@stf")
+    assert "pw" not in str(e.value) and "***@stf" in str(e.value)
 
 
 def test_no_token_is_a_usage_error_naming_the_variable():
