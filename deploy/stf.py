@@ -109,6 +109,9 @@ class Farm:
         if not token:
             raise UsageError(f"deploying to the farm {api_base(url)[:-len(API)]} needs an access token in {TOKEN_VAR}",
                              cause=f"the environment variable {TOKEN_VAR} is not set", remedy=TOKEN_REMEDY)
+        if not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
+            raise UsageError(f"{TOKEN_VAR} does not hold an access token: it has blanks or characters a token never "
+                             "has (its value is not shown)", remedy=TOKEN_REMEDY)
         return cls(url, token, **kw)
 
     def redact(self, text: object) -> str:

@@ -75,6 +75,10 @@ def test_no_token_is_a_usage_error_naming_the_variable():
     with pytest.raises(UsageError, match="needs an access token in STF_TOKEN") as e:
         Farm.from_env("https://stf.example.org", env={})
     assert e.value.exit_code == 2 and "Access Tokens" in e.value.remedy
+    for pasted in ("abc def", "abc\ndef", "tök3n"):  # a token pasted with its neighbour, or a line break
+        with pytest.raises(UsageError, match="does not hold an access token") as e:
+            Farm.from_env("https://stf.example.org", env={"STF_TOKEN": pasted})
+        assert pasted not in str(e.value)
 
 
 class _Echo(BaseHTTPRequestHandler):
