@@ -169,3 +169,14 @@ def test_the_html_report_groups_the_phones_by_farm(tmp_path):
     assert "(2 phone(s))" in section and "Model A1" in section and "the farm took A2 back" in section
     assert "L1" not in section  # a phone of an adb server is no farm's
     assert "id='farms'" not in render(tmp_path / "r.png", tmp_path / "r.html", "t", rows[3:], [])
+
+
+def test_the_farm_settings_come_from_the_command_line_or_the_config():
+    from workflow import stage_settings
+
+    assert stage_settings.deploy({}).stf is None
+    s = stage_settings.deploy({"deploy": {"stf": {"url": "https://stf.lab", "lend": 7200}}}, stf_count="3")
+    assert (s.stf.url, s.stf.count, s.stf.lend) == ("https://stf.lab", 3, 7200.0)
+    assert stage_settings.deploy({"deploy": {"stf": {"url": "https://a"}}}, stf="https://b").stf.url == "https://b"
+    with pytest.raises(UsageError, match="--stf-count takes phones from a device farm, and no farm is given"):
+        stage_settings.deploy({}, stf_count="3")
