@@ -379,7 +379,7 @@ class Lease:
         if "connected to" not in said:  # adb says "connected to"/"already connected to", else why not
             raise FarmAnswer(0, f"`adb connect {address}`: {said}")
         state = self._state(address)
-        log.debug("farm %s lent %s as %s (%s)", farm.name, serial, address, state)
+        log.info("[%s] lent by the farm %s: adb %s (%s)", serial, farm.name, address, state)  # the adb lines' name
         return Target(self.server, self.server.address, address, state, serial, origin=farm.name,
                       lost=lambda: self.gone(serial))
 
