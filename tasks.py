@@ -119,7 +119,7 @@ def _build_executorch(c, debug=False, as_json=False, **cli):
 def deploy_executorch(c, models=opt("convert.out"), build_info=opt("deploy.runner_build_info"),
                       serial=opt("deploy.serials"), warmup=opt("deploy.warmup"), iter=opt("deploy.iter"),
                       repeat=opt("deploy.repeat"), project=opt("deploy.project"), adb_server=opt("deploy.servers"),
-                      json=JSON, debug=DEBUG):
+                      stf=opt("deploy.stf.url"), stf_count=opt("deploy.stf.count"), json=JSON, debug=DEBUG):
     """`invoke deploy --format executorch`: executor_runner and the .pte programs on every phone, beside TorchScript."""
     cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "build_info", "json")}
     _deploy(c, "deploy-executorch", debug, json, format=["executorch"], runner_build_info=build_info, **cli)
@@ -242,7 +242,7 @@ def deploy(c, serial=opt("deploy.serials"), models=opt("convert.out"), variant=o
            project=opt("deploy.project"), results=opt("deploy.results"), adb_host=opt("deploy.adb_host"),
            adb_port=opt("deploy.adb_port"), adb_server=opt("deploy.servers"), format=opt("deploy.format"),
            runner_build_info=opt("deploy.runner_build_info"), fail_on_numerics=opt("deploy.fail_on_numerics"),
-           json=JSON, debug=DEBUG):
+           stf=opt("deploy.stf.url"), stf_count=opt("deploy.stf.count"), json=JSON, debug=DEBUG):
     """Push, install and benchmark on every phone; record and report the results.
 
     The benchmark binary and models (and/or ExecuTorch's runner and programs: --format) and the app."""

@@ -243,6 +243,19 @@ class AdbServer:
         # adbutils splits adb's lines on blanks: "no permissions (...udev...)" arrives as "no"
         return {d.serial: "no permissions" if d.state == "no" else d.state for d in infos}
 
+    def connect(self, address: str, timeout: float) -> str:
+        """``adb connect ADDRESS`` through this server (a phone's remote port, deploy/stf.py): what adb said
+        ("connected to ...", "failed to connect to ..."); refuses politely (verify) when nothing listens, before
+        adbutils could start a server of its own.  adbutils' AdbError/AdbTimeout are the caller's: the phone's."""
+        self.verify()
+        return self.client(timeout).connect(address, timeout=timeout)
+
+    def disconnect(self, address: str) -> str:
+        """``adb disconnect ADDRESS`` (adb's answer, never an error for an address it does not know); refuses politely
+        (verify) when nothing listens."""
+        self.verify()
+        return self.client().disconnect(address)
+
     def _ask(self, question: Callable[[], T], connect_timeout: float) -> T:
         """The answer to ``question`` (an adbutils call), asked only when something listens on the server's
         address (see _answers); a ToolNotFound naming the fix when nothing answers."""

@@ -31,6 +31,7 @@ from .push import check_dir
 from .results import DB_NAME, ResultStore, export
 from .servers import Target, Unreachable, list_servers, select
 from .status import device_lines
+from .stf import farm_targets, needs_of
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +114,16 @@ def wanted_serials(serials: Sequence[str]) -> List[str]:
     return list(dict.fromkeys(asked))
 
 
-def pick_targets(s: DeploySettings) -> Tuple[List[Target], List[Unreachable]]:
-    """The devices of the run on every adb server (``--serial``, else ``ANDROID_SERIAL``, else all)."""
+def pick_targets(s: DeploySettings, plan: DeployPlan, lent: contextlib.ExitStack
+                 ) -> Tuple[List[Target], List[Unreachable]]:
+    """The devices of the run on every adb server (``--serial``, else ``ANDROID_SERIAL``, else all); with a farm
+    (``s.stf``), the phones it lends that can run ``plan``, connected to the first adb server and given back by
+    ``lent``."""
     adb = Adb.locate(s.servers, s.adb_host, s.adb_port, timeout=s.timeout, source=s.servers_from)
     asked = wanted_serials(s.serials)
+    if s.stf is not None:
+        # --serial names the farm's serials; ANDROID_SERIAL is a local phone's, not the farm's
+        return farm_targets(s.stf, adb, [x for x in s.serials if x], needs_of(plan, s.install), lent), []
     try:
         return select(list_servers(adb), asked, s.rerun)
     except DeviceError as e:
@@ -132,7 +139,13 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     The results store is checked (a torchdroid database, not damaged, not locked, writable) and the run's id
     reserved before any device work; each device's rows are stored and exported (``run-NNNN.csv``/``.json``)
     as soon as that device is done.  Ctrl-C stops the benchmarks on the phones, keeps every completed row and
-    then ends the run (KeyboardInterrupt)."""
+    then ends the run (KeyboardInterrupt).  Phones a farm lent (``s.stf``) are given back whatever happens."""
+    with contextlib.ExitStack() as lent:
+        return _deploy(s, on_status, lent)
+
+
+def _deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]], lent: contextlib.ExitStack
+            ) -> DeployResult:
     check_values(s)
     plan = make_plan(s)
     if "executorch" in s.formats:
@@ -141,8 +154,8 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
     for w in plan.warnings:
         log.warning("%s", w)
     directory = check_dir(f"{s.device_dir.rstrip('/')}/{project_name(s.project)}")
-    targets, unreachable = pick_targets(s)
-    reports = [DeviceReport(t.label, str(t.address)) for t in targets]
+    targets, unreachable = pick_targets(s, plan, lent)
+    reports = [DeviceReport(t.label, t.source) for t in targets]
     started = now_iso()
     ensure_writable_dir(s.results, "results directory (deploy.results)")
     # before any device work: a store that cannot take the rows stops here
@@ -214,6 +227,7 @@ def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySet
             record_failure(rep, f"{type(e).__name__}: {e}")
             status(rep.serial, f"failed: {type(e).__name__}: {e}")
         finally:
+            name_loss(target, rep)
             if keeper is not None:
                 keeper.device_done(rep)
 
@@ -232,6 +246,16 @@ def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySet
         raise
     finally:
         pool.shutdown(wait=True)
+
+
+def name_loss(target: Target, rep: DeviceReport) -> None:
+    """A phone its farm took back during the run (``target.lost``): its failure and failed rows say so first."""
+    failed = [r for r in rep.rows if r.status == "failed"]
+    gone = target.lost() if target.lost is not None and (rep.errors or failed) else None
+    if gone:
+        rep.errors = [f"{gone}: {e}" for e in rep.errors] or [gone]
+        for r in failed:
+            r.reason = f"{gone}: {r.reason}"
 
 
 def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Optional[Keeper],

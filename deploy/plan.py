@@ -27,6 +27,7 @@ from . import bench as _bench
 from .apk import ApkFacts, read_apk
 from .hashes import LocalHashes
 from .preflight import check_commits, elf_abi, load_alignment
+from .stf import FarmSettings, api_base
 
 _PROJECT_RE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -63,6 +64,7 @@ class DeploySettings:
     formats: Tuple[str, ...] = ("torchscript",)
     runner_build_info: Optional[Path] = None
     rerun: Tuple[str, ...] = ("invoke", "deploy")  # the command that runs this deploy again (remedies name it)
+    stf: Optional[FarmSettings] = None  # phones lent by a device farm instead of those on the adb servers
 
 
 def project_name(text: str) -> str:
@@ -78,6 +80,8 @@ def check_values(s: DeploySettings) -> None:
     check_dir(f"{s.device_dir.rstrip('/')}/{project_name(s.project)}")
     resolve_servers(s.servers, s.adb_host, s.adb_port, source=s.servers_from)
     check_all(s.variants, "--variant", programs=False)
+    if s.stf is not None:
+        api_base(s.stf.url)
     if s.gatord is not None and not Path(s.gatord).is_file():
         raise UsageError(f"--profile-with-gatord {s.gatord} does not exist",
                          remedy="pass the path of Arm's gatord binary (Arm Streamline / Performance Studio), or leave "
@@ -91,6 +95,7 @@ class BinaryPlan:
     commit: str  # "" when unknown (--binary without a build-info)
     alignment: Optional[int]  # smallest LOAD p_align
     lister: Optional[Path] = None  # the NNAPI device lister build-android built beside it (None: not recorded)
+    api_level: Optional[int] = None  # the API level it was built for (None: unknown); a farm's phones are chosen by it
 
 
 @dataclass(frozen=True)
@@ -170,11 +175,12 @@ def plan_binary(s: DeploySettings) -> Optional[BinaryPlan]:
             raise UsageError(f"the benchmark binary {path} does not exist",
                              remedy="pass the speed_benchmark_torch that `invoke build-android` built")
         return BinaryPlan(path, elf_abi(path), info.commit if info else "", load_alignment(path),
-                          _recorded_lister(info))
+                          _recorded_lister(info), info.api_level if info else None)
     if info is None:
         return None
     path = _recorded(info, BENCH_BINARY)
-    return BinaryPlan(path, info.abi or elf_abi(path), info.commit, load_alignment(path), _recorded_lister(info))
+    return BinaryPlan(path, info.abi or elf_abi(path), info.commit, load_alignment(path), _recorded_lister(info),
+                      info.api_level)
 
 
 # --------------------------------------------------------------------------- models

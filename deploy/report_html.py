@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import os
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 
 from toolchain.fsutil import atomic_write_text
 
@@ -197,6 +197,28 @@ def operator_section(serial: str, entries: Sequence[dict]) -> str:
     return "".join(parts)
 
 
+FARM_SCHEMES = ("http://", "https://")  # a row's server that is a device farm's address (deploy --stf), not HOST:PORT
+
+
+def _farm_section(rows: Sequence[ResultRow]) -> str:
+    """The phones each device farm lent (deploy --stf), grouped by farm: farm serial, model, how its rows went."""
+    farms: Dict[str, Dict[str, List[ResultRow]]] = {}
+    for r in rows:
+        if (r.server or "").startswith(FARM_SCHEMES):
+            farms.setdefault(r.server, {}).setdefault(r.serial, []).append(r)
+    parts = ["<h2 id='farms'>Phones by device farm</h2>"] if farms else []
+    for farm, phones in farms.items():
+        cells = []
+        for serial, rs in phones.items():
+            bad = [r for r in rs if r.status != "ok"]
+            cells.append([serial, rs[0].device_model, f"{rs[0].release} (SDK {rs[0].sdk})", str(len(rs) - len(bad)),
+                          str(len(bad)), _first_line(bad[0].reason) if bad else ""])
+        parts.append(f"<h3>{_e(farm)} ({len(phones)} phone(s))</h3>" + _table(
+            ["phone (farm serial)", "model", "Android", "ok rows", "failed or skipped", "reason"], cells,
+            ["failed" if c[4] != "0" else "" for c in cells], text_cols=(0, 1, 2, 5)))
+    return "".join(parts)
+
+
 def _weights(line: str) -> str:
     """Which weights the models had: in warning colour when random (every answer of the run means nothing)."""
     if not line:
@@ -212,7 +234,8 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'>{GENERATOR}<title>{_e(title)}</title><style>{_CSS}</style>"
              f"</head><body><h1>{_e(title)}</h1>",
              _weights(weights),
-             f"<p><img id='chart' src='{_e(img)}' alt='latency and NNAPI speed-up chart'></p>", overview]
+             f"<p><img id='chart' src='{_e(img)}' alt='latency and NNAPI speed-up chart'></p>", overview,
+             _farm_section(rows)]
     if any(r.has_flag("nnapi-deprecated") for r in rows):
         parts.append("<p class='warn'>NNAPI rows flagged nnapi-deprecated come from Android 15+ (SDK 35+) devices: "
                      "NNAPI is deprecated there and the numbers may come from a CPU fallback driver, not an "

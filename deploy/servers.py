@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, ToolNotFound, TorchdroidError, command
 
@@ -36,13 +36,21 @@ class ServerListing:
 
 @dataclass(frozen=True)
 class Target:
-    """A device a run works on: its server, serial and adb state, and a label unique within the run."""
+    """A device a run works on: its server, serial and adb state, and a label unique within the run; a phone lent
+    by a farm (deploy/stf.py) also names the farm (``origin``) and can say why it went away (``lost``)."""
 
     server: Optional[AdbServer]
     address: AdbAddress
     serial: str
     state: str
     label: str
+    origin: str = ""  # where the phone came from, for the records: "" = its adb server
+    lost: Optional[Callable[[], Optional[str]]] = field(default=None, compare=False)
+
+    @property
+    def source(self) -> str:
+        """What the records name as the phone's server: its farm, else its adb server."""
+        return self.origin or str(self.address)
 
 
 @dataclass(frozen=True)

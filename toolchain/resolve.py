@@ -395,6 +395,9 @@ def _check_section(top: str, value: Any, where: str, known: set) -> None:
                          remedy=f"write it as `{top}:` followed by indented `key: value` lines")
     for sub, leaf in value.items():
         name = f"{top}.{sub}"
+        if name not in known and any(k.startswith(name + ".") for k in known):  # a group: deploy.stf.url, ...
+            _check_section(name, leaf, where, known)
+            continue
         if name in known and isinstance(leaf, Mapping):
             kind = SCHEMA[name].kind
             raise UsageError(f"`{name}` in {where} is a mapping ({leaf!r}), not {kind.describe()}",
@@ -404,4 +407,4 @@ def _check_section(top: str, value: Any, where: str, known: set) -> None:
             hint = difflib.get_close_matches(name, choices, n=1)
             raise UsageError(f"unknown config key `{name}` in {where}",
                              cause=(f"did you mean `{hint[0]}`?" if hint else None),
-                             remedy="keys of this section: " + ", ".join(c.split('.', 1)[1] for c in choices))
+                             remedy="keys of this section: " + ", ".join(c[len(top) + 1:] for c in choices))

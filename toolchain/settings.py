@@ -245,6 +245,13 @@ KEYS: Tuple[Key, ...] = (
     Key("deploy.servers", ListOf(), [], "HOST:PORT of every adb server to deploy through (repeatable: the "
                                         "devices of all of them in parallel; default: the one above)",
         metavar="HOST:PORT[,HOST:PORT...]"),
+    Key("deploy.stf.url", Text(), None, "deploy to the phones a DeviceFarmer/STF farm lends (its web address, e.g. "
+        "https://stf.example.org; the access token is read from STF_TOKEN only) instead of the adb servers' devices",
+        metavar="URL"),
+    Key("deploy.stf.count", Int(min=1, max=10000), None, "take at most this many of the farm's phones (default: "
+        "every free one that can run the deploy)", metavar="N"),
+    Key("deploy.stf.lend", Num(min=60, max=7 * 86400), 3600.0, "seconds the farm lends each phone: it takes "
+        "it back by itself after that, also when torchdroid is killed"),
     Key("deploy.format", ListOf("torchscript", "executorch", item="format"), ["torchscript"],
         "what to deploy: torchscript (speed_benchmark_torch, its models, the app) and/or executorch "
         "(executor_runner and the .pte programs), each phone once for all of them"),

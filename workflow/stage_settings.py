@@ -386,7 +386,21 @@ def deploy(config: Any, **cli):
                                   else ()),
         runner_build_info=(r.path("deploy.runner_build_info", "runner_build_info")
                            or Layout(r.path("build_dir")).executorch_build_info(r.get("android.abi"))),
+        stf=_farm(r, cli),
     )
+
+
+def _farm(r: Resolver, cli: dict):
+    """The farm of ``--stf`` / deploy.stf.url (None: the adb servers' devices); its other values are checked
+    without one too (a bad value is said wherever it is)."""
+    from deploy.stf import FarmSettings
+
+    url = r.get("deploy.stf.url", "stf")
+    count, lend = r.get("deploy.stf.count", "stf_count"), float(r.get("deploy.stf.lend"))
+    if cli.get("stf_count") is not None and not url:
+        raise UsageError("--stf-count takes phones from a device farm, and no farm is given",
+                         remedy="add --stf URL (or deploy.stf.url), or leave --stf-count out")
+    return FarmSettings(str(url), count, lend) if url else None
 
 
 def report(config: Any, **cli):

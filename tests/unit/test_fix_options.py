@@ -114,6 +114,7 @@ PRINTED_BY = {
     "workflow/clean.py": ("clean",),
     "workflow/stage_settings.py:_delegates_made": ("convert",),
     "workflow/stage_settings.py:executorch_runtime": ("build-android",),
+    "workflow/stage_settings.py:_farm": ("deploy", "deploy-executorch"),  # the device farm's settings (deploy --stf)
 }
 # Options of other programs a fix may quote (`git submodule update --init`, pip install --force-reinstall...): every
 # quoted span that is no torchdroid command, and an unquoted pip/git/adb command to the end of its clause.
