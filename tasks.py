@@ -253,6 +253,7 @@ def _deploy(c, name: str, debug: bool, as_json: bool = False, **cli) -> None:
     """deploy's one loop with the formats asked for (deploy.format); each format's tables and record."""
     with stage(c.config, name, debug):
         from deploy import deploy as run_deploy
+        from deploy.formats import chosen
         from deploy.plan import check_values
         from workflow.stage_flows import deploy_compat, host_references
 
@@ -262,18 +263,8 @@ def _deploy(c, name: str, debug: bool, as_json: bool = False, **cli) -> None:
             deploy_compat(settings)  # before anything is pushed
             host_references(settings)  # what the phones' outputs are compared with
         result = run_deploy(settings)
-    show.deployed(result, "torchscript" in settings.formats, as_json)
-    problem = None
-    if "torchscript" in settings.formats:
-        failed_rows = [r for r in result.rows if r.status == "failed"]
-        if result.failed:
-            problem = (f"{len(result.failed)} of {len(result.devices)} device(s) had problems (see above; the others "
-                       "were deployed)")
-        elif failed_rows:
-            problem = f"{len(failed_rows)} benchmark(s) failed (reasons in the table above; the results are recorded)"
-    if result.executorch is not None:
-        if result.executorch.problems and problem is None:
-            problem = f"{len(result.executorch.problems)} problem(s), see above"
+    show.deployed(result, settings.formats, as_json)
+    problem = next(filter(None, (f.problem(result) for f in chosen(settings.formats))), None)
     if problem:
         raise Exit(f"torchdroid {name}: {problem}", code=7)
 

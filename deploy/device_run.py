@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import TorchdroidError, command
 from toolchain.hardware_records import LISTER_NAME, Placement
@@ -25,7 +25,7 @@ from . import nnapi_log as _nnapi_log
 from . import numerics as _numerics
 from .adb import Device, state_error
 from .environment import READ_COMMAND, SECTION, Conditions, parse_snapshot, throttle_warnings
-from .executorch_bench import BUILD, run_programs
+from .executorch_bench import BUILD
 from .executorch_bench import SUBDIR as ET_SUBDIR
 from .install import install_apk
 from .lock import Attempt, answer, device_lock, lock_path, new_owner, take_command
@@ -90,7 +90,9 @@ class Cancelled(Exception):
 
 
 def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: DeployPlan, directory: str,
-               status: Callable[[str], None], cancel: Optional[threading.Event] = None) -> None:
+               status: Callable[[str], None], steps: Sequence[Callable[[DeviceRun], None]],
+               cancel: Optional[threading.Event] = None) -> None:
+    """Probe, lock, check, then each format's ``steps`` (deploy/formats.py ``on_device``) under the lock."""
     if target.state != "device":
         raise state_error(rep.serial, target.state)
     run = DeviceRun(target.server.device(target.serial, s.timeout, command(*s.rerun)), rep, s, plan, directory, status,
@@ -101,13 +103,8 @@ def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: Deplo
             run.there = run.dev.shell(state_command(directory, _candidates(run)), check=True,
                                       what=f"reading {directory}").output
         check(run)
-        run.go_on()
-        push(run)
-        run.go_on()
-        install(run)
-        bench_binary(run)
-        bench_app(run)
-        run_programs(run)
+        for step in steps:
+            step(run)
     conditions_after(run)
     status("done")
 

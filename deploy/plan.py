@@ -337,9 +337,7 @@ def _plan_warnings(s: DeploySettings, binary: Optional[BinaryPlan], app: Optiona
 
 
 def make_plan(s: DeploySettings) -> DeployPlan:
-    """The TorchScript format's part (the ExecuTorch format's is executorch_bench.plan_executorch)."""
-    if "torchscript" not in s.formats:
-        return DeployPlan(None, [], None)
+    """The TorchScript format's part (deploy/formats.py; the ExecuTorch format's is executorch_bench.plan_executorch)."""
     binary = plan_binary(s)
     app = plan_app(s, binary is not None or not s.bench)
     models = plan_models(s, needed=binary is not None)

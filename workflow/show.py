@@ -212,15 +212,14 @@ def phones(overviews: Any) -> None:
             note(f"{p.label}: top ExecuTorch operator: {line}")
 
 
-def deployed(result: Any, torchscript: bool, as_json: bool = False) -> None:
-    """What `invoke deploy` did: the TorchScript format's part (``torchscript``), the ExecuTorch format's, or both;
-    with ``--json`` one JSON document (every device's rows, numerics and placements, the ExecuTorch record)."""
+def deployed(result: Any, formats: Any, as_json: bool = False) -> None:
+    """What `invoke deploy` did: each format's part (``formats``: the run's, in ``SHOWS``' order); with ``--json``
+    one JSON document (every device's rows, numerics and placements, the ExecuTorch record)."""
     if as_json:
         return emit_json(result, {"rows": result.rows, "failed": [d.serial for d in result.failed]})
-    if torchscript:
-        deploy(result)
-    if result.executorch is not None:
-        pte_deploy(result)
+    for name, part in SHOWS["deploy"].items():
+        if name in formats:
+            part(result)
 
 
 def deploy(result: Any) -> None:
@@ -471,4 +470,5 @@ def pte_operators(entries: Any) -> None:
 
 
 SHOWS = {"convert": {"torchscript": convert, "executorch": pte_convert},
-         "bench": {"torchscript": host_bench, "executorch": pte_bench}}
+         "bench": {"torchscript": host_bench, "executorch": pte_bench},
+         "deploy": {"torchscript": deploy, "executorch": pte_deploy}}
