@@ -157,13 +157,14 @@ def host_reference(f: PteFile, pi: ProgramInputs) -> FileReference:
 TRACE_NAME = "numerics-run.etdump"  # where a runner with the event tracer writes the ETDump of an output run
 
 
-def output_command(directory: str, program: str, input_name: Optional[str], threads: int, tracer: bool = False) -> str:
+def output_command(directory: str, program: str, input_name: Optional[str], threads: int, tracer: bool = False,
+                   runner: str = pins.RUNNER) -> str:
     """One run of the program on one input file (None: the runner's all-ones default) printing every output.  A
-    runner built with the event tracer writes an ETDump after every run (default ``model.etdump``, EB4): it goes
-    to :data:`TRACE_NAME`, removed after the program's runs."""
+    runner built with the event tracer (``tracer``) writes an ETDump after every run (default ``model.etdump``,
+    EB4): it goes to :data:`TRACE_NAME`, removed after the program's runs."""
     inputs = f" --inputs={shlex.quote(input_name)}" if input_name else ""
     trace = f" --etdump_path={TRACE_NAME}" if tracer else ""
-    return stoppable(directory, f"./{pins.RUNNER} --model_path={shlex.quote(program)}{inputs} "
+    return stoppable(directory, f"./{runner} --model_path={shlex.quote(program)}{inputs} "
                                 f"{PRINT_FLAG} --num_executions=1 --cpu_threads={int(threads)}{trace} 2>&1")
 
 
@@ -197,7 +198,7 @@ def _unknown_flag(output: str) -> bool:
 
 
 def check_program(device: Device, directory: str, f: PteFile, pi: ProgramInputs, ref: FileReference,
-                  threads: int, timeout: float, tracer: bool = False) -> NumericsVerdict:
+                  threads: int, timeout: float, runner: str = pins.RUNNER, tracer: bool = False) -> NumericsVerdict:
     """Run ``f`` once per input with ``--print_output=all`` and judge the printed first output against ``ref``."""
     subject = Subject(f.file, BACKEND, f.precision)
     if not ref.outputs:  # nothing to compare with: the phone is not asked
@@ -217,7 +218,7 @@ def check_program(device: Device, directory: str, f: PteFile, pi: ProgramInputs,
         shape = host[i].shape if len(values) == len(host[i].values) else [len(values)]
         return TensorValues(shape, values, host[i].scale, host[i].zero_point)
 
-    phone, problems = outputs_on_device(device, [output_command(directory, f.file, n, threads, tracer) for n in names],
+    phone, problems = outputs_on_device(device, [output_command(directory, f.file, n, threads, tracer, runner) for n in names],
                                         read, timeout)
     if tracer:
         device.shell(f"rm -f {shlex.quote(directory.rstrip('/') + '/' + TRACE_NAME)}", timeout=timeout)
