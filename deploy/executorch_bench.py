@@ -46,7 +46,7 @@ ITERATION = re.compile(pins.RUNNER_ITERATION_RE)
 SUBDIR = "executorch"  # <device_dir>/<project>/executorch: under the project directory's lock
 BUILD = "invoke build-android --lane executorch"
 TRACED_RUNNER = f"{pins.RUNNER}_traced"  # build-android's second runner, with the event tracer (EB4)
-TIMING_TRACE = "timing.etdump"  # where a traced runner's timing runs put the ETDump it always writes (removed)
+RUN_TRACE = "run.etdump"  # where a traced runner's timing and output runs put the ETDump it always writes (removed)
 TRACED_NOTE = ("traced: the runner was built with the event tracer (every execution profiled, EB4) and the build has "
                f"no untraced one: run `{BUILD}` (it builds both) for latencies without the tracer's overhead")
 
@@ -86,10 +86,12 @@ def parse_iterations(output: str) -> List[float]:
 
 
 def runner_command(directory: str, program: str, runs: int, threads: int, etdump: Optional[str] = None,
-                   runner: str = pins.RUNNER) -> str:
-    """The runner's command line; ``etdump``: a runner built with the event tracer writes its ETDump there (EB4)."""
+                   runner: str = pins.RUNNER, printed: Optional[str] = None) -> str:
+    """The runner's one command line; ``etdump``: a runner built with the event tracer writes its ETDump there (EB4);
+    ``printed``: print every output (E19-E20), the executions on that input file ("": the all-ones default, E18)."""
     trace = f" --etdump_path={shlex.quote(etdump)}" if etdump else ""
-    return stoppable(directory, f"./{runner} --model_path={shlex.quote(program)} "
+    check = "" if printed is None else (f" --inputs={shlex.quote(printed)}" if printed else "") + " --print_output=all"
+    return stoppable(directory, f"./{runner} --model_path={shlex.quote(program)}{check} "
                                 f"--num_executions={int(runs)} --cpu_threads={int(threads)}{trace} 2>&1")
 
 
@@ -141,10 +143,10 @@ def run_programs(run: Any) -> None:
 
 def _timing_rounds(run: Any, et: ExecutorchPlan, directory: str) -> Tuple[Dict[str, List[str]], Dict[str, str]]:
     """The runs' outputs per program and why a program failed.  The timing runner is the untraced one; when the build
-    has only a traced runner, the ETDump it writes after every run goes to :data:`TIMING_TRACE`, removed after."""
+    has only a traced runner, the ETDump it writes after every run goes to :data:`RUN_TRACE`, removed after."""
     opts, programs = run.s.options, et.programs
     runs = opts.warmup + opts.iters
-    trace = TIMING_TRACE if et.traced_timing else None
+    trace = RUN_TRACE if et.traced_timing else None
     outputs: Dict[str, List[str]] = {f.file: [] for f in programs}
     failures: Dict[str, str] = {}
     for r in range(opts.repeat):
@@ -168,14 +170,19 @@ def _timing_rounds(run: Any, et: ExecutorchPlan, directory: str) -> Tuple[Dict[s
 
 
 def _answer(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: PteResultRow) -> NumericsVerdict:
-    """Is the phone's answer right: the program's printed outputs on each input against the host's."""
+    """Is the phone's answer right: the program's printed outputs on each input (the timing runner, once per input)
+    against the host's."""
     from . import pte_numerics as pn
 
     if row.status != "ok":
         return NumericsVerdict(run.dev.serial, f.file, pn.BACKEND, f.precision, "unknown",
                                reason="the program did not run: " + row.note)
-    return pn.check_program(run.dev, directory, f, et.inputs[f.stem], et.references[f.file], threads(run.s.options),
-                            run.s.options.timeout, et.timing, et.traced_timing)
+    trace, opts = RUN_TRACE if et.traced_timing else None, run.s.options
+    verdict = pn.check_program(run.dev, f, et.inputs[f.stem], et.references[f.file], lambda name: runner_command(
+        directory, f.file, 1, threads(opts), trace, et.timing, name or ""), opts.timeout)
+    if trace:
+        run.dev.shell(f"rm -f {shlex.quote(f'{directory}/{trace}')}", timeout=opts.timeout)
+    return verdict
 
 
 def plan_executorch(s: DeploySettings) -> ExecutorchPlan:
