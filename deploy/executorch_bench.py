@@ -36,9 +36,10 @@ from toolchain.pte_results import PTE_RESULTS_STEM, PteDeployRecord, PteResultRo
 from toolchain.records import BuildInfo, DeployResults, deploy_results_path
 
 from .bench import BenchOptions, BenchStats, ParsedRun, stoppable, summarize
-from .plan import BinaryPlan, DeploySettings, _recorded, unoptimized_warning
+from .plan import BinaryPlan, DeploySettings, _recorded, unoptimized_warnings
 from .preflight import elf_abi, load_alignment
 from .push import PushItem, push_all
+from .results import run_document
 
 log = logging.getLogger(__name__)
 ON_DEVICE_DELEGATES = ("xnnpack", "portable")  # what a runner built with XNNPACK (and the portable kernels) runs
@@ -221,15 +222,13 @@ def plan_executorch(s: DeploySettings) -> ExecutorchPlan:
 
 def load_legacy(results_dir: Path) -> Tuple[Optional[DeployResults], Dict[str, Any]]:
     """The legacy deploy's latest results (``latest.json``) and what the record says about them."""
-    latest = deploy_results_path(results_dir, "latest")
-    if not latest.is_file():
+    res, why = run_document(results_dir, None)
+    if res is None and not why:
         return None, {}
-    try:
-        res = DeployResults.load(latest)
-    except RecordError as e:
-        log.warning("legacy results %s not readable: %s", latest, e.what)
-        return None, {"path": str(latest.resolve()), "error": e.what}
-    return res, {"path": str(latest.resolve()), "run_id": res.run_id, "started": res.started}
+    facts = {"path": str(deploy_results_path(results_dir, "latest").resolve())}
+    if why:
+        log.warning("legacy results %s not readable: %s", facts["path"], why)
+    return res, {**facts, "error": why} if why else {**facts, "run_id": res.run_id, "started": res.started}
 
 
 def legacy_rows(legacy: Optional[DeployResults], serial: str, stems: Sequence[str]) -> List[PteResultRow]:
@@ -284,9 +283,7 @@ def _baseline_notes(models: Path) -> List[str]:
         files = ConvertManifest.load(models).files
     except RecordError:
         return []
-    bad = [f.file for f in files if f.backend == "cpu" and f.variant in ("quant_none", "quant_full")
-           and not f.extra.get("mobile_optimized", False)]
-    return [unoptimized_warning(bad)] if bad else []
+    return unoptimized_warnings([f for f in files if f.variant in ("quant_none", "quant_full")])
 
 
 def _operators(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: PteResultRow) -> Dict[str, Any]:
