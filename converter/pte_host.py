@@ -628,7 +628,7 @@ def _write(s: PteBenchSettings, checks, lines, notes, ratios, timing_key: str) -
             "torch": torch.__version__, "executorch": executorch_pins.identity(), "threads": s.threads,
             "warmup": s.warmup, "iters": s.iters, "checks": [asdict(c) for c in checks],
             "repeat": s.repeat, "reference_kernels": s.reference_kernels, "rows": [asdict(x) for x in lines],
-            "speedups": speedups(lines), "ratios": [r.as_dict() for r in ratios], "timing_key": timing_key,
+            "speedups": speedups(lines, ratios), "ratios": [r.as_dict() for r in ratios], "timing_key": timing_key,
             "notes": notes}
     return atomic_write_json(Path(s.out) / "executorch-host-bench.json", body)
 
@@ -644,8 +644,9 @@ def check_cells(c: CheckRow) -> tuple:
     return c.variant, c.reference, diff, limit, top, ops, verdict
 
 
-def speedups(lines: List[BenchLine]) -> Dict[str, float]:
-    """Legacy TorchScript CPU median of the same precision / each line's median (> 1: faster than legacy CPU)."""
-    base = {x.precision: x.timing.median_ms for x in lines if x.runtime == "torchscript-cpu" and x.timing}
-    return {x.label: round(base[x.precision] / x.timing.median_ms, 3)
-            for x in lines if x.timing and x.precision in base}
+def speedups(lines: List[BenchLine], ratios: Sequence[Any]) -> Dict[str, float]:
+    """Each line's speed-up over the legacy TorchScript CPU line of the same model and precision: the headline of its
+    per-round ratios (``ratios``, :class:`toolchain.stats.Comparison`'s one rule); the timed baselines 1.0."""
+    out = {x.label: 1.0 for x in lines if x.runtime == "torchscript-cpu" and x.timing}
+    out.update((r.other, round(r.value, 3)) for r in ratios)
+    return out
