@@ -116,3 +116,18 @@ def test_the_push_cache_is_a_record_and_an_earlier_ones_is_ignored_then_replaced
     with LocalHashes(cache) as hashes:
         assert hashes.lookup(model)[1] is None and hashes.get(model) == digest
     assert json.loads(cache.read_text())["schema"] == 1
+
+
+def test_the_executorch_host_bench_is_a_record_and_an_earlier_ones_is_measured_again(tmp_path):
+    """executorch-host-bench.json (converter/pte_host.py) is a kind on the record base: bench reuses what this
+    torchdroid wrote, and an earlier torchdroid's file (no schema) is not reused: measured again, then replaced."""
+    from types import SimpleNamespace
+
+    from converter.pte_host import _previous
+
+    s = SimpleNamespace(out=tmp_path)
+    path = tmp_path / "executorch-host-bench.json"
+    rb.write_record(path, "torchdroid.executorch-host-bench", 1, {"timing_key": "k", "rows": []})
+    assert _previous(s)["timing_key"] == "k"
+    path.write_text(json.dumps({"kind": "torchdroid.executorch-host-bench", "timing_key": "k", "rows": []}))
+    assert _previous(s) == {}
