@@ -72,13 +72,19 @@ class ExecutorchPlan:
         return self.timing == self.tracer
 
 
-def recorded_runners(info: BuildInfo) -> Dict[str, bool]:
-    """Each executor_runner the build-info lists -> built with the event tracer.  build-android records an untraced
-    ``executor_runner`` and ``executor_runner_traced``; an earlier one recorded one runner, traced when its
-    top-level ``event_tracer`` says so (EB4)."""
-    out = {a["name"]: bool(a.get("event_tracer", info.get("event_tracer") if a["name"] == pins.RUNNER else True))
-           for a in info.get("artefacts", []) if a.get("name") in (pins.RUNNER, TRACED_RUNNER)}
-    return out or {pins.RUNNER: bool(info.get("event_tracer"))}
+def recorded_runners(info: BuildInfo) -> Tuple[List[PushItem], str, Optional[str]]:
+    """The runners the build-info lists (each checked against its recorded hash), the timing runner's name and the
+    traced one's (None: none built).  build-android records an untraced ``executor_runner`` and
+    ``executor_runner_traced``, each with its ``event_tracer``; an earlier one recorded one runner, traced when its
+    top-level ``event_tracer`` says so (EB4).  The timing runner is the untraced one when there is one."""
+    listed = {a["name"]: a for a in info.get("artefacts", []) if a.get("name") in (pins.RUNNER, TRACED_RUNNER)}
+    traced = {name: bool(a.get("event_tracer", info.get("event_tracer") if name == pins.RUNNER else True))
+              for name, a in listed.items()} or {pins.RUNNER: bool(info.get("event_tracer"))}
+    timing = next((name for name, on in traced.items() if not on), next(iter(traced)))
+    tracer = next((name for name, on in traced.items() if on), None)
+    items = [PushItem(_recorded(info, name, remedy=f"run `{BUILD}` again (it rewrites the build-info)"), name, 0o755,
+                      listed.get(name, {}).get("sha256")) for name in dict.fromkeys((timing, tracer)) if name]
+    return items, timing, tracer
 
 
 def parse_iterations(output: str) -> List[float]:
@@ -197,12 +203,7 @@ def plan_executorch(s: DeploySettings) -> ExecutorchPlan:
     if info.lane != pins.RUNTIME_LANE:
         raise UsageError(f"{info.path} is a {info.lane!r} build, not ExecuTorch's runner",
                          remedy=f"run `{BUILD}` and pass its build-info")
-    runners = recorded_runners(info)
-    timing = next((name for name, traced in runners.items() if not traced), next(iter(runners)))
-    tracer = next((name for name, traced in runners.items() if traced), None)
-    items = [PushItem(_recorded(info, name, remedy=f"run `{BUILD}` again (it rewrites the build-info)"), name, 0o755,
-                      next((a.get("sha256") for a in info.get("artefacts", []) if a.get("name") == name), None))
-             for name in dict.fromkeys((timing, tracer)) if name]
+    items, timing, tracer = recorded_runners(info)
     programs = [f for f in pte_files(s.models) if f.delegate in ON_DEVICE_DELEGATES]
     for f in programs:
         f.check_hash()
