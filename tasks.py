@@ -264,8 +264,8 @@ def _deploy(c, name: str, debug: bool, as_json: bool = False, **cli) -> None:
             deploy_compat(settings)  # before anything is pushed
             host_references(settings)  # what the phones' outputs are compared with
         result = run_deploy(settings)
-    show.deployed(result, "torchscript" in settings.formats, as_json)
-    failed = outcome(result, "torchscript" in settings.formats)
+    show.deployed(result, settings.formats, as_json)
+    failed = outcome(result, settings.formats)
     if failed:
         raise Exit(f"torchdroid {name}: {failed[0]}", code=failed[1])
 

@@ -31,7 +31,8 @@ from toolchain.errors import RecordError, VerificationError
 from toolchain.fsutil import atomic_write_json
 from toolchain.progress import duration as _duration, progress, time_left
 from toolchain.pte_records import PteFile, load_section, pte_files, reference_path
-from toolchain.records import ConvertManifest, now_iso
+from toolchain.record_base import Record
+from toolchain.records import ConvertManifest
 
 from toolchain.host_conditions import Conditions
 
@@ -481,14 +482,29 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
+@dataclass
+class PteHostBenchRecord(Record):
+    """``<bench.out>/executorch-host-bench.json``: the last host check and timing of the ExecuTorch programs."""
+
+    data: Dict[str, Any]
+
+    KIND, SCHEMA, REMEDY = "torchdroid.executorch-host-bench", 1, "run `invoke bench --format executorch` again"
+
+    def body(self) -> Dict[str, Any]:
+        return self.data
+
+    @classmethod
+    def from_body(cls, data: Dict[str, Any], path: Path) -> "PteHostBenchRecord":
+        return cls(dict(data))
+
+
 def _previous(s: PteBenchSettings) -> Dict[str, Any]:
-    """The last results of this output directory, when readable and ours (anything else: measure)."""
-    path = Path(s.out) / "executorch-host-bench.json"
+    """The last results of this output directory, when readable and ours (anything else, an earlier torchdroid's
+    too: measure, and write the record anew)."""
     try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return PteHostBenchRecord.load(Path(s.out) / "executorch-host-bench.json").data
+    except RecordError:
         return {}
-    return body if isinstance(body, dict) and body.get("kind") == "torchdroid.executorch-host-bench" else {}
 
 
 def check_key(f: PteFile, ref_path: Path, s: PteBenchSettings) -> str:
@@ -629,13 +645,13 @@ def load_reference(path: Path) -> Dict[str, Any]:
 def _write(s: PteBenchSettings, checks, lines, notes, ratios, timing_key: str, taken: Optional[Conditions]) -> Path:
     import torch
 
-    body = {"kind": "torchdroid.executorch-host-bench", "written": now_iso(), "models": str(s.models),
+    body = {"models": str(s.models),
             "torch": torch.__version__, "executorch": executorch_pins.identity(), "threads": s.threads,
             "warmup": s.warmup, "iters": s.iters, "checks": [asdict(c) for c in checks],
             "repeat": s.repeat, "reference_kernels": s.reference_kernels, "rows": [asdict(x) for x in lines],
-            "speedups": speedups(lines), "ratios": [r.as_dict() for r in ratios], "timing_key": timing_key,
+            "speedups": speedups(lines, ratios), "ratios": [r.as_dict() for r in ratios], "timing_key": timing_key,
             "notes": notes, "conditions": taken.as_dict() if taken else None}  # how the timing rounds were taken
-    return atomic_write_json(Path(s.out) / "executorch-host-bench.json", body)
+    return PteHostBenchRecord(body).write(Path(s.out) / "executorch-host-bench.json")
 
 
 def check_cells(c: CheckRow) -> tuple:
@@ -649,8 +665,9 @@ def check_cells(c: CheckRow) -> tuple:
     return c.variant, c.reference, diff, limit, top, ops, verdict
 
 
-def speedups(lines: List[BenchLine]) -> Dict[str, float]:
-    """Legacy TorchScript CPU median of the same precision / each line's median (> 1: faster than legacy CPU)."""
-    base = {x.precision: x.timing.median_ms for x in lines if x.runtime == "torchscript-cpu" and x.timing}
-    return {x.label: round(base[x.precision] / x.timing.median_ms, 3)
-            for x in lines if x.timing and x.precision in base}
+def speedups(lines: List[BenchLine], ratios: Sequence[Any]) -> Dict[str, float]:
+    """Each line's speed-up over the legacy TorchScript CPU line of the same model and precision: the headline of its
+    per-round ratios (``ratios``, :class:`toolchain.stats.Comparison`'s one rule); the timed baselines 1.0."""
+    out = {x.label: 1.0 for x in lines if x.runtime == "torchscript-cpu" and x.timing}
+    out.update((r.other, round(r.value, 3)) for r in ratios)
+    return out

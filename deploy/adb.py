@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from toolchain.errors import DeviceError, ToolFailed, ToolNotFound, UsageError
@@ -405,6 +406,18 @@ class Device:
             remedy=f"reconnect the device and run `{self.rerun}` again: finished files are skipped and "
                    "nothing half-pushed is ever left under a final name",
         )
+
+    def pull(self, remote: str, local: Path) -> None:
+        """``remote`` to ``local`` (adbutils' sync pull, as `adb pull`), written beside it first, then renamed."""
+        adbutils = _adbutils()
+        part = local.with_name(local.name + ".part")
+        local.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.adbutils.sync.pull(remote, part)
+            os.replace(part, local)
+        except (adbutils.AdbError, OSError, EOFError) as e:
+            part.unlink(missing_ok=True)
+            raise self._lost(f"pulling {remote}", e) from e
 
     def install(self, remote: str) -> Optional[str]:
         """``pm install -r -t REMOTE``: None when it succeeded, else what pm printed.  (adbutils' install_remote;

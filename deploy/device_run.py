@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import TorchdroidError, command
 from toolchain.hardware_records import LISTER_NAME, Placement
@@ -26,7 +26,7 @@ from . import numerics as _numerics
 from .adb import Device, state_error
 from .environment import (READ_COMMAND, SECTION, Conditions, parse_snapshot, restore_all_command, restored,
                           throttle_warnings)
-from .executorch_bench import BUILD, run_programs
+from .executorch_bench import BUILD
 from .executorch_bench import SUBDIR as ET_SUBDIR
 from .install import install_apk
 from .lock import Attempt, answer, device_lock, lock_path, new_owner, phone_lock, take_command
@@ -98,7 +98,9 @@ class Cancelled(Exception):
 
 
 def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: DeployPlan, directory: str,
-               status: Callable[[str], None], cancel: Optional[threading.Event] = None) -> None:
+               status: Callable[[str], None], steps: Sequence[Callable[[DeviceRun], None]],
+               cancel: Optional[threading.Event] = None) -> None:
+    """Probe, lock, check, then each format's ``steps`` (deploy/formats.py ``on_device``) under the lock."""
     if target.state != "device":
         raise state_error(rep.serial, target.state)
     run = DeviceRun(target.server.device(target.serial, s.timeout, command(*s.rerun)), rep, s, plan, directory, status,
@@ -111,13 +113,8 @@ def run_device(target: Target, rep: DeviceReport, s: DeploySettings, plan: Deplo
             run.there = run.dev.shell(state_command(directory, _candidates(run)), check=True,
                                       what=f"reading {directory}").output
         check(run)
-        run.go_on()
-        push(run)
-        run.go_on()
-        install(run)
-        bench_binary(run)
-        bench_app(run)
-        run_programs(run)
+        for step in steps:
+            step(run)
     conditions_after(run)
     status("done")
 

@@ -4,7 +4,8 @@ A runner built with ExecuTorch's devtools and event tracer (``build-android --la
 docs/facts.md EB1-EB4) takes ``--etdump_path`` and, after its executions, writes an ETDump: one event block per
 execution with a profiling event per operator (``native_call_<op>.out`` on the portable kernels), per delegate
 call (``DELEGATE_CALL``) and, where the delegate profiles itself (XNNPACK), per operator inside the delegate.
-deploy-executorch passes it on the first timed run of each program, reads the file back, and
+deploy runs each program once more on the traced runner (the timing rounds run the untraced one), pulls the file
+back (adb's sync pull) and removes it from the phone, and
 :func:`operator_table` joins it with the ETRecord convert wrote (aten operators per event) through
 ``executorch.devtools.Inspector``.  A runner built without the tracer gives no ETDump: the table then says
 "unknown" and why, never a guess.
@@ -12,7 +13,6 @@ deploy-executorch passes it on the first timed run of each program, reads the fi
 
 from __future__ import annotations
 
-import base64
 import logging
 import shlex
 import statistics
@@ -36,25 +36,22 @@ def unknown(serial: str, program: str, reason: str) -> Dict[str, Any]:
 
 
 def fetch(device: Any, directory: str, name: str, local: Path) -> Optional[str]:
-    """Read ``directory/name`` back from the device (base64 over the shell: binary-safe) into ``local``.
+    """Bring ``directory/name`` back from the device into ``local`` (adb's sync pull) and remove it from the device.
     Returns why it could not, or None."""
+    from toolchain.errors import TorchdroidError
+
     remote = f"{directory.rstrip('/')}/{name}"
     q = shlex.quote(remote)
-    res = device.shell(f"test -f {q} || exit 3; base64 {q} && rm -f {q}")
-    if res.code == 3:
+    if device.shell(f"test -f {q}").code != 0:
         return f"the runner wrote no ETDump at {remote}"
-    if not res.ok:  # toybox's base64 (Android 6+) is what reads it back: a phone without it says so here
-        return f"the ETDump {remote} could not be read back with base64 (exit {res.code}: {' | '.join(res.tail(2))})"
     try:
-        data = base64.b64decode("".join(res.output.split()), validate=True)
-    except ValueError as e:
-        return f"the ETDump {remote} could not be read back ({e})"
-    if not data:
+        device.pull(remote, local)
+    except TorchdroidError as e:
+        return f"the ETDump {remote} could not be pulled: {e.what}"
+    finally:
+        device.shell(f"rm -f {q}")
+    if not local.stat().st_size:
         return f"the ETDump {remote} is empty"
-    local.parent.mkdir(parents=True, exist_ok=True)
-    from toolchain.fsutil import atomic_write_bytes
-
-    atomic_write_bytes(local, data)
     return None
 
 

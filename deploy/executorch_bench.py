@@ -35,31 +35,56 @@ from toolchain.fsutil import sha256_file
 from toolchain.pte_results import PTE_RESULTS_STEM, PteDeployRecord, PteResultRow, add_speedups
 from toolchain.records import BuildInfo, DeployResults, deploy_results_path
 
-from .adb import Device
 from .bench import BenchOptions, BenchStats, ParsedRun, stoppable, summarize
-from .plan import BinaryPlan, DeploySettings, _recorded, unoptimized_warning
+from .plan import BinaryPlan, DeploySettings, _recorded, unoptimized_warnings
 from .preflight import elf_abi, load_alignment
 from .push import PushItem, push_all
+from .results import run_document
 
 log = logging.getLogger(__name__)
 ON_DEVICE_DELEGATES = ("xnnpack", "portable")  # what a runner built with XNNPACK (and the portable kernels) runs
 ITERATION = re.compile(pins.RUNNER_ITERATION_RE)
 SUBDIR = "executorch"  # <device_dir>/<project>/executorch: under the project directory's lock
 BUILD = "invoke build-android --lane executorch"
+TRACED_RUNNER = f"{pins.RUNNER}_traced"  # build-android's second runner, with the event tracer (EB4)
+RUN_TRACE = "run.etdump"  # where a traced runner's timing and output runs put the ETDump it always writes (removed)
+TRACED_NOTE = ("traced: the runner was built with the event tracer (every execution profiled, EB4) and the build has "
+               f"no untraced one: run `{BUILD}` (it builds both) for latencies without the tracer's overhead")
 
 
 @dataclass
 class ExecutorchPlan:
-    """What every phone gets: the runner (as its build-info recorded it), the programs, the numerics inputs."""
+    """What every phone gets: the runners (as their build-info recorded them), the programs, the numerics inputs."""
 
     build_info: Path
-    runner: BinaryPlan
+    runner: BinaryPlan  # the runner the timing rounds run
     programs: List[PteFile]
     items: List[PushItem]
-    event_tracer: bool
+    timing: str = pins.RUNNER  # its name: the untraced runner when the build has one
+    tracer: Optional[str] = None  # the runner built with the event tracer (per-operator tables); None: not built
     inputs: Optional[Dict[str, Any]] = None  # stem -> pte_numerics.ProgramInputs; None: the outputs are not checked
     references: Dict[str, Any] = field(default_factory=dict)  # file -> the host's outputs (a FileReference)
     work: Optional[tempfile.TemporaryDirectory] = None  # the numerics inputs' files, removed with the plan
+
+    @property
+    def traced_timing(self) -> bool:
+        """Only a traced runner: every latency carries the tracer's overhead (and says so)."""
+        return self.timing == self.tracer
+
+
+def recorded_runners(info: BuildInfo) -> Tuple[List[PushItem], str, Optional[str]]:
+    """The runners the build-info lists (each checked against its recorded hash), the timing runner's name and the
+    traced one's (None: none built).  build-android records an untraced ``executor_runner`` and
+    ``executor_runner_traced``, each with its ``event_tracer``; an earlier one recorded one runner, traced when its
+    top-level ``event_tracer`` says so (EB4).  The timing runner is the untraced one when there is one."""
+    listed = {a["name"]: a for a in info.get("artefacts", []) if a.get("name") in (pins.RUNNER, TRACED_RUNNER)}
+    traced = {name: bool(a.get("event_tracer", info.get("event_tracer") if name == pins.RUNNER else True))
+              for name, a in listed.items()} or {pins.RUNNER: bool(info.get("event_tracer"))}
+    timing = next((name for name, on in traced.items() if not on), next(iter(traced)))
+    tracer = next((name for name, on in traced.items() if on), None)
+    items = [PushItem(_recorded(info, name, remedy=f"run `{BUILD}` again (it rewrites the build-info)"), name, 0o755,
+                      listed.get(name, {}).get("sha256")) for name in dict.fromkeys((timing, tracer)) if name]
+    return items, timing, tracer
 
 
 def parse_iterations(output: str) -> List[float]:
@@ -67,10 +92,13 @@ def parse_iterations(output: str) -> List[float]:
     return [float(m.group(3)) for m in ITERATION.finditer(output)]
 
 
-def runner_command(directory: str, program: str, runs: int, threads: int, etdump: Optional[str] = None) -> str:
-    """The runner's command line; ``etdump``: a runner built with the event tracer writes its ETDump there (EB4)."""
+def runner_command(directory: str, program: str, runs: int, threads: int, etdump: Optional[str] = None,
+                   runner: str = pins.RUNNER, printed: Optional[str] = None) -> str:
+    """The runner's one command line; ``etdump``: a runner built with the event tracer writes its ETDump there (EB4);
+    ``printed``: print every output (E19-E20), the executions on that input file ("": the all-ones default, E18)."""
     trace = f" --etdump_path={shlex.quote(etdump)}" if etdump else ""
-    return stoppable(directory, f"./{pins.RUNNER} --model_path={shlex.quote(program)} "
+    check = "" if printed is None else (f" --inputs={shlex.quote(printed)}" if printed else "") + " --print_output=all"
+    return stoppable(directory, f"./{runner} --model_path={shlex.quote(program)}{check} "
                                 f"--num_executions={int(runs)} --cpu_threads={int(threads)}{trace} 2>&1")
 
 
@@ -85,8 +113,10 @@ def program_stats(outputs: Sequence[str], warmup: int) -> Optional[BenchStats]:
 
 
 def program_row(serial: str, f: PteFile, outputs: Sequence[str], failure: Optional[str],
-                warmup: int) -> PteResultRow:
-    row = PteResultRow(serial, f"ExecuTorch {f.variant}", f.precision, f.file, "failed", note=failure or "")
+                warmup: int, traced: bool = False) -> PteResultRow:
+    """``traced``: the latencies came from a runner with the event tracer, and the row's runtime says so."""
+    row = PteResultRow(serial, f"ExecuTorch {f.variant}{' (traced)' if traced else ''}", f.precision, f.file,
+                       "failed", note=failure or "")
     stats = None if failure else program_stats(outputs, warmup)
     if stats is not None:
         row.status, row.samples, row.note = "ok", stats.samples, stats.variance_note()
@@ -96,21 +126,34 @@ def program_row(serial: str, f: PteFile, outputs: Sequence[str], failure: Option
 
 def run_programs(run: Any) -> None:
     """This format's step of one device's deploy (deploy/device_run.py ``DeviceRun``, under the project directory's
-    lock): push, then ``repeat`` rounds each running every program once (warm-up + iterations), the order rotating by
-    one per round so the programs are compared in the same minutes; with the event tracer each program's first run
-    also writes its ETDump.  A program whose run fails is not run again and keeps the runner's output as its note."""
-    from .etdump import etdump_name
-
-    et: Optional[ExecutorchPlan] = run.plan.executorch
-    if et is None:
-        return
+    lock): push, then ``repeat`` rounds each running every program once (warm-up + iterations) on the untraced runner,
+    the order rotating by one per round so the programs are compared in the same minutes; then, per program, its
+    per-operator table from one more run of the traced runner and its output check.  A program whose run fails is not
+    run again and keeps the runner's output as its note."""
+    et: ExecutorchPlan = run.plan.executorch
     directory = f"{run.directory}/{SUBDIR}"
     run.status("pushing ExecuTorch's runner and programs")
     push_all(run.dev, directory, et.items, on_progress=run.status, hashes=run.plan.hashes)
     if not run.s.bench:  # deploy.bench off: pushed only
         return
+    outputs, failures = _timing_rounds(run, et, directory)
+    for f in et.programs:
+        run.go_on()
+        row = program_row(run.rep.serial, f, outputs[f.file], failures.get(f.file), run.s.options.warmup,
+                          et.traced_timing)
+        run.rep.pte_rows.append(row)
+        run.rep.operators.append(_operators(run, et, directory, f, row))
+        if et.inputs is not None:
+            run.status(f"checking the output of {f.file}")
+            run.rep.pte_numerics.append(_answer(run, et, directory, f, row))
+
+
+def _timing_rounds(run: Any, et: ExecutorchPlan, directory: str) -> Tuple[Dict[str, List[str]], Dict[str, str]]:
+    """The runs' outputs per program and why a program failed.  The timing runner is the untraced one; when the build
+    has only a traced runner, the ETDump it writes after every run goes to :data:`RUN_TRACE`, removed after."""
     opts, programs = run.s.options, et.programs
     runs = opts.warmup + opts.iters
+    trace = RUN_TRACE if et.traced_timing else None
     outputs: Dict[str, List[str]] = {f.file: [] for f in programs}
     failures: Dict[str, str] = {}
     for r in range(opts.repeat):
@@ -119,8 +162,8 @@ def run_programs(run: Any) -> None:
                 continue
             run.go_on()
             run.status(f"running {f.file} (round {r + 1} of {opts.repeat}, {opts.warmup} + {opts.iters} executions)")
-            etdump = etdump_name(f.file) if et.event_tracer and r == 0 else None
-            res = run.dev.shell(runner_command(directory, f.file, runs, threads(opts), etdump), timeout=opts.timeout)
+            res = run.dev.shell(runner_command(directory, f.file, runs, threads(opts), trace, et.timing),
+                                timeout=opts.timeout)
             run.go_on()  # a run stopped by Ctrl-C is not a result
             times = parse_iterations(res.output)
             if not res.ok or len(times) != runs:
@@ -128,25 +171,25 @@ def run_programs(run: Any) -> None:
                                     + " | ".join(res.tail(3)))
             else:
                 outputs[f.file].append(res.output)
-    for f in programs:
-        run.go_on()
-        row = program_row(run.rep.serial, f, outputs[f.file], failures.get(f.file), opts.warmup)
-        run.rep.pte_rows.append(row)
-        run.rep.operators.append(_operators(run.dev, directory, f, row, et.event_tracer, run.s))
-        if et.inputs is not None:
-            run.status(f"checking the output of {f.file}")
-            run.rep.pte_numerics.append(_answer(run, et, directory, f, row))
+    if trace:
+        run.dev.shell(f"rm -f {shlex.quote(f'{directory}/{trace}')}", timeout=opts.timeout)
+    return outputs, failures
 
 
 def _answer(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: PteResultRow) -> NumericsVerdict:
-    """Is the phone's answer right: the program's printed outputs on each input against the host's."""
+    """Is the phone's answer right: the program's printed outputs on each input (the timing runner, once per input)
+    against the host's."""
     from . import pte_numerics as pn
 
     if row.status != "ok":
         return NumericsVerdict(run.dev.serial, f.file, pn.BACKEND, f.precision, "unknown",
                                reason="the program did not run: " + row.note)
-    return pn.check_program(run.dev, directory, f, et.inputs[f.stem], et.references[f.file], threads(run.s.options),
-                            run.s.options.timeout, et.event_tracer)
+    trace, opts = RUN_TRACE if et.traced_timing else None, run.s.options
+    verdict = pn.check_program(run.dev, f, et.inputs[f.stem], et.references[f.file], lambda name: runner_command(
+        directory, f.file, 1, threads(opts), trace, et.timing, name or ""), opts.timeout)
+    if trace:
+        run.dev.shell(f"rm -f {shlex.quote(f'{directory}/{trace}')}", timeout=opts.timeout)
+    return verdict
 
 
 def plan_executorch(s: DeploySettings) -> ExecutorchPlan:
@@ -160,14 +203,14 @@ def plan_executorch(s: DeploySettings) -> ExecutorchPlan:
     if info.lane != pins.RUNTIME_LANE:
         raise UsageError(f"{info.path} is a {info.lane!r} build, not ExecuTorch's runner",
                          remedy=f"run `{BUILD}` and pass its build-info")
-    path = _recorded(info, pins.RUNNER, remedy=f"run `{BUILD}` again (it rewrites the build-info)")
-    digest = next((a.get("sha256") for a in info.get("artefacts", []) if a.get("name") == pins.RUNNER), None)
+    items, timing, tracer = recorded_runners(info)
     programs = [f for f in pte_files(s.models) if f.delegate in ON_DEVICE_DELEGATES]
     for f in programs:
         f.check_hash()
-    items = [PushItem(path, pins.RUNNER, 0o755, digest)] + [PushItem(f.path, f.file, 0o644, f.sha256) for f in programs]
+    path = items[0].local
     runner = BinaryPlan(path, info.abi or elf_abi(path), info.commit or "", load_alignment(path))
-    plan = ExecutorchPlan(Path(s.runner_build_info), runner, programs, items, bool(info.get("event_tracer")))
+    plan = ExecutorchPlan(Path(s.runner_build_info), runner, programs,
+                          items + [PushItem(f.path, f.file, 0o644, f.sha256) for f in programs], timing, tracer)
     if s.numerics:  # each model's inputs (pushed as files), each program's host outputs on them
         from . import pte_numerics as pn
 
@@ -180,15 +223,13 @@ def plan_executorch(s: DeploySettings) -> ExecutorchPlan:
 
 def load_legacy(results_dir: Path) -> Tuple[Optional[DeployResults], Dict[str, Any]]:
     """The legacy deploy's latest results (``latest.json``) and what the record says about them."""
-    latest = deploy_results_path(results_dir, "latest")
-    if not latest.is_file():
+    res, why = run_document(results_dir, None)
+    if res is None and not why:
         return None, {}
-    try:
-        res = DeployResults.load(latest)
-    except RecordError as e:
-        log.warning("legacy results %s not readable: %s", latest, e.what)
-        return None, {"path": str(latest.resolve()), "error": e.what}
-    return res, {"path": str(latest.resolve()), "run_id": res.run_id, "started": res.started}
+    facts = {"path": str(deploy_results_path(results_dir, "latest").resolve())}
+    if why:
+        log.warning("legacy results %s not readable: %s", facts["path"], why)
+    return res, {**facts, "error": why} if why else {**facts, "run_id": res.run_id, "started": res.started}
 
 
 def legacy_rows(legacy: Optional[DeployResults], serial: str, stems: Sequence[str]) -> List[PteResultRow]:
@@ -228,7 +269,7 @@ def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[A
     record = PteDeployRecord(models=str(Path(s.models).resolve()), build_info=str(et.build_info.resolve()),
                              warmup=opts.warmup, iters=opts.iters, repeat=opts.repeat, threads=threads(opts),
                              rows=rows, problems=problems, legacy=legacy_facts, operators=operators,
-                             notes=_baseline_notes(s.models),
+                             notes=_baseline_notes(s.models) + ([TRACED_NOTE] if et.traced_timing else []),
                              numerics=({"file": numerics_file.name, "sha256": sha256_file(numerics_file)}
                                        if numerics_file else {}))
     record.write(s.results)
@@ -243,19 +284,23 @@ def _baseline_notes(models: Path) -> List[str]:
         files = ConvertManifest.load(models).files
     except RecordError:
         return []
-    bad = [f.file for f in files if f.backend == "cpu" and f.variant in ("quant_none", "quant_full")
-           and not f.extra.get("mobile_optimized", False)]
-    return [unoptimized_warning(bad)] if bad else []
+    return unoptimized_warnings([f for f in files if f.variant in ("quant_none", "quant_full")])
 
 
-def _operators(device: Device, directory: str, f: PteFile, row: PteResultRow, tracer: bool,
-               s: DeploySettings) -> Dict[str, Any]:
-    """The program's per-operator table from the phone's ETDump, or "unknown" and why."""
-    from .etdump import program_operators, unknown
+def _operators(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: PteResultRow) -> Dict[str, Any]:
+    """The program's per-operator table from one run of the traced runner (its ETDump pulled back and removed from
+    the phone), or "unknown" and why."""
+    from .etdump import etdump_name, program_operators, unknown
 
-    if not tracer:
-        return unknown(device.serial, f.file, "the runner was built without ExecuTorch's event tracer: run "
-                                              f"`{BUILD}` (event tracer on by default)")
+    serial, opts = run.dev.serial, run.s.options
+    if et.tracer is None:
+        return unknown(serial, f.file, "the runner was built without ExecuTorch's event tracer: run "
+                                       f"`{BUILD}` (event tracer on by default)")
     if row.status != "ok":
-        return unknown(device.serial, f.file, "the program did not run: " + row.note)
-    return program_operators(device, directory, f, s.models, Path(s.results) / "etdump", s.options.warmup)
+        return unknown(serial, f.file, "the program did not run: " + row.note)
+    run.status(f"reading where the time went in {f.file} (traced runner)")
+    res = run.dev.shell(runner_command(directory, f.file, opts.warmup + opts.iters, threads(opts), etdump_name(f.file),
+                                       et.tracer), timeout=opts.timeout)
+    if not res.ok:
+        return unknown(serial, f.file, f"the traced runner exited {res.code}: " + " | ".join(res.tail(2)))
+    return program_operators(run.dev, directory, f, run.s.models, Path(run.s.results) / "etdump", opts.warmup)

@@ -10,15 +10,16 @@ both.  A device whose ``sha256sum`` is missing or computes something else is ref
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
-from toolchain.errors import DeviceError, command
-from toolchain.fsutil import atomic_write_text, sha256_file
+from toolchain.errors import DeviceError, RecordError, command
+from toolchain.fsutil import sha256_file
+from toolchain.record_base import Record
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,22 @@ def no_hash_tool(serial: str) -> DeviceError:
     )
 
 
+@dataclass
+class HashCache(Record):
+    """``local-hashes.json``: this host's digests of the files earlier deploys pushed (a cache, not a record of a run)."""
+
+    files: Dict[str, str]  # LocalHashes' key of a file -> its sha256
+
+    KIND, SCHEMA, REMEDY = "torchdroid.local-hashes", 1, "nothing to do: the next deploy rewrites it"
+
+    def body(self) -> Dict[str, Any]:
+        return {"files": self.files}
+
+    @classmethod
+    def from_body(cls, data: Dict[str, Any], path: Path) -> "HashCache":
+        return cls({k: v for k, v in data["files"].items() if isinstance(v, str) and len(v) == 64})
+
+
 class LocalHashes:
     """The host's sha256 of local files, computed once per deploy and shared by every device worker.
 
@@ -66,12 +83,12 @@ class LocalHashes:
             self.load(cache)
 
     def load(self, cache: Path) -> None:
-        """Use (and on close, update) the digest cache in ``cache``; an unreadable one is ignored."""
+        """Use (and on close, update) the digest cache in ``cache``; an unreadable one (or an earlier torchdroid's)
+        is ignored, and replaced on close."""
         self._cache_path = Path(cache)
         try:
-            data = json.loads(self._cache_path.read_text())
-            self._cached = {k: v for k, v in data.get("files", {}).items() if isinstance(v, str) and len(v) == 64}
-        except (OSError, ValueError, AttributeError):
+            self._cached = HashCache.load(self._cache_path).files
+        except RecordError:
             self._cached = {}
 
     @staticmethod
@@ -105,7 +122,7 @@ class LocalHashes:
         files = {**self._cached, **self._known}
         files = dict(list(files.items())[-1000:])  # bounded: the newest entries
         try:
-            atomic_write_text(self._cache_path, json.dumps({"kind": "torchdroid.local-hashes", "files": files}))
+            HashCache(files).write(self._cache_path)
         except Exception as e:  # a cache: never a reason to fail a deploy (read-only or full results directory)
             log.debug("could not write %s: %s", self._cache_path, e)
 

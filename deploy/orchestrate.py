@@ -4,7 +4,6 @@ failed ones too."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import threading
@@ -22,13 +21,13 @@ from toolchain.records import ResultRow, now_iso
 
 from .adb import Adb
 from .device_run import Cancelled, DeviceReport, record_failure, run_device, stop_benchmarks
-from .executorch_bench import plan_executorch, record_executorch
+from .formats import DeployFormat, chosen
 from .hashes import HASH_CACHE_NAME
 from .journal import import_journals
-from .keeper import WRITE_ERRORS, Keeper
-from .plan import DeployPlan, DeploySettings, check_values, make_plan, project_name
+from .keeper import Keeper
+from .plan import DeployPlan, DeploySettings, check_values, project_name
 from .push import check_dir
-from .results import DB_NAME, ResultStore, export
+from .results import DB_NAME, ResultStore
 from .servers import Target, Unreachable, list_servers, select
 from .status import device_lines
 from .stf import farm_targets, needs_of
@@ -88,19 +87,12 @@ def numerics_policy(result: DeployResult) -> str:
             f"affected (--fail-on-numerics or deploy.fail_on_numerics makes it exit {NUMERICS_DIFFER})")
 
 
-def outcome(result: DeployResult, torchscript: bool) -> Optional[Tuple[str, int]]:
-    """What fails the task, with its exit code: a device or benchmark that failed (7) before outputs that differ
-    (8, only with ``fail_on_numerics``); None when the run succeeded."""
-    if torchscript:
-        failed_rows = [r for r in result.rows if r.status == "failed"]
-        if result.failed:
-            return (f"{len(result.failed)} of {len(result.devices)} device(s) had problems (see above; the others "
-                    "were deployed)"), DEVICE_PROBLEM
-        if failed_rows:
-            return (f"{len(failed_rows)} benchmark(s) failed (reasons in the table above; the results are "
-                    "recorded)"), DEVICE_PROBLEM
-    if result.executorch is not None and result.executorch.problems:
-        return f"{len(result.executorch.problems)} problem(s), see above", DEVICE_PROBLEM
+def outcome(result: DeployResult, formats: Sequence[str]) -> Optional[Tuple[str, int]]:
+    """What fails the task, with its exit code: a format's problem (a device or benchmark that failed: 7) before
+    outputs that differ (8, only with ``fail_on_numerics``); None when the run succeeded."""
+    problem = next(filter(None, (f.problem(result) for f in chosen(formats))), None)
+    if problem:
+        return problem, DEVICE_PROBLEM
     if result.fail_on_numerics and result.differing:
         return numerics_policy(result), NUMERICS_DIFFER
     return None
@@ -147,9 +139,10 @@ def deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]] = 
 def _deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]], lent: contextlib.ExitStack
             ) -> DeployResult:
     check_values(s)
-    plan = make_plan(s)
-    if "executorch" in s.formats:
-        plan.executorch = plan_executorch(s)
+    formats = chosen(s.formats)
+    plan = DeployPlan(None, [], None)
+    for f in formats:
+        f.plan(s, plan)
     plan.hashes.load(Path(s.results) / HASH_CACHE_NAME)  # local files' digests: not read again when unchanged
     for w in plan.warnings:
         log.warning("%s", w)
@@ -159,17 +152,17 @@ def _deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]], 
     started = now_iso()
     ensure_writable_dir(s.results, "results directory (deploy.results)")
     # before any device work: a store that cannot take the rows stops here
-    if "torchscript" in s.formats:
+    if any(f.keeps_rows for f in formats):
         imported = import_journals(ResultStore(Path(s.results) / DB_NAME), Path(s.results))
         for line in imported:
             log.warning("%s", line)
         plan.warnings += imported
-    keeper = Keeper.open(s, plan, started) if "torchscript" in s.formats else None
+    keeper = Keeper.open(s, plan, started) if any(f.keeps_rows for f in formats) else None
     interrupted = None
     try:
         with contextlib.ExitStack() as stack:
             status = on_status or stack.enter_context(device_lines())
-            run_workers(reports, targets, s, plan, directory, status, keeper)
+            run_workers(reports, targets, s, plan, directory, status, keeper, formats)
     except KeyboardInterrupt as e:
         interrupted = e
     finally:
@@ -183,19 +176,19 @@ def _deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]], 
     if interrupted is not None:
         interrupted.detail = keep_completed(s, plan, reports, keeper, directory)  # the run's one closing line says it
         raise interrupted
-    return record(s, plan, reports, keeper, directory)
+    return record(s, plan, reports, keeper, directory, formats)
 
 
 def keep_completed(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Optional[Keeper],
                    directory: str) -> str:
-    """Ctrl-C: the TorchScript rows that completed are recorded (a run without one is forgotten: no empty run, no
-    empty ``latest``); the ExecuTorch format's record is not written (a device's lines exist only once all its
-    programs ran).  Returns what was kept, for the one line the task prints."""
+    """Ctrl-C: the rows the store keeps (TorchScript's) that completed are recorded (a run without one is forgotten:
+    no empty run, no empty ``latest``); the ExecuTorch format's record is not written (a device's lines exist only
+    once all its programs ran).  Returns what was kept, for the one line the task prints."""
     kept = []
     if keeper is not None:
         rows = [r for rep in reports for r in rep.rows]
         if rows:
-            record(s, dataclasses.replace(plan, executorch=None), reports, keeper, directory)
+            record(s, plan, reports, keeper, directory, [f for f in chosen(s.formats) if f.keeps_rows])
             kept.append(f"{len(rows)} completed row(s) kept in {keeper.where()}")
         else:
             keeper.discard()
@@ -205,7 +198,8 @@ def keep_completed(s: DeploySettings, plan: DeployPlan, reports: List[DeviceRepo
 
 
 def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySettings, plan: DeployPlan,
-                directory: str, status: Callable[[str, str], None], keeper: Optional[Keeper] = None) -> None:
+                directory: str, status: Callable[[str, str], None], keeper: Optional[Keeper],
+                formats: Sequence[DeployFormat]) -> None:
     """One worker thread per device (whichever adb server it is on); whatever one device does, the others go on.
 
     Ctrl-C: the benchmarks running on the phones are stopped (each phone is told, a status line says so), each
@@ -216,7 +210,8 @@ def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySet
 
     def work(rep: DeviceReport, target: Target) -> None:
         try:
-            run_device(target, rep, s, plan, directory, lambda t: status(rep.serial, t), cancel)
+            run_device(target, rep, s, plan, directory, lambda t: status(rep.serial, t),
+                       [f.on_device for f in formats], cancel)
         except Cancelled:
             status(rep.serial, "interrupted: benchmark stopped, completed rows kept")
         except TorchdroidError as e:
@@ -259,54 +254,10 @@ def name_loss(target: Target, rep: DeviceReport) -> None:
 
 
 def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Optional[Keeper],
-           directory: str) -> DeployResult:
-    """Every TorchScript row (ok, failed, skipped) is stored already, device by device (``Keeper``); here the rest:
-    the run's and the latest CSV/JSON (the JSON with the numerics verdicts and NNAPI placements), then the
-    ExecuTorch format's records (which join the latest legacy results: this run's when it had both formats)."""
+           directory: str, formats: Sequence[DeployFormat]) -> DeployResult:
+    """Each format's records (``formats``, in deploy/formats.py's order): TorchScript's rows are stored already,
+    device by device (``Keeper``); ExecuTorch's join the latest TorchScript results, this run's when it had both."""
     result = DeployResult(reports, None, None, {}, plan.warnings, directory, fail_on_numerics=s.fail_on_numerics)
-    if keeper is not None:
-        rows = [r for rep in reports for r in rep.rows]
-        devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
-        result.run_id, result.db_path, results = keeper.run_id, keeper.store.path, Path(s.results)
-        checks = run_numerics(reports, plan), run_hardware(reports, plan if s.hardware and s.bench else None)
-        try:
-            result.exports = export(rows, results, keeper.stem, devices, *checks)
-            result.exports.update({f"latest_{k}": v for k, v in export(rows, results, "latest", devices, *checks).items()})
-        except WRITE_ERRORS as e:  # a full disk: the rows into the store still, then say where they are
-            keeper.exported = False
-            keeper.finish()
-            raise keeper.not_exported(e) from e
-        keeper.finish()
-    if plan.executorch is not None:
-        result.executorch = record_executorch(s, plan.executorch, reports)
+    for f in formats:
+        f.record(s, plan, result, keeper)
     return result
-
-
-def run_numerics(reports: List[DeviceReport], plan: DeployPlan) -> List[NumericsVerdict]:
-    """Every phone's numerics verdicts (an empty list when none ran); a device that failed before its models ran
-    gets "unknown" for each of them, with its failure."""
-    verdicts = []
-    for rep in reports:
-        verdicts += rep.numerics
-        if not rep.numerics and rep.errors and plan.references is not None:
-            verdicts += [NumericsVerdict(rep.serial, m.file, m.backend, m.mode, "unknown",
-                                         reason=f"the device failed: {rep.errors[0].splitlines()[0]}")
-                         for m in plan.models]
-    return verdicts
-
-
-def run_hardware(reports: List[DeviceReport], plan: Optional[DeployPlan]) -> Optional[List[Placement]]:
-    """Every phone's NNAPI placements; an NNAPI model a device did not run (the device failed, or skipped NNAPI) is
-    "unknown" with the reason.  None when not asked for."""
-    if plan is None or plan.binary is None:
-        return None
-    placements = []
-    for rep in reports:
-        placements += rep.hardware
-        seen = {p.file for p in rep.hardware}
-        for m in plan.models:
-            if m.backend == "nnapi" and m.file not in seen:
-                why = next((r.reason for r in rep.rows if r.model_file == m.file and r.reason), "") or (
-                    rep.errors[0].splitlines()[0] if rep.errors else "the model was not run on this device")
-                placements.append(Placement(rep.serial, m.file, m.mode, "unknown", reason=f"not run: {why}"))
-    return placements

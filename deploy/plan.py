@@ -337,16 +337,11 @@ def _plan_warnings(s: DeploySettings, binary: Optional[BinaryPlan], app: Optiona
     if binary is not None:
         warnings += check_commits(binary.commit, {f.file: f.torch_git_version for f in models}, s.allow_mismatch)
     warnings += _refused_warnings(s, models)
-    unoptimized = [f.file for f in models if f.backend == "cpu" and not f.extra.get("mobile_optimized", False)]
-    if unoptimized:
-        warnings.append(unoptimized_warning(unoptimized))
-    return warnings
+    return warnings + unoptimized_warnings(models)
 
 
 def make_plan(s: DeploySettings) -> DeployPlan:
-    """The TorchScript format's part (the ExecuTorch format's is executorch_bench.plan_executorch)."""
-    if "torchscript" not in s.formats:
-        return DeployPlan(None, [], None)
+    """The TorchScript format's part (deploy/formats.py; the ExecuTorch format's is executorch_bench.plan_executorch)."""
     binary = plan_binary(s)
     app = plan_app(s, binary is not None or not s.bench)
     models = plan_models(s, needed=binary is not None)
@@ -357,12 +352,14 @@ def make_plan(s: DeploySettings) -> DeployPlan:
                       references=plan_references(s, binary is not None))
 
 
-def unoptimized_warning(files: List[str]) -> str:
-    """What every CPU-vs-NNAPI (and ExecuTorch-vs-CPU) comparison on the phones must say about these CPU models."""
-    return (f"the TorchScript CPU models ({', '.join(files)}) were converted without optimize_for_mobile (the "
+def unoptimized_warnings(files: List[ModelFile]) -> List[str]:
+    """What every CPU-vs-NNAPI (and ExecuTorch-vs-CPU) comparison on the phones must say about the TorchScript CPU
+    models among ``files`` converted without optimize_for_mobile (nothing when there are none)."""
+    bad = [f.file for f in files if f.backend == "cpu" and not f.extra.get("mobile_optimized", False)]
+    return [f"the TorchScript CPU models ({', '.join(bad)}) were converted without optimize_for_mobile (the "
             "converting torch has no XNNPACK, as the x86_64 PyPI wheels): fused but not XNNPACK-prepacked, so the "
             "CPU numbers (and every speed-up over them) are those of unoptimised files; convert with a torch built "
-            "with XNNPACK (aarch64 wheels, or a source build) for fully optimised CPU models")
+            "with XNNPACK (aarch64 wheels, or a source build) for fully optimised CPU models"] if bad else []
 
 
 def plan_references(s: DeploySettings, binary: bool) -> Optional[ReferenceOutputs]:

@@ -27,19 +27,16 @@ from __future__ import annotations
 
 import logging
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
-from toolchain import executorch_pins as pins
 from toolchain.errors import RecordError
 from toolchain.fsutil import sha256_file
 from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
 from toolchain.pte_records import PteFile, load_section, reference_path
 
 from .adb import Device
-from .bench import stoppable
 from .numerics import NoOutput, judge, outputs_on_device
 from .push import PushItem
 
@@ -48,7 +45,6 @@ log = logging.getLogger(__name__)
 BACKEND = "executorch"
 HOST_KEY = "host-executorch"
 OUTPUT_LINE = re.compile(r"^Output\[(\d+)\]\[(\d+)\]: \((float|int|char|bool)\) (\S+)")
-PRINT_FLAG = "--print_output=all"
 
 
 @dataclass
@@ -154,19 +150,6 @@ def host_reference(f: PteFile, pi: ProgramInputs) -> FileReference:
 # --------------------------------------------------------------------------- the phone
 
 
-TRACE_NAME = "numerics-run.etdump"  # where a runner with the event tracer writes the ETDump of an output run
-
-
-def output_command(directory: str, program: str, input_name: Optional[str], threads: int, tracer: bool = False) -> str:
-    """One run of the program on one input file (None: the runner's all-ones default) printing every output.  A
-    runner built with the event tracer writes an ETDump after every run (default ``model.etdump``, EB4): it goes
-    to :data:`TRACE_NAME`, removed after the program's runs."""
-    inputs = f" --inputs={shlex.quote(input_name)}" if input_name else ""
-    trace = f" --etdump_path={TRACE_NAME}" if tracer else ""
-    return stoppable(directory, f"./{pins.RUNNER} --model_path={shlex.quote(program)}{inputs} "
-                                f"{PRINT_FLAG} --num_executions=1 --cpu_threads={int(threads)}{trace} 2>&1")
-
-
 class Unprintable(ValueError):
     """The runner's output holds no output values in the form ``--print_output=all`` prints."""
 
@@ -196,9 +179,10 @@ def _unknown_flag(output: str) -> bool:
     return "print_output" in output and ("unknown command line flag" in output or "Unknown --print_output" in output)
 
 
-def check_program(device: Device, directory: str, f: PteFile, pi: ProgramInputs, ref: FileReference,
-                  threads: int, timeout: float, tracer: bool = False) -> NumericsVerdict:
-    """Run ``f`` once per input with ``--print_output=all`` and judge the printed first output against ``ref``."""
+def check_program(device: Device, f: PteFile, pi: ProgramInputs, ref: FileReference,
+                  command: Callable[[Optional[str]], str], timeout: float) -> NumericsVerdict:
+    """Run ``f`` once per input (``command(input file or None)``: the runner's command line printing every output,
+    executorch_bench.runner_command) and judge the printed first output against ``ref``."""
     subject = Subject(f.file, BACKEND, f.precision)
     if not ref.outputs:  # nothing to compare with: the phone is not asked
         return judge(device.serial, subject, [], [], ref)
@@ -217,10 +201,7 @@ def check_program(device: Device, directory: str, f: PteFile, pi: ProgramInputs,
         shape = host[i].shape if len(values) == len(host[i].values) else [len(values)]
         return TensorValues(shape, values, host[i].scale, host[i].zero_point)
 
-    phone, problems = outputs_on_device(device, [output_command(directory, f.file, n, threads, tracer) for n in names],
-                                        read, timeout)
-    if tracer:
-        device.shell(f"rm -f {shlex.quote(directory.rstrip('/') + '/' + TRACE_NAME)}", timeout=timeout)
+    phone, problems = outputs_on_device(device, [command(n) for n in names], read, timeout)
     v = judge(device.serial, subject, phone, problems, ref)
     if v.verdict != "unknown":
         v.inputs = len(phone)

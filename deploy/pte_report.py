@@ -57,10 +57,6 @@ class PteReportSection:
     notes: List[str] = field(default_factory=list)  # what every comparison must say (unoptimised CPU baselines...)
     hint: str = ""
 
-    @property
-    def is_stale(self) -> bool:
-        return bool(self.stale) or any(d.stale for d in self.devices)
-
 
 def _same_dir(a: str, b: Optional[str]) -> bool:
     return b is None or Path(a).expanduser().resolve() == Path(b).expanduser().resolve()

@@ -126,17 +126,16 @@ def baseline_notes(models: Optional[str], rows: List[ResultRow]) -> List[str]:
     from toolchain.errors import TorchdroidError
     from toolchain.records import ConvertManifest
 
-    from .plan import unoptimized_warning
+    from .plan import unoptimized_warnings
 
     if not models:
         return []
     try:
-        files = {f.file: f for f in ConvertManifest.load(Path(models)).files if f.backend == "cpu"}
+        files = ConvertManifest.load(Path(models)).files
     except TorchdroidError:
         return []
     ran = {r.model_file for r in rows if r.backend == "cpu"}
-    bad = sorted(name for name in ran if name in files and not files[name].extra.get("mobile_optimized", False))
-    return [unoptimized_warning(bad)] if bad else []
+    return unoptimized_warnings(sorted((f for f in files if f.file in ran), key=lambda f: f.file))
 
 
 def _groups(rows: List[ResultRow]) -> list:

@@ -47,22 +47,12 @@ def pte_results_path(results_dir: Path, run: Optional[int] = None) -> Path:
     return Path(results_dir) / f"{PTE_RESULTS_STEM if run is None else f'{PTE_RUN_PREFIX}{run:04d}'}.json"
 
 
-def pte_run_ids(results_dir: Path) -> List[int]:
-    """The numbers of the runs recorded in ``results_dir``, oldest first."""
-    ids = []
-    for p in Path(results_dir).glob(f"{PTE_RUN_PREFIX}*.json"):
-        number = p.stem[len(PTE_RUN_PREFIX):]
-        if number.isdigit():
-            ids.append(int(number))
-    return sorted(ids)
-
-
 def _claim_run(results_dir: Path) -> int:
     """The next run number, its file created exclusively (never through a link), so two deploy-executorch runs
     writing into one results directory at once never take the same number."""
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
-    run = (pte_run_ids(results_dir) or [0])[-1] + 1
+    run = (PteDeployRecord.run_ids(results_dir) or [0])[-1] + 1
     while True:
         try:
             os.close(os.open(pte_results_path(results_dir, run),
@@ -222,10 +212,8 @@ class PteDeployRecord(Record):
         return [r for r in self.rows if r.serial == serial]
 
     def body(self) -> Dict[str, Any]:
-        return {"written": self.written, "run_id": self.run_id, "models": self.models, "build_info": self.build_info, "warmup": self.warmup, "iters": self.iters,
-                "repeat": self.repeat, "threads": self.threads, "legacy": self.legacy,
-                "rows": [asdict(r) for r in self.rows], "problems": list(self.problems),
-                "operators": list(self.operators), "notes": list(self.notes), "numerics": dict(self.numerics)}
+        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "path"},
+                "rows": [asdict(r) for r in self.rows]}
 
     def write(self, results_dir: Path) -> Dict[str, Path]:
         """This run's ``executorch-run-NNNN.json`` (the record) and ``.csv`` (its rows), under a new number, then the
@@ -243,7 +231,9 @@ class PteDeployRecord(Record):
 
     @classmethod
     def run_ids(cls, results_dir: Path) -> List[int]:
-        return pte_run_ids(results_dir)
+        """The numbers of the runs recorded in ``results_dir``, oldest first."""
+        numbers = (p.stem[len(PTE_RUN_PREFIX):] for p in Path(results_dir).glob(f"{PTE_RUN_PREFIX}*.json"))
+        return sorted(int(n) for n in numbers if n.isdigit())
 
     @classmethod
     def exists(cls, results_dir: Path) -> bool:

@@ -224,15 +224,14 @@ def phones(overviews: Any) -> None:
             note(f"{p.label}: top ExecuTorch operator: {line}")
 
 
-def deployed(result: Any, torchscript: bool, as_json: bool = False) -> None:
-    """What `invoke deploy` did: the TorchScript format's part (``torchscript``), the ExecuTorch format's, or both;
-    with ``--json`` one JSON document (every device's rows, numerics and placements, the ExecuTorch record)."""
+def deployed(result: Any, formats: Any, as_json: bool = False) -> None:
+    """What `invoke deploy` did: each format's part (``formats``: the run's, in ``SHOWS``' order); with ``--json``
+    one JSON document (every device's rows, numerics and placements, the ExecuTorch record)."""
     if as_json:
         return emit_json(result, {"rows": result.rows, "failed": [d.serial for d in result.failed]})
-    if torchscript:
-        deploy(result)
-    if result.executorch is not None:
-        pte_deploy(result)
+    for name, part in SHOWS["deploy"].items():
+        if name in formats:
+            part(result)
     from deploy.orchestrate import numerics_policy
 
     policy = numerics_policy(result)
@@ -428,7 +427,7 @@ def _pte_latency_rows(result: Any) -> list:
     their range: toolchain.stats.Comparison); the baselines 1.00x; a line that was not timed: its note."""
     from converter.pte_host import speedups
 
-    cells = {label: f"{up:.2f}x" for label, up in speedups(result.lines).items()}  # the baselines: 1.00x
+    cells = {label: f"{up:.2f}x" for label, up in speedups(result.lines, []).items()}  # the baselines: 1.00x
     cells.update((r.other, f"{r.value:.2f}x ({r.low:.2f}-{r.high:.2f}"
                            f"{', ?' if r.uncertain else ', ~' if r.noisy else ''})") for r in result.ratios)
     return [(x.label, x.file, f"{x.timing.median_ms:.2f}", f"{x.timing.p90_ms:.2f}", f"{x.timing.min_ms:.2f}",
@@ -492,4 +491,5 @@ def pte_operators(entries: Any) -> None:
 
 
 SHOWS = {"convert": {"torchscript": convert, "executorch": pte_convert},
-         "bench": {"torchscript": host_bench, "executorch": pte_bench}}
+         "bench": {"torchscript": host_bench, "executorch": pte_bench},
+         "deploy": {"torchscript": deploy, "executorch": pte_deploy}}

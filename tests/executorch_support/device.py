@@ -5,7 +5,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Optional
 
+from deploy.executorch_bench import TRACED_RUNNER
 from tests.executorch_support.runtime import FIXTURE, fake_pte
 from toolchain import executorch_pins as pins
 from toolchain.fsutil import sha256_file
@@ -33,14 +35,21 @@ def build_standin_runner(out_dir: Path, api_level: int = 29, event_tracer: bool 
     return exe
 
 
-def write_runtime_build_info(build_dir: Path, runner: Path, abi: str = "arm64-v8a", event_tracer: bool = False) -> Path:
+def write_runtime_build_info(build_dir: Path, runner: Path, abi: str = "arm64-v8a", event_tracer: bool = False,
+                             traced: Optional[Path] = None) -> Path:
+    """An earlier build-android's build-info (one runner, traced when its top-level ``event_tracer`` says so), or with
+    ``traced``, today's: the untraced ``runner`` and ``executor_runner_traced``, each with its ``event_tracer``."""
     out = build_dir / "android" / abi / "executorch"
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(runner, out / pins.RUNNER)
+    artefacts = []
+    for name, exe, tracer in ((pins.RUNNER, runner, event_tracer), (TRACED_RUNNER, traced, True)):
+        if exe is not None:
+            shutil.copy2(exe, out / name)
+            artefacts.append({"name": name, "path": name, "kind": "binary", "sha256": sha256_file(out / name),
+                              **({"event_tracer": tracer} if traced is not None else {})})
     BuildInfo.create(out / "build-info.json", {
         "lane": pins.RUNTIME_LANE, "runtime": "executorch", "commit": pins.RUNTIME_COMMIT, "abi": abi, "api_level": 29,
-        "event_tracer": event_tracer,
-        "artefacts": [{"name": pins.RUNNER, "path": pins.RUNNER, "kind": "binary", "sha256": sha256_file(out / pins.RUNNER)}]})
+        **({} if traced is not None else {"event_tracer": event_tracer}), "artefacts": artefacts})
     return out / "build-info.json"
 
 

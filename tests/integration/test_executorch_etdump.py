@@ -87,3 +87,56 @@ def test_the_fixture_runner_refuses_etdump_path_unless_built_with_the_tracer(tin
     from executorch.devtools import Inspector
 
     assert [b.name for b in Inspector(etdump_path=str(tmp_path / "x.etdump")).event_blocks][-1].startswith("Execute")
+
+
+def _runner_runs(log: str) -> list:
+    """(runner, command) of every executor_runner run the virtual device's shell ran."""
+    import re
+
+    return [(m.group(1), line) for line in log.splitlines() for m in [re.search(r"\./(executor_runner\w*) ", line)]
+            if m]
+
+
+def _etdumps(dev) -> list:
+    return sorted(str(p.relative_to(dev.root)) for p in dev.root.rglob("*.etdump"))
+
+
+@pytest.mark.slow
+def test_the_timing_rounds_run_the_untraced_runner_and_leave_no_model_etdump(tiny_lane, runners, tmp_path):
+    """Issue 32 item 2: build-android records an untraced executor_runner and executor_runner_traced; the timing
+    rounds and output checks run the untraced one, the per-operator table one more run of the traced one, whose
+    ETDump is pulled (adb's sync pull) and removed: no model.etdump is left on the phone."""
+    models = copy_models(tiny_lane[0], tmp_path / "models")
+    info = write_runtime_build_info(tmp_path / "build", runners["plain"], traced=runners["tracer"])
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        result = deploy_pte(models, info, tmp_path / "res", server.port)
+        runs = _runner_runs((devs["a"].state_dir / "device.log").read_text())
+        left = _etdumps(devs["a"])
+    assert not result.problems, result.problems
+    timing = [cmd for runner, cmd in runs if "--print_output" not in cmd and runner == "executor_runner"]
+    traced = [cmd for runner, cmd in runs if runner == "executor_runner_traced"]
+    assert len(timing) == 3 and not any("--etdump_path" in c for c in timing)  # 3 programs x 1 round, untraced
+    assert len(traced) == 3 and all("--etdump_path=tiny-" in c for c in traced)  # one traced run per program
+    assert left == []  # neither model.etdump nor a program's ETDump stays on the phone
+    assert all(r.runtime.startswith("ExecuTorch ") and "traced" not in r.runtime for r in result.rows)
+    assert all(o["status"] == "ok" for o in result.operators), result.operators
+    assert (tmp_path / "res" / "etdump" / devs["a"].serial / "tiny-fp32-portable.etdump").read_bytes()
+
+
+@pytest.mark.slow
+def test_a_build_with_only_a_traced_runner_has_its_latencies_labelled_traced(tiny_lane, runners, tmp_path):
+    """An earlier build-info (one executor_runner, top-level event_tracer true): its latencies carry the tracer's
+    overhead, and every table and the record say "traced"; its ETDumps are removed all the same."""
+    from deploy.executorch_bench import TRACED_NOTE
+
+    models = copy_models(tiny_lane[0], tmp_path / "models")
+    info = write_runtime_build_info(tmp_path / "build", runners["tracer"], event_tracer=True)
+    with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
+        result = deploy_pte(models, info, tmp_path / "res", server.port)
+        left = _etdumps(devs["a"])
+    assert left == []
+    rec = PteDeployRecord.load(tmp_path / "res")
+    assert {r.runtime for r in rec.rows} == {"ExecuTorch fp32-xnnpack (traced)", "ExecuTorch int8-xnnpack (traced)",
+                                             "ExecuTorch fp32-portable (traced)"}
+    assert TRACED_NOTE in rec.notes and result.problems == []
+    assert all(o["status"] == "ok" for o in rec.operators), rec.operators

@@ -13,7 +13,8 @@ import shutil
 
 import pytest
 
-from deploy.pte_numerics import Unprintable, output_command, parse_outputs
+from deploy.executorch_bench import runner_command
+from deploy.pte_numerics import Unprintable, parse_outputs
 from tests.executorch_support.device import build_standin_runner, deploy_executorch, write_runtime_build_info
 from tests.executorch_support.lane import copy_models
 from tests.virtual_device.harness import adb_with_devices
@@ -43,7 +44,7 @@ def test_the_runners_print_format_is_read_back_and_refused_when_incomplete():
         parse_outputs("OutputX 0: tensor(sizes=[1, 2], [0.25, -1.])\n")  # the default summary mode is not read
     with pytest.raises(Unprintable, match="not all printed"):
         parse_outputs("Output[0][0]: (float) 1.0\nOutput[0][2]: (float) 1.0\n")
-    cmd = output_command("/d", "a b.pte", "in-0.bin", 1)
+    cmd = runner_command("/d", "a b.pte", 1, 1, printed="in-0.bin")
     assert "--inputs=in-0.bin --print_output=all --num_executions=1" in cmd and "'a b.pte'" in cmd
 
 

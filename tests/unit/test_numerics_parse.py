@@ -181,7 +181,7 @@ def test_records_refuse_what_they_would_have_to_guess(tmp_path):
 
 def test_a_device_that_failed_gets_unknown_for_each_model_with_its_failure(tmp_path):
     from deploy.device_run import DeviceReport
-    from deploy.orchestrate import run_numerics
+    from deploy.formats import run_numerics
     from deploy.plan import DeployPlan
     from deploy.results import export
     from toolchain.numerics_records import ReferenceOutputs

@@ -97,3 +97,37 @@ def test_a_results_store_of_another_torchdroid_is_refused_the_same_way_and_kept(
         ResultStore(path).runs()
     assert ei.value.exit_code == 5 and "--results" in ei.value.remedy
     assert path.read_bytes() == before
+
+
+def test_the_push_cache_is_a_record_and_an_earlier_ones_is_ignored_then_replaced(tmp_path):
+    """local-hashes.json (deploy/hashes.py) is a kind on the record base: written with its schema, read back; the
+    cache an earlier torchdroid wrote (no schema) is not trusted, and the next deploy replaces it."""
+    from deploy.hashes import LocalHashes
+
+    model = _file(tmp_path, "weights", "m.pt")
+    cache = tmp_path / "local-hashes.json"
+    with LocalHashes(cache) as hashes:
+        digest = hashes.get(model)
+    data = json.loads(cache.read_text())
+    assert data["kind"] == "torchdroid.local-hashes" and data["schema"] == 1
+    assert LocalHashes(cache).lookup(model)[1] == digest  # read back: not hashed again
+    key = LocalHashes().lookup(model)[0]
+    cache.write_text(json.dumps({"kind": "torchdroid.local-hashes", "files": {key: "0" * 64}}))  # an earlier one
+    with LocalHashes(cache) as hashes:
+        assert hashes.lookup(model)[1] is None and hashes.get(model) == digest
+    assert json.loads(cache.read_text())["schema"] == 1
+
+
+def test_the_executorch_host_bench_is_a_record_and_an_earlier_ones_is_measured_again(tmp_path):
+    """executorch-host-bench.json (converter/pte_host.py) is a kind on the record base: bench reuses what this
+    torchdroid wrote, and an earlier torchdroid's file (no schema) is not reused: measured again, then replaced."""
+    from types import SimpleNamespace
+
+    from converter.pte_host import _previous
+
+    s = SimpleNamespace(out=tmp_path)
+    path = tmp_path / "executorch-host-bench.json"
+    rb.write_record(path, "torchdroid.executorch-host-bench", 1, {"timing_key": "k", "rows": []})
+    assert _previous(s)["timing_key"] == "k"
+    path.write_text(json.dumps({"kind": "torchdroid.executorch-host-bench", "timing_key": "k", "rows": []}))
+    assert _previous(s) == {}
