@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from deploy.device_run import DeviceReport
+from deploy.formats import chosen
 from deploy.journal import import_journals, journal_path, read_journal
 from deploy.keeper import Keeper
 from deploy.orchestrate import record
@@ -122,7 +123,7 @@ def _deploy(root: Path):
         keeper.device_done(rep)
         reports.append(rep)
     try:
-        record(s, plan, reports, keeper, "/data/local/tmp/torchdroid/p")
+        record(s, plan, reports, keeper, "/data/local/tmp/torchdroid/p", chosen(["torchscript"]))
     except (TorchdroidError, OSError) as e:
         return keeper, measured, e
     return keeper, measured, None
