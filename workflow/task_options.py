@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Optional
 
 from invoke import Task
 from invoke import task as _invoke_task
@@ -117,11 +117,6 @@ def task(**kwargs):
         return _invoke_task(klass=TorchdroidTask, auto_shortflags=False, **kwargs)(body)
 
     return wrap
-
-
-def helps(**params) -> Dict[str, str]:
-    """Help texts from the schema: ``helps(iter="bench.iter")``; a text that is no key is used as it is."""
-    return {param: (opt(ref).help(param) if ref in SCHEMA else ref) for param, ref in params.items()}
 
 
 def _default_words(value) -> str:
