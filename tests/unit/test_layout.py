@@ -19,6 +19,7 @@ from toolchain.layout import Layout, UnderBuildDir
 from toolchain.fsutil import mark_owned
 from toolchain.resolve import Resolver
 from toolchain.settings import KEYS, SCHEMA, config_defaults, default
+import tasks  # noqa: F401  its @task declarations tie each parameter to its config key (stage_settings reads them)
 from workflow import stage_settings
 from workflow.clean import execute, plan_clean
 from workflow.task_options import opt
