@@ -283,7 +283,8 @@ class Resolver:
     # ---- the one read
     def value(self, name: str, param: Optional[str] = None) -> Value:
         key = SCHEMA[name]
-        param = param or self.param_of.get(name)
+        if param is None and key.kind.base != "bool":  # an on/off key's command line is get_flag's (unset: False)
+            param = self.param_of.get(name)
         given = self._given(param)
         if given is not None:
             return self._parsed(key, given, Source("cli", "--" + param.replace("_", "-")), text=True)
@@ -318,6 +319,10 @@ class Resolver:
             self.origins[name] = Source("cli", flag)
             return said_on
         return bool(self.get(name) if not key.cli_only else key.default)
+
+    def given(self, name: str) -> bool:
+        """Whether the command line gave ``name`` (through the parameter declared for it)."""
+        return self._given(self.param_of.get(name)) is not None
 
     def configured(self, name: str) -> Any:
         """``name``'s value from the config (files, ``INVOKE_*`` variables, default), whatever the command line says."""

@@ -116,7 +116,7 @@ def per_format(config: Any, stage: str, **cli) -> dict:
 
 def _delegates_made(names: tuple, r: Resolver) -> None:
     r.get("convert.executorch_delegates")  # a malformed value is named first
-    if "executorch" not in names and r.cli.get("delegates"):
+    if "executorch" not in names and r.given("convert.executorch_delegates"):
         raise UsageError("--delegates applies to the ExecuTorch lane, which this convert does not run",
                          cause=f"the formats are {','.join(names)}: no .pte program would be made",
                          remedy="add --format torchscript,executorch (or --format executorch), or drop --delegates")
@@ -219,11 +219,11 @@ def build_android(config: Any, **cli):
     return BuildSettings(
         build_dir=r.path("build_dir"),
         lane=r.get("pytorch.lane"),
-        lane_explicit=cli.get("lane") is not None,
+        lane_explicit=r.given("pytorch.lane"),
         commit=r.get("pytorch.commit"),
         repo_url=r.get("pytorch.repo_url"),
         source_dir=r.path("pytorch.source_dir"),
-        ndk=str(r.path("ndk.path")) if cli.get("ndk") else None,
+        ndk=str(r.path("ndk.path")) if r.given("ndk.path") else None,
         ndk_config=str(ndk_config) if ndk_config else None,
         sdk=str(sdk) if sdk else None,
         python=r.get("pytorch.python"),
@@ -263,7 +263,7 @@ def doctor(config: Any, **cli):
     sdk = r.get("android.sdk")
     return DoctorSettings(
         lane=r.get("pytorch.lane"),
-        ndk=str(r.path("ndk.path")) if cli.get("ndk") else None,
+        ndk=str(r.path("ndk.path")) if r.given("ndk.path") else None,
         ndk_config=str(ndk_config) if ndk_config else None,
         sdk=str(sdk) if sdk else None,
         python=r.get("pytorch.python"),
@@ -379,7 +379,7 @@ def deploy(config: Any, **cli):
         adb_host=r.get("deploy.adb_host"),
         adb_port=r.get("deploy.adb_port"),
         servers=tuple(r.get("deploy.servers")),
-        servers_from="--adb-server" if cli.get("adb_server") else "deploy.servers",
+        servers_from="--adb-server" if r.given("deploy.servers") else "deploy.servers",
         device_dir=r.get("deploy.device_dir"),
         project=r.get("deploy.project") or Path.cwd().name,
         bench=r.get_flag("deploy.bench"),

@@ -156,8 +156,11 @@ def test_a_key_finds_the_command_line_value_of_the_parameter_declared_for_it():
     r = Resolver({"bench": {"iter": 9}}, {"iter": "7", "out": None}, {"iter": "bench.iter", "out": "bench.out"})
     assert r.get("bench.iter") == 7 and r.origin("bench.iter") == "the command line (--iter)"
     assert r.get("bench.warmup") == default("bench.warmup")  # no parameter declared for it: the config's
+    assert r.given("bench.iter") and not r.given("bench.out") and not r.given("bench.warmup")
     flags = {"install": "deploy.install"}
     assert not Resolver({}, {"no_install": True}, flags).get_flag("deploy.install")  # --no-x: derived from --x
+    unset = {"install": False, "no_install": False}  # what the task's body gets when neither flag is given
+    assert Resolver({"deploy": {"install": True}}, unset, flags).get_flag("deploy.install")  # the config's
     with pytest.raises(UsageError, match="both given"):
         Resolver({}, {"install": True, "no_install": True}, flags).get_flag("deploy.install")
     assert stage_settings.verify({}, variant=["quant_full"]).variants == ("quant_full",)  # verify's own declaration
