@@ -19,7 +19,7 @@ from toolchain.settings import config_defaults, key
 from workflow import show, stage_settings as resolve
 from workflow.plan import STAGES
 from workflow.run import stage, terminable
-from workflow.task_options import DEBUG, JSON, flag, opt, task
+from workflow.task_options import DEBUG, JSON, declared, flag, opt, task
 
 invoke_hooks.start(Path(__file__).parent)  # the config files Invoke reads next, checked before it reads them
 
@@ -335,16 +335,15 @@ def clean(c, what=opt("clean.what"), older_than=opt("clean.log_days", "logs olde
 
     preview = bool(dry_run) or bool(c.config.get("run", {}).get("dry"))  # `invoke --dry clean` previews too
     with stage(c.config, "clean", debug, allow_dry=True, frees_space=True):
-        r = Resolver(c.config, {"what": what, "older_than": older_than})
-        plan = cleaning.plan_clean(r.path("build_dir"), r.get("clean.what", "what"), r.get("clean.log_days",
-                                                                                          "older_than"))
+        r = Resolver(c.config, {"what": what, "older_than": older_than}, declared("clean"))
+        plan = cleaning.plan_clean(r.path("build_dir"), r.get("clean.what"), r.get("clean.log_days"))
         for path, size in plan.targets:
             print(f"{'would remove' if preview else 'removing'} {path} ({size / 1e6:.1f} MB)")
         if not preview:
             cleaning.execute(plan)
     verb = "would free" if preview else "freed"
     print(f"{verb} {plan.bytes / 1e6:.1f} MB in {len(plan.targets)} item(s) under {plan.build_dir}"
-          if plan.targets else f"nothing to clean under {plan.build_dir} ({', '.join(r.get('clean.what', 'what'))})")
+          if plan.targets else f"nothing to clean under {plan.build_dir} ({', '.join(r.get('clean.what'))})")
 
 
 ns = Collection(all_, convert, bench, bench_executorch, deploy_executorch, build_android, check_compat, doctor, make_app, build_app, deploy, report, verify,

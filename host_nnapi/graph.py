@@ -86,9 +86,6 @@ class Graph:
     outputs: List[int]
     notes: List[str] = field(default_factory=list)
 
-    def op_list(self) -> List[str]:
-        return [op.name for op in self.operations]
-
     def operation_summary(self) -> Dict[str, int]:
         out: Dict[str, int] = {}
         for op in self.operations:

@@ -1,7 +1,7 @@
 """Typed values from the command line, config files, ``INVOKE_*`` variables and defaults, with their source.
 
-:class:`Resolver` answers ``get(key, param)``: the command-line value of the task parameter
-``param`` if given, else the highest config layer that sets ``key`` (``-f FILE``, ``INVOKE_*``,
+:class:`Resolver` answers ``get(key)``: the command-line value of the task parameter declared for
+``key`` (or of ``param`` in ``get(key, param)``) if given, else the highest config layer that sets ``key`` (``-f FILE``, ``INVOKE_*``,
 ``invoke.yaml`` next to tasks.py, ``~/.invoke.yaml``, ``/etc/invoke.yaml``), else the schema's
 default, parsed and checked against the key's type in :mod:`toolchain.settings` (an output path's default
 joined onto the ``build_dir`` in force, :mod:`toolchain.layout`).  A bad value is
@@ -270,19 +270,24 @@ def _example(key: Key) -> Any:
 class Resolver:
     """Typed values for one task run; ``origins`` keeps where each came from."""
 
-    def __init__(self, config: Any, cli: Optional[Mapping[str, Any]] = None):
+    def __init__(self, config: Any, cli: Optional[Mapping[str, Any]] = None,
+                 params: Optional[Mapping[str, str]] = None):
+        """``cli``: the task's parameters as given (``None``: not given); ``params``: which config key each parameter
+        sets (the task's declaration, workflow/task_options.py), so ``get(key)`` finds its command-line value."""
         self.config = config
         self.cli = dict(cli or {})
+        self.param_of = {name: param for param, name in (params or {}).items()}
         self.origins: Dict[str, Source] = {}
         self._layers = list(layers(config))
 
     # ---- the one read
     def value(self, name: str, param: Optional[str] = None) -> Value:
         key = SCHEMA[name]
-        given = self.cli.get(param) if param else None
-        if given is not None and given != [] and given != ():
-            flag = "--" + param.replace("_", "-")
-            return self._parsed(key, given, Source("cli", flag), text=True)
+        if param is None and key.kind.base != "bool":  # an on/off key's command line is get_flag's (unset: False)
+            param = self.param_of.get(name)
+        given = self._given(param)
+        if given is not None:
+            return self._parsed(key, given, Source("cli", "--" + param.replace("_", "-")), text=True)
         if not key.cli_only:
             for source, data in self._layers:
                 found, raw = lookup(data, name)
@@ -299,8 +304,11 @@ class Resolver:
         return v.value
 
     def get_flag(self, name: str, on: Optional[str] = None, off: Optional[str] = None) -> bool:
-        """An on/off option: ``--x`` (param ``on``) or ``--no-x`` (param ``off``) beat the config."""
+        """An on/off option: ``--x`` (param ``on``, by default the one declared for ``name``) or ``--no-x`` (param
+        ``off``, by default ``no_`` and ``on``) beat the config."""
         key = SCHEMA[name]
+        on = on or self.param_of.get(name)
+        off = off or (f"no_{on}" if on else None)
         said_on = bool(on and self.cli.get(on))
         said_off = bool(off and self.cli.get(off))
         if said_on and said_off:
@@ -312,6 +320,14 @@ class Resolver:
             return said_on
         return bool(self.get(name) if not key.cli_only else key.default)
 
+    def given(self, name: str) -> bool:
+        """Whether the command line gave ``name`` (through the parameter declared for it)."""
+        return self._given(self.param_of.get(name)) is not None
+
+    def configured(self, name: str) -> Any:
+        """``name``'s value from the config (files, ``INVOKE_*`` variables, default), whatever the command line says."""
+        return Resolver(self.config).get(name)
+
     def path(self, name: str, param: Optional[str] = None) -> Optional[Path]:
         value = self.get(name, param)
         return Path(value) if value is not None else None
@@ -321,6 +337,11 @@ class Resolver:
         return source.describe(name)
 
     # ---- helpers
+    def _given(self, param: Optional[str]) -> Any:
+        """The command-line value of ``param``, or None when it was not given (an empty list is not given)."""
+        given = self.cli.get(param) if param else None
+        return None if given is None or given == [] or given == () else given
+
     @staticmethod
     def _env_name(key: Key, source: Source) -> str:
         return key.env_var if source.kind == "env" else source.name

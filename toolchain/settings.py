@@ -12,13 +12,13 @@ How to add an option
    the range or choices are part of it; a bad value is a usage error (exit 2) that names the
    option or key and where the value came from.
 2. Read it in the stage's resolution function in ``workflow/stage_settings.py``:
-   ``r.get("deploy.cooldown", "cooldown")`` (the second argument is the task's parameter, when the
-   command line has one) and pass it to the stage's settings dataclass.
+   ``r.get("deploy.cooldown")`` (its command-line value is that of the task parameter declared for the key in
+   step 3) and pass it to the stage's settings dataclass.
 3. In ``tasks.py`` add the parameter to the task as ``cooldown=opt("deploy.cooldown")``
    (:mod:`workflow.task_options`): the option, its help (led by what to type, ``SECONDS: ...``), its
    list-ness and the value the body sees when it is not given (``None``, never the real default: that
    lives here) all come from this key.  On/off options are two flags, ``install=opt("deploy.install")``
-   and ``no_install=flag("...")``, read with ``r.get_flag(...)``, so the command line can switch on what
+   and ``no_install=flag("...")``, read with ``r.get_flag("deploy.install")`` (``--no-x`` is ``no_`` and the declared parameter), so the command line can switch on what
    the config has off and the other way round.
 
 Defaults live only here: the settings dataclasses of the stages take their values from the

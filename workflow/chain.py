@@ -21,6 +21,7 @@ from toolchain.console import note
 from toolchain.resolve import Resolver
 from toolchain.variants import with_stem
 from workflow.run import INTERRUPT_CODES
+from workflow.task_options import declared
 
 from . import plan, stage_settings
 from .plan import STAGES, AllSummary, Facts, StageOutcome
@@ -55,10 +56,10 @@ class AllPlan:
 def prepare(config: Any, weights: Optional[str] = None, model: Optional[str] = None, skip: Any = None,
             replace_app: bool = False, pretrained_status: Optional[Callable] = None) -> AllPlan:
     """Resolve and check every stage's settings (usage errors before any work), and the weights policy."""
-    r = Resolver(config, {"weights": weights, "model": model, "skip": skip})
-    skipped = tuple(plan.check_stage_names(r.get("all.skip", "skip")))
-    variant = r.get("app.model", "model")
-    requested = r.get("all.weights", "weights")
+    r = Resolver(config, {"weights": weights, "model": model, "skip": skip}, declared("all_"))
+    skipped = tuple(plan.check_stage_names(r.get("all.skip")))
+    variant = r.get("app.model")
+    requested = r.get("all.weights")
     # convert's other values, for check_values; the weights are all's own (resolve_weights below decides `auto` once,
     # and convert gets the result when it runs): never convert.weights' `auto`, which would look for pretrained ones
     convert = stage_settings.convert(config, weights="random")

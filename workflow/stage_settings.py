@@ -25,6 +25,18 @@ def _text(path: Optional[Path]) -> Optional[str]:
     return str(path) if path is not None else None
 
 
+STAGE_TASKS = {"convert": ("convert",), "bench": ("bench", "bench_executorch")}
+_BENCH = STAGE_TASKS["bench"]
+
+
+def _resolver(config: Any, cli: dict, *tasks: str) -> Resolver:
+    """A resolver for a stage function's command-line values, named as the parameters of ``tasks`` (tasks.py), which
+    declare the config key each one sets: ``r.get("bench.iter")`` finds ``--iter``."""
+    from workflow.task_options import declared
+
+    return Resolver(config, cli, declared(*tasks))
+
+
 def build_dir(config: Any) -> Path:
     return Resolver(config).path("build_dir")
 
@@ -33,11 +45,11 @@ def debug(config: Any, cli_debug: Optional[bool] = None) -> bool:
     return bool(cli_debug) or bool(Resolver(config).get("debug"))
 
 
-def build_info_path(r: Resolver, abi_param: Optional[str] = None) -> Path:
+def build_info_path(r: Resolver) -> Path:
     """<build_dir>/android/<abi>/build-info.json, the one place the path is joined."""
     from toolchain.records import build_info_path as joined
 
-    return joined(r.path("build_dir"), r.get("android.abi", abi_param))
+    return joined(r.path("build_dir"), r.get("android.abi"))
 
 
 # --------------------------------------------------------------------------- convert, bench, verify
@@ -46,14 +58,14 @@ def build_info_path(r: Resolver, abi_param: Optional[str] = None) -> Path:
 def weights(r: Resolver) -> str:
     """convert.weights with ``auto`` (the default of every task, as in `invoke all`) decided here: pretrained when they
     can be had, else random weights, said loudly as a warning; the manifest then records ``random``."""
-    value = r.get("convert.weights", "weights")
+    value = r.get("convert.weights")
     if value.strip() != "auto":
         return value
     from workflow.plan import resolve_weights
     from workflow.weights import pretrained_status
 
     build = r.path("build_dir")
-    used, note, substituted = resolve_weights("auto", r.get("convert.model", "model"),
+    used, note, substituted = resolve_weights("auto", r.get("convert.model"),
                                               lambda model: pretrained_status(model, build))
     if substituted:
         log.warning("%s", note)
@@ -63,31 +75,31 @@ def weights(r: Resolver) -> str:
 def convert(config: Any, **cli) -> "Any":
     from converter import ConvertSettings
 
-    r = Resolver(config, cli)
+    r = _resolver(config, cli, "convert")
     modes = cli.pop("modes", None)
     return ConvertSettings(
-        model=r.get("convert.model", "model"),
-        modes=tuple(modes or r.get("convert.quant", "quant")),
+        model=r.get("convert.model"),
+        modes=tuple(modes or r.get("convert.quant")),
         weights=weights(r),
-        calibration=r.path("convert.calibration", "calibration"),
+        calibration=r.path("convert.calibration"),
         calibration_count=r.get("convert.calibration_count"),
-        quantized_weights=r.get("convert.quantized_weights", "quantized_weights"),
+        quantized_weights=r.get("convert.quantized_weights"),
         seed=r.get("convert.seed"),
         factory_timeout=float(r.get("convert.factory_timeout")),
-        out=r.path("convert.out", "out"),
+        out=r.path("convert.out"),
         build_dir=r.path("build_dir"),
-        force=r.get_flag("convert.force", on="force"),
+        force=r.get_flag("convert.force"),
     )
 
 
 def formats(config: Any, stage: str = "convert", **cli) -> tuple:
     """convert.format or bench.format (--format torchscript,executorch): which formats the stage runs, in order."""
-    return _formats(Resolver(config, cli), stage)
+    return _formats(_resolver(config, cli, *STAGE_TASKS[stage]), stage)
 
 
 def _formats(r: Resolver, stage: str) -> tuple:
     """``<stage>.format`` (--format), each format once, in the order given."""
-    return tuple(dict.fromkeys(r.get(f"{stage}.format", "format")))
+    return tuple(dict.fromkeys(r.get(f"{stage}.format")))
 
 
 def per_format(config: Any, stage: str, **cli) -> dict:
@@ -96,15 +108,15 @@ def per_format(config: Any, stage: str, **cli) -> dict:
     when the ExecuTorch format is not run: a usage error then."""
     names = formats(config, stage, format=cli.pop("format", None))
     if stage == "convert":
-        _delegates_made(names, Resolver(config, cli))
+        _delegates_made(names, _resolver(config, cli, "convert"))
     resolvers = {"convert": {"torchscript": convert, "executorch": executorch_convert},
                  "bench": {"torchscript": host_bench, "executorch": pte_bench}}[stage]
     return {name: resolvers[name](config, **cli) for name in names}
 
 
 def _delegates_made(names: tuple, r: Resolver) -> None:
-    r.get("convert.executorch_delegates", "delegates")  # a malformed value is named first
-    if "executorch" not in names and r.cli.get("delegates"):
+    r.get("convert.executorch_delegates")  # a malformed value is named first
+    if "executorch" not in names and r.given("convert.executorch_delegates"):
         raise UsageError("--delegates applies to the ExecuTorch lane, which this convert does not run",
                          cause=f"the formats are {','.join(names)}: no .pte program would be made",
                          remedy="add --format torchscript,executorch (or --format executorch), or drop --delegates")
@@ -114,24 +126,24 @@ def executorch_convert(config: Any, **cli):
     """The ExecuTorch lane's settings."""
     from converter.executorch_lane import ExecutorchSettings
 
-    r = Resolver(config, cli)
+    r = _resolver(config, cli, "convert")
     return ExecutorchSettings(
-        out=r.path("convert.out", "out"), model=r.get("convert.model", "model"),
-        weights=weights(r), calibration=r.path("convert.calibration", "calibration"),
+        out=r.path("convert.out"), model=r.get("convert.model"),
+        weights=weights(r), calibration=r.path("convert.calibration"),
         calibration_count=r.get("convert.calibration_count"), seed=r.get("convert.seed"),
         factory_timeout=float(r.get("convert.factory_timeout")),
-        delegates=tuple(r.get("convert.executorch_delegates", "delegates")),
-        force=r.get_flag("convert.force", on="force"))
+        delegates=tuple(r.get("convert.executorch_delegates")),
+        force=r.get_flag("convert.force"))
 
 
 def pte_bench(config: Any, **cli):
     from converter.pte_host import PteBenchSettings
 
-    r = Resolver(config, cli)
+    r = _resolver(config, cli, *_BENCH)
     return PteBenchSettings(
         **vars(host_bench(config, **cli)), float_atol=r.get("verify.float_atol"), float_rtol=r.get("verify.float_rtol"),
         per_operator=not cli.get("no_per_operator"), legacy=not cli.get("no_legacy"),
-        reference_kernels=r.get("bench.reference_kernels", "reference_kernels"), again=r.get_flag("bench.again", on="again"))
+        reference_kernels=r.get("bench.reference_kernels"), again=r.get_flag("bench.again"))
 
 
 def executorch_runtime(config: Any, **cli):
@@ -145,47 +157,47 @@ def executorch_runtime(config: Any, **cli):
                          cause="that lane builds ExecuTorch's executor_runner at its pinned release, from its own "
                                "repository, with its own CMake options; these options belong to the PyTorch lanes",
                          remedy=f"drop {', '.join(given)}, or build PyTorch Mobile without --lane executorch")
-    r = Resolver(config, cli)
+    r = _resolver(config, cli, "build_android")
     return RuntimeBuildSettings(
-        build_dir=r.path("build_dir"), ndk=cli.get("ndk"), ndk_config=_text(r.path("ndk.path")),
-        abi=r.get("android.abi", "abi"), api_level=r.get("android.api_level", "api_level"),
-        max_jobs=r.get("android.max_jobs", "max_jobs"), git_jobs=r.get("pytorch.git_jobs"),
-        event_tracer=r.get_flag("android.executorch_event_tracer", on="event_tracer", off="no_event_tracer"),
-        python=r.get("pytorch.python", "python"))
+        build_dir=r.path("build_dir"), ndk=cli.get("ndk"), ndk_config=_text(r.configured("ndk.path")),
+        abi=r.get("android.abi"), api_level=r.get("android.api_level"),
+        max_jobs=r.get("android.max_jobs"), git_jobs=r.get("pytorch.git_jobs"),
+        event_tracer=r.get_flag("android.executorch_event_tracer"),
+        python=r.get("pytorch.python"))
 
 
 def host_bench(config: Any, **cli):
     from converter.host_bench import HostBenchSettings
 
-    r = Resolver(config, cli)
+    r = _resolver(config, cli, *_BENCH)
     return HostBenchSettings(
-        models=r.path("convert.out", "models"),
-        warmup=r.get("bench.warmup", "warmup"),
-        iters=r.get("bench.iter", "iter"),
-        threads=r.get("bench.threads", "threads"),
-        out=r.path("bench.out", "out"),
-        repeat=r.get("bench.repeat", "repeat"),
+        models=r.path("convert.out"),
+        warmup=r.get("bench.warmup"),
+        iters=r.get("bench.iter"),
+        threads=r.get("bench.threads"),
+        out=r.path("bench.out"),
+        repeat=r.get("bench.repeat"),
     )
 
 
 def verify(config: Any, **cli):
     from host_nnapi.verify import VerifySettings
 
-    r = Resolver(config, cli)
+    r = _resolver(config, cli, "verify")
     return VerifySettings(
-        models=r.path("convert.out", "models"),
-        out=r.path("verify.out", "out"),
-        variants=tuple(r.get("verify.variants", "variant")),
-        rounding=r.get("verify.rounding", "rounding"),
+        models=r.path("convert.out"),
+        out=r.path("verify.out"),
+        variants=tuple(r.get("verify.variants")),
+        rounding=r.get("verify.rounding"),
         float_atol=r.get("verify.float_atol"),
         float_rtol=r.get("verify.float_rtol"),
         max_lsb=r.get("verify.max_lsb"),
         min_top1_agreement=r.get("verify.min_top1_agreement"),
         min_top5_agreement=r.get("verify.min_top5_agreement"),
-        random_inputs=r.get("verify.random_inputs", "random_inputs"),
+        random_inputs=r.get("verify.random_inputs"),
         seed=r.get("verify.seed"),
-        api_level=r.get("android.api_level", "api_level"),
-        layerwise=r.get("verify.layerwise", "layerwise"),
+        api_level=r.get("android.api_level"),
+        layerwise=r.get("verify.layerwise"),
         cache=r.path("verify.cache"),
     )
 
@@ -201,27 +213,27 @@ def after_convert(config: Any) -> str:
 def build_android(config: Any, **cli):
     from ndk_build import BuildSettings
 
-    r = Resolver(config, cli)
-    ndk_config = r.get("ndk.path")
+    r = _resolver(config, cli, "build_android")
+    ndk_config = r.configured("ndk.path")
     sdk = r.get("android.sdk")
     return BuildSettings(
         build_dir=r.path("build_dir"),
-        lane=r.get("pytorch.lane", "lane"),
-        lane_explicit=cli.get("lane") is not None,
-        commit=r.get("pytorch.commit", "commit"),
-        repo_url=r.get("pytorch.repo_url", "repo_url"),
+        lane=r.get("pytorch.lane"),
+        lane_explicit=r.given("pytorch.lane"),
+        commit=r.get("pytorch.commit"),
+        repo_url=r.get("pytorch.repo_url"),
         source_dir=r.path("pytorch.source_dir"),
-        ndk=str(r.path("ndk.path", "ndk")) if cli.get("ndk") else None,
+        ndk=str(r.path("ndk.path")) if r.given("ndk.path") else None,
         ndk_config=str(ndk_config) if ndk_config else None,
         sdk=str(sdk) if sdk else None,
-        python=r.get("pytorch.python", "python"),
-        abi=r.get("android.abi", "abi"),
-        api_level=r.get("android.api_level", "api_level"),
-        max_jobs=r.get("android.max_jobs", "max_jobs"),
-        clean=r.get_flag("build_android.clean", on="clean"),
-        aar=r.get_flag("build_android.aar", on="aar"),
-        vulkan=r.get_flag("build_android.vulkan", on="vulkan"),
-        java_home=_text(r.path("android.java_home", "java_home")),
+        python=r.get("pytorch.python"),
+        abi=r.get("android.abi"),
+        api_level=r.get("android.api_level"),
+        max_jobs=r.get("android.max_jobs"),
+        clean=r.get_flag("build_android.clean"),
+        aar=r.get_flag("build_android.aar"),
+        vulkan=r.get_flag("build_android.vulkan"),
+        java_home=_text(r.path("android.java_home")),
         cmake_args=tuple(cli.get("cmake_arg") or ()),
         git_jobs=r.get("pytorch.git_jobs"),
     )
@@ -229,35 +241,35 @@ def build_android(config: Any, **cli):
 
 def check_compat(config: Any, **cli) -> dict:
     """Keyword arguments of ``ndk_build.check_compat`` plus ``strict``."""
-    r = Resolver(config, cli)
-    build_info = r.path("compat.build_info", "build_info")
-    pytorch_android = r.get("compat.pytorch_android", "pytorch_android")
+    r = _resolver(config, cli, "check_compat")
+    build_info = r.path("compat.build_info")
+    pytorch_android = r.get("compat.pytorch_android")
     if build_info is None and pytorch_android is None:
-        build_info = build_info_path(r, "abi")
+        build_info = build_info_path(r)
     return {
-        "models": r.path("convert.out", "models"),
+        "models": r.path("convert.out"),
         "build_info": build_info,
         "pytorch_android": pytorch_android,
-        "source_dir": r.path("compat.source", "source"),
-        "strict": r.get_flag("compat.strict", on="strict"),
+        "source_dir": r.path("compat.source"),
+        "strict": r.get_flag("compat.strict"),
     }
 
 
 def doctor(config: Any, **cli):
     from .doctor import DoctorSettings
 
-    r = Resolver(config, cli)
-    ndk_config = r.get("ndk.path")
+    r = _resolver(config, cli, "doctor")
+    ndk_config = r.configured("ndk.path")
     sdk = r.get("android.sdk")
     return DoctorSettings(
-        lane=r.get("pytorch.lane", "lane"),
-        ndk=str(r.path("ndk.path", "ndk")) if cli.get("ndk") else None,
+        lane=r.get("pytorch.lane"),
+        ndk=str(r.path("ndk.path")) if r.given("ndk.path") else None,
         ndk_config=str(ndk_config) if ndk_config else None,
         sdk=str(sdk) if sdk else None,
         python=r.get("pytorch.python"),
         adb_host=r.get("deploy.adb_host"),
         adb_port=r.get("deploy.adb_port"),
-        servers=tuple(r.get("deploy.servers", "adb_server")),
+        servers=tuple(r.get("deploy.servers")),
     )
 
 
@@ -268,7 +280,7 @@ def model_app_out(r: Resolver, model: str) -> Path:
     """Where make-app writes: ``app.out`` as given; left at its default, ``<build_dir>/app`` for the default model
     and ``<build_dir>/app-<model>`` for any other (:mod:`toolchain.layout`), so the apps of several models live side by side (the app `invoke all`
     made is never in the way of `make-app --model fp32-xnnpack`)."""
-    given = r.value("app.out", "out")
+    given = r.value("app.out")
     r.origins["app.out"] = given.source
     out = Path(given.value)
     if given.source.kind == "default" and model != default("app.model"):
@@ -282,7 +294,7 @@ def model_app_id(r: Resolver, model: str) -> str:
     would make installing one replace the other)."""
     import re
 
-    given = r.value("app.application_id", "application_id")
+    given = r.value("app.application_id")
     r.origins["app.application_id"] = given.source
     app_id = str(given.value)
     if given.source.kind == "default" and model != default("app.model"):
@@ -298,23 +310,23 @@ def model_app_id(r: Resolver, model: str) -> str:
 def make_app(config: Any, **cli):
     from appgen import AppSettings
 
-    r = Resolver(config, cli)
-    model = r.get("app.model", "model")
+    r = _resolver(config, cli, "make_app")
+    model = r.get("app.model")
     return AppSettings(
         model=model,
-        models=r.path("app.models", "models") or r.path("convert.out"),
+        models=r.path("app.models") or r.path("convert.out"),
         out=model_app_out(r, model),
-        app_name=r.get("app.name", "app_name"),
+        app_name=r.get("app.name"),
         application_id=model_app_id(r, model),
-        abi_filters=tuple(r.get("app.abi_filters", "abi_filters")),
-        min_sdk=r.get("app.min_sdk", "min_sdk"),
-        target_sdk=r.get("app.target_sdk", "target_sdk"),
-        lane=r.get("pytorch.lane", "lane"),
-        pytorch_android=r.get("app.pytorch_android", "pytorch_android"),
-        aar=r.path("app.aar", "aar"),
-        executorch_android=r.get("app.executorch_android", "executorch_android"),
-        executorch_aar=r.path("app.executorch_aar", "executorch_aar"),
-        force=r.get_flag("app.force", on="force"),
+        abi_filters=tuple(r.get("app.abi_filters")),
+        min_sdk=r.get("app.min_sdk"),
+        target_sdk=r.get("app.target_sdk"),
+        lane=r.get("pytorch.lane"),
+        pytorch_android=r.get("app.pytorch_android"),
+        aar=r.path("app.aar"),
+        executorch_android=r.get("app.executorch_android"),
+        executorch_aar=r.path("app.executorch_aar"),
+        force=r.get_flag("app.force"),
         build_dir=r.path("build_dir"),
     )
 
@@ -322,9 +334,9 @@ def make_app(config: Any, **cli):
 def build_app(config: Any, **cli):
     from appgen import BuildAppSettings
 
-    r = Resolver(config, cli)
+    r = _resolver(config, cli, "build_app")
     sdk = r.path("android.sdk")
-    return BuildAppSettings(project=r.path("app.out", "out"), build_dir=r.path("build_dir"),
+    return BuildAppSettings(project=r.path("app.out"), build_dir=r.path("build_dir"),
                             timeout=float(r.get("app.gradle_timeout")), sdk=str(sdk) if sdk else None)
 
 
@@ -334,17 +346,17 @@ def build_app(config: Any, **cli):
 def bench_options(r: Resolver):
     from deploy import BenchOptions
 
-    threads = r.get("deploy.threads", "threads")
+    threads = r.get("deploy.threads")
     return BenchOptions(
-        warmup=r.get("deploy.warmup", "warmup"),
-        iters=r.get("deploy.iter", "iter"),
-        repeat=r.get("deploy.repeat", "repeat"),
+        warmup=r.get("deploy.warmup"),
+        iters=r.get("deploy.iter"),
+        repeat=r.get("deploy.repeat"),
         threads=threads if threads > 0 else None,
-        caching_allocator=r.get_flag("deploy.caching_allocator", on="caching_allocator", off="no_caching_allocator"),
+        caching_allocator=r.get_flag("deploy.caching_allocator"),
         timeout=float(r.get("deploy.bench_timeout")),
-        gatord=r.path("deploy.gatord", "profile_with_gatord") is not None,
-        bundled_input=r.get("deploy.bundled_input", "bundled_input"),
-        cooldown=float(r.get("deploy.cooldown", "cooldown")),
+        gatord=r.path("deploy.gatord") is not None,
+        bundled_input=r.get("deploy.bundled_input"),
+        cooldown=float(r.get("deploy.cooldown")),
     )
 
 
@@ -352,52 +364,52 @@ def deploy(config: Any, **cli):
     """``cli["task"]``: deploy or deploy-executorch, for the command the remedies name."""
     from deploy import DeploySettings
 
-    r = Resolver(config, cli)
+    r = _resolver(config, cli, "deploy")
     formats = _formats(r, "deploy")
     task = cli.get("task") or "deploy"
     return DeploySettings(
-        models=r.path("convert.out", "models"),
-        results=r.path("deploy.results", "results"),
-        build_info=r.path("deploy.build_info", "build_info") or build_info_path(r),
-        binary=r.path("deploy.binary", "binary"),
-        app_dir=r.path("deploy.app_dir", "app") or r.path("app.out"),
-        apk=r.path("deploy.apk", "apk"),
-        variants=tuple(r.get("deploy.variants", "variant")),
-        serials=tuple(r.get("deploy.serials", "serial")),
-        adb_host=r.get("deploy.adb_host", "adb_host"),
-        adb_port=r.get("deploy.adb_port", "adb_port"),
-        servers=tuple(r.get("deploy.servers", "adb_server")),
-        servers_from="--adb-server" if cli.get("adb_server") else "deploy.servers",
-        device_dir=r.get("deploy.device_dir", "device_dir"),
-        project=r.get("deploy.project", "project") or Path.cwd().name,
-        bench=r.get_flag("deploy.bench", on="bench", off="no_bench"),
-        app_bench=r.get_flag("deploy.app_bench", on="app_bench", off="no_app_bench"),
-        install=r.get_flag("deploy.install", on="install", off="no_install"),
-        numerics=r.get_flag("deploy.numerics", on="numerics", off="no_numerics"),
-        hardware=r.get_flag("deploy.hardware", on="hardware", off="no_hardware"),
+        models=r.path("convert.out"),
+        results=r.path("deploy.results"),
+        build_info=r.path("deploy.build_info") or build_info_path(r),
+        binary=r.path("deploy.binary"),
+        app_dir=r.path("deploy.app_dir") or r.path("app.out"),
+        apk=r.path("deploy.apk"),
+        variants=tuple(r.get("deploy.variants")),
+        serials=tuple(r.get("deploy.serials")),
+        adb_host=r.get("deploy.adb_host"),
+        adb_port=r.get("deploy.adb_port"),
+        servers=tuple(r.get("deploy.servers")),
+        servers_from="--adb-server" if r.given("deploy.servers") else "deploy.servers",
+        device_dir=r.get("deploy.device_dir"),
+        project=r.get("deploy.project") or Path.cwd().name,
+        bench=r.get_flag("deploy.bench"),
+        app_bench=r.get_flag("deploy.app_bench"),
+        install=r.get_flag("deploy.install"),
+        numerics=r.get_flag("deploy.numerics"),
+        hardware=r.get_flag("deploy.hardware"),
         options=bench_options(r),
-        allow_mismatch=r.get_flag("deploy.allow_mismatch", on="allow_mismatch", off="no_allow_mismatch"),
-        fail_on_numerics=r.get_flag("deploy.fail_on_numerics", on="fail_on_numerics"),
-        gatord=r.path("deploy.gatord", "profile_with_gatord"),
+        allow_mismatch=r.get_flag("deploy.allow_mismatch"),
+        fail_on_numerics=r.get_flag("deploy.fail_on_numerics"),
+        gatord=r.path("deploy.gatord"),
         timeout=float(r.get("deploy.timeout")),
         app_wait=float(r.get("deploy.app_wait")),
         formats=formats,
         rerun=("invoke", task) + (("--format", ",".join(formats)) if task == "deploy" and formats != ("torchscript",)
                                   else ()),
-        runner_build_info=(r.path("deploy.runner_build_info", "runner_build_info")
+        runner_build_info=(r.path("deploy.runner_build_info")
                            or Layout(r.path("build_dir")).executorch_build_info(r.get("android.abi"))),
-        stf=_farm(r, cli),
+        stf=_farm(r),
     )
 
 
-def _farm(r: Resolver, cli: dict):
+def _farm(r: Resolver):
     """The farm of ``--stf`` / deploy.stf.url (None: the adb servers' devices); its other values are checked
     without one too (a bad value is said wherever it is)."""
     from deploy.stf import FarmSettings
 
-    url = r.get("deploy.stf.url", "stf")
-    count, lend = r.get("deploy.stf.count", "stf_count"), float(r.get("deploy.stf.lend"))
-    if cli.get("stf_count") is not None and not url:
+    url = r.get("deploy.stf.url")
+    count, lend = r.get("deploy.stf.count"), float(r.get("deploy.stf.lend"))
+    if r.given("deploy.stf.count") and not url:
         raise UsageError("--stf-count takes phones from a device farm, and no farm is given",
                          remedy="add --stf URL (or deploy.stf.url), or leave --stf-count out")
     return FarmSettings(str(url), count, lend) if url else None
@@ -406,10 +418,10 @@ def _farm(r: Resolver, cli: dict):
 def report(config: Any, **cli):
     from deploy.report import ReportSettings
 
-    r = Resolver(config, cli)
+    r = _resolver(config, cli, "report")
     return ReportSettings(
-        results=r.path("deploy.results", "results"),
-        run_id=r.get("report.run", "run"),
-        out=r.path("report.out", "out"),
-        source=r.get("deploy.report_source", "source"),
+        results=r.path("deploy.results"),
+        run_id=r.get("report.run"),
+        out=r.path("report.out"),
+        source=r.get("deploy.report_source"),
     )

@@ -86,6 +86,20 @@ def flag(text: str) -> Option:
     return Option(None, text)
 
 
+DECLARED: Dict[str, Dict[str, str]] = {}  # task function's name -> {parameter: config key}, filled by @task
+
+
+def declared(*tasks: str) -> Dict[str, str]:
+    """``{parameter: config key}`` of the named tasks' :func:`opt` declarations (their Python names: ``make_app``):
+    how :class:`toolchain.resolve.Resolver` finds a key's command-line value.  tasks.py must be imported."""
+    out: Dict[str, str] = {}
+    for name in tasks:
+        if name not in DECLARED:
+            raise LookupError(f"no task {name!r} is declared: import tasks.py first")
+        out.update(DECLARED[name])
+    return out
+
+
 JSON = opt("json")
 DEBUG = flag("show tracebacks")
 
@@ -112,16 +126,12 @@ def task(**kwargs):
                 return fn(*bound.args, **bound.kwargs)
 
         body.__signature__ = shown
+        DECLARED[fn.__name__] = {p: o.key.name for p, o in options.items() if o.key is not None}
         kwargs["help"] = {p: o.help(p) for p, o in options.items()}
         kwargs["iterable"] = [p for p, o in options.items() if o.key is not None and o.key.kind.base == "list"]
         return _invoke_task(klass=TorchdroidTask, auto_shortflags=False, **kwargs)(body)
 
     return wrap
-
-
-def helps(**params) -> Dict[str, str]:
-    """Help texts from the schema: ``helps(iter="bench.iter")``; a text that is no key is used as it is."""
-    return {param: (opt(ref).help(param) if ref in SCHEMA else ref) for param, ref in params.items()}
 
 
 def _default_words(value) -> str:

@@ -37,7 +37,7 @@ def test_decoder_reads_a_hand_serialized_relu_model():
     ser = (_header(2, 0, 1, 1, 1) + struct.pack("<iifi", 3, 2, 0.0, 0) * 2 + struct.pack("<iii", 19, 1, 1)
            + struct.pack("<4I", 2, 3, 2, 3) + struct.pack("<2I", 0, 1) + struct.pack("<I", 0) + struct.pack("<I", 1))
     g = decode_serialized(ser, [])
-    assert g.op_list() == ["RELU"]
+    assert [op.name for op in g.operations] == ["RELU"]
     assert g.operands[0].dims == (2, 3) and g.operands[0].lifetime == "input"
     assert g.operands[1].lifetime == "output"
 

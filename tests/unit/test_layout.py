@@ -19,9 +19,10 @@ from toolchain.layout import Layout, UnderBuildDir
 from toolchain.fsutil import mark_owned
 from toolchain.resolve import Resolver
 from toolchain.settings import KEYS, SCHEMA, config_defaults, default
+import tasks  # noqa: F401  its @task declarations tie each parameter to its config key (stage_settings reads them)
 from workflow import stage_settings
 from workflow.clean import execute, plan_clean
-from workflow.task_options import helps
+from workflow.task_options import opt
 
 BARE_BUILD = re.compile(r"(?<![\w<>/.-])build/")  # "build/models" in a text, not "<build_dir>/models"
 PATH_KEYS = [k for k in KEYS if k.kind.base == "path"]
@@ -43,11 +44,11 @@ def test_no_key_says_a_bare_build_path(key):
     """Neither a default nor a help text names build/...: the schema says <build_dir>/..."""
     assert not (isinstance(key.default, str) and BARE_BUILD.search(key.default)), key.name
     assert not BARE_BUILD.search(key.help), f"{key.name}: {key.help}"
-    assert not BARE_BUILD.search(helps(x=key.name)["x"]), key.name
+    assert not BARE_BUILD.search(opt(key.name).help("x")), key.name
 
 
 def test_the_help_shows_the_default_under_build_dir():
-    assert helps(out="convert.out")["out"].endswith("(config convert.out, default <build_dir>/models)")
+    assert opt("convert.out").help("out").endswith("(config convert.out, default <build_dir>/models)")
     assert config_defaults()["convert"]["out"] is None  # joined onto build_dir when read, never a stale "build/..."
     assert default("convert.out") == "build/models"  # for settings built by hand in tests
 

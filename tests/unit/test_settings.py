@@ -11,6 +11,7 @@ from toolchain.errors import UsageError
 from toolchain.layout import UnderBuildDir
 from toolchain.resolve import Resolver, check_config, check_known_keys, parse
 from toolchain.settings import KEYS, SCHEMA, config_defaults, default
+import tasks  # noqa: F401  its @task declarations tie each parameter to its config key (stage_settings reads them)
 from workflow import stage_settings
 
 
@@ -148,6 +149,22 @@ def test_a_list_from_an_environment_variable(tmp_path, monkeypatch):
 def test_boolean_environment_variables_mean_what_they_say(tmp_path, monkeypatch, text, want):
     config = real_config(tmp_path, monkeypatch, env={"INVOKE_DEPLOY_INSTALL": text})
     assert Resolver(config).get("deploy.install") is want
+
+
+def test_a_key_finds_the_command_line_value_of_the_parameter_declared_for_it():
+    """The task's declaration (opt("bench.iter") on ``iter``) ties the parameter to the key: get(key) says it once."""
+    r = Resolver({"bench": {"iter": 9}}, {"iter": "7", "out": None}, {"iter": "bench.iter", "out": "bench.out"})
+    assert r.get("bench.iter") == 7 and r.origin("bench.iter") == "the command line (--iter)"
+    assert r.get("bench.warmup") == default("bench.warmup")  # no parameter declared for it: the config's
+    assert r.given("bench.iter") and not r.given("bench.out") and not r.given("bench.warmup")
+    flags = {"install": "deploy.install"}
+    assert not Resolver({}, {"no_install": True}, flags).get_flag("deploy.install")  # --no-x: derived from --x
+    unset = {"install": False, "no_install": False}  # what the task's body gets when neither flag is given
+    assert Resolver({"deploy": {"install": True}}, unset, flags).get_flag("deploy.install")  # the config's
+    with pytest.raises(UsageError, match="both given"):
+        Resolver({}, {"install": True, "no_install": True}, flags).get_flag("deploy.install")
+    assert stage_settings.verify({}, variant=["quant_full"]).variants == ("quant_full",)  # verify's own declaration
+    assert stage_settings.host_bench({}, out="o", models="m").out == Path("o")  # bench's out, not convert.out
 
 
 def test_flags_default_to_not_given_so_the_command_line_can_switch_either_way():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 
 from toolchain.settings import SCHEMA
-from workflow.task_options import helps, placeholder
+from workflow.task_options import flag, opt, placeholder
 
 
 def test_placeholders_say_what_to_type():
@@ -16,9 +16,9 @@ def test_placeholders_say_what_to_type():
     assert placeholder(SCHEMA["app.abi_filters"], "abi_filters") == "ABI[,ABI...]"
     assert placeholder(SCHEMA["deploy.serials"], "serial") == "SERIAL[,SERIAL...]"
     assert placeholder(SCHEMA["deploy.servers"], "adb_server") == "HOST:PORT[,HOST:PORT...]"
-    h = helps(iter="bench.iter", force="convert.force", other="a text of its own")
-    assert h["iter"].startswith("N: timed iterations (config bench.iter, default 50)")
-    assert h["force"] == SCHEMA["convert.force"].help and h["other"] == "a text of its own"
+    assert opt("bench.iter").help("iter").startswith("N: timed iterations (config bench.iter, default 50)")
+    assert opt("convert.force").help("force") == SCHEMA["convert.force"].help
+    assert flag("a text of its own").help("other") == "a text of its own"
 
 
 def test_every_option_of_every_task_is_declared_once_and_says_what_to_type():

@@ -133,6 +133,7 @@ def test_all_remembers_where_pretrained_weights_live_and_still_checks_the_file(t
 def test_all_with_explicit_weights_never_looks_for_pretrained_ones(weights, tmp_path, monkeypatch, caplog):
     """Before: `invoke all --weights random` still probed for the pretrained weights (a download check) while
     checking convert's values, and warned that 'this run uses RANDOM weights' because they were missing."""
+    import tasks  # noqa: F401  its @task declarations tie each parameter to its config key (stage_settings reads them)
     from workflow import chain, weights as weights_module
 
     looked = []
