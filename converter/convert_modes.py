@@ -26,7 +26,8 @@ from toolchain.variants import MODES
 from .calibration import CalibrationSpec, few_images_warning, load_batch
 from .finite import refuse_non_finite_output
 from .prepared import keep
-from .export import (ExportedVariant, export_float, export_quantized, float_top1, fused_float, probe, quantize,
+from .export import (ExportedVariant, export_float, export_quantized, fused_float, prepare_quantization, probe, quantize,
+                     top1_in_chunks,
                      xnnpack_available)
 from .host_check import Agreement, as_float, host_check, is_logits, spec_of
 from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
@@ -233,7 +234,10 @@ class ModeConverter:
         if "none" in modes:
             with torch.no_grad():
                 fused = fused_float(self.model)  # copied before calibration starts: the thread copies it too
-        calibration = _Background(self._calibrate) if quantized_modes else None
+        # what torch.fx traces (FX graph mode's prepare, BatchNorm folding) is done here: its symbolic tracer patches
+        # torch.nn.Module calls process-wide while it runs, which would break a trace in the other thread
+        start = self._calibration_start() if quantized_modes else None
+        calibration = _Background(self._calibrate, start) if quantized_modes else None
         if fused is not None:
             try:
                 yield self._none(fused)
@@ -276,12 +280,19 @@ class ModeConverter:
                               self.facts.xnnpack, nnapi=not self.nnapi_problems.get("none"))
         return self._check(ex)
 
-    def _calibrate(self):
+    def _calibration_start(self):
+        """What :meth:`_calibrate` runs: the fused float model (pre-quantized weights) or the prepared model."""
+        with torch.no_grad():
+            if self.qmodel is not None:
+                return fused_float(self.model)
+            return prepare_quantization(self.model, self.batch[0], self.scheme)
+
+    def _calibrate(self, start):
         """The quantized model and the float model's top-1 per calibration input; pre-quantized: the top-1 only."""
         with torch.no_grad():  # grad mode is per thread
             if self.qmodel is not None:
-                return float_top1(self.model, self.batch, self.spec.stem)
-            return quantize(self.model, self.batch, f"{self.spec.stem} (quantized modes)", self.scheme)
+                return top1_in_chunks(start, self.batch, self.spec.stem)
+            return quantize(start, self.batch, f"{self.spec.stem} (quantized modes)", self.scheme)
 
     def _check(self, ex: ExportedVariant) -> ModeDone:
         checked = host_check(ex.cpu_path, ex.mode)

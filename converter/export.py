@@ -118,16 +118,21 @@ def _converted_fx(prepared):
     return prepared
 
 
-def quantize(float_model, calibration: List[Any], label: str, scheme: str = "eager"):
-    """Fuse, qnnpack qconfig, calibrate, convert; refuse degenerate calibration.
+def prepare_quantization(float_model, example, scheme: str = "eager"):
+    """A prepared copy of ``float_model`` for :func:`quantize`: ``scheme`` "eager" (eager-mode ``prepare``, for a
+    model written for it) or "fx" (FX graph mode, for plain ``x + y`` / ``x * y`` between activations, which eager
+    mode cannot quantize)."""
+    return prepared_fx(float_model, example) if scheme == "fx" else prepared_for_qnnpack(float_model)
 
-    ``scheme``: "eager" (eager-mode ``prepare``/``convert``, for a model written for it) or "fx" (FX graph mode,
-    for a model with plain ``x + y`` / ``x * y`` between activations, which eager mode cannot quantize).
+
+def quantize(model, calibration: List[Any], label: str, scheme: str = "eager"):
+    """Calibrate and convert the model :func:`prepare_quantization` prepared with ``scheme``; refuse degenerate
+    calibration.
+
     Returns ``(quantized model, top-1 class of the float model per calibration input)``.
     """
     import torch
 
-    model = prepared_fx(float_model, calibration[0]) if scheme == "fx" else prepared_for_qnnpack(float_model)
     top1 = top1_in_chunks(model, calibration, label)  # observers pass values through: the float model's predictions
     degenerate = degenerate_observers(model)
     if degenerate:
@@ -144,11 +149,6 @@ def quantize(float_model, calibration: List[Any], label: str, scheme: str = "eag
         return _converted_fx(model), top1
     torch.ao.quantization.convert(model, inplace=True)
     return model, top1
-
-
-def float_top1(float_model, batch: List[Any], label: str) -> List[int]:
-    """Top-1 class of the fused float model per input (what calibration gets for free from its observers)."""
-    return top1_in_chunks(fused_float(float_model), batch, label)
 
 
 def top1_in_chunks(model, batch: List[Any], label: str) -> List[int]:

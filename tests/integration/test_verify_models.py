@@ -78,9 +78,10 @@ def test_a_plain_add_fx_cannot_trace_either_gets_the_float_functional_fix(tmp_pa
 
 
 def test_a_plain_conv_batchnorm_factory_gets_its_nnapi_model(tmp_path):
-    out = _convert(tmp_path, "conv_bn", ("none",))
+    out = _convert(tmp_path, "conv_bn", ("none", "full"))
     manifest = json.loads((out / "manifest.json").read_text())
-    assert "conv_bn-quant_none-nnapi.pt" in {f["file"] for f in manifest["files"]}, manifest.get("nnapi_refused")
+    files = {f["file"] for f in manifest["files"]}
+    assert {"conv_bn-quant_none-nnapi.pt", "conv_bn-quant_full-nnapi.pt"} <= files, manifest.get("nnapi_refused")
     assert manifest["conversions"]["conv_bn"]["batchnorm"] == {"layers": 2, "folded": 2}
 
 
