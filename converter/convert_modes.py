@@ -26,7 +26,8 @@ from toolchain.variants import MODES
 from .calibration import CalibrationSpec, few_images_warning, load_batch
 from .finite import refuse_non_finite_output
 from .prepared import keep
-from .export import (ExportedVariant, export_float, export_quantized, float_top1, fused_float, probe, quantize,
+from .export import (ExportedVariant, export_float, export_quantized, fused_float, prepare_quantization, probe, quantize,
+                     top1_in_chunks,
                      xnnpack_available)
 from .host_check import Agreement, as_float, host_check, is_logits, spec_of
 from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
@@ -39,7 +40,7 @@ _warned_xnnpack = False
 
 NO_XNNPACK = (  # begins with what `invoke bench` notes (converter/host_bench.py): `invoke all` says it once
     "CPU models were converted without optimize_for_mobile (no XNNPACK in that torch): the x86_64 PyPI wheels have "
-    "none, so CPU models keep BatchNorm fused (fuse_model) and dropout removed, but are not frozen or "
+    "none, so CPU models get BatchNorm folded into their convolutions and dropout removed, but are not frozen or "
     "XNNPACK-prepacked; CPU latencies on a phone will be worse than a fully optimised model's, so label CPU-vs-NNAPI "
     "comparisons accordingly"
 )
@@ -66,6 +67,8 @@ class ConversionFacts:
     mobile_optimization: Dict[str, Any] = field(default_factory=dict)
     bundled_input: str = ""
     notes: List[str] = field(default_factory=list)
+    quantization: Dict[str, Any] = field(default_factory=dict)  # how the quantized modes are made, and why
+    batchnorm: Dict[str, Any] = field(default_factory=dict)  # BatchNorm layers folded into their convolutions
 
 
 @dataclass
@@ -90,7 +93,7 @@ def _mobile_optimization(facts: ConversionFacts) -> None:
         log.warning("note: %s", NO_XNNPACK)
         _warned_xnnpack = True
     facts.mobile_optimization = {"applied": False, "reason": "torch built without XNNPACK",
-                                 "instead": "fuse_model (conv+bn+relu) and dropout removal only", "note": NO_XNNPACK}
+                                 "instead": "BatchNorm folding and dropout removal only", "note": NO_XNNPACK}
     facts.notes.append(NO_XNNPACK)  # said once per run: the warning above already did
 
 
@@ -167,6 +170,7 @@ class ModeConverter:
         self.agreement: Optional[Agreement] = None
         self.nnapi_problems: Dict[str, List[Problem]] = {}  # per mode: why NNAPI cannot take it (checked before)
         self._alternative: Optional[str] = None  # the lane that takes the model NNAPI refuses (found once)
+        self.scheme = "eager"  # how the quantized modes are made: "eager" | "fx" (precheck decides)
 
     def prepare(self, describe=lambda text: None, modes=MODES) -> ConversionFacts:
         """The float model with its weights and the calibration batch (BatchNorm re-estimated for random weights).
@@ -180,6 +184,11 @@ class ModeConverter:
         check = check_model(self.model, spec.input_hw, modes)
         refuse(check, spec.stem)  # what stops the CPU models too
         self.nnapi_problems = {m: nnapi_refused(check, m) for m in modes}
+        self.scheme = check.quantization
+        if any(m != "none" for m in modes):
+            facts.quantization = {"scheme": check.quantization, **({"why": check.quantization_reason}
+                                                                   if check.quantization_reason else {})}
+        facts.batchnorm = check.batchnorm
         facts.notes.extend(describe_check(check))
         if self.weights.origin == "random":
             facts.notes.append(RANDOM_WEIGHTS)
@@ -225,7 +234,10 @@ class ModeConverter:
         if "none" in modes:
             with torch.no_grad():
                 fused = fused_float(self.model)  # copied before calibration starts: the thread copies it too
-        calibration = _Background(self._calibrate) if quantized_modes else None
+        # what torch.fx traces (FX graph mode's prepare, BatchNorm folding) is done here: its symbolic tracer patches
+        # torch.nn.Module calls process-wide while it runs, which would break a trace in the other thread
+        start = self._calibration_start() if quantized_modes else None
+        calibration = _Background(self._calibrate, start) if quantized_modes else None
         if fused is not None:
             try:
                 yield self._none(fused)
@@ -268,12 +280,19 @@ class ModeConverter:
                               self.facts.xnnpack, nnapi=not self.nnapi_problems.get("none"))
         return self._check(ex)
 
-    def _calibrate(self):
+    def _calibration_start(self):
+        """What :meth:`_calibrate` runs: the fused float model (pre-quantized weights) or the prepared model."""
+        with torch.no_grad():
+            if self.qmodel is not None:
+                return fused_float(self.model)
+            return prepare_quantization(self.model, self.batch[0], self.scheme)
+
+    def _calibrate(self, start):
         """The quantized model and the float model's top-1 per calibration input; pre-quantized: the top-1 only."""
         with torch.no_grad():  # grad mode is per thread
             if self.qmodel is not None:
-                return float_top1(self.model, self.batch, self.spec.stem)
-            return quantize(self.model, self.batch, f"{self.spec.stem} (quantized modes)")
+                return top1_in_chunks(start, self.batch, self.spec.stem)
+            return quantize(start, self.batch, f"{self.spec.stem} (quantized modes)", self.scheme)
 
     def _check(self, ex: ExportedVariant) -> ModeDone:
         checked = host_check(ex.cpu_path, ex.mode)

@@ -85,14 +85,54 @@ def prepared_for_qnnpack(float_model):
     return model
 
 
-def quantize(float_model, calibration: List[Any], label: str):
-    """Fuse, qnnpack qconfig, calibrate, convert; refuse degenerate calibration.
+def prepared_fx(float_model, example):
+    """FX graph mode's ``prepare_fx`` of a copy (qnnpack qconfig mapping), its input quantized and its output left
+    quantized, inside a QuantWrapper whose ``quant`` observes the float input: the same shape as an eager-mode
+    prepared model (``quant``, ``module``, ``dequant``), so calibration, conversion and export treat both alike."""
+    import torch
+    from torch.ao.quantization.fx.custom_config import PrepareCustomConfig
+    from torch.ao.quantization.quantize_fx import prepare_fx
+
+    torch.backends.quantized.engine = "qnnpack"
+    model = copy.deepcopy(float_model).eval()
+    _replace_dropout(model)
+    quantized_ends = PrepareCustomConfig().set_input_quantized_indexes([0]).set_output_quantized_indexes([0])
+    core = prepare_fx(model, torch.ao.quantization.get_default_qconfig_mapping("qnnpack"), (example,),
+                      prepare_custom_config=quantized_ends)
+    wrapped = torch.ao.quantization.QuantWrapper(core)
+    wrapped.quant = torch.ao.quantization.get_default_qconfig("qnnpack").activation()  # the input's range
+    wrapped.dequant = torch.nn.Identity()
+    return wrapped
+
+
+def _converted_fx(prepared):
+    """``convert_fx`` of :func:`prepared_fx`'s core, between a Quantize with the observed input range and a
+    DeQuantize (eager mode's converted QuantStub and DeQuantStub)."""
+    import torch
+    from torch.ao.quantization.quantize_fx import convert_fx
+
+    scale, zero_point = prepared.quant.calculate_qparams()
+    prepared.module = convert_fx(prepared.module)
+    prepared.quant = torch.ao.nn.quantized.Quantize(float(scale), int(zero_point), torch.quint8)
+    prepared.dequant = torch.ao.nn.quantized.DeQuantize()
+    return prepared
+
+
+def prepare_quantization(float_model, example, scheme: str = "eager"):
+    """A prepared copy of ``float_model`` for :func:`quantize`: ``scheme`` "eager" (eager-mode ``prepare``, for a
+    model written for it) or "fx" (FX graph mode, for plain ``x + y`` / ``x * y`` between activations, which eager
+    mode cannot quantize)."""
+    return prepared_fx(float_model, example) if scheme == "fx" else prepared_for_qnnpack(float_model)
+
+
+def quantize(model, calibration: List[Any], label: str, scheme: str = "eager"):
+    """Calibrate and convert the model :func:`prepare_quantization` prepared with ``scheme``; refuse degenerate
+    calibration.
 
     Returns ``(quantized model, top-1 class of the float model per calibration input)``.
     """
     import torch
 
-    model = prepared_for_qnnpack(float_model)
     top1 = top1_in_chunks(model, calibration, label)  # observers pass values through: the float model's predictions
     degenerate = degenerate_observers(model)
     if degenerate:
@@ -105,13 +145,10 @@ def quantize(float_model, calibration: List[Any], label: str):
             remedy="calibrate with real images (--calibration DIR) or the built-in synthetic set (leave --calibration "
             "out), and use trained weights (--weights pretrained or PATH) for meaningful results",
         )
+    if scheme == "fx":
+        return _converted_fx(model), top1
     torch.ao.quantization.convert(model, inplace=True)
     return model, top1
-
-
-def float_top1(float_model, batch: List[Any], label: str) -> List[int]:
-    """Top-1 class of the fused float model per input (what calibration gets for free from its observers)."""
-    return top1_in_chunks(fused_float(float_model), batch, label)
 
 
 def top1_in_chunks(model, batch: List[Any], label: str) -> List[int]:
@@ -159,18 +196,34 @@ def probe(model, example, label: str):
 
 
 def degenerate_observers(model) -> List[tuple]:
-    """(module name, min, max) of every activation observer whose range collapsed."""
+    """(what it observes, min, max) of every activation observer whose range collapsed: eager mode's observers are
+    named by their module, FX graph mode's by the graph node they observe."""
     out = []
-    for name, mod in model.named_modules():
-        obs = getattr(mod, "activation_post_process", None)
-        if obs is None or not hasattr(obs, "min_val"):
-            continue
+    for name, obs in _observers(model):
         lo, hi = float(obs.min_val), float(obs.max_val)
         if lo == float("inf") or hi == float("-inf"):
             continue  # never ran (branch not taken): not our business
         scale = float(obs.calculate_qparams()[0].flatten()[0])
         if hi - lo <= FLOAT_FLOOR * 8 or scale <= FLOAT_FLOOR * 1.01:
             out.append((name or "<input>", lo, hi))
+    return out
+
+
+def _observers(model) -> List[tuple]:
+    """``(name, observer)`` of every activation observer with a range (min_val), named for a person."""
+    import torch
+
+    observed = {}  # FX graph mode: observer module -> the node whose output it observes
+    for gm in (m for m in model.modules() if isinstance(m, torch.fx.GraphModule)):
+        for node in gm.graph.nodes:
+            if node.op == "call_module" and node.args and isinstance(node.args[0], torch.fx.Node):
+                observed[id(gm.get_submodule(node.target))] = f"the output of {node.args[0].name}"
+    out = []
+    for name, mod in model.named_modules():
+        if not isinstance(mod, torch.ao.quantization.ObserverBase) or not hasattr(mod, "min_val"):
+            continue
+        name = observed.get(id(mod)) or re.sub(r"\.?activation_post_process$", "", name)
+        out.append((name, mod))
     return out
 
 
@@ -197,7 +250,8 @@ def _nnapi_error(e: Exception, label: str) -> ConversionError:
 
 
 def fused_float(float_model, copy_model: bool = True):
-    """The float model with conv+bn(+relu) fused, as the tutorial prepares quant_none."""
+    """The float model as it is converted: its own ``fuse_model`` (torchvision's quantizable variants), then every
+    BatchNorm still right after a convolution folded into it (:func:`fold_batchnorm`), in eval mode."""
     import torch
 
     model = copy.deepcopy(float_model) if copy_model else float_model
@@ -209,7 +263,63 @@ def fused_float(float_model, copy_model: bool = True):
             target.fuse_model(is_qat=False)
         except TypeError:
             target.fuse_model()
+    fold_batchnorm(target)
     return model
+
+
+def _batchnorm_kinds() -> tuple:
+    import torch
+
+    return (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
+
+
+def batchnorms(model) -> List[str]:
+    """The names of ``model``'s BatchNorm layers."""
+    return [name for name, m in model.named_modules() if isinstance(m, _batchnorm_kinds())]
+
+
+def fold_batchnorm(model) -> str:
+    """Fold, in place, each BatchNorm that takes a convolution's output (each called once, the convolution's output
+    used by nothing else) into that convolution (torch.nn.utils.fusion.fuse_conv_bn_eval), where torch.fx's
+    symbolic trace finds the pairs.  Returns why BatchNorm layers stay ("" when none is left or none was there)."""
+    import torch
+
+    if not batchnorms(model):
+        return ""
+    try:
+        graph = torch.fx.symbolic_trace(model).graph
+    except Exception as e:  # noqa: BLE001 - a user's forward() can stop symbolic tracing in many ways
+        first = str(e).splitlines()[0][:160] if str(e) else ""
+        return f"torch.fx cannot trace the model to find them ({type(e).__name__}: {first})"
+    for conv, bn in _conv_bn_pairs(model, graph):
+        fused = torch.nn.utils.fusion.fuse_conv_bn_eval(model.get_submodule(conv), model.get_submodule(bn))
+        _set_submodule(model, conv, fused)
+        _set_submodule(model, bn, torch.nn.Identity())
+    left = batchnorms(model)
+    return f"{', '.join(left[:3])}{' ...' if len(left) > 3 else ''} do not follow a convolution" if left else ""
+
+
+def _conv_bn_pairs(model, graph) -> List[Tuple[str, str]]:
+    import collections
+
+    import torch
+
+    calls = collections.Counter(n.target for n in graph.nodes if n.op == "call_module")
+    pairs = []
+    for node in graph.nodes:
+        src = node.args[0] if node.op == "call_module" and node.args else None
+        if not isinstance(src, torch.fx.Node) or src.op != "call_module" or len(src.users) != 1:
+            continue
+        bn, conv = model.get_submodule(node.target), model.get_submodule(src.target)
+        if (isinstance(bn, _batchnorm_kinds()) and type(conv) in (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+                and calls[node.target] == calls[src.target] == 1 and bn.num_features == conv.out_channels):
+            pairs.append((src.target, node.target))
+    return pairs
+
+
+def _set_submodule(model, name: str, module) -> None:
+    parent, _, child = name.rpartition(".")
+    setattr(model.get_submodule(parent) if parent else model, child, module)
 
 
 def _bundle_wrapper(module):

@@ -190,6 +190,8 @@ def _conversion_record(p: Plan, facts, previous: Dict[str, Any]) -> Dict[str, An
     host_check["models"] = [m for m in host_check.get("models", []) if m.get("mode") not in p.todo]
     host_check["top1_agreement"] = {k: v for k, v in (host_check.get("top1_agreement") or {}).items()
                                     if k not in p.todo}
+    if facts.quantization:  # a run of quant_none alone keeps what the quantized modes were made with
+        conv["quantization"] = facts.quantization
     conv.update(
         model=p.spec.name,
         model_id=p.spec.identity(),
@@ -199,6 +201,7 @@ def _conversion_record(p: Plan, facts, previous: Dict[str, Any]) -> Dict[str, An
         calibration=p.calib.record(),
         torch={**torch_identity(), "xnnpack": facts.xnnpack},
         mobile_optimization=facts.mobile_optimization,
+        batchnorm=facts.batchnorm,
         format="torchscript",
         bundled_input=facts.bundled_input,
         mode_keys={k: v for k, v in (conv.get("mode_keys") or {}).items() if k not in p.todo},

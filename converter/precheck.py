@@ -22,14 +22,15 @@ ignores are listed in docs/facts.md):
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from toolchain.errors import ConversionError
 
-from .export import _replace_dropout, fused_float
+from .export import _replace_dropout, batchnorms, fold_batchnorm, fused_float
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,9 @@ class Precheck:
     problems: List[Problem]
     api_level: int  # the lowest Android API level the NNAPI model needs
     nnapi_ops: Dict[str, int]
+    quantization: str = "eager"  # how the quantized modes are made: "eager" | "fx" (FX graph mode)
+    quantization_reason: str = ""  # why FX graph mode ("" for eager mode)
+    batchnorm: Dict[str, Any] = field(default_factory=dict)  # BatchNorm layers, how many folded, why some stay
 
     @property
     def blocking(self) -> List[Problem]:
@@ -102,17 +106,49 @@ def check_model(model, input_hw: Tuple[int, int], modes: Sequence[str], target_a
                                      f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})",
                                      "", blocking=False, nnapi_only=False)], 29, {})
     graph = traced.inlined_graph
-    quantized = any(mode != "none" for mode in modes)
     problems = _unsupported(graph) + _attributes(graph) + _outputs(graph, modes)
-    if quantized:
-        problems += _float_functional_problems(calls) + _plain_arithmetic(graph, calls)
+    scheme, why = "eager", ""
+    if any(mode != "none" for mode in modes):
+        plain, scheme, why = _quantization_scheme(model, _plain_arithmetic(graph, calls))
+        problems += _float_functional_problems(calls) + plain
     ops = _nnapi_ops(graph)
     level = 29 if any(op in LAYOUT_ARGUMENT_OPS for op in ops) else 27
     if level > target_api:
         problems.append(Problem("api-level", "the model", f"needs NNAPI API level {level} (Android 10): torch's "
                                 f"converter passes a layout argument to {', '.join(sorted(set(ops) & LAYOUT_ARGUMENT_OPS))}",
                                 f"target API level {level} or higher (android.api_level)"))
-    return Precheck(problems, level, ops)
+    return Precheck(problems, level, ops, scheme, why, _batchnorm_record(model, m))
+
+
+def _quantization_scheme(model, plain: List[Problem]) -> Tuple[List[Problem], str, str]:
+    """``(problems, "eager" | "fx", why)``: eager mode where it takes the model (torchvision's quantizable
+    variants, anything without plain arithmetic between activations: results as before); FX graph mode
+    (quantize_fx), which quantizes plain ``x + y`` / ``x * y``, where torch.fx can trace the model; otherwise the
+    plain arithmetic is a problem that names what stops both."""
+    import torch
+
+    if not plain:
+        return [], "eager", ""
+    try:
+        torch.fx.symbolic_trace(copy.deepcopy(model))
+    except Exception as e:  # noqa: BLE001 - a user's forward() can stop symbolic tracing in many ways
+        first = str(e).splitlines()[0][:160] if str(e) else ""
+        stop = f"; FX graph mode, which quantizes them, cannot trace the model either ({type(e).__name__}: {first})"
+        return [replace(p, what=p.what + stop, fix=p.fix + ", or make forward() traceable by torch.fx.symbolic_trace "
+                        "(no Python branching on tensor values)") for p in plain], "eager", ""
+    what = "; ".join(p.what.split(" (x ")[0] for p in plain)
+    return [], "fx", f"{what} between activations, which eager mode cannot quantize"
+
+
+def _batchnorm_record(model, converted) -> Dict[str, Any]:
+    """BatchNorm layers of ``model``, how many the conversion folds into their convolutions, why any stay."""
+    layers, left = len(batchnorms(model)), len(batchnorms(converted))
+    if not layers:
+        return {}
+    record: Dict[str, Any] = {"layers": layers, "folded": layers - left}
+    if left:
+        record["kept_because"] = fold_batchnorm(converted)
+    return record
 
 
 def nnapi_refused(check: Precheck, mode: str) -> List[Problem]:
@@ -375,6 +411,12 @@ def describe(check: Precheck) -> List[str]:
     """Lines for the console and the manifest: what the NNAPI model will need."""
     ops = ", ".join(f"{k} x{v}" for k, v in sorted(check.nnapi_ops.items()))
     lines = [f"NNAPI operations: {ops}; needs API level {check.api_level}"]
+    if check.quantization == "fx":
+        lines.append(f"quantized modes: FX graph mode (torch.ao.quantization.quantize_fx): {check.quantization_reason}")
+    bn = check.batchnorm
+    if bn.get("kept_because"):
+        lines.append(f"BatchNorm: {bn['folded']} of {bn['layers']} layers folded into their convolutions; the rest "
+                     f"stay: {bn['kept_because']}")
     lines += [f"note: {p.line()}" for p in check.problems if not p.blocking]
     return lines
 

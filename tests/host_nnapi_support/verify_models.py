@@ -90,6 +90,26 @@ def plain_add():
     return PlainAdd()
 
 
+class BranchingAdd(PlainAdd):
+    """A plain ``x + y`` and Python branching on a tensor value: torch.fx cannot trace it, so neither eager mode
+    nor FX graph mode can quantize it."""
+
+    def forward(self, x):
+        y = self.a(x) + self.b(x)
+        return y if float(y.mean()) > -1e9 else -y
+
+
+def branching_add():
+    return BranchingAdd()
+
+
+def conv_bn():
+    """A plain factory model (no fuse_model): Conv-BatchNorm-ReLU blocks and a classifier."""
+    return nn.Sequential(nn.Conv2d(3, 8, 3, stride=4, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+
+
 class TwoHeads(nn.Module):
     """Two outputs (a tuple): both are converted, shipped and compared."""
 

@@ -62,11 +62,27 @@ def test_two_outputs_with_quant_core_are_refused_before_converting(tmp_path):
     assert not (tmp_path / "models" / "manifest.json").exists()
 
 
-def test_a_plain_add_in_a_quantized_model_gets_the_float_functional_fix(tmp_path):
+def test_a_plain_add_is_quantized_in_fx_graph_mode_with_its_nnapi_models(tmp_path):
+    out = _convert(tmp_path, "plain_add", ("none", "full"))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["conversions"]["plain_add"]["quantization"]["scheme"] == "fx"
+    assert {f["file"] for f in manifest["files"]} >= {"plain_add-quant_full-cpu.pt", "plain_add-quant_full-nnapi.pt"}
+
+
+def test_a_plain_add_fx_cannot_trace_either_gets_the_float_functional_fix(tmp_path):
     with pytest.raises(ConversionError) as err:
-        _convert(tmp_path, "plain_add", ("full",))
+        _convert(tmp_path, "branching_add", ("full",))
     assert "FloatFunctional" in err.value.remedy and "data-dependent" not in err.value.remedy
     assert "verify_models.py:" in err.value.cause  # where the add is
+    assert "FX graph mode" in err.value.cause and "symbolic_trace" in err.value.remedy
+
+
+def test_a_plain_conv_batchnorm_factory_gets_its_nnapi_model(tmp_path):
+    out = _convert(tmp_path, "conv_bn", ("none", "full"))
+    manifest = json.loads((out / "manifest.json").read_text())
+    files = {f["file"] for f in manifest["files"]}
+    assert {"conv_bn-quant_none-nnapi.pt", "conv_bn-quant_full-nnapi.pt"} <= files, manifest.get("nnapi_refused")
+    assert manifest["conversions"]["conv_bn"]["batchnorm"] == {"layers": 2, "folded": 2}
 
 
 @pytest.mark.parametrize("model, reason", [

@@ -90,8 +90,9 @@ def test_what_stops_the_cpu_models_too_is_still_refused_as_a_whole():
             super().__init__()
             self.a, self.b = nn.Conv2d(3, 4, 1), nn.Conv2d(3, 4, 1)
 
-        def forward(self, x):
-            return self.a(x) + self.b(x)
+        def forward(self, x):  # a plain add FX graph mode cannot quantize either (Python branching on a value)
+            y = self.a(x) + self.b(x)
+            return y if float(y.mean()) > -1e9 else -y
 
     check = check_model(PlainAdd().eval(), HW, ("full",))
     assert nnapi_refused(check, "full") == []
@@ -110,11 +111,43 @@ class _Add(nn.Module):
         return self.f.add(self.a(x), self.b(x)) if self.f is not None else self.a(x) + self.b(x)
 
 
-def test_a_plain_add_in_a_quantized_mode_says_use_float_functional():
-    problems = check_model(_Add(False).eval(), HW, ("full",)).problems
-    assert [p.kind for p in problems] == ["plain-arithmetic"] and "FloatFunctional" in problems[0].fix
+class _BranchingAdd(_Add):
+    """A plain add and Python branching on a tensor value: torch.fx cannot trace it, so FX mode cannot quantize it."""
+
+    def forward(self, x):
+        y = self.a(x) + self.b(x)
+        return y if float(y.mean()) > -1e9 else -y
+
+
+def test_a_plain_add_is_quantized_in_fx_graph_mode_and_eager_mode_stays_for_float_functional():
+    check = check_model(_Add(False).eval(), HW, ("full",))
+    assert check.problems == [] and check.quantization == "fx" and "1 plain tensor add" in check.quantization_reason
     assert check_model(_Add(False).eval(), HW, ("none",)).problems == []  # float adds convert
-    assert check_model(_Add(True).eval(), HW, ALL).problems == []
+    written_for_eager = check_model(_Add(True).eval(), HW, ALL)
+    assert written_for_eager.problems == [] and written_for_eager.quantization == "eager"
+
+
+def test_a_plain_add_fx_cannot_trace_either_says_use_float_functional_and_why_fx_cannot():
+    (problem,) = check_model(_BranchingAdd(False).eval(), HW, ("full",)).problems
+    assert problem.kind == "plain-arithmetic" and "FloatFunctional" in problem.fix
+    assert "FX graph mode" in problem.what and "symbolic_trace" in problem.fix
+
+
+def test_batchnorm_after_a_convolution_is_folded_for_any_model_and_computes_the_same():
+    from converter.export import fused_float
+
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 4, 1), nn.BatchNorm2d(4),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.BatchNorm1d(4)).eval()
+    for bn in (net[1], net[4], net[7]):
+        bn.running_mean.uniform_(-1, 1), bn.running_var.uniform_(0.5, 2), bn.weight.data.uniform_(0.5, 2)
+    check = check_model(net, HW, ALL)
+    (left,) = check.problems  # only the BatchNorm1d after Flatten, which no convolution feeds
+    assert left.where.startswith("7 (aten::batch_norm") and "cannot handle aten::batch_norm" in left.what
+    assert check.batchnorm["layers"] == 3 and check.batchnorm["folded"] == 2
+    assert "7 do not follow a convolution" in check.batchnorm["kept_because"]
+    fused, x = fused_float(net), torch.rand(2, 3, *HW)
+    assert isinstance(fused[1], nn.Identity) and isinstance(fused[4], nn.Identity)
+    torch.testing.assert_close(fused(x), net(x), rtol=1e-4, atol=1e-5)
 
 
 def test_float_functional_cat_is_refused_in_quantized_modes_only():
