@@ -139,15 +139,60 @@ def _calibration_graph(model, exported, batch) -> tuple:
     return exported.module(), 1
 
 
-def output_qparams(graph_module) -> Optional[Dict[str, float]]:
-    """Scale and zero point of the dequantize feeding the graph output (the int8 output's LSB)."""
+# ops that only move or select values: an output they produce from a dequantize is still on its int8 grid
+GRID_KEEPING = frozenset({"view", "_unsafe_view", "reshape", "flatten", "permute", "transpose", "t", "squeeze",
+                          "unsqueeze", "clone", "contiguous", "alias", "detach", "expand", "select", "slice"})
+DEQUANTIZE = "dequantize_per_tensor"
+
+
+def _op_name(node) -> str:
+    """``aten.upsample_bilinear2d.vec`` -> ``upsample_bilinear2d`` (the operator's name, no namespace/overload)."""
+    target = getattr(node, "target", None)
+    name = getattr(target, "__name__", str(target))
+    return name.split(".")[0] if "." in name else name
+
+
+def _nearest_dequantize(node):
+    """The closest dequantize_per_tensor upstream of ``node`` (breadth first over its inputs), or None."""
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop(0)
+        if id(n) in seen or not hasattr(n, "op"):
+            continue
+        seen.add(id(n))
+        if _op_name(n) == DEQUANTIZE:
+            return n
+        todo.extend(a for a in n.args if hasattr(a, "op"))
+    return None
+
+
+def output_rule(node) -> Dict[str, Any]:
+    """How an int8 program's output ``node`` can be judged: ``on_grid`` when a dequantize produces it (through
+    ops that only move values), its ``scale``/``zero_point`` then the output's LSB; otherwise ``after`` names the
+    float operation that produces it and ``scale``/``zero_point`` are the nearest dequantize's upstream (the LSB
+    the error is measured in), None when no dequantize feeds it."""
+    n = node
+    while getattr(n, "op", None) == "call_function" and _op_name(n) in GRID_KEEPING:
+        n = n.args[0]
+    if getattr(n, "op", None) == "call_function" and _op_name(n) == DEQUANTIZE:
+        return {"scale": float(n.args[1]), "zero_point": int(n.args[2]), "on_grid": True}
+    source = _nearest_dequantize(n)
+    return {"scale": float(source.args[1]) if source is not None else None,
+            "zero_point": int(source.args[2]) if source is not None else None,
+            "on_grid": False, "after": str(getattr(n, "target", n))}
+
+
+def output_rules(graph_module) -> List[Dict[str, Any]]:
+    """:func:`output_rule` of every output of the converted graph, in the order the program returns them."""
     out = next(n for n in graph_module.graph.nodes if n.op == "output")
-    node = out.args[0][0] if isinstance(out.args[0], (list, tuple)) else out.args[0]
-    while node is not None and hasattr(node, "target") and "dequantize" not in str(node.target):
-        node = node.args[0] if node.args and hasattr(node.args[0], "target") else None
-    if node is None:
-        return None
-    return {"scale": float(node.args[1]), "zero_point": int(node.args[2])}
+    args = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+    return [output_rule(a) for a in args]
+
+
+def output_qparams(graph_module) -> Optional[Dict[str, Any]]:
+    """The first output's :func:`output_rule` (the int8 output the checks judge first)."""
+    rules = output_rules(graph_module)
+    return rules[0] if rules else None
 
 
 def _etrecord_bytes(etrecord, tmp_dir: Path) -> bytes:

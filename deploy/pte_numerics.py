@@ -16,7 +16,9 @@ the ExecuTorch "backend" (docs/deploy.md "Is the answer right"):
   half the last digit ``%f`` prints);
 * int8 program (XNNPACK, a dequantized float output on the recorded int8 output quantization): both sides are
   snapped onto that grid and may differ by ``<= 2 LSB`` of its scale (the phone's ARM kernels and the host's x86
-  ones may round differently; not read, the bound leaves room); without a recorded output quantization the float
+  ones may round differently; not read, the bound leaves room); where a float operation follows the last
+  dequantize (recorded at convert time, e.g. bilinear upsampling) the values are off the grid: measured unsnapped in
+  LSB of that dequantize's scale (:func:`lsb_unit`); without a recorded output quantization the float
   rule above applies and the verdict says so.
 
 Verdicts are :class:`toolchain.numerics_records.NumericsVerdict` with ``backend="executorch"`` and the program's
@@ -122,8 +124,16 @@ def push_items(inputs: Dict[str, ProgramInputs]) -> List[PushItem]:
     return [PushItem(p, p.name, 0o644, sha256_file(p)) for pi in inputs.values() for p in pi.files]
 
 
+def lsb_unit(qparams: Optional[Dict[str, object]]) -> Optional[Dict[str, object]]:
+    """The int8 output quantization the phone's output is measured in (LSB of its scale), or None (the float rule):
+    a recorded scale, also when a float operation after the dequantize puts the output off its grid (the values are
+    then compared unsnapped, deploy.numerics.lsb_difference); none when no dequantize feeds the output."""
+    return qparams if qparams and qparams.get("scale") else None
+
+
 def _values(out, qparams: Optional[Dict[str, float]]) -> TensorValues:
     t = out.detach().reshape(-1).double()
+    qparams = lsb_unit(qparams)
     scale = float(qparams["scale"]) if qparams else None
     zp = int(qparams["zero_point"]) if qparams else None
     return TensorValues([int(d) for d in out.shape], [float(v) for v in t.tolist()], scale, zp)
@@ -224,6 +234,15 @@ def check_program(device: Device, directory: str, f: PteFile, pi: ProgramInputs,
     v = judge(device.serial, subject, phone, problems, ref)
     if v.verdict != "unknown":
         v.inputs = len(phone)
-    if f.precision == "int8" and not pi.int8_output and v.tolerance:
-        v.tolerance += " (no recorded output quantization: the float rule)"
+    if f.precision == "int8" and v.tolerance:
+        v.tolerance += _rule_note(pi.int8_output)
     return v
+
+
+def _rule_note(qparams: Optional[Dict[str, object]]) -> str:
+    """What an int8 program's tolerance is derived from, when it is not its output's int8 grid."""
+    if not lsb_unit(qparams):
+        return " (no recorded output quantization: the float rule)"
+    if qparams.get("on_grid", True) is False:
+        return f" (output computed in float by {qparams.get('after')} after the dequantize: unsnapped)"
+    return ""

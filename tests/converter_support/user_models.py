@@ -292,3 +292,23 @@ class OneImageOnly(Tiny):
 
 def one_image_only():
     return OneImageOnly()
+
+
+class Segmenter(nn.Module):
+    """A segmentation-like head: ``{"out": per-pixel scores upsampled to the input, "aux": per-image scores}``; the
+    bilinear upsampling runs in float after the int8 program's last dequantize (torchvision's segmentation models)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=4, padding=1)
+        self.relu = nn.ReLU()
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        features = self.relu(self.conv(x))
+        out = nn.functional.interpolate(self.head(features), size=x.shape[-2:], mode="bilinear", align_corners=False)
+        return {"out": out, "aux": features.mean(dim=(2, 3))}
+
+
+def segmenter():
+    return Segmenter()
