@@ -226,16 +226,31 @@ def legacy_lines(row: Dict[str, Any]) -> List[tuple]:
         if f["backend"] == "cpu":
             out.append((f"CPU quant_{f['mode']}", "made", "host check (convert)", _ms(medians.get(variant))))
         else:
-            v = verified.get(f"quant_{f['mode']}") or next((x for k, x in verified.items() if k.endswith(f['mode'])), None)
-            check = "-" if v is None else (f"verify ok ({v['lsb']} LSB)" if v["ok"] and v["lsb"] is not None else
-                                           "verify ok" if v["ok"] else f"**verify fails**: {v['why']}")
-            out.append((f"NNAPI quant_{f['mode']}", "made", check, "-"))
+            out.append((f"NNAPI quant_{f['mode']}", "made", _nnapi_check(verified, f["mode"]), "-"))
     for x in lane["nnapi_refused"]:
         alt = f"; {x['alternative']}" if x.get("alternative") else ""
         out.append((f"NNAPI quant_{x['mode']}", f"refused: {x['reason']}{alt}", "-", "-"))
     if "verify" in row and not row["verify"]["ok"]:
         out.append(("NNAPI verify", _refusal(row["verify"]), "-", "-"))
     return out
+
+
+def _nnapi_check(verified: Dict[str, Any], mode: str) -> str:
+    v = verified.get(f"quant_{mode}") or next((x for k, x in verified.items() if k.endswith(mode)), None)
+    if v is None:
+        return "-"
+    if not v["ok"]:
+        return f"**verify fails**: {v['why']}"
+    return f"verify ok ({v['lsb']} LSB)" if v["lsb"] is not None else "verify ok"
+
+
+def _pte_check(c) -> str:
+    if c is None:
+        return "-"
+    if not c["ran"]:
+        return "not run here"
+    text = "ok" if c["ok"] else f"**fails**: {c['reason']}"
+    return text + (f" (int8 grid {c['grid_rule']})" if c.get("grid_rule") else "")
 
 
 def executorch_lines(row: Dict[str, Any]) -> List[tuple]:
@@ -247,10 +262,7 @@ def executorch_lines(row: Dict[str, Any]) -> List[tuple]:
         return [(f"ExecuTorch {v}", "made", _refusal(bench), "-") for v in lane["files"]]
     out = []
     for variant in lane["files"]:
-        c = (bench.get("checks") or {}).get(variant)
-        check = "-" if c is None else ("not run here" if not c["ran"] else "ok" if c["ok"] else f"**fails**: {c['reason']}")
-        if c and c["ran"] and c.get("grid_rule"):
-            check += " (int8 grid " + c["grid_rule"] + ")"
+        check = _pte_check((bench.get("checks") or {}).get(variant))
         out.append((f"ExecuTorch {variant}", "made", check, _ms((bench.get("median_ms") or {}).get(variant))))
     out += [(f"ExecuTorch {k}", f"not lowered: {v}", "-", "-") for k, v in lane.get("skipped", {}).items()]
     return out

@@ -38,7 +38,7 @@ from toolchain import executorch_pins as pins
 from toolchain.errors import RecordError
 from toolchain.fsutil import sha256_file
 from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
-from toolchain.pte_records import PteFile, load_section, reference_path
+from toolchain.pte_records import PteFile, load_section, program_args, reference_path
 
 from .adb import Device
 from .bench import stoppable
@@ -58,17 +58,18 @@ class ProgramInputs:
     """What one model's programs run on: the recorded reference inputs (tensors) or the runner's all-ones default."""
 
     stem: str
-    tensors: List[object] = field(default_factory=list)  # torch tensors, one per run (the model's single input)
+    tensors: List[object] = field(default_factory=list)  # one per run: a tensor, or a tuple (one per program input)
     files: List[Path] = field(default_factory=list)  # their raw bytes here, pushed beside the programs
     source: str = "reference inputs"  # or "all-ones input (...why)"
     int8_output: Optional[Dict[str, float]] = None  # the int8 programs' output quantization (scale, zero_point)
+    runs: List[str] = field(default_factory=list)  # per run: its files' names as --inputs takes them (a,b: E17)
 
     @property
     def recorded(self) -> bool:
         return bool(self.files)
 
     def device_names(self) -> List[str]:
-        return [p.name for p in self.files]
+        return list(self.runs) or [p.name for p in self.files]
 
 
 @dataclass
@@ -99,15 +100,24 @@ def program_inputs(models: Path, stems: Sequence[str], programs: Sequence[PteFil
         pi = ProgramInputs(stem, int8_output=ref.get("int8_output"))
         work.mkdir(parents=True, exist_ok=True)
         for i, x in enumerate(ref["inputs"]):
-            import torch
-
-            t = x.detach().to(torch.float32).contiguous()
-            path = work / f"{stem}-input-{i}.bin"
-            path.write_bytes(t.numpy().astype("<f4").tobytes())
-            pi.tensors.append(t)
-            pi.files.append(path)
+            _write_run(pi, work, i, x)
         out[stem] = pi
     return out
+
+
+def _write_run(pi: ProgramInputs, work: Path, i: int, sample) -> None:
+    """One reference input as raw little-endian bytes in each tensor's own dtype (a float32 image, int64 token
+    ids), one file per program input (E17): ``<stem>-input-<i>.bin``, or ``-<i>-<k>.bin`` for several."""
+    args = [t.detach().contiguous() for t in program_args(sample)]
+    names = []
+    for k, t in enumerate(args):
+        path = work / (f"{pi.stem}-input-{i}.bin" if len(args) == 1 else f"{pi.stem}-input-{i}-{k}.bin")
+        data = t.numpy()
+        path.write_bytes(data.astype(data.dtype.newbyteorder("<")).tobytes())
+        pi.files.append(path)
+        names.append(path.name)
+    pi.tensors.append(args[0] if len(args) == 1 else tuple(args))
+    pi.runs.append(",".join(names))
 
 
 def _ones(stem: str, programs: Sequence[PteFile], why: str) -> ProgramInputs:
@@ -154,7 +164,7 @@ def host_reference(f: PteFile, pi: ProgramInputs) -> FileReference:
 
         method = load_method(f.path)
         qparams = pi.int8_output if f.precision == "int8" else None
-        ref.outputs[key] = [_values(method.execute([x])[0], qparams) for x in pi.tensors]
+        ref.outputs[key] = [_values(method.execute(program_args(x))[0], qparams) for x in pi.tensors]
     except Exception as e:  # noqa: BLE001 - the host runtime's errors are RuntimeErrors of several kinds
         ref.problems[key] = f"the host's ExecuTorch runtime could not run it: {type(e).__name__}: {e}"
         ref.outputs.pop(key, None)

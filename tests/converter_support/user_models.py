@@ -312,3 +312,25 @@ class Segmenter(nn.Module):
 
 def segmenter():
     return Segmenter()
+
+
+class Tokens(nn.Module):
+    """Token ids in ([1, 16] int64), class scores out: an embedding, one transformer encoder layer, a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(100, 16)
+        self.encoder = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True, dropout=0.0)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, tokens):
+        return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
+
+
+def tokens():
+    return Tokens()
+
+
+def tokens_example_inputs():
+    """The inputs `tokens` takes, declared beside its factory (docs/convert.md)."""
+    return (torch.randint(0, 100, (1, 16)),)

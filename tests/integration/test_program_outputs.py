@@ -5,6 +5,7 @@ Small models quantized with PT2E and lowered to XNNPACK here (a few seconds each
 converter.pte_host.judge_outputs as `invoke bench-executorch` judges them.
 """
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -82,3 +83,71 @@ def test_an_output_a_dequantize_produces_keeps_the_grid_check(tmp_path):
     assert row.ok and not row.grid_rule and row.grid_offset_lsb < 1e-3
     scaled = _judge([0.75 * y for y in program], ref)
     assert not scaled.ok and "not dequantized int8 values" in scaled.reason
+
+
+TOKENS = f"{Path(__file__).resolve().parents[1] / 'converter_support' / 'user_models.py'}:tokens"
+
+
+def test_a_token_id_model_declares_its_inputs_and_the_executorch_lane_takes_them(tmp_path):
+    """`tokens_example_inputs()` beside the factory: the ExecuTorch programs take int64 token ids, are calibrated
+    and checked on inputs from that function (held-out: other seeds), and pass; the legacy lane refuses the model
+    before any work, naming what it takes, what the model declares and --format executorch."""
+    import torch
+
+    from converter import ConvertSettings, convert
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.pte_host import PteBenchSettings, load_reference, run_pte_bench
+    from toolchain.errors import ConversionError
+
+    out = tmp_path / "models"
+    r = convert_executorch(ExecutorchSettings(out=out, model=TOKENS, weights="random", calibration_count=4,
+                                              delegates=("xnnpack",)))
+    files = {f.variant: f for f in r.files}
+    assert sorted(files) == ["fp32-xnnpack", "int8-xnnpack"]
+    assert files["fp32-xnnpack"].input.shape == [1, 16] and files["fp32-xnnpack"].input.dtype == "int64"
+    ref = load_reference(out / "tokens-executorch-reference.pt")
+    assert all(x.dtype == torch.int64 and x.shape == (1, 16) for x in ref["inputs"])
+    bench = run_pte_bench(PteBenchSettings(models=out, out=tmp_path / "bench", per_operator=False, legacy=False,
+                                           host_nnapi=False, reference_kernels="skip", warmup=1, iters=2, repeat=1))
+    assert all(c.ran and c.ok for c in bench.checks), [c.reason for c in bench.checks]
+    with pytest.raises(ConversionError) as e:
+        convert(ConvertSettings(out=tmp_path / "legacy", model=TOKENS, weights="random", calibration_count=4,
+                                modes=("none",), build_dir=tmp_path / "build"))
+    assert "int64[1, 16]" in e.value.what and "tokens_example_inputs()" in e.value.what
+    assert "--format executorch" in e.value.remedy
+    assert not (tmp_path / "legacy" / "manifest.json").exists()
+
+
+SEGMENTER = f"{Path(__file__).resolve().parents[1] / 'converter_support' / 'user_models.py'}:segmenter"
+
+
+def test_a_dict_output_is_recorded_and_judged_output_by_output(tmp_path):
+    """A model returning {"out": upsampled scores, "aux": pooled features}: both tensors are recorded as the
+    reference, each with its own int8 rule ("out" after a float upsampling: no grid check), both programs pass; a
+    wrong second output ("aux" off by 1.0 in the reference) fails the fp32 check (only the first was judged before)."""
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.pte_host import (CheckRow, PteBenchSettings, check_program, judge_outputs, load_method,
+                                    load_reference, run_pte_bench)
+    from toolchain.pte_records import program_args
+
+    out = tmp_path / "models"
+    r = convert_executorch(ExecutorchSettings(out=out, model=SEGMENTER, weights="random", calibration_count=4,
+                                              delegates=("xnnpack",)))
+    files = {f.variant: f for f in r.files}
+    ref = load_reference(out / "segmenter-executorch-reference.pt")
+    assert all(len(y) == 2 for y in ref["expected"]["fp32"] + ref["expected"]["int8"])
+    assert [list(t.shape) for t in ref["expected"]["fp32"][0]] == [[1, 4, 224, 224], [1, 8]]
+    assert [rule["on_grid"] for rule in ref["int8_outputs"]] == [False, True]
+    bench = run_pte_bench(PteBenchSettings(models=out, out=tmp_path / "bench", per_operator=False, legacy=False,
+                                           host_nnapi=False, reference_kernels="skip", warmup=1, iters=2, repeat=1))
+    checks = {c.variant: c for c in bench.checks}
+    assert checks["fp32-xnnpack"].ok and checks["int8-xnnpack"].ok, [c.reason for c in bench.checks]
+    assert "output 0" in checks["int8-xnnpack"].grid_rule and "upsample" in checks["int8-xnnpack"].grid_rule
+    assert checks["int8-xnnpack"].grid_offset_lsb < 1e-3  # "aux" is on its grid, and checked
+    f = files["fp32-xnnpack"]
+    method = load_method(f.path)
+    outputs = [tuple(method.execute(program_args(x))) for x in ref["inputs"]]
+    ref["expected"]["fp32"] = [(o, a + 1.0) for o, a in ref["expected"]["fp32"]]
+    wrong = judge_outputs(f, outputs, ref, PteBenchSettings(models=out), CheckRow(f.variant, f.file, ran=True))
+    assert not wrong.ok and "max |diff|" in wrong.reason
+    assert check_program(f, load_reference(out / "segmenter-executorch-reference.pt"), PteBenchSettings(models=out)).ok
