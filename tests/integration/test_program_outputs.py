@@ -97,7 +97,8 @@ def test_a_token_id_model_declares_its_inputs_and_the_executorch_lane_takes_them
     from converter import ConvertSettings, convert
     from converter.executorch_lane import ExecutorchSettings, convert_executorch
     from converter.pte_host import PteBenchSettings, load_reference, run_pte_bench
-    from toolchain.errors import ConversionError
+    from appgen.executorch_app import find_program
+    from toolchain.errors import ConversionError, UsageError
 
     out = tmp_path / "models"
     r = convert_executorch(ExecutorchSettings(out=out, model=TOKENS, weights="random", calibration_count=4,
@@ -110,6 +111,9 @@ def test_a_token_id_model_declares_its_inputs_and_the_executorch_lane_takes_them
     bench = run_pte_bench(PteBenchSettings(models=out, out=tmp_path / "bench", per_operator=False, legacy=False,
                                            host_nnapi=False, reference_kernels="skip", warmup=1, iters=2, repeat=1))
     assert all(c.ran and c.ok for c in bench.checks), [c.reason for c in bench.checks]
+    with pytest.raises(UsageError) as app:  # the app feeds a camera image: make-app refuses, naming both
+        find_program(out, "fp32-xnnpack")
+    assert "int64[1, 16]" in app.value.what and "float32[1, 3, H, W]" in app.value.what and app.value.exit_code == 2
     with pytest.raises(ConversionError) as e:
         convert(ConvertSettings(out=tmp_path / "legacy", model=TOKENS, weights="random", calibration_count=4,
                                 modes=("none",), build_dir=tmp_path / "build"))
