@@ -101,6 +101,17 @@ def parse_calibration(path: Optional[Path], count: Any, seed: int, warn: bool = 
     return spec
 
 
+def record_for(spec: CalibrationSpec, declared: Optional[str] = None) -> Dict[str, Any]:
+    """What the manifest says of the calibration inputs: ``spec.record()``, or (``declared``: the model's
+    example-inputs function's name) the inputs that function gave, never the synthetic images it did not use."""
+    if declared is None:
+        return spec.record()
+    out: Dict[str, Any] = {"source": "declared", "count": spec.count, "seed": spec.seed,
+                           "kind": f"{declared}() called under torch.manual_seed(seed + i), i < count"}
+    warning = few_images_warning(spec)
+    return {**out, "warning": warning} if warning else out
+
+
 def few_images_warning(spec: CalibrationSpec) -> Optional[str]:
     """Why a calibration set is too small to trust, or None."""
     if spec.count >= FEW_IMAGES:

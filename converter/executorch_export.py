@@ -24,7 +24,7 @@ from toolchain.pte_records import PteVariant, program_args, pte_name
 
 from .finite import output_tensors, refuse_non_finite_output
 from .host_check import spec_of
-from .calibration import CalibrationSpec, declared_samples, load_batch
+from .calibration import CalibrationSpec, declared_samples, load_batch, record_for
 from .models import ModelSpec, WeightsSpec, build_float_model, declared_inputs, estimate_batchnorm
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,7 @@ class BuiltPrograms:
     notes: List[str] = field(default_factory=list)
     weights_record: Dict[str, Any] = field(default_factory=dict)
     reference: Dict[str, Any] = field(default_factory=dict)
+    calibration: Dict[str, Any] = field(default_factory=dict)  # what the manifest records of the calibration inputs
 
 
 def host_backends() -> List[str]:
@@ -246,6 +247,7 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
             refuse_non_finite_output(ys, f"{spec.stem} ({precision})", f"its {len(ys)} reference inputs")
         # every output tensor, in the order the program returns them (a dict's values, lists and tuples flattened)
         expected = {k: [_as_recorded(output_tensors(y)) for y in ys] for k, ys in outputs.items()}
+        built.calibration = calibration_record(spec, calib)
         built.reference = _write_reference(out, spec.stem, checks, expected, output_rules(quantized), example)
         written.append(out / built.reference["file"])
         bar.advance()
@@ -261,7 +263,7 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
             entry = _write_program(spec, variant, exported, example, out, (checks[0], first),
                                    registered, written)
             if variant.precision == "int8":
-                entry["quantization"] = {"scheme": QUANT_SCHEME, "calibration": calib.record(),
+                entry["quantization"] = {"scheme": QUANT_SCHEME, "calibration": calibration_record(spec, calib),
                                          "inputs_per_call": per_call, "output": output_qparams(quantized)}
             built.entries.append(entry)
             built.built_variants.append(variant.name)
@@ -356,6 +358,12 @@ def held_out_inputs(calib: CalibrationSpec, spec: ModelSpec, count: int) -> List
         samples = declared_samples(declared, count, calib.seed + HELD_OUT_SEED_OFFSET, spec.stem)
         return [x if len(x) > 1 else x[0] for x in samples]
     return [x.contiguous() for x in synthetic_images(count, calib.seed + HELD_OUT_SEED_OFFSET, spec.input_hw)]
+
+
+def calibration_record(spec: ModelSpec, calib: CalibrationSpec) -> Dict[str, Any]:
+    """The calibration inputs as the manifest records them: the declared example inputs' function, or ``calib``'s."""
+    declared = declared_inputs(spec)
+    return record_for(calib, declared.__name__ if declared is not None else None)
 
 
 def _as_recorded(tensors: List[Any]):

@@ -106,6 +106,8 @@ def test_a_token_id_model_declares_its_inputs_and_the_executorch_lane_takes_them
     files = {f.variant: f for f in r.files}
     assert sorted(files) == ["fp32-xnnpack", "int8-xnnpack"]
     assert files["fp32-xnnpack"].input.shape == [1, 16] and files["fp32-xnnpack"].input.dtype == "int64"
+    calibration = files["int8-xnnpack"].extra["quantization"]["calibration"]
+    assert calibration["source"] == "declared" and "tokens_example_inputs()" in calibration["kind"]
     ref = load_reference(out / "tokens-executorch-reference.pt")
     assert all(x.dtype == torch.int64 and x.shape == (1, 16) for x in ref["inputs"])
     bench = run_pte_bench(PteBenchSettings(models=out, out=tmp_path / "bench", per_operator=False, legacy=False,
