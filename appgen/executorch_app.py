@@ -134,8 +134,26 @@ def find_program(models: Path, variant: str) -> Tuple[PteFile, Dict[str, Any]]:
                           "file name convert writes", cause="the manifest was edited",
                           remedy=f"run `{convert_command(models, variant)} --force`")
     pte.check_hash()
+    refuse_non_image_input(pte)
     conversion = dict((section.get("conversions") or {}).get(pte.stem) or {})
     return pte, conversion
+
+
+def refuse_non_image_input(pte: PteFile) -> None:
+    """A UsageError (exit 2) for a program the app cannot feed: the app gives one camera image, float32
+    ``[1, 3, H, W]``; a model declaring other inputs (token ids, audio, several tensors: docs/convert.md) is
+    converted, checked and deployed, but not packaged."""
+    inputs = [records.TensorSpec.from_dict(d) for d in pte.extra.get("inputs") or []] or [pte.input]
+    shown = ", ".join(f"{t.dtype}{list(t.shape)}" for t in inputs)
+    image = len(inputs) == 1 and inputs[0].dtype == "float32" and len(inputs[0].shape) == 4 and inputs[0].shape[1] == 3
+    if not image:
+        raise UsageError(f"make-app cannot package {pte.qualified_variant}: the app feeds one camera image, "
+                         f"float32[1, 3, H, W], and the program takes {shown}",
+                         cause="the generated app's input is the camera (or its sample image) through the image "
+                               "normalisation; it has no source for other inputs",
+                         remedy="load the .pte in your own app with ExecuTorch's Module API (Module.load, forward with "
+                                "your EValues); `invoke bench-executorch` and `invoke deploy --format executorch` "
+                                "check and time it on this machine and the phones")
 
 
 def check_program(pte: PteFile, runtime: Runtime) -> List[str]:

@@ -1,145 +1,342 @@
 #!/usr/bin/env python3
-"""The model zoo table: every model `invoke convert --model` lists, in every mode, converted and verified here.
+"""The model zoo: every listed model in every lane on this machine, made or refused (why), checked, timed.
 
-For each torchvision model of ``converter.models.TORCHVISION_MODELS`` (random weights: no network here),
-one `convert` of all three modes into its own directory, then `verify` of each variant on the host NNAPI
-with qnnpack rounding (the CPU model's arithmetic: 0 LSB expected) and with nnapi rounding (a conformant
-device's arithmetic; top-k not judged: random weights give flat scores).  A model the converter refuses is
-reported with the refusal's reason and how long the refusal took (it must come before any real work).
+Per model, in a child process of its own (its memory goes back when it ends; a crash or a timeout is that
+model's row, not the end of the run), with cheap settings (random weights, CALIBRATION calibration inputs,
+a few timed iterations):
 
-Writes a Markdown table (default docs/zoo.md, between the markers) and a JSON file next to it.  Big models
-take minutes on a shared 2-core machine: run it by hand, not in CI (tests/integration/test_zoo.py checks the
-refusals and one small model).
+* legacy lane (``invoke convert``, modes none and full): the TorchScript CPU models and the NNAPI models, or why
+  not; the NNAPI models verified on the host NNAPI (``invoke verify``, qnnpack rounding, the bundled input); the
+  CPU models timed (``invoke bench --host``);
+* ExecuTorch lane (``invoke convert --format executorch``, XNNPACK fp32/int8 and portable): each program, or why
+  not; checked on held-out inputs and timed (``invoke bench-executorch``, no per-operator comparison, the portable
+  program not timed).
 
-Usage: python benchmarks/zoo_table.py [--models a,b] [--out docs/zoo.md] [--calibration-count 4]
+Each lane is run on its own: one that refuses the model does not stop the other.  Resumable: a model whose row is
+in the state directory (``--state``, default build/zoo-state/, one JSON row per model) is not run again
+(``--again`` runs it again);
+docs/zoo.md (between the markers) and docs/zoo.json are rewritten from every row after each model, with the date
+and the machine.
+
+Usage: python benchmarks/zoo_table.py [--models a,b] [--again] [--timeout 3600] [--out docs/zoo.md]
+       python benchmarks/zoo_table.py --one NAME --dir DIR   (the child: one model into DIR, its row on stdout)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
+import subprocess
 import sys
 import tempfile
 import time
 import warnings
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Callable, Dict, List
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 BEGIN, END = "<!-- zoo-table:begin -->", "<!-- zoo-table:end -->"
+ZOO_MODELS = ROOT / "benchmarks" / "zoo_models.py"
+CALIBRATION = 4
+MODES = ("none", "full")
+DELEGATES = ("xnnpack", "portable")
+TIMING = dict(warmup=1, iters=5, repeat=1, threads=1)
+ROW_MARK = "ZOO-ROW "
+
+# by name where `invoke convert --model` lists the model (its quantizable variant: the legacy quantized modes),
+# else a factory of benchmarks/zoo_models.py
+NAMED = ("mobilenet_v2", "mobilenet_v3_large", "resnet18", "resnet50", "shufflenet_v2_x1_0", "googlenet",
+         "inception_v3")
+FACTORIES = ("mobilenet_v3_small", "squeezenet1_1", "efficientnet_b0", "mnasnet1_0", "regnet_y_400mf", "convnext_tiny", "vit_b_16",
+             "swin_t", "lraspp_mobilenet_v3_large", "deeplabv3_mobilenet_v3_large", "token_encoder",
+             "audio_classifier")
+ZOO = NAMED + FACTORIES
 
 
-def convert_one(name: str, out: Path, count: int) -> dict:
-    from converter import ConvertSettings, convert
+def model_arg(name: str) -> str:
+    return name if name in NAMED else f"{ZOO_MODELS}:{name}"
+
+
+# --------------------------------------------------------------------------- the child: one model, every lane
+
+
+def _lane(fn: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
+    """``fn()``'s result, or how it was refused (a torchdroid error: its message, cause and fix) or failed."""
     from toolchain.errors import TorchdroidError
 
     t0 = time.monotonic()
     try:
-        result = convert(ConvertSettings(out=out, model=name, weights="random", calibration_count=count,
-                                         build_dir=out / "build"))
+        out = fn()
+        out.setdefault("ok", True)
     except TorchdroidError as e:
-        return {"ok": False, "seconds": time.monotonic() - t0, "what": e.what, "cause": e.cause,
-                "exit": e.exit_code, "before_work": "checked before converting" in e.what}
-    return {"ok": True, "seconds": time.monotonic() - t0, "modes": sorted({f.mode for f in result.files})}
+        out = {"ok": False, "refused": e.what, "cause": e.cause or "", "fix": e.remedy or "", "exit": e.exit_code}
+    except Exception as e:  # noqa: BLE001 - a bug of torchdroid's: recorded as such, never a traceback in the table
+        out = {"ok": False, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
+    out["seconds"] = round(time.monotonic() - t0, 1)
+    return out
 
 
-def verify_one(out: Path, variant: str, rounding: str) -> dict:
+def legacy_lane(name: str, out: Path) -> Dict[str, Any]:
+    from converter import ConvertSettings, convert
+
+    r = convert(ConvertSettings(out=out, model=model_arg(name), modes=MODES, weights="random",
+                                calibration_count=CALIBRATION, build_dir=out.parent / "build"))
+    return {"files": [{"file": f.file, "mode": f.mode, "backend": f.backend} for f in r.files],
+            "nnapi_refused": [{"mode": x.mode, "reason": x.reason, "alternative": x.alternative} for x in r.refused],
+            "notes": list(r.notes)}
+
+
+def verify_lane(out: Path) -> Dict[str, Any]:
     from host_nnapi.verify import VerifySettings, verify
-    from toolchain.errors import VerificationError
 
-    loose = rounding == "nnapi"
-    s = VerifySettings(models=out, variants=(variant,), rounding=rounding, random_inputs=0,
-                       min_top1_agreement=0.0 if loose else 0.75, min_top5_agreement=0.0 if loose else 0.8,
-                       out=out / f"verify-{variant}-{rounding}.json")
+    r = verify(VerifySettings(models=out, rounding="qnnpack", random_inputs=0, min_top1_agreement=0.0,
+                              min_top5_agreement=0.0, out=out / "verify-zoo.json"))
+    return {"rows": {row.variant: {"ok": row.ok, "lsb": row.max_lsb_diff, "abs": row.max_abs_diff,
+                                   "ops": len(row.layers), "why": "; ".join(row.failures)[:300] or row.error}
+                     for row in r.rows}}
+
+
+def bench_lane(out: Path) -> Dict[str, Any]:
+    from converter.host_bench import HostBenchSettings, run_host_bench
+
+    r = run_host_bench(HostBenchSettings(models=out, out=out.parent / "bench", **TIMING))
+    return {"median_ms": {row.variant: row.median_ms for row in r.rows}}
+
+
+def executorch_lane(name: str, out: Path) -> Dict[str, Any]:
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+
+    r = convert_executorch(ExecutorchSettings(out=out, model=model_arg(name), weights="random",
+                                              calibration_count=CALIBRATION, delegates=DELEGATES))
+    return {"files": [f.variant for f in r.files], "skipped": dict(r.skipped), "notes": list(r.notes)}
+
+
+def pte_bench_lane(out: Path) -> Dict[str, Any]:
+    from converter.pte_host import PteBenchSettings, run_pte_bench
+
+    r = run_pte_bench(PteBenchSettings(models=out, out=out.parent / "bench", per_operator=False, legacy=False,
+                                       host_nnapi=False, reference_kernels="skip", **TIMING))
+    return {"checks": {c.variant: {"ran": c.ran, "ok": c.ok, "reason": c.reason, "grid_rule": c.grid_rule,
+                                   "rel": c.rel_error, "budget": c.rel_budget, "abs": c.max_abs_diff}
+                       for c in r.checks},
+            "median_ms": {x.label.split()[-1]: x.timing.median_ms for x in r.lines if x.timing}}
+
+
+def one_model(name: str, directory: Path) -> Dict[str, Any]:
+    """Every lane of one model into ``directory`` (fresh), each on its own."""
+    import host_nnapi
+
+    legacy, pte = directory / "legacy" / "models", directory / "executorch" / "models"
+    row: Dict[str, Any] = {"model": name, "source": "torchvision name" if name in NAMED else "zoo_models.py factory"}
     t0 = time.monotonic()
-    try:
-        row = verify(s).rows[0]
-    except VerificationError as e:
-        return {"ok": False, "seconds": time.monotonic() - t0, "why": e.what, "cause": e.cause}
-    return {"ok": row.ok, "seconds": time.monotonic() - t0, "lsb": row.max_lsb_diff, "ref_lsb": row.lsb_vs_reference,
-            "abs": row.max_abs_diff, "ops": len(row.layers), "cpu_issues": row.cpu_kernel_issues}
+    row["legacy"] = _lane(lambda: legacy_lane(name, legacy))
+    if row["legacy"]["ok"] and any(f["backend"] != "cpu" for f in row["legacy"]["files"]):
+        host_nnapi.load()
+        row["verify"] = _lane(lambda: verify_lane(legacy))
+    if row["legacy"]["ok"]:
+        row["bench"] = _lane(lambda: bench_lane(legacy))
+    row["executorch"] = _lane(lambda: executorch_lane(name, pte))
+    if row["executorch"]["ok"]:
+        row["pte_bench"] = _lane(lambda: pte_bench_lane(pte))
+    row["seconds"] = round(time.monotonic() - t0, 1)
+    return row
 
 
-def run(models, count: int, on_row=lambda rows: None) -> list:
-    from converter.models import TORCHVISION_MODELS, parse_model
+# --------------------------------------------------------------------------- the parent: one child per model
 
-    rows = []
-    for name in models:
-        stem = TORCHVISION_MODELS[name][0] if name in TORCHVISION_MODELS else parse_model(name).stem
-        with tempfile.TemporaryDirectory(prefix=f"zoo-{stem}-") as tmp:
-            out = Path(tmp)
-            conv = convert_one(name, out, count)
-            print(f"{name}: convert {'ok' if conv['ok'] else 'refused/failed'} in {conv['seconds']:.1f}s", flush=True)
-            entry = {"model": name, "convert": conv, "modes": {}}
-            for mode in (conv.get("modes") or []):
-                variant = f"{stem}-quant_{mode}"
-                roundings = ("qnnpack", "nnapi") if mode == "full" else ("qnnpack",)  # CPU time: nnapi on full only
-                entry["modes"][mode] = {r: verify_one(out, variant, r) for r in roundings}
-                print(f"  quant_{mode}: " + ", ".join(f"{r} {'ok' if v['ok'] else 'FAIL'} ({v['seconds']:.0f}s)"
-                                                     for r, v in entry["modes"][mode].items()), flush=True)
-            rows.append(entry)
-            on_row(rows)
+
+def run_child(name: str, timeout: float) -> Dict[str, Any]:
+    """One model's row from a child process (a crash or a timeout is the row's ``error``)."""
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"zoo-{name}-") as tmp:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--one", name, "--dir", tmp]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
+        except subprocess.TimeoutExpired:
+            return {"model": name, "error": f"not done within {timeout:.0f} s (--timeout)",
+                    "seconds": round(time.monotonic() - t0, 1)}
+    rows = [line[len(ROW_MARK):] for line in p.stdout.splitlines() if line.startswith(ROW_MARK)]
+    if p.returncode == 0 and rows:
+        return json.loads(rows[-1])
+    tail = [x for x in (p.stderr or p.stdout).strip().splitlines() if x.strip()][-1:] or ["no output"]
+    return {"model": name, "error": f"the child exited {p.returncode}: {tail[0][:300]}",
+            "seconds": round(time.monotonic() - t0, 1)}
+
+
+def load_rows(state: Path) -> Dict[str, Dict[str, Any]]:
+    rows = {}
+    for p in sorted(state.glob("*.json")) if state.is_dir() else []:
+        try:
+            row = json.loads(p.read_text())
+            rows[row["model"]] = row
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a damaged row: the model runs again
     return rows
 
 
-def _verdict(v: dict, rounding: str) -> str:
+def save_row(state: Path, row: Dict[str, Any]) -> None:
+    from toolchain.fsutil import atomic_write_json
+
+    state.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(state / f"{row['model']}.json", row)
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def _refusal(lane: Dict[str, Any]) -> str:
+    """What refused the lane, its cause (cut when long) and its fix (never cut)."""
+    if "error" in lane:
+        return f"**error** ({lane['error']})"
+    text = f"refused (exit {lane.get('exit')}): {lane['refused']}"
+    if lane.get("cause"):
+        text += f": {_cut(lane['cause'], 300)}"
+    return text + (f"; **fix**: {lane['fix']}" if lane.get("fix") else "")
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _ms(value) -> str:
+    return f"{value:.1f} ms" if isinstance(value, (int, float)) else "-"
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def legacy_lines(row: Dict[str, Any]) -> List[tuple]:
+    """(lane, made/refused, checked, host latency) of the legacy lane's CPU and NNAPI models."""
+    lane = row["legacy"]
+    if not lane["ok"]:
+        return [("TorchScript CPU + NNAPI", _refusal(lane), "-", "-")]
+    verified = (row.get("verify") or {}).get("rows", {})
+    medians = (row.get("bench") or {}).get("median_ms", {})
+    out = []
+    for f in lane["files"]:
+        variant = f["file"].rsplit("-", 1)[0]  # mobilenetv2-quant_none-cpu.pt -> bench's mobilenetv2-quant_none
+        if f["backend"] == "cpu":
+            out.append((f"CPU quant_{f['mode']}", "made", "host check (convert)", _ms(medians.get(variant))))
+        else:
+            out.append((f"NNAPI quant_{f['mode']}", "made", _nnapi_check(verified, f["mode"]), "-"))
+    for x in lane["nnapi_refused"]:
+        alt = f"; {x['alternative']}" if x.get("alternative") else ""
+        out.append((f"NNAPI quant_{x['mode']}", f"refused: {x['reason']}{alt}", "-", "-"))
+    if "verify" in row and not row["verify"]["ok"]:
+        out.append(("NNAPI verify", _refusal(row["verify"]), "-", "-"))
+    return out
+
+
+def _nnapi_check(verified: Dict[str, Any], mode: str) -> str:
+    v = verified.get(f"quant_{mode}") or next((x for k, x in verified.items() if k.endswith(mode)), None)
+    if v is None:
+        return "-"
     if not v["ok"]:
-        return f"**fails**: {v.get('why') or v.get('cause')}"
-    if rounding == "qnnpack":
-        text = f"verifies: {v['lsb'] if v['lsb'] is not None else 0} LSB vs CPU" if v["lsb"] is not None else \
-            f"verifies: max abs {v['abs']:.2g}"
-    else:
-        text = f"verifies ({v['lsb']} LSB vs CPU)" if v["lsb"] is not None else f"verifies (max abs {v['abs']:.2g})"
-    text += f", {v['ops']} ops compared, {v['ref_lsb']} LSB vs its reference conversion"
-    if v["cpu_issues"]:
-        text += f"; CPU kernel issue: {v['cpu_issues'][0][:80]}"
-    return text
+        return f"**verify fails**: {v['why']}"
+    return f"verify ok ({v['lsb']} LSB)" if v["lsb"] is not None else "verify ok"
 
 
-def markdown(rows: list, count: int) -> str:
-    lines = [f"Random weights, {count} calibration images, `verify --random-inputs 0` (the bundled calibrated input); "
-             "nnapi rounding on quant_full only; generated by "
-             "`python benchmarks/zoo_table.py` (times on a shared 2-core x86_64 machine).", "",
-             "| model | mode | CPU model | NNAPI model | verify, qnnpack rounding | verify, nnapi rounding |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        conv = r["convert"]
-        if not conv["ok"]:
-            when = "before converting" if conv.get("before_work") else "while converting"
-            reason = f"refused {when} ({conv['seconds']:.0f} s, exit {conv['exit']}): {conv['cause'] or conv['what']}"
-            lines.append(f"| {r['model']} | all | not made | not made | {reason} | |")
+def _pte_check(c) -> str:
+    if c is None:
+        return "-"
+    if not c["ran"]:
+        return "not run here"
+    text = "ok" if c["ok"] else f"**fails**: {c['reason']}"
+    return text + (f" (int8 grid {c['grid_rule']})" if c.get("grid_rule") else "")
+
+
+def executorch_lines(row: Dict[str, Any]) -> List[tuple]:
+    lane = row["executorch"]
+    if not lane["ok"]:
+        return [("ExecuTorch", _refusal(lane), "-", "-")]
+    bench = row.get("pte_bench") or {}
+    if bench and not bench.get("ok", True):
+        return [(f"ExecuTorch {v}", "made", _refusal(bench), "-") for v in lane["files"]]
+    out = []
+    for variant in lane["files"]:
+        check = _pte_check((bench.get("checks") or {}).get(variant))
+        out.append((f"ExecuTorch {variant}", "made", check, _ms((bench.get("median_ms") or {}).get(variant))))
+    return out
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() else \
+        platform.processor()
+    return f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} logical CPUs"
+
+
+def markdown(rows: List[Dict[str, Any]]) -> str:
+    from importlib.metadata import version
+
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"Generated by `python benchmarks/zoo_table.py` on {when}, on {machine()} (shared), torch "
+             f"{version('torch')}. Random weights, {CALIBRATION} calibration inputs, legacy modes "
+             f"{' and '.join(MODES)}, ExecuTorch {' and '.join(DELEGATES)}; latencies: median of "
+             f"{TIMING['iters']} iterations after {TIMING['warmup']} warm-up, {TIMING['threads']} thread "
+             "(cheap settings: comparable within a row, rough across rows).", "",
+             "| model | lane | made / refused (why) | checked | host latency |", "|---|---|---|---|---|"]
+    for row in rows:
+        if "error" in row:
+            lines.append(f"| {row['model']} | all | **error**: {_cell(row['error'])} | - | - |")
             continue
-        for mode, res in sorted(r["modes"].items(), key=lambda kv: ("none", "core", "full").index(kv[0])):
-            nnapi = _verdict(res["nnapi"], "nnapi") if "nnapi" in res else "not run (CPU time; see quant_full)"
-            lines.append(f"| {r['model']} | quant_{mode} | converts | converts | {_verdict(res['qnnpack'], 'qnnpack')} "
-                         f"| {nnapi} |")
-    return "\n".join(lines) + "\n"
+        for lane, made, check, ms in legacy_lines(row) + executorch_lines(row):
+            lines.append(f"| {row['model']} | {lane} | {_cell(made)} | {_cell(check)} | {ms} |")
+    secs = ", ".join(f"{r['model']} {r.get('seconds', 0):.0f} s" for r in rows)
+    skipped = {k: v for r in rows for k, v in ((r.get("executorch") or {}).get("skipped") or {}).items()}
+    notes = ["ExecuTorch delegates not lowered on this machine (every model): "
+             + "; ".join(f"{k}: {v}" for k, v in sorted(skipped.items()))] if skipped else []
+    return "\n".join(lines + ["", *notes, "", f"Time per model (all lanes, one child process each): {secs}."]) + "\n"
 
 
-def write(md: str, rows: list, out: Path) -> None:
+def write(rows: List[Dict[str, Any]], out: Path) -> None:
+    from toolchain.fsutil import atomic_write_json, atomic_write_text
+
     text = out.read_text() if out.is_file() else f"# Model zoo\n\n{BEGIN}\n{END}\n"
     head, _, rest = text.partition(BEGIN)
     _, _, tail = rest.partition(END)
-    out.write_text(f"{head}{BEGIN}\n{md}{END}{tail}")
-    out.with_suffix(".json").write_text(json.dumps(rows, indent=2, default=str))
+    atomic_write_text(out, f"{head}{BEGIN}\n{markdown(rows)}{END}{tail}")
+    atomic_write_json(out.with_suffix(".json"), rows)
 
 
 def main() -> int:
-    from converter.models import TORCHVISION_MODELS
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    refused_first = sorted(TORCHVISION_MODELS, key=lambda m: m in ("mobilenet_v2", "resnet18", "resnet50"))
-    ap.add_argument("--models", default=",".join(refused_first))
+    ap.add_argument("--models", default=",".join(ZOO), help="comma-separated (default: the whole zoo)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "zoo.md")
-    ap.add_argument("--calibration-count", type=int, default=4)
+    ap.add_argument("--state", type=Path, default=None, help="rows of models done (default: build/zoo-state)")
+    ap.add_argument("--again", action="store_true", help="run the models again even when their row is done")
+    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per model")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
-    import host_nnapi
-
-    host_nnapi.load()
-    run([m for m in args.models.split(",") if m], args.calibration_count,
-        on_row=lambda rows: write(markdown(rows, args.calibration_count), rows, args.out))
+    if args.one:
+        print(ROW_MARK + json.dumps(one_model(args.one, args.dir), default=str), flush=True)
+        return 0
+    wanted = [m for m in args.models.split(",") if m]
+    unknown = [m for m in wanted if m not in ZOO]
+    if unknown:
+        print(f"unknown zoo model(s): {', '.join(unknown)}; the zoo: {', '.join(ZOO)}", file=sys.stderr)
+        return 2
+    state = args.state or ROOT / "build" / "zoo-state"
+    done = {} if args.again else load_rows(state)
+    for name in wanted:
+        if name in done:
+            print(f"{name}: done before ({state / (name + '.json')}; --again runs it again)", flush=True)
+            continue
+        row = run_child(name, args.timeout)
+        save_row(state, row)
+        print(f"{name}: {row.get('seconds', 0):.0f} s" + (f", {row['error']}" if "error" in row else ""), flush=True)
+        rows = load_rows(state)
+        write([rows[m] for m in ZOO if m in rows], args.out)
     print(f"wrote {args.out}")
     return 0
 

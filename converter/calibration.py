@@ -101,6 +101,17 @@ def parse_calibration(path: Optional[Path], count: Any, seed: int, warn: bool = 
     return spec
 
 
+def record_for(spec: CalibrationSpec, declared: Optional[str] = None) -> Dict[str, Any]:
+    """What the manifest says of the calibration inputs: ``spec.record()``, or (``declared``: the model's
+    example-inputs function's name) the inputs that function gave, never the synthetic images it did not use."""
+    if declared is None:
+        return spec.record()
+    out: Dict[str, Any] = {"source": "declared", "count": spec.count, "seed": spec.seed,
+                           "kind": f"{declared}() called under torch.manual_seed(seed + i), i < count"}
+    warning = few_images_warning(spec)
+    return {**out, "warning": warning} if warning else out
+
+
 def few_images_warning(spec: CalibrationSpec) -> Optional[str]:
     """Why a calibration set is too small to trust, or None."""
     if spec.count >= FEW_IMAGES:
@@ -220,3 +231,53 @@ def _synthetic(count: int, seed: int, hw: Tuple[int, int]):
         img = img.clamp(0.0, 1.0)
         out.append(((img - mean) / std).contiguous())
     return out
+
+
+# --------------------------------------------------------------------------- inputs beyond one image
+
+
+def declared_samples(fn, count: int, seed: int, label: str) -> List[Tuple[Any, ...]]:
+    """``count`` inputs of a model that declares its own (``<factory>_example_inputs``, docs/convert.md): the
+    function called once per input under ``torch.manual_seed(seed + i)``, each call a tuple of tensors (one per
+    ``forward`` argument, batch 1).  Calibration and the held-out check inputs come from it with other seeds."""
+    import torch
+
+    samples = []
+    for i in range(count):
+        torch.manual_seed(seed + i)
+        try:
+            value = fn()
+        except Exception as e:  # a user's function can raise anything
+            raise UsageError(f"{label}: its example-inputs function raised", cause=f"{type(e).__name__}: {e}",
+                             remedy="make it return a tuple of tensors, one per forward() argument") from e
+        samples.append(_as_sample(value, label))
+    return samples
+
+
+def _as_sample(value: Any, label: str) -> Tuple[Any, ...]:
+    import torch
+
+    sample = (value,) if isinstance(value, torch.Tensor) else tuple(value) if isinstance(value, (tuple, list)) else ()
+    if not sample or not all(isinstance(t, torch.Tensor) and t.dim() >= 1 and t.shape[0] == 1 for t in sample):
+        raise UsageError(f"{label}: its example-inputs function returned {describe_sample(value)}",
+                         cause="each input must be a tensor with a batch dimension of 1 (the model is called as "
+                               "model(*inputs))",
+                         remedy="return a tuple of tensors, e.g. (torch.randint(0, 1000, (1, 32)),) for token ids")
+    return tuple(t.contiguous() for t in sample)
+
+
+def describe_sample(value: Any) -> str:
+    """``int64[1, 32], float32[1, 1, 16000]``: what a sample holds, for messages and records."""
+    import torch
+
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    return ", ".join(f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}" if isinstance(t, torch.Tensor)
+                     else type(t).__name__ for t in items) or "nothing"
+
+
+def is_image_sample(sample: Tuple[Any, ...]) -> bool:
+    """One float ``[1, 3, H, W]`` tensor: what the legacy lane, NNAPI and the app's camera input take."""
+    import torch
+
+    return len(sample) == 1 and sample[0].dim() == 4 and sample[0].shape[1] == 3 and sample[0].is_floating_point() \
+        and sample[0].dtype == torch.float32

@@ -154,6 +154,29 @@ def mismatch_note(mode: str, agreement: Dict[str, int]) -> str:
     return note
 
 
+def refuse_declared_inputs(spec: ModelSpec, seed: int) -> None:
+    """A ConversionError when the model declares inputs other than the one ``[1, 3, H, W]`` float image this lane
+    builds everything around (image calibration, bundled NHWC inputs, NNAPI, the app's camera): before any work."""
+    from toolchain.errors import ConversionError
+
+    from .calibration import declared_samples, describe_sample, is_image_sample
+    from .models import EXAMPLE_INPUTS_SUFFIX, declared_inputs
+
+    fn = declared_inputs(spec)
+    if fn is None:
+        return
+    sample = declared_samples(fn, 1, seed, spec.stem)[0]
+    if is_image_sample(sample) and tuple(sample[0].shape[2:]) == tuple(spec.input_hw):
+        return
+    raise ConversionError(
+        f"{spec.stem}: the legacy TorchScript lane takes one image input, float32[1, 3, {spec.input_hw[0]}, "
+        f"{spec.input_hw[1]}]; {spec.factory_name}{EXAMPLE_INPUTS_SUFFIX}() declares {describe_sample(sample)}",
+        cause="its CPU and NNAPI models are built around one image: image calibration, bundled NHWC inputs, the "
+              "NNAPI converter, the app's camera input",
+        remedy="convert it with --format executorch (any inputs: token ids, audio, several tensors); or give it a "
+               "wrapper that takes the image")
+
+
 class ModeConverter:
     """Converts the modes of one model into ``out``; :meth:`prepare` first, then iterate :meth:`run`."""
 
@@ -181,6 +204,7 @@ class ModeConverter:
         _mobile_optimization(facts)
         describe(f"{spec.stem}: loading the float model ({self.weights.origin} weights)")
         self.model, facts.weights_record = build_float_model(spec, self.weights)
+        refuse_declared_inputs(spec, self.calib.seed)
         check = check_model(self.model, spec.input_hw, modes)
         refuse(check, spec.stem)  # what stops the CPU models too
         self.nnapi_problems = {m: nnapi_refused(check, m) for m in modes}

@@ -20,12 +20,12 @@ import torch
 from toolchain.errors import ConversionError
 from toolchain.fsutil import atomic_write_bytes, sha256_file
 from toolchain.progress import progress, time_left
-from toolchain.pte_records import PteVariant, pte_name
+from toolchain.pte_records import PteVariant, program_args, pte_name
 
 from .finite import output_tensors, refuse_non_finite_output
 from .host_check import spec_of
-from .calibration import CalibrationSpec, load_batch
-from .models import ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
+from .calibration import CalibrationSpec, declared_samples, load_batch, record_for
+from .models import ModelSpec, WeightsSpec, build_float_model, declared_inputs, estimate_batchnorm
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,7 @@ class BuiltPrograms:
     notes: List[str] = field(default_factory=list)
     weights_record: Dict[str, Any] = field(default_factory=dict)
     reference: Dict[str, Any] = field(default_factory=dict)
+    calibration: Dict[str, Any] = field(default_factory=dict)  # what the manifest records of the calibration inputs
 
 
 def host_backends() -> List[str]:
@@ -73,7 +74,7 @@ def lower(exported, delegate: str, label: str, example) -> tuple:
         edge = to_edge_transform_and_lower(exported, partitioner=partitioners(delegate), generate_etrecord=True)
         program = edge.to_executorch()
         etrecord = program.get_etrecord()
-        etrecord.update_representative_inputs([example])
+        etrecord.update_representative_inputs(program_args(example))
     except Exception as e:  # torch.export / lowering raise many types; they all mean "cannot lower"
         raise ConversionError(
             f"{label}: lowering to ExecuTorch with the {delegate} delegate failed",
@@ -84,8 +85,9 @@ def lower(exported, delegate: str, label: str, example) -> tuple:
 
 
 def export(model, example, label: str):
+    """``example``: one input tensor, or a tuple of them (one per ``forward`` argument)."""
     try:
-        return torch.export.export(model, (example,))
+        return torch.export.export(model, tuple(program_args(example)))
     except Exception as e:
         raise ConversionError(
             f"{label}: torch.export cannot capture the model",
@@ -116,8 +118,14 @@ def quantize_pt2e(model, exported, batch) -> tuple:
     prepared = prepare_pt2e(graph, quantizer)
     with torch.no_grad():
         for i in range(0, len(batch), chunk):
-            prepared(torch.cat(list(batch[i:i + chunk]), 0))
+            prepared(*_stacked(batch[i:i + chunk]))
     return convert_pt2e(prepared), chunk
+
+
+def _stacked(samples) -> List[Any]:
+    """Inputs (tensors, or tuples of them) joined along the batch dimension: one argument list."""
+    args = [program_args(x) for x in samples]
+    return [torch.cat([a[i] for a in args], 0) for i in range(len(args[0]))]
 
 
 def _calibration_graph(model, exported, batch) -> tuple:
@@ -130,8 +138,9 @@ def _calibration_graph(model, exported, batch) -> tuple:
     chunk = min(CALIBRATION_CHUNK, len(batch))
     if chunk > 1:
         try:
-            free = torch.export.export(model, (torch.cat(list(batch[:chunk]), 0),),
-                                       dynamic_shapes=({0: Dim("batch", min=1, max=chunk)},))
+            stacked = _stacked(batch[:chunk])
+            batch_dim = Dim("batch", min=1, max=chunk)
+            free = torch.export.export(model, tuple(stacked), dynamic_shapes=tuple({0: batch_dim} for _ in stacked))
             return free.module(), chunk
         except Exception as e:  # torch.export raises many types; each means "not with a free batch dimension"
             log.info("the int8 program is calibrated one input per call: torch.export cannot capture the model with "
@@ -139,15 +148,60 @@ def _calibration_graph(model, exported, batch) -> tuple:
     return exported.module(), 1
 
 
-def output_qparams(graph_module) -> Optional[Dict[str, float]]:
-    """Scale and zero point of the dequantize feeding the graph output (the int8 output's LSB)."""
+# ops that only move or select values: an output they produce from a dequantize is still on its int8 grid
+GRID_KEEPING = frozenset({"view", "_unsafe_view", "reshape", "flatten", "permute", "transpose", "t", "squeeze",
+                          "unsqueeze", "clone", "contiguous", "alias", "detach", "expand", "select", "slice"})
+DEQUANTIZE = "dequantize_per_tensor"
+
+
+def _op_name(node) -> str:
+    """``aten.upsample_bilinear2d.vec`` -> ``upsample_bilinear2d`` (the operator's name, no namespace/overload)."""
+    target = getattr(node, "target", None)
+    name = getattr(target, "__name__", str(target))
+    return name.split(".")[0] if "." in name else name
+
+
+def _nearest_dequantize(node):
+    """The closest dequantize_per_tensor upstream of ``node`` (breadth first over its inputs), or None."""
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop(0)
+        if id(n) in seen or not hasattr(n, "op"):
+            continue
+        seen.add(id(n))
+        if _op_name(n) == DEQUANTIZE:
+            return n
+        todo.extend(a for a in n.args if hasattr(a, "op"))
+    return None
+
+
+def output_rule(node) -> Dict[str, Any]:
+    """How an int8 program's output ``node`` can be judged: ``on_grid`` when a dequantize produces it (through
+    ops that only move values), its ``scale``/``zero_point`` then the output's LSB; otherwise ``after`` names the
+    float operation that produces it and ``scale``/``zero_point`` are the nearest dequantize's upstream (the LSB
+    the error is measured in), None when no dequantize feeds it."""
+    n = node
+    while getattr(n, "op", None) == "call_function" and _op_name(n) in GRID_KEEPING:
+        n = n.args[0]
+    if getattr(n, "op", None) == "call_function" and _op_name(n) == DEQUANTIZE:
+        return {"scale": float(n.args[1]), "zero_point": int(n.args[2]), "on_grid": True}
+    source = _nearest_dequantize(n)
+    return {"scale": float(source.args[1]) if source is not None else None,
+            "zero_point": int(source.args[2]) if source is not None else None,
+            "on_grid": False, "after": str(getattr(n, "target", n))}
+
+
+def output_rules(graph_module) -> List[Dict[str, Any]]:
+    """:func:`output_rule` of every output of the converted graph, in the order the program returns them."""
     out = next(n for n in graph_module.graph.nodes if n.op == "output")
-    node = out.args[0][0] if isinstance(out.args[0], (list, tuple)) else out.args[0]
-    while node is not None and hasattr(node, "target") and "dequantize" not in str(node.target):
-        node = node.args[0] if node.args and hasattr(node.args[0], "target") else None
-    if node is None:
-        return None
-    return {"scale": float(node.args[1]), "zero_point": int(node.args[2])}
+    args = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+    return [output_rule(a) for a in args]
+
+
+def output_qparams(graph_module) -> Optional[Dict[str, Any]]:
+    """The first output's :func:`output_rule` (the int8 output the checks judge first)."""
+    rules = output_rules(graph_module)
+    return rules[0] if rules else None
 
 
 def _etrecord_bytes(etrecord, tmp_dir: Path) -> bytes:
@@ -182,21 +236,19 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
         model, built.weights_record, batch = _float_model(spec, weights, calib)
         bar.advance()
         bar.describe(f"{spec.stem}: torch.export and the int8 (PT2E) reference")
-        example = batch[0].contiguous()
+        example = batch[0]
         float_exported = export(model, example, f"{spec.stem} fp32")
         quantized, per_call = quantize_pt2e(model, float_exported, batch)
-        checks = held_out_inputs(calib, spec.input_hw, max(1, check_inputs))
+        checks = held_out_inputs(calib, spec, max(1, check_inputs))
         with torch.no_grad():
-            outputs = {"fp32": [model(x) for x in checks], "int8": [quantized(x) for x in checks]}
+            outputs = {"fp32": [model(*program_args(x)) for x in checks],
+                       "int8": [quantized(*program_args(x)) for x in checks]}
         for precision, ys in outputs.items():
             refuse_non_finite_output(ys, f"{spec.stem} ({precision})", f"its {len(ys)} reference inputs")
-        count = len(output_tensors(outputs["fp32"][0]))
-        if count > 1:
-            built.notes.append(f"{spec.stem} returns {count} tensors: the host checks and `invoke verify` compare the "
-                               "first (every output is checked finite here)")
-        # the first output of each, as the runtime's execute()[0] gives it (several outputs: the first is judged)
-        expected = {k: [output_tensors(y)[0] for y in ys] for k, ys in outputs.items()}
-        built.reference = _write_reference(out, spec.stem, checks, expected, output_qparams(quantized), example)
+        # every output tensor, in the order the program returns them (a dict's values, lists and tuples flattened)
+        expected = {k: [_as_recorded(output_tensors(y)) for y in ys] for k, ys in outputs.items()}
+        built.calibration = calibration_record(spec, calib)
+        built.reference = _write_reference(out, spec.stem, checks, expected, output_rules(quantized), example)
         written.append(out / built.reference["file"])
         bar.advance()
         spent: List[float] = []
@@ -207,10 +259,11 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
             bar.describe(f"{spec.stem}: {variant.name}: lowering to ExecuTorch{eta}")
             t0 = time.monotonic()
             exported = float_exported if variant.precision == "fp32" else export(quantized, example, f"{spec.stem} int8")
-            entry = _write_program(spec, variant, exported, example, out, (checks[0], expected[variant.precision][0]),
+            first = program_args(expected[variant.precision][0])[0]
+            entry = _write_program(spec, variant, exported, example, out, (checks[0], first),
                                    registered, written)
             if variant.precision == "int8":
-                entry["quantization"] = {"scheme": QUANT_SCHEME, "calibration": calib.record(),
+                entry["quantization"] = {"scheme": QUANT_SCHEME, "calibration": calibration_record(spec, calib),
                                          "inputs_per_call": per_call, "output": output_qparams(quantized)}
             built.entries.append(entry)
             built.built_variants.append(variant.name)
@@ -231,6 +284,11 @@ def _float_model(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec):
     if prepared is not None:
         return prepared.model, prepared.weights_record, prepared.batch
     model, record = build_float_model(spec, weights)
+    declared = declared_inputs(spec)
+    if declared is not None:  # the model's own inputs (tokens, audio, several): one tensor stays a tensor
+        batch = [x if len(x) > 1 else x[0] for x in declared_samples(declared, calib.count, calib.seed, spec.stem)]
+        model.eval()
+        return model, record, batch
     batch = load_batch(calib, spec.input_hw)
     if weights.origin == "random" and spec.source == "torchvision":
         n = estimate_batchnorm(model, batch)  # the same statistics the legacy modes get
@@ -257,7 +315,8 @@ def _write_program(spec, variant: PteVariant, exported, example, out: Path, chec
         "reason": f"{backend} is not registered in this host runtime (it has: {', '.join(registered)})"}
     return {"file": name, "sha256": sha256_file(path), "size": path.stat().st_size, "model": spec.name,
             "stem": spec.stem, "format": "executorch", "precision": variant.precision, "delegate": variant.delegate,
-            "input": spec_of(example).to_dict(), "output": spec_of(expected).to_dict(), "runs_on_host": runs_here,
+            "input": spec_of(program_args(example)[0]).to_dict(), "output": spec_of(expected).to_dict(),
+            "inputs": [spec_of(t).to_dict() for t in program_args(example)], "runs_on_host": runs_here,
             "etrecord": {"file": etrecord_name, "sha256": sha256_file(out / etrecord_name)}, "host_check": check}
 
 
@@ -270,7 +329,7 @@ def load_program(path: Path):
 def _host_check(path: Path, example, expected, label: str) -> Dict[str, Any]:
     """Load the written .pte back with the host runtime and run it once (the convert-time smoke check)."""
     try:
-        y = load_program(path).execute([example])[0]
+        y = load_program(path).execute(program_args(example))[0]
         refuse_non_finite_output(y, f"{label}: {path.name}", "reference input #0")
     except ConversionError:
         raise
@@ -288,20 +347,37 @@ def _host_check(path: Path, example, expected, label: str) -> Dict[str, Any]:
 HELD_OUT_SEED_OFFSET = 1_000_003  # the reference inputs' seed: calibration seed + this (never a calibration input)
 
 
-def held_out_inputs(calib: CalibrationSpec, hw, count: int) -> List[Any]:
+def held_out_inputs(calib: CalibrationSpec, spec: ModelSpec, count: int) -> List[Any]:
     """The host check's inputs: synthetic images the calibration never saw (another seed), whatever the calibration
-    source, so the int8 program is judged out of sample."""
+    source, so the int8 program is judged out of sample; a model declaring its inputs gets its own function's
+    (another seed too).  One tensor per input, or a tuple for a model of several inputs."""
     from .calibration import synthetic_images
 
-    return [x.contiguous() for x in synthetic_images(count, calib.seed + HELD_OUT_SEED_OFFSET, hw)]
+    declared = declared_inputs(spec)
+    if declared is not None:
+        samples = declared_samples(declared, count, calib.seed + HELD_OUT_SEED_OFFSET, spec.stem)
+        return [x if len(x) > 1 else x[0] for x in samples]
+    return [x.contiguous() for x in synthetic_images(count, calib.seed + HELD_OUT_SEED_OFFSET, spec.input_hw)]
 
 
-def _write_reference(out: Path, stem: str, inputs, expected, qparams, example) -> Dict[str, Any]:
-    """Inputs and expected outputs (fp32: eager model; int8: the PT2E reference) for the host check, and the
-    lowering's example input (the ETRecord's representative input: what the per-operator comparison runs)."""
+def calibration_record(spec: ModelSpec, calib: CalibrationSpec) -> Dict[str, Any]:
+    """The calibration inputs as the manifest records them: the declared example inputs' function, or ``calib``'s."""
+    declared = declared_inputs(spec)
+    return record_for(calib, declared.__name__ if declared is not None else None)
+
+
+def _as_recorded(tensors: List[Any]):
+    """Outputs as the reference records them: one tensor, or a tuple for several (converter.pte_host.per_output)."""
+    return tensors[0] if len(tensors) == 1 else tuple(tensors)
+
+
+def _write_reference(out: Path, stem: str, inputs, expected, rules, example) -> Dict[str, Any]:
+    """Inputs and expected outputs (fp32: eager model; int8: the PT2E reference) for the host check, each int8
+    output's rule (:func:`output_rule`; ``int8_output``: the first's, as deploy reads it), and the lowering's
+    example input (the ETRecord's representative input: what the per-operator comparison runs)."""
     buf = io.BytesIO()
-    torch.save({"inputs": inputs, "expected": expected, "int8_output": qparams, "held_out": True,
-                "example": example}, buf)
+    torch.save({"inputs": inputs, "expected": expected, "int8_output": rules[0] if rules else None,
+                "int8_outputs": rules, "held_out": True, "example": example}, buf)
     name = f"{stem}-executorch-reference.pt"
     path = atomic_write_bytes(out / name, buf.getvalue())
     return {"file": name, "sha256": sha256_file(path), "inputs": len(inputs),

@@ -203,7 +203,7 @@ def _merge(section: Dict[str, Any], spec: ModelSpec, calib: CalibrationSpec, bui
     conv = dict(conversions.get(spec.stem, {}))
     conv_keys = dict(conv.get("keys", {}))
     conv_keys.update({name: keys[name] for name in built.built_variants})
-    conv.update(model=spec.name, model_id=spec.identity(), source=spec.source, weights=built.weights_record, calibration=calib.record(),
+    conv.update(model=spec.name, model_id=spec.identity(), source=spec.source, weights=built.weights_record, calibration=built.calibration or calib.record(),
                 executorch=versions["executorch"], torch=versions["torch"], keys=conv_keys,
                 skipped=built.skipped, notes=built.notes, converted=now_iso())
     conversions[spec.stem] = conv

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -302,6 +303,7 @@ def _import_and_call(spec: ModelSpec, seed: int = 0):
             cause=f"{type(e).__name__}: {e}",
             remedy="fix the file so `python path/to/file.py` runs without error",
         ) from e
+    sys.modules[mod_name] = module  # its example-inputs function is read from here (declared_inputs)
     factory = getattr(module, spec.factory_name, None)
     if not callable(factory):
         raise UsageError(
@@ -321,6 +323,19 @@ def _import_and_call(spec: ModelSpec, seed: int = 0):
             remedy="make the factory return an nn.Module instance",
         )
     return model
+
+
+EXAMPLE_INPUTS_SUFFIX = "_example_inputs"  # `def net_example_inputs(): return (tokens,)` beside `def net(): ...`
+
+
+def declared_inputs(spec: ModelSpec):
+    """The factory's example-inputs function (``<factory>_example_inputs`` in the same file, docs/convert.md), or
+    None: then the model takes one ``[1, 3, H, W]`` image.  Read from the module the factory was built from."""
+    if spec.source != "factory" or not spec.factory_sha256:
+        return None
+    module = sys.modules.get(f"torchdroid_user_model_{spec.factory_sha256[:12]}")
+    fn = getattr(module, f"{spec.factory_name}{EXAMPLE_INPUTS_SUFFIX}", None) if module is not None else None
+    return fn if callable(fn) else None
 
 
 def _stopped(spec: ModelSpec, e: BaseException, when: str) -> UsageError:

@@ -25,6 +25,8 @@ import warnings
 from pathlib import Path
 from typing import Tuple
 
+from toolchain.pte_records import program_args
+
 
 def numeric_gap(program: Path, etrecord: Path, example, debug_buffer_mb: int) -> list:
     """Inspector.calculate_numeric_gap (MSE) of the program's run on ``example``, one row per compared block."""
@@ -32,7 +34,7 @@ def numeric_gap(program: Path, etrecord: Path, example, debug_buffer_mb: int) ->
     from executorch.runtime import Runtime
 
     loaded = Runtime.get().load_program(str(program), enable_etdump=True, debug_buffer_size=debug_buffer_mb << 20)
-    loaded.load_method("forward").execute([example])
+    loaded.load_method("forward").execute(program_args(example))
     with tempfile.TemporaryDirectory(prefix="torchdroid-etdump-") as tmp:
         etdump, debug = Path(tmp) / "run.etdp", Path(tmp) / "run.debug"
         loaded.write_etdump_result_to_file(str(etdump), str(debug))

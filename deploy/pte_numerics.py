@@ -16,7 +16,9 @@ the ExecuTorch "backend" (docs/deploy.md "Is the answer right"):
   half the last digit ``%f`` prints);
 * int8 program (XNNPACK, a dequantized float output on the recorded int8 output quantization): both sides are
   snapped onto that grid and may differ by ``<= 2 LSB`` of its scale (the phone's ARM kernels and the host's x86
-  ones may round differently; not read, the bound leaves room); without a recorded output quantization the float
+  ones may round differently; not read, the bound leaves room); where a float operation follows the last
+  dequantize (recorded at convert time, e.g. bilinear upsampling) the values are off the grid: measured unsnapped in
+  LSB of that dequantize's scale (:func:`lsb_unit`); without a recorded output quantization the float
   rule above applies and the verdict says so.
 
 Verdicts are :class:`toolchain.numerics_records.NumericsVerdict` with ``backend="executorch"`` and the program's
@@ -34,7 +36,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from toolchain.errors import RecordError
 from toolchain.fsutil import sha256_file
 from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
-from toolchain.pte_records import PteFile, load_section, reference_path
+from toolchain.pte_records import PteFile, load_section, program_args, reference_path
 
 from .adb import Device
 from .numerics import NoOutput, judge, outputs_on_device
@@ -52,17 +54,18 @@ class ProgramInputs:
     """What one model's programs run on: the recorded reference inputs (tensors) or the runner's all-ones default."""
 
     stem: str
-    tensors: List[object] = field(default_factory=list)  # torch tensors, one per run (the model's single input)
+    tensors: List[object] = field(default_factory=list)  # one per run: a tensor, or a tuple (one per program input)
     files: List[Path] = field(default_factory=list)  # their raw bytes here, pushed beside the programs
     source: str = "reference inputs"  # or "all-ones input (...why)"
     int8_output: Optional[Dict[str, float]] = None  # the int8 programs' output quantization (scale, zero_point)
+    runs: List[str] = field(default_factory=list)  # per run: its files' names as --inputs takes them (a,b: E17)
 
     @property
     def recorded(self) -> bool:
         return bool(self.files)
 
     def device_names(self) -> List[str]:
-        return [p.name for p in self.files]
+        return list(self.runs) or [p.name for p in self.files]
 
 
 @dataclass
@@ -93,15 +96,24 @@ def program_inputs(models: Path, stems: Sequence[str], programs: Sequence[PteFil
         pi = ProgramInputs(stem, int8_output=ref.get("int8_output"))
         work.mkdir(parents=True, exist_ok=True)
         for i, x in enumerate(ref["inputs"]):
-            import torch
-
-            t = x.detach().to(torch.float32).contiguous()
-            path = work / f"{stem}-input-{i}.bin"
-            path.write_bytes(t.numpy().astype("<f4").tobytes())
-            pi.tensors.append(t)
-            pi.files.append(path)
+            _write_run(pi, work, i, x)
         out[stem] = pi
     return out
+
+
+def _write_run(pi: ProgramInputs, work: Path, i: int, sample) -> None:
+    """One reference input as raw little-endian bytes in each tensor's own dtype (a float32 image, int64 token
+    ids), one file per program input (E17): ``<stem>-input-<i>.bin``, or ``-<i>-<k>.bin`` for several."""
+    args = [t.detach().contiguous() for t in program_args(sample)]
+    names = []
+    for k, t in enumerate(args):
+        path = work / (f"{pi.stem}-input-{i}.bin" if len(args) == 1 else f"{pi.stem}-input-{i}-{k}.bin")
+        data = t.numpy()
+        path.write_bytes(data.astype(data.dtype.newbyteorder("<")).tobytes())
+        pi.files.append(path)
+        names.append(path.name)
+    pi.tensors.append(args[0] if len(args) == 1 else tuple(args))
+    pi.runs.append(",".join(names))
 
 
 def _ones(stem: str, programs: Sequence[PteFile], why: str) -> ProgramInputs:
@@ -118,8 +130,16 @@ def push_items(inputs: Dict[str, ProgramInputs]) -> List[PushItem]:
     return [PushItem(p, p.name, 0o644, sha256_file(p)) for pi in inputs.values() for p in pi.files]
 
 
+def lsb_unit(qparams: Optional[Dict[str, object]]) -> Optional[Dict[str, object]]:
+    """The int8 output quantization the phone's output is measured in (LSB of its scale), or None (the float rule):
+    a recorded scale, also when a float operation after the dequantize puts the output off its grid (the values are
+    then compared unsnapped, deploy.numerics.lsb_difference); none when no dequantize feeds the output."""
+    return qparams if qparams and qparams.get("scale") else None
+
+
 def _values(out, qparams: Optional[Dict[str, float]]) -> TensorValues:
     t = out.detach().reshape(-1).double()
+    qparams = lsb_unit(qparams)
     scale = float(qparams["scale"]) if qparams else None
     zp = int(qparams["zero_point"]) if qparams else None
     return TensorValues([int(d) for d in out.shape], [float(v) for v in t.tolist()], scale, zp)
@@ -140,7 +160,7 @@ def host_reference(f: PteFile, pi: ProgramInputs) -> FileReference:
 
         method = load_method(f.path)
         qparams = pi.int8_output if f.precision == "int8" else None
-        ref.outputs[key] = [_values(method.execute([x])[0], qparams) for x in pi.tensors]
+        ref.outputs[key] = [_values(method.execute(program_args(x))[0], qparams) for x in pi.tensors]
     except Exception as e:  # noqa: BLE001 - the host runtime's errors are RuntimeErrors of several kinds
         ref.problems[key] = f"the host's ExecuTorch runtime could not run it: {type(e).__name__}: {e}"
         ref.outputs.pop(key, None)
@@ -205,6 +225,15 @@ def check_program(device: Device, f: PteFile, pi: ProgramInputs, ref: FileRefere
     v = judge(device.serial, subject, phone, problems, ref)
     if v.verdict != "unknown":
         v.inputs = len(phone)
-    if f.precision == "int8" and not pi.int8_output and v.tolerance:
-        v.tolerance += " (no recorded output quantization: the float rule)"
+    if f.precision == "int8" and v.tolerance:
+        v.tolerance += _rule_note(pi.int8_output)
     return v
+
+
+def _rule_note(qparams: Optional[Dict[str, object]]) -> str:
+    """What an int8 program's tolerance is derived from, when it is not its output's int8 grid."""
+    if not lsb_unit(qparams):
+        return " (no recorded output quantization: the float rule)"
+    if qparams.get("on_grid", True) is False:
+        return f" (output computed in float by {qparams.get('after')} after the dequantize: unsnapped)"
+    return ""

@@ -142,3 +142,9 @@ def reference_path(models_dir: Path, stem: str, section: Optional[Dict[str, Any]
         raise RecordError(f"the reference file {path} is missing or does not match the manifest",
                           remedy="run `invoke convert --format executorch --force`")
     return path
+
+
+def program_args(sample: Any) -> List[Any]:
+    """A recorded reference input as the program's argument list: one tensor (a one-input model, as every
+    reference before issue 35 recorded it) or a tuple of them (a model declaring several inputs)."""
+    return list(sample) if isinstance(sample, (tuple, list)) else [sample]

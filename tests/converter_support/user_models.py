@@ -292,3 +292,45 @@ class OneImageOnly(Tiny):
 
 def one_image_only():
     return OneImageOnly()
+
+
+class Segmenter(nn.Module):
+    """A segmentation-like head: ``{"out": per-pixel scores upsampled to the input, "aux": per-image scores}``; the
+    bilinear upsampling runs in float after the int8 program's last dequantize (torchvision's segmentation models)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=4, padding=1)
+        self.relu = nn.ReLU()
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        features = self.relu(self.conv(x))
+        out = nn.functional.interpolate(self.head(features), size=x.shape[-2:], mode="bilinear", align_corners=False)
+        return {"out": out, "aux": features.mean(dim=(2, 3))}
+
+
+def segmenter():
+    return Segmenter()
+
+
+class Tokens(nn.Module):
+    """Token ids in ([1, 16] int64), class scores out: an embedding, one transformer encoder layer, a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(100, 16)
+        self.encoder = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True, dropout=0.0)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, tokens):
+        return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
+
+
+def tokens():
+    return Tokens()
+
+
+def tokens_example_inputs():
+    """The inputs `tokens` takes, declared beside its factory (docs/convert.md)."""
+    return (torch.randint(0, 100, (1, 16)),)
