@@ -191,6 +191,22 @@ def test_a_factory_that_hangs_is_reported_after_the_time_limit(tmp_path):
     assert_clean(res, "usage", mentions=["net.py", "2 seconds", "convert.factory_timeout"], root=tmp_path)
 
 
+@adversarial("convert", "bad model")
+@pytest.mark.parametrize("where", ["at-import", "in-factory"])
+def test_a_factory_that_changes_directory_does_not_move_the_outputs(tmp_path, where):
+    """A factory file that calls os.chdir() must not make convert write elsewhere while it names build/models."""
+    (tmp_path / "elsewhere").mkdir()
+    body = "import os\nimport torch\n"
+    chdir = "os.chdir('elsewhere')\n"
+    make = "def make():\n    {}return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())\n"
+    text = body + (chdir + make.format("") if where == "at-import" else make.format("os.chdir('elsewhere'); "))
+    (tmp_path / "net.py").write_text(text)
+    res = convert(tmp_path, "--quant", "none", "--out", "m", model="net.py:make")
+    assert_clean(res, "ok", needs_fix=False, root=tmp_path)
+    assert modes_recorded(tmp_path / "m") == {"none"}
+    assert not list((tmp_path / "elsewhere").iterdir())
+
+
 # --------------------------------------------------------------------------- other people's files
 
 
