@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from toolchain.errors import command
 
-import contextlib
-import sys
 from typing import Any
 
 from toolchain.console import emit_json, next_step, note, table, warning
@@ -349,11 +347,6 @@ def _read(path: Any) -> Any:
     from pathlib import Path
 
     return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-def quiet_stdout(as_json: bool):
-    """With --json, what the stages print goes to stderr so stdout holds only the JSON."""
-    return contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
 
 
 # --------------------------------------------------------------------------- the ExecuTorch lane (docs/executorch.md)

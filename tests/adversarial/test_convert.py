@@ -207,6 +207,31 @@ def test_a_factory_that_changes_directory_does_not_move_the_outputs(tmp_path, wh
     assert not list((tmp_path / "elsewhere").iterdir())
 
 
+PRINTING_FILE = """import torch
+print('loading my model')
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+    def forward(self, x):
+        print('forward')
+        return torch.relu(self.conv(x))
+def make():
+    print('building my model')
+    return Net()
+"""
+
+
+@adversarial("convert", "bad model")
+def test_json_output_is_one_document_when_the_model_prints(tmp_path):
+    """convert --json: stdout is one JSON document, whatever the user's file prints (Python or TorchScript's C++)."""
+    (tmp_path / "net.py").write_text(PRINTING_FILE)
+    res = convert(tmp_path, "--quant", "none", "--out", "m", "--json", model="net.py:make")
+    assert_clean(res, "ok", needs_fix=False, root=tmp_path)
+    assert json.loads(res.out)["manifest_path"].endswith("manifest.json")
+    assert "building my model" in res.err
+
+
 # --------------------------------------------------------------------------- other people's files
 
 
