@@ -136,10 +136,21 @@ def free_bytes(path: PathLike) -> int:
     return shutil.disk_usage(_existing_ancestor(Path(path))).free
 
 
+def mount_point(path: PathLike) -> Path:
+    """The mount point of the filesystem that holds (or would hold) ``path``."""
+    path = _existing_ancestor(Path(path))
+    with contextlib.suppress(OSError):
+        path = path.resolve()
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
 def _no_space_error(where: Path, what: str, err: Optional[BaseException] = None, need: Optional[int] = None):
     free = free_bytes(where)
     needs = f"needs about {human_bytes(need)}, " if need is not None else ""
-    cause = f"{needs}{human_bytes(free)} free on the filesystem of {_existing_ancestor(Path(where))}"
+    cause = (f"{needs}{human_bytes(free)} free on the filesystem of {_existing_ancestor(Path(where))} "
+             f"(mounted at {mount_point(where)})")
     if err is not None:
         cause = f"{cause} ({os.strerror(getattr(err, 'errno', errno.ENOSPC) or errno.ENOSPC)})"
     return NoSpaceError(
@@ -150,12 +161,13 @@ def _no_space_error(where: Path, what: str, err: Optional[BaseException] = None,
     )
 
 
-def as_usage_error(err: OSError) -> Optional[UsageError]:
+def as_usage_error(err: OSError, near: Optional[PathLike] = None) -> Optional[UsageError]:
     """An OSError the environment causes while writing (a full disk or quota, a read-only filesystem, a permission
     taken away, a failing disk) as a usage error naming the file; None for any other error (a bug, to be seen with
-    its traceback)."""
+    its traceback).  ``near``: where the caller was writing (the stage's build directory), named when the error
+    names no file -- never the working directory, which may be on another filesystem."""
     named = getattr(err, "filename", None)
-    where = Path(named) if named else Path.cwd()
+    where = Path(named) if named else Path(near) if near is not None else Path.cwd()
     if err.errno in _FULL_ERRNOS:
         return _no_space_error(where.parent if not where.is_dir() else where, f"writing {where.name or where}", err)
     what = f"cannot write {where}" if named else f"a write under {where} failed"

@@ -55,7 +55,7 @@ def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
             try:
                 yield log_path
             except OSError as e:  # a full disk met by any writer of any stage: one message, not a traceback
-                problem = as_usage_error(e)
+                problem = as_usage_error(e, near=build_dir)
                 if problem is None:
                     raise
                 raise problem from e
@@ -91,7 +91,7 @@ def _start_log(build_dir, name: str, debug: bool, need_space: bool = True, log: 
     try:
         return setup_logging(build_dir, name, debug, path=log)
     except OSError as e:
-        problem = as_usage_error(e)
+        problem = as_usage_error(e, near=build_dir)
         if problem is None:
             raise
         raise problem from e
