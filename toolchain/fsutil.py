@@ -247,11 +247,33 @@ def atomic_path(final: PathLike, suffix: str = "") -> Iterator[Path]:
             _remove(tmp_path)
         if e.errno in _FULL_ERRNOS:
             raise _no_space_error(final.parent, final.name, e) from e
+        problem = in_the_way(final)
+        if problem is not None:
+            raise problem from e
         raise
     except BaseException:
         if tmp_path is not None:
             _remove(tmp_path)
         raise
+
+
+def in_the_way(final: PathLike, what: str = "") -> Optional[UsageError]:
+    """The usage error when something of the user's stands where torchdroid writes the file ``final``: a
+    directory of that name, or a file where a directory of its path should be; None when nothing is in the way."""
+    final = Path(final)
+    label = f"{what} {final}" if what else str(final)
+    if final.is_dir() and not final.is_symlink():
+        return UsageError(f"cannot write {label}: a directory of that name is there",
+                          cause="torchdroid writes a file at that path and never replaces a directory with one",
+                          remedy=f"move or rename the directory {final}, or write elsewhere (another --out)")
+    for parent in final.parents:
+        if parent.exists() and not parent.is_dir():
+            return UsageError(f"cannot write {label}: {parent} is a file, not a directory",
+                              cause="the output path goes through a file",
+                              remedy=f"move or rename the file {parent}, or write elsewhere (another --out)")
+        if parent.exists():
+            break
+    return None
 
 
 def atomic_write_bytes(path: PathLike, data: bytes, mode: int = 0o644) -> Path:
