@@ -349,6 +349,8 @@ def clean(c, what=opt("clean.what"), older_than=opt("clean.log_days", "logs olde
                                                                                           "older_than"))
         for path, size in plan.targets:
             print(f"{'would remove' if preview else 'removing'} {path} ({size / 1e6:.1f} MB)")
+        for line in plan.kept():
+            print(f"{'would keep' if preview else 'keeping'} {line}")
         if not preview:
             cleaning.execute(plan)
     verb = "would free" if preview else "freed"

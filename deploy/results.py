@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import RecordError
-from toolchain.fsutil import atomic_write_csv
+from toolchain.fsutil import LIVE, atomic_write_csv, own_dir, record_written
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
 from toolchain.record_base import RecordMissing, schema_error
@@ -58,12 +58,14 @@ class ResultStore:
         if why:
             raise RecordError(f"{self.path} is not a torchdroid results database", cause=why,
                               remedy="move it away (or set deploy.results to another directory)")
+        own_dir(self.path.parent, "deploy")  # what deploy and report write there is recorded (clean keeps the rest)
         try:
             con = sqlite3.connect(self.path, timeout=timeout)
             con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
             (schema,) = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             con.commit()
+            record_written(self.path, kind=LIVE)
         except sqlite3.OperationalError as e:
             if "locked" not in str(e):
                 raise RecordError(f"{self.path} is not a torchdroid results database", cause=str(e),
