@@ -31,6 +31,7 @@ from toolchain.fsutil import (
     atomic_write_bytes,
     atomic_write_text,
     check_not_inputs,
+    refuse_another_owner,
     check_removable,
     ensure_space,
     foreign_files,
@@ -358,6 +359,7 @@ def guard_out(p: AppPlan, stale_reason: str) -> None:
     inputs = [p.manifest_path, *(f.path for f in p.model_files().values()), Layout(p.settings.build_dir).logs,
               p.checked.runtime.aar]
     check_not_inputs(out, inputs, "--out")  # even with --force
+    refuse_another_owner(out, "make-app")  # never into the results, the models or another task's directory
     if not out.exists() or not any(out.iterdir()) or p.settings.force:
         return
     if records.AppInfo.exists(out) or is_owned(out):
