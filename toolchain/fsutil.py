@@ -488,7 +488,7 @@ def _lock_holder(fd: int) -> str:
         info = {}
     if not isinstance(info, dict) or "pid" not in info:
         return "pid unknown"
-    return f"pid {info.get('pid')}, {info.get('command', '?')}, since {info.get('since', '?')}"
+    return f"{info.get('command', '?')} pid {info.get('pid')} since {info.get('since', '?')}"
 
 
 def _try_flock(fd: int, wait: float) -> bool:
@@ -506,10 +506,11 @@ def _try_flock(fd: int, wait: float) -> bool:
 
 
 @contextlib.contextmanager
-def output_lock(directory: PathLike, command: str, wait: float = 0.0) -> Iterator[Path]:
-    """Hold the one-writer lock of ``directory`` (see the module docstring); yields the lock file's path."""
+def output_lock(directory: PathLike, command: str, wait: float = 0.0, lock: Optional[Path] = None) -> Iterator[Path]:
+    """Hold the one-writer lock of ``directory`` (see the module docstring); yields the lock file's path.
+    ``lock``: the lock file, when not beside the directory (:func:`build_lock`'s, inside the build directory)."""
     directory = Path(directory)
-    lock = lock_path_for(directory)
+    lock = Path(lock) if lock is not None else lock_path_for(directory)
     key = str(lock)
     with _held_guard:
         if _held.get(key):
@@ -541,8 +542,9 @@ def output_lock(directory: PathLike, command: str, wait: float = 0.0) -> Iterato
             )
         info = {"pid": os.getpid(), "command": command,
                 "since": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
+        with contextlib.suppress(OSError):  # who holds it is for a second run's message: a full disk (clean) is fine
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode(), 0)
         with _held_guard:
             _held[key] = 1
         try:
@@ -554,6 +556,26 @@ def output_lock(directory: PathLike, command: str, wait: float = 0.0) -> Iterato
                 _held.pop(key, None)
     finally:
         os.close(fd)  # releases the flock
+
+
+BUILD_LOCK = ".torchdroid-build.lock"
+# the tasks that write under a build directory: one at a time per build directory, across tasks
+BUILD_WRITERS = ("clean", "deploy", "deploy-executorch", "bench", "bench-executorch", "convert", "make-app", "report")
+
+
+@contextlib.contextmanager
+def build_lock(build_dir: PathLike, task: str) -> Iterator[Optional[Path]]:
+    """The one lock of a build directory, held by every task of :data:`BUILD_WRITERS` while it runs (re-entrant:
+    ``all`` runs them in one process): ``clean --what results`` never removes what a running deploy writes, two
+    ``bench-executorch`` never time each other.  A second run gets :class:`BusyError` "busy: another torchdroid run
+    (invoke <task> pid N since T)"; the kernel releases the lock of a run that died, so a stale lock file (its pid
+    gone) is taken over.  Other tasks (verify, doctor, build-android with its own locks) pass through."""
+    if task not in BUILD_WRITERS:
+        yield None
+        return
+    build_dir = Path(build_dir)
+    with output_lock(build_dir, f"invoke {task}", lock=build_dir / BUILD_LOCK) as held:
+        yield held
 
 
 # --------------------------------------------------------------------------- ownership

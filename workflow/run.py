@@ -36,7 +36,7 @@ def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
     stdout then belongs to the one JSON document (:func:`toolchain.console.quiet_stdout`), the stage's output goes
     to stderr."""
     from toolchain.errors import TorchdroidError
-    from toolchain.fsutil import as_usage_error
+    from toolchain.fsutil import as_usage_error, build_lock
     from toolchain.resolve import Resolver, check_config
 
     if not allow_dry:
@@ -53,7 +53,8 @@ def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
     with terminable(name), quiet_stdout(as_json):
         try:
             try:
-                yield log_path
+                with build_lock(build_dir, name):  # one writing task per build directory (fsutil.BUILD_WRITERS)
+                    yield log_path
             except OSError as e:  # a full disk met by any writer of any stage: one message, not a traceback
                 problem = as_usage_error(e, near=build_dir)
                 if problem is None:
