@@ -118,6 +118,9 @@ def _run_document(results: Path, run_id: int, notes: List[str]) -> Tuple[Optiona
     """The run's document, or None and what the numerics and hardware sections say instead (why it cannot be read
     and what remakes it goes into ``notes``, once)."""
     doc, why = run_document(results, run_id)
+    if doc is None and not why:  # the store has the run, deploy wrote its document: it was moved or deleted
+        why = (f"run-{run_id:04d}.json is missing from {results} (moved or deleted): the numerics and hardware "
+               f"checks of run {run_id} cannot be shown; put it back, or run `invoke deploy` again for a new run")
     if not why:
         return doc, ""
     notes.append(why)

@@ -59,3 +59,13 @@ def test_report_of_a_huge_run_id(tmp_path):
     results = _results(tmp_path)
     res = run_invoke(["report", "--results", str(results), "--run", str(10 ** 20)], tmp_path, FAST)
     assert_clean(res, "usage", mentions=["--run"], root=tmp_path)
+
+
+@adversarial("report", "deleted record: the run's document is gone")
+def test_report_of_a_run_whose_document_was_deleted_says_so(tmp_path):
+    """Not "deploy ran without the numerics check": the store has the run, its run-NNNN.json is gone."""
+    results = _results(tmp_path)
+    res = run_invoke(["report", "--results", str(results)], tmp_path, FAST)
+    assert_clean(res, "ok", needs_fix=False, root=tmp_path)
+    page = (results / "report-run-0001.html").read_text()
+    assert "run-0001.json is missing" in res.out + page and "deploy ran without the numerics check" not in page
