@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import RecordError
-from toolchain.fsutil import LIVE, atomic_write_csv, own_dir, record_written
+from toolchain.fsutil import LIVE, as_usage_error, atomic_write_csv, own_dir, record_written
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
 from toolchain.record_base import RecordMissing, schema_error
@@ -29,6 +29,18 @@ _TYPES = {f.name: {int: "INTEGER", float: "REAL"}.get(_t, "TEXT") for f in field
 _STORED = [c for c in COLUMNS if c not in ("run_id", "started")]
 
 
+def _full_disk(e: sqlite3.Error, path: Path):
+    """SQLite's "database or disk is full" as the full-disk error naming the database and its filesystem (not
+    "not a torchdroid results database"); None for any other error."""
+    if "disk is full" not in str(e) and "disk I/O error" not in str(e):
+        return None
+    import errno
+    import os
+
+    code = errno.ENOSPC if "disk is full" in str(e) else errno.EIO
+    return as_usage_error(OSError(code, os.strerror(code), str(path)))
+
+
 class ResultStore:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -45,8 +57,8 @@ class ResultStore:
             with closing(sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout)) as con:
                 row = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         except sqlite3.OperationalError as e:
-            if "locked" in str(e):
-                return None  # busy: the writing connection below says so
+            if "locked" in str(e) or _full_disk(e, self.path) is not None:
+                return None  # busy, or a full disk: the writing connection below says so
             return str(e)
         except sqlite3.DatabaseError as e:
             return str(e)
@@ -67,6 +79,9 @@ class ResultStore:
             con.commit()
             record_written(self.path, kind=LIVE)
         except sqlite3.OperationalError as e:
+            full = _full_disk(e, self.path)
+            if full is not None:
+                raise full from e
             if "locked" not in str(e):
                 raise RecordError(f"{self.path} is not a torchdroid results database", cause=str(e),
                                   remedy="move it away (or set deploy.results to another directory)") from e
@@ -125,6 +140,9 @@ class ResultStore:
                                   (started, project, binary_commit, json.dumps(settings, default=str)))
             return int(cur.lastrowid)
         except sqlite3.OperationalError as e:
+            full = _full_disk(e, self.path)
+            if full is not None:
+                raise full from e
             busy = "locked" in str(e) or "busy" in str(e)
             raise RecordError(f"the results database {self.path} is {'busy' if busy else 'not writable'}",
                               cause=str(e),

@@ -144,3 +144,39 @@ def test_an_executorch_numerics_record_that_contradicts_itself_is_refused(tmp_pa
     with pytest.raises(rb.RecordMalformed, match="contradicts itself") as ei:
         NumericsRecord.load(path)
     assert "invoke deploy-executorch" in ei.value.remedy
+
+
+@pytest.mark.parametrize("when", ["CREATE TABLE IF NOT EXISTS meta", "INSERT INTO runs"])
+def test_a_results_database_on_a_full_disk_is_called_a_full_disk(tmp_path, monkeypatch, when):
+    """Issue 34: results on a full disk were called "not a torchdroid results database"."""
+    import sqlite3
+
+    from deploy import results as store_module
+    from toolchain.errors import NoSpaceError
+
+    real = sqlite3.connect
+
+    class Full:
+        def __init__(self, con):
+            self.con = con
+
+        def __getattr__(self, name):
+            return getattr(self.con, name)
+
+        def __enter__(self):
+            return self.con.__enter__()
+
+        def __exit__(self, *a):
+            return self.con.__exit__(*a)
+
+        def execute(self, sql, *args):
+            if sql.startswith(when):
+                raise sqlite3.OperationalError("database or disk is full")
+            return self.con.execute(sql, *args)
+
+    monkeypatch.setattr(store_module.sqlite3, "connect", lambda *a, **k: Full(real(*a, **k)))
+    path = tmp_path / "results" / "results.sqlite"
+    with pytest.raises(NoSpaceError) as ei:
+        store_module.ResultStore(path).begin_run("2026-11-27T12:00:00+00:00", "p", "c", {})
+    assert f"results.sqlite in {path.parent}" in ei.value.what and "mounted at" in ei.value.cause
+    assert "not a torchdroid results database" not in str(ei.value)
