@@ -296,6 +296,8 @@ def verify(result: Any, as_json: bool = False) -> None:
         return emit_json(result)
     for refusal in getattr(result, "skipped", []):
         print(f"verify: skipped {refusal.line()}")
+    if getattr(result, "nothing", ""):
+        print(f"verify: nothing verified: {result.nothing}")
     if not result.rows:
         return
     table("host NNAPI vs CPU", ["variant", "result", "inputs", "end-to-end diff", "top-1",

@@ -69,3 +69,16 @@ def test_report_of_a_run_whose_document_was_deleted_says_so(tmp_path):
     assert_clean(res, "ok", needs_fix=False, root=tmp_path)
     page = (results / "report-run-0001.html").read_text()
     assert "run-0001.json is missing" in res.out + page and "deploy ran without the numerics check" not in page
+
+
+@adversarial("verify", "nothing to verify: an ExecuTorch-only directory")
+def test_verify_of_a_directory_without_nnapi_models_says_so(tmp_path):
+    """verify of a directory that holds only ExecuTorch programs exited 0 and printed nothing."""
+    from toolchain.records import MANIFEST_NAME, ConvertManifest
+
+    (tmp_path / "m").mkdir()
+    ConvertManifest(tmp_path / "m" / MANIFEST_NAME, {"conversions": {}, "files": [], "executorch": {"files": []}}
+                    ).write()
+    res = run_invoke(["verify", "--models", "m"], tmp_path, FAST)
+    assert_clean(res, "ok", needs_fix=False, mentions=["nothing verified", "no TorchScript NNAPI models",
+                                                       "invoke bench-executorch"], root=tmp_path)
