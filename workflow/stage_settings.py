@@ -103,11 +103,19 @@ def per_format(config: Any, stage: str, **cli) -> dict:
 
 
 def _delegates_made(names: tuple, r: Resolver) -> None:
+    """An option of one lane given to a convert that does not run that lane is a usage error, never ignored:
+    --delegates without the ExecuTorch lane, --quant / --quantized-weights without the TorchScript lane."""
     r.get("convert.executorch_delegates", "delegates")  # a malformed value is named first
     if "executorch" not in names and r.cli.get("delegates"):
         raise UsageError("--delegates applies to the ExecuTorch lane, which this convert does not run",
                          cause=f"the formats are {','.join(names)}: no .pte program would be made",
                          remedy="add --format torchscript,executorch (or --format executorch), or drop --delegates")
+    given = [f"--{o.replace('_', '-')}" for o in ("quant", "quantized_weights") if r.cli.get(o)]
+    if "torchscript" not in names and given:
+        raise UsageError(f"{' and '.join(given)} applies to the TorchScript lane, which this convert does not run",
+                         cause=f"the formats are {','.join(names)}: the ExecuTorch lane's precision follows its "
+                               "delegates (--delegates), so the value would be silently ignored",
+                         remedy="add --format torchscript,executorch, or drop " + " and ".join(given))
 
 
 def executorch_convert(config: Any, **cli):

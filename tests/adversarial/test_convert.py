@@ -82,6 +82,16 @@ def test_bad_command_line_values(tmp_path, args, mentions):
     assert not (tmp_path / "m" / MANIFEST_NAME).exists()
 
 
+@adversarial("convert", "bad value (an option of a lane that does not run)")
+@pytest.mark.parametrize("args, named", [(["--quant", "full"], "--quant"),
+                                         (["--quantized-weights", "calibrate"], "--quantized-weights")])
+def test_a_torchscript_option_with_only_the_executorch_lane_is_refused(tmp_path, args, named):
+    """--quant with --format executorch was silently ignored."""
+    res = run_invoke(["convert", "--format", "executorch", "--out", "m", *args], tmp_path)
+    assert_clean(res, "usage", mentions=[named, "TorchScript lane", "--format torchscript,executorch"], root=tmp_path)
+    assert not (tmp_path / "m").exists()
+
+
 @adversarial("convert", "bad value (INVOKE_* variable)")
 @pytest.mark.parametrize("value", ["0", "-3", "many", "1.5"])
 def test_bad_calibration_count_from_the_environment(tmp_path, value):
