@@ -271,12 +271,12 @@ def in_the_way(final: PathLike, what: str = "") -> Optional[UsageError]:
     if final.is_dir() and not final.is_symlink():
         return UsageError(f"cannot write {label}: a directory of that name is there",
                           cause="torchdroid writes a file at that path and never replaces a directory with one",
-                          remedy=f"move or rename the directory {final}, or write elsewhere (another --out)")
+                          remedy=f"move or rename the directory {final}, or write elsewhere (another output directory)")
     for parent in final.parents:
         if parent.exists() and not parent.is_dir():
             return UsageError(f"cannot write {label}: {parent} is a file, not a directory",
                               cause="the output path goes through a file",
-                              remedy=f"move or rename the file {parent}, or write elsewhere (another --out)")
+                              remedy=f"move or rename the file {parent}, or write elsewhere (another output directory)")
         if parent.exists():
             break
     return None
