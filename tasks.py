@@ -14,6 +14,7 @@ from pathlib import Path
 from invoke import Collection, Exit
 
 from workflow import invoke_hooks
+from toolchain.console import quiet_stdout
 from toolchain.layout import Layout
 from toolchain.settings import config_defaults, key
 from workflow import show, stage_settings as resolve
@@ -36,7 +37,7 @@ def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=o
     """MobileNetV2 (or another model) -> CPU and NNAPI models per quantization mode.
 
     TorchScript models with a manifest (--format executorch: .pte programs too)."""
-    with stage(c.config, "convert", debug):
+    with stage(c.config, "convert", debug, as_json=json):
         from converter.formats import FORMATS
 
         settings = resolve.per_format(c.config, "convert", format=format, delegates=delegates, quant=quant,
@@ -48,7 +49,7 @@ def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=o
     if result is not None and not no_verify:
         from workflow.stage_flows import verify_after_convert
 
-        with show.quiet_stdout(json):  # the JSON on stdout stays one document
+        with quiet_stdout(json):  # the JSON on stdout stays one document
             verify_after_convert(c.config, result.manifest_path.parent,
                                  sorted({f.qualified_variant for f in result.files if f.backend == "nnapi"}), debug)
     return result  # `invoke all` reads whether it was reused
@@ -68,7 +69,7 @@ def bench(c, host=flag("run the models on this machine (where `bench` always run
 def _bench(c, name: str, debug: bool, as_json: bool, **cli) -> None:
     """bench's one loop over the formats asked for (bench.format): every format's settings before any work, then each
     format checks and times its files; its failures (exit 8) after every table."""
-    with stage(c.config, name, debug):
+    with stage(c.config, name, debug, as_json=as_json):
         from converter.formats import FORMATS
 
         settings = resolve.per_format(c.config, "bench", **cli)
@@ -83,7 +84,7 @@ def verify(c, models=opt("convert.out"), variant=opt("verify.variants"), roundin
            random_inputs=opt("verify.random_inputs"), layerwise=opt("verify.layerwise"),
            api_level=opt("android.api_level"), out=opt("verify.out"), json=JSON, debug=DEBUG):
     """Run each NNAPI model on the host NNAPI and its CPU model on the same inputs; compare and check statically."""
-    with stage(c.config, "verify", debug):
+    with stage(c.config, "verify", debug, as_json=json):
         from host_nnapi.verify import verify as run_verify
 
         result = run_verify(resolve.verify(c.config, models=models, variant=variant, rounding=rounding,
@@ -107,7 +108,7 @@ def bench_executorch(c, models=opt("convert.out"), warmup=opt("bench.warmup"), i
 
 
 def _build_executorch(c, debug=False, as_json=False, **cli):
-    with stage(c.config, "build-android", debug) as log_path:
+    with stage(c.config, "build-android", debug, as_json=as_json) as log_path:
         from ndk_build.executorch_runtime import build_runtime
 
         result = build_runtime(resolve.executorch_runtime(c.config, **cli), log_path)
@@ -146,7 +147,7 @@ def build_android(c, lane=opt("pytorch.lane", "a pin set of toolchain/pins.py (c
                                  event_tracer=event_tracer, no_event_tracer=no_event_tracer,
                                  not_taken={"commit": commit, "repo_url": repo_url, "clean": clean, "aar": aar,
                                             "cmake_arg": cmake_arg, "vulkan": vulkan, "java_home": java_home})
-    with stage(c.config, "build-android", debug):
+    with stage(c.config, "build-android", debug, as_json=json):
         from ndk_build import build_android as run_build
 
         result = run_build(resolve.build_android(c.config, lane=lane, commit=commit, repo_url=repo_url, ndk=ndk,
@@ -162,7 +163,7 @@ def check_compat(c, models=opt("convert.out"), build_info=opt("compat.build_info
                  pytorch_android=opt("compat.pytorch_android"), source=opt("compat.source"), abi=opt("android.abi"),
                  strict=opt("compat.strict"), json=JSON, debug=DEBUG):
     """Can the Android runtime run the converted models? (same commit, operators, NNAPI methods, file format)"""
-    with stage(c.config, "check-compat", debug):
+    with stage(c.config, "check-compat", debug, as_json=json):
         from ndk_build import check_compat as run_check
 
         args = resolve.check_compat(c.config, models=models, build_info=build_info, pytorch_android=pytorch_android,
@@ -177,7 +178,7 @@ def check_compat(c, models=opt("convert.out"), build_info=opt("compat.build_info
 def doctor(c, strict=opt("doctor.strict"), lane=opt("pytorch.lane"), ndk=opt("ndk.path"),
            adb_server=opt("deploy.servers"), json=JSON, debug=DEBUG):
     """What this machine has for every stage, what is missing, and how to get it."""
-    with stage(c.config, "doctor", debug):
+    with stage(c.config, "doctor", debug, as_json=json):
         from workflow.doctor import problems, run_doctor
 
         checks = run_doctor(resolve.doctor(c.config, lane=lane, ndk=ndk, adb_server=adb_server))
@@ -252,7 +253,7 @@ def deploy(c, serial=opt("deploy.serials"), models=opt("convert.out"), variant=o
 
 def _deploy(c, name: str, debug: bool, as_json: bool = False, **cli) -> None:
     """deploy's one loop with the formats asked for (deploy.format); each format's tables and record."""
-    with stage(c.config, name, debug):
+    with stage(c.config, name, debug, as_json=as_json):
         from deploy import deploy as run_deploy
         from deploy.orchestrate import outcome
         from deploy.plan import check_values
@@ -274,7 +275,7 @@ def _deploy(c, name: str, debug: bool, as_json: bool = False, **cli) -> None:
 def report(c, run=opt("report.run"), results=opt("deploy.results"), out=opt("report.out"),
            source=opt("deploy.report_source"), json=JSON, debug=DEBUG):
     """Draw latency and CPU-vs-NNAPI speed-up per device and mode (PNG), and export the run as CSV/JSON."""
-    with stage(c.config, "report", debug):
+    with stage(c.config, "report", debug, as_json=json):
         from deploy.report import make_report
 
         result = make_report(resolve.report(c.config, run=run, results=results, out=out, source=source))
@@ -309,7 +310,7 @@ def all_(c, weights=opt("all.weights"), model=opt("app.model"),
             "deploy": lambda f: deploy(c, debug=debug),  # binary only, APK only or both: deploy decides
             "report": lambda f: report(c, debug=debug),
         }
-        with show.quiet_stdout(json), adb_server_for_run(plan.adb_host, plan.adb_port, show.note,
+        with quiet_stdout(json), adb_server_for_run(plan.adb_host, plan.adb_port, show.note,
                                                                  plan.adb_servers):
             chain.announce_weights(plan)
             with stage(c.config, "all", debug, log=all_log):  # the same run log, not a second one
@@ -339,6 +340,8 @@ def clean(c, what=opt("clean.what"), older_than=opt("clean.log_days", "logs olde
         plan = cleaning.plan_clean(r.path("build_dir"), r.get("clean.what"), r.get("clean.log_days"))
         for path, size in plan.targets:
             print(f"{'would remove' if preview else 'removing'} {path} ({size / 1e6:.1f} MB)")
+        for line in plan.kept():
+            print(f"{'would keep' if preview else 'keeping'} {line}")
         if not preview:
             cleaning.execute(plan)
     verb = "would free" if preview else "freed"

@@ -12,7 +12,7 @@ from typing import List, Mapping, Optional, Tuple
 
 from toolchain import records
 from toolchain.errors import ToolNotFound, VerificationError, command
-from toolchain.fsutil import sha256_file
+from toolchain.fsutil import TREE, record_written, sha256_file
 from toolchain.layout import Layout
 from toolchain.runner import run
 
@@ -25,6 +25,7 @@ from .gradle import WRAPPER_JAR, gradle_hint, wrapper_jar_howto
 log = logging.getLogger(__name__)
 
 APK_DEBUG = Path("app/build/outputs/apk/debug/app-debug.apk")
+GRADLE_OUTPUTS = ("build", "app/build", ".gradle", "app/.cxx", ".kotlin")  # what ./gradlew assembleDebug writes into the project
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ def build_app(settings: BuildAppSettings, env: Optional[Mapping[str, str]] = Non
     log_path = Layout(settings.build_dir).logs / f"gradle-assembleDebug-{time.strftime('%Y%m%d-%H%M%S')}.log"
     log.info("building %s with ./gradlew assembleDebug (SDK %s from %s; full output in %s)",
              project, sdk.root, sdk.source, log_path)
+    for tree in GRADLE_OUTPUTS:  # what Gradle writes into the project is torchdroid's to remove (clean, --force)
+        record_written(project / tree, kind=TREE)
     started = time.monotonic()
     run([project / "gradlew", "assembleDebug", "--console=plain"], cwd=project,
         env={**env, "ANDROID_HOME": str(sdk.root), "ANDROID_SDK_ROOT": str(sdk.root)}, replace_env=True,

@@ -31,11 +31,11 @@ from toolchain.fsutil import (
     atomic_write_bytes,
     atomic_write_text,
     check_not_inputs,
+    refuse_another_owner,
     check_removable,
     ensure_space,
     foreign_files,
     is_owned,
-    mark_owned,
     output_lock,
     sha256_file,
 )
@@ -55,7 +55,6 @@ LABELS_ASSET = "labels.txt"
 SAMPLE_ASSET = "sample.jpg"
 LUT_ASSET = "input_lut.bin"
 ASSETS_DIR = Path("app/src/main/assets")
-KEPT_ON_REGENERATE = ("local.properties",)  # the user's SDK path survives `make-app --force`
 SPACE_MARGIN = 8 << 20  # template, labels, sample image, record: a few MB on top of the models
 
 
@@ -360,12 +359,14 @@ def guard_out(p: AppPlan, stale_reason: str) -> None:
     inputs = [p.manifest_path, *(f.path for f in p.model_files().values()), Layout(p.settings.build_dir).logs,
               p.checked.runtime.aar]
     check_not_inputs(out, inputs, "--out")  # even with --force
+    refuse_another_owner(out, "make-app")  # never into the results, the models or another task's directory
     if not out.exists() or not any(out.iterdir()) or p.settings.force:
         return
     if records.AppInfo.exists(out) or is_owned(out):
         raise UsageError(f"{out} holds an app torchdroid made from other inputs: {stale_reason}",
                          cause="regenerating replaces the whole project, with any edits you made in it",
-                         remedy="pass --force to regenerate it (local.properties is kept), or choose another --out")
+                         remedy="pass --force to regenerate it (files you added, local.properties among them, stay; a file "
+                                "you edited is kept beside the new one as <name>.yours), or choose another --out")
     shown = ", ".join(foreign_files(out)[:5])
     raise UsageError(f"{out} already exists and holds files torchdroid did not write: {shown}",
                      cause=f"there is no {records.APP_INFO_NAME} in it, so it is not a project make-app made",
@@ -438,9 +439,6 @@ def render(p: AppPlan, tmp: Path, work: Path) -> None:
         path = tmp / script
         if path.exists():
             path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    for name in KEPT_ON_REGENERATE:
-        if (p.out / name).is_file():
-            atomic_copy(p.out / name, tmp / name)
 
 
 def package_models(p: AppPlan, asset_dir: Path) -> Dict[str, Dict[str, Any]]:
@@ -542,9 +540,8 @@ def execute(p: AppPlan) -> MakeAppResult:
     work = Layout(p.settings.build_dir).make_app_work
     work.mkdir(parents=True, exist_ok=True)
     with progress(f"make-app {p.qualified_variant}", total=4) as bar, \
-            atomic_dir(p.out, force=True) as tmp:
+            atomic_dir(p.out, force=True, stage="make-app") as tmp:
         bar.describe("rendering the Gradle project")
-        mark_owned(tmp, "make-app")
         render(p, tmp, work)
         bar.advance()
         bar.describe("packaging models, labels and the sample image")

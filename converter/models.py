@@ -6,13 +6,15 @@ before torch is imported, so bad input fails in milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
+import os
 import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 from toolchain.errors import ConversionError, UsageError
 from toolchain.fsutil import sha256_file
@@ -263,8 +265,9 @@ def _call_factory(spec: ModelSpec, seed: int = 0):
     outcome: Dict[str, Any] = {}
     worker = threading.Thread(target=_build_user_model, args=(spec, seed, outcome), name="torchdroid-model-factory",
                               daemon=True)
-    worker.start()
-    worker.join(spec.factory_timeout)
+    with working_directory_kept(spec):
+        worker.start()
+        worker.join(spec.factory_timeout)
     if worker.is_alive():
         raise UsageError(
             f"the model file {spec.factory_file} took longer than {spec.factory_timeout:g} seconds to load and build "
@@ -277,6 +280,26 @@ def _call_factory(spec: ModelSpec, seed: int = 0):
     if "error" in outcome:
         raise outcome["error"]
     return outcome["model"]
+
+
+@contextlib.contextmanager
+def working_directory_kept(spec: ModelSpec) -> Iterator[None]:
+    """The working directory as it was before the user's file ran, restored after it returns (an ``os.chdir()``
+    there would otherwise make every relative output path of convert point elsewhere); said once in the log."""
+    here = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        before = os.getcwd()
+        yield
+    finally:
+        try:
+            moved = os.getcwd() != before
+        except FileNotFoundError:  # it moved into a directory it then removed
+            moved = True
+        if moved:
+            os.fchdir(here)
+            log.warning("the model file %s changed the working directory; convert restored it to %s",
+                        spec.factory_file, before)
+        os.close(here)
 
 
 def _build_user_model(spec: ModelSpec, seed: int, outcome: Dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from toolchain.errors import RecordError
+from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import atomic_path, check_removable
 
 from toolchain.hardware_records import Placement
@@ -74,6 +74,10 @@ def _chosen(s: ReportSettings, rows: List[ResultRow]) -> List[ResultRow]:
 def _png_path(s: ReportSettings, run_id: int) -> Path:
     """Where the chart goes; refuses to overwrite a file report did not write."""
     png = Path(s.out) if s.out else Path(s.results) / f"report-run-{run_id:04d}.png"
+    if png.suffix.lower() == ".html":  # the page goes beside the picture, under the picture's name + .html
+        raise UsageError(f"report --out {png} names a page, but --out is the picture (PNG)",
+                         cause=f"the page is written beside the picture as <name>.html: it would overwrite {png.name}",
+                         remedy=f"pass --out {png.with_suffix('.png')} (the page is then {png.with_suffix('.html')})")
     # the page beside the PNG was not named by the user: it is replaced only when report wrote it
     check_removable(png.with_suffix(".html"), f"the report page beside {png.name}", verb="overwrite",
                     ours=lambda page: s.out is None or is_report_page(page))  # default: the results dir's own name
@@ -114,6 +118,9 @@ def _run_document(results: Path, run_id: int, notes: List[str]) -> Tuple[Optiona
     """The run's document, or None and what the numerics and hardware sections say instead (why it cannot be read
     and what remakes it goes into ``notes``, once)."""
     doc, why = run_document(results, run_id)
+    if doc is None and not why:  # the store has the run, deploy wrote its document: it was moved or deleted
+        why = (f"run-{run_id:04d}.json is missing from {results} (moved or deleted): the numerics and hardware "
+               f"checks of run {run_id} cannot be shown; put it back, or run `invoke deploy` again for a new run")
     if not why:
         return doc, ""
     notes.append(why)

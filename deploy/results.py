@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import RecordError
-from toolchain.fsutil import atomic_write_csv, free_bytes, human_bytes
+from toolchain.fsutil import LIVE, as_usage_error, atomic_write_csv, own_dir, record_written
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
 from toolchain.record_base import RecordMissing, schema_error
@@ -21,13 +21,22 @@ __all__ = ["DB_NAME", "ResultRow", "ResultStore", "export", "speedups"]
 
 DB_NAME = "results.sqlite"
 SCHEMA = 1
-FULL = "database or disk is full"  # SQLite's SQLITE_FULL message
-
-
 COLUMNS = [f.name for f in fields(ResultRow)]
 _TYPES = {f.name: {int: "INTEGER", float: "REAL"}.get(_t, "TEXT") for f in fields(ResultRow)
           for _t in [{"int": int, "Optional[int]": int, "float": float, "Optional[float]": float}.get(str(f.type))]}
 _STORED = [c for c in COLUMNS if c not in ("run_id", "started")]
+
+
+def _full_disk(e: sqlite3.Error, path: Path):
+    """SQLite's "database or disk is full" as the full-disk error naming the database and its filesystem (not
+    "not a torchdroid results database"); None for any other error."""
+    if "disk is full" not in str(e) and "disk I/O error" not in str(e):
+        return None
+    import errno
+    import os
+
+    code = errno.ENOSPC if "disk is full" in str(e) else errno.EIO
+    return as_usage_error(OSError(code, os.strerror(code), str(path)))
 
 
 class ResultStore:
@@ -46,20 +55,12 @@ class ResultStore:
             with closing(sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout)) as con:
                 row = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         except sqlite3.OperationalError as e:
-            if "locked" in str(e):
-                return None  # busy: the writing connection below says so
+            if "locked" in str(e) or _full_disk(e, self.path) is not None:
+                return None  # busy, or a full disk: the writing connection below says so
             return str(e)
         except sqlite3.DatabaseError as e:
             return str(e)
         return None if row else "it has no torchdroid schema record"
-
-    def full(self, e: sqlite3.Error) -> RecordError:
-        """SQLITE_FULL: the filesystem of the database (not the working directory's) has no room."""
-        return RecordError(f"the results database {self.path} cannot be written: its filesystem is full",
-                           cause=f"SQLite: {e}; {human_bytes(free_bytes(self.path.parent))} free on the filesystem "
-                                 f"of {self.path.parent}",
-                           remedy=f"free some space on the filesystem of {self.path.parent}, or set deploy.results "
-                                  "(--results) to a directory on another one")
 
     def _connect(self, timeout: float = 30) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -67,15 +68,18 @@ class ResultStore:
         if why:
             raise RecordError(f"{self.path} is not a torchdroid results database", cause=why,
                               remedy="move it away (or set deploy.results to another directory)")
+        own_dir(self.path.parent, "deploy")  # what deploy and report write there is recorded (clean keeps the rest)
         try:
             con = sqlite3.connect(self.path, timeout=timeout)
             con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
             (schema,) = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             con.commit()
+            record_written(self.path, kind=LIVE)
         except sqlite3.OperationalError as e:
-            if FULL in str(e):
-                raise self.full(e) from e
+            full = _full_disk(e, self.path)
+            if full is not None:
+                raise full from e
             if "locked" not in str(e):
                 raise RecordError(f"{self.path} is not a torchdroid results database", cause=str(e),
                                   remedy="move it away (or set deploy.results to another directory)") from e
@@ -134,8 +138,9 @@ class ResultStore:
                                   (started, project, binary_commit, json.dumps(settings, default=str)))
             return int(cur.lastrowid)
         except sqlite3.OperationalError as e:
-            if FULL in str(e):
-                raise self.full(e) from e
+            full = _full_disk(e, self.path)
+            if full is not None:
+                raise full from e
             busy = "locked" in str(e) or "busy" in str(e)
             raise RecordError(f"the results database {self.path} is {'busy' if busy else 'not writable'}",
                               cause=str(e),
@@ -154,8 +159,9 @@ class ResultStore:
         try:
             self._insert(run_id, rows, devices)
         except sqlite3.OperationalError as e:
-            if FULL in str(e):
-                raise self.full(e) from e
+            full = _full_disk(e, self.path)
+            if full is not None:
+                raise full from e
             raise
         for r in rows:
             r.run_id, r.started = run_id, started

@@ -96,6 +96,7 @@ class VerifyResult:
     rows: List[VariantResult]
     library: str
     skipped: List[NnapiRefusal] = field(default_factory=list)  # variants whose NNAPI model convert did not write
+    nothing: str = ""  # why nothing was verified (a directory of ExecuTorch programs only), said to the user
 
     @property
     def ok(self) -> bool:
@@ -113,7 +114,7 @@ def verify(settings: VerifySettings) -> VerifyResult:
     for refusal in skipped:
         log.warning("verify: skipped %s", refusal.line())
     if not selected:  # nothing to check: say so, write nothing (a record of no check would pass for one)
-        return VerifyResult(None, [], "", skipped)
+        return VerifyResult(None, [], "", skipped, "" if skipped else _nothing_to_verify(manifest))
     for _, pair in selected:  # a file that is not what the manifest recorded is a record problem (exit 5)
         pair["cpu"].check_hash()
         pair["nnapi"].check_hash()
@@ -177,6 +178,15 @@ def _results_path(settings: VerifySettings, manifest: ConvertManifest) -> Path:
         raise UsageError(f"the results file's directory {out.parent} is a file", remedy="choose another --out")
     out.parent.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def _nothing_to_verify(manifest: ConvertManifest) -> str:
+    from toolchain.pte_records import SECTION
+
+    programs = " (it holds ExecuTorch programs: `invoke bench-executorch` checks those on this machine)" \
+        if manifest.data.get(SECTION) else ""
+    return (f"{manifest.dir} has no TorchScript NNAPI models, which is what verify checks{programs}; "
+            "convert them with `invoke convert --format torchscript`")
 
 
 def _select_with_refusals(manifest: ConvertManifest,

@@ -8,7 +8,9 @@
 * ``note(...)`` and ``warning(...)`` print ``note: ...`` / ``warning: ...`` lines; within a run (:func:`one_run`)
   each text is printed once, however many stages say it.  On a terminal long lines are wrapped at spaces, never
   inside a word or an option; in a pipe each stays one line (a pager or an editor wraps it, grep finds it).
-* ``emit_json(obj)`` prints dataclasses, paths and tuples as JSON (``--json`` on every task that prints a table).
+* ``emit_json(obj)`` prints dataclasses, paths and tuples as JSON (``--json`` on every task that prints a table);
+  while the stage runs, :func:`quiet_stdout` points file descriptor 1 itself at stderr, so what a user's model
+  prints (Python's ``print`` or TorchScript's C++) and what a child process writes never reach the JSON on stdout.
 """
 
 from __future__ import annotations
@@ -268,4 +270,42 @@ def emit_json(obj: Any, extra: Optional[dict] = None) -> None:
     data = jsonable(obj)
     if extra and isinstance(data, dict):
         data.update(jsonable(extra))
-    print(json.dumps(data, indent=2, sort_keys=False))
+    text = json.dumps(data, indent=2, sort_keys=False)
+    if _json_fd is None:
+        return print(text)
+    with os.fdopen(os.dup(_json_fd), "w", encoding="utf-8") as real:  # the real stdout (see quiet_stdout)
+        real.write(text + "\n")
+
+
+_json_fd: Optional[int] = None  # inside quiet_stdout(True): the real stdout, where only emit_json writes
+
+
+def _stdout_fd() -> Optional[int]:
+    try:
+        return sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by a stream without a descriptor (a test's capture)
+        return None
+
+
+@contextlib.contextmanager
+def quiet_stdout(as_json: bool) -> Iterator[None]:
+    """With ``--json``, everything written to stdout inside the block goes to stderr instead, at the descriptor
+    (``dup2``): Python's ``print``, C++'s ``std::cout`` and child processes alike.  The real stdout, duplicated
+    first, is where :func:`emit_json` writes the one JSON document, inside the block or after it."""
+    global _json_fd
+    fd = _stdout_fd() if as_json and _json_fd is None else None
+    if fd is None:
+        with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+            yield
+        return
+    sys.stdout.flush()
+    _json_fd = os.dup(fd)
+    try:
+        os.dup2(sys.stderr.fileno(), fd)
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        os.dup2(_json_fd, fd)
+        os.close(_json_fd)
+        _json_fd = None

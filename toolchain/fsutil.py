@@ -46,11 +46,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import datetime as _dt
 import errno
 import hashlib
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -62,6 +64,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from .errors import BusyError, NoSpaceError, UsageError, WriteError
+
+log = logging.getLogger(__name__)
 
 PathLike = Union[str, os.PathLike]
 
@@ -136,10 +140,21 @@ def free_bytes(path: PathLike) -> int:
     return shutil.disk_usage(_existing_ancestor(Path(path))).free
 
 
+def mount_point(path: PathLike) -> Path:
+    """The mount point of the filesystem that holds (or would hold) ``path``."""
+    path = _existing_ancestor(Path(path))
+    with contextlib.suppress(OSError):
+        path = path.resolve()
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
 def _no_space_error(where: Path, what: str, err: Optional[BaseException] = None, need: Optional[int] = None):
     free = free_bytes(where)
     needs = f"needs about {human_bytes(need)}, " if need is not None else ""
-    cause = f"{needs}{human_bytes(free)} free on the filesystem of {_existing_ancestor(Path(where))}"
+    cause = (f"{needs}{human_bytes(free)} free on the filesystem of {_existing_ancestor(Path(where))} "
+             f"(mounted at {mount_point(where)})")
     if err is not None:
         cause = f"{cause} ({os.strerror(getattr(err, 'errno', errno.ENOSPC) or errno.ENOSPC)})"
     return NoSpaceError(
@@ -150,12 +165,13 @@ def _no_space_error(where: Path, what: str, err: Optional[BaseException] = None,
     )
 
 
-def as_usage_error(err: OSError) -> Optional[UsageError]:
+def as_usage_error(err: OSError, near: Optional[PathLike] = None) -> Optional[UsageError]:
     """An OSError the environment causes while writing (a full disk or quota, a read-only filesystem, a permission
     taken away, a failing disk) as a usage error naming the file; None for any other error (a bug, to be seen with
-    its traceback)."""
+    its traceback).  ``near``: where the caller was writing (the stage's build directory), named when the error
+    names no file -- never the working directory, which may be on another filesystem."""
     named = getattr(err, "filename", None)
-    where = Path(named) if named else Path.cwd()
+    where = Path(named) if named else Path(near) if near is not None else Path.cwd()
     if err.errno in _FULL_ERRNOS:
         return _no_space_error(where.parent if not where.is_dir() else where, f"writing {where.name or where}", err)
     what = f"cannot write {where}" if named else f"a write under {where} failed"
@@ -230,16 +246,40 @@ def atomic_path(final: PathLike, suffix: str = "") -> Iterator[Path]:
         if not tmp_path.exists():
             raise FileNotFoundError(f"nothing was written to {tmp_path}")
         os.replace(tmp_path, final)
+        if final.is_file() and not _ours(final):
+            record_written(final)
     except OSError as e:
         if tmp_path is not None:
             _remove(tmp_path)
         if e.errno in _FULL_ERRNOS:
             raise _no_space_error(final.parent, final.name, e) from e
+        problem = in_the_way(final)
+        if problem is not None:
+            raise problem from e
         raise
     except BaseException:
         if tmp_path is not None:
             _remove(tmp_path)
         raise
+
+
+def in_the_way(final: PathLike, what: str = "") -> Optional[UsageError]:
+    """The usage error when something of the user's stands where torchdroid writes the file ``final``: a
+    directory of that name, or a file where a directory of its path should be; None when nothing is in the way."""
+    final = Path(final)
+    label = f"{what} {final}" if what else str(final)
+    if final.is_dir() and not final.is_symlink():
+        return UsageError(f"cannot write {label}: a directory of that name is there",
+                          cause="torchdroid writes a file at that path and never replaces a directory with one",
+                          remedy=f"move or rename the directory {final}, or write elsewhere (another output directory)")
+    for parent in final.parents:
+        if parent.exists() and not parent.is_dir():
+            return UsageError(f"cannot write {label}: {parent} is a file, not a directory",
+                              cause="the output path goes through a file",
+                              remedy=f"move or rename the file {parent}, or write elsewhere (another output directory)")
+        if parent.exists():
+            break
+    return None
 
 
 def atomic_write_bytes(path: PathLike, data: bytes, mode: int = 0o644) -> Path:
@@ -277,13 +317,17 @@ def atomic_copy(src: PathLike, dst: PathLike) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_dir(final: PathLike, force: bool = False) -> Iterator[Path]:
+def atomic_dir(final: PathLike, force: bool = False, stage: Optional[str] = None) -> Iterator[Path]:
     """Build a directory under a temporary name and move it into place on success.
 
     ``final`` must not exist, or be empty, unless ``force`` (then the old one is
-    replaced only once the new one is complete).
+    replaced only once the new one is complete, and only when every file in it is torchdroid's and unchanged:
+    :func:`refuse_unowned_files`).  ``stage``: the task writing it: a directory of another task's is refused, and
+    the new one is marked as this task's, with the manifest of every file in it.
     """
     final = Path(final)
+    if stage is not None:
+        refuse_another_owner(final, stage)
     if final.exists():
         if not final.is_dir():
             raise UsageError(f"{final} exists and is not a directory", remedy="choose another --out")
@@ -297,7 +341,12 @@ def atomic_dir(final: PathLike, force: bool = False) -> Iterator[Path]:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(final.name), suffix=PARTIAL_SUFFIX, dir=final.parent))
     try:
+        if stage is not None:
+            mark_owned(tmp, stage)
         yield tmp
+        if is_owned(tmp):
+            record_tree(tmp)
+        carry_over_kept(final, tmp)
         if final.exists():
             old = final.with_name(f"{_partial_prefix(final.name)}old{PARTIAL_SUFFIX}")
             os.replace(final, old)
@@ -439,7 +488,7 @@ def _lock_holder(fd: int) -> str:
         info = {}
     if not isinstance(info, dict) or "pid" not in info:
         return "pid unknown"
-    return f"pid {info.get('pid')}, {info.get('command', '?')}, since {info.get('since', '?')}"
+    return f"{info.get('command', '?')} pid {info.get('pid')} since {info.get('since', '?')}"
 
 
 def _try_flock(fd: int, wait: float) -> bool:
@@ -457,10 +506,11 @@ def _try_flock(fd: int, wait: float) -> bool:
 
 
 @contextlib.contextmanager
-def output_lock(directory: PathLike, command: str, wait: float = 0.0) -> Iterator[Path]:
-    """Hold the one-writer lock of ``directory`` (see the module docstring); yields the lock file's path."""
+def output_lock(directory: PathLike, command: str, wait: float = 0.0, lock: Optional[Path] = None) -> Iterator[Path]:
+    """Hold the one-writer lock of ``directory`` (see the module docstring); yields the lock file's path.
+    ``lock``: the lock file, when not beside the directory (:func:`build_lock`'s, inside the build directory)."""
     directory = Path(directory)
-    lock = lock_path_for(directory)
+    lock = Path(lock) if lock is not None else lock_path_for(directory)
     key = str(lock)
     with _held_guard:
         if _held.get(key):
@@ -492,8 +542,9 @@ def output_lock(directory: PathLike, command: str, wait: float = 0.0) -> Iterato
             )
         info = {"pid": os.getpid(), "command": command,
                 "since": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
+        with contextlib.suppress(OSError):  # who holds it is for a second run's message: a full disk (clean) is fine
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode(), 0)
         with _held_guard:
             _held[key] = 1
         try:
@@ -505,6 +556,26 @@ def output_lock(directory: PathLike, command: str, wait: float = 0.0) -> Iterato
                 _held.pop(key, None)
     finally:
         os.close(fd)  # releases the flock
+
+
+BUILD_LOCK = ".torchdroid-build.lock"
+# the tasks that write under a build directory: one at a time per build directory, across tasks
+BUILD_WRITERS = ("clean", "deploy", "deploy-executorch", "bench", "bench-executorch", "convert", "make-app", "report")
+
+
+@contextlib.contextmanager
+def build_lock(build_dir: PathLike, task: str) -> Iterator[Optional[Path]]:
+    """The one lock of a build directory, held by every task of :data:`BUILD_WRITERS` while it runs (re-entrant:
+    ``all`` runs them in one process): ``clean --what results`` never removes what a running deploy writes, two
+    ``bench-executorch`` never time each other.  A second run gets :class:`BusyError` "busy: another torchdroid run
+    (invoke <task> pid N since T)"; the kernel releases the lock of a run that died, so a stale lock file (its pid
+    gone) is taken over.  Other tasks (verify, doctor, build-android with its own locks) pass through."""
+    if task not in BUILD_WRITERS:
+        yield None
+        return
+    build_dir = Path(build_dir)
+    with output_lock(build_dir, f"invoke {task}", lock=build_dir / BUILD_LOCK) as held:
+        yield held
 
 
 # --------------------------------------------------------------------------- ownership
@@ -530,11 +601,16 @@ def is_owned(directory: PathLike) -> bool:
 
 
 def mark_owned(directory: PathLike, stage: str) -> Path:
-    """Write the ownership marker into ``directory`` (e.g. into ``atomic_dir``'s temporary before the rename)."""
+    """Write the ownership marker into ``directory`` (e.g. into ``atomic_dir``'s temporary before the rename):
+    the stage that owns it and the manifest of the files torchdroid wrote there (``files``, see
+    :func:`record_written`; an existing marker's manifest is kept)."""
     body = {"kind": OWNER_KIND, "stage": stage,
             "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
-            "note": "torchdroid wrote this directory; it may replace its own files here"}
-    return atomic_write_json(Path(directory) / OWNER_MARKER, body)
+            "note": "torchdroid wrote this directory; it removes or replaces only the files listed here whose "
+                    "sha256 still matches",
+            "files": _read_marker(Path(directory)).get("files") or {}}
+    with _manifest_guard:
+        return atomic_write_json(Path(directory) / OWNER_MARKER, body)
 
 
 def _ours(entry: Path) -> bool:
@@ -552,12 +628,58 @@ def foreign_files(directory: PathLike) -> List[str]:
     return sorted(e.name for e in directory.iterdir() if not _ours(e))
 
 
+# which task's outputs a directory holds: a task writes only into a directory of its own kind
+ROLES = {"convert": "models", "convert-executorch": "models", "make-app": "app", "deploy": "results",
+         "deploy-executorch": "results", "report": "results", "bench": "bench", "bench-executorch": "bench"}
+_FOUND_BY = (("results.sqlite", "", "deploy"), ("manifest.json", "torchdroid.convert-manifest", "convert"),
+             ("torchdroid-app.json", "torchdroid.app-info", "make-app"))
+
+
+def directory_owner(directory: PathLike) -> Optional[str]:
+    """The task whose outputs ``directory`` holds: its marker's stage, or (an older torchdroid's directory, no
+    marker) what its files show; None when neither says."""
+    directory = Path(directory)
+    stage = _read_marker(directory).get("stage") if directory.is_dir() else None
+    if isinstance(stage, str) and stage:
+        return stage
+    for name, kind, owner in _FOUND_BY if directory.is_dir() else ():
+        f = directory / name
+        if f.is_file() and not f.is_symlink() and (not kind or _record_kind(f) == kind):
+            return owner
+    return None
+
+
+def refuse_another_owner(directory: PathLike, stage: str, what: str = "--out") -> None:
+    """Refuse (exit 2, ``--force`` or not) to write into a directory that holds another task's outputs:
+    ``make-app --out build/results --force`` must not replace the deploy history with a Gradle project."""
+    owner = directory_owner(directory)
+    if owner is None or ROLES.get(owner, owner) == ROLES.get(stage, stage):
+        return
+    raise UsageError(
+        f"refusing to write {stage}'s outputs into {directory} ({what}): it holds the outputs of `invoke {owner}`",
+        cause=f"each task writes only into a directory of its own kind; `invoke {owner}` owns this one",
+        remedy=f"choose another {what} for {stage} (its default under the build directory is its own), or move "
+               f"{directory} away first")
+
+
+def own_dir(directory: PathLike, stage: str) -> Path:
+    """Mark a directory a task writes at a fixed place (deploy's results) as torchdroid's if it is not yet, so
+    that what it writes there is recorded; refuses another task's directory."""
+    directory = Path(directory)
+    refuse_another_owner(directory, stage)
+    if not is_owned(directory):
+        directory.mkdir(parents=True, exist_ok=True)
+        mark_owned(directory, stage)
+    return directory
+
+
 def claim_output_dir(directory: PathLike, stage: str, *, force: bool = False,
                      inputs: Iterable[Optional[PathLike]] = (), adopt: Optional[Callable[[Path], bool]] = None,
                      what: str = "--out") -> Path:
     """Make ``directory`` an output directory torchdroid owns (see the module docstring); returns it."""
     directory = Path(directory)
     check_not_inputs(directory, inputs, what)
+    refuse_another_owner(directory, stage, what)  # even with --force
     ensure_writable_dir(directory)
     if is_owned(directory):
         return directory
@@ -574,6 +696,153 @@ def claim_output_dir(directory: PathLike, stage: str, *, force: bool = False,
         )
     mark_owned(directory, stage)
     return directory
+
+
+# --------------------------------------------------------------------------- what torchdroid wrote, per file
+
+_manifest_guard = threading.RLock()  # deploy writes from threads: one read-modify-write of a marker at a time
+LIVE, TREE = "live", "tree"  # recorded without a hash: a file written in place, a directory a tool fills
+NOT_OURS = "not written by torchdroid"
+CHANGED = "changed since torchdroid wrote it"
+
+
+def _read_marker(directory: Path) -> Dict[str, Any]:
+    try:
+        data = json.loads((directory / OWNER_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def owned_root(path: PathLike) -> Optional[Path]:
+    """The nearest directory above ``path`` that torchdroid owns (its marker), or None."""
+    for parent in Path(os.path.abspath(path)).parents:
+        if (parent / OWNER_MARKER).is_file():
+            return parent
+    return None
+
+
+def record_written(path: PathLike, digest: Optional[str] = None, kind: str = "file") -> None:
+    """Add ``path`` with its sha256 to the manifest of the directory torchdroid owns above it (nothing when no
+    directory above it is torchdroid's, e.g. a report the user sent elsewhere).  Every atomic write calls it.
+    ``kind``: ``file`` (its sha256 is checked before it is removed), ``live`` (a file written in place, the results
+    database: by name only) or ``tree`` (a directory a tool of torchdroid's fills, Gradle's build/: all below it)."""
+    path = Path(os.path.abspath(path))
+    root = owned_root(path)
+    if root is None:
+        return
+    entry = {"sha256": digest or sha256_file(path) if kind == "file" else None, "kind": kind}
+    _update_manifest(root, {path.relative_to(root).as_posix(): entry})
+
+
+def record_tree(directory: PathLike) -> None:
+    """Record every regular file under the owned ``directory`` (one marker write: ``atomic_dir`` before its rename,
+    so files its writers wrote in place are listed too)."""
+    directory = Path(directory)
+    found = {}
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = [d for d in dirs if not _ours(Path(root) / d)]
+        for name in files:
+            f = Path(root) / name
+            if not _ours(f) and f.is_file() and not f.is_symlink():
+                found[f.relative_to(directory).as_posix()] = {"sha256": sha256_file(f), "kind": "file"}
+    _update_manifest(directory, found)
+
+
+def _update_manifest(root: Path, entries: Dict[str, Any], drop: Iterable[str] = ()) -> None:
+    with _manifest_guard:
+        data = _read_marker(root)
+        if not data:
+            return
+        files = data.get("files") if isinstance(data.get("files"), dict) else {}
+        files.update(entries)
+        for rel in drop:
+            files.pop(rel, None)
+        data["files"] = dict(sorted(files.items()))
+        atomic_write_json(root / OWNER_MARKER, data)
+
+
+def forget_written(root: PathLike, rels: Iterable[str]) -> None:
+    """Drop removed files from the manifest of ``root``."""
+    _update_manifest(Path(root), {}, drop=list(rels))
+
+
+@dataclasses.dataclass
+class Ownership:
+    """A directory's files sorted by the manifest: ``ours`` may be removed (written by torchdroid, unchanged),
+    ``kept`` (relative name, why) are the user's or edited and are never removed."""
+
+    root: Path
+    ours: List[str] = dataclasses.field(default_factory=list)
+    kept: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def kept_lines(self) -> List[str]:
+        return [f"{self.root / rel} ({why})" for rel, why in self.kept]
+
+
+def ownership(directory: PathLike) -> Optional[Ownership]:
+    """Every file under ``directory`` judged against its manifest; None when the directory has no manifest (not
+    torchdroid's, or an older torchdroid's: its callers fall back to judging the whole directory)."""
+    directory = Path(directory)
+    if directory.is_symlink() or not directory.is_dir():
+        return None
+    files = _read_marker(directory).get("files")
+    if not isinstance(files, dict):
+        return None
+    found = Ownership(directory)
+    for root, dirs, names in os.walk(directory):
+        here = Path(root)
+        for name in sorted(names) + sorted(d for d in dirs if (here / d).is_symlink()):
+            entry = here / name
+            rel = entry.relative_to(directory).as_posix()
+            if _in_tree(rel, files):
+                found.ours.append(rel)
+            elif not _ours(entry):
+                _judge(found, rel, entry, files.get(rel))
+        dirs[:] = [d for d in dirs if not (here / d).is_symlink()]
+    return found
+
+
+def _in_tree(rel: str, files: Dict[str, Any]) -> bool:
+    parts = rel.split("/")
+    return any(isinstance(files.get("/".join(parts[:n])), dict) and files["/".join(parts[:n])].get("kind") == TREE
+               for n in range(1, len(parts)))
+
+
+def _judge(found: Ownership, rel: str, entry: Path, rec: Any) -> None:
+    if not isinstance(rec, dict):
+        found.kept.append((rel, NOT_OURS))
+    elif entry.is_symlink() or not entry.is_file():
+        found.kept.append((rel, "replaced by a link" if entry.is_symlink() else NOT_OURS))
+    elif rec.get("kind") == LIVE or rec.get("sha256") == sha256_file(entry):
+        found.ours.append(rel)
+    else:
+        found.kept.append((rel, CHANGED))
+
+
+YOURS_SUFFIX = ".yours"  # an edited file the new directory writes again: the user's version, kept beside it
+
+
+def carry_over_kept(old: Path, new: Path) -> List[str]:
+    """Before ``new`` replaces ``old`` (``atomic_dir``): every file of ``old`` that is not torchdroid's unchanged
+    output goes into ``new`` at its place, unrecorded (still the user's); where ``new`` has a file of that name with
+    other content, the user's goes beside it as ``<name>.yours``.  Each is named once on the console; returns them."""
+    found = ownership(old)
+    if found is None:
+        return []
+    lines = []
+    for rel, why in found.kept:
+        src, dst = old / rel, new / rel
+        if dst.is_file() and not dst.is_symlink() and src.is_file() and sha256_file(src) == sha256_file(dst):
+            continue
+        if dst.exists() or dst.is_symlink():
+            dst = dst.with_name(dst.name + YOURS_SUFFIX)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dst)
+        lines.append(f"kept {old / dst.relative_to(new)} ({why})")
+    for line in lines:
+        log.warning("%s", line)
+    return lines
 
 
 # --------------------------------------------------------------------------- the one guard of every deleter

@@ -57,6 +57,18 @@ class Placement(FlatRecord):
         if self.status == "unknown" and not self.reason:
             raise ValueError("an unknown placement needs its reason")
 
+    def problems(self) -> List[str]:
+        """A status its own operations deny: ``accelerated`` with an operation on NNAPI's CPU fallback, ``cpu``
+        with one elsewhere, ``partly-cpu`` with all or none there."""
+        if self.status == "unknown" or not self.operations:
+            return []
+        on_cpu = sum(d == CPU_FALLBACK for _, d in self.operations)
+        said = "cpu" if on_cpu == len(self.operations) else "accelerated" if on_cpu == 0 else "partly-cpu"
+        if said == self.status:
+            return []
+        return [f"{self.serial} {self.file}: status {self.status!r}, but {on_cpu} of its {len(self.operations)} "
+                f"operations ran on {CPU_FALLBACK} ({said})"]
+
     def per_device(self) -> Dict[str, int]:
         """Operations per device, in the order the devices first appear."""
         return dict(Counter(d for _, d in self.operations))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .record_base import FlatRecord, Record
+from .record_base import FlatRecord, Record, item_problems
 
 REFERENCES_NAME = "reference-outputs.json"
 REFERENCES_KIND = "torchdroid.reference-outputs"
@@ -156,6 +156,23 @@ class NumericsVerdict(FlatRecord):
         detail = ", ".join(x for x in (lsb, top) if x)
         return f"DIFFERS ({detail})" if detail else "DIFFERS"
 
+    def problems(self) -> List[str]:
+        """Counts above their totals (``top1`` "3/1"), a negative difference, a ``differs`` without what differs."""
+        out = [f"{self.serial} {self.file}: {name} {value!r} is not a count out of a total"
+               for name, value in (("top-1", self.top1), ("top-5", self.top5)) if value and not _fraction_ok(value)]
+        out += [f"{self.serial} {self.file}: {name} {value!r} is not a difference (>= 0)"
+                for name, value in (("largest difference", self.max_abs), ("LSB", self.max_lsb))
+                if value is not None and not (isinstance(value, (int, float)) and value >= 0)]
+        if self.verdict == "differs" and not self.reason:
+            out.append(f"{self.serial} {self.file}: 'differs' without what differs")
+        return out
+
+
+def _fraction_ok(text: str) -> bool:
+    """``"a/b"`` with 0 <= a <= b."""
+    a, _, b = str(text).partition("/")
+    return a.isdigit() and b.isdigit() and int(a) <= int(b)
+
 
 @dataclass
 class NumericsRecord(Record):
@@ -171,3 +188,6 @@ class NumericsRecord(Record):
     @classmethod
     def from_body(cls, data: Dict[str, Any], path: Path) -> "NumericsRecord":
         return cls(data.get("run_id"), [NumericsVerdict.from_dict(v) for v in data.get("verdicts", [])])
+
+    def contradictions(self) -> List[str]:
+        return item_problems("verdicts", self.verdicts)

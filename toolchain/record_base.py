@@ -8,7 +8,8 @@ would have to guess about, each time with a typed error that names that command:
 * :class:`RecordUnreadable` -- not JSON, not text, not readable;
 * :class:`RecordWrongKind` -- another kind of record, or someone else's file;
 * :class:`RecordSchemaOlder` / :class:`RecordSchemaNewer` -- written by an earlier / a later torchdroid;
-* :class:`RecordMalformed` -- the right kind and schema, but a field is missing or of the wrong type.
+* :class:`RecordMalformed` -- the right kind and schema, but a field is missing or of the wrong type, or the record
+  contradicts itself (:meth:`Record.contradictions`: a count above its total, a status its own details deny).
 
 Nothing is deleted: a file an earlier torchdroid wrote stays as it is until the command named in the error
 writes its replacement (atomically, :func:`toolchain.fsutil.atomic_write_json`).
@@ -20,7 +21,7 @@ import datetime as _dt
 import json
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, ClassVar, Dict, Optional, Type, TypeVar
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Type, TypeVar
 
 from .errors import RecordError
 from .fsutil import atomic_write_json
@@ -90,6 +91,11 @@ def write_record(path: Path, kind: str, schema: int, body: Dict[str, Any]) -> Pa
     return atomic_write_json(path, data)
 
 
+def item_problems(name: str, items: Optional[Sequence["FlatRecord"]]) -> List[str]:
+    """Each item's problems, prefixed with where it is (``hardware[2]: ...``)."""
+    return [f"{name}[{i}]: {p}" for i, item in enumerate(items or []) for p in item.problems()]
+
+
 class FlatRecord:
     """A dataclass written as its fields and read back from them; keys it does not know (a newer writer's) are
     left out."""
@@ -101,6 +107,11 @@ class FlatRecord:
     def from_dict(cls, d: Dict[str, Any]):
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+    def problems(self) -> List[str]:
+        """What makes this item contradict itself (a count above its total, a status its own details deny);
+        empty when it is consistent."""
+        return []
 
 
 class Record:
@@ -141,11 +152,22 @@ class Record:
         path = cls.locate(location)
         data = read_record(path, cls.KIND, cls.SCHEMA, remedy or cls.REMEDY)
         try:
-            return cls.from_body(data, path)
+            record = cls.from_body(data, path)
         except MALFORMED as e:
             raise RecordMalformed(f"the {cls.KIND} record {path} is incomplete or malformed",
                                   cause=f"{type(e).__name__}: {e}",
                                   remedy=remedy or cls.malformed_remedy(data, path)) from e
+        problems = record.contradictions()
+        if problems:
+            shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+            raise RecordMalformed(f"the {cls.KIND} record {path} contradicts itself (edited by hand, or damaged)",
+                                  cause=shown, remedy=remedy or cls.malformed_remedy(data, path))
+        return record
+
+    def contradictions(self) -> List[str]:
+        """What makes the record contradict itself, checked by :meth:`load` (counts, statuses, the items'
+        own :meth:`FlatRecord.problems`); empty when it is consistent."""
+        return []
 
     def write(self, path: Optional[Path] = None) -> Path:
         """The one writer of the kind: to ``path``, or to the record's own ``path``."""

@@ -27,7 +27,7 @@ from .fsutil import sha256_file
 from .hardware_records import Placement
 from .layout import BUILD_INFO, Layout
 from .numerics_records import NumericsVerdict
-from .record_base import FlatRecord, Record, now_iso, read_record, write_record  # noqa: F401 (stages use them here)
+from .record_base import FlatRecord, Record, item_problems, now_iso, read_record, write_record  # noqa: F401 (stages use them here)
 from .variants import MODES
 
 MANIFEST_NAME = "manifest.json"
@@ -566,6 +566,15 @@ class DeployResults(Record):
                    data.get("speedups", []), data.get("devices", []),
                    None if numerics is None else [NumericsVerdict.from_dict(v) for v in numerics],
                    None if hardware is None else [Placement.from_dict(p) for p in hardware])
+
+
+    def contradictions(self) -> List[str]:
+        """Rows that are nonsense or of another run, verdicts and placements that contradict themselves."""
+        out = item_problems("results", self.rows) + item_problems("numerics", self.numerics)
+        out += item_problems("hardware", self.hardware)
+        out += [f"results[{i}]: run {r.run_id}, in the document of run {self.run_id}" for i, r in enumerate(self.rows)
+                if self.run_id is not None and r.run_id is not None and r.run_id != self.run_id]
+        return out
 
 
 def _dicts(items: Optional[List[FlatRecord]]) -> Optional[List[Dict[str, Any]]]:

@@ -72,6 +72,9 @@ def _num(x) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
+SQLITE_MAX_INT = 2 ** 63 - 1  # the largest id SQLite stores (an INTEGER is 8 bytes, signed)
+
+
 def Int(min: Optional[int] = None, max: Optional[int] = None) -> Kind:  # noqa: A002 - reads like the schema
     return Kind("int", min, max)
 
@@ -299,7 +302,7 @@ KEYS: Tuple[Key, ...] = (
                                                 "the binary's"),
     Key("deploy.report_source", Choice("binary", "app"), "binary", "which rows `invoke report` draws: binary "
                                                                    "(speed_benchmark_torch) or app"),
-    Key("report.run", Int(min=1), None, "run id in the results database (default: the latest)", cli_only=True,
+    Key("report.run", Int(min=1, max=SQLITE_MAX_INT), None, "run id in the results database (default: the latest)", cli_only=True,
         metavar="RUN_ID"),
     Key("report.out", PathKind(), None, "PNG to write (default <results>/report-run-NNNN.png)", cli_only=True),
     # ---- verify (host NNAPI)

@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import layout
 from toolchain.errors import UsageError
-from toolchain.fsutil import LOCK_SUFFIX, check_removable, output_lock
+from toolchain.fsutil import LOCK_SUFFIX, Ownership, check_removable, forget_written, output_lock, ownership
 from toolchain.layout import Layout
 
 # what each kind names, relative to the build directory (toolchain/layout.py); outputs also take app-<model>
@@ -44,10 +44,15 @@ ANDROID_NAMES = {layout.BUILD_INFO, "build.log", "source.log", "cmake", "executo
 class CleanPlan:
     build_dir: Path
     targets: List[Tuple[Path, int]] = field(default_factory=list)  # (path, bytes)
+    judged: Dict[Path, Ownership] = field(default_factory=dict)  # targets with a manifest: their files, judged
 
     @property
     def bytes(self) -> int:
         return sum(size for _, size in self.targets)
+
+    def kept(self) -> List[str]:
+        """Every file clean keeps in a directory it cleans, with why (the user's, or edited since)."""
+        return [line for found in self.judged.values() for line in found.kept_lines()]
 
 
 def _size(path: Path) -> int:
@@ -130,6 +135,17 @@ def _candidates(root: Path, kinds: Sequence[str]) -> List[Tuple[Path, str]]:
     return found
 
 
+def _judge(plan: CleanPlan, root: Path, target: Path, what: str) -> None:
+    """Add ``target`` to the plan if torchdroid may remove it (raises the guard's UsageError if not).  A directory
+    with a manifest of what torchdroid wrote loses only those files, unchanged; everything else stays, named."""
+    found = ownership(target)
+    recognise = _checkout if target.parent == Layout(root).src else _ours(target.name)
+    check_removable(target, what, ours=(lambda _p: True) if found is not None else recognise)
+    if found is not None:
+        plan.judged[target] = found
+    plan.targets.append((target, _size(target) if found is None else sum(_size(target / f) for f in found.ours)))
+
+
 def plan_clean(build_dir: Path, kinds: Sequence[str] = DEFAULT_KINDS, log_days: float = 14.0) -> CleanPlan:
     """What ``clean`` would remove: only existing known names inside ``build_dir`` that torchdroid wrote.
 
@@ -138,13 +154,10 @@ def plan_clean(build_dir: Path, kinds: Sequence[str] = DEFAULT_KINDS, log_days: 
     plan = CleanPlan(Path(build_dir))
     refused: List[str] = []
     for target, what in _candidates(root, kinds):
-        recognise = _checkout if target.parent == Layout(root).src else _ours(target.name)
         try:
-            check_removable(target, what, ours=recognise)
+            _judge(plan, root, target, what)
         except UsageError as e:
             refused.append(f"{e.what}" + (f" ({e.cause})" if e.cause else ""))
-            continue
-        plan.targets.append((target, _size(target)))
     logs = Layout(root).logs
     if "logs" in kinds and logs.is_dir():
         limit = time.time() - log_days * 86400
@@ -181,6 +194,26 @@ def execute(plan: CleanPlan) -> None:
                 held.enter_context(output_lock(d, "invoke clean"))
             if target.is_symlink() or target.is_file():
                 target.unlink(missing_ok=True)
+            elif target in plan.judged:
+                _remove_ours(target)
             elif target.is_dir():
                 shutil.rmtree(target)
+
+
+def _remove_ours(target: Path) -> None:
+    """Remove torchdroid's unchanged files of ``target`` (judged again now, under the lock); the directory goes
+    only when nothing else is in it, else the files kept stay with their directories and the manifest."""
+    found = ownership(target)
+    if found is None:
+        return
+    if not found.kept:
+        shutil.rmtree(target)
+        return
+    for rel in found.ours:
+        (target / rel).unlink(missing_ok=True)
+    forget_written(target, found.ours)
+    for root, dirs, files in os.walk(target, topdown=False):
+        here = Path(root)
+        if here != target and not here.is_symlink() and not any(here.iterdir()):
+            here.rmdir()
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, List, Mapping, Optional, Sequence
 
 
 def runtime_path(argv: Sequence[str], environ: Mapping[str, str]) -> Optional[Path]:
@@ -51,6 +51,38 @@ def check_files(layers) -> None:
         if which in ("runtime", "project"):  # a user's own file may hold other projects' sections
             refuse_empty_sections(data, path)
             check_known_keys(data, str(path), invoke_keys)
+        refuse_unmergeable(data, path)  # every file Invoke merges: ~/.invoke.yaml and /etc/invoke.yaml too
+
+
+def _clashes(defaults: Mapping[str, Any], data: Mapping[str, Any], prefix: str = "") -> List[str]:
+    """Keys where ``data`` has a value and the defaults a section, or the other way round (Invoke cannot merge)."""
+    found = []
+    for k, v in data.items():
+        if k not in defaults or v is None:
+            continue
+        if isinstance(defaults[k], dict) and isinstance(v, dict):
+            found += _clashes(defaults[k], v, f"{prefix}{k}.")
+        elif isinstance(defaults[k], dict) != isinstance(v, dict):
+            found.append(f"`{prefix}{k}` is {'a section' if isinstance(defaults[k], dict) else 'a value'} "
+                         f"but the file gives {'a section' if isinstance(v, dict) else repr(v)}")
+    return found
+
+
+def refuse_unmergeable(data: Mapping[str, Any], path: Path) -> None:
+    """A value where torchdroid or Invoke has a section (``convert: 5`` in ``~/.invoke.yaml``), or a section where
+    they have a value: Invoke's merge would end in a traceback (AmbiguousMergeError); this names the file."""
+    from invoke import Config
+
+    from toolchain.errors import UsageError
+    from toolchain.settings import config_defaults
+
+    clashes = _clashes({**Config.global_defaults(), **config_defaults()}, data)
+    if clashes:
+        raise UsageError(f"the config file {path} cannot be merged: {clashes[0]}",
+                         cause="; ".join(clashes[1:]) or "Invoke merges every config file into one tree of sections "
+                                                         "and values",
+                         remedy=f"fix or remove that entry in {path} (a section is written `name:` with indented "
+                                "`key: value` lines under it)")
 
 
 def refuse_empty_sections(data: Mapping[str, Any], path: Path) -> None:

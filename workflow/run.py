@@ -10,7 +10,7 @@ from typing import Any, Iterator, Optional
 
 from invoke import Exit
 
-from toolchain.console import for_stderr
+from toolchain.console import for_stderr, quiet_stdout
 from toolchain.layout import Layout
 
 
@@ -27,14 +27,16 @@ def refuse_dry(config: Any, name: str) -> None:
 
 @contextlib.contextmanager
 def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
-          frees_space: bool = False, log: Optional[Path] = None) -> Iterator[Any]:
+          frees_space: bool = False, log: Optional[Path] = None, as_json: bool = False) -> Iterator[Any]:
     """Check every config value, log to <build_dir>/logs, turn a TorchdroidError into a clean message and exit code.
 
     A stage starts only with room for its log and locks, except one that ``frees_space`` (clean: what a user runs
     on a full disk; its log then stops with one warning).  ``log``: the run log an earlier block of the same run
-    opened (``all`` between its stages), continued rather than a second file."""
+    opened (``all`` between its stages), continued rather than a second file.  ``as_json``: the task's ``--json``;
+    stdout then belongs to the one JSON document (:func:`toolchain.console.quiet_stdout`), the stage's output goes
+    to stderr."""
     from toolchain.errors import TorchdroidError
-    from toolchain.fsutil import as_usage_error
+    from toolchain.fsutil import as_usage_error, build_lock
     from toolchain.resolve import Resolver, check_config
 
     if not allow_dry:
@@ -48,12 +50,13 @@ def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
     except TorchdroidError as e:
         raise Exit(for_stderr(f"torchdroid {name}: {e.label}: {e}"), code=e.exit_code) from None
     _rotate_logs(build_dir, resolver)
-    with terminable(name):
+    with terminable(name), quiet_stdout(as_json):
         try:
             try:
-                yield log_path
+                with build_lock(build_dir, name):  # one writing task per build directory (fsutil.BUILD_WRITERS)
+                    yield log_path
             except OSError as e:  # a full disk met by any writer of any stage: one message, not a traceback
-                problem = as_usage_error(e)
+                problem = as_usage_error(e, near=build_dir)
                 if problem is None:
                     raise
                 raise problem from e
@@ -89,7 +92,7 @@ def _start_log(build_dir, name: str, debug: bool, need_space: bool = True, log: 
     try:
         return setup_logging(build_dir, name, debug, path=log)
     except OSError as e:
-        problem = as_usage_error(e)
+        problem = as_usage_error(e, near=build_dir)
         if problem is None:
             raise
         raise problem from e

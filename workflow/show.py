@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from toolchain.errors import command
 
-import contextlib
-import sys
 from typing import Any
 
 from toolchain.console import emit_json, next_step, note, table, warning
@@ -314,6 +312,8 @@ def verify(result: Any, as_json: bool = False) -> None:
         return emit_json(result)
     for refusal in getattr(result, "skipped", []):
         print(f"verify: skipped {refusal.line()}")
+    if getattr(result, "nothing", ""):
+        print(f"verify: nothing verified: {result.nothing}")
     if not result.rows:
         return
     table("host NNAPI vs CPU", ["variant", "result", "inputs", "end-to-end diff", "top-1",
@@ -365,11 +365,6 @@ def _read(path: Any) -> Any:
     from pathlib import Path
 
     return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-def quiet_stdout(as_json: bool):
-    """With --json, what the stages print goes to stderr so stdout holds only the JSON."""
-    return contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
 
 
 # --------------------------------------------------------------------------- the ExecuTorch lane (docs/executorch.md)

@@ -115,11 +115,19 @@ def per_format(config: Any, stage: str, **cli) -> dict:
 
 
 def _delegates_made(names: tuple, r: Resolver) -> None:
+    """An option of one lane given to a convert that does not run that lane is a usage error, never ignored:
+    --delegates without the ExecuTorch lane, --quantized-weights without the TorchScript lane (--quant chooses the
+    programs of both lanes)."""
     r.get("convert.executorch_delegates")  # a malformed value is named first
     if "executorch" not in names and r.given("convert.executorch_delegates"):
         raise UsageError("--delegates applies to the ExecuTorch lane, which this convert does not run",
                          cause=f"the formats are {','.join(names)}: no .pte program would be made",
                          remedy="add --format torchscript,executorch (or --format executorch), or drop --delegates")
+    if "torchscript" not in names and r.given("convert.quantized_weights"):  # --quant chooses both lanes' programs
+        raise UsageError("--quantized-weights applies to the TorchScript lane, which this convert does not run",
+                         cause=f"the formats are {','.join(names)}: the ExecuTorch lane always calibrates (PT2E), "
+                               "so the value would be silently ignored",
+                         remedy="add --format torchscript,executorch, or drop --quantized-weights")
 
 
 def executorch_convert(config: Any, **cli):

@@ -82,6 +82,15 @@ def test_bad_command_line_values(tmp_path, args, mentions):
     assert not (tmp_path / "m" / MANIFEST_NAME).exists()
 
 
+@adversarial("convert", "bad value (an option of a lane that does not run)")
+@pytest.mark.parametrize("args, named", [(["--quantized-weights", "calibrate"], "--quantized-weights")])
+def test_a_torchscript_option_with_only_the_executorch_lane_is_refused(tmp_path, args, named):
+    """--quantized-weights with --format executorch was silently ignored (--quant chooses both lanes' programs)."""
+    res = run_invoke(["convert", "--format", "executorch", "--out", "m", *args], tmp_path)
+    assert_clean(res, "usage", mentions=[named, "TorchScript lane", "--format torchscript,executorch"], root=tmp_path)
+    assert not (tmp_path / "m").exists()
+
+
 @adversarial("convert", "bad value (INVOKE_* variable)")
 @pytest.mark.parametrize("value", ["0", "-3", "many", "1.5"])
 def test_bad_calibration_count_from_the_environment(tmp_path, value):
@@ -189,6 +198,47 @@ def test_a_factory_that_hangs_is_reported_after_the_time_limit(tmp_path):
     res = convert(tmp_path, "--out", "m", model="net.py:make", env={"INVOKE_CONVERT_FACTORY_TIMEOUT": "2"})
     assert time.monotonic() - t0 < 120
     assert_clean(res, "usage", mentions=["net.py", "2 seconds", "convert.factory_timeout"], root=tmp_path)
+
+
+@adversarial("convert", "bad model")
+@pytest.mark.parametrize("where", ["at-import", "in-factory"])
+def test_a_factory_that_changes_directory_does_not_move_the_outputs(tmp_path, where):
+    """A factory file that calls os.chdir() must not make convert write elsewhere while it names build/models."""
+    (tmp_path / "elsewhere").mkdir()
+    body = "import os\nimport torch\n"
+    chdir = "os.chdir('elsewhere')\n"
+    make = "def make():\n    {}return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())\n"
+    text = body + (chdir + make.format("") if where == "at-import" else make.format("os.chdir('elsewhere'); "))
+    (tmp_path / "net.py").write_text(text)
+    res = convert(tmp_path, "--quant", "none", "--out", "m", model="net.py:make")
+    assert_clean(res, "ok", needs_fix=False, root=tmp_path)
+    assert modes_recorded(tmp_path / "m") == {"none"}
+    assert not list((tmp_path / "elsewhere").iterdir())
+
+
+PRINTING_FILE = """import torch
+print('loading my model')
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+    def forward(self, x):
+        print('forward')
+        return torch.relu(self.conv(x))
+def make():
+    print('building my model')
+    return Net()
+"""
+
+
+@adversarial("convert", "bad model")
+def test_json_output_is_one_document_when_the_model_prints(tmp_path):
+    """convert --json: stdout is one JSON document, whatever the user's file prints (Python or TorchScript's C++)."""
+    (tmp_path / "net.py").write_text(PRINTING_FILE)
+    res = convert(tmp_path, "--quant", "none", "--out", "m", "--json", model="net.py:make")
+    assert_clean(res, "ok", needs_fix=False, root=tmp_path)
+    assert json.loads(res.out)["manifest_path"].endswith("manifest.json")
+    assert "building my model" in res.err
 
 
 # --------------------------------------------------------------------------- other people's files

@@ -329,3 +329,16 @@ def test_clean_refuses_a_build_dir_that_is_the_working_directory(tmp_path):
     out = run_invoke(["clean", "--what", "outputs"], tmp_path, env={"INVOKE_BUILD_DIR": "."})
     assert_clean(out, "usage", mentions=["refusing"])
     assert (tmp_path / "models" / "mine.pt").read_text() == "mine"
+
+
+@adversarial("settings", "a user's config file Invoke cannot merge (issue 34)")
+@pytest.mark.parametrize("text, mention", [("convert: 5\n", "`convert` is a section"),
+                                           ("build_dir:\n  a: 1\n", "`build_dir` is a value"),
+                                           ("deploy:\n  iter:\n    x: 1\n", "`deploy.iter` is a value")])
+def test_a_home_config_file_that_cannot_be_merged_names_the_file(tmp_path, text, mention):
+    """~/.invoke.yaml with a value where a section goes was Invoke's AmbiguousMergeError traceback."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".invoke.yaml").write_text(text)
+    out = run_invoke(["doctor"], tmp_path, env={"HOME": str(home)}, fresh=True)
+    assert_clean(out, "usage", mentions=[str(home / ".invoke.yaml"), mention], root=tmp_path)

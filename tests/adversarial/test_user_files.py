@@ -49,3 +49,34 @@ def test_make_app_out_tilde_force_never_replaces_home(tmp_path):
     out = run_invoke(["make-app", "--out", "~", "--force"], work, env={"HOME": str(home)})
     assert_clean(out, "usage", mentions=["refusing", "home directory"], kept=kept, root=work)
     assert sorted(p.name for p in home.iterdir()) == ["Documents", "w"]
+
+
+@adversarial("clean", "user's files in an owned directory (issue 34)")
+def test_clean_outputs_keeps_and_names_the_users_notes_and_edits_in_the_app(tmp_path):
+    """Ownership per file: clean removes the app's files torchdroid wrote and still has as it wrote them; a NOTES.txt
+    the user put there and a file they edited stay, named by -n and by the clean itself."""
+    shutil.copytree(tiny_models(), tmp_path / "build" / "models")
+    assert run_invoke(["make-app"], tmp_path).code == 0
+    app = tmp_path / "build" / "app"
+    (app / "NOTES.txt").write_text("my notes")
+    (app / "app/src/main/assets/labels.txt").write_text("my labels\n")
+    kept = snapshot([app / "NOTES.txt", app / "app/src/main/assets/labels.txt"])
+    preview = run_invoke(["clean", "--what", "outputs", "-n"], tmp_path)
+    assert_clean(preview, "ok", mentions=["would keep", "NOTES.txt (not written by torchdroid)",
+                                          "labels.txt (changed since torchdroid wrote it)"], kept=kept, root=tmp_path)
+    assert (app / "gradlew").is_file()
+    out = run_invoke(["clean", "--what", "outputs"], tmp_path)
+    assert_clean(out, "ok", mentions=["keeping", "NOTES.txt"], kept=kept, root=tmp_path)
+    assert not (app / "gradlew").exists() and not (app / "torchdroid-app.json").exists()
+
+
+@adversarial("make-app", "another task's directory (issue 34)")
+def test_make_app_into_the_results_directory_is_refused_even_with_force(tmp_path):
+    from tests.adversarial.test_fs_faults import _results
+
+    shutil.copytree(tiny_models(), tmp_path / "build" / "models")
+    (tmp_path / "history").mkdir()
+    results = shutil.move(_results(tmp_path / "history"), tmp_path / "build" / "results")
+    kept = snapshot([results])
+    out = run_invoke(["make-app", "--model", "quant_none", "--out", "build/results", "--force"], tmp_path)
+    assert_clean(out, "usage", mentions=["build/results", "invoke deploy"], kept=kept, root=tmp_path)

@@ -216,7 +216,7 @@ def test_out_dir_must_be_new_or_empty_unless_force(models):
     assert (first.out / "mine.txt").exists()
     again = make_app(AppSettings(model="quant_core", models=models, out=first.out, force=True,
                                  build_dir=first.out.parent / "b"))
-    assert not (again.out / "mine.txt").exists()
+    assert (again.out / "mine.txt").read_text() == "user file"  # issue 34: --force keeps what torchdroid did not write
     assert json.loads((again.out / records.APP_INFO_NAME).read_text())["variant"] == "quant_core"
     assert not list(first.out.parent.glob("*.partial"))  # no temporary directories left behind
 

@@ -15,6 +15,7 @@ from host_nnapi.build import cache_root
 from tests.deploy_support.fixtures import invoke_cli as invoke
 from tests.deploy_support.fixtures import write_build_info
 from tests.virtual_device.harness import adb_with_devices
+from toolchain.fsutil import OWNER_MARKER
 from toolchain.numerics_records import ReferenceOutputs, references_path
 from toolchain.records import DeployResults, deploy_results_path
 from tests.virtual_device.harness import held_dead_port
@@ -55,8 +56,8 @@ def test_three_phones_one_wrong_driver_one_silent(tmp_path, standin, mobilenet_m
         assert r.returncode == 0, r.stdout + r.stderr
         serial = {name: d.serial for name, d in devs.items()}
     # the run is one JSON document (its CSV twin and the latest copies the docs promise) plus its rows in the store
-    # (local-hashes.json: the push cache of deploy/hashes.py, not a record of the run)
-    assert sorted(p.name for p in results.iterdir() if p.name != "local-hashes.json") == [
+    # (local-hashes.json: the push cache of deploy/hashes.py, not a record of the run; the ownership marker)
+    assert sorted(p.name for p in results.iterdir() if p.name not in ("local-hashes.json", OWNER_MARKER)) == [
         "latest.csv", "latest.json", "results.sqlite", "run-0001.csv", "run-0001.json"]
 
     refs = ReferenceOutputs.load(references_path(models))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from toolchain.errors import UsageError
-from toolchain.fsutil import mark_owned
+from toolchain.fsutil import atomic_write_bytes, mark_owned
 from toolchain.logs import rotate_logs
 from workflow.clean import execute, plan_clean
 
@@ -18,7 +18,7 @@ def test_only_known_outputs_inside_the_build_dir_and_logs_by_age(tmp_path, monke
     build = tmp_path / "build"
     (build / "models").mkdir(parents=True)
     mark_owned(build / "models", "convert")  # what convert writes into its output directory
-    (build / "models" / "a.pt").write_bytes(b"x" * 10)
+    atomic_write_bytes(build / "models" / "a.pt", b"x" * 10)  # as convert writes it: recorded in the manifest
     (build / "mine").mkdir()  # not a name torchdroid writes
     (build / "logs").mkdir()
     old, new = build / "logs" / "convert-20200101-000000-1.log", build / "logs" / "convert-20990101-000000-2.log"

@@ -16,6 +16,7 @@ from toolchain import fsutil
 from toolchain.errors import BusyError, NoSpaceError, UsageError
 from toolchain.fsutil import (
     OWNER_MARKER,
+    as_usage_error,
     atomic_path,
     atomic_write_bytes,
     check_not_inputs,
@@ -188,3 +189,23 @@ def test_module_docstring_documents_every_helper():
     for name in ("atomic_path", "claim_output_dir", "output_lock", "ensure_space", "save_torch_module",
                  "remove_stale_partials", "check_not_inputs"):
         assert name in doc
+
+
+def test_a_full_disk_without_a_file_name_names_the_place_written_not_the_working_directory(tmp_path, monkeypatch):
+    """Issue 34: an ENOSPC that names no file (a write() deep in a library) was reported for the working
+    directory's filesystem ("49.6 GB free") instead of the full one: the caller says where it was writing."""
+    build, elsewhere = tmp_path / "build", tmp_path / "cwd"
+    build.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    problem = as_usage_error(OSError(errno.ENOSPC, "No space left on device"), near=build)
+    assert isinstance(problem, NoSpaceError)
+    text = f"{problem.what} {problem.cause}"
+    assert str(build) in text and str(elsewhere) not in text
+    assert "mounted at" in problem.cause  # the filesystem itself, by its mount point
+
+
+def test_a_read_only_write_without_a_file_name_names_the_place_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    problem = as_usage_error(OSError(errno.EROFS, "Read-only file system"), near=tmp_path / "build")
+    assert str(tmp_path / "build") in problem.what and "read-only" in problem.what

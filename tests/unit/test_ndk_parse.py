@@ -31,6 +31,7 @@ def test_revisions_and_release_names():
     assert parse_revision("r21e") == (21, 4)
     assert release_name("21.4.7075529") == "r21e" and release_name("19.2.5345600") == "r19c"
     assert release_name("26.0.10792818") == "r26"
+    assert release_name("28.99.99999999") == "r28 (any update)"  # a range's upper bound, not "r28\u00c4"
     assert in_range("19.2.5345600", "19.2.5345600", "21.4.7075529")
     assert not in_range("22.1.7171670", "19.2.5345600", "21.4.7075529")
     with pytest.raises(ValueError):

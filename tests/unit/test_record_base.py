@@ -131,3 +131,86 @@ def test_the_executorch_host_bench_is_a_record_and_an_earlier_ones_is_measured_a
     assert _previous(s)["timing_key"] == "k"
     path.write_text(json.dumps({"kind": "torchdroid.executorch-host-bench", "timing_key": "k", "rows": []}))
     assert _previous(s) == {}
+
+
+EDITS = [  # (what the hand edit does, the field set in the written document, the words of the refusal)
+    ("an accelerated placement with an operation on the CPU fallback", "hardware", 0, "operations",
+     [["CONV_2D", "qti-dsp"], ["ADD", "nnapi-reference"]], "status 'accelerated', but 1 of its 2"),
+    ("a placement on the CPU fallback said to be accelerated", "hardware", 0, "status", "cpu", "status 'cpu'"),
+    ("a top-1 count above its total", "numerics", 0, "top1", "3/1", "top-1 '3/1'"),
+    ("a negative largest difference", "numerics", 0, "max_abs", -0.5, "largest difference -0.5"),
+    ("a 'differs' without what differs", "numerics", 0, "verdict", "differs", "without what differs"),
+    ("an ok row without latencies", "results", 0, "median_ms", None, "an ok row needs positive latencies"),
+    ("a row of another run", "results", 0, "run_id", 9, "run 9, in the document of run 3"),
+]
+
+
+@pytest.mark.parametrize("what, section, index, key, value, said", EDITS, ids=[e[0] for e in EDITS])
+def test_a_record_that_contradicts_itself_is_refused_with_the_remedy(tmp_path, what, section, index, key, value,
+                                                                     said):
+    """Issue 34 item 7: hand-edited or self-contradicting records were drawn as measurements."""
+    from toolchain.records import ResultRow
+
+    row = ResultRow("P", "Pixel", "b", "14", 34, "arm64-v8a", "m", "quant_full", "full", "nnapi", "binary", "ok",
+                    "m-nnapi.pt", 5.0, 6.0, 4.0, 1.0, 10, run_id=3)
+    place = Placement("P", "m-nnapi.pt", "full", "accelerated", operations=[["CONV_2D", "qti-dsp"]])
+    verdict = NumericsVerdict("P", "m-nnapi.pt", "nnapi", "full", "agrees", top1="1/1", max_abs=0.01)
+    path = DeployResults(3, "2026-11-27T12:00:00+00:00", [row], numerics=[verdict], hardware=[place]).write(
+        tmp_path / "run-0003.json")
+    assert DeployResults.load(path).hardware == [place]  # as written: consistent
+    data = json.loads(path.read_text())
+    data[section][index][key] = value
+    if key == "verdict":
+        data[section][index]["reason"] = ""
+    path.write_text(json.dumps(data))
+    with pytest.raises(rb.RecordMalformed) as ei:
+        DeployResults.load(path)
+    assert "contradicts itself" in ei.value.what and said in ei.value.cause, ei.value.cause
+    assert "invoke deploy" in ei.value.remedy
+
+
+def test_an_executorch_numerics_record_that_contradicts_itself_is_refused(tmp_path):
+    path = NumericsRecord(1, [NumericsVerdict("P", "m.pte", "executorch", "fp32", "agrees", top5="5/5")]).write(
+        tmp_path / "executorch-latest-numerics.json")
+    data = json.loads(path.read_text())
+    data["verdicts"][0]["top5"] = "7/5"
+    path.write_text(json.dumps(data))
+    with pytest.raises(rb.RecordMalformed, match="contradicts itself") as ei:
+        NumericsRecord.load(path)
+    assert "invoke deploy-executorch" in ei.value.remedy
+
+
+@pytest.mark.parametrize("when", ["CREATE TABLE IF NOT EXISTS meta", "INSERT INTO runs"])
+def test_a_results_database_on_a_full_disk_is_called_a_full_disk(tmp_path, monkeypatch, when):
+    """Issue 34: results on a full disk were called "not a torchdroid results database"."""
+    import sqlite3
+
+    from deploy import results as store_module
+    from toolchain.errors import NoSpaceError
+
+    real = sqlite3.connect
+
+    class Full:
+        def __init__(self, con):
+            self.con = con
+
+        def __getattr__(self, name):
+            return getattr(self.con, name)
+
+        def __enter__(self):
+            return self.con.__enter__()
+
+        def __exit__(self, *a):
+            return self.con.__exit__(*a)
+
+        def execute(self, sql, *args):
+            if sql.startswith(when):
+                raise sqlite3.OperationalError("database or disk is full")
+            return self.con.execute(sql, *args)
+
+    monkeypatch.setattr(store_module.sqlite3, "connect", lambda *a, **k: Full(real(*a, **k)))
+    path = tmp_path / "results" / "results.sqlite"
+    with pytest.raises(NoSpaceError) as ei:
+        store_module.ResultStore(path).begin_run("2026-11-27T12:00:00+00:00", "p", "c", {})
+    assert f"results.sqlite in {path.parent}" in ei.value.what and "mounted at" in ei.value.cause
+    assert "not a torchdroid results database" not in str(ei.value)

@@ -14,6 +14,7 @@ from toolchain.errors import BusyError, UsageError
 from toolchain.fsutil import (
     OWNER_MARKER,
     atomic_dir,
+    atomic_write_bytes,
     check_removable,
     claim_output_dir,
     lock_path_for,
@@ -76,7 +77,7 @@ def test_clean_of_a_build_dir_torchdroid_never_wrote_removes_nothing(home):
 def test_clean_removes_what_torchdroid_wrote(home):
     build = home / "work" / "build"
     mark_owned((build / "models").mkdir(parents=True) or build / "models", "convert")
-    (build / "models" / "a.pt").write_bytes(b"x")
+    atomic_write_bytes(build / "models" / "a.pt", b"x")  # as convert writes it: recorded in the manifest
     (build / "app").mkdir()
     (build / "app" / "torchdroid-app.json").write_text(json.dumps({"kind": "torchdroid.app-info"}))
     (build / "android" / "arm64-v8a" / "cmake").mkdir(parents=True)
@@ -102,7 +103,7 @@ def test_clean_caches_keeps_a_checkout_with_the_users_patch(home):
 def test_clean_waits_for_no_one_and_deletes_nothing_under_a_running_writer(home):
     build = home / "work" / "build"
     claim_output_dir(build / "models", "convert")
-    (build / "models" / "a.pt").write_bytes(b"x")
+    atomic_write_bytes(build / "models" / "a.pt", b"x")
     plan = plan_clean(build, ("outputs",))
     child = subprocess.Popen(
         ["python", "-c", "import sys,time; from toolchain.fsutil import output_lock\n"

@@ -40,9 +40,12 @@ def parse_revision(text: str) -> Tuple[int, ...]:
 
 
 def release_name(revision: str) -> str:
-    """``"21.4.7075529"`` -> ``"r21e"`` (the name on the download page)."""
+    """``"21.4.7075529"`` -> ``"r21e"`` (the name on the download page); a bound past any letter (a range's
+    ``"28.99.99999999"``: every update of r28) -> ``"r28 (any update)"``, never a character past ``z``."""
     parts = parse_revision(revision)
     minor = parts[1] if len(parts) > 1 else 0
+    if minor > ord("z") - ord("a"):
+        return f"r{parts[0]} (any update)"
     return f"r{parts[0]}{chr(ord('a') + minor) if minor else ''}"
 
 
