@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
 from toolchain.errors import TorchdroidError
+from toolchain.fsutil import LIVE, record_removed, record_written
 from toolchain.records import ResultRow
 
 from .results import ResultStore, export_again, run_document
@@ -59,6 +60,7 @@ class Journal:
         except OSError as e:
             journal.close(remove=True)
             raise OSError(e.errno, e.strerror, str(path)) from e  # the message names the journal and its filesystem
+        _manifest(record_written, path, kind=LIVE)
         return journal
 
     def _reserve(self) -> None:
@@ -102,6 +104,18 @@ class Journal:
                 self._fd = -1
             if remove:
                 self.path.unlink(missing_ok=True)
+                _manifest(record_removed, self.path)
+
+
+def _manifest(change, path: Path, **kw) -> None:
+    """The journal in (or out of) its results directory's manifest (``clean --what results`` removes it as
+    torchdroid's).  A disk too full for the manifest leaves the journal unlisted: then ``clean`` keeps it as the
+    user's, never the other way round, and the run goes on (its rows matter more than the listing)."""
+    try:
+        change(path, **kw)
+    except (OSError, TorchdroidError) as e:
+        log.warning("could not update the manifest of %s for the journal %s: %s", path.parent, path.name,
+                    getattr(e, "what", None) or e)
 
 
 def _lines(path: Path) -> List[dict]:
@@ -178,6 +192,7 @@ def _import_unlocked(store: ResultStore, results: Path, path: Path) -> str:
         doc, unreadable = run_document(results, run_id)
         export_again(store.rows(run_id), results, run_id, store.devices(run_id), doc, unreadable)
     path.unlink()
+    _manifest(record_removed, path)
     if not missing:
         return ""
     return (f"{len(missing)} row(s) of run {run_id} an earlier deploy measured but did not store were imported "

@@ -767,6 +767,15 @@ def forget_written(root: PathLike, rels: Iterable[str]) -> None:
     _update_manifest(Path(root), {}, drop=list(rels))
 
 
+def record_removed(path: PathLike) -> None:
+    """Drop ``path`` (removed by the task that wrote it) from the manifest of the directory torchdroid owns above
+    it, so that a file the user puts there later under that name is not taken for torchdroid's."""
+    path = Path(os.path.abspath(path))
+    root = owned_root(path)
+    if root is not None:
+        forget_written(root, [path.relative_to(root).as_posix()])
+
+
 @dataclasses.dataclass
 class Ownership:
     """A directory's files sorted by the manifest: ``ours`` may be removed (written by torchdroid, unchanged),

@@ -23,6 +23,8 @@ from deploy.plan import DeployPlan, DeploySettings
 from deploy.results import DB_NAME, ResultStore
 from tests.deploy_support.report_rows import row
 from toolchain.errors import TorchdroidError
+from toolchain.fsutil import OWNER_MARKER
+from workflow.clean import execute, plan_clean
 
 DEVICES = {"A": ("cpu", "nnapi"), "B": ("cpu", "nnapi")}
 
@@ -200,6 +202,31 @@ def test_a_journal_a_running_deploy_writes_is_not_imported(tmp_path):
     assert journal_path(s.results, 1).exists()
     keeper.discard()
     assert not journal_path(s.results, 1).exists()
+
+
+def test_clean_removes_a_journal_a_killed_deploy_left_and_keeps_the_users_file(tmp_path):
+    """The journal is written in place, not by the atomic writer: it is in the results directory's manifest all
+    the same, so `clean --what results` removes it as torchdroid's; a file of the user's beside it stays."""
+    s = DeploySettings(models=tmp_path / "models", results=tmp_path / "build" / "results")
+    s.results.mkdir(parents=True)
+    keeper = Keeper.open(s, DeployPlan(None, [], None), "2026-11-27T10:00:00+00:00")
+    DeviceReport("A", on_row=keeper.measured).add_row(row("A", "cpu", "ok", 10.0))
+    os.close(keeper.journal._fd)  # killed after a row was measured: the journal stays for the next deploy
+    (s.results / "analysis.md").write_text("mine")
+    plan = plan_clean(tmp_path / "build", ["results"])
+    execute(plan)
+    assert not journal_path(s.results, 1).exists(), plan
+    assert (s.results / "analysis.md").read_text() == "mine"
+
+
+def test_a_journal_removed_by_its_run_leaves_the_manifest(tmp_path):
+    """A user's file that later takes a removed journal's name is not taken for torchdroid's."""
+    s = DeploySettings(models=tmp_path / "models", results=tmp_path / "results")
+    s.results.mkdir()
+    keeper = Keeper.open(s, DeployPlan(None, [], None), "2026-11-27T10:00:00+00:00")
+    assert journal_path(s.results, 1).name in (s.results / OWNER_MARKER).read_text()
+    keeper.discard()
+    assert journal_path(s.results, 1).name not in (s.results / OWNER_MARKER).read_text()
 
 
 @pytest.mark.parametrize("cut", [1, 7])
