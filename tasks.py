@@ -37,21 +37,23 @@ def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=o
     """MobileNetV2 (or another model) -> CPU and NNAPI models per quantization mode.
 
     TorchScript models with a manifest (--format executorch: .pte programs too)."""
-    with stage(c.config, "convert", debug, as_json=json):
-        from converter.formats import FORMATS
+    with terminable("convert"):  # a signal between convert and its verify: the same clean end as within them
+        with stage(c.config, "convert", debug, as_json=json):
+            from converter.formats import FORMATS
 
-        settings = resolve.per_format(c.config, "convert", format=format, delegates=delegates, quant=quant,
-                                      quantized_weights=quantized_weights, model=model, weights=weights,
-                                      calibration=calibration, out=out, force=force)
-        results = {name: FORMATS[name].convert(s) for name, s in settings.items()}
-    show.by_format(results, "convert", json)  # --json with both formats: one document {"torchscript": ..., ...}
-    result = results.get("torchscript")
-    if result is not None and not no_verify:
-        from workflow.stage_flows import verify_after_convert
+            settings = resolve.per_format(c.config, "convert", format=format, delegates=delegates, quant=quant,
+                                          quantized_weights=quantized_weights, model=model, weights=weights,
+                                          calibration=calibration, out=out, force=force)
+            results = {name: FORMATS[name].convert(s) for name, s in settings.items()}
+        show.by_format(results, "convert", json)  # --json with both formats: one document {"torchscript": ..., ...}
+        result = results.get("torchscript")
+        if result is not None and not no_verify:
+            from workflow.stage_flows import verify_after_convert
 
-        with quiet_stdout(json):  # the JSON on stdout stays one document
-            verify_after_convert(c.config, result.manifest_path.parent,
-                                 sorted({f.qualified_variant for f in result.files if f.backend == "nnapi"}), debug)
+            with quiet_stdout(json):  # the JSON on stdout stays one document
+                verify_after_convert(c.config, result.manifest_path.parent,
+                                     sorted({f.qualified_variant for f in result.files if f.backend == "nnapi"}),
+                                     debug)
     return result  # `invoke all` reads whether it was reused
 
 

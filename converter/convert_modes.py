@@ -113,7 +113,11 @@ class _Background:
             self._error = e
 
     def result(self):
-        self._thread.join()
+        try:
+            self._thread.join()
+        except BaseException:  # a signal while waiting: torch must not be left running in a thread while the
+            self._thread.join()  # process exits (C++ aborts it: "terminate called without an active exception")
+            raise
         if self._error is not None:
             raise self._error
         return self._value

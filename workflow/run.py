@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import signal
 import threading
@@ -123,7 +124,9 @@ class _Termination:
 def terminable(name: str) -> Iterator[Any]:
     """Within the block SIGTERM/SIGHUP raise :class:`Terminated` in the main thread (Python's default would end
     the process without running any ``finally``).  Nested blocks share the outer handler; yields it, so a caller
-    can tell afterwards whether a signal ended the run (``.signum``)."""
+    can tell afterwards whether a signal ended the run (``.signum``).  A task that runs more than one stage (convert,
+    then verify) wraps them all: a signal between two stages ends it with the same message and exit code as one
+    inside a stage (Ctrl-C: 130, not Invoke's silent 1)."""
     current = signal.getsignal(signal.SIGTERM)
     if isinstance(current, _Termination) or threading.current_thread() is not threading.main_thread():
         yield current if isinstance(current, _Termination) else _Termination()
@@ -135,9 +138,21 @@ def terminable(name: str) -> Iterator[Any]:
     except Terminated as e:
         raise Exit(f"torchdroid {name}: terminated by {e.name} (nothing half-written was left under a final name)",
                    code=128 + e.signum) from None
+    except KeyboardInterrupt:
+        raise Exit(f"torchdroid {name}: interrupted (nothing half-written was left under a final name)",
+                   code=130) from None
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+        atexit.unregister(_ignore_signals_at_exit)  # one entry, registered after torch's own exit hooks (atexit
+        atexit.register(_ignore_signals_at_exit)  # runs the last registered first)
+
+
+def _ignore_signals_at_exit() -> None:
+    """At the interpreter's exit the task's outcome and exit code are decided: a Ctrl-C or SIGTERM then has
+    nothing left to stop and must not print a traceback from torch's teardown or turn a finished run into -15."""
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
 
 
 def _rotate_logs(build_dir, resolver) -> None:

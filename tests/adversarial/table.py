@@ -30,6 +30,11 @@ GENERATED = (
      "traceback, no partial file, none of the user's files lost", "tests/adversarial/test_fs_faults.py"),
     ("model output: NaN and infinity", "the same structures with a NaN, +inf or -inf put at a generated place: "
      "always refused, naming the output", "tests/adversarial/test_generated.py"),
+    ("SIGINT/SIGTERM at each stage boundary", "a real `invoke convert` of a tiny model and its host NNAPI check, "
+     "stopped by SIGINT and by SIGTERM at each boundary line (progress, each mode saved, the manifest, the host "
+     "library, each model checked) a signal-free run wrote to its log: exit 130/143 with one message, no "
+     "traceback, the locks free, no child process left, the outputs whole or absent, the user's files kept",
+     "tests/adversarial/test_signals.py"),
 )
 
 
