@@ -20,7 +20,7 @@ import torch
 from toolchain.errors import ConversionError
 from toolchain.fsutil import atomic_write_bytes, sha256_file
 from toolchain.progress import progress, time_left
-from toolchain.pte_records import PteVariant, program_args, pte_name
+from toolchain.pte_records import PteVariant, load_method, program_args, pte_name
 
 from .finite import output_tensors, refuse_non_finite_output
 from .host_check import spec_of
@@ -320,16 +320,10 @@ def _write_program(spec, variant: PteVariant, exported, example, out: Path, chec
             "etrecord": {"file": etrecord_name, "sha256": sha256_file(out / etrecord_name)}, "host_check": check}
 
 
-def load_program(path: Path):
-    from executorch.runtime import Runtime
-
-    return Runtime.get().load_program(str(path)).load_method("forward")
-
-
 def _host_check(path: Path, example, expected, label: str) -> Dict[str, Any]:
     """Load the written .pte back with the host runtime and run it once (the convert-time smoke check)."""
     try:
-        y = load_program(path).execute(program_args(example))[0]
+        y = load_method(path).execute(program_args(example))[0]
         refuse_non_finite_output(y, f"{label}: {path.name}", "reference input #0")
     except ConversionError:
         raise

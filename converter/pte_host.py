@@ -33,7 +33,7 @@ from toolchain import executorch_pins
 from toolchain.errors import RecordError, VerificationError
 from toolchain.fsutil import atomic_write_json
 from toolchain.progress import duration as _duration, progress, time_left
-from toolchain.pte_records import PteFile, load_section, program_args, pte_files, reference_path
+from toolchain.pte_records import PteFile, load_method, load_section, program_args, pte_files, reference_path
 from toolchain.record_base import Record
 from toolchain.records import ConvertManifest
 
@@ -142,13 +142,6 @@ class PteBenchResult:
 
 
 # --------------------------------------------------------------------------- running a program
-
-
-def load_method(path: Path):
-    """The program's ``forward`` in the host runtime."""
-    from executorch.runtime import Runtime
-
-    return Runtime.get().load_program(str(path)).load_method("forward")
 
 
 def set_threads(threads: int) -> None:

@@ -25,15 +25,13 @@ import warnings
 from pathlib import Path
 from typing import Tuple
 
-from toolchain.pte_records import program_args
+from toolchain.pte_records import load_program, program_args
 
 
 def numeric_gap(program: Path, etrecord: Path, example, debug_buffer_mb: int) -> list:
     """Inspector.calculate_numeric_gap (MSE) of the program's run on ``example``, one row per compared block."""
     from executorch.devtools import Inspector
-    from executorch.runtime import Runtime
-
-    loaded = Runtime.get().load_program(str(program), enable_etdump=True, debug_buffer_size=debug_buffer_mb << 20)
+    loaded = load_program(program, enable_etdump=True, debug_buffer_size=debug_buffer_mb << 20)
     loaded.load_method("forward").execute(program_args(example))
     with tempfile.TemporaryDirectory(prefix="torchdroid-etdump-") as tmp:
         etdump, debug = Path(tmp) / "run.etdp", Path(tmp) / "run.debug"

@@ -8,7 +8,7 @@ executions.  The inputs are the ones convert recorded beside the programs (``<st
 float32, written as raw little-endian bytes like the phone's arm64 memory); without a recorded reference, the
 runner's own default (every input element 1, E18) and the host gets the same ones.
 
-Here: the same program, the same inputs, on the host's ExecuTorch runtime (``converter.pte_host.load_method``),
+Here: the same program, the same inputs, on the host's ExecuTorch runtime (``toolchain.pte_records.load_method``),
 computed once per program and shared by every phone.  :func:`deploy.numerics.judge` decides with the rules of
 the ExecuTorch "backend" (docs/deploy.md "Is the answer right"):
 
@@ -156,7 +156,7 @@ def host_reference(f: PteFile, pi: ProgramInputs) -> FileReference:
         ref.problems[key] = "the host's ExecuTorch runtime cannot run this program's delegate"
         return ref
     try:
-        from converter.pte_host import load_method
+        from toolchain.pte_records import load_method
 
         method = load_method(f.path)
         qparams = pi.int8_output if f.precision == "int8" else None

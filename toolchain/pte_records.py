@@ -148,3 +148,28 @@ def program_args(sample: Any) -> List[Any]:
     """A recorded reference input as the program's argument list: one tensor (a one-input model, as every
     reference before issue 35 recorded it) or a tuple of them (a model declaring several inputs)."""
     return list(sample) if isinstance(sample, (tuple, list)) else [sample]
+
+
+def load_program(path: Path, **options: Any) -> Any:
+    """The program at ``path`` in ExecuTorch's host runtime (``options``: ``Runtime.load_program``'s, e.g. the event
+    tracer's).  A file the runtime refuses (truncated, damaged, not a program) is a :class:`RecordError` naming it and
+    the command that writes it again, not the runtime's bare ``RuntimeError``."""
+    from executorch.runtime import Runtime
+
+    try:
+        return Runtime.get().load_program(str(path), **options)
+    except RuntimeError as e:
+        raise RecordError(f"{path} is not a program ExecuTorch can load (truncated or damaged?)",
+                          cause=str(e).splitlines()[0][:300] if str(e) else type(e).__name__,
+                          remedy="run `invoke convert --format executorch --force` to write it again") from e
+
+
+def load_method(path: Path) -> Any:
+    """The program's ``forward`` in the host runtime (:func:`load_program`)."""
+    program = load_program(path)
+    try:
+        return program.load_method("forward")
+    except RuntimeError as e:
+        raise RecordError(f"{path}: ExecuTorch cannot load its forward method (damaged?)",
+                          cause=str(e).splitlines()[0][:300] if str(e) else type(e).__name__,
+                          remedy="run `invoke convert --format executorch --force` to write it again") from e
