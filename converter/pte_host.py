@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -324,13 +325,23 @@ def per_operator(programs: Sequence[Tuple[PteFile, Path]], models_dir: Path, deb
                 found[todo[done][0].file] = (json.loads(outs[done].read_text())["rows"], _note(todo[done][0]))
                 done += 1
             if done < len(todo):  # the child ended on this program
-                overflow = "Ran out of space" in output
-                why = (f"the ETDump debug buffer ({debug_buffer_mb} MB) is too small for this program's intermediate "
-                       "outputs" if overflow else f"the comparison exited with {code}")
-                found[todo[done][0].file] = ([], f"per-operator comparison not possible: {why}")
+                found[todo[done][0].file] = ([], f"per-operator comparison not possible: "
+                                                 f"{_child_failure(code, output, debug_buffer_mb)}")
                 done += 1
             todo = todo[done:]
     return found
+
+
+def _child_failure(code: int, output: str, debug_buffer_mb: int) -> str:
+    """Why the comparing child ended on a program, with its cause: the last line it wrote (the exception raised,
+    e.g. a damaged ETRecord the Inspector cannot read), or the signal that killed it."""
+    if "Ran out of space" in output:
+        return f"the ETDump debug buffer ({debug_buffer_mb} MB) is too small for this program's intermediate outputs"
+    how = f"exited with {code}"
+    if code < 0:
+        how = f"was killed by {signal.Signals(-code).name if -code in signal.valid_signals() else -code}"
+    last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "")
+    return f"the comparison {how}" + (f": {last[:300]}" if last else " (it wrote nothing)")
 
 
 def _compare_in_child(todo, outs: List[Path], models_dir: Path, debug_buffer_mb: int, jobs_file: Path) -> tuple:

@@ -22,3 +22,22 @@ def test_a_program_the_runtime_refuses_is_a_record_error_naming_the_file(tmp_pat
             load(path)
         assert str(path) in e.value.what and "invoke convert --format executorch --force" in e.value.remedy
         assert e.value.cause
+
+
+@pytest.mark.parametrize("code, output, said", [
+    (1, "Traceback (most recent call last):\n  ...\nRuntimeError: PytorchStreamReader failed reading zip archive: "
+        "failed finding central directory\n", "failed finding central directory"),
+    (-11, "", "killed by SIGSEGV"),
+], ids=["a damaged ETRecord", "a crash"])
+def test_the_per_operator_comparison_says_why_its_child_ended(tmp_path, monkeypatch, code, output, said):
+    """A damaged ETRecord gave 'the comparison exited with 1' with no cause: the child's cause comes back."""
+    from converter import pte_host
+    from toolchain.records import TensorSpec
+
+    spec = TensorSpec.from_dict({"shape": [1, 4], "dtype": "float32", "memory_format": "contiguous"})
+    f = pte_host.PteFile("m-fp32-portable.pte", tmp_path / "m-fp32-portable.pte", "0" * 64, 1, "m", "m", "fp32",
+                         "portable", spec, spec, "quant_none", True, {}, {},
+                         extra={"etrecord": {"file": "m-fp32-portable.etrecord", "sha256": "0" * 64}})
+    monkeypatch.setattr(pte_host, "_compare_in_child", lambda *a: (code, output))
+    rows, note = pte_host.per_operator([(f, tmp_path / "ref.pt")], tmp_path, 8)[f.file]
+    assert rows == [] and said in note, note
