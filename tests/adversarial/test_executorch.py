@@ -52,6 +52,32 @@ def test_a_tampered_program_is_refused_before_running(tmp_path):
     assert not (tmp_path / "build" / "bench" / "executorch-host-bench.json").exists()
 
 
+@adversarial("executorch", "truncated program")
+def test_a_program_the_runtime_cannot_load_is_named_with_the_fix(tmp_path):
+    """A program cut short whose manifest entry lists it as it is (sha256 and size match): ExecuTorch's
+    load_program refuses it; a record error naming the file, not the runtime's traceback."""
+    import hashlib
+
+    models = tmp_path / "build" / "models"
+    _legacy_manifest(models)
+    data = b"\x1c\x00\x00\x00ET12" + b"\0" * 24  # a program's header, then nothing
+    (models / "m-fp32-xnnpack.pte").write_bytes(data)
+    import torch
+
+    torch.save({"inputs": [torch.zeros(1, 3, 8, 8)], "expected": [torch.zeros(1, 3, 8, 8)]}, models / "m-ref.pt")
+    ref = {"m": {"file": "m-ref.pt", "sha256": hashlib.sha256((models / "m-ref.pt").read_bytes()).hexdigest()}}
+    spec = {"shape": [1, 3, 8, 8], "dtype": "float32"}
+    write_section(models, {"reference": ref, "files": [{
+        "file": "m-fp32-xnnpack.pte", "sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "model": "m",
+        "stem": "m", "precision": "fp32", "delegate": "xnnpack", "input": spec, "output": spec,
+        "baseline": "quant_none", "runs_on_host": True, "executorch": {"version": "1.5.1"},
+        "torch": {"version": "2.14.1"}}]})
+    kept = snapshot([models / "m-fp32-xnnpack.pte"])
+    out = run_invoke(["bench-executorch"], cwd=tmp_path)
+    assert_clean(out, "record", mentions=["m-fp32-xnnpack.pte", "ExecuTorch can load",
+                                          "invoke convert --format executorch --force"], kept=kept, root=tmp_path)
+
+
 @adversarial("executorch", "foreign file where a record belongs")
 def test_a_foreign_manifest_is_a_record_error(tmp_path):
     models = tmp_path / "build" / "models"
