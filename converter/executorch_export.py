@@ -25,7 +25,7 @@ from toolchain.pte_records import PteVariant, program_args, pte_name
 from .finite import output_tensors, refuse_non_finite_output
 from .host_check import spec_of
 from .calibration import CalibrationSpec, declared_samples, load_batch, record_for
-from .models import ModelSpec, WeightsSpec, build_float_model, declared_inputs, estimate_batchnorm
+from .models import ModelSpec, WeightsSpec, build_float_model, declared_inputs, declared_origin, estimate_batchnorm
 
 log = logging.getLogger(__name__)
 
@@ -362,8 +362,7 @@ def held_out_inputs(calib: CalibrationSpec, spec: ModelSpec, count: int) -> List
 
 def calibration_record(spec: ModelSpec, calib: CalibrationSpec) -> Dict[str, Any]:
     """The calibration inputs as the manifest records them: the declared example inputs' function, or ``calib``'s."""
-    declared = declared_inputs(spec)
-    return record_for(calib, declared.__name__ if declared is not None else None)
+    return record_for(calib, declared_origin(spec) if declared_inputs(spec) is not None else None)
 
 
 def _as_recorded(tensors: List[Any]):

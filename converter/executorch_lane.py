@@ -86,6 +86,7 @@ class ExecutorchSettings:
     calibration_count: int = 32
     seed: int = 0
     factory_timeout: float = 600.0  # seconds for a user's model file (convert.factory_timeout)
+    inputs: Optional[str] = None  # --inputs: the model file's inputs (converter/input_specs.py)
     delegates: Tuple[str, ...] = DELEGATES
     check_inputs: int = 4  # calibration inputs whose reference outputs are recorded for the host check
     force: bool = False
@@ -141,7 +142,7 @@ def _reference_current(section: Dict[str, Any], out: Path, stem: str) -> bool:
 
 def validate(settings: ExecutorchSettings) -> tuple:
     """Everything that can be checked without torch: (spec, weights, calibration, variants, notes)."""
-    spec = parse_model(settings.model, settings.factory_timeout)
+    spec = parse_model(settings.model, settings.factory_timeout, settings.inputs)
     weights = parse_weights(settings.weights, settings.seed)
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
     delegates = parse_delegates(list(settings.delegates))

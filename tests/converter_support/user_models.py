@@ -334,3 +334,20 @@ def tokens():
 def tokens_example_inputs():
     """The inputs `tokens` takes, declared beside its factory (docs/convert.md)."""
     return (torch.randint(0, 100, (1, 16)),)
+
+
+class TokensAndAudio(nn.Module):
+    """Two inputs, declared only on the command line (--inputs): token ids [1, 8] and a waveform [1, 1, 64]."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(50, 8)
+        self.conv = nn.Conv1d(1, 8, 9, stride=4)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, tokens, audio):
+        return self.head(self.embed(tokens).mean(dim=1) + self.conv(audio).relu().mean(dim=2))
+
+
+def tokens_and_audio():
+    return TokensAndAudio()

@@ -157,3 +157,34 @@ def test_a_dict_output_is_recorded_and_judged_output_by_output(tmp_path):
     wrong = judge_outputs(f, outputs, ref, PteBenchSettings(models=out), CheckRow(f.variant, f.file, ran=True))
     assert not wrong.ok and "max |diff|" in wrong.reason
     assert check_program(f, load_reference(out / "segmenter-executorch-reference.pt"), PteBenchSettings(models=out)).ok
+
+
+def test_inputs_declared_on_the_command_line_take_the_declared_inputs_path(tmp_path):
+    """--inputs (convert.inputs) for a factory with no example-inputs function: two inputs, token ids in a range and
+    a waveform; the ExecuTorch programs take them, are calibrated and host-checked on them, and the manifest says
+    where they were declared; the legacy lane refuses the model naming --inputs, as it does a declared function."""
+    import torch
+
+    from converter import ConvertSettings, convert
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.pte_host import load_reference
+    from toolchain.errors import ConversionError
+
+    model = TOKENS.rsplit(":", 1)[0] + ":tokens_and_audio"
+    inputs = "int64[1,8]@0:50;float32[1,1,64]"
+    out = tmp_path / "models"
+    r = convert_executorch(ExecutorchSettings(out=out, model=model, weights="random", calibration_count=4,
+                                              delegates=("xnnpack",), inputs=inputs))
+    files = {f.variant: f for f in r.files}
+    assert sorted(files) == ["fp32-xnnpack", "int8-xnnpack"]
+    assert [(i["dtype"], i["shape"]) for i in files["fp32-xnnpack"].extra["inputs"]] == [("int64", [1, 8]),
+                                                                                         ("float32", [1, 1, 64])]
+    assert all(f.extra["host_check"]["ran"] for f in files.values())
+    calibration = files["int8-xnnpack"].extra["quantization"]["calibration"]
+    assert calibration["source"] == "declared" and f"--inputs {inputs}" in calibration["kind"]
+    ref = load_reference(out / "tokens_and_audio-executorch-reference.pt")
+    assert all(t.dtype == torch.int64 and int(t.max()) < 50 and a.shape == (1, 1, 64) for t, a in ref["inputs"])
+    with pytest.raises(ConversionError) as e:
+        convert(ConvertSettings(out=tmp_path / "legacy", model=model, weights="random", calibration_count=4,
+                                modes=("none",), build_dir=tmp_path / "build", inputs=inputs))
+    assert "--inputs int64[1,8]@0:50" in e.value.what and "--format executorch" in e.value.remedy
