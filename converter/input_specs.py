@@ -68,7 +68,7 @@ def parse_inputs(value: Optional[str]) -> Tuple[InputSpec, ...]:
 
 
 def _usage(item: str, cause: str) -> UsageError:
-    return UsageError(f"--inputs: cannot read {item!r}", cause=cause,
+    return UsageError(f"--inputs (config convert.inputs): cannot read {item!r}", cause=cause,
                       remedy=f"write one DTYPE[1,d1,...] per forward() argument, ';' between them, each with an "
                              f"optional @LO:HI value range, e.g. --inputs \"{EXAMPLE}\"")
 
