@@ -351,3 +351,20 @@ class TokensAndAudio(nn.Module):
 
 def tokens_and_audio():
     return TokensAndAudio()
+
+
+class CollapsesInInt8(nn.Module):
+    """Outputs that vary by ~1e-4 around 100: fp32 keeps the variation, an int8 output grid (steps of ~0.4) cannot,
+    so the int8 program's output is constant (its quantization collapsed) while the fp32 programs are fine."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=4, padding=1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.fc(self.conv(x).relu().mean(dim=(2, 3))) * 1e-4 + 100.0
+
+
+def collapses_in_int8():
+    return CollapsesInInt8()

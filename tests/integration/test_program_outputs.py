@@ -188,3 +188,28 @@ def test_inputs_declared_on_the_command_line_take_the_declared_inputs_path(tmp_p
         convert(ConvertSettings(out=tmp_path / "legacy", model=model, weights="random", calibration_count=4,
                                 modes=("none",), build_dir=tmp_path / "build", inputs=inputs))
     assert "--inputs int64[1,8]@0:50" in e.value.what and "--format executorch" in e.value.remedy
+
+
+def test_a_refused_int8_program_leaves_the_fp32_programs_made_and_recorded(tmp_path):
+    """A model whose int8 quantization collapses (constant output): its int8 program is refused on its own, with
+    the reason in the manifest, the fp32 programs are written and recorded, and convert exits 10 (PartlyConverted)
+    naming both; run again, the refusal stays and nothing made before is lost (the reference file included)."""
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from toolchain.errors import PartlyConverted
+    from toolchain.pte_records import load_section
+
+    out = tmp_path / "models"
+    settings = ExecutorchSettings(out=out, model=TOKENS.rsplit(":", 1)[0] + ":collapses_in_int8", weights="random",
+                                  calibration_count=4, delegates=("xnnpack", "portable"))
+    for _ in range(2):
+        with pytest.raises(PartlyConverted) as e:
+            convert_executorch(settings)
+        assert e.value.exit_code == 10 and "int8-xnnpack" in e.value.what and "fp32-xnnpack" in e.value.what
+        assert "constant output" in e.value.cause
+        section = load_section(out)
+        assert sorted(f["file"] for f in section["files"]) == ["collapses_in_int8-fp32-portable.pte",
+                                                               "collapses_in_int8-fp32-xnnpack.pte"]
+        assert all((out / f["file"]).is_file() for f in section["files"])
+        assert not (out / "collapses_in_int8-int8-xnnpack.pte").exists()
+        assert "constant output" in section["conversions"]["collapses_in_int8"]["refused"]["int8-xnnpack"]
+        assert (out / section["reference"]["collapses_in_int8"]["file"]).is_file()
