@@ -213,3 +213,20 @@ def test_a_refused_int8_program_leaves_the_fp32_programs_made_and_recorded(tmp_p
         assert not (out / "collapses_in_int8-int8-xnnpack.pte").exists()
         assert "constant output" in section["conversions"]["collapses_in_int8"]["refused"]["int8-xnnpack"]
         assert (out / section["reference"]["collapses_in_int8"]["file"]).is_file()
+
+
+def test_the_legacy_lane_takes_a_dict_output_and_refuses_only_its_nnapi_models(tmp_path):
+    """A model returning {"out": ..., "aux": ...} (segmentation-style): the legacy lane traces it (strict=False), makes
+    and host-checks its CPU models (none and full, FX-quantized), refuses its NNAPI models per mode naming the dict
+    output and the ExecuTorch lane, and bench times the CPU models."""
+    from converter import ConvertSettings, convert
+    from converter.host_bench import HostBenchSettings, run_host_bench
+
+    out = tmp_path / "models"
+    r = convert(ConvertSettings(out=out, model=TOKENS.rsplit(":", 1)[0] + ":segmenter", weights="random",
+                                calibration_count=4, modes=("none", "full"), build_dir=tmp_path / "build"))
+    assert sorted(f.file for f in r.files) == ["segmenter-quant_full-cpu.pt", "segmenter-quant_none-cpu.pt"]
+    assert sorted(x.mode for x in r.refused) == ["full", "none"]
+    assert all("Dict[str, Tensor]" in x.line() and "--format executorch" in x.line() for x in r.refused)
+    bench = run_host_bench(HostBenchSettings(models=out, warmup=1, iters=2, threads=1, repeat=1, out=tmp_path / "b"))
+    assert sorted(row.mode for row in bench.rows) == ["full", "none"] and all(row.median_ms > 0 for row in bench.rows)
