@@ -31,7 +31,7 @@ invoke_hooks.start(Path(__file__).parent)  # the config files Invoke reads next,
 @task()
 def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=opt("convert.weights"),
             calibration=opt("convert.calibration"), quantized_weights=opt("convert.quantized_weights"),
-            out=opt("convert.out"), force=opt("convert.force"),
+            out=opt("convert.out"), force=opt("convert.force"), inputs=opt("convert.inputs"),
             no_verify=flag("skip the host NNAPI check of the NNAPI models afterwards (config verify.after_convert)"),
             format=opt("convert.format"), delegates=opt("convert.executorch_delegates"), json=JSON, debug=DEBUG):
     """MobileNetV2 (or another model) -> CPU and NNAPI models per quantization mode.
@@ -43,7 +43,7 @@ def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=o
 
             settings = resolve.per_format(c.config, "convert", format=format, delegates=delegates, quant=quant,
                                           quantized_weights=quantized_weights, model=model, weights=weights,
-                                          calibration=calibration, out=out, force=force)
+                                          calibration=calibration, out=out, force=force, inputs=inputs)
             results = {name: FORMATS[name].convert(s) for name, s in settings.items()}
         show.by_format(results, "convert", json)  # --json with both formats: one document {"torchscript": ..., ...}
         result = results.get("torchscript")

@@ -102,12 +102,13 @@ def parse_calibration(path: Optional[Path], count: Any, seed: int, warn: bool = 
 
 
 def record_for(spec: CalibrationSpec, declared: Optional[str] = None) -> Dict[str, Any]:
-    """What the manifest says of the calibration inputs: ``spec.record()``, or (``declared``: the model's
-    example-inputs function's name) the inputs that function gave, never the synthetic images it did not use."""
+    """What the manifest says of the calibration inputs: ``spec.record()``, or (``declared``: where the model's
+    inputs were declared, ``net_example_inputs()`` or ``--inputs ...``) the inputs made from it, never the synthetic
+    images it did not use."""
     if declared is None:
         return spec.record()
     out: Dict[str, Any] = {"source": "declared", "count": spec.count, "seed": spec.seed,
-                           "kind": f"{declared}() called under torch.manual_seed(seed + i), i < count"}
+                           "kind": f"{declared} called under torch.manual_seed(seed + i), i < count"}
     warning = few_images_warning(spec)
     return {**out, "warning": warning} if warning else out
 

@@ -164,7 +164,7 @@ def refuse_declared_inputs(spec: ModelSpec, seed: int) -> None:
     from toolchain.errors import ConversionError
 
     from .calibration import declared_samples, describe_sample, is_image_sample
-    from .models import EXAMPLE_INPUTS_SUFFIX, declared_inputs
+    from .models import declared_inputs, declared_origin
 
     fn = declared_inputs(spec)
     if fn is None:
@@ -174,7 +174,7 @@ def refuse_declared_inputs(spec: ModelSpec, seed: int) -> None:
         return
     raise ConversionError(
         f"{spec.stem}: the legacy TorchScript lane takes one image input, float32[1, 3, {spec.input_hw[0]}, "
-        f"{spec.input_hw[1]}]; {spec.factory_name}{EXAMPLE_INPUTS_SUFFIX}() declares {describe_sample(sample)}",
+        f"{spec.input_hw[1]}]; {declared_origin(spec)} declares {describe_sample(sample)}",
         cause="its CPU and NNAPI models are built around one image: image calibration, bundled NHWC inputs, the "
               "NNAPI converter, the app's camera input",
         remedy="convert it with --format executorch (any inputs: token ids, audio, several tensors); or give it a "

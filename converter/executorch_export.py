@@ -25,7 +25,7 @@ from toolchain.pte_records import PteVariant, load_method, program_args, pte_nam
 from .finite import output_tensors, refuse_non_finite_output
 from .host_check import spec_of
 from .calibration import CalibrationSpec, declared_samples, load_batch, record_for
-from .models import ModelSpec, WeightsSpec, build_float_model, declared_inputs, estimate_batchnorm
+from .models import ModelSpec, WeightsSpec, build_float_model, declared_inputs, declared_origin, estimate_batchnorm
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,7 @@ class BuiltPrograms:
     built_variants: List[str] = field(default_factory=list)
     skipped: Dict[str, str] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
+    refused: Dict[str, ConversionError] = field(default_factory=dict)  # variant name -> why it was not made
     weights_record: Dict[str, Any] = field(default_factory=dict)
     reference: Dict[str, Any] = field(default_factory=dict)
     calibration: Dict[str, Any] = field(default_factory=dict)  # what the manifest records of the calibration inputs
@@ -214,14 +215,20 @@ def _etrecord_bytes(etrecord, tmp_dir: Path) -> bytes:
 
 
 def build_programs(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, todo: List[PteVariant], out: Path,
-                   check_inputs: int) -> BuiltPrograms:
+                   check_inputs: int, alone: bool = True) -> BuiltPrograms:
+    """The programs of ``todo``, each made or refused on its own (``BuiltPrograms.refused``); when none is made and
+    ``alone`` (no other program of the model is up to date in ``out``) the model is refused as a whole: the first
+    program's ConversionError, nothing written."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=UserWarning)
         written: List[Path] = []
         try:
-            return _build_programs(spec, weights, calib, todo, out, check_inputs, written)
+            built = _build_programs(spec, weights, calib, todo, out, check_inputs, written)
+            if built.refused and not built.entries and alone:  # nothing of the model made: refused as a whole
+                raise next(iter(built.refused.values()))
+            return built
         except BaseException:  # nothing half-written: what this run wrote is recorded only when every program is
             for path in written:
                 path.unlink(missing_ok=True)
@@ -260,13 +267,11 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
             t0 = time.monotonic()
             exported = float_exported if variant.precision == "fp32" else export(quantized, example, f"{spec.stem} int8")
             first = program_args(expected[variant.precision][0])[0]
-            entry = _write_program(spec, variant, exported, example, out, (checks[0], first),
-                                   registered, written)
-            if variant.precision == "int8":
+            entry = _program_or_refusal(spec, variant, exported, example, out, (checks[0], first), registered,
+                                        written, built)
+            if entry is not None and variant.precision == "int8":
                 entry["quantization"] = {"scheme": QUANT_SCHEME, "calibration": calibration_record(spec, calib),
                                          "inputs_per_call": per_call, "output": output_qparams(quantized)}
-            built.entries.append(entry)
-            built.built_variants.append(variant.name)
             spent.append(time.monotonic() - t0)
             bar.advance()
     if "VulkanBackend" not in registered and any(v.delegate == "vulkan" for v in todo):
@@ -297,13 +302,38 @@ def _float_model(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec):
     return model, record, batch
 
 
+def _program_or_refusal(spec, variant: PteVariant, exported, example, out: Path, check, registered,
+                        written: List[Path], built: BuiltPrograms) -> Optional[Dict[str, Any]]:
+    """One program written and recorded in ``built``, or refused on its own: a program that cannot be lowered or
+    fails its host check (an int8 program whose quantization collapsed) is not written, its reason is kept in
+    ``built.refused``, and the other programs of the model go on (issue 35 item 1)."""
+    mine = [out / name for name in _program_files(spec.stem, variant)]
+    try:
+        entry = _write_program(spec, variant, exported, example, out, check, registered, written)
+    except ConversionError as e:
+        for path in mine:
+            path.unlink(missing_ok=True)
+        written[:] = [p for p in written if p not in mine]
+        built.refused[variant.name] = e
+        log.info("%s not made: %s", variant.name, e.what)  # said once, by the lane's PartlyConverted
+        return None
+    built.entries.append(entry)
+    built.built_variants.append(variant.name)
+    return entry
+
+
+def _program_files(stem: str, variant: PteVariant) -> List[str]:
+    """The files one program is written as: the .pte and its ETRecord."""
+    name = pte_name(stem, variant.precision, variant.delegate)
+    return [name, name[: -len(".pte")] + ".etrecord"]
+
+
 def _write_program(spec, variant: PteVariant, exported, example, out: Path, check, registered,
                    written: List[Path]) -> Dict[str, Any]:
     """Lower, write the program and its ETRecord, run it once on ``check`` = (reference input #0, its expected output)."""
     label = f"{spec.stem} {variant.name}"
     data, etrecord = lower(exported, variant.delegate, label, example)
-    name = pte_name(spec.stem, variant.precision, variant.delegate)
-    etrecord_name = name[: -len(".pte")] + ".etrecord"
+    name, etrecord_name = _program_files(spec.stem, variant)
     written.append(out / etrecord_name)
     atomic_write_bytes(out / etrecord_name, _etrecord_bytes(etrecord, out))
     written.append(out / name)
@@ -356,8 +386,7 @@ def held_out_inputs(calib: CalibrationSpec, spec: ModelSpec, count: int) -> List
 
 def calibration_record(spec: ModelSpec, calib: CalibrationSpec) -> Dict[str, Any]:
     """The calibration inputs as the manifest records them: the declared example inputs' function, or ``calib``'s."""
-    declared = declared_inputs(spec)
-    return record_for(calib, declared.__name__ if declared is not None else None)
+    return record_for(calib, declared_origin(spec) if declared_inputs(spec) is not None else None)
 
 
 def _as_recorded(tensors: List[Any]):

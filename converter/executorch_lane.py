@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from toolchain import executorch_pins
-from toolchain.errors import RecordError, UsageError
+from toolchain.errors import ConversionError, PartlyConverted, RecordError, UsageError
 from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock, sha256_file
 from toolchain.pte_records import BASELINE, PteFile, PteVariant, load_section, pte_name, write_section
 from toolchain.records import ConvertManifest, manifest_owner, now_iso
@@ -86,6 +86,7 @@ class ExecutorchSettings:
     calibration_count: int = 32
     seed: int = 0
     factory_timeout: float = 600.0  # seconds for a user's model file (convert.factory_timeout)
+    inputs: Optional[str] = None  # --inputs: the model file's inputs (converter/input_specs.py)
     delegates: Tuple[str, ...] = DELEGATES
     check_inputs: int = 4  # calibration inputs whose reference outputs are recorded for the host check
     force: bool = False
@@ -141,7 +142,7 @@ def _reference_current(section: Dict[str, Any], out: Path, stem: str) -> bool:
 
 def validate(settings: ExecutorchSettings) -> tuple:
     """Everything that can be checked without torch: (spec, weights, calibration, variants, notes)."""
-    spec = parse_model(settings.model, settings.factory_timeout)
+    spec = parse_model(settings.model, settings.factory_timeout, settings.inputs)
     weights = parse_weights(settings.weights, settings.seed)
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
     delegates = parse_delegates(list(settings.delegates))
@@ -174,11 +175,13 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
             # the quantized engine and threads as they were before, whatever export changes; upstream C++ lines
             # (ExecuTorch, cpuinfo) in the run log, not over the progress
             with for_conversion(), native_output_to_log():
-                programs = executorch_export.build_programs(spec, weights, calib, todo, out, settings.check_inputs)
+                programs = executorch_export.build_programs(spec, weights, calib, todo, out, settings.check_inputs,
+                                                            alone=len(todo) == len(variants))
             programs.skipped = probe_sdk_delegates()
             section = _merge(_existing_section(out), spec, calib, programs, keys, versions)
             notes.extend(programs.notes)
             path = write_section(out, section)
+        refuse_partly(spec.stem, programs.refused, [v.name for v in variants if v.name not in programs.refused], out)
         built = [v.name for v in todo]
     else:
         log.info("all %d requested .pte programs of %s are up to date in %s (use --force to rebuild)",
@@ -193,7 +196,7 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
 def _merge(section: Dict[str, Any], spec: ModelSpec, calib: CalibrationSpec, built, keys: Dict[str, str],
            versions: Dict[str, Any]) -> Dict[str, Any]:
     section = dict(section)
-    rebuilt = {e["file"] for e in built.entries}
+    rebuilt = {e["file"] for e in built.entries} | {pte_name(spec.stem, *name.split("-", 1)) for name in built.refused}
     files = [e for e in section.get("files", []) if e.get("file") not in rebuilt]
     for e in built.entries:
         e.update(executorch=versions["executorch"], torch=versions["torch"], baseline=BASELINE[e["precision"]])
@@ -205,12 +208,31 @@ def _merge(section: Dict[str, Any], spec: ModelSpec, calib: CalibrationSpec, bui
     conv_keys.update({name: keys[name] for name in built.built_variants})
     conv.update(model=spec.name, model_id=spec.identity(), source=spec.source, weights=built.weights_record, calibration=built.calibration or calib.record(),
                 executorch=versions["executorch"], torch=versions["torch"], keys=conv_keys,
-                skipped=built.skipped, notes=built.notes, converted=now_iso())
+                skipped=built.skipped, notes=built.notes, converted=now_iso(),
+                refused={name: _reason(e) for name, e in built.refused.items()})
     conversions[spec.stem] = conv
     reference = dict(section.get("reference") or {})
     reference[spec.stem] = built.reference
     section.update(conversions=conversions, files=files, reference=reference)
     return section
+
+
+def _reason(e: ConversionError) -> str:
+    return "; ".join(part for part in (e.what, e.cause, e.remedy and f"fix: {e.remedy}") if part)
+
+
+def refuse_partly(stem: str, refused: Dict[str, ConversionError], made: List[str], out: Path) -> None:
+    """Exit 10 (PartlyConverted) after the manifest records what was made: the programs refused, each with its
+    reason, and the ones that are there for the later stages."""
+    if not refused:
+        return
+    first = next(iter(refused.values()))
+    raise PartlyConverted(
+        f"{stem}: {len(made)} ExecuTorch program(s) made ({', '.join(made)}), {len(refused)} refused "
+        f"({', '.join(refused)})",
+        cause="; ".join(f"{name}: {_reason(e)}" for name, e in refused.items()),
+        remedy=f"the programs made are in {out} and its manifest (bench-executorch, deploy and make-app use them); "
+               f"for the refused: {first.remedy or 'see the cause'}")
 
 
 __all__ = ["ExecutorchSettings", "ExecutorchResult", "convert_executorch", "parse_delegates", "VARIANTS",

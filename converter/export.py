@@ -357,7 +357,8 @@ def trace_to_nnapi(model, input_tensor, label: str):
 
     with torch.no_grad():
         try:
-            traced = torch.jit.trace(model, input_tensor, check_trace=False)  # the host check runs it
+            # strict=False: a dict or list output traces (its structure is fixed by the model); NNAPI says the rest
+            traced = torch.jit.trace(model, input_tensor, check_trace=False, strict=False)  # the host check runs it
         except Exception as e:
             raise ConversionError(
                 f"tracing {label} failed",
@@ -386,7 +387,7 @@ def script_cpu(model, input_tensor, label: str, optimize: bool):
     except Exception as e:  # scripting fails on some user modules: fall back to tracing
         log.debug("scripting %s failed (%s); tracing it instead", label, e)
         with torch.no_grad():
-            cpu_model, how = torch.jit.trace(_bundle_wrapper(model), input_tensor), "trace"
+            cpu_model, how = torch.jit.trace(_bundle_wrapper(model), input_tensor, strict=False), "trace"
         notes.append(f"{label}: CPU model traced (scripting failed: {str(e).splitlines()[0][:120]})")
     if optimize:
         from torch.utils.mobile_optimizer import optimize_for_mobile

@@ -21,6 +21,7 @@ from toolchain.fsutil import sha256_file
 from toolchain.settings import default
 
 from .finite import refuse_non_finite_weights
+from .input_specs import InputSpec, inputs_text, parse_inputs, sampler
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +53,11 @@ class ModelSpec:
     factory_name: Optional[str] = None
     factory_sha256: Optional[str] = None
     factory_timeout: float = default("convert.factory_timeout")  # seconds to import the file and call the factory
+    inputs: Tuple[InputSpec, ...] = ()  # --inputs (convert.inputs): the model's inputs declared on the command line
 
     def key(self) -> Dict[str, Any]:
-        return {"name": self.name, "source": self.source, "factory_sha256": self.factory_sha256}
+        key = {"name": self.name, "source": self.source, "factory_sha256": self.factory_sha256}
+        return {**key, "inputs": inputs_text(self.inputs)} if self.inputs else key
 
     def identity(self) -> str:
         """Which model this is, wherever it was named from: a torchvision name, or ``/abs/file.py:factory``."""
@@ -123,8 +126,11 @@ class WeightsSpec:
         return {"origin": self.origin, "sha256": self.sha256, "seed": self.seed if self.origin == "random" else None}
 
 
-def parse_model(value: str, factory_timeout: float = default("convert.factory_timeout")) -> ModelSpec:
+def parse_model(value: str, factory_timeout: float = default("convert.factory_timeout"),
+                inputs: Optional[str] = None) -> ModelSpec:
+    """``--model`` (and ``--inputs``, the inputs of a factory model) checked, without torch."""
     value = (value or "").strip()
+    declared = parse_inputs(inputs)
     if ":" in value and value.rsplit(":", 1)[0].endswith(".py"):
         file_part, factory = value.rsplit(":", 1)
         path = Path(file_part).expanduser()
@@ -137,7 +143,11 @@ def parse_model(value: str, factory_timeout: float = default("convert.factory_ti
             raise UsageError(f"{factory!r} is not a Python function name", remedy="use --model file.py:function_name")
         stem = _safe_stem(path.stem if factory in ("model", "factory", "make_model", "build") else factory)
         return ModelSpec(value, stem, "factory", (224, 224), path.resolve(), factory, sha256_file(path),
-                         float(factory_timeout))
+                         float(factory_timeout), declared)
+    if value in TORCHVISION_MODELS and declared:
+        raise UsageError(f"--inputs applies to a model file (--model file.py:factory), not to {value}",
+                         cause=f"{value} takes the float32[1, 3, H, W] image its weights were made for",
+                         remedy="drop --inputs, or wrap the model in a factory of your own")
     if value in TORCHVISION_MODELS:
         stem, hw = TORCHVISION_MODELS[value]
         return ModelSpec(value, stem, "torchvision", hw)
@@ -352,13 +362,24 @@ EXAMPLE_INPUTS_SUFFIX = "_example_inputs"  # `def net_example_inputs(): return (
 
 
 def declared_inputs(spec: ModelSpec):
-    """The factory's example-inputs function (``<factory>_example_inputs`` in the same file, docs/convert.md), or
-    None: then the model takes one ``[1, 3, H, W]`` image.  Read from the module the factory was built from."""
+    """The model's example-inputs function: ``--inputs`` made into one (converter/input_specs.py), else the factory's
+    ``<factory>_example_inputs`` in the same file (docs/convert.md), or None: then the model takes one
+    ``[1, 3, H, W]`` image.  The factory's is read from the module the factory was built from."""
+    if spec.inputs:
+        return sampler(spec.inputs)
     if spec.source != "factory" or not spec.factory_sha256:
         return None
     module = sys.modules.get(f"torchdroid_user_model_{spec.factory_sha256[:12]}")
     fn = getattr(module, f"{spec.factory_name}{EXAMPLE_INPUTS_SUFFIX}", None) if module is not None else None
     return fn if callable(fn) else None
+
+
+def declared_origin(spec: ModelSpec) -> str:
+    """Where the model's inputs were declared, for messages and records: ``--inputs TEXT`` or
+    ``<factory>_example_inputs()``."""
+    if spec.inputs:
+        return f"--inputs {inputs_text(spec.inputs)}"
+    return f"{spec.factory_name}{EXAMPLE_INPUTS_SUFFIX}()"
 
 
 def _stopped(spec: ModelSpec, e: BaseException, when: str) -> UsageError:

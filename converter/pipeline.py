@@ -42,6 +42,7 @@ class ConvertSettings:
     quantized_weights: str = default("convert.quantized_weights")  # calibrate | pretrained | PATH
     seed: int = default("convert.seed")
     factory_timeout: float = default("convert.factory_timeout")  # seconds for a user's model file
+    inputs: Optional[str] = None  # --inputs: the model file's inputs (converter/input_specs.py)
     build_dir: Path = Path(default("build_dir"))
     force: bool = False
 
@@ -129,7 +130,7 @@ def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, Calibra
     """Everything that can be checked without torch, so bad input fails at once: ``(model, weights, calibration,
     modes, pre-quantized weights or None)``."""
     modes = _check_modes(settings.modes)
-    spec = parse_model(settings.model, settings.factory_timeout)
+    spec = parse_model(settings.model, settings.factory_timeout, settings.inputs)
     weights = parse_weights(settings.weights, settings.seed)
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
     quantized = parse_quantized_weights(settings.quantized_weights, spec)

@@ -99,7 +99,7 @@ def check_model(model, input_hw: Tuple[int, int], modes: Sequence[str], target_a
     x = torch.rand(1, 3, *input_hw)
     with torch.no_grad():
         try:
-            traced = torch.jit.trace(m, x, check_trace=False)
+            traced = torch.jit.trace(m, x, check_trace=False, strict=False)  # dict and list outputs too
         except Exception as e:  # noqa: BLE001 - a user's model can raise anything; say it plainly
             # not blocking here: the conversion's own probe and trace name the cause with its remedy
             return Precheck([Problem("trace", "the model", f"could not be checked before converting (tracing failed: "
@@ -338,17 +338,23 @@ def _shape(v) -> Optional[List[int]]:
 
 
 def _outputs(graph, modes: Sequence[str]) -> List[Problem]:
+    """What the model's return value stops: a tuple, dict or list stops quant_core (one quantize/dequantize pair
+    around the NNAPI model), a dict or list the NNAPI models only (their converter returns tensors or a tuple of
+    them; the CPU models and the ExecuTorch lane take it)."""
     ret = graph.return_node().inputsAt(0)
-    if _tensors_only(ret.type()):
-        if ret.type().kind() == "TupleType" and "core" in modes:
-            return [Problem("outputs", "the model's return value",
-                            f"is a tuple of {len(ret.type().elements())} tensors: quant_core wraps the NNAPI model in one "
-                            "quantize and one dequantize step, which takes a single tensor",
-                            "convert the modes none and full only (--quant none,full), or return one tensor",
-                            nnapi_only=False)]
-        return []
-    return [Problem("outputs", "the model's return value", f"is {ret.type()}: NNAPI models return a tensor or a "
-                    "tuple of tensors", "return a tensor or a tuple of tensors from forward()", nnapi_only=False)]
+    kind, problems = ret.type().kind(), []
+    if kind != "TensorType" and "core" in modes:
+        shape = f"a tuple of {len(ret.type().elements())} tensors" if kind == "TupleType" else f"{ret.type()}"
+        problems.append(Problem("outputs", "the model's return value",
+                                f"is {shape}: quant_core wraps the NNAPI model in one quantize and one dequantize "
+                                "step, which takes a single tensor",
+                                "convert the modes none and full only (--quant none,full), or return one tensor",
+                                nnapi_only=False))
+    if not _tensors_only(ret.type()):
+        problems.append(Problem("outputs", "the model's return value", f"is {ret.type()}: NNAPI models return a "
+                                "tensor or a tuple of tensors", "return a tensor or a tuple of tensors from forward() "
+                                "for NNAPI; the CPU models and --format executorch take it as it is"))
+    return problems
 
 
 def _tensors_only(t) -> bool:

@@ -57,12 +57,18 @@ class ProgramInputs:
     tensors: List[object] = field(default_factory=list)  # one per run: a tensor, or a tuple (one per program input)
     files: List[Path] = field(default_factory=list)  # their raw bytes here, pushed beside the programs
     source: str = "reference inputs"  # or "all-ones input (...why)"
-    int8_output: Optional[Dict[str, float]] = None  # the int8 programs' output quantization (scale, zero_point)
+    int8_output: Optional[Dict[str, float]] = None  # the int8 programs' first output's rule (scale, zero_point)
+    int8_outputs: List[Optional[Dict[str, object]]] = field(default_factory=list)  # every output's, in order
     runs: List[str] = field(default_factory=list)  # per run: its files' names as --inputs takes them (a,b: E17)
 
     @property
     def recorded(self) -> bool:
         return bool(self.files)
+
+    def rule(self, k: int) -> Optional[Dict[str, object]]:
+        """Output ``k``'s int8 rule (converter.executorch_export.output_rule): each output is judged by its own."""
+        rules = self.int8_outputs or [self.int8_output]
+        return rules[k] if k < len(rules) else None
 
     def device_names(self) -> List[str]:
         return list(self.runs) or [p.name for p in self.files]
@@ -93,7 +99,7 @@ def program_inputs(models: Path, stems: Sequence[str], programs: Sequence[PteFil
         except RecordError as e:
             out[stem] = _ones(stem, programs, f"no recorded reference inputs: {e.what}")
             continue
-        pi = ProgramInputs(stem, int8_output=ref.get("int8_output"))
+        pi = ProgramInputs(stem, int8_output=ref.get("int8_output"), int8_outputs=list(ref.get("int8_outputs") or []))
         work.mkdir(parents=True, exist_ok=True)
         for i, x in enumerate(ref["inputs"]):
             _write_run(pi, work, i, x)
@@ -146,7 +152,8 @@ def _values(out, qparams: Optional[Dict[str, float]]) -> TensorValues:
 
 
 def host_reference(f: PteFile, pi: ProgramInputs) -> FileReference:
-    """The program's outputs (the first output of ``forward``) on the host's ExecuTorch runtime."""
+    """The program's outputs on the host's ExecuTorch runtime: every output of ``forward`` on every input, run by
+    run (``[input 0 output 0, input 0 output 1, ..., input 1 output 0, ...]``), each with its own int8 rule."""
     ref = FileReference(f.file, f.sha256, BACKEND, f.precision)
     key = f"{HOST_KEY} ({pi.source.split(' (')[0]})"
     if not pi.tensors:
@@ -159,8 +166,8 @@ def host_reference(f: PteFile, pi: ProgramInputs) -> FileReference:
         from toolchain.pte_records import load_method
 
         method = load_method(f.path)
-        qparams = pi.int8_output if f.precision == "int8" else None
-        ref.outputs[key] = [_values(method.execute(program_args(x))[0], qparams) for x in pi.tensors]
+        ref.outputs[key] = [_values(y, pi.rule(k) if f.precision == "int8" else None)
+                            for x in pi.tensors for k, y in enumerate(method.execute(program_args(x)))]
     except Exception as e:  # noqa: BLE001 - the host runtime's errors are RuntimeErrors of several kinds
         ref.problems[key] = f"the host's ExecuTorch runtime could not run it: {type(e).__name__}: {e}"
         ref.outputs.pop(key, None)
@@ -202,32 +209,58 @@ def _unknown_flag(output: str) -> bool:
 def check_program(device: Device, f: PteFile, pi: ProgramInputs, ref: FileReference,
                   command: Callable[[Optional[str]], str], timeout: float) -> NumericsVerdict:
     """Run ``f`` once per input (``command(input file or None)``: the runner's command line printing every output,
-    executorch_bench.runner_command) and judge the printed first output against ``ref``."""
+    executorch_bench.runner_command) and judge every printed output against ``ref``'s, each by its own rule."""
     subject = Subject(f.file, BACKEND, f.precision)
     if not ref.outputs:  # nothing to compare with: the phone is not asked
         return judge(device.serial, subject, [], [], ref)
     host = next(iter(ref.outputs.values()))
-    names = (list(pi.device_names()) or [None])[:len(host)]
+    runs = len(pi.tensors) or 1
+    count = max(1, len(host) // runs)  # outputs per run
+    names = (list(pi.device_names()) or [None])[:runs]
 
-    def read(i: int, res) -> TensorValues:
+    def read(i: int, res) -> List[TensorValues]:
         if res.code != 0:
             raise NoOutput("the runner does not know --print_output=all (a runner older than ExecuTorch 1.3, E21): "
                            "run `invoke build-android --lane executorch`" if _unknown_flag(res.output)
                            else f"the output run exited {res.code}: " + " | ".join(res.tail(2)))
         try:
-            values = parse_outputs(res.output).get(0, [])
+            printed = parse_outputs(res.output)
         except Unprintable as e:
             raise NoOutput(f"the runner printed no output values ({e})") from e
-        shape = host[i].shape if len(values) == len(host[i].values) else [len(values)]
-        return TensorValues(shape, values, host[i].scale, host[i].zero_point)
+        if len(printed) != count:
+            raise NoOutput(f"the runner printed {len(printed)} output(s), the program returns {count}")
+        return [_as_host(values, host[i * count + k]) for k, values in enumerate(printed.values())]
 
-    phone, problems = outputs_on_device(device, [command(n) for n in names], read, timeout)
-    v = judge(device.serial, subject, phone, problems, ref)
+    runs_out, problems = outputs_on_device(device, [command(n) for n in names], read, timeout)
+    v = judge(device.serial, subject, _flat(runs_out), problems, ref)
     if v.verdict != "unknown":
-        v.inputs = len(phone)
+        v.inputs = len(runs_out)
     if f.precision == "int8" and v.tolerance:
-        v.tolerance += _rule_note(pi.int8_output)
+        v.tolerance += rules_note(pi, count)
     return v
+
+
+def _flat(runs: List[Optional[List[TensorValues]]]) -> List[Optional[TensorValues]]:
+    """Every run's outputs in the host reference's order; with a run that gave none, one entry per run (judge then
+    says how many of the inputs gave no output)."""
+    if all(r is not None for r in runs):
+        return [t for r in runs for t in r]
+    return [r[0] if r else None for r in runs]
+
+
+def _as_host(values: List[float], host: TensorValues) -> TensorValues:
+    """A printed output with the host's shape (when it holds as many values) and int8 rule."""
+    shape = host.shape if len(values) == len(host.values) else [len(values)]
+    return TensorValues(shape, values, host.scale, host.zero_point)
+
+
+def rules_note(pi: ProgramInputs, count: int) -> str:
+    """What an int8 program's tolerance is derived from (:func:`_rule_note`), output by output where there are
+    several (each is judged by its own recorded rule)."""
+    if count == 1:
+        return _rule_note(pi.rule(0))
+    notes = [_rule_note(pi.rule(k)).strip()[1:-1] or "its int8 grid" for k in range(count)]
+    return " (each output by its own rule: " + "; ".join(f"output {k}: {n}" for k, n in enumerate(notes)) + ")"
 
 
 def _rule_note(qparams: Optional[Dict[str, object]]) -> str:

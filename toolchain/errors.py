@@ -102,6 +102,14 @@ class ConversionError(TorchdroidError):
     label = "conversion"
 
 
+class PartlyConverted(ConversionError):
+    """Some of the programs asked for were made and recorded, others refused (each with its reason in the manifest):
+    exit 10, so a script sees that not everything it asked for exists, and later stages use what does."""
+
+    exit_code = 10
+    label = "conversion (partly made)"
+
+
 class DeviceError(TorchdroidError):
     """A device is absent, unauthorized, offline or unsuitable."""
 

@@ -148,6 +148,10 @@ KEYS: Tuple[Key, ...] = (
         "with the calibration images) | pretrained (torchvision's QNNPACK weights, as the tutorial's quantize=True) "
         "| PATH to a quantized state_dict", metavar="calibrate|pretrained|PATH"),
     Key("convert.seed", Int(min=0), 0, "random seed of weights and synthetic inputs"),
+    Key("convert.inputs", Text(), None, "a model file's inputs, one DTYPE[1,d1,...] per forward() argument, ';' "
+        "between them, each with an optional @LO:HI value range (default: float standard-normal, integers 0 and 1), "
+        "e.g. \"int64[1,16]@0:1000;float32[1,1,16000]\"; as <factory>_example_inputs() does (docs/convert.md)",
+        metavar="DTYPE[1,...]..."),
     Key("convert.factory_timeout", Num(min=1, max=86400), 600.0, "seconds a model file (--model file.py:factory) may "
         "take to import and build its model before convert reports it instead of waiting"),
     Key("convert.format", ListOf("torchscript", "executorch"), ["torchscript"],

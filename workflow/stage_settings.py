@@ -86,6 +86,7 @@ def convert(config: Any, **cli) -> "Any":
         quantized_weights=r.get("convert.quantized_weights"),
         seed=r.get("convert.seed"),
         factory_timeout=float(r.get("convert.factory_timeout")),
+        inputs=r.get("convert.inputs"),
         out=r.path("convert.out"),
         build_dir=r.path("build_dir"),
         force=r.get_flag("convert.force"),
@@ -139,7 +140,7 @@ def executorch_convert(config: Any, **cli):
         out=r.path("convert.out"), model=r.get("convert.model"),
         weights=weights(r), calibration=r.path("convert.calibration"),
         calibration_count=r.get("convert.calibration_count"), seed=r.get("convert.seed"),
-        factory_timeout=float(r.get("convert.factory_timeout")),
+        factory_timeout=float(r.get("convert.factory_timeout")), inputs=r.get("convert.inputs"),
         delegates=tuple(r.get("convert.executorch_delegates")),
         force=r.get_flag("convert.force"))
 

@@ -334,3 +334,37 @@ def tokens():
 def tokens_example_inputs():
     """The inputs `tokens` takes, declared beside its factory (docs/convert.md)."""
     return (torch.randint(0, 100, (1, 16)),)
+
+
+class TokensAndAudio(nn.Module):
+    """Two inputs, declared only on the command line (--inputs): token ids [1, 8] and a waveform [1, 1, 64]."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(50, 8)
+        self.conv = nn.Conv1d(1, 8, 9, stride=4)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, tokens, audio):
+        return self.head(self.embed(tokens).mean(dim=1) + self.conv(audio).relu().mean(dim=2))
+
+
+def tokens_and_audio():
+    return TokensAndAudio()
+
+
+class CollapsesInInt8(nn.Module):
+    """Outputs that vary by ~1e-4 around 100: fp32 keeps the variation, an int8 output grid (steps of ~0.4) cannot,
+    so the int8 program's output is constant (its quantization collapsed) while the fp32 programs are fine."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=4, padding=1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.fc(self.conv(x).relu().mean(dim=(2, 3))) * 1e-4 + 100.0
+
+
+def collapses_in_int8():
+    return CollapsesInInt8()

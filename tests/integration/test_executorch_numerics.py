@@ -117,3 +117,30 @@ def test_without_recorded_inputs_the_runners_all_ones_default_is_compared(tiny_l
     assert got["tiny-fp32-portable.pte"].verdict == "differs"
     body = json.loads(numerics_path(tmp_path / "res", "executorch-latest").read_text())
     assert body["kind"] == "torchdroid.numerics"
+
+
+@pytest.mark.slow
+def test_every_output_of_a_two_output_program_is_compared_each_by_its_own_rule(runners, tmp_path):
+    """A program returning (logits, features): the phone's every printed output is compared with the host's, each
+    with its own int8 rule; a phone whose runtime is off on the second output only is caught (output 0 agrees)."""
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from tests.converter_support.user_models import __file__ as user_models
+
+    models = tmp_path / "models"
+    convert_executorch(ExecutorchSettings(out=models, model=f"{user_models}:two_outputs", weights="random",
+                                          calibration_count=4, delegates=("xnnpack",)))
+    info = write_runtime_build_info(tmp_path / "build", runners["new"])
+    cache = str(tmp_path / "outputs")
+    phones = {"good": {"env": {"ETR_OUTPUT_CACHE": cache}},
+              "second_off": {"env": {"ETR_OUTPUT_CACHE": cache, "ETR_OFF_PERCENT": "xnnpack:5", "ETR_OFF_OUTPUT": "1"}}}
+    with adb_with_devices(tmp_path / "adb", phones) as (server, devs):
+        result = deploy_pte(models, info, tmp_path / "res", server.port)
+        serials = {name: d.serial for name, d in devs.items()}
+    assert not result.problems, result.problems
+    got = {(v.serial, v.file): v for v in NumericsRecord.load(numerics_path(tmp_path / "res", "executorch-latest")).verdicts}
+    for f in ("two_outputs-fp32-xnnpack.pte", "two_outputs-int8-xnnpack.pte"):
+        good, off = got[serials["good"], f], got[serials["second_off"], f]
+        assert good.verdict == "agrees" and good.inputs == 4, good
+        assert off.verdict == "differs" and "largest difference" in off.reason, off
+    int8 = got[serials["good"], "two_outputs-int8-xnnpack.pte"]
+    assert "each output by its own rule: output 0: " in int8.tolerance and "output 1: " in int8.tolerance

@@ -157,3 +157,76 @@ def test_a_dict_output_is_recorded_and_judged_output_by_output(tmp_path):
     wrong = judge_outputs(f, outputs, ref, PteBenchSettings(models=out), CheckRow(f.variant, f.file, ran=True))
     assert not wrong.ok and "max |diff|" in wrong.reason
     assert check_program(f, load_reference(out / "segmenter-executorch-reference.pt"), PteBenchSettings(models=out)).ok
+
+
+def test_inputs_declared_on_the_command_line_take_the_declared_inputs_path(tmp_path):
+    """--inputs (convert.inputs) for a factory with no example-inputs function: two inputs, token ids in a range and
+    a waveform; the ExecuTorch programs take them, are calibrated and host-checked on them, and the manifest says
+    where they were declared; the legacy lane refuses the model naming --inputs, as it does a declared function."""
+    import torch
+
+    from converter import ConvertSettings, convert
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.pte_host import load_reference
+    from toolchain.errors import ConversionError
+
+    model = TOKENS.rsplit(":", 1)[0] + ":tokens_and_audio"
+    inputs = "int64[1,8]@0:50;float32[1,1,64]"
+    out = tmp_path / "models"
+    r = convert_executorch(ExecutorchSettings(out=out, model=model, weights="random", calibration_count=4,
+                                              delegates=("xnnpack",), inputs=inputs))
+    files = {f.variant: f for f in r.files}
+    assert sorted(files) == ["fp32-xnnpack", "int8-xnnpack"]
+    assert [(i["dtype"], i["shape"]) for i in files["fp32-xnnpack"].extra["inputs"]] == [("int64", [1, 8]),
+                                                                                         ("float32", [1, 1, 64])]
+    assert all(f.extra["host_check"]["ran"] for f in files.values())
+    calibration = files["int8-xnnpack"].extra["quantization"]["calibration"]
+    assert calibration["source"] == "declared" and f"--inputs {inputs}" in calibration["kind"]
+    ref = load_reference(out / "tokens_and_audio-executorch-reference.pt")
+    assert all(t.dtype == torch.int64 and int(t.max()) < 50 and a.shape == (1, 1, 64) for t, a in ref["inputs"])
+    with pytest.raises(ConversionError) as e:
+        convert(ConvertSettings(out=tmp_path / "legacy", model=model, weights="random", calibration_count=4,
+                                modes=("none",), build_dir=tmp_path / "build", inputs=inputs))
+    assert "--inputs int64[1,8]@0:50" in e.value.what and "--format executorch" in e.value.remedy
+
+
+def test_a_refused_int8_program_leaves_the_fp32_programs_made_and_recorded(tmp_path):
+    """A model whose int8 quantization collapses (constant output): its int8 program is refused on its own, with
+    the reason in the manifest, the fp32 programs are written and recorded, and convert exits 10 (PartlyConverted)
+    naming both; run again, the refusal stays and nothing made before is lost (the reference file included)."""
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from toolchain.errors import PartlyConverted
+    from toolchain.pte_records import load_section
+
+    out = tmp_path / "models"
+    settings = ExecutorchSettings(out=out, model=TOKENS.rsplit(":", 1)[0] + ":collapses_in_int8", weights="random",
+                                  calibration_count=4, delegates=("xnnpack", "portable"))
+    for _ in range(2):
+        with pytest.raises(PartlyConverted) as e:
+            convert_executorch(settings)
+        assert e.value.exit_code == 10 and "int8-xnnpack" in e.value.what and "fp32-xnnpack" in e.value.what
+        assert "constant output" in e.value.cause
+        section = load_section(out)
+        assert sorted(f["file"] for f in section["files"]) == ["collapses_in_int8-fp32-portable.pte",
+                                                               "collapses_in_int8-fp32-xnnpack.pte"]
+        assert all((out / f["file"]).is_file() for f in section["files"])
+        assert not (out / "collapses_in_int8-int8-xnnpack.pte").exists()
+        assert "constant output" in section["conversions"]["collapses_in_int8"]["refused"]["int8-xnnpack"]
+        assert (out / section["reference"]["collapses_in_int8"]["file"]).is_file()
+
+
+def test_the_legacy_lane_takes_a_dict_output_and_refuses_only_its_nnapi_models(tmp_path):
+    """A model returning {"out": ..., "aux": ...} (segmentation-style): the legacy lane traces it (strict=False), makes
+    and host-checks its CPU models (none and full, FX-quantized), refuses its NNAPI models per mode naming the dict
+    output and the ExecuTorch lane, and bench times the CPU models."""
+    from converter import ConvertSettings, convert
+    from converter.host_bench import HostBenchSettings, run_host_bench
+
+    out = tmp_path / "models"
+    r = convert(ConvertSettings(out=out, model=TOKENS.rsplit(":", 1)[0] + ":segmenter", weights="random",
+                                calibration_count=4, modes=("none", "full"), build_dir=tmp_path / "build"))
+    assert sorted(f.file for f in r.files) == ["segmenter-quant_full-cpu.pt", "segmenter-quant_none-cpu.pt"]
+    assert sorted(x.mode for x in r.refused) == ["full", "none"]
+    assert all("Dict[str, Tensor]" in x.line() and "--format executorch" in x.line() for x in r.refused)
+    bench = run_host_bench(HostBenchSettings(models=out, warmup=1, iters=2, threads=1, repeat=1, out=tmp_path / "b"))
+    assert sorted(row.mode for row in bench.rows) == ["full", "none"] and all(row.median_ms > 0 for row in bench.rows)

@@ -80,3 +80,40 @@ def test_xnnpack_available_is_torchs_own_answer():
     from converter.export import xnnpack_available
 
     assert xnnpack_available() is bool(torch.backends.xnnpack.enabled)
+
+
+def test_inputs_on_the_command_line_are_parsed_with_clear_errors(tmp_path):
+    """--inputs (convert.inputs): one DTYPE[1,...] per forward() argument, an optional @LO:HI range; anything else is
+    a usage error (exit 2) naming the item, why, and the syntax with an example; a torchvision model refuses it."""
+    from converter.input_specs import inputs_text, parse_inputs
+
+    specs = parse_inputs(" int64[1, 16]@0:1000 ; float32[1,1,16000]")
+    assert inputs_text(specs) == "int64[1,16]@0:1000;float32[1,1,16000]"
+    assert parse_inputs("") == () and parse_inputs(None) == ()
+    for bad, why in [("int64[2,16]", "batch"), ("complex[1,4]", "unknown dtype"), ("float32[1,0]", "positive"),
+                     ("float32(1,4)", "expected DTYPE"), ("int64[1,4]@0.5:3", "whole-number"),
+                     ("float32[1,4]@3:1", "empty"), ("int64[1,4];", "expected DTYPE"), ("bool[1,4]@0:1", "bool")]:
+        with pytest.raises(UsageError) as e:
+            parse_inputs(bad)
+        assert why in e.value.cause and e.value.exit_code == 2 and "--inputs" in e.value.remedy, bad
+    with pytest.raises(UsageError, match="--inputs applies to a model file"):
+        parse_model("mobilenet_v2", inputs="float32[1,3,160,160]")
+    f = tmp_path / "net.py"
+    f.write_text("def net(): ...\n")
+    spec = parse_model(f"{f}:net", inputs="int64[1,8]@0:50")
+    assert spec.key()["inputs"] == "int64[1,8]@0:50" and "inputs" not in parse_model(f"{f}:net").key()
+
+
+def test_inputs_from_the_command_line_sample_their_dtype_shape_and_range():
+    import torch
+
+    from converter.calibration import declared_samples
+    from converter.input_specs import parse_inputs, sampler
+
+    fn = sampler(parse_inputs("int64[1,8]@5:9;float32[1,1,64]@-2:2;int32[1,3];bool[1,2]"))
+    a, b = declared_samples(fn, 3, 7, "net"), declared_samples(fn, 3, 7, "net")
+    assert all((x == y).all() for s, t in zip(a, b) for x, y in zip(s, t))  # seeded as a declared function is
+    tokens, audio, ids, mask = a[0]
+    assert tokens.dtype == torch.int64 and tokens.shape == (1, 8) and 5 <= int(tokens.min()) <= int(tokens.max()) < 9
+    assert audio.dtype == torch.float32 and audio.shape == (1, 1, 64) and -2 <= float(audio.min()) < float(audio.max()) < 2
+    assert ids.dtype == torch.int32 and int(ids.max()) < 2 and mask.dtype == torch.bool

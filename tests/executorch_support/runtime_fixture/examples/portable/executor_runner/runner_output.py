@@ -11,7 +11,7 @@ line on stderr.
 
 Fault switches (a phone whose runtime is fast and wrong, or says nothing):
 * ``ETR_OFF_PERCENT=substr:N``: when the program path contains substr, every float output value is moved by N% of
-  the output's largest magnitude;
+  the output's largest magnitude (``ETR_OFF_OUTPUT=k``: only output k, the others as computed);
 * ``ETR_NO_OUTPUT=substr``: print nothing for such a program (the runner exits 0).
 
 ``ETR_OUTPUT_CACHE=DIR`` (default ``$TMPDIR/etr-output-cache``: on a virtual phone, its own /data/local/tmp) keeps the computed outputs under the program's and the input's sha256; on a miss the
@@ -106,12 +106,14 @@ def show(program, outputs):
     """Print as executor_runner --print_output=all does (the log line on stderr, the values on stdout)."""
     print(f"I executorch:executor_runner.cpp:798] {len(outputs)} outputs: ", file=sys.stderr)
     off = float(_matches("ETR_OFF_PERCENT", program) or 0)
+    only = os.environ.get("ETR_OFF_OUTPUT")
     lines = []
     for i, (kind, values) in enumerate(outputs):
         if kind == "none":
             lines.append(f"Output[{i}]: Not Tensor")
         elif kind == "float":
-            shift = off / 100.0 * max((abs(v) for v in values), default=0.0)
+            moved = off if only is None or int(only) == i else 0.0
+            shift = moved / 100.0 * max((abs(v) for v in values), default=0.0)
             lines.extend("Output[%d][%d]: (float) %f" % (i, j, v + shift) for j, v in enumerate(values))
         elif kind in ("int", "char"):
             lines.extend("Output[%d][%d]: (%s) %d" % (i, j, kind, v) for j, v in enumerate(values))
