@@ -103,7 +103,8 @@ class _Background:
     def __init__(self, fn, *args):
         self._value: Any = None
         self._error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, args=(fn, args), name="torchdroid-convert", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(fn, args), name="torchdroid-convert",
+                                        daemon=False)  # joined at exit: torch killed mid-run aborts the process
         self._thread.start()
 
     def _run(self, fn, args) -> None:

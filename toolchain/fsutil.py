@@ -245,9 +245,9 @@ def atomic_path(final: PathLike, suffix: str = "") -> Iterator[Path]:
         yield tmp_path
         if not tmp_path.exists():
             raise FileNotFoundError(f"nothing was written to {tmp_path}")
+        if tmp_path.is_file() and not _ours(final):  # listed before the rename: a signal between the two never
+            record_written(final, digest=sha256_file(tmp_path))  # leaves a final file the manifest calls the user's
         os.replace(tmp_path, final)
-        if final.is_file() and not _ours(final):
-            record_written(final)
     except OSError as e:
         if tmp_path is not None:
             _remove(tmp_path)
