@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from toolchain.errors import DeviceError, TorchdroidError
+from toolchain.errors import DeviceError, TorchdroidError, VerificationError
 from toolchain.fsutil import ensure_writable_dir
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
@@ -72,7 +72,7 @@ class DeployResult:
         return [d for d in self.devices if d.errors]
 
 
-DEVICE_PROBLEM, NUMERICS_DIFFER = 7, 8  # DeviceError's and VerificationError's exit codes
+DEVICE_PROBLEM, NUMERICS_DIFFER = DeviceError.exit_code, VerificationError.exit_code  # 7, 8
 
 
 def numerics_policy(result: DeployResult) -> str:

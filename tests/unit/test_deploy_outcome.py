@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import tasks  # noqa: F401  its @task declarations tie each parameter to its config key (stage_settings reads them)
 from deploy.device_run import DeviceReport
 from deploy.orchestrate import DeployResult, numerics_policy, outcome
 from toolchain.numerics_records import NumericsVerdict
