@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import tasks  # noqa: F401  its @task declarations tie each parameter to its config key (stage_settings reads them)
 from deploy.stf import Farm, FarmPhone, Needs, adb_public_key, api_base, choose, needs_of, refusal
 from toolchain.errors import ToolNotFound, UsageError
 from toolchain.resolve import check_known_keys
