@@ -5,8 +5,17 @@ transformer encoder on token ids and a 1-D convolution audio classifier; each de
 to its factory (``<factory>_example_inputs``, docs/convert.md).
 """
 
+import sys
+from pathlib import Path
+
 import torch
 from torch import nn
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # loaded by path (--model benchmarks/zoo_models.py:...): the tests' model is one import away
+    sys.path.insert(0, str(ROOT))
+
+from tests.converter_support.user_models import Tokens  # noqa: E402 - the one definition of the token model
 
 
 def _tv(name: str, **kwargs):
@@ -64,22 +73,9 @@ def deeplabv3_mobilenet_v3_large():
 VOCAB, TOKENS = 1000, 32
 
 
-class TokenEncoder(nn.Module):
-    """A small transformer encoder classifying a sequence of token ids ([1, 32] int64 -> [1, 4] scores)."""
-
-    def __init__(self):
-        super().__init__()
-        self.embed = nn.Embedding(VOCAB, 64)
-        layer = nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, batch_first=True, dropout=0.0)
-        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
-        self.head = nn.Linear(64, 4)
-
-    def forward(self, tokens):
-        return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
-
-
 def token_encoder():
-    return TokenEncoder()
+    """A small transformer encoder classifying a sequence of token ids ([1, 32] int64 -> [1, 4] scores)."""
+    return Tokens(vocab=VOCAB, width=64, heads=4, feedforward=128, layers=2, classes=4)
 
 
 def token_encoder_example_inputs():

@@ -315,13 +315,17 @@ def segmenter():
 
 
 class Tokens(nn.Module):
-    """Token ids in ([1, 16] int64), class scores out: an embedding, one transformer encoder layer, a linear head."""
+    """Token ids in ([1, T] int64), class scores out: an embedding, ``layers`` transformer encoder layers, the mean
+    over the tokens, a linear head.  The defaults are the tests' small one; benchmarks/zoo_models.py's
+    ``token_encoder`` is a larger one of this class (one definition for both)."""
 
-    def __init__(self):
+    def __init__(self, vocab: int = 100, width: int = 16, heads: int = 2, feedforward: int = 32, layers: int = 1,
+                 classes: int = 5):
         super().__init__()
-        self.embed = nn.Embedding(100, 16)
-        self.encoder = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True, dropout=0.0)
-        self.head = nn.Linear(16, 5)
+        self.embed = nn.Embedding(vocab, width)
+        layer = nn.TransformerEncoderLayer(width, heads, dim_feedforward=feedforward, batch_first=True, dropout=0.0)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(width, classes)
 
     def forward(self, tokens):
         return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
