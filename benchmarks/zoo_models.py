@@ -1,8 +1,9 @@
 """Factories of the zoo's models that `invoke convert --model` does not list by name (benchmarks/zoo_table.py).
 
 Plain torchvision models (random weights, no download) and two small non-image models built from torch.nn: a
-transformer encoder on token ids and a 1-D convolution audio classifier; each declares its example inputs next
-to its factory (``<factory>_example_inputs``, docs/convert.md).
+transformer encoder on token ids (a larger one of the tests' ``Tokens``, tests/converter_support/user_models.py) and
+a 1-D convolution audio classifier; each declares its example inputs next to its factory
+(``<factory>_example_inputs``, docs/convert.md).
 """
 
 import sys

@@ -41,7 +41,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 BEGIN, END = "<!-- zoo-table:begin -->", "<!-- zoo-table:end -->"
-ZOO_MODELS = ROOT / "benchmarks" / "zoo_models.py"
+# relative to ROOT, where the children run: the commands the refusals quote (e.g. `invoke convert --model
+# benchmarks/zoo_models.py:squeezenet1_1 --format executorch`) are the ones a user types at the repository's root,
+# never a path of the machine or the copy the table was made on
+ZOO_MODELS = Path("benchmarks") / "zoo_models.py"
 CALIBRATION = 4
 MODES = ("none", "full")
 DELEGATES = ("xnnpack", "portable")
@@ -69,7 +72,7 @@ def _lane(fn: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
     """``fn()``'s result, or how it was refused (a torchdroid error: its message, cause and fix) or failed."""
     from toolchain.errors import TorchdroidError
 
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
     try:
         out = fn()
         out.setdefault("ok", True)
@@ -78,6 +81,7 @@ def _lane(fn: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - a bug of torchdroid's: recorded as such, never a traceback in the table
         out = {"ok": False, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
     out["seconds"] = round(time.monotonic() - t0, 1)
+    out["cpu_seconds"] = round(time.process_time() - c0, 1)  # every thread of the child: what the lane costs, load or not
     return out
 
 
@@ -133,7 +137,7 @@ def one_model(name: str, directory: Path) -> Dict[str, Any]:
 
     legacy, pte = directory / "legacy" / "models", directory / "executorch" / "models"
     row: Dict[str, Any] = {"model": name, "source": "torchvision name" if name in NAMED else "zoo_models.py factory"}
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
     row["legacy"] = _lane(lambda: legacy_lane(name, legacy))
     if row["legacy"]["ok"] and any(f["backend"] != "cpu" for f in row["legacy"]["files"]):
         host_nnapi.load()
@@ -144,6 +148,7 @@ def one_model(name: str, directory: Path) -> Dict[str, Any]:
     if row["executorch"]["ok"]:
         row["pte_bench"] = _lane(lambda: pte_bench_lane(pte))
     row["seconds"] = round(time.monotonic() - t0, 1)
+    row["cpu_seconds"] = round(time.process_time() - c0, 1)
     return row
 
 
@@ -157,7 +162,7 @@ def run_child(name: str, timeout: float) -> Dict[str, Any]:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--one", name, "--dir", tmp]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
         except subprocess.TimeoutExpired:
             return {"model": name, "error": f"not done within {timeout:.0f} s (--timeout)",
                     "seconds": round(time.monotonic() - t0, 1)}
@@ -290,11 +295,18 @@ def markdown(rows: List[Dict[str, Any]]) -> str:
             continue
         for lane, made, check, ms in legacy_lines(row) + executorch_lines(row):
             lines.append(f"| {row['model']} | {lane} | {_cell(made)} | {_cell(check)} | {ms} |")
-    secs = ", ".join(f"{r['model']} {r.get('seconds', 0):.0f} s" for r in rows)
+    secs = ", ".join(f"{r['model']} {_spent(r)}" for r in rows)
     skipped = {k: v for r in rows for k, v in ((r.get("executorch") or {}).get("skipped") or {}).items()}
     notes = ["ExecuTorch delegates not lowered on this machine (every model): "
              + "; ".join(f"{k}: {v}" for k, v in sorted(skipped.items()))] if skipped else []
-    return "\n".join(lines + ["", *notes, "", f"Time per model (all lanes, one child process each): {secs}."]) + "\n"
+    return "\n".join(lines + ["", *notes, "", "Time per model (all lanes, one child process each; wall, and the CPU time "
+                                            f"of the child's threads, which depends much less than the wall time on other work on the machine): "
+                                            f"{secs}."]) + "\n"
+
+
+def _spent(row: Dict[str, Any]) -> str:
+    cpu = row.get("cpu_seconds")
+    return f"{row.get('seconds', 0):.0f} s" + (f" (CPU {cpu:.0f} s)" if cpu is not None else "")
 
 
 def write(rows: List[Dict[str, Any]], out: Path) -> None:
@@ -319,6 +331,7 @@ def main() -> int:
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     if args.one:
+        os.chdir(ROOT)  # the model paths are relative to the repository's root (ZOO_MODELS)
         print(ROW_MARK + json.dumps(one_model(args.one, args.dir), default=str), flush=True)
         return 0
     wanted = [m for m in args.models.split(",") if m]
