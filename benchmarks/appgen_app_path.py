@@ -44,6 +44,7 @@ def main(argv=None) -> int:
     import torch
 
     from appgen import assets
+    from tests.appgen_support import app_input
     from appgen.app_model import wrap_uint8_input
     from toolchain.records import ConvertManifest
 
@@ -55,10 +56,10 @@ def main(argv=None) -> int:
     size = cpu.input.shape[-1]
     mean, std = assets.normalization(cpu.conversion)
     lut = assets.input_lut(mean, std, cpu.input.scale, cpu.input.zero_point)
-    pixels = assets.load_pixels(assets.sample_image(), size)
+    pixels = app_input.load_pixels(assets.sample_image(), size)
 
     def lut_path():
-        return torch.from_numpy(assets.apply_lut(pixels, lut))
+        return torch.from_numpy(app_input.apply_lut(pixels, lut))
 
     m = torch.tensor(mean).view(1, 3, 1, 1)
     s = torch.tensor(std).view(1, 3, 1, 1)

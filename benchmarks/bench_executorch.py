@@ -128,7 +128,7 @@ def measure(models: Path, args) -> dict:
     import torch
 
     from converter.pte_host import set_threads
-    from toolchain.pte_records import find_pte
+    from tests.executorch_support.lane import find_pte
     from toolchain.records import ConvertManifest
 
     man = ConvertManifest.load(models)

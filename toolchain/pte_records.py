@@ -112,17 +112,6 @@ def pte_files(models_dir: Path) -> List[PteFile]:
     return files
 
 
-def find_pte(models_dir: Path, name: str) -> PteFile:
-    """Look a program up by ``fp32-xnnpack`` (when unambiguous) or ``mobilenetv2-fp32-xnnpack``."""
-    files = pte_files(models_dir)
-    matches = [f for f in files if name in (f.qualified_variant, f.variant)]
-    if len(matches) == 1:
-        return matches[0]
-    known = ", ".join(sorted(f.qualified_variant for f in files))
-    raise UsageError(f"{'ambiguous' if matches else 'no'} ExecuTorch program {name!r} in {models_dir}",
-                     cause=f"the manifest has: {known}", remedy=f"pick one of: {known}")
-
-
 def write_section(models_dir: Path, section: Dict[str, Any]) -> Path:
     """Replace the executorch section, keeping the rest of the manifest (or start a manifest)."""
     man = ConvertManifest.load(models_dir) if ConvertManifest.exists(models_dir) else ConvertManifest.empty(models_dir)

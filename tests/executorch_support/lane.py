@@ -23,3 +23,17 @@ def copy_models(src: Path, dst: Path) -> Path:
     """A private copy of a session conversion, for tests that tamper with it."""
     shutil.copytree(src, dst)
     return dst
+
+
+def find_pte(models_dir: Path, name: str):
+    """Look a program up by ``fp32-xnnpack`` (when unambiguous) or ``mobilenetv2-fp32-xnnpack``."""
+    from toolchain.errors import UsageError
+    from toolchain.pte_records import pte_files
+
+    files = pte_files(models_dir)
+    matches = [f for f in files if name in (f.qualified_variant, f.variant)]
+    if len(matches) == 1:
+        return matches[0]
+    known = ", ".join(sorted(f.qualified_variant for f in files))
+    raise UsageError(f"{'ambiguous' if matches else 'no'} ExecuTorch program {name!r} in {models_dir}",
+                     cause=f"the manifest has: {known}", remedy=f"pick one of: {known}")

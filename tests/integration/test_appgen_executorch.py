@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from appgen import AppSettings, assets, make_app
+from tests.appgen_support import app_input
 from tests.appgen_support.javac import compile_app
 from tests.appgen_support.java_probe import probe_head
 from tests.appgen_support.models import scratch, tiny_models, tiny_programs
@@ -169,7 +170,7 @@ def test_the_classifier_and_runner_run_on_the_jvm(rendered, tmp_path):
                                                                    "ModelRunner.java")), tmp_path / "Probe.java"]
     subprocess.run(["javac", "-d", tmp_path / "classes", *sources], check=True)
     sample = root / "app/src/main/assets/sample.jpg"
-    pixels = assets.load_pixels(sample, 224)
+    pixels = app_input.load_pixels(sample, 224)
     (tmp_path / "pixels.rgb").write_bytes(pixels.tobytes())
     program = root / "app/src/main/assets/tiny-fp32-xnnpack.pte"
     failing = tmp_path / "model-fail-run-after-0.pte"
@@ -179,7 +180,7 @@ def test_the_classifier_and_runner_run_on_the_jvm(rendered, tmp_path):
     first, *rows = res.stdout.splitlines()
     assert first == "same_tensor=true shape=[1, 3, 224, 224] scores=1"
     java = torch.from_numpy(np.frombuffer((tmp_path / "input.bin").read_bytes(), dtype="<f4").reshape(1, 3, 224, 224).copy())
-    host = assets.preprocess_float(sample, 224, assets.IMAGENET_MEAN, assets.IMAGENET_STD)
+    host = app_input.preprocess_float(sample, 224, assets.IMAGENET_MEAN, assets.IMAGENET_STD)
     assert torch.allclose(java, host, atol=1e-5)
 
     runs = {r["name"]: r for r in map(json.loads, rows)}

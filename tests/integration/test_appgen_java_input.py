@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from appgen import AppSettings, assets, make_app
+from tests.appgen_support import app_input
 from tests.appgen_support.java_probe import probe_head
 from tests.appgen_support.models import scratch, tiny_models
 
@@ -67,17 +68,17 @@ def test_java_fills_the_same_input_as_the_host(mode, tmp_path):
     out = scratch(f"probe-{mode}") / "project"
     make_app(AppSettings(model=f"quant_{mode}", models=tiny_models(), out=out, application_id=PKG,
                          build_dir=out.parent / "build"))
-    pixels = assets.load_pixels(out / "app/src/main/assets/sample.jpg", 224)
+    pixels = app_input.load_pixels(out / "app/src/main/assets/sample.jpg", 224)
     stdout, data = _run_probe(out, tmp_path, pixels)
     assert "same_tensor=true" in stdout  # the Tensor (and its buffer) is allocated once and refilled
     if mode == "full":
         assert "shape=[1, 224, 224, 3]" in stdout
         lut = (out / "app/src/main/assets/input_lut.bin").read_bytes()
-        expected = assets.apply_lut(pixels, lut)
+        expected = app_input.apply_lut(pixels, lut)
         assert np.array_equal(np.frombuffer(data, dtype=np.uint8).reshape(1, 224, 224, 3), expected)
     else:
         assert "shape=[1, 3, 224, 224]" in stdout
         java = torch.from_numpy(np.frombuffer(data, dtype="<f4").reshape(1, 3, 224, 224).copy())
-        host = assets.preprocess_float(out / "app/src/main/assets/sample.jpg", 224, assets.IMAGENET_MEAN,
+        host = app_input.preprocess_float(out / "app/src/main/assets/sample.jpg", 224, assets.IMAGENET_MEAN,
                                        assets.IMAGENET_STD)
         assert torch.allclose(java, host, atol=1e-5)

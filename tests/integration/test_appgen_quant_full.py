@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from appgen import AppSettings, assets, make_app
+from tests.appgen_support import app_input
 from tests.appgen_support.models import mobilenet_full, scratch
 from toolchain import records
 
@@ -27,22 +28,22 @@ def test_app_path_gives_the_cpu_models_classes(app):
     asset_dir = res.out / "app/src/main/assets"
     lut = (asset_dir / "input_lut.bin").read_bytes()
     size = cpu.input.shape[-1]
-    pixels = assets.load_pixels(asset_dir / "sample.jpg", size)
+    pixels = app_input.load_pixels(asset_dir / "sample.jpg", size)
 
     # the app: table lookup in "Java", then the packaged uint8 model
     app_model = torch.jit.load(str(asset_dir / "mobilenetv2-quant_full-cpu-uint8.pt"))
-    app_input = torch.from_numpy(assets.apply_lut(pixels, lut))
-    assert app_input.dtype == torch.uint8 and list(app_input.shape) == [1, size, size, 3]
-    app_scores = app_model(app_input)
+    app_u8 = torch.from_numpy(app_input.apply_lut(pixels, lut))
+    assert app_u8.dtype == torch.uint8 and list(app_u8.shape) == [1, size, size, 3]
+    app_scores = app_model(app_u8)
     assert app_scores.dtype == torch.float32 and list(app_scores.shape) == [1, 1000]
 
     # the reference: the float pipeline, quantized with the manifest's scale/zero point, into the CPU model
     mean, std = assets.normalization(cpu.conversion)
-    ref_in = torch.quantize_per_tensor(assets.preprocess_float(asset_dir / "sample.jpg", size, mean, std),
+    ref_in = torch.quantize_per_tensor(app_input.preprocess_float(asset_dir / "sample.jpg", size, mean, std),
                                        cpu.input.scale, cpu.input.zero_point, torch.quint8)
     ref_scores = torch.jit.load(str(cpu.path))(ref_in.contiguous(memory_format=torch.channels_last)).dequantize()
 
-    assert torch.equal(app_input[0], ref_in.int_repr()[0].permute(1, 2, 0))  # the table is exact
+    assert torch.equal(app_u8[0], ref_in.int_repr()[0].permute(1, 2, 0))  # the table is exact
     assert app_scores.argmax().item() == ref_scores.argmax().item()
     assert app_scores.topk(5).indices.tolist() == ref_scores.topk(5).indices.tolist()
     assert torch.allclose(app_scores, ref_scores)
@@ -101,9 +102,9 @@ def test_the_app_shows_the_models_top5(app, tmp_path):
     app model's scores on the sample image, and breaks ties towards the lower index."""
     res, cpu = app
     asset_dir = res.out / "app/src/main/assets"
-    pixels = assets.load_pixels(asset_dir / "sample.jpg", cpu.input.shape[-1])
+    pixels = app_input.load_pixels(asset_dir / "sample.jpg", cpu.input.shape[-1])
     app_model = torch.jit.load(str(asset_dir / "mobilenetv2-quant_full-cpu-uint8.pt"))
-    scores = app_model(torch.from_numpy(assets.apply_lut(pixels, (asset_dir / "input_lut.bin").read_bytes())))[0]
+    scores = app_model(torch.from_numpy(app_input.apply_lut(pixels, (asset_dir / "input_lut.bin").read_bytes())))[0]
     labels = (asset_dir / "labels.txt").read_text().splitlines()
     lines = _java_top5(res, tmp_path / "real", scores)
     assert lines[0] == "12.3 ms on NNAPI"

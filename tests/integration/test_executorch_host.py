@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.cli import invoke
-from tests.executorch_support.lane import TINY, copy_models
+from tests.executorch_support.lane import TINY, copy_models, find_pte
 from toolchain.errors import RecordError, VerificationError
-from toolchain.pte_records import find_pte, load_section, pte_files
+from toolchain.pte_records import load_section, pte_files
 from toolchain.records import ConvertManifest
 
 pytestmark = pytest.mark.slow  # the tiny model as TorchScript and ExecuTorch programs, checked and timed (~60 s in all)

@@ -4,6 +4,7 @@ import numpy as np
 
 from appgen import assets
 from appgen.gradle import Gradle, gradle_hint
+from tests.appgen_support import app_input
 from toolchain.tools import AndroidSdk
 from toolchain.errors import RecordError
 from appgen.make import convert_command, find_variant
@@ -50,7 +51,7 @@ def test_input_lut_matches_the_formula():
         assert (table[c] == exact).mean() > 0.97
         assert np.all(np.diff(table[c]) >= 0)  # monotonic
     pixels = np.array([[[0, 128, 255]]], dtype=np.uint8)
-    out = assets.apply_lut(pixels, lut)
+    out = app_input.apply_lut(pixels, lut)
     assert out.shape == (1, 1, 1, 3)
     assert list(out[0, 0, 0]) == [table[0][0], table[1][128], table[2][255]]
 
