@@ -295,7 +295,10 @@ def markdown(rows: List[Dict[str, Any]]) -> str:
             continue
         for lane, made, check, ms in legacy_lines(row) + executorch_lines(row):
             lines.append(f"| {row['model']} | {lane} | {_cell(made)} | {_cell(check)} | {ms} |")
-    secs = ", ".join(f"{r['model']} {_spent(r)}" for r in rows)
+    total = {"model": "all", "seconds": sum(r.get("seconds", 0) for r in rows)}
+    if all("cpu_seconds" in r for r in rows):
+        total["cpu_seconds"] = sum(r["cpu_seconds"] for r in rows)
+    secs = ", ".join(f"{r['model']} {_spent(r)}" for r in [*rows, total])
     skipped = {k: v for r in rows for k, v in ((r.get("executorch") or {}).get("skipped") or {}).items()}
     notes = ["ExecuTorch delegates not lowered on this machine (every model): "
              + "; ".join(f"{k}: {v}" for k, v in sorted(skipped.items()))] if skipped else []
