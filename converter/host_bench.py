@@ -17,13 +17,14 @@ import logging
 import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from toolchain.errors import UsageError
 from toolchain.host_conditions import Conditions, watch
-from toolchain.fsutil import atomic_write_csv, atomic_write_json
+from toolchain.fsutil import atomic_write_csv
 from toolchain.progress import duration, progress
-from toolchain.records import ConvertManifest, now_iso
+from toolchain.record_base import Record
+from toolchain.records import ConvertManifest
 from toolchain.settings import default
 from toolchain.stats import VARIANCE_LIMIT_PCT
 
@@ -68,6 +69,24 @@ class BenchRow:
     repeats: int = 1
     memory_kb: Optional[int] = None  # peak resident memory this model added (load, first run, warm-up); None: unknown
     quantized_engine: str = ""  # torch.backends.quantized.engine while it was loaded and timed
+
+
+@dataclass
+class HostBenchRecord(Record):
+    """``<bench.out>/host-bench.json``: the last host timing of the CPU models (`invoke all` reuses it when it measured
+    the same files with the same protocol)."""
+
+    data: Dict[str, Any]
+
+    KIND, SCHEMA, REMEDY = "torchdroid.host-bench", 1, "run `invoke bench` again"
+    NAME = "host-bench.json"
+
+    def body(self) -> Dict[str, Any]:
+        return self.data
+
+    @classmethod
+    def from_body(cls, data: Dict[str, Any], path: Path) -> "HostBenchRecord":
+        return cls(dict(data))
 
 
 @dataclass
@@ -191,11 +210,11 @@ def _write_results(out: Path, manifest: ConvertManifest, cpu_files, rows: List[B
                    ratios: List[Ratio], settings: HostBenchSettings, taken: Conditions):
     import torch
 
-    body = {"kind": "torchdroid.host-bench", "protocol": PROTOCOL, "written": now_iso(), "manifest": str(manifest.path),
+    body = {"protocol": PROTOCOL, "manifest": str(manifest.path),
             "torch": torch.__version__, "threads": settings.threads, "warmup": settings.warmup, "iters": settings.iters,
             "repeat": settings.repeat, "quantized_engine": rows[0].quantized_engine,
             "models": {f.file: f.sha256 for f in cpu_files},  # what was measured (`invoke all` reuses it)
             "rows": [asdict(r) for r in rows], "ratios": [r.as_dict() for r in ratios], "notes": notes,
             "conditions": taken.as_dict()}  # how the rounds were taken: machine, load, other processes, busy
-    json_path = atomic_write_json(out / "host-bench.json", body)
+    json_path = HostBenchRecord(body).write(out / HostBenchRecord.NAME)
     return json_path, atomic_write_csv(out / "host-bench.csv", rows, [f.name for f in fields(BenchRow)])

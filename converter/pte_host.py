@@ -35,12 +35,11 @@ from toolchain.errors import RecordError, VerificationError
 from toolchain.fsutil import atomic_write_json
 from toolchain.progress import duration as _duration, progress, time_left
 from toolchain.pte_records import PteFile, load_method, load_section, program_args, pte_files, reference_path
-from toolchain.record_base import Record
 from toolchain.records import ConvertManifest
 
 from toolchain.host_conditions import Conditions
 
-from .host_bench import HostBenchSettings, check_protocol, load_bundled, ratios_over, time_alternated, unstable_notes
+from .host_bench import HostBenchRecord, HostBenchSettings, check_protocol, load_bundled, ratios_over, time_alternated, unstable_notes
 from .rounds import Ratio, prepare, ratio_notes
 
 log = logging.getLogger(__name__)
@@ -545,27 +544,18 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
-@dataclass
-class PteHostBenchRecord(Record):
+class PteHostBenchRecord(HostBenchRecord):
     """``<bench.out>/executorch-host-bench.json``: the last host check and timing of the ExecuTorch programs."""
 
-    data: Dict[str, Any]
-
-    KIND, SCHEMA, REMEDY = "torchdroid.executorch-host-bench", 1, "run `invoke bench --format executorch` again"
-
-    def body(self) -> Dict[str, Any]:
-        return self.data
-
-    @classmethod
-    def from_body(cls, data: Dict[str, Any], path: Path) -> "PteHostBenchRecord":
-        return cls(dict(data))
+    KIND, REMEDY = "torchdroid.executorch-host-bench", "run `invoke bench --format executorch` again"
+    NAME = "executorch-host-bench.json"
 
 
 def _previous(s: PteBenchSettings) -> Dict[str, Any]:
     """The last results of this output directory, when readable and ours (anything else, an earlier torchdroid's
     too: measure, and write the record anew)."""
     try:
-        return PteHostBenchRecord.load(Path(s.out) / "executorch-host-bench.json").data
+        return PteHostBenchRecord.load(Path(s.out) / PteHostBenchRecord.NAME).data
     except RecordError:
         return {}
 
@@ -714,7 +704,7 @@ def _write(s: PteBenchSettings, checks, lines, notes, ratios, timing_key: str, t
             "repeat": s.repeat, "reference_kernels": s.reference_kernels, "rows": [asdict(x) for x in lines],
             "speedups": speedups(lines, ratios), "ratios": [r.as_dict() for r in ratios], "timing_key": timing_key,
             "notes": notes, "conditions": taken.as_dict() if taken else None}  # how the timing rounds were taken
-    return PteHostBenchRecord(body).write(Path(s.out) / "executorch-host-bench.json")
+    return PteHostBenchRecord(body).write(Path(s.out) / PteHostBenchRecord.NAME)
 
 
 def check_cells(c: CheckRow) -> tuple:
