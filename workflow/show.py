@@ -230,6 +230,10 @@ def deployed(result: Any, formats: Any, as_json: bool = False) -> None:
     for name, part in SHOWS["deploy"].items():
         if name in formats:
             part(result)
+    labels = {d.serial: f"{d.facts.model} ({d.serial})" if d.facts else d.serial for d in result.devices}
+    rec = result.executorch  # every format's verdicts in one list (a row per phone x model or program)
+    numerics(result.numerics, labels, "" if result.numerics or rec is None or rec.numerics
+             else "the runner's outputs were not checked", DEPLOY_NUMERICS)
     from deploy.orchestrate import numerics_policy
 
     policy = numerics_policy(result)
@@ -244,7 +248,6 @@ def deploy(result: Any) -> None:
     result_tables(result.rows)
     labels = {d.serial: f"{d.facts.model} ({d.serial})" if d.facts else d.serial for d in result.devices}
     hardware(result.hardware, labels)
-    numerics(result.numerics, labels)
     for d in result.devices:
         _device(d)
     print(f"device directory: {result.directory}")
@@ -445,6 +448,8 @@ def executorch_runtime(result: Any, log_path: Any, as_json: bool = False) -> Non
 
 
 ET_NUMERICS = "executor_runner's outputs vs the host's ExecuTorch runtime (same program, same inputs)"
+DEPLOY_NUMERICS = ("the phones' outputs vs the host (TorchScript: the bundled inputs; ExecuTorch: " + ET_NUMERICS
+                   + ")")
 
 
 def pte_deploy(result: Any) -> None:
@@ -459,7 +464,6 @@ def pte_deploy(result: Any) -> None:
     for line in rec.notes:
         note(line)
     pte_operators(rec.operators)
-    numerics(result.pte_numerics, {}, "" if rec.numerics else "the runner's outputs were not checked", ET_NUMERICS)
     files = [rec.path, rec.path.with_suffix(".csv")] + ([rec.path.parent / rec.numerics["file"]] if rec.numerics else [])
     print("results: " + ", ".join(map(str, files)))
     if result.run_id is not None:  # both formats in this run
