@@ -138,7 +138,10 @@ def time_alternated(subjects: list, repeat: int, iters: int, bar, threads: int,
     return w.conditions
 
 
-def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
+def run_host_bench(settings: HostBenchSettings, timed: Optional[Dict[str, Any]] = None,
+                   taken: Optional[Conditions] = None) -> HostBenchResult:
+    """``timed``: the CPU models' rounds another format's bench took in this command (file -> Subject), and how
+    (``taken``): when they cover every CPU model, none is timed again."""
     check_protocol(settings, "bench")
     manifest = ConvertManifest.load(settings.models)
     cpu_files = [f for f in manifest.files if f.backend == "cpu"]
@@ -146,8 +149,12 @@ def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
         raise UsageError(f"{manifest.path} lists no CPU models", remedy="run `invoke convert`")
     from toolchain.logs import native_output_to_log
 
-    with native_output_to_log():  # torch's C++ warnings go to the run log, not between the progress lines
-        rows, subjects, taken = _measure_all(cpu_files, settings)
+    if timed and taken is not None and all(f.file in timed for f in cpu_files):
+        subjects = [timed[f.file] for f in cpu_files]
+        rows = _rows(cpu_files, subjects, settings, host_engine())
+    else:
+        with native_output_to_log():  # torch's C++ warnings go to the run log, not between the progress lines
+            rows, subjects, taken = _measure_all(cpu_files, settings)
     floats = {f.stem: f.file for f in cpu_files if f.mode == "none"}  # each quantized model against its float one
     ratios = ratios_over(subjects, {f.file: floats.get(f.stem) for f in cpu_files if f.mode != "none"})
     notes = _notes(rows, ratios) + taken.notes()
@@ -171,10 +178,13 @@ def _measure_all(cpu_files, settings: HostBenchSettings):
 
         taken = time_alternated(subjects, settings.repeat, settings.iters, bar, settings.threads,
                                 lambda s: f"{s.key} ({settings.iters} iterations)")
-    rows = [BenchRow(f.file, f.qualified_variant, f.mode, f.backend, settings.iters, settings.warmup, settings.threads,
+    return _rows(cpu_files, subjects, settings, engine), subjects, taken
+
+
+def _rows(cpu_files, subjects: list, settings: HostBenchSettings, engine: str) -> List[BenchRow]:
+    return [BenchRow(f.file, f.qualified_variant, f.mode, f.backend, settings.iters, settings.warmup, settings.threads,
                      mobile_optimized=bool(f.extra.get("mobile_optimized", False)), memory_kb=s.memory_kb,
                      quantized_engine=engine, **s.stats()) for f, s in zip(cpu_files, subjects)]
-    return rows, subjects, taken
 
 
 def ratios_over(subjects: list, base_of: dict) -> List[Ratio]:

@@ -21,6 +21,7 @@ TorchScript CPU models and, when the host NNAPI builds here, the legacy NNAPI mo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import signal
@@ -434,8 +435,11 @@ def _host_nnapi(s: PteBenchSettings) -> tuple:
     return ok, why
 
 
-def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
-    """Load and warm every candidate, say how long the rounds will take, then time them alternated round by round.
+def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar, also: Sequence[Any] = (),
+                  timed: Optional[Dict[str, Any]] = None) -> tuple:
+    """Load and warm every candidate, say how long the rounds will take, then time them alternated round by round;
+    ``also``: TorchScript CPU models (ModelFile) timed in the same rounds, for the TorchScript format's result, which
+    gets every TorchScript CPU model's rounds in ``timed`` (file -> Subject): each is timed once.
 
     Returns (lines, ratios of each line over the legacy CPU line of the same stem and precision, how the rounds were
     taken)."""
@@ -450,7 +454,17 @@ def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
                            "(--reference-kernels full for the whole protocol)")
         subjects.append(subj)
         bar.advance()
-    taken = time_alternated(subjects, s.repeat, s.iters, bar, s.threads)
+    extra = {}
+    for f in also:
+        bar.describe(f"{f.file}: load, first run, {s.warmup} warm-up")
+        f.check_hash()
+        extra[f.file] = prepare(f.file, lambda p=f.path: load_bundled(p), s.warmup)
+        bar.advance()
+    taken = time_alternated(subjects + list(extra.values()), s.repeat, s.iters, bar, s.threads)
+    if timed is not None:
+        timed.update({c.line.file: dataclasses.replace(subj, key=c.line.file) for c, subj in zip(cands, subjects)
+                      if c.line.runtime == "torchscript-cpu"})
+        timed.update(extra)
     lines = []
     for c, subj in zip(cands, subjects):
         st = subj.stats()
@@ -464,12 +478,14 @@ def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
 # --------------------------------------------------------------------------- the stage
 
 
-def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
+def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Any]] = None) -> PteBenchResult:
+    """``timed``: a dict to fill with every TorchScript CPU model's rounds (file -> Subject), all of them timed in this
+    format's rounds beside its baselines, so that the TorchScript format's result times none again."""
     check_protocol(s, "bench-executorch")
     from toolchain.logs import native_output_to_log
 
     with native_output_to_log():  # ExecuTorch's and cpuinfo's C++ lines go to the run log, not over the progress
-        return _run_pte_bench(s)
+        return _run_pte_bench(s, timed)
 
 
 def _programs(s: PteBenchSettings) -> tuple:
@@ -485,7 +501,7 @@ def _programs(s: PteBenchSettings) -> tuple:
     return files, ref_paths, {stem: load_reference(path) for stem, path in ref_paths.items()}
 
 
-def _run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
+def _run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Any]]) -> PteBenchResult:
     from .torch_state import host_engine, pinned
 
     files, ref_paths, refs = _programs(s)
@@ -497,7 +513,7 @@ def _run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
         checks = _checks(files, refs, ref_paths, s, previous, notes, last)
         cands, idle = _candidates(files, refs, s, notes)
         key = timing_key(cands, s, host_engine())
-        lines, ratios, taken = _timings(cands, s, previous, key, notes)
+        lines, ratios, taken = _timings(cands, s, previous, key, notes, timed)
     lines += idle
     if any(x.mobile_optimized is False for x in lines):
         notes.append(UNOPTIMIZED_BASELINE)
@@ -521,7 +537,7 @@ def _candidates(files: List[PteFile], refs: Dict[str, Any], s: PteBenchSettings,
 
 
 def _timings(cands: List[Candidate], s: PteBenchSettings, previous: Dict[str, Any], key: str,
-             notes: List[str]) -> tuple:
+             notes: List[str], timed: Optional[Dict[str, Any]] = None) -> tuple:
     """(lines, ratios, how they were taken): the last results' when they measured the same files with the same
     settings, else measured."""
     reused = _reused_timing(previous, key)
@@ -529,8 +545,15 @@ def _timings(cands: List[Candidate], s: PteBenchSettings, previous: Dict[str, An
         notes.append(f"timings reused from {previous.get('written')}: the same files measured with the same "
                      "settings (--again measures again)")
         return reused
-    with progress("ExecuTorch host timing", total=len(cands) * (1 + s.repeat)) as bar:
-        return measure_lines(cands, s, bar)
+    also = [] if timed is None else _other_cpu_models(s.models, cands)
+    with progress("ExecuTorch host timing", total=(len(cands) + len(also)) * (1 + s.repeat)) as bar:
+        return measure_lines(cands, s, bar, also, timed)
+
+
+def _other_cpu_models(models_dir: Path, cands: List[Candidate]) -> list:
+    """The manifest's TorchScript CPU models that are not baselines among ``cands``."""
+    timed = {c.line.file for c in cands if c.line.runtime == "torchscript-cpu"}
+    return [f for f in ConvertManifest.load(models_dir).files if f.backend == "cpu" and f.file not in timed]
 
 
 # --------------------------------------------------------------------------- reusing unchanged measurements
