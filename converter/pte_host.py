@@ -435,6 +435,29 @@ def _host_nnapi(s: PteBenchSettings) -> tuple:
     return ok, why
 
 
+def _prepare(c: Candidate, s: PteBenchSettings, bar) -> Any:
+    """A candidate loaded and warmed (converter.rounds.Subject); reference kernels in ``short`` mode: a few
+    iterations, said in its note."""
+    short = c.reference_kernels and s.reference_kernels == "short"
+    bar.describe(f"{c.line.file}: load, first run, {1 if short else s.warmup} warm-up")
+    subj = prepare(c.line.label, c.load, 1 if short else s.warmup)
+    subj.iters = SHORT_ITERS if short else None
+    if short:
+        c.line.note = (f"reference kernels: {SHORT_ITERS} iterations per round, a rough number "
+                       "(--reference-kernels full for the whole protocol)")
+    bar.advance()
+    return subj
+
+
+def _prepare_cpu_model(f: Any, s: PteBenchSettings, bar) -> Any:
+    """A TorchScript CPU model (ModelFile) loaded and warmed, for the TorchScript format's table."""
+    bar.describe(f"{f.file}: load, first run, {s.warmup} warm-up")
+    f.check_hash()
+    subj = prepare(f.file, lambda p=f.path: load_bundled(p), s.warmup)
+    bar.advance()
+    return subj
+
+
 def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar, also: Sequence[Any] = (),
                   timed: Optional[Dict[str, Any]] = None) -> tuple:
     """Load and warm every candidate, say how long the rounds will take, then time them alternated round by round;
@@ -443,23 +466,8 @@ def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar, also: Sequen
 
     Returns (lines, ratios of each line over the legacy CPU line of the same stem and precision, how the rounds were
     taken)."""
-    subjects = []
-    for c in cands:
-        short = c.reference_kernels and s.reference_kernels == "short"
-        bar.describe(f"{c.line.file}: load, first run, {1 if short else s.warmup} warm-up")
-        subj = prepare(c.line.label, c.load, 1 if short else s.warmup)
-        subj.iters = SHORT_ITERS if short else None
-        if short:
-            c.line.note = (f"reference kernels: {SHORT_ITERS} iterations per round, a rough number "
-                           "(--reference-kernels full for the whole protocol)")
-        subjects.append(subj)
-        bar.advance()
-    extra = {}
-    for f in also:
-        bar.describe(f"{f.file}: load, first run, {s.warmup} warm-up")
-        f.check_hash()
-        extra[f.file] = prepare(f.file, lambda p=f.path: load_bundled(p), s.warmup)
-        bar.advance()
+    subjects = [_prepare(c, s, bar) for c in cands]
+    extra = {f.file: _prepare_cpu_model(f, s, bar) for f in also}
     taken = time_alternated(subjects + list(extra.values()), s.repeat, s.iters, bar, s.threads)
     if timed is not None:
         timed.update({c.line.file: dataclasses.replace(subj, key=c.line.file) for c, subj in zip(cands, subjects)
