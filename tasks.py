@@ -72,10 +72,10 @@ def _bench(c, name: str, debug: bool, as_json: bool, **cli) -> None:
     """bench's one loop over the formats asked for (bench.format): every format's settings before any work, then each
     format checks and times its files; its failures (exit 8) after every table."""
     with stage(c.config, name, debug, as_json=as_json):
-        from converter.formats import FORMATS
+        from converter.formats import FORMATS, bench_all
 
         settings = resolve.per_format(c.config, "bench", **cli)
-        results = {fmt: FORMATS[fmt].bench(s) for fmt, s in settings.items()}
+        results = bench_all(settings)
         show.by_format(results, "bench", as_json)
         for fmt, result in results.items():
             FORMATS[fmt].raise_for_failures(result)

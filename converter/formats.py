@@ -7,20 +7,23 @@ Nothing here imports torch: each part imports its module when it is called.
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 
 class Format:
     """One format: how to make it from a model, and how to check and time it on the host."""
 
     name = ""
+    times_cpu_models = False  # its bench times the TorchScript CPU models (its baselines) in its own rounds
 
     def convert(self, settings: Any) -> Any:
         """Make the format's files from the model (``invoke convert``); the result has a ``manifest_path``."""
         raise NotImplementedError
 
-    def bench(self, settings: Any) -> Any:
-        """Check and time the format's files on this machine (``invoke bench``)."""
+    def bench(self, settings: Any, timed: Optional[Dict[str, Any]] = None, taken: Any = None) -> Any:
+        """Check and time the format's files on this machine (``invoke bench``); ``timed``: the TorchScript CPU
+        models' rounds of this command (file -> converter.rounds.Subject), filled by a format that
+        ``times_cpu_models``, taken by the TorchScript format (with ``taken``, how the rounds were taken)."""
         raise NotImplementedError
 
     def raise_for_failures(self, bench_result: Any) -> None:
@@ -35,27 +38,49 @@ class TorchScript(Format):
 
         return convert(settings)
 
-    def bench(self, settings: Any) -> Any:
+    def bench(self, settings: Any, timed: Optional[Dict[str, Any]] = None, taken: Any = None) -> Any:
         from .host_bench import run_host_bench
 
-        return run_host_bench(settings)
+        return run_host_bench(settings, timed, taken)
 
 
 class ExecuTorch(Format):
     name = "executorch"
+    times_cpu_models = True
 
     def convert(self, settings: Any) -> Any:
         from .executorch_lane import convert_executorch
 
         return convert_executorch(settings)
 
-    def bench(self, settings: Any) -> Any:
+    def bench(self, settings: Any, timed: Optional[Dict[str, Any]] = None, taken: Any = None) -> Any:
         from .pte_host import run_pte_bench
 
-        return run_pte_bench(settings)
+        return run_pte_bench(settings, timed)
 
     def raise_for_failures(self, bench_result: Any) -> None:
         bench_result.raise_for_failures()  # exit 8 naming the programs that differ from their reference
 
 
 FORMATS: Dict[str, Format] = {f.name: f for f in (TorchScript(), ExecuTorch())}
+
+
+def bench_all(settings: Dict[str, Any]) -> Dict[str, Any]:
+    """``invoke bench``'s loop: ``{format: result}`` in ``settings``' order.  With TorchScript and a format that times
+    the TorchScript CPU models as its baselines (same models and protocol), that format runs first and times every
+    CPU model in its rounds; the TorchScript result is made from those rounds: each CPU model is timed once."""
+    ts = settings.get(TorchScript.name)
+    timer = next((n for n in settings if FORMATS[n].times_cpu_models and getattr(settings[n], "legacy", False)
+                  and ts is not None and _same_protocol(ts, settings[n])), None)
+    timed: Optional[Dict[str, Any]] = {} if timer else None
+    results = {timer: FORMATS[timer].bench(settings[timer], timed)} if timer else {}
+    taken = getattr(results.get(timer), "conditions", None)
+    for name in settings:
+        if name not in results:
+            results[name] = FORMATS[name].bench(settings[name], timed, taken)
+    return {name: results[name] for name in settings}
+
+
+def _same_protocol(a: Any, b: Any) -> bool:
+    """The same models timed with the same protocol (converter/host_bench.HostBenchSettings)."""
+    return all(getattr(a, k) == getattr(b, k) for k in ("models", "warmup", "iters", "threads", "repeat"))

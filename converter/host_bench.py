@@ -17,13 +17,14 @@ import logging
 import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from toolchain.errors import UsageError
 from toolchain.host_conditions import Conditions, watch
-from toolchain.fsutil import atomic_write_csv, atomic_write_json
+from toolchain.fsutil import atomic_write_csv
 from toolchain.progress import duration, progress
-from toolchain.records import ConvertManifest, now_iso
+from toolchain.record_base import Record
+from toolchain.records import ConvertManifest
 from toolchain.settings import default
 from toolchain.stats import VARIANCE_LIMIT_PCT
 
@@ -68,6 +69,24 @@ class BenchRow:
     repeats: int = 1
     memory_kb: Optional[int] = None  # peak resident memory this model added (load, first run, warm-up); None: unknown
     quantized_engine: str = ""  # torch.backends.quantized.engine while it was loaded and timed
+
+
+@dataclass
+class HostBenchRecord(Record):
+    """``<bench.out>/host-bench.json``: the last host timing of the CPU models (`invoke all` reuses it when it measured
+    the same files with the same protocol)."""
+
+    data: Dict[str, Any]
+
+    KIND, SCHEMA, REMEDY = "torchdroid.host-bench", 1, "run `invoke bench` again"
+    NAME = "host-bench.json"
+
+    def body(self) -> Dict[str, Any]:
+        return self.data
+
+    @classmethod
+    def from_body(cls, data: Dict[str, Any], path: Path) -> "HostBenchRecord":
+        return cls(dict(data))
 
 
 @dataclass
@@ -119,7 +138,10 @@ def time_alternated(subjects: list, repeat: int, iters: int, bar, threads: int,
     return w.conditions
 
 
-def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
+def run_host_bench(settings: HostBenchSettings, timed: Optional[Dict[str, Any]] = None,
+                   taken: Optional[Conditions] = None) -> HostBenchResult:
+    """``timed``: the CPU models' rounds another format's bench took in this command (file -> Subject), and how
+    (``taken``): when they cover every CPU model, none is timed again."""
     check_protocol(settings, "bench")
     manifest = ConvertManifest.load(settings.models)
     cpu_files = [f for f in manifest.files if f.backend == "cpu"]
@@ -127,8 +149,12 @@ def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
         raise UsageError(f"{manifest.path} lists no CPU models", remedy="run `invoke convert`")
     from toolchain.logs import native_output_to_log
 
-    with native_output_to_log():  # torch's C++ warnings go to the run log, not between the progress lines
-        rows, subjects, taken = _measure_all(cpu_files, settings)
+    if timed and taken is not None and all(f.file in timed for f in cpu_files):
+        subjects = [timed[f.file] for f in cpu_files]
+        rows = _rows(cpu_files, subjects, settings, host_engine())
+    else:
+        with native_output_to_log():  # torch's C++ warnings go to the run log, not between the progress lines
+            rows, subjects, taken = _measure_all(cpu_files, settings)
     floats = {f.stem: f.file for f in cpu_files if f.mode == "none"}  # each quantized model against its float one
     ratios = ratios_over(subjects, {f.file: floats.get(f.stem) for f in cpu_files if f.mode != "none"})
     notes = _notes(rows, ratios) + taken.notes()
@@ -152,10 +178,13 @@ def _measure_all(cpu_files, settings: HostBenchSettings):
 
         taken = time_alternated(subjects, settings.repeat, settings.iters, bar, settings.threads,
                                 lambda s: f"{s.key} ({settings.iters} iterations)")
-    rows = [BenchRow(f.file, f.qualified_variant, f.mode, f.backend, settings.iters, settings.warmup, settings.threads,
+    return _rows(cpu_files, subjects, settings, engine), subjects, taken
+
+
+def _rows(cpu_files, subjects: list, settings: HostBenchSettings, engine: str) -> List[BenchRow]:
+    return [BenchRow(f.file, f.qualified_variant, f.mode, f.backend, settings.iters, settings.warmup, settings.threads,
                      mobile_optimized=bool(f.extra.get("mobile_optimized", False)), memory_kb=s.memory_kb,
                      quantized_engine=engine, **s.stats()) for f, s in zip(cpu_files, subjects)]
-    return rows, subjects, taken
 
 
 def ratios_over(subjects: list, base_of: dict) -> List[Ratio]:
@@ -191,11 +220,11 @@ def _write_results(out: Path, manifest: ConvertManifest, cpu_files, rows: List[B
                    ratios: List[Ratio], settings: HostBenchSettings, taken: Conditions):
     import torch
 
-    body = {"kind": "torchdroid.host-bench", "protocol": PROTOCOL, "written": now_iso(), "manifest": str(manifest.path),
+    body = {"protocol": PROTOCOL, "manifest": str(manifest.path),
             "torch": torch.__version__, "threads": settings.threads, "warmup": settings.warmup, "iters": settings.iters,
             "repeat": settings.repeat, "quantized_engine": rows[0].quantized_engine,
             "models": {f.file: f.sha256 for f in cpu_files},  # what was measured (`invoke all` reuses it)
             "rows": [asdict(r) for r in rows], "ratios": [r.as_dict() for r in ratios], "notes": notes,
             "conditions": taken.as_dict()}  # how the rounds were taken: machine, load, other processes, busy
-    json_path = atomic_write_json(out / "host-bench.json", body)
+    json_path = HostBenchRecord(body).write(out / HostBenchRecord.NAME)
     return json_path, atomic_write_csv(out / "host-bench.csv", rows, [f.name for f in fields(BenchRow)])

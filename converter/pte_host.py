@@ -21,6 +21,7 @@ TorchScript CPU models and, when the host NNAPI builds here, the legacy NNAPI mo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import signal
@@ -35,12 +36,11 @@ from toolchain.errors import RecordError, VerificationError
 from toolchain.fsutil import atomic_write_json
 from toolchain.progress import duration as _duration, progress, time_left
 from toolchain.pte_records import PteFile, load_method, load_section, program_args, pte_files, reference_path
-from toolchain.record_base import Record
 from toolchain.records import ConvertManifest
 
 from toolchain.host_conditions import Conditions
 
-from .host_bench import HostBenchSettings, check_protocol, load_bundled, ratios_over, time_alternated, unstable_notes
+from .host_bench import HostBenchRecord, HostBenchSettings, check_protocol, load_bundled, ratios_over, time_alternated, unstable_notes
 from .rounds import Ratio, prepare, ratio_notes
 
 log = logging.getLogger(__name__)
@@ -435,23 +435,44 @@ def _host_nnapi(s: PteBenchSettings) -> tuple:
     return ok, why
 
 
-def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
-    """Load and warm every candidate, say how long the rounds will take, then time them alternated round by round.
+def _prepare(c: Candidate, s: PteBenchSettings, bar) -> Any:
+    """A candidate loaded and warmed (converter.rounds.Subject); reference kernels in ``short`` mode: a few
+    iterations, said in its note."""
+    short = c.reference_kernels and s.reference_kernels == "short"
+    bar.describe(f"{c.line.file}: load, first run, {1 if short else s.warmup} warm-up")
+    subj = prepare(c.line.label, c.load, 1 if short else s.warmup)
+    subj.iters = SHORT_ITERS if short else None
+    if short:
+        c.line.note = (f"reference kernels: {SHORT_ITERS} iterations per round, a rough number "
+                       "(--reference-kernels full for the whole protocol)")
+    bar.advance()
+    return subj
+
+
+def _prepare_cpu_model(f: Any, s: PteBenchSettings, bar) -> Any:
+    """A TorchScript CPU model (ModelFile) loaded and warmed, for the TorchScript format's table."""
+    bar.describe(f"{f.file}: load, first run, {s.warmup} warm-up")
+    f.check_hash()
+    subj = prepare(f.file, lambda p=f.path: load_bundled(p), s.warmup)
+    bar.advance()
+    return subj
+
+
+def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar, also: Sequence[Any] = (),
+                  timed: Optional[Dict[str, Any]] = None) -> tuple:
+    """Load and warm every candidate, say how long the rounds will take, then time them alternated round by round;
+    ``also``: TorchScript CPU models (ModelFile) timed in the same rounds, for the TorchScript format's result, which
+    gets every TorchScript CPU model's rounds in ``timed`` (file -> Subject): each is timed once.
 
     Returns (lines, ratios of each line over the legacy CPU line of the same stem and precision, how the rounds were
     taken)."""
-    subjects = []
-    for c in cands:
-        short = c.reference_kernels and s.reference_kernels == "short"
-        bar.describe(f"{c.line.file}: load, first run, {1 if short else s.warmup} warm-up")
-        subj = prepare(c.line.label, c.load, 1 if short else s.warmup)
-        subj.iters = SHORT_ITERS if short else None
-        if short:
-            c.line.note = (f"reference kernels: {SHORT_ITERS} iterations per round, a rough number "
-                           "(--reference-kernels full for the whole protocol)")
-        subjects.append(subj)
-        bar.advance()
-    taken = time_alternated(subjects, s.repeat, s.iters, bar, s.threads)
+    subjects = [_prepare(c, s, bar) for c in cands]
+    extra = {f.file: _prepare_cpu_model(f, s, bar) for f in also}
+    taken = time_alternated(subjects + list(extra.values()), s.repeat, s.iters, bar, s.threads)
+    if timed is not None:
+        timed.update({c.line.file: dataclasses.replace(subj, key=c.line.file) for c, subj in zip(cands, subjects)
+                      if c.line.runtime == "torchscript-cpu"})
+        timed.update(extra)
     lines = []
     for c, subj in zip(cands, subjects):
         st = subj.stats()
@@ -465,12 +486,14 @@ def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
 # --------------------------------------------------------------------------- the stage
 
 
-def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
+def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Any]] = None) -> PteBenchResult:
+    """``timed``: a dict to fill with every TorchScript CPU model's rounds (file -> Subject), all of them timed in this
+    format's rounds beside its baselines, so that the TorchScript format's result times none again."""
     check_protocol(s, "bench-executorch")
     from toolchain.logs import native_output_to_log
 
     with native_output_to_log():  # ExecuTorch's and cpuinfo's C++ lines go to the run log, not over the progress
-        return _run_pte_bench(s)
+        return _run_pte_bench(s, timed)
 
 
 def _programs(s: PteBenchSettings) -> tuple:
@@ -486,7 +509,7 @@ def _programs(s: PteBenchSettings) -> tuple:
     return files, ref_paths, {stem: load_reference(path) for stem, path in ref_paths.items()}
 
 
-def _run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
+def _run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Any]]) -> PteBenchResult:
     from .torch_state import host_engine, pinned
 
     files, ref_paths, refs = _programs(s)
@@ -498,7 +521,7 @@ def _run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
         checks = _checks(files, refs, ref_paths, s, previous, notes, last)
         cands, idle = _candidates(files, refs, s, notes)
         key = timing_key(cands, s, host_engine())
-        lines, ratios, taken = _timings(cands, s, previous, key, notes)
+        lines, ratios, taken = _timings(cands, s, previous, key, notes, timed)
     lines += idle
     if any(x.mobile_optimized is False for x in lines):
         notes.append(UNOPTIMIZED_BASELINE)
@@ -522,7 +545,7 @@ def _candidates(files: List[PteFile], refs: Dict[str, Any], s: PteBenchSettings,
 
 
 def _timings(cands: List[Candidate], s: PteBenchSettings, previous: Dict[str, Any], key: str,
-             notes: List[str]) -> tuple:
+             notes: List[str], timed: Optional[Dict[str, Any]] = None) -> tuple:
     """(lines, ratios, how they were taken): the last results' when they measured the same files with the same
     settings, else measured."""
     reused = _reused_timing(previous, key)
@@ -530,8 +553,15 @@ def _timings(cands: List[Candidate], s: PteBenchSettings, previous: Dict[str, An
         notes.append(f"timings reused from {previous.get('written')}: the same files measured with the same "
                      "settings (--again measures again)")
         return reused
-    with progress("ExecuTorch host timing", total=len(cands) * (1 + s.repeat)) as bar:
-        return measure_lines(cands, s, bar)
+    also = [] if timed is None else _other_cpu_models(s.models, cands)
+    with progress("ExecuTorch host timing", total=(len(cands) + len(also)) * (1 + s.repeat)) as bar:
+        return measure_lines(cands, s, bar, also, timed)
+
+
+def _other_cpu_models(models_dir: Path, cands: List[Candidate]) -> list:
+    """The manifest's TorchScript CPU models that are not baselines among ``cands``."""
+    timed = {c.line.file for c in cands if c.line.runtime == "torchscript-cpu"}
+    return [f for f in ConvertManifest.load(models_dir).files if f.backend == "cpu" and f.file not in timed]
 
 
 # --------------------------------------------------------------------------- reusing unchanged measurements
@@ -545,27 +575,18 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
-@dataclass
-class PteHostBenchRecord(Record):
+class PteHostBenchRecord(HostBenchRecord):
     """``<bench.out>/executorch-host-bench.json``: the last host check and timing of the ExecuTorch programs."""
 
-    data: Dict[str, Any]
-
-    KIND, SCHEMA, REMEDY = "torchdroid.executorch-host-bench", 1, "run `invoke bench --format executorch` again"
-
-    def body(self) -> Dict[str, Any]:
-        return self.data
-
-    @classmethod
-    def from_body(cls, data: Dict[str, Any], path: Path) -> "PteHostBenchRecord":
-        return cls(dict(data))
+    KIND, REMEDY = "torchdroid.executorch-host-bench", "run `invoke bench --format executorch` again"
+    NAME = "executorch-host-bench.json"
 
 
 def _previous(s: PteBenchSettings) -> Dict[str, Any]:
     """The last results of this output directory, when readable and ours (anything else, an earlier torchdroid's
     too: measure, and write the record anew)."""
     try:
-        return PteHostBenchRecord.load(Path(s.out) / "executorch-host-bench.json").data
+        return PteHostBenchRecord.load(Path(s.out) / PteHostBenchRecord.NAME).data
     except RecordError:
         return {}
 
@@ -714,7 +735,7 @@ def _write(s: PteBenchSettings, checks, lines, notes, ratios, timing_key: str, t
             "repeat": s.repeat, "reference_kernels": s.reference_kernels, "rows": [asdict(x) for x in lines],
             "speedups": speedups(lines, ratios), "ratios": [r.as_dict() for r in ratios], "timing_key": timing_key,
             "notes": notes, "conditions": taken.as_dict() if taken else None}  # how the timing rounds were taken
-    return PteHostBenchRecord(body).write(Path(s.out) / "executorch-host-bench.json")
+    return PteHostBenchRecord(body).write(Path(s.out) / PteHostBenchRecord.NAME)
 
 
 def check_cells(c: CheckRow) -> tuple:

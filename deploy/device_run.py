@@ -55,11 +55,11 @@ class DeviceReport:
     rows: List[ResultRow] = field(default_factory=list)
     errors: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
-    numerics: List[NumericsVerdict] = field(default_factory=list)  # is each model's answer right (deploy/numerics.py)
+    # is each model's (and program's) answer right: every format's verdicts, one list (deploy/numerics.py)
+    numerics: List[NumericsVerdict] = field(default_factory=list)
     hardware: List[Placement] = field(default_factory=list)  # which hardware NNAPI chose (deploy/nnapi_log.py)
     pte_rows: List[PteResultRow] = field(default_factory=list)  # the ExecuTorch programs (executorch_bench.py)
     operators: List[dict] = field(default_factory=list)  # per program: its ETDump's operator table, or unknown and why
-    pte_numerics: List[NumericsVerdict] = field(default_factory=list)  # is each program's answer right
     # told of each row the moment it exists (deploy/orchestrate.Keeper: the run's journal, on disk at once)
     on_row: Optional[Callable[["DeviceReport", ResultRow], None]] = field(default=None, repr=False, compare=False)
 

@@ -145,7 +145,7 @@ def run_programs(run: Any) -> None:
         run.rep.operators.append(_operators(run, et, directory, f, row))
         if et.inputs is not None:
             run.status(f"checking the output of {f.file}")
-            run.rep.pte_numerics.append(_answer(run, et, directory, f, row))
+            run.rep.numerics.append(_answer(run, et, directory, f, row))
 
 
 def _timing_rounds(run: Any, et: ExecutorchPlan, directory: str) -> Tuple[Dict[str, List[str]], Dict[str, str]]:
@@ -250,6 +250,8 @@ def legacy_rows(legacy: Optional[DeployResults], serial: str, stems: Sequence[st
 def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[Any]) -> PteDeployRecord:
     """Every device's ExecuTorch rows beside the latest legacy results of that device (after a run with both formats:
     this run's), each device's failure and each failed program a problem; the record and its numerics record."""
+    from . import pte_numerics as pn
+
     legacy, legacy_facts = load_legacy(s.results)
     stems = sorted({f.stem for f in et.programs})
     rows: List[PteResultRow] = []
@@ -261,7 +263,7 @@ def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[A
         problems += [f"{rep.serial}: {r.file}: {r.note}" for r in rep.pte_rows if r.status != "ok"]
         rows += legacy_rows(legacy, rep.serial, stems) + rep.pte_rows if rep.pte_rows else []
         operators += rep.operators
-        verdicts += rep.pte_numerics
+        verdicts += [v for v in rep.numerics if v.backend == pn.BACKEND]  # the device's one list: its programs'
     add_speedups(rows)
     numerics_file = (NumericsRecord(legacy_facts.get("run_id"), verdicts).write(
         numerics_path(s.results, PTE_RESULTS_STEM)) if et.inputs is not None else None)

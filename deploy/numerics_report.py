@@ -81,26 +81,30 @@ def _table(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def html_section(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str], note: str,
-                 executorch: Sequence[NumericsVerdict] = (), executorch_note: str = "") -> str:
+def one_list(run: Tuple[List[NumericsVerdict], str], executorch: Tuple[List[NumericsVerdict], str]
+             ) -> Tuple[List[NumericsVerdict], str]:
+    """One verdict list per phone: the run's (:func:`of_run`; a run with both formats holds its programs' too) and
+    the latest ExecuTorch record's that the run does not hold (:func:`load_executorch`), with why any is missing."""
+    (verdicts, why), (programs, programs_why) = run, executorch
+    seen = {(v.serial, v.file) for v in verdicts}
+    return (list(verdicts) + [v for v in programs if (v.serial, v.file) not in seen],
+            "; ".join(w for w in (why, programs_why) if w))
+
+
+def html_section(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str], note: str) -> str:
     e = html.escape
-    parts = ["<h2 id='numerics'>Is the answer right (each phone's output on the bundled inputs vs the host)</h2>"]
+    parts = ["<h2 id='numerics'>Is the answer right (each phone's output vs the host's: TorchScript models on their "
+             "bundled inputs, ExecuTorch programs on the recorded reference inputs)</h2>"]
     if note:
         parts.append(f"<p class='warn'>{e(note)}</p>")
     if verdicts:
         parts.append(f"<p>{e(counts(verdicts))}; quantized outputs in LSB of the output scale, float outputs "
                      "relative to the reference's largest magnitude; NNAPI against the host NNAPI in both roundings "
                      "(the closer counts), within the platform's own quant8 tolerance for the phone's API level "
-                     "(AOSP's whole-model tests: 2 LSB on Android 10, 3 LSB from Android 11)</p>")
+                     "(AOSP's whole-model tests: 2 LSB on Android 10, 3 LSB from Android 11); ExecuTorch programs "
+                     "(backend executorch: executor_runner's printed outputs) against the host's ExecuTorch runtime, "
+                     "fp32 relative to the host output's largest magnitude (plus the 6 printed decimals), int8 in LSB "
+                     "of the recorded output quantization</p>")
         parts.append(_table(verdicts, labels))
-    if executorch or executorch_note:
-        parts.append("<h3 id='numerics-executorch'>ExecuTorch programs (deploy-executorch: executor_runner's printed "
-                     "outputs on the recorded reference inputs vs the host's ExecuTorch runtime)</h3>")
-    if executorch_note:
-        parts.append(f"<p class='warn'>{e(executorch_note)}</p>")
-    if executorch:
-        parts.append(f"<p>{e(counts(executorch))}; fp32 programs relative to the host output's largest magnitude "
-                     "(plus the 6 printed decimals), int8 programs in LSB of the recorded output quantization</p>")
-        parts.append(_table(executorch, labels))
     parts.append(f"<p>{e(ALSO_NOT_CHECKED)}</p>")
     return "".join(parts)

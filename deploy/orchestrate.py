@@ -49,7 +49,7 @@ class DeployResult:
     @property
     def differing(self) -> List[NumericsVerdict]:
         """Every phone x model (TorchScript and ExecuTorch) whose outputs differ from the host's."""
-        return [v for v in self.numerics + self.pte_numerics if v.verdict == "differs"]
+        return [v for v in self.numerics if v.verdict == "differs"]
 
     @property
     def rows(self) -> List[ResultRow]:
@@ -58,10 +58,6 @@ class DeployResult:
     @property
     def numerics(self) -> List[NumericsVerdict]:
         return [v for d in self.devices for v in d.numerics]
-
-    @property
-    def pte_numerics(self) -> List[NumericsVerdict]:
-        return [v for d in self.devices for v in d.pte_numerics]
 
     @property
     def hardware(self) -> List[Placement]:

@@ -48,10 +48,8 @@ class ReportResult:
     exports: Dict[str, Path]
     executorch: Optional[PteReportSection] = None  # deploy-executorch's rows beside this run (or how to get them)
     notes: List[str] = field(default_factory=list)  # what the CPU comparisons must say (unoptimised CPU models)
-    numerics: List[NumericsVerdict] = field(default_factory=list)  # is each phone's answer right
-    numerics_note: str = ""  # why there are none (a run without the check)
-    executorch_numerics: List[NumericsVerdict] = field(default_factory=list)  # deploy-executorch's programs
-    executorch_numerics_note: str = ""  # why there are none
+    numerics: List[NumericsVerdict] = field(default_factory=list)  # is each phone's answer right: models, programs
+    numerics_note: str = ""  # why some are missing (a run without the check)
     labels: Dict[str, str] = field(default_factory=dict)  # serial -> "Model (serial)"
     hardware: List[Placement] = field(default_factory=list)  # which hardware NNAPI chose per phone and model
     hardware_note: str = ""  # why there are none
@@ -99,19 +97,19 @@ def make_report(s: ReportSettings) -> ReportResult:
     draw(drawn, png, title=title, executorch=pte, weights=weights)
     notes = baseline_notes(store.settings(run_id).get("models"), rows)
     doc, unreadable = _run_document(Path(s.results), run_id, notes)
-    verdicts, why = numerics_report.of_run(doc, unreadable)
-    et_verdicts, et_why = numerics_report.load_executorch(Path(s.results))
+    verdicts, why = numerics_report.one_list(numerics_report.of_run(doc, unreadable),
+                                             numerics_report.load_executorch(Path(s.results)))
     labels = {r.serial: f"{r.device_model} ({r.serial})" if r.device_model else r.serial for r in rows}
     placements, hw_why = hardware_report.of_run(doc, unreadable)
     phones = phone_overview.overview(drawn, placements, verdicts, labels,
                                      {d.serial: d.operators for d in pte.devices} if pte else None)
     html = write_html(png.with_suffix(".html"), png, title, rows, store.devices(run_id), pte, notes,
-                      numerics_report.html_section(verdicts, labels, why, et_verdicts, et_why),
+                      numerics_report.html_section(verdicts, labels, why),
                       hardware_report.html_section(placements, labels, hw_why), phone_overview.html_section(phones),
                       weights)
     exports = export_again(rows, Path(s.results), run_id, store.devices(run_id), doc, unreadable)
-    return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, et_verdicts, et_why, labels,
-                        placements, hw_why, phones, weights)
+    return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, labels, placements, hw_why,
+                        phones, weights)
 
 
 def _run_document(results: Path, run_id: int, notes: List[str]) -> Tuple[Optional[DeployResults], str]:

@@ -149,18 +149,16 @@ def current_facts(p: AllPlan, facts: Facts, summary: AllSummary) -> Facts:
 def bench_is_current(p: AllPlan) -> Optional[str]:
     """host-bench.json measured exactly these CPU model files with the same protocol, warm-up, iterations, rounds
     and threads."""
-    import json
-
-    from converter.host_bench import PROTOCOL  # torch-free; an older protocol's results are measured again
+    from converter.host_bench import PROTOCOL, HostBenchRecord  # torch-free; an older protocol's: measured again
     from toolchain.records import ConvertManifest
 
     if p.bench is None:
         return None
-    path = Path(p.bench.out) / "host-bench.json"
+    path = Path(p.bench.out) / HostBenchRecord.NAME
     if not path.is_file() or not ConvertManifest.exists(p.bench.models):
         return None
     try:
-        done = json.loads(path.read_text(encoding="utf-8"))
+        done = HostBenchRecord.load(path).data
         manifest = ConvertManifest.load(p.bench.models)
     except Exception:  # unreadable, foreign or stale records: measure again (bench then says what is wrong)
         return None

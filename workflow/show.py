@@ -169,19 +169,20 @@ def executorch_tables(section: Any) -> None:
         (warning if line.startswith("STALE") else note)(line)
 
 
-def numerics(verdicts: Any, labels: Any, why: str = "",
-             what: str = "the phones' outputs on the bundled inputs vs the host", tables: bool = True) -> None:
-    """Is each phone's answer right: one row per phone x model (``tables``: not when each phone's overview showed
-    its verdicts, then the counts only), a warning per model that differs."""
+def numerics(verdicts: Any, labels: Any, why: str = "", shown: Any = ()) -> None:
+    """Is each phone's answer right: one list, a row per phone x model or program (not those each phone's overview
+    showed: ``shown``, (serial, file) pairs; when that is all of them, the counts only), a warning per one that
+    differs."""
     from deploy import numerics_report as nr
 
     if why:
         note(f"numerics: {why}")
     if not verdicts:
         return
-    title = f"is the answer right: {what} ({nr.counts(verdicts)})"
-    if tables:
-        table(title, nr.COLUMNS, nr.table_rows(verdicts, labels), numeric=("largest diff", "LSB", "top-1", "top-5"))
+    title = f"is the answer right: each phone's output vs the host's on the same inputs ({nr.counts(verdicts)})"
+    rest = [v for v in verdicts if (v.serial, v.file) not in shown]
+    if rest:
+        table(title, nr.COLUMNS, nr.table_rows(rest, labels), numeric=("largest diff", "LSB", "top-1", "top-5"))
     else:
         print(title)
     for line in nr.problem_lines(verdicts, labels):
@@ -230,6 +231,10 @@ def deployed(result: Any, formats: Any, as_json: bool = False) -> None:
     for name, part in SHOWS["deploy"].items():
         if name in formats:
             part(result)
+    labels = {d.serial: f"{d.facts.model} ({d.serial})" if d.facts else d.serial for d in result.devices}
+    rec = result.executorch  # every format's verdicts in one list (a row per phone x model or program)
+    numerics(result.numerics, labels, "" if result.numerics or rec is None or rec.numerics
+             else "the runner's outputs were not checked")
     from deploy.orchestrate import numerics_policy
 
     policy = numerics_policy(result)
@@ -244,7 +249,6 @@ def deploy(result: Any) -> None:
     result_tables(result.rows)
     labels = {d.serial: f"{d.facts.model} ({d.serial})" if d.facts else d.serial for d in result.devices}
     hardware(result.hardware, labels)
-    numerics(result.numerics, labels)
     for d in result.devices:
         _device(d)
     print(f"device directory: {result.directory}")
@@ -285,8 +289,8 @@ def report(result: Any, as_json: bool = False) -> None:
     for line in getattr(result, "notes", []):
         note(line)
     hardware(result.hardware, result.labels, result.hardware_note, tables=detail)
-    numerics(result.numerics, result.labels, result.numerics_note, tables=detail)
-    numerics(result.executorch_numerics, result.labels, result.executorch_numerics_note, ET_NUMERICS)
+    numerics(result.numerics, result.labels, result.numerics_note,
+             shown=() if detail else {(r.serial, r.model_file) for r in result.rows})
     executorch_tables(result.executorch)
     print(f"picture: {result.png}")
     print(f"page: {result.html} (chart and every table, per model and run; open it in a browser)")
@@ -444,7 +448,6 @@ def executorch_runtime(result: Any, log_path: Any, as_json: bool = False) -> Non
     print(f"build-info: {info.path} ({result.seconds:.1f}s; log {log_path})")
 
 
-ET_NUMERICS = "executor_runner's outputs vs the host's ExecuTorch runtime (same program, same inputs)"
 
 
 def pte_deploy(result: Any) -> None:
@@ -459,7 +462,6 @@ def pte_deploy(result: Any) -> None:
     for line in rec.notes:
         note(line)
     pte_operators(rec.operators)
-    numerics(result.pte_numerics, {}, "" if rec.numerics else "the runner's outputs were not checked", ET_NUMERICS)
     files = [rec.path, rec.path.with_suffix(".csv")] + ([rec.path.parent / rec.numerics["file"]] if rec.numerics else [])
     print("results: " + ", ".join(map(str, files)))
     if result.run_id is not None:  # both formats in this run

@@ -130,6 +130,35 @@ def test_host_check_per_operator_and_side_by_side_timing(tiny_lane, tmp_path):
     assert labels["ExecuTorch fp32-portable"].timing.repeats == 3 and "reference kernels" in labels["ExecuTorch fp32-portable"].note
 
 
+def test_both_formats_time_each_cpu_model_once(tiny_lane, tmp_path, monkeypatch):
+    """Issue 31 item 1 (h13): `bench --format torchscript,executorch` loaded and timed the TorchScript CPU models
+    twice, once per format; now each CPU model is timed once, in the ExecuTorch format's rounds beside the programs,
+    and the TorchScript result is made from the same rounds (the same numbers in both tables)."""
+    from converter import host_bench, pte_host
+    from converter.formats import bench_all
+    from converter.host_bench import HostBenchSettings
+
+    models = copy_models(tiny_lane[0], tmp_path / "models")
+    loads = []
+    real = host_bench.load_bundled
+
+    def counted(path):
+        loads.append(Path(path).name)
+        return real(path)
+    monkeypatch.setattr(host_bench, "load_bundled", counted)
+    monkeypatch.setattr(pte_host, "load_bundled", counted)
+    ts = HostBenchSettings(models=models, warmup=1, iters=3, threads=1, out=tmp_path / "bench", repeat=2)
+    et = pte_host.PteBenchSettings(**vars(ts), per_operator=False, host_nnapi=False, again=True)
+    results = bench_all({"torchscript": ts, "executorch": et})
+    cpu = sorted(f.file for f in ConvertManifest.load(models).files if f.backend == "cpu")
+    assert sorted(loads) == cpu  # each once
+    assert list(results) == ["torchscript", "executorch"] and sorted(r.file for r in results["torchscript"].rows) == cpu
+    line = next(x for x in results["executorch"].lines if x.label == "TorchScript CPU quant_none")
+    row = next(r for r in results["torchscript"].rows if r.file == line.file)
+    assert row.median_ms == line.timing.median_ms and row.repeats == 2  # one measurement, shown in both tables
+    assert json.loads((tmp_path / "bench" / "host-bench.json").read_text())["rows"][0]["repeats"] == 2
+
+
 def test_a_wrong_reference_fails_the_check(tiny_lane, tmp_path):
     """The check can fail: shift the recorded eager outputs and the fp32 programs no longer match them."""
     import torch

@@ -84,7 +84,8 @@ def test_three_phones_one_runtime_off_one_silent(tiny_lane, runners, tmp_path):
 
     verdicts, why = numerics_report.load_executorch(tmp_path / "res")
     assert len(verdicts) == 9 and not why
-    page = numerics_report.html_section([], {}, numerics_report.NOT_CHECKED, verdicts, why)
+    listed, note = numerics_report.one_list(([], numerics_report.NOT_CHECKED), (verdicts, why))
+    page = numerics_report.html_section(listed, {}, note)
     assert "ExecuTorch programs" in page and page.count("differs") >= 2 and "tiny-int8-xnnpack.pte" in page
 
 

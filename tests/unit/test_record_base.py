@@ -133,6 +133,30 @@ def test_the_executorch_host_bench_is_a_record_and_an_earlier_ones_is_measured_a
     assert _previous(s) == {}
 
 
+def test_the_host_bench_is_a_record_and_an_earlier_ones_is_refused_with_the_command(tmp_path):
+    """host-bench.json (converter/host_bench.py) is a kind on the record base, like executorch-host-bench.json:
+    written with its schema, read back by the one reader; an earlier torchdroid's file (no schema) is refused
+    naming `invoke bench`, and left as it is."""
+    from types import SimpleNamespace
+
+    from converter.host_bench import BenchRow, _write_results
+    from toolchain.records import ConvertManifest
+
+    row = BenchRow("m.pt", "m-quant_none", "none", "cpu", 2, 1, 1, 1.0, 1.0, 1.0, 1.0, True, quantized_engine="x")
+    settings = SimpleNamespace(threads=1, warmup=1, iters=2, repeat=1)
+    path, _ = _write_results(tmp_path, ConvertManifest.empty(tmp_path), [], [row], [], [], settings,
+                             SimpleNamespace(as_dict=lambda: {}))
+    assert json.loads(path.read_text())["schema"] == 1
+    from converter.host_bench import HostBenchRecord
+
+    assert HostBenchRecord.load(path).data["rows"][0]["file"] == "m.pt"
+    earlier = {k: v for k, v in json.loads(path.read_text()).items() if k != "schema"}
+    path.write_text(json.dumps(earlier))
+    with pytest.raises(rb.RecordSchemaOlder, match="schema None") as e:
+        HostBenchRecord.load(path)
+    assert "invoke bench" in e.value.remedy and json.loads(path.read_text()) == earlier
+
+
 EDITS = [  # (what the hand edit does, the field set in the written document, the words of the refusal)
     ("an accelerated placement with an operation on the CPU fallback", "hardware", 0, "operations",
      [["CONV_2D", "qti-dsp"], ["ADD", "nnapi-reference"]], "status 'accelerated', but 1 of its 2"),
