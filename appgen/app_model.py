@@ -4,9 +4,14 @@ pytorch_android's Java API cannot build quantized tensors, and quant_full models
 take a quantized input.  So make-app wraps each of the variant's models in
 :class:`Uint8Input`: it takes uint8 NHWC values the app already mapped through
 the lookup table (see :func:`appgen.assets.input_lut`), reinterprets them as a
-quantized tensor with the manifest's scale and zero point (no arithmetic: the
-table did the normalisation and quantization), views them as NCHW with
-channels-last memory, runs the model and dequantizes its output.
+quantized tensor with the manifest's scale and zero point (the table did the
+normalisation and quantization), views them as NCHW with channels-last memory,
+runs the model and dequantizes its output.
+
+torch has no public call that makes a quantized tensor from its integers; the
+values are put on the grid they already name, ``(q - zero_point) * scale``, and
+quantized with ``torch.quantize_per_tensor``, which rounds each back to ``q``
+(exact for every uint8 value, scale and zero point: tests/unit/test_app_model.py).
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ class Uint8Input(torch.nn.Module):
         self.zero_point = int(zero_point)
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        q = torch._make_per_tensor_quantized_tensor(pixels.contiguous(), self.scale, self.zero_point)
+        on_grid = (pixels.contiguous().to(torch.float32) - self.zero_point) * self.scale
+        q = torch.quantize_per_tensor(on_grid, self.scale, self.zero_point, torch.quint8)
         out = self.inner(q.permute(0, 3, 1, 2))  # NCHW view of NHWC memory: channels_last, no copy
         if out.is_quantized:
             out = out.dequantize()

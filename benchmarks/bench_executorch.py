@@ -135,14 +135,15 @@ def measure(models: Path, args) -> dict:
     legacy = {m: man.find(f"mobilenetv2-quant_{m}")["cpu"] for m in ("none", "full")}
     pte = {p: find_pte(models, f"mobilenetv2-{p}-xnnpack") for p in ("fp32", "int8")}
     example = torch.load(models / "mobilenetv2-executorch-reference.pt", weights_only=True)["inputs"][0]
-    set_threads(args.threads)
+    executorch_threads = set_threads(args.threads)
     ts_fp32, et_fp32 = pair(legacy_call(legacy["none"]), pte_call(pte["fp32"], example), args.rounds, args.warmup,
                             args.iters, "fp32")
     ts_int8, et_int8 = pair(legacy_call(legacy["full"]), pte_call(pte["int8"], example), args.rounds, args.warmup,
                             args.iters, "int8")
     spike = spike_pair(pte["fp32"], example, args)
-    return {"benchmark": "executorch_vs_torchscript_mobilenetv2", "threads": args.threads, "iters": args.iters,
-            "rounds": args.rounds, "torch": torch.__version__, "cpus": os.cpu_count(),
+    return {"benchmark": "executorch_vs_torchscript_mobilenetv2", "threads": args.threads,
+            "executorch_threads": executorch_threads, "iters": args.iters, "rounds": args.rounds,
+            "torch": torch.__version__, "cpus": os.cpu_count(),
             "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],  # other work on the machine skews all numbers
             "torchscript_cpu_quant_none_ms": round(ts_fp32, 3), "executorch_fp32_xnnpack_ms": round(et_fp32, 3),
             "fp32_xnnpack_over_quant_none": rounds_verdict("fp32"),
@@ -165,9 +166,10 @@ def spike_pair(pf, example, args) -> dict:
             model(example)
     out = {}
     for label, threads in (("default_threads", os.cpu_count() or 1), ("bench_threads", args.threads)):
-        set_threads(threads)
+        executorch_threads = set_threads(threads)
         e, x = pair(eager, pte_call(pf, example), args.rounds, args.warmup, args.iters, f"spike-{label}")
-        out[label] = {"threads": threads, "eager_ms": round(e, 3), "executorch_fp32_xnnpack_ms": round(x, 3),
+        out[label] = {"threads": threads, "executorch_threads": executorch_threads, "eager_ms": round(e, 3),
+                      "executorch_fp32_xnnpack_ms": round(x, 3),
                       "executorch_over_eager": rounds_verdict(f"spike-{label}")}
     with torch.no_grad():
         out["max_abs_diff_vs_eager"] = float((pte_call_output(pf, example) - model(example)).abs().max())

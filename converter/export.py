@@ -403,11 +403,13 @@ def _adopt_scripted_children(model, scripted) -> None:
     would infer every submodule's TorchScript type afresh (most of a second) only to find the types quant_full's
     scripting made.  Scripting a module whose children are already scripted reuses them: the same types, the
     same saved file.  Only the children scripting found (a child ``forward`` never calls is left alone)."""
+    import torch
+
     for name, child in list(model.named_children()):
         if name in ("quant", "dequant"):
             continue
         done = getattr(scripted, name, None)
-        if done is not None and hasattr(done, "_c") and done.original_name == type(child).__name__:
+        if isinstance(done, torch.jit.ScriptModule) and done.original_name == type(child).__name__:
             setattr(model, name, done)
 
 

@@ -15,7 +15,8 @@ a debug buffer plus the ETRecord written at convert time go through ExecuTorch's
 block, the portable program per operator.
 
 Timing: the protocol and statistics of ``invoke bench --host`` (converter/host_bench.py: warm-up, timed
-iterations, median / p90 / min / mean, ``threads`` intra-op threads), for the ``.pte`` programs, the legacy
+iterations, median / p90 / min / mean, ``threads`` intra-op threads for torch, ExecuTorch's threadpool at its
+default size: EXECUTORCH_THREADS), for the ``.pte`` programs, the legacy
 TorchScript CPU models and, when the host NNAPI builds here, the legacy NNAPI models.
 """
 
@@ -145,13 +146,18 @@ class PteBenchResult:
 # --------------------------------------------------------------------------- running a program
 
 
-def set_threads(threads: int) -> None:
-    """Intra-op threads for torch and ExecuTorch's threadpool (XNNPACK), like --pthreadpool_size."""
+# ExecuTorch's threadpool (XNNPACK's threads) keeps the size ExecuTorch gives it: its Python API has no public means
+# to set it (docs/architecture.md, "Private members of dependencies we still use, and why"); on a Linux host that is
+# one thread per processor
+EXECUTORCH_THREADS = "ExecuTorch's default (one per processor on a Linux host)"
+
+
+def set_threads(threads: int) -> str:
+    """``threads`` intra-op threads for torch; returns what ExecuTorch's threadpool uses (EXECUTORCH_THREADS)."""
     import torch
-    from executorch.extension.pybindings import portable_lib
 
     torch.set_num_threads(threads)
-    portable_lib._unsafe_reset_threadpool(threads)
+    return EXECUTORCH_THREADS
 
 
 # --------------------------------------------------------------------------- checking
@@ -731,6 +737,7 @@ def _write(s: PteBenchSettings, checks, lines, notes, ratios, timing_key: str, t
 
     body = {"models": str(s.models),
             "torch": torch.__version__, "executorch": executorch_pins.identity(), "threads": s.threads,
+            "executorch_threads": EXECUTORCH_THREADS,
             "warmup": s.warmup, "iters": s.iters, "checks": [asdict(c) for c in checks],
             "repeat": s.repeat, "reference_kernels": s.reference_kernels, "rows": [asdict(x) for x in lines],
             "speedups": speedups(lines, ratios), "ratios": [r.as_dict() for r in ratios], "timing_key": timing_key,

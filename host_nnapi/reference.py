@@ -83,7 +83,7 @@ def _probe(frozen, graph, values, x) -> list:
 
     ret = graph.return_node()
     tup = graph.create("prim::TupleConstruct", values)
-    tup.output().setType(torch._C.TupleType([v.type() for v in values]))
+    tup.output().setType(torch.TupleType([v.type() for v in values]))
     graph.appendNode(tup)
     ret.removeInput(0)
     ret.addInput(tup.output())

@@ -55,7 +55,7 @@ def test_nnapi_asset_is_wrapped_the_same_way(app):
     asset_dir = res.out / "app/src/main/assets"
     nnapi = torch.jit.load(str(asset_dir / "mobilenetv2-quant_full-nnapi-uint8.pt"))
     code = nnapi.code
-    assert "_make_per_tensor_quantized_tensor" in code and "permute" in code and "dequantize" in code
+    assert "quantize_per_tensor" in code and "permute" in code and "dequantize" in code
     assert nnapi.scale == pytest.approx(cpu.input.scale) and nnapi.zero_point == cpu.input.zero_point
     info = records.read_record(res.app_info, records.APP_INFO_KIND, records.APP_INFO_SCHEMA, "")
     entry = info["assets"]["mobilenetv2-quant_full-nnapi-uint8.pt"]

@@ -105,6 +105,10 @@ def test_host_check_per_operator_and_side_by_side_timing(tiny_lane, tmp_path):
     assert labels["ExecuTorch fp32-vulkan"].timing is None and "not runnable here" in labels["ExecuTorch fp32-vulkan"].note
     body = json.loads(result.json_path.read_text())
     assert body["kind"] == "torchdroid.executorch-host-bench"
+    # torch's threads as asked; ExecuTorch's pool at its default, said as such (no public means to size it)
+    from converter.pte_host import EXECUTORCH_THREADS
+
+    assert body["executorch_threads"] == EXECUTORCH_THREADS and body["executorch_threads"].startswith("ExecuTorch's")
     # every line timed in the same alternated rounds: one ratio per round for each line over its legacy CPU line
     ratios = {r["other"]: r for r in body["ratios"]}
     # "speedups" is the one verdict rule's headline, the median of the per-round ratios (not a ratio of medians)

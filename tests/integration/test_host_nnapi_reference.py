@@ -50,3 +50,14 @@ def test_the_reference_values_are_the_folded_graphs_own_values_from_one_probe(mo
     assert want and set(want) == set(ref.values)
     for oid, t in want.items():
         assert torch.equal(ref.values[oid], t), oid
+
+
+def test_the_probe_returns_every_tensor_value_as_one_tuple_typed_by_its_values():
+    """_probe makes the graph return its values as a tuple typed with torch's public TupleType."""
+    frozen = torch.jit.freeze(torch.jit.script(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())).eval())
+    graph = frozen.graph.copy()
+    values = R._tensor_values(graph)
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(0))
+    got = R._probe(frozen, graph, values, x)
+    assert graph.return_node().input().type() == torch.TupleType([v.type() for v in values])
+    assert len(got) == len(values) >= 3 and torch.equal(got[0], x) and torch.equal(got[-1], frozen(x))
