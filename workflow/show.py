@@ -69,6 +69,13 @@ def host_bench(result: Any, as_json: bool = False) -> None:
     print(f"results: {result.json_path}")
 
 
+def _pte_threads(conditions) -> str:
+    """The threads each runtime used: torch's are set, ExecuTorch's threadpool keeps its default (no public API
+    sizes it: docs/architecture.md)."""
+    torch_threads = f"torch at {conditions.threads} thread(s)" if conditions and conditions.threads else "torch threads unknown"
+    return f"{torch_threads}, ExecuTorch at its threadpool's default (one per processor)"
+
+
 def _busy_mark(conditions: Any) -> str:
     """The timing table's flag for a run taken on a busy machine (toolchain/host_conditions.py)."""
     return "; BUSY machine: see the note" if conditions is not None and conditions.busy else ""
@@ -403,7 +410,7 @@ def pte_bench(result: Any, as_json: bool = False) -> None:
           ["program", "reference", "max |diff|", "bound", "top-1/top-5", "per operator", "result"],
           [check_cells(c) for c in result.checks], drop=("bound", "reference", "per operator"))
     unopt = any(x.mobile_optimized is False for x in result.lines)
-    table("host latency, same protocol and threads, alternated round by round (speed-up over legacy TorchScript CPU "
+    table(f"host latency, same protocol, alternated round by round; {_pte_threads(result.conditions)} (speed-up over legacy TorchScript CPU "
           "of the same precision" + (", NOT optimize_for_mobile'd: no XNNPACK in this torch" if unopt else "")
           + "; ? = the rounds' range includes 1.0x: no measured difference; ~ = the rounds spread more than the "
           f"difference{_busy_mark(result.conditions)})",
