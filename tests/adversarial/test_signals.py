@@ -42,7 +42,9 @@ SAID = {signal.SIGINT: ("interrupted", 130), signal.SIGTERM: ("terminated by SIG
 def _start(cwd: Path, case: str) -> subprocess.Popen:
     argv = [INVOKE, "--search-root", str(ROOT), "convert", "--model", TINY, "--weights", "random",
             "--quant", "none,core", "--out", "m"]
-    env = clean_env({"INVOKE_CONVERT_CALIBRATION_COUNT": "8", MARK: case})
+    env = clean_env({"INVOKE_CONVERT_CALIBRATION_COUNT": "8", MARK: case,  # the host library built by every run:
+                     "TORCHDROID_HOST_NNAPI_CACHE": str(cwd / "cache")})  # the same boundaries each time, its compiler
+                                                                           # and temporaries among the checked ones
     return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -99,11 +101,12 @@ def _signal_at(cwd: Path, k: int, sig: int) -> tuple:
     deadline, at = time.monotonic() + 300, None
     try:
         while at is None:
+            ended = proc.poll() is not None  # asked before the log is read: an ended run's log is complete
             seen = _boundaries(cwd)
             if len(seen) > k:
                 at = seen[k]
                 break
-            assert proc.poll() is None, f"the run ended before boundary {k}: {proc.communicate()[0][-3000:]}"
+            assert not ended, f"the run ended before boundary {k}: {proc.communicate()[0][-3000:]}"
             assert time.monotonic() < deadline, f"boundary {k} never came"
             time.sleep(0.01)
         proc.send_signal(sig)
