@@ -239,14 +239,16 @@ class ModeConverter:
         # what torch.fx traces (FX graph mode's prepare, BatchNorm folding) is done here: its symbolic tracer patches
         # torch.nn.Module calls process-wide while it runs, which would break a trace in the other thread
         start = self._calibration_start() if quantized_modes else None
-        calibration = Worker(self._calibrate, start) if quantized_modes else None
-        if fused is not None:
-            try:
+        calibration: Optional[Worker] = None
+        try:
+            if quantized_modes:
+                calibration = Worker(self._calibrate, start)
+            if fused is not None:
                 yield self._none(fused)
-            except BaseException:  # an error here, or the caller stopped: never leave torch running in a thread
-                if calibration is not None:  # while the process exits
-                    _wait_quietly(calibration)
-                raise
+        except BaseException:  # an error here, or the caller stopped: never leave torch running in a thread
+            if calibration is not None:  # while the process exits
+                _wait_quietly(calibration)
+            raise
         if calibration is None:
             return
         if self.qmodel is None:
@@ -268,11 +270,13 @@ class ModeConverter:
                                    nnapi=not any(self.nnapi_problems.get(m) for m in quantized_modes))
         ex = _next_export(exports)
         while ex is not None:  # the next mode is scripted and saved in a thread while this one is checked
-            following = Worker(_next_export, exports)
+            following: Optional[Worker] = None
             try:
+                following = Worker(_next_export, exports)
                 yield self._check(ex)  # recorded now; the following mode's export goes on meanwhile
             except BaseException:  # the check failed or the caller stopped (e.g. its record could not be written):
-                _wait_quietly(following)  # nothing may be written after this run gives up its lock
+                if following is not None:  # nothing may be written after this run gives up its lock
+                    _wait_quietly(following)
                 raise
             ex = following.result()
 

@@ -264,6 +264,9 @@ def estimate_batchnorm(model, batch) -> int:
     return len(bns)
 
 
+FACTORY_STOP_WAIT = 30.0  # seconds a stopped run waits for the user's factory to return before it exits
+
+
 def _call_factory(spec: ModelSpec, seed: int = 0):
     """The user's model: their file imported and its factory called in a worker thread, for at most
     ``spec.factory_timeout`` seconds.
@@ -272,10 +275,16 @@ def _call_factory(spec: ModelSpec, seed: int = 0):
     it, leaving the (daemon) thread behind.  ``sys.exit()`` and ``KeyboardInterrupt`` in the user's code become
     usage errors naming the file, never a silent exit 0.  ``seed``: torch's global seed while the factory runs, so
     the random weights it initialises are the ones the manifest's ``weights.seed`` names."""
+    def said() -> None:
+        log.warning("stopping: waiting up to %g s for %s() in %s to return (a second Ctrl-C stops at once)",
+                    FACTORY_STOP_WAIT, spec.factory_name, spec.factory_file)
+
     with working_directory_kept(spec):
-        worker = Worker(_build_user_model, spec, seed, name="torchdroid-model-factory", daemon=True)
-        _wait_for_factory(worker, spec)
+        worker = Worker(_build_user_model, spec, seed, name="torchdroid-model-factory", daemon=True,
+                        stop_wait=FACTORY_STOP_WAIT, on_stop=said)
+        worker.wait(spec.factory_timeout)
     if not worker.done:
+        worker.stop_wait = 0.0  # given up on: the exit does not wait for it either
         raise UsageError(
             f"the model file {spec.factory_file} took longer than {spec.factory_timeout:g} seconds to load and build "
             f"the model ({spec.factory_name}())",
@@ -285,23 +294,6 @@ def _call_factory(spec: ModelSpec, seed: int = 0):
                    "invoke.yaml (or INVOKE_CONVERT_FACTORY_TIMEOUT=1800)",
         )
     return worker.result()
-
-
-FACTORY_STOP_WAIT = 30.0  # seconds a stopped run waits for the user's factory to return before it exits
-
-
-def _wait_for_factory(worker: Worker, spec: ModelSpec) -> None:
-    """Wait for the factory thread; when Ctrl-C or SIGTERM stops the run meanwhile, wait for it to return (up to
-    ``FACTORY_STOP_WAIT`` s, said after a second; a second signal stops waiting) before the stop goes on: the process
-    must not exit while torch runs in the thread (converter/worker.py)."""
-    try:
-        worker.wait_through_signal(spec.factory_timeout, after_signal=1.0)
-    except BaseException:
-        if not worker.done:
-            log.warning("stopping: waiting up to %g s for %s() in %s to return (a second Ctrl-C stops at once)",
-                        FACTORY_STOP_WAIT, spec.factory_name, spec.factory_file)
-            worker.wait_through_signal(FACTORY_STOP_WAIT)
-        raise
 
 
 @contextlib.contextmanager

@@ -111,3 +111,35 @@ def test_a_signal_while_the_factory_runs_waits_for_it_before_the_process_exits(t
                           timeout=120, cwd=tmp_path)
     assert proc.returncode == 130, (proc.returncode, proc.stdout, proc.stderr[-4000:])
     assert "terminate called" not in proc.stderr
+
+
+AT_START = """
+import os, signal, sys, threading, time
+sys.path.insert(0, {root!r})
+import torch
+from converter.worker import Worker
+
+def busy():
+    a = torch.randn(512, 512)
+    until = time.monotonic() + 2
+    while time.monotonic() < until:
+        a = torch.tanh(a @ a)  # torch's C++ code in the worker thread, without the GIL
+
+real_start = threading.Thread.start
+def start_then_signal(self):
+    real_start(self)
+    os.kill(os.getpid(), signal.SIGINT)  # the thread runs; the caller has no worker to wait for yet
+threading.Thread.start = start_then_signal
+try:
+    Worker(busy, daemon=True)  # as the factory runs: nothing but the worker waits for it
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(130)
+"""
+
+
+def test_a_signal_as_a_worker_starts_still_waits_for_its_torch_work(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(AT_START.format(root=str(ROOT)))],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 130, (proc.returncode, proc.stdout, proc.stderr[-4000:])
+    assert "terminate called" not in proc.stderr
