@@ -21,7 +21,7 @@ from typing import List, Optional
 
 from toolchain.errors import UsageError
 from toolchain.host_conditions import Conditions, watch
-from toolchain.fsutil import atomic_write_csv, atomic_write_json
+from toolchain.fsutil import atomic_write_csv, atomic_write_json, own_dir, refuse_another_owner
 from toolchain.progress import duration, progress
 from toolchain.records import ConvertManifest, now_iso
 from toolchain.settings import default
@@ -121,6 +121,7 @@ def time_alternated(subjects: list, repeat: int, iters: int, bar, threads: int,
 
 def run_host_bench(settings: HostBenchSettings) -> HostBenchResult:
     check_protocol(settings, "bench")
+    refuse_another_owner(settings.out, "bench", "--out")  # before anything is measured
     manifest = ConvertManifest.load(settings.models)
     cpu_files = [f for f in manifest.files if f.backend == "cpu"]
     if not cpu_files:
@@ -197,5 +198,6 @@ def _write_results(out: Path, manifest: ConvertManifest, cpu_files, rows: List[B
             "models": {f.file: f.sha256 for f in cpu_files},  # what was measured (`invoke all` reuses it)
             "rows": [asdict(r) for r in rows], "ratios": [r.as_dict() for r in ratios], "notes": notes,
             "conditions": taken.as_dict()}  # how the rounds were taken: machine, load, other processes, busy
+    own_dir(out, "bench")  # each file listed in its manifest: clean removes these and keeps the user's
     json_path = atomic_write_json(out / "host-bench.json", body)
     return json_path, atomic_write_csv(out / "host-bench.csv", rows, [f.name for f in fields(BenchRow)])

@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, VerificationError
-from toolchain.fsutil import atomic_write_json
+from toolchain.fsutil import atomic_write_json, own_dir, refuse_another_owner
 from toolchain.progress import duration as _duration, progress, time_left
 from toolchain.pte_records import PteFile, load_method, load_section, program_args, pte_files, reference_path
 from toolchain.record_base import Record
@@ -467,6 +467,7 @@ def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar) -> tuple:
 
 def run_pte_bench(s: PteBenchSettings) -> PteBenchResult:
     check_protocol(s, "bench-executorch")
+    refuse_another_owner(s.out, "bench-executorch", "--out")  # before anything is measured
     from toolchain.logs import native_output_to_log
 
     with native_output_to_log():  # ExecuTorch's and cpuinfo's C++ lines go to the run log, not over the progress
@@ -714,6 +715,7 @@ def _write(s: PteBenchSettings, checks, lines, notes, ratios, timing_key: str, t
             "repeat": s.repeat, "reference_kernels": s.reference_kernels, "rows": [asdict(x) for x in lines],
             "speedups": speedups(lines, ratios), "ratios": [r.as_dict() for r in ratios], "timing_key": timing_key,
             "notes": notes, "conditions": taken.as_dict() if taken else None}  # how the timing rounds were taken
+    own_dir(Path(s.out), "bench-executorch")  # each file listed in its manifest: clean keeps the user's
     return PteHostBenchRecord(body).write(Path(s.out) / "executorch-host-bench.json")
 
 
