@@ -390,21 +390,24 @@ def atomic_dir(final: PathLike, force: bool = False, stage: Optional[str] = None
         if any(final.iterdir()):
             check_removable(final, "--out", named=True, verb="replace")  # never ~, /, . or a changed checkout
     final.parent.mkdir(parents=True, exist_ok=True)
-    with signals_held():  # the temporary exists only once the cleanup below knows it
-        tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(final.name), suffix=PARTIAL_SUFFIX, dir=final.parent))
+    tmp: Optional[Path] = None
     try:
+        with signals_held():  # the temporary exists only once the cleanup below knows it
+            tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(final.name), suffix=PARTIAL_SUFFIX, dir=final.parent))
         if stage is not None:
             mark_owned(tmp, stage)
         yield tmp
         with signals_held():  # listed, the user's files carried over, swapped: one step for a signal
             _swap_in(tmp, final)
     except OSError as e:
-        _remove(tmp)
+        if tmp is not None:
+            _remove(tmp)
         if e.errno in _FULL_ERRNOS:
             raise _no_space_error(final.parent, f"the directory {final.name}", e) from e
         raise
     except BaseException:
-        _remove(tmp)
+        if tmp is not None:
+            _remove(tmp)
         raise
 
 

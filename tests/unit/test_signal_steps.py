@@ -143,3 +143,18 @@ def test_a_signal_as_a_worker_starts_still_waits_for_its_torch_work(tmp_path):
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 130, (proc.returncode, proc.stdout, proc.stderr[-4000:])
     assert "terminate called" not in proc.stderr
+
+
+def test_a_signal_while_a_directory_is_created_leaves_no_partial(tmp_path, monkeypatch):
+    real = tempfile.mkdtemp
+
+    def mkdtemp_then_signal(*args, **kwargs):
+        made = real(*args, **kwargs)
+        _interrupt_self()  # the directory exists, atomic_dir does not know it yet
+        return made
+
+    monkeypatch.setattr(fsutil.tempfile, "mkdtemp", mkdtemp_then_signal)
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_dir(tmp_path / "models", stage="convert") as d:
+            (d / "a.pt").write_text("model")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
