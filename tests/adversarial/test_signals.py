@@ -149,9 +149,6 @@ def boundaries(tmp_path_factory) -> List[str]:
 
 @pytest.mark.slow
 @adversarial("signals", "SIGINT/SIGTERM at each stage boundary")
-@pytest.mark.xfail(strict=False, reason="known races, issue 34 open: SIGTERM while quant_none's calibration thread "
-                   "runs can still end in C++'s 'terminate called without an active exception' (exit -6), and SIGINT "
-                   "inside an atomic write's last step can leave its .partial file; each passes in most runs")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_at_each_stage_boundary_stops_the_run_cleanly(tmp_path, boundaries, sig):
     said, code = SAID[sig]
