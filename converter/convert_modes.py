@@ -11,7 +11,6 @@ from toolchain.errors import command
 
 import contextlib
 import logging
-import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from .export import (ExportedVariant, export_float, export_quantized, fused_floa
                      top1_in_chunks,
                      xnnpack_available)
 from .host_check import Agreement, as_float, host_check, is_logits, spec_of
+from .worker import Worker
 from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
 from .precheck import Problem, check_model, nnapi_refused, refuse
 from .prequantized import load_prequantized
@@ -97,39 +97,12 @@ def _mobile_optimization(facts: ConversionFacts) -> None:
     facts.notes.append(NO_XNNPACK)  # said once per run: the warning above already did
 
 
-class _Background:
-    """``fn(*args)`` in a thread; :meth:`result` waits for it and returns its value or raises its exception."""
-
-    def __init__(self, fn, *args):
-        self._value: Any = None
-        self._error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, args=(fn, args), name="torchdroid-convert",
-                                        daemon=False)  # joined at exit: torch killed mid-run aborts the process
-        self._thread.start()
-
-    def _run(self, fn, args) -> None:
-        try:
-            self._value = fn(*args)
-        except BaseException as e:  # handed to the caller by result()
-            self._error = e
-
-    def result(self):
-        try:
-            self._thread.join()
-        except BaseException:  # a signal while waiting: torch must not be left running in a thread while the
-            self._thread.join()  # process exits (C++ aborts it: "terminate called without an active exception")
-            raise
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
 def _next_export(exports: Iterator[ExportedVariant]) -> Optional[ExportedVariant]:
     with torch.no_grad():  # grad mode is per thread
         return next(exports, None)
 
 
-def _wait_quietly(job: _Background) -> None:
+def _wait_quietly(job: Worker) -> None:
     """Let a background job finish (its own error is dropped: the caller is raising a first one)."""
     try:
         job.result()
@@ -192,7 +165,7 @@ class ModeConverter:
         self.facts = ConversionFacts()
         self.model = None
         self.qmodel = None  # the quantized model made from self.quantized in prepare()
-        self._float_top1: Optional[_Background] = None  # pre-quantized: the float predictions, still computing
+        self._float_top1: Optional[Worker] = None  # pre-quantized: the float predictions, still computing
         self._first_quantized: Optional[tuple] = None  # (mode, bundled-input output, agreement) of the first checked
         self.batch: List[torch.Tensor] = []
         self.agreement: Optional[Agreement] = None
@@ -266,14 +239,16 @@ class ModeConverter:
         # what torch.fx traces (FX graph mode's prepare, BatchNorm folding) is done here: its symbolic tracer patches
         # torch.nn.Module calls process-wide while it runs, which would break a trace in the other thread
         start = self._calibration_start() if quantized_modes else None
-        calibration = _Background(self._calibrate, start) if quantized_modes else None
-        if fused is not None:
-            try:
+        calibration: Optional[Worker] = None
+        try:
+            if quantized_modes:
+                calibration = Worker(self._calibrate, start)
+            if fused is not None:
                 yield self._none(fused)
-            except BaseException:  # an error here, or the caller stopped: never leave torch running in a thread
-                if calibration is not None:  # while the process exits
-                    _wait_quietly(calibration)
-                raise
+        except BaseException:  # an error here, or the caller stopped: never leave torch running in a thread
+            if calibration is not None:  # while the process exits
+                _wait_quietly(calibration)
+            raise
         if calibration is None:
             return
         if self.qmodel is None:
@@ -295,11 +270,13 @@ class ModeConverter:
                                    nnapi=not any(self.nnapi_problems.get(m) for m in quantized_modes))
         ex = _next_export(exports)
         while ex is not None:  # the next mode is scripted and saved in a thread while this one is checked
-            following = _Background(_next_export, exports)
+            following: Optional[Worker] = None
             try:
+                following = Worker(_next_export, exports)
                 yield self._check(ex)  # recorded now; the following mode's export goes on meanwhile
             except BaseException:  # the check failed or the caller stopped (e.g. its record could not be written):
-                _wait_quietly(following)  # nothing may be written after this run gives up its lock
+                if following is not None:  # nothing may be written after this run gives up its lock
+                    _wait_quietly(following)
                 raise
             ex = following.result()
 

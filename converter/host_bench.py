@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional
 
 from toolchain.errors import UsageError
 from toolchain.host_conditions import Conditions, watch
-from toolchain.fsutil import atomic_write_csv
+from toolchain.fsutil import atomic_write_csv, own_dir, refuse_another_owner
 from toolchain.progress import duration, progress
 from toolchain.record_base import Record
 from toolchain.records import ConvertManifest
@@ -143,6 +143,7 @@ def run_host_bench(settings: HostBenchSettings, timed: Optional[Dict[str, Any]] 
     """``timed``: the CPU models' rounds another format's bench took in this command (file -> Subject), and how
     (``taken``): when they cover every CPU model, none is timed again."""
     check_protocol(settings, "bench")
+    refuse_another_owner(settings.out, "bench", "--out")  # before anything is measured
     manifest = ConvertManifest.load(settings.models)
     cpu_files = [f for f in manifest.files if f.backend == "cpu"]
     if not cpu_files:
@@ -226,5 +227,6 @@ def _write_results(out: Path, manifest: ConvertManifest, cpu_files, rows: List[B
             "models": {f.file: f.sha256 for f in cpu_files},  # what was measured (`invoke all` reuses it)
             "rows": [asdict(r) for r in rows], "ratios": [r.as_dict() for r in ratios], "notes": notes,
             "conditions": taken.as_dict()}  # how the rounds were taken: machine, load, other processes, busy
+    own_dir(out, "bench")  # each file listed in its manifest: clean removes these and keeps the user's
     json_path = HostBenchRecord(body).write(out / HostBenchRecord.NAME)
     return json_path, atomic_write_csv(out / "host-bench.csv", rows, [f.name for f in fields(BenchRow)])

@@ -11,7 +11,6 @@ import importlib.util
 import logging
 import os
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional, Tuple
@@ -21,6 +20,7 @@ from toolchain.fsutil import sha256_file
 from toolchain.settings import default
 
 from .finite import refuse_non_finite_weights
+from .worker import Worker
 from .input_specs import InputSpec, inputs_text, parse_inputs, sampler
 
 log = logging.getLogger(__name__)
@@ -264,6 +264,9 @@ def estimate_batchnorm(model, batch) -> int:
     return len(bns)
 
 
+FACTORY_STOP_WAIT = 30.0  # seconds a stopped run waits for the user's factory to return before it exits
+
+
 def _call_factory(spec: ModelSpec, seed: int = 0):
     """The user's model: their file imported and its factory called in a worker thread, for at most
     ``spec.factory_timeout`` seconds.
@@ -272,13 +275,16 @@ def _call_factory(spec: ModelSpec, seed: int = 0):
     it, leaving the (daemon) thread behind.  ``sys.exit()`` and ``KeyboardInterrupt`` in the user's code become
     usage errors naming the file, never a silent exit 0.  ``seed``: torch's global seed while the factory runs, so
     the random weights it initialises are the ones the manifest's ``weights.seed`` names."""
-    outcome: Dict[str, Any] = {}
-    worker = threading.Thread(target=_build_user_model, args=(spec, seed, outcome), name="torchdroid-model-factory",
-                              daemon=True)
+    def said() -> None:
+        log.warning("stopping: waiting up to %g s for %s() in %s to return (a second Ctrl-C stops at once)",
+                    FACTORY_STOP_WAIT, spec.factory_name, spec.factory_file)
+
     with working_directory_kept(spec):
-        worker.start()
-        worker.join(spec.factory_timeout)
-    if worker.is_alive():
+        worker = Worker(_build_user_model, spec, seed, name="torchdroid-model-factory", daemon=True,
+                        stop_wait=FACTORY_STOP_WAIT, on_stop=said)
+        worker.wait(spec.factory_timeout)
+    if not worker.done:
+        worker.stop_wait = 0.0  # given up on: the exit does not wait for it either
         raise UsageError(
             f"the model file {spec.factory_file} took longer than {spec.factory_timeout:g} seconds to load and build "
             f"the model ({spec.factory_name}())",
@@ -287,9 +293,7 @@ def _call_factory(spec: ModelSpec, seed: int = 0):
             remedy="make the file and its factory return sooner, or raise the limit: convert.factory_timeout in "
                    "invoke.yaml (or INVOKE_CONVERT_FACTORY_TIMEOUT=1800)",
         )
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["model"]
+    return worker.result()
 
 
 @contextlib.contextmanager
@@ -312,12 +316,9 @@ def working_directory_kept(spec: ModelSpec) -> Iterator[None]:
         os.close(here)
 
 
-def _build_user_model(spec: ModelSpec, seed: int, outcome: Dict[str, Any]) -> None:
-    """The worker thread's body: ``outcome["model"]``, or ``outcome["error"]`` (a UsageError), never an escape."""
-    try:
-        outcome["model"] = _import_and_call(spec, seed)
-    except UsageError as e:
-        outcome["error"] = e
+def _build_user_model(spec: ModelSpec, seed: int):
+    """The worker thread's body: the model, or a UsageError naming the file."""
+    return _import_and_call(spec, seed)
 
 
 def _import_and_call(spec: ModelSpec, seed: int = 0):

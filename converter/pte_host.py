@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, VerificationError
-from toolchain.fsutil import atomic_write_json
+from toolchain.fsutil import atomic_write_json, own_dir, refuse_another_owner
 from toolchain.progress import duration as _duration, progress, time_left
 from toolchain.pte_records import PteFile, load_method, load_section, program_args, pte_files, reference_path
 from toolchain.records import ConvertManifest
@@ -496,6 +496,7 @@ def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Any]] = None) -
     """``timed``: a dict to fill with every TorchScript CPU model's rounds (file -> Subject), all of them timed in this
     format's rounds beside its baselines, so that the TorchScript format's result times none again."""
     check_protocol(s, "bench-executorch")
+    refuse_another_owner(s.out, "bench-executorch", "--out")  # before anything is measured
     from toolchain.logs import native_output_to_log
 
     with native_output_to_log():  # ExecuTorch's and cpuinfo's C++ lines go to the run log, not over the progress
@@ -742,6 +743,7 @@ def _write(s: PteBenchSettings, checks, lines, notes, ratios, timing_key: str, t
             "repeat": s.repeat, "reference_kernels": s.reference_kernels, "rows": [asdict(x) for x in lines],
             "speedups": speedups(lines, ratios), "ratios": [r.as_dict() for r in ratios], "timing_key": timing_key,
             "notes": notes, "conditions": taken.as_dict() if taken else None}  # how the timing rounds were taken
+    own_dir(Path(s.out), "bench-executorch")  # each file listed in its manifest: clean keeps the user's
     return PteHostBenchRecord(body).write(Path(s.out) / PteHostBenchRecord.NAME)
 
 

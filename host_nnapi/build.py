@@ -7,11 +7,11 @@ import logging
 import os
 import platform
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Optional
 
 from toolchain.errors import ToolFailed, ToolNotFound
+from toolchain.fsutil import atomic_path
 from toolchain.runner import run
 
 log = logging.getLogger(__name__)
@@ -114,20 +114,11 @@ def build_library(cache: Optional[Path] = None, log_path: Optional[Path] = None,
         return lib
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_path or out_dir / "build.log"
-    fd, tmp = tempfile.mkstemp(prefix=f".{LIB_NAME}.", suffix=".partial", dir=out_dir)
-    os.close(fd)
-    try:
-        define = '-DTDNN_PACKAGE_PARENT="' + PACKAGE_PARENT.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    define = '-DTDNN_PACKAGE_PARENT="' + PACKAGE_PARENT.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    log.info("building the host NNAPI library with %s", cc.path.name)
+    with atomic_path(lib) as tmp:  # the compiler writes a temporary: a stopped build leaves nothing under the name
         argv = [cc.path, *CFLAGS, f"-Wl,-soname,{LIB_NAME}", define, "-o", tmp, CSRC / "host_nn.c", "-ldl", "-lpthread"]
-        log.info("building the host NNAPI library with %s", cc.path.name)
         run(argv, log_path=log_path, what="compiling the host NNAPI library",
             hint=lambda out: "the C sources failed to compile with this compiler; the log has the diagnostics")
-        os.replace(tmp, lib)
-    except (ToolFailed, ToolNotFound):
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     log.debug("host NNAPI library: %s", lib)
     return lib

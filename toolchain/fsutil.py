@@ -37,6 +37,9 @@ into one place, and a full disk is a clean error.  Each helper in one line:
   regular file of their own (a symlink or a hard link to a user's file is never truncated); every other
   marker, record and temporary goes through ``atomic_path`` (``mkstemp``'s ``O_EXCL``, then a rename that
   replaces a link instead of writing through it); ``open_append(path)`` opens a log the same way.
+* **a signal between two steps**: ``with signals_held():`` makes Ctrl-C, SIGTERM and SIGHUP wait for the end of a
+  short block (a temporary's creation and its name kept, the manifest entry and the rename, a cleanup): a signal
+  never leaves a ``.partial`` no ``finally`` knows of, nor a final file the manifest does not list.
 * **stale partials**: ``remove_stale_partials(dir)`` removes ``*.partial`` temporaries of dead runs
   (ours by name: ``.td<pid>.`` with a pid that no longer runs, or the older pid-less names once
   older than an hour); ``output_lock`` calls it for the directory it locks.
@@ -56,6 +59,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import stat
 import tempfile
 import threading
@@ -111,9 +115,10 @@ def ensure_writable_dir(path: PathLike, what: str = "output directory") -> Path:
         )
     try:
         path.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".torchdroid-probe-", dir=path)
-        os.close(fd)
-        os.unlink(probe)
+        with signals_held():  # the probe never stays behind
+            fd, probe = tempfile.mkstemp(prefix=".torchdroid-probe-", dir=path)
+            os.close(fd)
+            os.unlink(probe)
     except OSError as e:
         if e.errno in _FULL_ERRNOS:
             raise _no_space_error(path, f"the {what}", e) from e
@@ -217,8 +222,52 @@ def _partial_prefix(name: str) -> str:
     return f".{name}.td{os.getpid()}."
 
 
+_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _Held:
+    """The handler while :func:`signals_held` runs: notes the signal, which takes effect when the block ends."""
+
+    def __init__(self) -> None:
+        self.caught: List[int] = []
+
+    def __call__(self, signum, frame) -> None:  # noqa: ARG002 - signal handler signature
+        self.caught.append(signum)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Within the block SIGINT, SIGTERM and SIGHUP are noted, not acted on; the first one noted is delivered to
+    the handler it would have met (Ctrl-C's KeyboardInterrupt, the task's ``Terminated``, the default action) as
+    the block ends.  For short steps that must not be cut in two.  Python runs signal handlers in the main thread
+    only: elsewhere, and inside an outer block, nothing changes."""
+    if threading.current_thread() is not threading.main_thread() or isinstance(signal.getsignal(signal.SIGINT),
+                                                                              _Held):
+        yield
+        return
+    held = _Held()
+    previous: Dict[int, Any] = {}
+    try:
+        for s in _HELD_SIGNALS:
+            if signal.getsignal(s) is not None:  # None: a handler not set from Python, which cannot be put back
+                previous[s] = signal.signal(s, held)
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if held.caught:
+            _deliver(held.caught[0], previous[held.caught[0]])
+
+
+def _deliver(signum: int, handler: Any) -> None:
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        os.kill(os.getpid(), signum)
+
+
 def _remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
+    with signals_held(), contextlib.suppress(FileNotFoundError):  # a second signal does not stop the cleanup
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
         else:
@@ -237,17 +286,19 @@ def atomic_path(final: PathLike, suffix: str = "") -> Iterator[Path]:
     tmp_path: Optional[Path] = None
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(final.name), suffix=f"{suffix}{PARTIAL_SUFFIX}",
-                                   dir=final.parent)
-        os.close(fd)
-        tmp_path = Path(tmp)
+        with signals_held():  # the temporary exists only once its name is kept for the cleanup below
+            fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(final.name), suffix=f"{suffix}{PARTIAL_SUFFIX}",
+                                       dir=final.parent)
+            os.close(fd)
+            tmp_path = Path(tmp)
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp's 0600 would make artefacts private: use what open() gives
         yield tmp_path
         if not tmp_path.exists():
             raise FileNotFoundError(f"nothing was written to {tmp_path}")
-        if tmp_path.is_file() and not _ours(final):  # listed before the rename: a signal between the two never
-            record_written(final, digest=sha256_file(tmp_path))  # leaves a final file the manifest calls the user's
-        os.replace(tmp_path, final)
+        with signals_held():  # listed, then renamed: never a final file the manifest calls the user's
+            if tmp_path.is_file() and not _ours(final):
+                record_written(final, digest=sha256_file(tmp_path))
+            os.replace(tmp_path, final)
     except OSError as e:
         if tmp_path is not None:
             _remove(tmp_path)
@@ -339,29 +390,44 @@ def atomic_dir(final: PathLike, force: bool = False, stage: Optional[str] = None
         if any(final.iterdir()):
             check_removable(final, "--out", named=True, verb="replace")  # never ~, /, . or a changed checkout
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(final.name), suffix=PARTIAL_SUFFIX, dir=final.parent))
+    tmp: Optional[Path] = None
     try:
+        with signals_held():  # the temporary exists only once the cleanup below knows it
+            tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(final.name), suffix=PARTIAL_SUFFIX, dir=final.parent))
         if stage is not None:
             mark_owned(tmp, stage)
         yield tmp
-        if is_owned(tmp):
-            record_tree(tmp)
-        carry_over_kept(final, tmp)
-        if final.exists():
-            old = final.with_name(f"{_partial_prefix(final.name)}old{PARTIAL_SUFFIX}")
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
+        with signals_held():  # listed, the user's files carried over, swapped: one step for a signal
+            _swap_in(tmp, final)
     except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            _remove(tmp)
         if e.errno in _FULL_ERRNOS:
             raise _no_space_error(final.parent, f"the directory {final.name}", e) from e
         raise
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            _remove(tmp)
         raise
+
+
+def _swap_in(tmp: Path, final: Path) -> None:
+    """``atomic_dir``'s last step: ``tmp``'s manifest, the kept files of ``final`` moved in, ``tmp`` renamed to
+    ``final`` (the old one removed after)."""
+    if is_owned(tmp):
+        record_tree(tmp)
+    carry_over_kept(final, tmp)
+    if not final.exists():
+        os.replace(tmp, final)
+        return
+    old = final.with_name(f"{_partial_prefix(final.name)}old{PARTIAL_SUFFIX}")
+    os.replace(final, old)
+    try:
+        os.replace(tmp, final)
+    except OSError:
+        os.replace(old, final)  # the old directory back under its name
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def save_torch_module(module: Any, path: PathLike) -> Tuple[int, str]:

@@ -6,12 +6,14 @@ import contextlib
 import datetime as _dt
 import logging
 import os
+import re
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, List, Optional
 
 from .layout import Layout
 
+LOG_NAME = re.compile(r"(.+)-\d{8}-\d{6}-\d+\.log")  # <task>-<stamp>-<pid>.log: the name of every run log
 CONSOLE_FORMAT = "%(message)s"
 FILE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 _HANDLER_TAG = "_torchdroid_handler"
@@ -89,6 +91,7 @@ def setup_logging(build_dir: Path, stage: str, debug: bool = False, path: Option
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     path = path or logs / f"{stage}-{stamp}-{os.getpid()}.log"
     fh = _LogFile(path, encoding="utf-8")
+    _record_log(logs, path)
     fh.setLevel(logging.DEBUG)
     fh.setFormatter(logging.Formatter(FILE_FORMAT))
     setattr(fh, _HANDLER_TAG, True)
@@ -122,6 +125,35 @@ def setup_logging(build_dir: Path, stage: str, debug: bool = False, path: Option
             warnings_log.removeHandler(h)
     warnings_log.addHandler(fh)
     return path
+
+
+def _record_log(logs: Path, path: Path) -> None:
+    """List the run log in the log directory's manifest (by name: it grows while the run writes it), so that rotation
+    and ``clean --what logs`` remove only torchdroid's logs and name anything else there.  A directory marked now
+    takes the logs an older torchdroid wrote there (its log names) as its own.  Never fails the run: a log left
+    unlisted (a full disk) is only kept and named by clean."""
+    from .fsutil import LIVE, is_owned, own_dir, record_written
+
+    with contextlib.suppress(OSError):
+        if not is_owned(logs):
+            own_dir(logs, "logs")
+            for old in sorted(logs.iterdir()):
+                if LOG_NAME.fullmatch(old.name) and old.is_file() and not old.is_symlink():
+                    record_written(old, kind=LIVE)
+        record_written(path, kind=LIVE)
+
+
+def torchdroid_logs(logs: Path) -> List[Path]:
+    """The run logs in ``logs`` torchdroid may remove: the ones its manifest lists, or (an older torchdroid's
+    directory, no manifest) the files named as run logs."""
+    from .fsutil import ownership
+
+    if not Path(logs).is_dir():
+        return []
+    found = ownership(logs)
+    names = set(found.ours) if found is not None else None
+    return sorted(p for p in Path(logs).glob("*.log") if LOG_NAME.fullmatch(p.name) and p.is_file()
+                  and not p.is_symlink() and (names is None or p.name in names))
 
 
 OWN_LOGGERS = ("torchdroid", "converter", "deploy", "workflow", "toolchain", "host_nnapi", "ndk_build", "appgen",
@@ -184,14 +216,12 @@ def rotate_logs(logs: Path, keep: int = 50) -> list:
 
     The log of the running process is never removed.
     """
-    import re
+    from .fsutil import record_removed
 
     current = current_log_path()
     by_task: dict = {}
-    for p in Path(logs).glob("*.log") if Path(logs).is_dir() else ():
-        m = re.match(r"(.+)-\d{8}-\d{6}-\d+\.log$", p.name)
-        if m:
-            by_task.setdefault(m.group(1), []).append(p)
+    for p in torchdroid_logs(logs):
+        by_task.setdefault(LOG_NAME.fullmatch(p.name).group(1), []).append(p)
     removed = []
     for paths in by_task.values():
         paths.sort(key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
@@ -199,5 +229,6 @@ def rotate_logs(logs: Path, keep: int = 50) -> list:
             if current is not None and old.resolve() == current.resolve():
                 continue
             old.unlink(missing_ok=True)
+            record_removed(old)
             removed.append(old)
     return removed

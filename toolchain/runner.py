@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence, Union
 
 from .errors import ToolFailed, ToolNotFound
-from .fsutil import open_append
+from .fsutil import open_append, signals_held
 
 log = logging.getLogger(__name__)
 
@@ -88,15 +88,18 @@ def run(
     log_file = _open_log(log_path, argv, cwd)
     log.debug("run: %s (cwd=%s)", quote_argv(argv), cwd)
     start = time.monotonic()
+    proc: Optional[subprocess.Popen] = None
     try:
-        proc = _start(argv, cwd, _merged_env(env, replace_env), input is not None, what)
         try:
+            with signals_held():  # the child exists only once the stop below can reach it (a signal inside Popen()
+                proc = _start(argv, cwd, _merged_env(env, replace_env), input is not None, what)  # left it running)
             if input is not None:
                 _feed_in_background(proc, input)
             with _kill_after(proc, timeout) as timed_out:
                 captured = _drain(proc, log_file, on_line, keep_output)
         finally:
-            stop_group(proc)
+            if proc is not None:
+                stop_group(proc)
         seconds = time.monotonic() - start
         if log_file:
             log_file.write(f"# exit code {proc.returncode} after {seconds:.1f}s\n")

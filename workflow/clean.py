@@ -24,7 +24,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import layout
 from toolchain.errors import UsageError
-from toolchain.fsutil import LOCK_SUFFIX, Ownership, check_removable, forget_written, output_lock, ownership
+from toolchain.fsutil import (LOCK_SUFFIX, Ownership, check_removable, forget_written, output_lock, ownership,
+                              record_removed)
+from toolchain.logs import torchdroid_logs
 from toolchain.layout import Layout
 
 # what each kind names, relative to the build directory (toolchain/layout.py); outputs also take app-<model>
@@ -36,7 +38,6 @@ KINDS = {
 }
 DEFAULT_KINDS = ("logs",)
 CHECKOUT_RE = re.compile(r"(pytorch|executorch)-[0-9a-f]{12}")  # build-android's src/<name>-<sha12>
-LOG_RE = re.compile(r".+-\d{8}-\d{6}-\d+\.log")  # toolchain/logs.py's <task>-<stamp>-<pid>.log
 ANDROID_NAMES = {layout.BUILD_INFO, "build.log", "source.log", "cmake", "executorch", "install"}
 
 
@@ -158,12 +159,8 @@ def plan_clean(build_dir: Path, kinds: Sequence[str] = DEFAULT_KINDS, log_days: 
             _judge(plan, root, target, what)
         except UsageError as e:
             refused.append(f"{e.what}" + (f" ({e.cause})" if e.cause else ""))
-    logs = Layout(root).logs
-    if "logs" in kinds and logs.is_dir():
-        limit = time.time() - log_days * 86400
-        for log in sorted(logs.glob("*.log")):
-            if LOG_RE.fullmatch(log.name) and log.is_file() and not log.is_symlink() and log.stat().st_mtime < limit:
-                plan.targets.append((log, log.stat().st_size))
+    if "logs" in kinds:
+        _plan_logs(plan, Layout(root).logs, log_days)
     if refused:
         raise UsageError(f"refusing to clean {build_dir}: {len(refused)} item(s) there are not torchdroid's to remove; "
                          "nothing was removed", cause="\n  ".join([""] + refused),
@@ -171,6 +168,18 @@ def plan_clean(build_dir: Path, kinds: Sequence[str] = DEFAULT_KINDS, log_days: 
                                 "INVOKE_BUILD_DIR at a directory only torchdroid writes), commit or stash changes in "
                                 "a checkout, or clean only the other kinds with --what")
     return plan
+
+
+def _plan_logs(plan: CleanPlan, logs: Path, log_days: float) -> None:
+    """The run logs older than ``log_days`` that torchdroid wrote (its manifest of the log directory); the other
+    files there are kept and named."""
+    limit = time.time() - log_days * 86400
+    for log in torchdroid_logs(logs):
+        if log.stat().st_mtime < limit:
+            plan.targets.append((log, log.stat().st_size))
+    found = ownership(logs)
+    if found is not None and found.kept:
+        plan.judged[logs] = found
 
 
 def _locks(target: Path) -> List[Path]:
@@ -194,6 +203,7 @@ def execute(plan: CleanPlan) -> None:
                 held.enter_context(output_lock(d, "invoke clean"))
             if target.is_symlink() or target.is_file():
                 target.unlink(missing_ok=True)
+                record_removed(target)  # a file of a directory torchdroid owns (a log): out of its manifest too
             elif target in plan.judged:
                 _remove_ours(target)
             elif target.is_dir():

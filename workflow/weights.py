@@ -31,7 +31,7 @@ def _memo_key(model: str) -> str:
 def location(model: str, build_dir: Path) -> Optional[Tuple[str, Path]]:
     """(url, cache path) of the model's default weights, from the memo or torchvision (then remembered)."""
     from converter.models import pretrained_location
-    from toolchain.fsutil import atomic_write_json
+    from toolchain.fsutil import atomic_write_json, own_dir
 
     memo_path = Layout(build_dir).cache / MEMO_NAME
     try:
@@ -45,6 +45,7 @@ def location(model: str, build_dir: Path) -> Optional[Tuple[str, Path]]:
         where = pretrained_location(model)
         memo[key] = [where[0], str(where[1])] if where else None
         try:
+            own_dir(memo_path.parent, "cache")  # listed in its manifest: clean --what caches keeps the user's files
             atomic_write_json(memo_path, memo)
         except OSError:  # a read-only build dir only costs the next run the imports
             pass

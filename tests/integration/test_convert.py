@@ -274,6 +274,9 @@ def test_host_bench_writes_results(mobilenet_models, tmp_path):
     data = json.loads(res.json_path.read_text())
     assert data["kind"] == "torchdroid.host-bench" and len(data["rows"]) == 3
     assert res.csv_path.read_text().startswith("file,variant,mode")
+    from toolchain.fsutil import ownership  # the bench directory is torchdroid's per file (issue 34 item 1)
+
+    assert sorted(ownership(tmp_path).ours) == ["host-bench.csv", "host-bench.json"]
     # how the rounds were taken (issue 32 item 5): this machine's /proc, the threads pinned for the rounds
     taken = data["conditions"]
     assert taken == res.conditions.as_dict() and taken["threads"] == 1 and taken["cores"] >= 1

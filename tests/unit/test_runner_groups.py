@@ -56,3 +56,25 @@ def test_an_interrupt_stops_the_child_and_everything_it_started(trap, monkeypatc
         runner.run(["sh", "-c", f"{trap}sleep 300 >/dev/null 2>&1 & echo $!; sleep 300"], on_line=interrupt)
     assert time.monotonic() - start < 10
     assert pids and _gone(pids[0]), "a child survived the interrupted run"
+
+
+def test_a_signal_while_the_child_starts_still_stops_it(monkeypatch):
+    """Ctrl-C (or SIGTERM) inside ``Popen()`` itself, once the child runs: it is stopped like any other child (it
+    was left running, writing after the task, e.g. the compiler of the host NNAPI library into its temporary)."""
+    import signal
+    import subprocess
+
+    real = subprocess.Popen
+    started = []
+
+    def popen_then_signal(*args, **kwargs):
+        proc = real(*args, **kwargs)
+        started.append(proc)
+        os.kill(os.getpid(), signal.SIGINT)  # handled before Popen() returns to the runner
+        return proc
+
+    monkeypatch.setattr(runner.subprocess, "Popen", popen_then_signal)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(["sleep", "300"])
+    assert started and _gone(started[0].pid), "the child started while the signal came is still running"
+    started[0].wait()
