@@ -38,13 +38,13 @@ def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=o
 
     TorchScript models with a manifest (--format executorch: .pte programs too)."""
     with terminable("convert"):  # a signal between convert and its verify: the same clean end as within them
-        with stage(c.config, "convert", debug, as_json=json):
-            from converter.formats import FORMATS
+        with stage(c.config, "convert", debug, as_json=json) as log_path:
+            from converter.formats import convert_each
 
             settings = resolve.per_format(c.config, "convert", format=format, delegates=delegates, quant=quant,
                                           quantized_weights=quantized_weights, model=model, weights=weights,
                                           calibration=calibration, out=out, force=force, inputs=inputs)
-            results = {name: FORMATS[name].convert(s) for name, s in settings.items()}
+            results, partly = convert_each(settings)  # each format on its own; exit 10 after the tables
         show.by_format(results, "convert", json)  # --json with both formats: one document {"torchscript": ..., ...}
         result = results.get("torchscript")
         if result is not None and not no_verify:
@@ -54,6 +54,9 @@ def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=o
                 verify_after_convert(c.config, result.manifest_path.parent,
                                      sorted({f.qualified_variant for f in result.files if f.backend == "nnapi"}),
                                      debug)
+        if partly is not None:  # exit 10: some programs asked for were refused (docs/convert.md)
+            with stage(c.config, "convert", debug, log=log_path):
+                raise partly
     return result  # `invoke all` reads whether it was reused
 
 

@@ -280,10 +280,11 @@ class ConvertManifest(Record):
         return {k: self.data[k] for k in OTHER_SECTIONS if k in self.data}
 
     def replace_modes(self, stem: str, conversion: Dict[str, Any], files: List["ModelFile"],
-                      refused: Tuple[NnapiRefusal, ...] = ()) -> "ConvertManifest":
-        """A copy where ``stem``'s conversion record is ``conversion`` and the modes of ``files`` are replaced
-        (with their NNAPI refusals: ``refused``, none when the NNAPI files were written)."""
-        modes = {f.mode for f in files} | {r.mode for r in refused}
+                      refused: Tuple[NnapiRefusal, ...] = (), cleared: Tuple[str, ...] = ()) -> "ConvertManifest":
+        """A copy where ``stem``'s conversion record is ``conversion`` and the modes of ``files`` (and ``cleared``:
+        a mode refused as a whole has no file) are replaced (with their NNAPI refusals: ``refused``, none when the
+        NNAPI files were written)."""
+        modes = {f.mode for f in files} | {r.mode for r in refused} | set(cleared)
         kept = [f for f in self._files if not (f.stem == stem and f.mode in modes)]
         conversions = dict(self.conversions)
         conversions[stem] = conversion

@@ -77,6 +77,27 @@ def test_a_plain_add_fx_cannot_trace_either_gets_the_float_functional_fix(tmp_pa
     assert "FX graph mode" in err.value.cause and "symbolic_trace" in err.value.remedy
 
 
+def test_a_quantized_mode_stopped_before_converting_leaves_the_float_model_made(tmp_path):
+    """Each mode on its own (issue 35 item 1): a plain add neither eager nor FX mode can quantize stops quant_full
+    (its CPU and NNAPI models), quant_none is made and recorded, the refusal is in conversions.<stem>.refused as the
+    ExecuTorch lane records its programs', and convert ends with PartlyConverted (exit 10) carrying the result."""
+    from toolchain.errors import PartlyConverted
+
+    out = tmp_path / "models"
+    with pytest.raises(PartlyConverted) as err:
+        convert(ConvertSettings(out=out, model=f"{MODELS}:branching_add", modes=("none", "full"), weights="random",
+                                calibration_count=4, build_dir=tmp_path / "build"))
+    result = err.value.result
+    assert err.value.exit_code == 10 and "quant_none" in err.value.what and "quant_full" in err.value.what
+    assert result.built_modes == ["none"] and {f.mode for f in result.files} == {"none"}
+    assert ("branching_add-quant_full-cpu.pt", "cpu", "full") in result.not_made_files()
+    assert "--quant none" in result.not_made["quant_full"]
+    assert "--format executorch" not in result.not_made["quant_full"]  # torch.export cannot capture its branching
+    record = json.loads((out / "manifest.json").read_text())["conversions"]["branching_add"]
+    assert "FloatFunctional" in record["refused"]["quant_full"] and "full" not in record["mode_keys"]
+    assert not list(out.glob("*quant_full*"))
+
+
 def test_a_plain_conv_batchnorm_factory_gets_its_nnapi_model(tmp_path):
     out = _convert(tmp_path, "conv_bn", ("none", "full"))
     manifest = json.loads((out / "manifest.json").read_text())
