@@ -329,6 +329,9 @@ def all_(c, weights=opt("all.weights"), model=opt("app.model"),
                        else "torchdroid all: interrupted", code=128 + term.signum if term.signum else 130)
     if summary.failed:
         raise Exit(f"torchdroid all: failed: {', '.join(summary.failed)}", code=1)
+    if summary.partly:  # convert's exit 10: the later stages ran with what was made (README.md)
+        raise Exit(f"torchdroid all: partly converted: {', '.join(summary.partly)} refused some of what was asked "
+                   "(the summary says which and why)", code=10)
 
 
 @task()

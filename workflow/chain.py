@@ -217,11 +217,21 @@ def _run_one(stage: str, run: Callable[[Facts], None], facts: Facts, say: Callab
     except (Exit, UnexpectedExit) as e:
         message = e.message if isinstance(e, Exit) else str(e)
         say(str(message or e))
-        status = plan.INTERRUPTED if isinstance(e, Exit) and e.code in INTERRUPT_CODES else plan.FAILED
-        return StageOutcome(stage, status, str(message or e), time.monotonic() - t0)
+        return StageOutcome(stage, _status(e), str(message or e), time.monotonic() - t0)
     if getattr(result, "reused", False) or getattr(result, "up_to_date", False):
         return StageOutcome(stage, plan.UP_TO_DATE, "reused: its inputs are unchanged", time.monotonic() - t0)
     return StageOutcome(stage, plan.RAN, "", time.monotonic() - t0)
+
+
+def _status(e: BaseException) -> str:
+    """A stage's outcome from its exit: interrupted, partly made (convert's PartlyConverted, exit 10: the stages
+    after it use what was made), or failed."""
+    from toolchain.errors import PartlyConverted
+
+    code = e.code if isinstance(e, Exit) else None
+    if code in INTERRUPT_CODES:
+        return plan.INTERRUPTED
+    return plan.PARTLY if code == PartlyConverted.exit_code else plan.FAILED
 
 
 def announce_weights(p: AllPlan) -> None:

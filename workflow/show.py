@@ -357,7 +357,7 @@ def _gist(outcome: Any) -> str:
     """Why a stage was skipped or up to date in a few words: the first line of the reason up to its first ": "
     (the full text is in all.json); a failure's first line whole (its full message was printed when it failed)."""
     first = outcome.detail.splitlines()[0] if outcome.detail else ""
-    if outcome.status == "failed":
+    if outcome.status in ("failed", "partly made"):  # a partly made convert: what was made and what refused
         return first.split(": ", 1)[-1] if first.startswith("torchdroid ") else first
     return first.split(": ", 1)[0].split(" (", 1)[0] if len(first) > 60 else first
 
