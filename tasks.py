@@ -306,7 +306,7 @@ def all_(c, weights=opt("all.weights"), model=opt("app.model"),
         runs = {
             "convert": lambda f: convert(c, weights=plan.weights, no_verify=True, debug=debug),  # verify is a stage
             "verify": lambda f: verify(c, debug=debug),
-            "make-app": lambda f: make_app(c, model=plan.variant, out=str(plan.app_dir), application_id=plan.app_id,
+            "make-app": lambda f: make_app(c, model=chain.app_variant(plan), out=str(plan.app_dir), application_id=plan.app_id,
                                            force=plan.replace_app, debug=debug),
             "build-app": lambda f: build_app(c, debug=debug),
             "bench": lambda f: bench(c, debug=debug),

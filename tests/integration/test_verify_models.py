@@ -97,6 +97,30 @@ def test_a_quantized_mode_stopped_before_converting_leaves_the_float_model_made(
     assert "FloatFunctional" in record["refused"]["quant_full"] and "full" not in record["mode_keys"]
     assert not list(out.glob("*quant_full*"))
 
+    # the later stages use what exists and say why the rest is missing (not "run convert": it would refuse it again)
+    from appgen.make import find_variant
+    from deploy.plan import DeploySettings, _refused_warnings
+    from toolchain.records import ConvertManifest, RefusedVariant
+
+    with pytest.raises(RefusedVariant) as missing:
+        find_variant(out, "quant_full")
+    assert "branching_add-quant_full was not made: convert refused it" in missing.value.what
+    assert "FloatFunctional" in missing.value.cause and "branching_add-quant_none" in missing.value.remedy
+    assert "run `invoke convert" not in str(missing.value)
+    assert set(find_variant(out, "quant_none")) == {"cpu", "nnapi"}
+    (said,) = _refused_warnings(DeploySettings(models=out, results=tmp_path / "r"), ConvertManifest.load(out).files_of("branching_add"))
+    assert said.startswith("branching_add-quant_full is not deployed: convert refused it (") and "fix:" not in said
+    # `invoke all` makes the app of a variant that was made, and says why (app.model's quant_full was refused)
+    from workflow.chain import AllPlan, app_variant
+
+    p = AllPlan(skip=(), weights="random", weights_note="", substituted=False, variant="branching_add-quant_full",
+                models=out, app_dir=tmp_path / "app", app_id="x.y", build_dir=tmp_path, build_info=tmp_path / "b.json",
+                binary=None, apk=None, replace_app=False, adb_host=None, adb_port=None, adb_servers=())
+    told = []
+    assert app_variant(p, told.append) == "branching_add-quant_none"
+    assert told == [f"the app gets branching_add-quant_none: convert refused branching_add-quant_full "
+                    f"({ConvertManifest.load(out).not_made()['branching_add-quant_full'].split('; fix: ')[0]})"]
+
 
 def test_a_plain_conv_batchnorm_factory_gets_its_nnapi_model(tmp_path):
     out = _convert(tmp_path, "conv_bn", ("none", "full"))
