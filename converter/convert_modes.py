@@ -357,7 +357,7 @@ class ModeConverter:
         while ex is not None:  # the next mode is scripted and saved in a thread while this one is checked
             following = _Background(_next_export, exports)
             try:
-                yield self._check(ex)  # recorded now; the following mode's export goes on meanwhile
+                yield self._checked(ex)  # recorded now; the following mode's export goes on meanwhile
             except BaseException:  # the check failed or the caller stopped (e.g. its record could not be written):
                 _wait_quietly(following)  # nothing may be written after this run gives up its lock
                 raise
@@ -374,6 +374,14 @@ class ModeConverter:
         if done.error is not None:
             done.error = with_fix(done.error, self.alternative())
         return done
+
+    def _checked(self, ex: ExportedVariant) -> ModeDone:
+        """A quantized mode saved and checked, or refused on its own when its host check fails (its quantization
+        collapsed to a constant output...): its files are removed once the run is recorded, the other modes stay."""
+        try:
+            return self._check(ex)
+        except ConversionError as e:
+            return self._with_alternative(mode_refused(ex.mode, with_fix(e, FLOAT_ALONE)))
 
     def _none(self, fused) -> ModeDone:
         with torch.no_grad():

@@ -163,3 +163,29 @@ def test_mobilenet_v3_gets_its_cpu_model_and_verify_skips_its_refused_nnapi_mode
     assert checked.rows == [] and [r.file for r in checked.skipped] == ["mobilenetv3large-quant_none-nnapi.pt"]
     assert not (out / "verify.json").exists()  # no record of a check that did not happen
     print(f"mobilenet_v3_large: {time.monotonic() - t0:.1f} s")
+
+
+def test_a_quantized_mode_failing_its_host_check_is_refused_on_its_own(tmp_path, monkeypatch):
+    """A quantized mode whose saved CPU model fails its host check (a quantization collapsed to a constant output)
+    is refused by itself, as the ExecuTorch lane refuses such a program: its files are removed, its reason is
+    recorded, quant_none is made, and convert ends with PartlyConverted (exit 10)."""
+    from converter import convert_modes
+    from toolchain.errors import ConversionError, PartlyConverted
+
+    checked = convert_modes.host_check
+
+    def collapsed(path, mode):
+        if mode == "full":
+            raise ConversionError(f"{path.name} gives a constant output on its bundled input",
+                                  remedy="check the weights and the calibration images")
+        return checked(path, mode)
+
+    monkeypatch.setattr(convert_modes, "host_check", collapsed)
+    out = tmp_path / "models"
+    support = ROOT / "tests" / "converter_support" / "user_models.py"
+    with pytest.raises(PartlyConverted) as err:
+        convert(ConvertSettings(out=out, model=f"{support}:tiny", modes=("none", "full"), weights="random",
+                                calibration_count=4, build_dir=tmp_path / "build"))
+    assert "constant output" in err.value.result.not_made["quant_full"] and "--quant none" in err.value.cause
+    assert {f.mode for f in err.value.result.files} == {"none"}
+    assert not list(out.glob("*quant_full*"))  # written before its check, removed with the refusal
