@@ -27,7 +27,7 @@ from .calibration import CalibrationSpec, few_images_warning, load_batch
 from .finite import refuse_non_finite_output
 from .prepared import keep
 from .export import (ExportedVariant, export_float, export_quantized, fused_float, prepare_quantization, probe, quantize,
-                     top1_in_chunks,
+                     top1_in_chunks, without_inplace,
                      xnnpack_available)
 from .host_check import Agreement, as_float, host_check, is_logits, spec_of
 from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
@@ -301,7 +301,7 @@ class ModeConverter:
         fused, calibration = self._start("none" in modes, quantized_modes)
         if fused is not None:
             try:
-                yield self._none(fused)
+                yield self._none(*fused)
             except BaseException:  # an error here, or the caller stopped: never leave torch running in a thread
                 if calibration is not None:  # while the process exits
                     _wait_quietly(calibration)
@@ -319,7 +319,8 @@ class ModeConverter:
                 _wait_quietly(self._float_top1)
 
     def _start(self, none: bool, quantized_modes: List[str]) -> tuple:
-        """``(quant_none's fused float model or None, the calibration started in a thread or None)``.
+        """``((quant_none's fused float model, the copy NNAPI converts) or None, the calibration started in a thread
+        or None)``.
 
         What torch.fx traces (FX graph mode's prepare, BatchNorm folding) is done here, before the thread starts:
         its symbolic tracer patches torch.nn.Module calls process-wide while it runs, which would break a trace in
@@ -328,6 +329,7 @@ class ModeConverter:
         if none:
             with torch.no_grad():
                 fused = fused_float(self.model)  # copied before calibration starts: the thread copies it too
+            fused = (fused, without_inplace(fused) if not self.nnapi_problems.get("none") else None)
         if not quantized_modes:
             return fused, None
         return fused, _Background(self._calibrate, self._calibration_start())
@@ -383,10 +385,10 @@ class ModeConverter:
         except ConversionError as e:
             return self._with_alternative(mode_refused(ex.mode, with_fix(e, FLOAT_ALONE)))
 
-    def _none(self, fused) -> ModeDone:
+    def _none(self, fused, nnapi_model) -> ModeDone:
         with torch.no_grad():
             ex = export_float(fused, self.batch[0], self._paths("none"), f"{self.spec.stem} quant_none",
-                              self.facts.xnnpack, nnapi=not self.nnapi_problems.get("none"))
+                              self.facts.xnnpack, nnapi=not self.nnapi_problems.get("none"), nnapi_model=nnapi_model)
         return self._check(ex)
 
     def _calibration_start(self):

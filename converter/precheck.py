@@ -15,7 +15,8 @@ ignores are listed in docs/facts.md):
 * average pooling with padding: NNAPI averages over the valid elements only, PyTorch (count_include_pad)
   divides by the whole window, so the borders differ;
 * a plain ``x + y`` / ``x * y`` between activations in a model that will be quantized: eager-mode
-  quantization needs FloatFunctional for them;
+  quantization needs FloatFunctional for them, so such a model is quantized in FX graph mode (the record says
+  which and why); only when torch.fx cannot trace it either does it stop the quantized modes;
 * outputs other than a tensor or a tuple of tensors;
 * the NNAPI API level the operations need (torch passes the NCHW/NHWC layout argument everywhere: API 29).
 """

@@ -122,6 +122,17 @@ def test_a_quantized_mode_stopped_before_converting_leaves_the_float_model_made(
                     f"({ConvertManifest.load(out).not_made()['branching_add-quant_full'].split('; fix: ')[0]})"]
 
 
+def test_in_place_relu_and_add_reach_nnapi_out_of_place_and_compute_the_same(tmp_path):
+    from converter.export import without_inplace
+    from host_nnapi_support.verify_models import in_place
+
+    out = _convert(tmp_path, "in_place", ("none",))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert "in_place-quant_none-nnapi.pt" in {f["file"] for f in manifest["files"]}, manifest.get("nnapi_refused")
+    model, x = in_place().eval(), torch.rand(1, 3, 32, 32)
+    torch.testing.assert_close(without_inplace(model)(x), model(x))
+
+
 def test_a_plain_conv_batchnorm_factory_gets_its_nnapi_model(tmp_path):
     out = _convert(tmp_path, "conv_bn", ("none", "full"))
     manifest = json.loads((out / "manifest.json").read_text())
