@@ -38,13 +38,13 @@ def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=o
 
     TorchScript models with a manifest (--format executorch: .pte programs too)."""
     with terminable("convert"):  # a signal between convert and its verify: the same clean end as within them
-        with stage(c.config, "convert", debug, as_json=json):
-            from converter.formats import FORMATS
+        with stage(c.config, "convert", debug, as_json=json) as log_path:
+            from converter.formats import convert_each
 
             settings = resolve.per_format(c.config, "convert", format=format, delegates=delegates, quant=quant,
                                           quantized_weights=quantized_weights, model=model, weights=weights,
                                           calibration=calibration, out=out, force=force, inputs=inputs)
-            results = {name: FORMATS[name].convert(s) for name, s in settings.items()}
+            results, partly = convert_each(settings)  # each format on its own; exit 10 after the tables
         show.by_format(results, "convert", json)  # --json with both formats: one document {"torchscript": ..., ...}
         result = results.get("torchscript")
         if result is not None and not no_verify:
@@ -54,6 +54,9 @@ def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=o
                 verify_after_convert(c.config, result.manifest_path.parent,
                                      sorted({f.qualified_variant for f in result.files if f.backend == "nnapi"}),
                                      debug)
+        if partly is not None:  # exit 10: some programs asked for were refused (docs/convert.md)
+            with stage(c.config, "convert", debug, log=log_path):
+                raise partly
     return result  # `invoke all` reads whether it was reused
 
 
@@ -303,7 +306,7 @@ def all_(c, weights=opt("all.weights"), model=opt("app.model"),
         runs = {
             "convert": lambda f: convert(c, weights=plan.weights, no_verify=True, debug=debug),  # verify is a stage
             "verify": lambda f: verify(c, debug=debug),
-            "make-app": lambda f: make_app(c, model=plan.variant, out=str(plan.app_dir), application_id=plan.app_id,
+            "make-app": lambda f: make_app(c, model=chain.app_variant(plan), out=str(plan.app_dir), application_id=plan.app_id,
                                            force=plan.replace_app, debug=debug),
             "build-app": lambda f: build_app(c, debug=debug),
             "bench": lambda f: bench(c, debug=debug),
@@ -326,6 +329,9 @@ def all_(c, weights=opt("all.weights"), model=opt("app.model"),
                        else "torchdroid all: interrupted", code=128 + term.signum if term.signum else 130)
     if summary.failed:
         raise Exit(f"torchdroid all: failed: {', '.join(summary.failed)}", code=1)
+    if summary.partly:  # convert's exit 10: the later stages ran with what was made (README.md)
+        raise Exit(f"torchdroid all: partly converted: {', '.join(summary.partly)} refused some of what was asked "
+                   "(the summary says which and why)", code=10)
 
 
 @task()

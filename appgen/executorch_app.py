@@ -123,6 +123,7 @@ def find_program(models: Path, variant: str) -> Tuple[PteFile, Dict[str, Any]]:
     found = [f for f in programs if variant in (f.variant, f.qualified_variant)]
     known = ", ".join(sorted(f.qualified_variant for f in programs)) or "none"
     if not found:
+        _refuse_refused(section, variant, known)
         raise RecordError(f"the ExecuTorch program {variant} is not converted in {models}",
                           cause=f"its manifest lists these programs: {known}", remedy=remedy)
     if len(found) > 1:
@@ -137,6 +138,16 @@ def find_program(models: Path, variant: str) -> Tuple[PteFile, Dict[str, Any]]:
     refuse_non_image_input(pte)
     conversion = dict((section.get("conversions") or {}).get(pte.stem) or {})
     return pte, conversion
+
+
+def _refuse_refused(section: Dict[str, Any], variant: str, known: str) -> None:
+    """A program convert refused (``conversions.<stem>.refused``): its reason, not "run convert" (it would refuse it
+    again)."""
+    refused = [(f"{stem}-{name}", why) for stem, conv in (section.get("conversions") or {}).items()
+               for name, why in ((conv or {}).get("refused") or {}).items() if variant in (name, f"{stem}-{name}")]
+    if len(refused) == 1:
+        raise records.RefusedVariant(f"the ExecuTorch program {refused[0][0]} was not made: convert refused it",
+                                     cause=refused[0][1], remedy=f"use a program convert made ({known})")
 
 
 def refuse_non_image_input(pte: PteFile) -> None:

@@ -214,7 +214,7 @@ def find_variant(models: Path, variant: str) -> Dict[str, records.ModelFile]:
         raise RecordError(f"the convert manifest in {models} cannot be used ({e.what})", cause=e.cause or why,
                           remedy=f"run `{convert_command(models, variant)}` to write it again") from e
     except UsageError as e:
-        if "ambiguous" in e.what:
+        if "ambiguous" in e.what or isinstance(e, records.RefusedVariant):  # refused: its reason, not "run convert"
             raise
         raise RecordError(f"{variant} is not converted in {models}", cause=e.cause,
                           remedy=f"run `{convert_command(models, variant, manifest)}`, then make-app again") from e

@@ -7,7 +7,7 @@ are saved and checked, so the caller can record it at once (a killed run keeps e
 
 from __future__ import annotations
 
-from toolchain.errors import command
+from toolchain.errors import ConversionError, command
 
 import contextlib
 import logging
@@ -26,12 +26,12 @@ from .calibration import CalibrationSpec, few_images_warning, load_batch
 from .finite import refuse_non_finite_output
 from .prepared import keep
 from .export import (ExportedVariant, export_float, export_quantized, fused_float, prepare_quantization, probe, quantize,
-                     top1_in_chunks,
+                     top1_in_chunks, without_inplace,
                      xnnpack_available)
 from .host_check import Agreement, as_float, host_check, is_logits, spec_of
 from .worker import Worker
 from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
-from .precheck import Problem, check_model, nnapi_refused, refuse
+from .precheck import Problem, check_model, nnapi_refused, refusal_fix, refuse
 from .prequantized import load_prequantized
 from .precheck import describe as describe_check
 
@@ -81,6 +81,34 @@ class ModeDone:
     agreement: Optional[Dict[str, int]]
     notes: List[str]
     refused: Tuple[NnapiRefusal, ...] = ()  # its NNAPI model, when convert did not write one, and why
+    error: Optional[ConversionError] = None  # the mode was not made (no file): why (raised when nothing is made)
+
+
+def mode_refused(mode: str, error: ConversionError) -> ModeDone:
+    """``mode`` not made (no file), for ``error``; the other modes are made all the same."""
+    log.debug("quant_%s not made: %s", mode, error.what)  # said once, by convert's PartlyConverted
+    return ModeDone(mode, [], {}, None, [], error=error)
+
+
+def with_fix(error: ConversionError, *fixes: str) -> ConversionError:
+    """``error`` with more ways around it added to its fix (a copy: the same error may refuse several modes)."""
+    import copy
+
+    more = [f for f in fixes if f and f not in (error.remedy or "")]
+    if not more:
+        return error
+    out = copy.copy(error)
+    out.remedy = "; or ".join(x for x in (error.remedy, *more) if x)
+    return out
+
+
+FLOAT_ALONE = "convert the float model alone: --quant none"
+
+
+def _error_refusals(modes: List[str], error: ConversionError) -> Iterator[ModeDone]:
+    """The quantized ``modes`` refused by one error (calibration, quantized export); quant_none is not among them."""
+    for mode in modes:
+        yield mode_refused(mode, with_fix(error, FLOAT_ALONE))
 
 
 def _mobile_optimization(facts: ConversionFacts) -> None:
@@ -172,6 +200,7 @@ class ModeConverter:
         self.nnapi_problems: Dict[str, List[Problem]] = {}  # per mode: why NNAPI cannot take it (checked before)
         self._alternative: Optional[str] = None  # the lane that takes the model NNAPI refuses (found once)
         self.scheme = "eager"  # how the quantized modes are made: "eager" | "fx" (precheck decides)
+        self.stopped: Dict[str, ModeDone] = {}  # the modes a problem found before converting stops: not made
 
     def prepare(self, describe=lambda text: None, modes=MODES) -> ConversionFacts:
         """The float model with its weights and the calibration batch (BatchNorm re-estimated for random weights).
@@ -184,13 +213,8 @@ class ModeConverter:
         self.model, facts.weights_record = build_float_model(spec, self.weights)
         refuse_declared_inputs(spec, self.calib.seed)
         check = check_model(self.model, spec.input_hw, modes)
-        refuse(check, spec.stem)  # what stops the CPU models too
+        self._stopped(check, modes)  # what stops a mode's CPU model too
         self.nnapi_problems = {m: nnapi_refused(check, m) for m in modes}
-        self.scheme = check.quantization
-        if any(m != "none" for m in modes):
-            facts.quantization = {"scheme": check.quantization, **({"why": check.quantization_reason}
-                                                                   if check.quantization_reason else {})}
-        facts.batchnorm = check.batchnorm
         facts.notes.extend(describe_check(check))
         if self.weights.origin == "random":
             facts.notes.append(RANDOM_WEIGHTS)
@@ -206,9 +230,22 @@ class ModeConverter:
             facts.weights_record["batchnorm_statistics"] = f"estimated on the {self.calib.count} calibration inputs ({n} layers)"
         keep(spec, self.weights, self.calib, self.model, facts.weights_record, self.batch)  # for --format executorch
         self.agreement = Agreement(self.batch)
-        if self.quantized is not None and any(m != "none" for m in modes):
+        if self.quantized is not None and any(m != "none" and m not in self.stopped for m in modes):
             self._load_quantized(describe)
         return facts
+
+    def _stopped(self, check, modes) -> None:
+        """The modes a problem stops (refused, the others converted: every mode stopped raises), and how the
+        quantized modes are made."""
+        self.stopped = {m: mode_refused(m, ConversionError(
+            f"{self.spec.stem}: quant_{m} cannot be converted (checked before converting)",
+            cause="; ".join(p.line() for p in problems), remedy=refusal_fix(problems)))
+            for m, problems in refuse(check, self.spec.stem, modes).items()}
+        self.scheme = check.quantization
+        if any(m != "none" for m in modes):
+            self.facts.quantization = {"scheme": check.quantization, **({"why": check.quantization_reason}
+                                                                        if check.quantization_reason else {})}
+        self.facts.batchnorm = check.batchnorm
 
     def _load_quantized(self, describe) -> None:
         """The pre-quantized weights, loaded and checked now: a file that does not fit is refused before any
@@ -231,20 +268,20 @@ class ModeConverter:
         here: calibration is torch kernels (which release the GIL), tracing, scripting and NNAPI conversion are
         mostly Python on one core, so the two overlap on a multi-core machine.  quant_none is yielded (and so
         recorded) as soon as it is saved, before a calibration error is raised, exactly as without the thread."""
+        yield from (self._with_alternative(self.stopped[m]) for m in modes if m in self.stopped)
+        modes = [m for m in modes if m not in self.stopped]
         quantized_modes = [m for m in ("full", "core") if m in modes]
-        fused = None
-        if "none" in modes:
-            with torch.no_grad():
-                fused = fused_float(self.model)  # copied before calibration starts: the thread copies it too
-        # what torch.fx traces (FX graph mode's prepare, BatchNorm folding) is done here: its symbolic tracer patches
-        # torch.nn.Module calls process-wide while it runs, which would break a trace in the other thread
+        fused = self._fused() if "none" in modes else None
+        # what torch.fx traces (FX graph mode's prepare, BatchNorm folding, the in-place rewrite) is done here: its
+        # symbolic tracer patches torch.nn.Module calls process-wide while it runs, which would break a trace in the
+        # other thread
         start = self._calibration_start() if quantized_modes else None
         calibration: Optional[Worker] = None
         try:
             if quantized_modes:
                 calibration = Worker(self._calibrate, start)
             if fused is not None:
-                yield self._none(fused)
+                yield self._none(*fused)
         except BaseException:  # an error here, or the caller stopped: never leave torch running in a thread
             if calibration is not None:  # while the process exits
                 _wait_quietly(calibration)
@@ -252,9 +289,7 @@ class ModeConverter:
         if calibration is None:
             return
         if self.qmodel is None:
-            qmodel, float_top1 = calibration.result()
-            self.agreement.set_reference(float_top1)
-            yield from self._quantized(qmodel, quantized_modes)
+            yield from self._calibrated(calibration, quantized_modes)
             return
         self._float_top1 = calibration  # pre-quantized: export now; the first check awaits the float predictions
         try:
@@ -263,27 +298,70 @@ class ModeConverter:
             if self._float_top1 is not None:
                 _wait_quietly(self._float_top1)
 
+    def _fused(self) -> tuple:
+        """(quant_none's fused float model, the copy NNAPI converts or None): made before the calibration thread
+        starts (the thread copies the model too; torch.fx traces the in-place rewrite)."""
+        with torch.no_grad():
+            fused = fused_float(self.model)
+        return fused, without_inplace(fused) if not self.nnapi_problems.get("none") else None
+
+    def _calibrated(self, calibration: Worker, quantized_modes: List[str]) -> Iterator[ModeDone]:
+        """The quantized modes from the calibration's model; refused when the calibration fails (quant_none is made
+        all the same)."""
+        try:
+            qmodel, float_top1 = calibration.result()
+        except ConversionError as e:
+            yield from map(self._with_alternative, _error_refusals(quantized_modes, e))
+            return
+        self.agreement.set_reference(float_top1)
+        yield from self._quantized(qmodel, quantized_modes)
+
     def _quantized(self, qmodel, quantized_modes: List[str]) -> Iterator[ModeDone]:
         exports = export_quantized(qmodel, quantized_modes, self.batch[0],
                                    {m: self._paths(m) for m in quantized_modes}, self.spec.stem,
                                    self.facts.xnnpack,
                                    nnapi=not any(self.nnapi_problems.get(m) for m in quantized_modes))
-        ex = _next_export(exports)
+        left = list(quantized_modes)  # a mode whose export fails is refused with the ones after it
+        try:
+            ex = _next_export(exports)
+        except ConversionError as e:
+            yield from map(self._with_alternative, _error_refusals(left, e))
+            return
         while ex is not None:  # the next mode is scripted and saved in a thread while this one is checked
             following: Optional[Worker] = None
             try:
                 following = Worker(_next_export, exports)
-                yield self._check(ex)  # recorded now; the following mode's export goes on meanwhile
+                yield self._checked(ex)  # recorded now; the following mode's export goes on meanwhile
             except BaseException:  # the check failed or the caller stopped (e.g. its record could not be written):
                 if following is not None:  # nothing may be written after this run gives up its lock
                     _wait_quietly(following)
                 raise
-            ex = following.result()
+            left.remove(ex.mode)
+            try:
+                ex = following.result()
+            except ConversionError as e:
+                yield from map(self._with_alternative, _error_refusals(left, e))
+                return
 
-    def _none(self, fused) -> ModeDone:
+    def _with_alternative(self, done: ModeDone) -> ModeDone:
+        """A refused mode's fix, with the ExecuTorch lane when it takes the model (its PT2E quantization takes
+        plain adds)."""
+        if done.error is not None:
+            done.error = with_fix(done.error, self.alternative())
+        return done
+
+    def _checked(self, ex: ExportedVariant) -> ModeDone:
+        """A quantized mode saved and checked, or refused on its own when its host check fails (its quantization
+        collapsed to a constant output...): its files are removed once the run is recorded, the other modes stay."""
+        try:
+            return self._check(ex)
+        except ConversionError as e:
+            return self._with_alternative(mode_refused(ex.mode, with_fix(e, FLOAT_ALONE)))
+
+    def _none(self, fused, nnapi_model) -> ModeDone:
         with torch.no_grad():
             ex = export_float(fused, self.batch[0], self._paths("none"), f"{self.spec.stem} quant_none",
-                              self.facts.xnnpack, nnapi=not self.nnapi_problems.get("none"))
+                              self.facts.xnnpack, nnapi=not self.nnapi_problems.get("none"), nnapi_model=nnapi_model)
         return self._check(ex)
 
     def _calibration_start(self):

@@ -100,6 +100,7 @@ class ExecutorchResult:
     skipped: Dict[str, str]
     notes: List[str] = field(default_factory=list)
     seconds: float = 0.0
+    not_made: Dict[str, str] = field(default_factory=dict)  # variant -> why it was refused (as the manifest says)
 
 
 def variant_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, variant: PteVariant,
@@ -162,6 +163,7 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
     check_stem_free(spec, out)
     todo = [v for v in variants if settings.force or not _entry_current(section, out, spec.stem, v, keys[v.name])]
     built: List[str] = []
+    refused: Dict[str, ConversionError] = {}
     if todo or not _reference_current(section, out, spec.stem):
         with output_lock(out, "invoke convert"):  # the legacy writer's lock: one writer per models directory
             claim_output_dir(out, "convert", force=settings.force, adopt=lambda d: manifest_owner(d) == "ours",
@@ -181,16 +183,24 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
             section = _merge(_existing_section(out), spec, calib, programs, keys, versions)
             notes.extend(programs.notes)
             path = write_section(out, section)
-        refuse_partly(spec.stem, programs.refused, [v.name for v in variants if v.name not in programs.refused], out)
-        built = [v.name for v in todo]
+            refused = programs.refused
+        built = [v.name for v in todo if v.name not in programs.refused]
     else:
         log.info("all %d requested .pte programs of %s are up to date in %s (use --force to rebuild)",
                  len(variants), spec.stem, out)
         path = ConvertManifest.load(out).path
-    names = {pte_name(spec.stem, v.precision, v.delegate) for v in variants}
-    files = [PteFile.from_entry(out.resolve(), e) for e in section.get("files", []) if e["file"] in names]
-    skipped = dict((section.get("conversions") or {}).get(spec.stem, {}).get("skipped", {}))
-    return ExecutorchResult(path, files, built, skipped, notes, time.monotonic() - t0)
+    result = ExecutorchResult(path, _files(section, out, spec.stem, variants), built,
+                              dict((section.get("conversions") or {}).get(spec.stem, {}).get("skipped", {})), notes,
+                              time.monotonic() - t0, {name: e.one_line() for name, e in refused.items()})
+    if refused:  # exit 10 after the manifest records what was made
+        raise PartlyConverted.of("ExecuTorch", spec.stem, [v.name for v in variants if v.name not in refused],
+                                 result.not_made, out, next(iter(refused.values())).remedy or "", result)
+    return result
+
+
+def _files(section: Dict[str, Any], out: Path, stem: str, variants: List[PteVariant]) -> List[PteFile]:
+    names = {pte_name(stem, v.precision, v.delegate) for v in variants}
+    return [PteFile.from_entry(out.resolve(), e) for e in section.get("files", []) if e["file"] in names]
 
 
 def _merge(section: Dict[str, Any], spec: ModelSpec, calib: CalibrationSpec, built, keys: Dict[str, str],
@@ -209,30 +219,12 @@ def _merge(section: Dict[str, Any], spec: ModelSpec, calib: CalibrationSpec, bui
     conv.update(model=spec.name, model_id=spec.identity(), source=spec.source, weights=built.weights_record, calibration=built.calibration or calib.record(),
                 executorch=versions["executorch"], torch=versions["torch"], keys=conv_keys,
                 skipped=built.skipped, notes=built.notes, converted=now_iso(),
-                refused={name: _reason(e) for name, e in built.refused.items()})
+                refused={name: e.one_line() for name, e in built.refused.items()})
     conversions[spec.stem] = conv
     reference = dict(section.get("reference") or {})
     reference[spec.stem] = built.reference
     section.update(conversions=conversions, files=files, reference=reference)
     return section
-
-
-def _reason(e: ConversionError) -> str:
-    return "; ".join(part for part in (e.what, e.cause, e.remedy and f"fix: {e.remedy}") if part)
-
-
-def refuse_partly(stem: str, refused: Dict[str, ConversionError], made: List[str], out: Path) -> None:
-    """Exit 10 (PartlyConverted) after the manifest records what was made: the programs refused, each with its
-    reason, and the ones that are there for the later stages."""
-    if not refused:
-        return
-    first = next(iter(refused.values()))
-    raise PartlyConverted(
-        f"{stem}: {len(made)} ExecuTorch program(s) made ({', '.join(made)}), {len(refused)} refused "
-        f"({', '.join(refused)})",
-        cause="; ".join(f"{name}: {_reason(e)}" for name, e in refused.items()),
-        remedy=f"the programs made are in {out} and its manifest (bench-executorch, deploy and make-app use them); "
-               f"for the refused: {first.remedy or 'see the cause'}")
 
 
 __all__ = ["ExecutorchSettings", "ExecutorchResult", "convert_executorch", "parse_delegates", "VARIANTS",

@@ -317,6 +317,46 @@ def _conv_bn_pairs(model, graph) -> List[Tuple[str, str]]:
     return pairs
 
 
+def without_inplace(model):
+    """A copy of ``model`` for torch's NNAPI converter, which has no in-place operators (``aten::relu_``,
+    ``aten::add_``: docs/facts.md AM3): traced by torch.fx (``x += y`` becomes ``x + y`` there) with every in-place
+    module, functional and method call made out of place where nothing else reads its input (so no value can
+    differ).  ``model`` itself when torch.fx cannot trace it (the converter then names what it cannot take)."""
+    import torch
+
+    _replace_dropout(model)
+    try:
+        gm = torch.fx.symbolic_trace(copy.deepcopy(model))
+    except Exception as e:  # noqa: BLE001 - a user's forward() can stop symbolic tracing in many ways
+        log.debug("torch.fx cannot trace the model for NNAPI: %s", e)
+        return model
+    shared = {n.target for n in gm.graph.nodes if n.op == "call_module" and not _sole_reader(n)}
+    for node in gm.graph.nodes:
+        if node.op == "call_module" and node.target not in shared and getattr(gm.get_submodule(node.target),
+                                                                              "inplace", None) is True:
+            gm.get_submodule(node.target).inplace = False
+        elif node.op == "call_function" and node.kwargs.get("inplace") is True and _sole_reader(node):
+            node.kwargs = {**node.kwargs, "inplace": False}
+        elif node.op == "call_method" and _out_of_place(node.target) and _sole_reader(node):
+            node.target = node.target[:-1]
+    gm.recompile()
+    return gm
+
+
+def _sole_reader(node) -> bool:
+    """Is ``node`` the only reader of its first argument (so doing it in place or not gives the same values)?"""
+    import torch
+
+    first = node.args[0] if node.args else None
+    return isinstance(first, torch.fx.Node) and len(first.users) == 1
+
+
+def _out_of_place(method: str) -> bool:
+    import torch
+
+    return method.endswith("_") and not method.endswith("__") and hasattr(torch.Tensor, method[:-1])
+
+
 def _set_submodule(model, name: str, module) -> None:
     parent, _, child = name.rpartition(".")
     setattr(model.get_submodule(parent) if parent else model, child, module)
@@ -452,13 +492,14 @@ def _to_nnapi(model, input_tensor, label: str, wanted: bool):
 
 
 def export_float(fused, float_input, paths: Tuple[Path, Path], label: str, optimize: bool,
-                 nnapi: bool = True) -> ExportedVariant:
-    """quant_none: the fused float model for the CPU and (``nnapi``, unless the converter refuses it) through NNAPI."""
+                 nnapi: bool = True, nnapi_model=None) -> ExportedVariant:
+    """quant_none: the fused float model for the CPU and (``nnapi``, unless the converter refuses it) through NNAPI
+    (``nnapi_model``: the same model as NNAPI gets it, :func:`without_inplace`; ``fused`` when None)."""
     import torch
 
     _replace_dropout(fused)
     x = _nhwc(float_input)
-    core, error = _to_nnapi(fused, x, label, nnapi)
+    core, error = _to_nnapi(fused if nnapi_model is None else nnapi_model, x, label, nnapi)
     nnapi_model = torch.jit.script(_bundle_wrapper(core)) if core is not None else None
     cpu_model, how, notes = script_cpu(fused, x, label, optimize)
     return _saved("none", *paths, bundle_and_save(cpu_model, x, paths[0]),

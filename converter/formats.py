@@ -7,7 +7,7 @@ Nothing here imports torch: each part imports its module when it is called.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 
 class Format:
@@ -84,3 +84,32 @@ def bench_all(settings: Dict[str, Any]) -> Dict[str, Any]:
 def _same_protocol(a: Any, b: Any) -> bool:
     """The same models timed with the same protocol (converter/host_bench.HostBenchSettings)."""
     return all(getattr(a, k) == getattr(b, k) for k in ("models", "warmup", "iters", "threads", "repeat"))
+
+
+def convert_each(settings: Dict[str, Any]) -> Tuple[Dict[str, Any], Optional[Exception]]:
+    """Each format's convert on its own (``{format: settings}``): ``({format: result}, the error to raise after
+    the results are shown, or None)``.
+
+    A format that refuses part of what was asked (PartlyConverted, exit 10) gives its result and its error; a format
+    that makes nothing (ConversionError, exit 6) does not stop the others: the run is then partly converted (exit 10)
+    when another format made something, and refused with the first error when none did."""
+    from toolchain.errors import ConversionError, PartlyConverted
+
+    results: Dict[str, Any] = {}
+    errors: Dict[str, ConversionError] = {}
+    for name, s in settings.items():
+        try:
+            results[name] = FORMATS[name].convert(s)
+        except PartlyConverted as e:
+            results[name], errors[name] = e.result, e
+        except ConversionError as e:
+            errors[name] = e
+    if not results:
+        raise next(iter(errors.values()))
+    if len(errors) <= 1 and all(name in results for name in errors):
+        return results, next(iter(errors.values()), None)
+    return results, PartlyConverted(
+        "; ".join(f"{name}: {e.what}" if name in results else f"the {name} format made nothing: {e.what}"
+                  for name, e in errors.items()),
+        cause=" | ".join(f"{name}: {e.cause}" for name, e in errors.items() if e.cause),
+        remedy=" | ".join(f"{name}: {e.remedy}" for name, e in errors.items() if e.remedy))

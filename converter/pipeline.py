@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from toolchain import __version__ as TORCHDROID_VERSION
-from toolchain.errors import UsageError
+from toolchain.errors import ConversionError, PartlyConverted, UsageError
 from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock, remove_stale_partials
 from toolchain.progress import progress
 from toolchain.records import (ConvertManifest, ModelFile, NnapiRefusal, manifest_owner, manifest_path,
@@ -57,6 +57,14 @@ class ConvertResult:
     host_check: Dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     refused: List[NnapiRefusal] = field(default_factory=list)  # NNAPI models not written (their CPU models are)
+    not_made: Dict[str, str] = field(default_factory=dict)  # quant_<mode> -> why: neither its CPU nor NNAPI model
+    stem: str = ""
+
+    def not_made_files(self) -> List[Tuple[str, str, str]]:
+        """``(file, backend, mode)`` of each file asked for and not made: a refused mode's two, a refused NNAPI model."""
+        rows = [(name, backend, m) for m in MODES if f"quant_{m}" in self.not_made
+                for name, backend in zip(model_file_names(self.stem, m), ("cpu", "nnapi"))]
+        return rows + [(r.file, "nnapi", r.mode) for r in self.refused]
 
     def host_check_lines(self) -> List[str]:
         """One line: the models whose output varies as it should (the usual case) and each quantized mode's top-1
@@ -153,10 +161,13 @@ def plan(settings: ConvertSettings, spec: ModelSpec, weights: WeightsSpec, calib
 def _result(p: Plan, manifest: ConvertManifest, built: List[str], notes: Optional[List[str]], t0: float) -> ConvertResult:
     files = [f for f in manifest.files_of(p.spec.stem) if f.mode in p.modes]
     conv = manifest.conversions.get(p.spec.stem, {})
-    return ConvertResult(manifest.path, files, not built, built,
+    not_made = {f"quant_{m}": (conv.get("refused") or {})[f"quant_{m}"] for m in p.modes
+                if f"quant_{m}" in (conv.get("refused") or {})}
+    return ConvertResult(manifest.path, files, not built, [m for m in built if f"quant_{m}" not in not_made],
                          list(conv.get("notes", []) if notes is None else notes), conv.get("host_check", {}),
                          time.monotonic() - t0,
-                         [r for r in manifest.refused if r.stem == p.spec.stem and r.mode in p.modes])
+                         [r for r in manifest.refused if r.stem == p.spec.stem and r.mode in p.modes], not_made,
+                         p.spec.stem)
 
 
 def _adopt(out: Path) -> bool:
@@ -181,7 +192,18 @@ def convert(settings: ConvertSettings) -> ConvertResult:
             return _result(p, p.manifest, [], None, t0)
         manifest, notes = _convert_and_record(p)
     log.debug("wrote %s", manifest.path)  # the task prints the manifest's path
-    return _result(p, manifest, p.todo, notes, t0)
+    return _partly(p, _result(p, manifest, p.todo, notes, t0))
+
+
+def _partly(p: Plan, result: ConvertResult) -> ConvertResult:
+    """``result``, or exit 10 (PartlyConverted, carrying it) when some modes asked for were refused: each mode's CPU
+    and NNAPI models are made or refused on its own, the reasons are in ``conversions.<stem>.refused``."""
+    if not result.not_made:
+        return result
+    made = [f"quant_{m}" for m in p.modes if f"quant_{m}" not in result.not_made]
+    fix = (f"each one's fix is in the cause; `--quant {','.join(m.split('_', 1)[1] for m in made)}` asks only for "
+           "what converts (exit 0)")
+    raise PartlyConverted.of("TorchScript", p.spec.stem, made, result.not_made, p.out, fix, result)
 
 
 def _conversion_record(p: Plan, facts, previous: Dict[str, Any]) -> Dict[str, Any]:
@@ -216,6 +238,12 @@ def _conversion_record(p: Plan, facts, previous: Dict[str, Any]) -> Dict[str, An
 
 def _with_mode(conv: Dict[str, Any], done, key: str) -> Dict[str, Any]:
     conv = dict(conv)
+    name = f"quant_{done.mode}"
+    refused = {k: v for k, v in (conv.get("refused") or {}).items() if k != name}
+    if done.error is not None:  # no key: the next run tries it again
+        conv["refused"] = {**refused, name: done.error.one_line()}
+        return conv
+    conv["refused"] = refused
     conv["mode_keys"] = {**conv["mode_keys"], done.mode: key}
     host_check = dict(conv["host_check"])
     host_check["models"] = sorted(host_check["models"] + [done.host_model], key=lambda m: MODES.index(m["mode"]))
@@ -273,12 +301,22 @@ def _convert_modes(p: Plan, converter, manifest: ConvertManifest) -> Tuple[Conve
         conv = _conversion_record(p, facts, manifest.conversions.get(p.spec.stem, {}))
         bar.advance()
         bar.describe(f"{p.spec.stem}: {', '.join('quant_' + m for m in p.todo)}: quantize, trace, convert, save, check")
+        exists = set(p.modes) - set(p.todo)  # the modes asked for that are made: up to date, then this run's
+        errors = []
         for done in converter.run(p.todo):
             conv = _with_mode(conv, done, p.keys[done.mode])
-            manifest = manifest.replace_modes(p.spec.stem, conv, done.files, done.refused)
-            manifest.write()
-            log.debug("quant_%s of %s saved and recorded", done.mode, p.spec.stem)  # the bar advances
+            manifest = manifest.replace_modes(p.spec.stem, conv, done.files, done.refused, cleared=(done.mode,))
+            if done.error is None:
+                exists.add(done.mode)
+            errors += [done.error] if done.error is not None else []
+            if exists:  # a refusal is recorded with the first mode made: none made, nothing written
+                manifest.write()
+            log.debug("quant_%s of %s recorded", done.mode, p.spec.stem)  # the bar advances
             bar.advance()
+    if not exists:  # no mode asked for is made: the first error, as when one mode was asked for
+        raise errors[0] if errors else ConversionError(f"{p.spec.stem}: no mode could be made")
+    if conv.get("refused"):  # an earlier run's files of a mode refused now: never left to pass for this run's
+        _remove_unrecorded(p, manifest)
     return manifest, conv["notes"]
 
 

@@ -15,7 +15,8 @@ ignores are listed in docs/facts.md):
 * average pooling with padding: NNAPI averages over the valid elements only, PyTorch (count_include_pad)
   divides by the whole window, so the borders differ;
 * a plain ``x + y`` / ``x * y`` between activations in a model that will be quantized: eager-mode
-  quantization needs FloatFunctional for them;
+  quantization needs FloatFunctional for them, so such a model is quantized in FX graph mode (the record says
+  which and why); only when torch.fx cannot trace it either does it stop the quantized modes;
 * outputs other than a tensor or a tuple of tensors;
 * the NNAPI API level the operations need (torch passes the NCHW/NHWC layout argument everywhere: API 29).
 """
@@ -156,19 +157,31 @@ def nnapi_refused(check: Precheck, mode: str) -> List[Problem]:
     return [p for p in check.blocking if p.nnapi_only and p.applies_to(mode)]
 
 
-def refuse(check: Precheck, label: str) -> None:
-    """Raise a ConversionError naming every problem that stops the CPU models too (before any conversion work);
-    a problem only NNAPI has is left to :func:`nnapi_refused` (that mode's NNAPI model is not written)."""
+def refuse(check: Precheck, label: str, modes: Sequence[str] = ("none", "core", "full")) -> Dict[str, List[Problem]]:
+    """The requested modes a problem stops the CPU model of (before any conversion work), with those problems: each
+    mode is judged on its own, the others are converted.  When every requested mode is stopped, a ConversionError
+    names every problem; a problem only NNAPI has is left to :func:`nnapi_refused` (that mode's NNAPI model is not
+    written)."""
     bad = [p for p in check.blocking if not p.nnapi_only]
-    if not bad:
-        return
+    stopped = {m: [p for p in bad if p.applies_to(m)] for m in modes}
+    stopped = {m: problems for m, problems in stopped.items() if problems}
+    if not stopped or len(stopped) < len(modes):
+        return stopped
     shown = "; ".join(p.line() for p in bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
-    fixes = list(dict.fromkeys(p.fix for p in bad))
     raise ConversionError(
-        f"{label} cannot be converted to a correct NNAPI model (checked before converting)",
+        f"{label}: {', '.join('quant_' + m for m in modes)} cannot be converted (checked before converting)",
         cause=shown,
-        remedy="; ".join(fixes[:3]) + (" (and the rest listed above)" if len(fixes) > 3 else ""),
+        remedy=refusal_fix(bad),
     )
+
+
+def refusal_fix(problems: List[Problem]) -> str:
+    """The fixes of ``problems``, and ``--quant none`` when the float model is not stopped."""
+    fixes = list(dict.fromkeys(p.fix for p in problems))
+    text = "; ".join(fixes[:3]) + (" (and the rest listed above)" if len(fixes) > 3 else "")
+    if all(p.modes and "none" not in p.modes for p in problems):
+        text += "; or convert the float model alone: --quant none"
+    return text
 
 
 # --------------------------------------------------------------------------- preparation
@@ -349,7 +362,7 @@ def _outputs(graph, modes: Sequence[str]) -> List[Problem]:
                                 f"is {shape}: quant_core wraps the NNAPI model in one quantize and one dequantize "
                                 "step, which takes a single tensor",
                                 "convert the modes none and full only (--quant none,full), or return one tensor",
-                                nnapi_only=False))
+                                nnapi_only=False, modes=("core",)))
     if not _tensors_only(ret.type()):
         problems.append(Problem("outputs", "the model's return value", f"is {ret.type()}: NNAPI models return a "
                                 "tensor or a tuple of tensors", "return a tensor or a tuple of tensors from forward() "
@@ -391,7 +404,8 @@ def _plain_arithmetic(graph, calls: Dict[str, int]) -> List[Problem]:
                                f"{extra} plain tensor {op}(s) (x {'+' if op == 'add' else '*' if op == 'mul' else '-'} y) "
                                "between activations: quantized tensors have no such operator",
                                f"use FloatFunctional: self.f = torch.ao.nn.quantized.FloatFunctional() in __init__, "
-                               f"self.f.{'add' if op != 'mul' else 'mul'}(x, y) in forward()", nnapi_only=False))
+                               f"self.f.{'add' if op != 'mul' else 'mul'}(x, y) in forward()", nnapi_only=False,
+                               modes=("core", "full")))
     return out
 
 
@@ -427,4 +441,4 @@ def describe(check: Precheck) -> List[str]:
     return lines
 
 
-__all__: Iterable[str] = ["Problem", "Precheck", "check_model", "refuse", "nnapi_refused", "describe"]
+__all__: Iterable[str] = ["Problem", "Precheck", "check_model", "refuse", "refusal_fix", "nnapi_refused", "describe"]

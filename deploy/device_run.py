@@ -286,7 +286,7 @@ def check_numerics(run: DeviceRun, m: ModelFile, mb: _bench.ModelBench) -> None:
                                                 reason=f"the model did not run: {mb.cold.problem}"))
         return
     run.status(f"checking the output of {m.file}")
-    inputs = max((len(v) for v in ref.outputs.values()), default=1) if ref is not None else 1
+    inputs = ref.runs()  # bundled inputs: each gives every output tensor of the model
     opts = run.s.options
 
     def command(i: int) -> str:

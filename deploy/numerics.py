@@ -158,12 +158,30 @@ def _row_major(blocks: List[_Block]) -> List[float]:
 
 
 _BODY_LINE = re.compile(r"^(?:\s*|Columns \d+ to .*|\((?:\d+,)+\.,\.\) = ?|[\s0-9eE.+\-*nainf]+)$")
+# several outputs: an IValue tuple, list or dict of tensors prints as "(", "[" or "{key: ", each tensor as above and
+# ", " (", key: ") between them (docs/facts.md EP1): a line that ends one tensor and begins the next, or the first
+_JOINED = re.compile(r"^\[ \w+\{[\d,]*\}[^\]]*\], (?:[A-Za-z_]\w*: )?(?P<rest>.*)$")
+_OPENING = re.compile(r"^[(\[{](?!\d+,\.,\.\))(?:[A-Za-z_]\w*: )?(?P<rest>.*)$")
+_TRAILER_END = re.compile(_TRAILER.pattern + r"[^\]]*\]")
+_SEPARATOR = re.compile(r"^\s*(?:[(\[{](?!\d+,\.,\.\))|, )?(?:[A-Za-z_]\w*: )?")
+
+
+def _in_printed(line: str) -> bool:
+    """A line of what ``--print_output`` printed: a tensor's, or one that joins two (or opens the first)."""
+    m = _JOINED.match(line)
+    return bool(_BODY_LINE.match(line) or (m and _BODY_LINE.match(m.group("rest"))) or _opens(line))
+
+
+def _opens(line: str) -> bool:
+    """The first line of a printed tuple, list or dict: "(", "[" or "{key: " and the first tensor's first values."""
+    m = _OPENING.match(line)
+    return bool(m) and not _TRAILER.search(line) and bool(_BODY_LINE.match(m.group("rest")))
 
 
 def printed_output(output: str) -> str:
-    """The tensor ``--print_output`` wrote before "Starting benchmark.": the lines ending with ATen's trailer, read
-    back from it while they look like a printed tensor (what the runtime wrote before it, e.g. a warning on
-    stderr, is left out)."""
+    """What ``--print_output`` wrote before "Starting benchmark.": the lines ending with ATen's last trailer, read
+    back from it while they look like printed tensors (what the runtime wrote before it, e.g. a warning on stderr,
+    is left out)."""
     head, found, _ = output.partition(START_MARK)
     if not found:
         return ""
@@ -172,9 +190,19 @@ def printed_output(output: str) -> str:
     if end is None:
         return head
     start = end
-    while start > 0 and _BODY_LINE.match(lines[start - 1]):
+    while start > 0 and _in_printed(lines[start - 1]) and not _opens(lines[start]):
         start -= 1
     return "\n".join(lines[start:end + 1]) + "\n"
+
+
+def printed_tensors(text: str) -> List[str]:
+    """Each tensor of a printed output, in order: one for a tensor, one per element of a tuple, list or dict (its
+    values in the dict's order) with the separators taken off."""
+    parts, start = [], 0
+    for m in _TRAILER_END.finditer(text):
+        parts.append(_SEPARATOR.sub("", text[start:m.end()], count=1))
+        start = m.end()
+    return parts or [text]
 
 
 # --------------------------------------------------------------------------- comparing
@@ -361,22 +389,35 @@ def outputs_on_device(device: Device, commands: Sequence[str], read: Callable[[i
     return phone, problems
 
 
-def _printed_tensor(i: int, res: Any) -> TensorValues:
-    """The benchmark binary's ``--print_output=true`` tensor."""
+def _printed_tensors(i: int, res: Any) -> List[TensorValues]:
+    """The benchmark binary's ``--print_output=true`` output: every tensor it printed, in order."""
     text = printed_output(res.output)
     if res.code != 0 or not text.strip():
         raise NoOutput(f"the phone printed no output (exit code {res.code})" if res.code
                        else "the phone printed no output before 'Starting benchmark.'")
     try:
-        return parse_printed_tensor(text)
+        return [parse_printed_tensor(part) for part in printed_tensors(text)]
     except Unreadable as e:
         raise NoOutput(f"the phone's output cannot be read: {e}") from e
+
+
+def flat(runs: List[Optional[List[TensorValues]]]) -> List[Optional[TensorValues]]:
+    """Every run's outputs in the host reference's order (``[input 0 output 0, input 0 output 1, ..., input 1
+    output 0, ...]``); with a run that gave none, one entry per run (:func:`judge` then says how many of the inputs
+    gave no output).  Both formats' checks read several outputs through here."""
+    if all(r is not None for r in runs):
+        return [t for r in runs for t in r]
+    return [r[0] if r else None for r in runs]
 
 
 def check_on_device(device: Device, serial: str, f: ModelFile, command_for: Callable[[int], str],
                     inputs: int, ref: Optional[FileReference], timeout: float,
                     sdk: Optional[int] = None) -> NumericsVerdict:
-    """Run the model once per bundled input with ``--print_output=true`` and judge what the phone printed."""
-    phone, problems = outputs_on_device(device, [command_for(i) for i in range(max(1, inputs))], _printed_tensor,
+    """Run the model once per bundled input with ``--print_output=true`` and judge every output tensor the phone
+    printed against the host's (each its own rule: its own scale when quantized)."""
+    phone, problems = outputs_on_device(device, [command_for(i) for i in range(max(1, inputs))], _printed_tensors,
                                         timeout)
-    return judge(serial, f, phone, problems, ref, sdk)
+    v = judge(serial, f, flat(phone), problems, ref, sdk)
+    if v.verdict != "unknown":
+        v.inputs = len(phone)  # bundled inputs (judge counted the output tensors)
+    return v

@@ -325,8 +325,11 @@ def _refused_warnings(s: DeploySettings, models: List[ModelFile]) -> List[str]:
     if not models:
         return []
     deployed = {(f.stem, f.mode) for f in models}
-    return [f"{r.line()}: only its CPU model is deployed" for r in ConvertManifest.load(s.models).refused
-            if (r.stem, r.mode) in deployed]
+    manifest = ConvertManifest.load(s.models)
+    stems = {stem for stem, _ in deployed}
+    return [f"{r.line()}: only its CPU model is deployed" for r in manifest.refused if (r.stem, r.mode) in deployed] \
+        + [f"{name} is not deployed: convert refused it ({why.split('; fix: ', 1)[0]})"
+           for name, why in sorted(manifest.not_made().items()) if name.rsplit("-", 1)[0] in stems]
 
 
 def _plan_warnings(s: DeploySettings, binary: Optional[BinaryPlan], app: Optional[AppPlan],

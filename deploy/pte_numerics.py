@@ -39,7 +39,7 @@ from toolchain.numerics_records import FileReference, NumericsVerdict, TensorVal
 from toolchain.pte_records import PteFile, load_section, program_args, reference_path
 
 from .adb import Device
-from .numerics import NoOutput, judge, outputs_on_device
+from .numerics import NoOutput, flat, judge, outputs_on_device
 from .push import PushItem
 
 log = logging.getLogger(__name__)
@@ -232,20 +232,12 @@ def check_program(device: Device, f: PteFile, pi: ProgramInputs, ref: FileRefere
         return [_as_host(values, host[i * count + k]) for k, values in enumerate(printed.values())]
 
     runs_out, problems = outputs_on_device(device, [command(n) for n in names], read, timeout)
-    v = judge(device.serial, subject, _flat(runs_out), problems, ref)
+    v = judge(device.serial, subject, flat(runs_out), problems, ref)
     if v.verdict != "unknown":
         v.inputs = len(runs_out)
     if f.precision == "int8" and v.tolerance:
         v.tolerance += rules_note(pi, count)
     return v
-
-
-def _flat(runs: List[Optional[List[TensorValues]]]) -> List[Optional[TensorValues]]:
-    """Every run's outputs in the host reference's order; with a run that gave none, one entry per run (judge then
-    says how many of the inputs gave no output)."""
-    if all(r is not None for r in runs):
-        return [t for r in runs for t in r]
-    return [r[0] if r else None for r in runs]
 
 
 def _as_host(values: List[float], host: TensorValues) -> TensorValues:

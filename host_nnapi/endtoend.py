@@ -29,7 +29,10 @@ class EndToEnd:
 
 
 def tensors(out) -> List[Any]:
-    """A model's output(s) as a flat list of tensors (tuples and lists of outputs flattened, None dropped)."""
+    """A model's output(s) as a flat list of tensors (tuples, lists and dicts of outputs flattened, a dict's values in
+    its order, None dropped)."""
+    if isinstance(out, dict):
+        return tensors(list(out.values()))
     if isinstance(out, (list, tuple)):
         return [t for o in out for t in tensors(o)]
     return [] if out is None else [out]

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import zipfile
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from toolchain.numerics_records import (
     HOST_CPU,
@@ -80,22 +80,25 @@ def file_reference(f: ModelFile, cache: Optional[Path] = None) -> FileReference:
 
 def _run_into(ref: FileReference, key: str, path: Path) -> None:
     try:
-        ref.outputs[key] = bundled_outputs(path)
+        ref.outputs[key], ref.inputs = bundled_outputs(path)
     except Exception as e:  # the host cannot run it: recorded with the reason (the phone's verdict is unknown)
         log.debug("reference %s of %s failed", key, path, exc_info=True)
         ref.problems[key] = f"the host could not run it: {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
 
 
-def bundled_outputs(path: Path, run: Optional[Callable] = None) -> List[TensorValues]:
-    """The first output of the model at ``path`` on each of its bundled inputs."""
+def bundled_outputs(path: Path, run: Optional[Callable] = None) -> Tuple[List[TensorValues], int]:
+    """Every output tensor of the model at ``path`` on each of its bundled inputs, run by run (``[input 0 output 0,
+    input 0 output 1, ..., input 1 output 0, ...]``, a tuple's, list's or dict's tensors in the order the phone's
+    binary prints them: deploy/numerics.py, as the ExecuTorch lane's host reference), and how many inputs."""
     import torch
 
     m = torch.jit.load(str(path), map_location="cpu").eval()
     out: List[TensorValues] = []
+    bundled = m.get_all_bundled_inputs()
     with torch.no_grad():
-        for inputs in m.get_all_bundled_inputs():
-            out.append(tensor_values(tensors(m(*inputs))[0]))
-    return out
+        for inputs in bundled:
+            out.extend(tensor_values(t) for t in tensors(m(*inputs)))
+    return out, len(bundled)
 
 
 def tensor_values(t) -> TensorValues:

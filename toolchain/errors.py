@@ -9,7 +9,7 @@ subclass; ``--debug`` shows the traceback as well.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Any, Dict, Iterable, Optional, Sequence
 
 
 class TorchdroidError(Exception):
@@ -46,6 +46,10 @@ class TorchdroidError(Exception):
         if self.remedy:
             lines.append(f"  fix: {self.remedy}")
         return "\n".join(lines)
+
+    def one_line(self) -> str:
+        """What, cause and fix on one line: a refusal as a manifest records it."""
+        return "; ".join(part for part in (self.what, self.cause, self.remedy and f"fix: {self.remedy}") if part)
 
 
 class UsageError(TorchdroidError):
@@ -104,10 +108,27 @@ class ConversionError(TorchdroidError):
 
 class PartlyConverted(ConversionError):
     """Some of the programs asked for were made and recorded, others refused (each with its reason in the manifest):
-    exit 10, so a script sees that not everything it asked for exists, and later stages use what does."""
+    exit 10, so a script sees that not everything it asked for exists, and later stages use what does.  ``result``
+    is the lane's result (what was made), for the caller to show before the error."""
 
     exit_code = 10
     label = "conversion (partly made)"
+
+    def __init__(self, what: str, *, result: Any = None, **kwargs: Any) -> None:
+        super().__init__(what, **kwargs)
+        self.result = result
+
+    @classmethod
+    def of(cls, lane: str, stem: str, made: Sequence[str], refused: Dict[str, str], where: Path, fix: str = "",
+           result: Any = None) -> "PartlyConverted":
+        """The one message of both lanes: what was made, what was refused and why (``refused``: name -> reason,
+        as the manifest records it), where the made ones are."""
+        return cls(f"{stem}: {len(made)} {lane} program(s) made ({', '.join(made)}), {len(refused)} refused "
+                   f"({', '.join(refused)})",
+                   cause="; ".join(f"{', '.join(n for n in refused if refused[n] == why)}: {why}"
+                                   for why in dict.fromkeys(refused.values())),  # one reason once
+                   remedy=f"the programs made are in {where} and its manifest (the later stages use them); "
+                          f"for the refused: {fix or 'see the cause'}", result=result)
 
 
 class DeviceError(TorchdroidError):

@@ -70,7 +70,8 @@ class TensorValues:
 
 @dataclass
 class FileReference:
-    """The host's outputs of one model file on its bundled inputs: ``outputs[key][i]`` for bundled input i."""
+    """The host's outputs of one model file on its inputs: ``outputs[key]`` holds every output tensor of every
+    input, run by run (``[input 0 output 0, input 0 output 1, ..., input 1 output 0, ...]``)."""
 
     file: str
     sha256: str
@@ -78,17 +79,24 @@ class FileReference:
     mode: str
     outputs: Dict[str, List[TensorValues]] = field(default_factory=dict)
     problems: Dict[str, str] = field(default_factory=dict)  # key -> why the host could not compute it
+    every_output: bool = True  # False: read from a record written when only the first output was kept
+    inputs: int = 0  # how many inputs ``outputs`` covers (0: one output per input, as older records)
+
+    def runs(self) -> int:
+        """How many inputs (runs on the phone) the outputs cover."""
+        return self.inputs or max((len(v) for v in self.outputs.values()), default=1)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"file": self.file, "sha256": self.sha256, "backend": self.backend, "mode": self.mode,
                 "outputs": {k: [t.to_dict() for t in v] for k, v in self.outputs.items()},
-                "problems": dict(self.problems)}
+                "problems": dict(self.problems), "every_output": self.every_output, "inputs": self.inputs}
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "FileReference":
         return cls(d["file"], d["sha256"], d["backend"], d["mode"],
                    {k: [TensorValues.from_dict(t) for t in v] for k, v in (d.get("outputs") or {}).items()},
-                   {str(k): str(v) for k, v in (d.get("problems") or {}).items()})
+                   {str(k): str(v) for k, v in (d.get("problems") or {}).items()}, bool(d.get("every_output")),
+                   int(d.get("inputs") or 0))
 
 
 @dataclass
@@ -112,9 +120,10 @@ class ReferenceOutputs(Record):
         return cls.load(path) if Path(path).is_file() else cls(Path(path))
 
     def current(self, file: str, sha256: str) -> Optional[FileReference]:
-        """The reference of this file if it was computed from these bytes."""
+        """The reference of this file if it was computed from these bytes (with every output: an older record kept
+        only the first, and is computed again)."""
         ref = self.files.get(file)
-        return ref if ref is not None and ref.sha256 == sha256 else None
+        return ref if ref is not None and ref.sha256 == sha256 and ref.every_output else None
 
 
 @dataclass

@@ -194,6 +194,11 @@ def _model_file(models_dir: Path, entry: Any, conversions: Dict[str, Any], path:
         ) from e
 
 
+class RefusedVariant(UsageError):
+    """A variant convert was asked for and refused (its reason is in the manifest): named with why, never 'run
+    convert' (it would refuse it again)."""
+
+
 @dataclass(frozen=True)
 class NnapiRefusal(VariantNames):
     """An NNAPI model convert did not write: torch's NNAPI converter cannot take (or would get wrong) this model.
@@ -280,10 +285,11 @@ class ConvertManifest(Record):
         return {k: self.data[k] for k in OTHER_SECTIONS if k in self.data}
 
     def replace_modes(self, stem: str, conversion: Dict[str, Any], files: List["ModelFile"],
-                      refused: Tuple[NnapiRefusal, ...] = ()) -> "ConvertManifest":
-        """A copy where ``stem``'s conversion record is ``conversion`` and the modes of ``files`` are replaced
-        (with their NNAPI refusals: ``refused``, none when the NNAPI files were written)."""
-        modes = {f.mode for f in files} | {r.mode for r in refused}
+                      refused: Tuple[NnapiRefusal, ...] = (), cleared: Tuple[str, ...] = ()) -> "ConvertManifest":
+        """A copy where ``stem``'s conversion record is ``conversion`` and the modes of ``files`` (and ``cleared``:
+        a mode refused as a whole has no file) are replaced (with their NNAPI refusals: ``refused``, none when the
+        NNAPI files were written)."""
+        modes = {f.mode for f in files} | {r.mode for r in refused} | set(cleared)
         kept = [f for f in self._files if not (f.stem == stem and f.mode in modes)]
         conversions = dict(self.conversions)
         conversions[stem] = conversion
@@ -321,6 +327,18 @@ class ConvertManifest(Record):
             out.setdefault(f.qualified_variant, {})[f.backend] = f
         return out
 
+    def not_made(self) -> Dict[str, str]:
+        """``{"resnet18-quant_core": why}``: the modes convert refused as a whole (neither CPU nor NNAPI model; the
+        reason as ``conversions.<stem>.refused`` records it, the ExecuTorch section's shape)."""
+        variants = self.variants()
+        out: Dict[str, str] = {}
+        for stem, conv in self.conversions.items():
+            refused = conv.get("refused") if isinstance(conv, dict) else None
+            for name, why in (refused.items() if isinstance(refused, dict) else ()):
+                if f"{stem}-{name}" not in variants:
+                    out[f"{stem}-{name}"] = str(why)
+        return out
+
     def find(self, name: str) -> Dict[str, ModelFile]:
         """Look a variant up by ``quant_full`` (when unambiguous) or ``resnet18-quant_full``."""
         variants = self.variants()
@@ -330,6 +348,10 @@ class ConvertManifest(Record):
         if len(matches) == 1:
             return matches[0]
         known = ", ".join(sorted(variants)) or "none"
+        refused = [(k, why) for k, why in self.not_made().items() if k == name or k.endswith(f"-{name}")]
+        if len(matches) == 0 and len(refused) == 1:
+            raise RefusedVariant(f"{refused[0][0]} was not made: convert refused it", cause=refused[0][1],
+                                 remedy=f"use a variant convert made ({known}); the cause says how to get this one")
         if len(matches) > 1:
             named = sorted(k for k in variants if k.endswith(f"-{name}"))
             raise UsageError(

@@ -124,6 +124,24 @@ def machine_facts(config: Any) -> Facts:
     return plan.facts_from_doctor(checks, host_nnapi=host_nnapi.availability())
 
 
+def app_variant(p: AllPlan, say: Callable[[str], None] = note) -> str:
+    """The variant `all` makes the app of: the configured one (app.model), or, when convert refused it (a partly made
+    convert, exit 10), the model's first variant that was made (quant_full, core, none), said once."""
+    from toolchain.records import ConvertManifest
+    from toolchain.variants import MODES
+
+    if not ConvertManifest.exists(p.models):
+        return p.variant
+    manifest = ConvertManifest.load(p.models)
+    why = manifest.not_made().get(p.variant)
+    stem = p.variant.rsplit("-", 1)[0]
+    made = [f"{stem}-quant_{m}" for m in reversed(MODES) if f"{stem}-quant_{m}" in manifest.variants()]
+    if why is None or not made:
+        return p.variant  # make-app says what is missing and why
+    say(f"the app gets {made[0]}: convert refused {p.variant} ({why.split('; fix: ', 1)[0]})")
+    return made[0]
+
+
 def recorded_apk(app_dir: Path) -> Optional[Path]:
     """The APK `invoke build-app` recorded in the app's app-info, if that file exists."""
     from toolchain.records import AppInfo
@@ -215,11 +233,21 @@ def _run_one(stage: str, run: Callable[[Facts], None], facts: Facts, say: Callab
     except (Exit, UnexpectedExit) as e:
         message = e.message if isinstance(e, Exit) else str(e)
         say(str(message or e))
-        status = plan.INTERRUPTED if isinstance(e, Exit) and e.code in INTERRUPT_CODES else plan.FAILED
-        return StageOutcome(stage, status, str(message or e), time.monotonic() - t0)
+        return StageOutcome(stage, _status(e), str(message or e), time.monotonic() - t0)
     if getattr(result, "reused", False) or getattr(result, "up_to_date", False):
         return StageOutcome(stage, plan.UP_TO_DATE, "reused: its inputs are unchanged", time.monotonic() - t0)
     return StageOutcome(stage, plan.RAN, "", time.monotonic() - t0)
+
+
+def _status(e: BaseException) -> str:
+    """A stage's outcome from its exit: interrupted, partly made (convert's PartlyConverted, exit 10: the stages
+    after it use what was made), or failed."""
+    from toolchain.errors import PartlyConverted
+
+    code = e.code if isinstance(e, Exit) else None
+    if code in INTERRUPT_CODES:
+        return plan.INTERRUPTED
+    return plan.PARTLY if code == PartlyConverted.exit_code else plan.FAILED
 
 
 def announce_weights(p: AllPlan) -> None:

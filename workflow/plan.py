@@ -20,6 +20,7 @@ ALL_KIND = "torchdroid-all"
 ALL_SCHEMA = 1
 
 RAN, SKIPPED, UP_TO_DATE, FAILED, INTERRUPTED = "ran", "skipped", "up to date", "failed", "interrupted"
+PARTLY = "partly made"  # convert made some of what was asked and refused the rest (exit 10): the chain goes on
 
 # Doctor rows `all` reads: fact -> the doctor's stable id ("deploy.devices@HOST:PORT" rows count as devices).
 DOCTOR_IDS = {"ndk": "build-android.ndk", "sdk": "make-app.sdk", "devices": "deploy.devices"}
@@ -51,7 +52,7 @@ class StageDecision:
 @dataclass
 class StageOutcome:
     stage: str
-    status: str  # ran | skipped | up to date | failed
+    status: str  # ran | skipped | up to date | failed | interrupted | partly made (convert's exit 10)
     detail: str = ""
     seconds: float = 0.0
 
@@ -183,6 +184,11 @@ class AllSummary:
     def failed(self) -> Tuple[str, ...]:
         return tuple(o.stage for o in self.outcomes if o.status == FAILED)
 
+    @property
+    def partly(self) -> Tuple[str, ...]:
+        """Stages that made some of what was asked and refused the rest (convert's exit 10); not failures."""
+        return tuple(o.stage for o in self.outcomes if o.status == PARTLY)
+
     def write(self, path: Path, facts: Optional[Mapping[str, object]] = None) -> Path:
         return records.write_record(Path(path), ALL_KIND, ALL_SCHEMA, {
             "weights": self.weights,
@@ -190,6 +196,7 @@ class AllSummary:
             "stages": [o.to_dict() for o in self.outcomes],
             "seconds": round(time.time() - self.started, 1),
             "ok": not self.failed,
+            "partly": list(self.partly),
         })
 
 

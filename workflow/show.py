@@ -32,6 +32,8 @@ def convert(result: Any, as_json: bool = False) -> None:
         zero = f.input.zero_point if f.input.scale is not None else "-"
         rows.append((f.file, f.backend, f.mode, "x".join(map(str, f.input.shape)), f.input.dtype, scale, zero,
                      f"{f.size / 1e6:.1f}"))
+    rows += [(f"not made: {name}", backend, mode, "-", "-", "-", "-", "-") for name, backend, mode in
+             getattr(result, "not_made_files", list)()]  # why: the warnings below, or the error convert ends with
     table(f"converted into {result.manifest_path.parent} ({'reused' if result.reused else 'built'})",
           ["file", "backend", "mode", "input", "dtype", "in scale", "in zero point", "MB"], rows,
           numeric=("in scale", "in zero point", "MB"), drop=("in zero point", "in scale", "dtype", "input"))
@@ -366,7 +368,7 @@ def _gist(outcome: Any) -> str:
     """Why a stage was skipped or up to date in a few words: the first line of the reason up to its first ": "
     (the full text is in all.json); a failure's first line whole (its full message was printed when it failed)."""
     first = outcome.detail.splitlines()[0] if outcome.detail else ""
-    if outcome.status == "failed":
+    if outcome.status in ("failed", "partly made"):  # a partly made convert: what was made and what refused
         return first.split(": ", 1)[-1] if first.startswith("torchdroid ") else first
     return first.split(": ", 1)[0].split(" (", 1)[0] if len(first) > 60 else first
 
@@ -385,9 +387,11 @@ def pte_convert(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
     built = "built " + ", ".join(result.built) if result.built else "reused"
+    rows = [(f.file, f.delegate, f.precision, f"{f.size / 1e6:.1f}", _pte_check(f)) for f in result.files]
+    rows += [(f"not made: {name}", name.split("-", 1)[-1], name.split("-", 1)[0], "-", "refused: see below")
+             for name in getattr(result, "not_made", {})]
     table(f"ExecuTorch programs in {result.manifest_path.parent} ({built})", ["file", "delegate", "precision", "MB",
-          "host check"], [(f.file, f.delegate, f.precision, f"{f.size / 1e6:.1f}", _pte_check(f)) for f in result.files],
-          numeric=("MB",))
+          "host check"], rows, numeric=("MB",))
     for name, reason in sorted(result.skipped.items()):
         print(f"skipped delegate {name}: {reason}")
     for line in result.notes:

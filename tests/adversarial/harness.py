@@ -41,6 +41,7 @@ EXIT_KINDS = {
     "device": 7,
     "verification": 8,
     "compat": 9,
+    "partly converted": 10,
     "interrupted": 130,
 }
 

@@ -49,8 +49,20 @@ def test_a_feature_map_model_converts_without_top1(tmp_path):
 
 
 @adversarial("convert", "model output that is not [N, classes]")
-def test_a_detection_tuple_is_refused_for_quant_core_before_any_file(tmp_path):
+def test_a_detection_tuple_is_refused_for_quant_core_before_any_of_its_files(tmp_path):
+    """Each mode on its own: quant_core is refused before converting (its NNAPI wrapper takes one tensor), none and
+    full are made, and the exit status says some were refused."""
     res = convert(tmp_path, "detection_like")
+    assert_clean(res, "partly converted", mentions=["refused (quant_core)", "tuple of 2 tensors", "--quant none,full"],
+                 root=tmp_path)
+    assert not {f for f in model_files(tmp_path / "m") if "quant_core" in f}
+    assert {f for f in model_files(tmp_path / "m") if "-cpu.pt" in f} == {"detection_like-quant_none-cpu.pt",
+                                                                          "detection_like-quant_full-cpu.pt"}
+
+
+@adversarial("convert", "model output that is not [N, classes]")
+def test_a_detection_tuple_asked_for_quant_core_alone_is_refused_before_any_file(tmp_path):
+    res = convert(tmp_path, "detection_like", "--quant", "core")
     assert_clean(res, "conversion", mentions=["tuple of 2 tensors", "--quant none,full"], root=tmp_path)
     assert not model_files(tmp_path / "m")
 

@@ -8,7 +8,8 @@ the output with ATen's own printer (TorchScript's print), as upstream's binary d
 Fault switches (a phone's driver that is fast and wrong):
 * ``SBT_OFF_LSB=substr:N``: when the model path contains substr, every output value is moved by N steps of the
   output's quantization (a float output by N x 1% of its largest magnitude);
-* ``SBT_NO_OUTPUT=substr``: print nothing for such a model (the binary goes on: a phone that says nothing).
+* ``SBT_NO_OUTPUT=substr``: print nothing for such a model (the binary goes on: a phone that says nothing);
+* ``SBT_OFF_OUTPUT=k``: with ``SBT_OFF_LSB``, move only output tensor k of a tuple, list or dict (0-based).
 
 ``SBT_OUTPUT_CACHE=DIR`` keeps each computed text under the model's sha256, the index and the rounding, so the
 same file on several virtual phones is computed once (the faults are applied after the cache).
@@ -48,21 +49,34 @@ def compute(model: Path, index: int, rounding: str, off: int):
         raise SystemExit(1)
     with torch.no_grad():
         out = m(*inputs[index])
-    out = out[0] if isinstance(out, (tuple, list)) else out
-    if off:
-        if out.is_quantized:
-            q = (out.int_repr().to(torch.int32) + off).clamp(0, 255).to(torch.uint8)
-            out = torch._make_per_tensor_quantized_tensor(q, out.q_scale(), out.q_zero_point())
-        else:
-            out = out + off * 0.01 * float(out.abs().max())
-    return show(out)
+    only = os.environ.get("SBT_OFF_OUTPUT")
+    return show(_moved(out, off, None if only is None else int(only)) if off else out)  # the whole output (EP1)
+
+
+def _moved(out, off: int, only=None):
+    """Every output tensor (``only``: the one of that index) moved by ``off`` steps; a tuple, list or dict of them
+    keeps its structure."""
+    import torch
+
+    if isinstance(out, (tuple, list)):
+        return type(out)(o if only not in (None, k) else _moved(o, off) for k, o in enumerate(out))
+    if isinstance(out, dict):
+        return {k: v if only not in (None, i) else _moved(v, off) for i, (k, v) in enumerate(out.items())}
+    if out.is_quantized:
+        q = (out.int_repr().to(torch.int32) + off).clamp(0, 255).to(torch.uint8)
+        return torch._make_per_tensor_quantized_tensor(q, out.q_scale(), out.q_zero_point())
+    return out + off * 0.01 * float(out.abs().max())
 
 
 def show(t) -> str:
+    """``std::cout << IValue`` as ATen writes it: a tensor, or a tuple, list or dict of them (TorchScript's print
+    takes the same operator<<)."""
+    from typing import Any
+
     import torch
 
     @torch.jit.script
-    def _print(x: torch.Tensor) -> int:
+    def _print(x: Any) -> int:
         print(x)
         return 0
 

@@ -103,6 +103,26 @@ def branching_add():
     return BranchingAdd()
 
 
+class InPlace(nn.Module):
+    """A residual block written as torchvision's resnet writes it: ReLU(inplace=True) and ``out += identity``."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, stride=4, padding=1)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        identity = self.relu(self.stem(x))
+        out = self.conv(identity)
+        out += identity
+        return self.relu(out)
+
+
+def in_place():
+    return InPlace()
+
+
 def conv_bn():
     """A plain factory model (no fuse_model): Conv-BatchNorm-ReLU blocks and a classifier."""
     return nn.Sequential(nn.Conv2d(3, 8, 3, stride=4, padding=1), nn.BatchNorm2d(8), nn.ReLU(),

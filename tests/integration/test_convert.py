@@ -244,6 +244,22 @@ def test_degenerate_quantization_is_refused(tmp_path):
     assert _written(tmp_path / "out") == []
 
 
+def test_a_refused_quantized_mode_keeps_the_float_model_and_exits_10(tmp_path):
+    """Each mode is made or refused on its own (issue 35 item 1): quant_core's degenerate calibration leaves quant_none
+    made, the refusal in the manifest and the table, and the exit status says some were refused (docs/convert.md)."""
+    out = tmp_path / "out"
+    r = invoke("convert", "--model", f"{SUPPORT}:dead", "--weights", "random", "--quant", "none,core", "--no-verify",
+               "--out", str(out), env={"INVOKE_CONVERT_CALIBRATION_COUNT": "4"})
+    assert r.returncode == 10, r.stdout + r.stderr
+    assert "not made: dead-quant_core-cpu.pt" in r.stdout and "dead-quant_none-cpu.pt" in r.stdout
+    assert "partly made" in r.stderr and "quant_core: quantization of dead (quantized modes) is degenerate" in r.stderr
+    assert "--quant none" in r.stderr and r.stderr.count("is degenerate") == 1  # said once
+    manifest = ConvertManifest.load(out)
+    assert {f.mode for f in manifest.files} == {"none"}
+    assert "degenerate" in manifest.conversions["dead"]["refused"]["quant_core"]
+    assert "core" not in manifest.conversions["dead"]["mode_keys"]  # tried again next time
+
+
 def test_factory_returning_non_module(tmp_path):
     r = invoke("convert", "--model", f"{SUPPORT}:not_a_module", "--weights", "random", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "not a torch.nn.Module" in r.stderr

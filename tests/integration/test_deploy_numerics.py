@@ -193,3 +193,37 @@ def test_nothing_to_deploy_computes_no_host_references(tmp_path):
         r = invoke(tmp_path, *args, port=held_dead_port())
         assert r.returncode == 2 and "nothing to deploy" in r.stderr, r.stderr[-2000:]
         assert not references_path(models).exists() and "host reference outputs" not in r.stderr + r.stdout
+
+
+@pytest.mark.slow
+def test_every_output_of_a_two_output_model_is_compared(tmp_path, standin):
+    """A model returning (boxes, scores): the phone's binary prints the whole tuple (docs/facts.md EP1), the host
+    records both outputs per bundled input, and a phone whose second output alone is wrong is caught (it passed
+    when only the first output was read: the negative control)."""
+    from converter import ConvertSettings, convert
+
+    models = tmp_path / "models"
+    convert(ConvertSettings(out=models, model=f"{ROOT / 'tests' / 'converter_support' / 'user_models.py'}:"
+                            "detection_like", modes=("none",), weights="random", calibration_count=2,
+                            build_dir=tmp_path / "build"))
+    build_info = write_build_info(tmp_path / "android", standin)
+    phone = {"SBT_OUTPUT_CMD": HELPER, "SBT_OUTPUT_CACHE": str(tmp_path / "outputs-cache")}
+    devices = {"good": {"env": dict(phone)},
+               "second": {"env": dict(phone, SBT_OFF_LSB="quant_none-cpu:5", SBT_OFF_OUTPUT="1")}}
+    results = tmp_path / "results"
+    work = tmp_path / "work"
+    work.mkdir()
+    with adb_with_devices(tmp_path / "adb", devices) as (server, devs):
+        r = invoke(work, "deploy", "--models", str(models), "--build-info", str(build_info), "--iter", "1",
+                   "--repeat", "1", "--warmup", "0", "--allow-mismatch", "--project", "two", "--results", str(results),
+                   port=server.port)
+        assert r.returncode == 0, r.stdout + r.stderr
+        serial = {name: d.serial for name, d in devs.items()}
+    ref = ReferenceOutputs.load(references_path(models)).files["detection_like-quant_none-cpu.pt"]
+    (outputs,) = ref.outputs.values()
+    assert [t.shape for t in outputs[:2]] == [[1, 3136, 4], [1, 3136, 3]]  # boxes, scores of bundled input 0
+    verdicts = {(v.serial, v.file): v for v in DeployResults.load(deploy_results_path(results, "latest")).numerics}
+    good = verdicts[(serial["good"], "detection_like-quant_none-cpu.pt")]
+    assert good.verdict == "agrees" and good.inputs == len(outputs) // 2, good.reason
+    wrong = verdicts[(serial["second"], "detection_like-quant_none-cpu.pt")]
+    assert wrong.verdict == "differs" and wrong.max_abs > 0, wrong

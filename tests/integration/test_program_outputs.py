@@ -213,6 +213,14 @@ def test_a_refused_int8_program_leaves_the_fp32_programs_made_and_recorded(tmp_p
         assert not (out / "collapses_in_int8-int8-xnnpack.pte").exists()
         assert "constant output" in section["conversions"]["collapses_in_int8"]["refused"]["int8-xnnpack"]
         assert (out / section["reference"]["collapses_in_int8"]["file"]).is_file()
+    # make-app says why the refused program is missing (not "run convert": it would refuse it again)
+    from appgen.executorch_app import find_program
+    from toolchain.records import RefusedVariant
+
+    with pytest.raises(RefusedVariant) as missing:
+        find_program(out, "int8-xnnpack")
+    assert "collapses_in_int8-int8-xnnpack was not made" in missing.value.what
+    assert "constant output" in missing.value.cause and "fp32-xnnpack" in missing.value.remedy
 
 
 def test_the_legacy_lane_takes_a_dict_output_and_refuses_only_its_nnapi_models(tmp_path):

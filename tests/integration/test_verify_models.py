@@ -77,6 +77,62 @@ def test_a_plain_add_fx_cannot_trace_either_gets_the_float_functional_fix(tmp_pa
     assert "FX graph mode" in err.value.cause and "symbolic_trace" in err.value.remedy
 
 
+def test_a_quantized_mode_stopped_before_converting_leaves_the_float_model_made(tmp_path):
+    """Each mode on its own (issue 35 item 1): a plain add neither eager nor FX mode can quantize stops quant_full
+    (its CPU and NNAPI models), quant_none is made and recorded, the refusal is in conversions.<stem>.refused as the
+    ExecuTorch lane records its programs', and convert ends with PartlyConverted (exit 10) carrying the result."""
+    from toolchain.errors import PartlyConverted
+
+    out = tmp_path / "models"
+    with pytest.raises(PartlyConverted) as err:
+        convert(ConvertSettings(out=out, model=f"{MODELS}:branching_add", modes=("none", "full"), weights="random",
+                                calibration_count=4, build_dir=tmp_path / "build"))
+    result = err.value.result
+    assert err.value.exit_code == 10 and "quant_none" in err.value.what and "quant_full" in err.value.what
+    assert result.built_modes == ["none"] and {f.mode for f in result.files} == {"none"}
+    assert ("branching_add-quant_full-cpu.pt", "cpu", "full") in result.not_made_files()
+    assert "--quant none" in result.not_made["quant_full"]
+    assert "--format executorch" not in result.not_made["quant_full"]  # torch.export cannot capture its branching
+    record = json.loads((out / "manifest.json").read_text())["conversions"]["branching_add"]
+    assert "FloatFunctional" in record["refused"]["quant_full"] and "full" not in record["mode_keys"]
+    assert not list(out.glob("*quant_full*"))
+
+    # the later stages use what exists and say why the rest is missing (not "run convert": it would refuse it again)
+    from appgen.make import find_variant
+    from deploy.plan import DeploySettings, _refused_warnings
+    from toolchain.records import ConvertManifest, RefusedVariant
+
+    with pytest.raises(RefusedVariant) as missing:
+        find_variant(out, "quant_full")
+    assert "branching_add-quant_full was not made: convert refused it" in missing.value.what
+    assert "FloatFunctional" in missing.value.cause and "branching_add-quant_none" in missing.value.remedy
+    assert "run `invoke convert" not in str(missing.value)
+    assert set(find_variant(out, "quant_none")) == {"cpu", "nnapi"}
+    (said,) = _refused_warnings(DeploySettings(models=out, results=tmp_path / "r"), ConvertManifest.load(out).files_of("branching_add"))
+    assert said.startswith("branching_add-quant_full is not deployed: convert refused it (") and "fix:" not in said
+    # `invoke all` makes the app of a variant that was made, and says why (app.model's quant_full was refused)
+    from workflow.chain import AllPlan, app_variant
+
+    p = AllPlan(skip=(), weights="random", weights_note="", substituted=False, variant="branching_add-quant_full",
+                models=out, app_dir=tmp_path / "app", app_id="x.y", build_dir=tmp_path, build_info=tmp_path / "b.json",
+                binary=None, apk=None, replace_app=False, adb_host=None, adb_port=None, adb_servers=())
+    told = []
+    assert app_variant(p, told.append) == "branching_add-quant_none"
+    assert told == [f"the app gets branching_add-quant_none: convert refused branching_add-quant_full "
+                    f"({ConvertManifest.load(out).not_made()['branching_add-quant_full'].split('; fix: ')[0]})"]
+
+
+def test_in_place_relu_and_add_reach_nnapi_out_of_place_and_compute_the_same(tmp_path):
+    from converter.export import without_inplace
+    from host_nnapi_support.verify_models import in_place
+
+    out = _convert(tmp_path, "in_place", ("none",))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert "in_place-quant_none-nnapi.pt" in {f["file"] for f in manifest["files"]}, manifest.get("nnapi_refused")
+    model, x = in_place().eval(), torch.rand(1, 3, 32, 32)
+    torch.testing.assert_close(without_inplace(model)(x), model(x))
+
+
 def test_a_plain_conv_batchnorm_factory_gets_its_nnapi_model(tmp_path):
     out = _convert(tmp_path, "conv_bn", ("none", "full"))
     manifest = json.loads((out / "manifest.json").read_text())
@@ -118,3 +174,29 @@ def test_mobilenet_v3_gets_its_cpu_model_and_verify_skips_its_refused_nnapi_mode
     assert checked.rows == [] and [r.file for r in checked.skipped] == ["mobilenetv3large-quant_none-nnapi.pt"]
     assert not (out / "verify.json").exists()  # no record of a check that did not happen
     print(f"mobilenet_v3_large: {time.monotonic() - t0:.1f} s")
+
+
+def test_a_quantized_mode_failing_its_host_check_is_refused_on_its_own(tmp_path, monkeypatch):
+    """A quantized mode whose saved CPU model fails its host check (a quantization collapsed to a constant output)
+    is refused by itself, as the ExecuTorch lane refuses such a program: its files are removed, its reason is
+    recorded, quant_none is made, and convert ends with PartlyConverted (exit 10)."""
+    from converter import convert_modes
+    from toolchain.errors import ConversionError, PartlyConverted
+
+    checked = convert_modes.host_check
+
+    def collapsed(path, mode):
+        if mode == "full":
+            raise ConversionError(f"{path.name} gives a constant output on its bundled input",
+                                  remedy="check the weights and the calibration images")
+        return checked(path, mode)
+
+    monkeypatch.setattr(convert_modes, "host_check", collapsed)
+    out = tmp_path / "models"
+    support = ROOT / "tests" / "converter_support" / "user_models.py"
+    with pytest.raises(PartlyConverted) as err:
+        convert(ConvertSettings(out=out, model=f"{support}:tiny", modes=("none", "full"), weights="random",
+                                calibration_count=4, build_dir=tmp_path / "build"))
+    assert "constant output" in err.value.result.not_made["quant_full"] and "--quant none" in err.value.cause
+    assert {f.mode for f in err.value.result.files} == {"none"}
+    assert not list(out.glob("*quant_full*"))  # written before its check, removed with the refusal

@@ -97,8 +97,10 @@ def test_what_stops_the_cpu_models_too_is_still_refused_as_a_whole():
     check = check_model(PlainAdd().eval(), HW, ("full",))
     assert nnapi_refused(check, "full") == []
     with pytest.raises(ConversionError) as err:
-        refuse(check, "plain_add")
+        refuse(check, "plain_add", ("full",))
     assert err.value.exit_code == 6 and "checked before converting" in err.value.what
+    assert "correct NNAPI model" not in err.value.what  # the CPU model is what is stopped
+    assert refuse(check, "plain_add", ("none", "full")) == {"full": check.problems}  # the float model converts
 
 
 class _Add(nn.Module):

@@ -206,3 +206,36 @@ def test_what_the_runtime_wrote_before_the_tensor_is_left_out():
            + "\nStarting benchmark.\nRunning warmup runs.\n")
     parsed = parse_printed_tensor(printed_output(out))
     assert parsed.shape == [1, 30] and parsed.values[0] == pytest.approx(-1.0)
+
+
+@pytest.mark.parametrize("structure", ["tuple", "dict", "list"])
+def test_every_output_of_a_tuple_dict_or_list_is_read_back_in_order(structure):
+    """speed_benchmark_torch prints the model's whole output IValue (docs/facts.md EP1): a tuple, list or dict of
+    tensors is each tensor as ATen prints it, joined by ', ' (a dict's keys before its values); every one is read
+    back, in order, whatever the runtime wrote before it."""
+    import torch
+
+    from deploy.numerics import printed_tensors
+
+    cases = _cases()
+    tensors = [cases["logits"], cases["3-d"], cases["quantized"], cases["tiny"]]
+    out = {"tuple": tuple(tensors), "list": tensors,
+           "dict": {"out": tensors[0], "aux": tensors[1], "q": tensors[2], "t": tensors[3]}}[structure]
+    text = "[W something.cpp:1] Warning: a warning\n" + aten_print(out) + "\nStarting benchmark.\n"
+    parts = printed_tensors(printed_output(text))
+    assert len(parts) == 4, parts
+    for part, t in zip(parts, tensors):
+        parsed = parse_printed_tensor(part)
+        want = (t.dequantize() if t.is_quantized else t).reshape(-1)
+        assert parsed.shape == list(t.shape)
+        assert torch.allclose(torch.tensor(parsed.values, dtype=torch.float64), want.double(), rtol=1e-3,
+                              atol=1e-4 * float(want.abs().max()))
+    assert parse_printed_tensor(parts[2]).scale == pytest.approx(0.0921)
+
+
+def test_one_output_is_still_one_tensor():
+    from deploy.numerics import printed_tensors
+
+    t = _cases()["3-d"]
+    (part,) = printed_tensors(printed_output(aten_print(t) + "\nStarting benchmark.\n"))
+    assert parse_printed_tensor(part).shape == [2, 3, 14]

@@ -142,3 +142,31 @@ def test_all_with_explicit_weights_never_looks_for_pretrained_ones(weights, tmp_
                          pretrained_status=lambda model: looked.append(model) or (False, "x"))
     assert plan.weights == weights and not looked
     assert "RANDOM weights" not in caplog.text
+
+
+def test_a_partly_converted_convert_is_not_a_failure_and_the_chain_goes_on(tmp_path):
+    """convert's exit 10 (PartlyConverted: some modes or programs made, others refused) is 'partly made', not a
+    failed stage: the stages after it run with what was made, and the summary says which were refused."""
+    from invoke import Exit
+
+    from workflow import chain
+
+    ran = []
+
+    def partly(f):
+        raise Exit("torchdroid convert: conversion (partly made): net: 1 TorchScript program(s) made (quant_none), "
+                   "1 refused (quant_core)\n  cause: quant_core: ...", code=10)
+
+    runs_ = {s: (lambda f, s=s: ran.append(s)) for s in plan.STAGES}
+    runs_["convert"] = partly
+    p = chain.AllPlan(skip=(), weights="random", weights_note="", substituted=False, variant="net-quant_none",
+                      models=tmp_path / "m", app_dir=tmp_path / "app", app_id="x.y", build_dir=tmp_path,
+                      build_info=tmp_path / "b.json", binary=None, apk=None, replace_app=False, adb_host=None,
+                      adb_port=None, adb_servers=())
+    summary = chain.run_chain(p, NOTHING, runs_, plan.AllSummary(weights={}), say=lambda text: None)
+    convert = summary.outcomes[0]
+    assert convert.status == plan.PARTLY and "1 refused (quant_core)" in convert.detail
+    assert summary.failed == () and summary.partly == ("convert",)
+    assert ran == ["make-app", "bench"]  # what a bare machine runs after convert
+    data = json.loads(summary.write(tmp_path / "all.json").read_text())
+    assert data["ok"] is True and data["partly"] == ["convert"]
