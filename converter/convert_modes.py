@@ -271,7 +271,14 @@ class ModeConverter:
         yield from (self._with_alternative(self.stopped[m]) for m in modes if m in self.stopped)
         modes = [m for m in modes if m not in self.stopped]
         quantized_modes = [m for m in ("full", "core") if m in modes]
-        fused = self._fused() if "none" in modes else None
+        calibration = yield from self._none_beside_calibration("none" in modes, quantized_modes)
+        if calibration is not None:
+            yield from self._from_calibration(calibration, quantized_modes)
+
+    def _none_beside_calibration(self, none: bool, quantized_modes: List[str]):
+        """quant_none made (yielded) while the quantized modes' calibration runs in a thread; returns that thread
+        (None without quantized modes)."""
+        fused = self._fused() if none else None
         # what torch.fx traces (FX graph mode's prepare, BatchNorm folding, the in-place rewrite) is done here: its
         # symbolic tracer patches torch.nn.Module calls process-wide while it runs, which would break a trace in the
         # other thread
@@ -286,12 +293,15 @@ class ModeConverter:
             if calibration is not None:  # while the process exits
                 _wait_quietly(calibration)
             raise
-        if calibration is None:
-            return
+        return calibration
+
+    def _from_calibration(self, calibration: Worker, quantized_modes: List[str]) -> Iterator[ModeDone]:
+        """The quantized modes once calibrated; a pre-quantized model is exported at once, its first check awaiting
+        the float predictions."""
         if self.qmodel is None:
             yield from self._calibrated(calibration, quantized_modes)
             return
-        self._float_top1 = calibration  # pre-quantized: export now; the first check awaits the float predictions
+        self._float_top1 = calibration
         try:
             yield from self._quantized(self.qmodel, quantized_modes)
         finally:  # never leave torch running in a thread when the export failed first
