@@ -68,14 +68,18 @@ def model_arg(name: str) -> str:
 # --------------------------------------------------------------------------- the child: one model, every lane
 
 
-def _lane(fn: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
-    """``fn()``'s result, or how it was refused (a torchdroid error: its message, cause and fix) or failed."""
-    from toolchain.errors import TorchdroidError
+def _lane(fn: Callable[[], Dict[str, Any]], partly: Callable[[Any], Dict[str, Any]] = None) -> Dict[str, Any]:
+    """``fn()``'s result, or how it was refused (a torchdroid error: its message, cause and fix) or failed; a lane
+    that made some of its programs and refused others (exit 10) gives ``partly(result)`` with each refusal's reason."""
+    from toolchain.errors import PartlyConverted, TorchdroidError
 
     t0, c0 = time.monotonic(), time.process_time()
     try:
         out = fn()
         out.setdefault("ok", True)
+    except PartlyConverted as e:
+        out = dict(partly(e.result), ok=True, exit=e.exit_code) if partly and e.result is not None else \
+            {"ok": False, "refused": e.what, "cause": e.cause or "", "fix": e.remedy or "", "exit": e.exit_code}
     except TorchdroidError as e:
         out = {"ok": False, "refused": e.what, "cause": e.cause or "", "fix": e.remedy or "", "exit": e.exit_code}
     except Exception as e:  # noqa: BLE001 - a bug of torchdroid's: recorded as such, never a traceback in the table
@@ -88,11 +92,15 @@ def _lane(fn: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
 def legacy_lane(name: str, out: Path) -> Dict[str, Any]:
     from converter import ConvertSettings, convert
 
-    r = convert(ConvertSettings(out=out, model=model_arg(name), modes=MODES, weights="random",
-                                calibration_count=CALIBRATION, build_dir=out.parent / "build"))
+    return legacy_made(convert(ConvertSettings(out=out, model=model_arg(name), modes=MODES, weights="random",
+                                              calibration_count=CALIBRATION, build_dir=out.parent / "build")))
+
+
+def legacy_made(r) -> Dict[str, Any]:
+    """What the legacy lane made and refused (converter.pipeline.ConvertResult), for the table."""
     return {"files": [{"file": f.file, "mode": f.mode, "backend": f.backend} for f in r.files],
             "nnapi_refused": [{"mode": x.mode, "reason": x.reason, "alternative": x.alternative} for x in r.refused],
-            "notes": list(r.notes)}
+            "not_made": dict(r.not_made), "notes": list(r.notes)}
 
 
 def verify_lane(out: Path) -> Dict[str, Any]:
@@ -115,9 +123,14 @@ def bench_lane(out: Path) -> Dict[str, Any]:
 def executorch_lane(name: str, out: Path) -> Dict[str, Any]:
     from converter.executorch_lane import ExecutorchSettings, convert_executorch
 
-    r = convert_executorch(ExecutorchSettings(out=out, model=model_arg(name), weights="random",
-                                              calibration_count=CALIBRATION, delegates=DELEGATES))
-    return {"files": [f.variant for f in r.files], "skipped": dict(r.skipped), "notes": list(r.notes)}
+    return pte_made(convert_executorch(ExecutorchSettings(out=out, model=model_arg(name), weights="random",
+                                                          calibration_count=CALIBRATION, delegates=DELEGATES)))
+
+
+def pte_made(r) -> Dict[str, Any]:
+    """What the ExecuTorch lane made and refused (converter.executorch_lane.ExecutorchResult), for the table."""
+    return {"files": [f.variant for f in r.files], "skipped": dict(r.skipped), "not_made": dict(r.not_made),
+            "notes": list(r.notes)}
 
 
 def pte_bench_lane(out: Path) -> Dict[str, Any]:
@@ -138,13 +151,13 @@ def one_model(name: str, directory: Path) -> Dict[str, Any]:
     legacy, pte = directory / "legacy" / "models", directory / "executorch" / "models"
     row: Dict[str, Any] = {"model": name, "source": "torchvision name" if name in NAMED else "zoo_models.py factory"}
     t0, c0 = time.monotonic(), time.process_time()
-    row["legacy"] = _lane(lambda: legacy_lane(name, legacy))
+    row["legacy"] = _lane(lambda: legacy_lane(name, legacy), legacy_made)
     if row["legacy"]["ok"] and any(f["backend"] != "cpu" for f in row["legacy"]["files"]):
         host_nnapi.load()
         row["verify"] = _lane(lambda: verify_lane(legacy))
     if row["legacy"]["ok"]:
         row["bench"] = _lane(lambda: bench_lane(legacy))
-    row["executorch"] = _lane(lambda: executorch_lane(name, pte))
+    row["executorch"] = _lane(lambda: executorch_lane(name, pte), pte_made)
     if row["executorch"]["ok"]:
         row["pte_bench"] = _lane(lambda: pte_bench_lane(pte))
     row["seconds"] = round(time.monotonic() - t0, 1)
@@ -232,6 +245,8 @@ def legacy_lines(row: Dict[str, Any]) -> List[tuple]:
             out.append((f"CPU quant_{f['mode']}", "made", "host check (convert)", _ms(medians.get(variant))))
         else:
             out.append((f"NNAPI quant_{f['mode']}", "made", _nnapi_check(verified, f["mode"]), "-"))
+    for mode, why in (lane.get("not_made") or {}).items():
+        out.append((f"CPU + NNAPI {mode}", f"refused (exit 10): {_cut(why, 400)}", "-", "-"))
     for x in lane["nnapi_refused"]:
         alt = f"; {x['alternative']}" if x.get("alternative") else ""
         out.append((f"NNAPI quant_{x['mode']}", f"refused: {x['reason']}{alt}", "-", "-"))
@@ -269,7 +284,8 @@ def executorch_lines(row: Dict[str, Any]) -> List[tuple]:
     for variant in lane["files"]:
         check = _pte_check((bench.get("checks") or {}).get(variant))
         out.append((f"ExecuTorch {variant}", "made", check, _ms((bench.get("median_ms") or {}).get(variant))))
-    return out
+    return out + [(f"ExecuTorch {variant}", f"refused (exit 10): {_cut(why, 400)}", "-", "-")
+                  for variant, why in (lane.get("not_made") or {}).items()]
 
 
 def machine() -> str:
