@@ -26,11 +26,11 @@ from toolchain.variants import MODES
 from .calibration import CalibrationSpec, few_images_warning, load_batch
 from .finite import refuse_non_finite_output
 from .prepared import keep
-from .export import (ExportedVariant, export_float, export_quantized, fused_float, prepare_quantization, probe, quantize,
+from .export import (ExportedVariant, as_inputs, export_float, export_quantized, fused_float, prepare_quantization, probe, quantize,
                      top1_in_chunks,
                      xnnpack_available)
 from .host_check import Agreement, as_float, host_check, is_logits, spec_of
-from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
+from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, declared_origin, estimate_batchnorm
 from .precheck import Problem, check_model, nnapi_refused, refuse
 from .prequantized import load_prequantized
 from .precheck import describe as describe_check
@@ -69,6 +69,7 @@ class ConversionFacts:
     notes: List[str] = field(default_factory=list)
     quantization: Dict[str, Any] = field(default_factory=dict)  # how the quantized modes are made, and why
     batchnorm: Dict[str, Any] = field(default_factory=dict)  # BatchNorm layers folded into their convolutions
+    declared_inputs: Optional[str] = None  # where the inputs it was calibrated on were declared (None: images)
 
 
 @dataclass
@@ -143,7 +144,7 @@ def executorch_alternative(model, example, name: str) -> str:
 
     try:
         with torch.no_grad():
-            torch.export.export(copy.deepcopy(model).eval(), (example.contiguous(),))
+            torch.export.export(copy.deepcopy(model).eval(), tuple(t.contiguous() for t in as_inputs(example)))
     except Exception as e:  # noqa: BLE001 - any failure means the ExecuTorch lane cannot take it either
         log.debug("torch.export cannot capture %s: %s", name, e)
         return ""
@@ -159,27 +160,23 @@ def mismatch_note(mode: str, agreement: Dict[str, int]) -> str:
     return note
 
 
-def refuse_declared_inputs(spec: ModelSpec, seed: int) -> None:
-    """A ConversionError when the model declares inputs other than the one ``[1, 3, H, W]`` float image this lane
-    builds everything around (image calibration, bundled NHWC inputs, NNAPI, the app's camera): before any work."""
-    from toolchain.errors import ConversionError
-
-    from .calibration import declared_samples, describe_sample, is_image_sample
-    from .models import declared_inputs, declared_origin
+def declared_batch(spec: ModelSpec, calib: CalibrationSpec) -> Optional[List[Tuple[torch.Tensor, ...]]]:
+    """The calibration inputs of a model that declares inputs other than the one ``[1, 3, H, W]`` float image the
+    image path is built around (token ids, audio, several tensors): ``calib.count`` samples of its example-inputs
+    function (``<factory>_example_inputs`` or ``--inputs``), each the tuple of ``forward`` arguments.  None: the
+    model takes the image (declared or not), and gets image calibration."""
+    from .calibration import declared_samples, is_image_sample
+    from .export import check_arity
+    from .models import declared_inputs
 
     fn = declared_inputs(spec)
     if fn is None:
-        return
-    sample = declared_samples(fn, 1, seed, spec.stem)[0]
-    if is_image_sample(sample) and tuple(sample[0].shape[2:]) == tuple(spec.input_hw):
-        return
-    raise ConversionError(
-        f"{spec.stem}: the legacy TorchScript lane takes one image input, float32[1, 3, {spec.input_hw[0]}, "
-        f"{spec.input_hw[1]}]; {declared_origin(spec)} declares {describe_sample(sample)}",
-        cause="its CPU and NNAPI models are built around one image: image calibration, bundled NHWC inputs, the "
-              "NNAPI converter, the app's camera input",
-        remedy="convert it with --format executorch (any inputs: token ids, audio, several tensors); or give it a "
-               "wrapper that takes the image")
+        return None
+    samples = declared_samples(fn, calib.count, calib.seed, spec.stem)
+    if is_image_sample(samples[0]) and tuple(samples[0][0].shape[2:]) == tuple(spec.input_hw):
+        return None
+    check_arity(samples[0], spec.stem)
+    return samples
 
 
 class ModeConverter:
@@ -199,6 +196,7 @@ class ModeConverter:
         self.nnapi_problems: Dict[str, List[Problem]] = {}  # per mode: why NNAPI cannot take it (checked before)
         self._alternative: Optional[str] = None  # the lane that takes the model NNAPI refuses (found once)
         self.scheme = "eager"  # how the quantized modes are made: "eager" | "fx" (precheck decides)
+        self.declared = False  # the model takes its declared inputs (a tuple per sample), not the image
 
     def prepare(self, describe=lambda text: None, modes=MODES) -> ConversionFacts:
         """The float model with its weights and the calibration batch (BatchNorm re-estimated for random weights).
@@ -209,8 +207,9 @@ class ModeConverter:
         _mobile_optimization(facts)
         describe(f"{spec.stem}: loading the float model ({self.weights.origin} weights)")
         self.model, facts.weights_record = build_float_model(spec, self.weights)
-        refuse_declared_inputs(spec, self.calib.seed)
-        check = check_model(self.model, spec.input_hw, modes)
+        declared = declared_batch(spec, self.calib)
+        self.declared = declared is not None
+        check = check_model(self.model, spec.input_hw, modes, example=declared[0] if declared else None)
         refuse(check, spec.stem)  # what stops the CPU models too
         self.nnapi_problems = {m: nnapi_refused(check, m) for m in modes}
         self.scheme = check.quantization
@@ -221,9 +220,11 @@ class ModeConverter:
         facts.notes.extend(describe_check(check))
         if self.weights.origin == "random":
             facts.notes.append(RANDOM_WEIGHTS)
-        describe(f"{spec.stem}: preparing {self.calib.count} calibration inputs ({self.calib.source})")
-        self.batch = load_batch(self.calib, spec.input_hw)
-        facts.bundled_input = f"calibration input #0 ({self.calib.source})"
+        facts.declared_inputs = declared_origin(spec) if declared else None
+        source = facts.declared_inputs or self.calib.source
+        describe(f"{spec.stem}: preparing {self.calib.count} calibration inputs ({source})")
+        self.batch = declared or load_batch(self.calib, spec.input_hw)
+        facts.bundled_input = f"calibration input #0 ({source})"
         if few_images_warning(self.calib) and self.quantized is None:  # pre-quantized: no ranges estimated here
             facts.notes.append(few_images_warning(self.calib))
         # one forward pass on input #0: a shape mismatch named as such, NaN/inf outputs refused before any file
@@ -231,7 +232,8 @@ class ModeConverter:
         if self.weights.origin == "random" and spec.source == "torchvision":
             n = estimate_batchnorm(self.model, self.batch)
             facts.weights_record["batchnorm_statistics"] = f"estimated on the {self.calib.count} calibration inputs ({n} layers)"
-        keep(spec, self.weights, self.calib, self.model, facts.weights_record, self.batch)  # for --format executorch
+        keep(spec, self.weights, self.calib, self.model, facts.weights_record,  # for --format executorch
+             [x if len(x) > 1 else x[0] for x in declared] if declared else self.batch)
         self.agreement = Agreement(self.batch)
         if self.quantized is not None and any(m != "none" for m in modes):
             self._load_quantized(describe)
@@ -334,15 +336,17 @@ class ModeConverter:
                             "constant, NaN or infinite output)")
         out_spec = TensorSpec(**checked.record["output_spec"])
         common: Dict[str, Any] = {"format": "torchscript"}
+        if self.declared:  # every forward() argument, as the ExecuTorch lane records them
+            common["inputs"] = [spec_of(t).to_dict() for t in as_inputs(ex.cpu_input)]
         if ex.core_qparams:
             common["core_quantization"] = ex.core_qparams
-        cpu = self._file(ex.cpu_path, ex.cpu_size, ex.cpu_sha256, ex.mode, "cpu", spec_of(ex.cpu_input), out_spec,
+        cpu = self._file(ex.cpu_path, ex.cpu_size, ex.cpu_sha256, ex.mode, "cpu", spec_of(as_inputs(ex.cpu_input)[0]), out_spec,
                          {**common, "export": ex.cpu_export, "mobile_optimized": ex.mobile_optimized})
         if ex.nnapi_path is None:
             refusal = self._refusal(ex)
             log.warning("warning: %s", refusal.line())
             return ModeDone(ex.mode, [cpu], checked.record, agreement, list(ex.notes), (refusal,))
-        nnapi = self._file(ex.nnapi_path, ex.nnapi_size, ex.nnapi_sha256, ex.mode, "nnapi", spec_of(ex.nnapi_input),
+        nnapi = self._file(ex.nnapi_path, ex.nnapi_size, ex.nnapi_sha256, ex.mode, "nnapi", spec_of(as_inputs(ex.nnapi_input)[0]),
                            out_spec, {**common, "nnapi_nhwc": True, "needs": NNAPI_NEEDS})
         return ModeDone(ex.mode, [cpu, nnapi], checked.record, agreement, list(ex.notes))
 
@@ -381,7 +385,7 @@ class ModeConverter:
         if self._float_top1 is not None:  # pre-quantized weights: the float predictions, computed meanwhile
             self.agreement.set_reference(self._float_top1.result())
             self._float_top1 = None
-        qp = (ex.core_qparams or {}).get("input") if ex.mode == "full" else None
+        qp = ex.core_qparams if ex.mode == "full" else None
         agreement = self.agreement.measure(checked.module, qp)
         if first is None:
             self._first_quantized = (ex.mode, output, agreement)
