@@ -26,13 +26,14 @@ from toolchain.variants import MODES
 from .calibration import CalibrationSpec, few_images_warning, load_batch
 from .finite import refuse_non_finite_output
 from .prepared import keep
-from .export import (ExportedVariant, as_inputs, export_float, export_quantized, fused_float, prepare_quantization, probe, quantize,
+from .export import (ExportedVariant, export_float, export_quantized, fused_float, prepare_quantization, probe, quantize,
                      top1_in_chunks,
                      xnnpack_available)
 from .host_check import Agreement, as_float, host_check, is_logits, spec_of
 from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, declared_origin, estimate_batchnorm
 from .precheck import Problem, check_model, nnapi_refused, refuse
 from .prequantized import load_prequantized
+from .samples import as_inputs
 from .precheck import describe as describe_check
 
 log = logging.getLogger(__name__)
@@ -209,24 +210,10 @@ class ModeConverter:
         self.model, facts.weights_record = build_float_model(spec, self.weights)
         declared = declared_batch(spec, self.calib)
         self.declared = declared is not None
-        check = check_model(self.model, spec.input_hw, modes, example=declared[0] if declared else None)
-        refuse(check, spec.stem)  # what stops the CPU models too
-        self.nnapi_problems = {m: nnapi_refused(check, m) for m in modes}
-        self.scheme = check.quantization
-        if any(m != "none" for m in modes):
-            facts.quantization = {"scheme": check.quantization, **({"why": check.quantization_reason}
-                                                                   if check.quantization_reason else {})}
-        facts.batchnorm = check.batchnorm
-        facts.notes.extend(describe_check(check))
+        self._precheck(modes, declared[0] if declared else None)
         if self.weights.origin == "random":
             facts.notes.append(RANDOM_WEIGHTS)
-        facts.declared_inputs = declared_origin(spec) if declared else None
-        source = facts.declared_inputs or self.calib.source
-        describe(f"{spec.stem}: preparing {self.calib.count} calibration inputs ({source})")
-        self.batch = declared or load_batch(self.calib, spec.input_hw)
-        facts.bundled_input = f"calibration input #0 ({source})"
-        if few_images_warning(self.calib) and self.quantized is None:  # pre-quantized: no ranges estimated here
-            facts.notes.append(few_images_warning(self.calib))
+        self._calibration_inputs(declared, describe)
         # one forward pass on input #0: a shape mismatch named as such, NaN/inf outputs refused before any file
         refuse_non_finite_output(probe(self.model, self.batch[0], spec.name), spec.stem, "calibration input #0")
         if self.weights.origin == "random" and spec.source == "torchvision":
@@ -238,6 +225,30 @@ class ModeConverter:
         if self.quantized is not None and any(m != "none" for m in modes):
             self._load_quantized(describe)
         return facts
+
+    def _precheck(self, modes, example) -> None:
+        """What NNAPI conversion would get wrong (converter/precheck.py): what stops the CPU models too is refused
+        here, the rest recorded per mode; the quantization scheme chosen."""
+        check = check_model(self.model, self.spec.input_hw, modes, example=example)
+        refuse(check, self.spec.stem)  # what stops the CPU models too
+        self.nnapi_problems = {m: nnapi_refused(check, m) for m in modes}
+        self.scheme = check.quantization
+        if any(m != "none" for m in modes):
+            self.facts.quantization = {"scheme": check.quantization, **({"why": check.quantization_reason}
+                                                                        if check.quantization_reason else {})}
+        self.facts.batchnorm = check.batchnorm
+        self.facts.notes.extend(describe_check(check))
+
+    def _calibration_inputs(self, declared, describe) -> None:
+        """The calibration batch: the model's declared inputs (one tuple per sample), else the images."""
+        spec, facts = self.spec, self.facts
+        facts.declared_inputs = declared_origin(spec) if declared else None
+        source = facts.declared_inputs or self.calib.source
+        describe(f"{spec.stem}: preparing {self.calib.count} calibration inputs ({source})")
+        self.batch = declared or load_batch(self.calib, spec.input_hw)
+        facts.bundled_input = f"calibration input #0 ({source})"
+        if few_images_warning(self.calib) and self.quantized is None:  # pre-quantized: no ranges estimated here
+            facts.notes.append(few_images_warning(self.calib))
 
     def _load_quantized(self, describe) -> None:
         """The pre-quantized weights, loaded and checked now: a file that does not fit is refused before any

@@ -20,6 +20,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from toolchain.errors import ConversionError
 from toolchain.fsutil import save_torch_module
 
+from .samples import as_inputs, nhwc, stacked
+
 log = logging.getLogger(__name__)
 
 CALIBRATION_CHUNK = 16
@@ -190,19 +192,6 @@ def top1_in_chunks(model, batch: List[Any], label: str) -> List[int]:
             y = output_tensors(y)[0]  # several outputs: the agreement is judged on the first
             top1.extend(int(k) for k in y.reshape(y.shape[0], -1).argmax(dim=1))
     return top1
-
-
-def as_inputs(example) -> Tuple[Any, ...]:
-    """One calibration sample as the tuple of ``forward`` arguments: an image tensor, or a declared model's tuple."""
-    return tuple(example) if isinstance(example, (tuple, list)) else (example,)
-
-
-def stacked(samples) -> Tuple[Any, ...]:
-    """Samples of batch 1 joined along the batch dimension, argument by argument: one call for all of them."""
-    import torch
-
-    columns = zip(*(as_inputs(x) for x in samples))
-    return tuple(torch.cat(list(column), 0) for column in columns)
 
 
 def input_error(e: Exception, label: str, example) -> ConversionError:
@@ -496,20 +485,6 @@ def bundle_and_save(scripted, input_tensor, path: Path) -> Tuple[int, str]:
     inputs = tuple(bundled.bundle_large_tensor(t) for t in as_inputs(input_tensor))
     bundled.augment_model_with_bundled_inputs(scripted, [inputs])
     return save_torch_module(scripted, path)
-
-
-def nhwc(t):
-    """An image-like 4-D input (float or quantized) made channels-last and flagged for the NNAPI converter; any
-    other input (token ids, audio, a 2-D or 3-D tensor) is left as it is (the converter presumes it contiguous)."""
-    import torch
-
-    if isinstance(t, (tuple, list)):
-        return tuple(nhwc(x) for x in t)
-    if t.dim() != 4 or not (t.is_floating_point() or t.is_quantized):
-        return t
-    t = t.contiguous(memory_format=torch.channels_last)
-    t.nnapi_nhwc = True
-    return t
 
 
 def _saved(mode, cpu_path, nnapi_path, cpu_saved, nnapi_saved, cpu_in, nnapi_in, how, optimize, qparams, notes,

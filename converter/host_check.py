@@ -14,6 +14,7 @@ from toolchain.errors import ConversionError
 from toolchain.records import TensorSpec
 
 from .finite import output_tensors, refuse_non_finite_output
+from .samples import nhwc, stacked
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +118,6 @@ class Agreement:
     """
 
     def __init__(self, batch: List[Any]):
-        from .export import nhwc, stacked
-
         self.stacked = nhwc(stacked(batch))  # image inputs channels-last, as the models were traced
         self._reference: Optional[List[int]] = None
 

@@ -261,7 +261,8 @@ def _attributes(graph) -> List[Problem]:
     for node in graph.nodes():
         k = _kind(node)
         args = [_const(v) for v in node.inputs()]
-        out += _pool_problems(node, k, args) + _conv_problems(node, k, args) + _misc_problems(node, k, args)
+        out += _pool_problems(node, k, args) + _conv_problems(node, k, args) + _conv_rank_problems(node, k) + \
+            _misc_problems(node, k, args)
     return out
 
 
@@ -312,13 +313,8 @@ def _adaptive_pool_problem(node, k: str, args: List[Any]) -> Optional[Problem]:
 def _conv_problems(node, k: str, args: List[Any]) -> List[Problem]:
     if k != "aten::_convolution" or len(args) < 9:
         return []
-    in_c = _shape(node.inputsAt(0))
-    if in_c and len(in_c) != 4:  # Conv1d / Conv3d: the serializer takes a 2-D kernel on a 4-D image only (LI3)
-        return [Problem("refused-attribute", _where(node), f"a {len(in_c) - 2}-D convolution (input {in_c}): torch's "
-                        "NNAPI converter converts 2-D convolutions of 4-D inputs only",
-                        "for an NNAPI model, reshape to [N, C, 1, L] and use Conv2d with a (1, k) kernel; its CPU "
-                        "models and --format executorch take it as it is")]
     out = []
+    in_c = _shape(node.inputsAt(0))
     groups, transposed, output_padding = args[8], args[6], args[7] or [0]
     if transposed and any(output_padding):
         out.append(Problem("ignored-attribute", _where(node),
@@ -333,6 +329,18 @@ def _conv_problems(node, k: str, args: List[Any]) -> List[Problem]:
         out.append(Problem("refused-attribute", _where(node), f"dilation {list(args[5])}: torch's NNAPI converter "
                            "has none", "use dilation 1"))
     return out
+
+
+def _conv_rank_problems(node, k: str) -> List[Problem]:
+    """Conv1d / Conv3d: torch's serializer converts a 2-D kernel on a 4-D image only (docs/facts.md LI3); it fails
+    half-way with an assertion on the kernel's length."""
+    shape = _shape(node.inputsAt(0)) if k == "aten::_convolution" else None
+    if not shape or len(shape) == 4:
+        return []
+    return [Problem("refused-attribute", _where(node), f"a {len(shape) - 2}-D convolution (input {shape}): torch's "
+                   "NNAPI converter converts 2-D convolutions of 4-D inputs only",
+                   "for an NNAPI model, reshape to [N, C, 1, L] and use Conv2d with a (1, k) kernel; its CPU models "
+                   "and --format executorch take it as it is")]
 
 
 def _misc_problems(node, k: str, args: List[Any]) -> List[Problem]:
