@@ -358,9 +358,9 @@ MAX_INPUTS = 4  # forward() arguments a legacy-lane model may take (one bundle w
 def _bundle_wrapper(module, arity: int = 1, quant=None, dequant=None):
     """``module`` in a class made afresh per call: TorchScript shares compiled types between instances of one
     class, and bundled inputs can be added to a type only once, so every exported model gets its own type.  Its
-    ``forward`` takes ``arity`` tensors (TorchScript scripts no ``*args``; the NNAPI module has one per input),
-    passes argument i through ``quant[i]`` and the result through ``dequant`` (identities unless given: a declared
-    model's quantized modes quantize its float inputs there, :func:`prepared_fx`)."""
+    ``forward`` takes ``arity`` tensors (TorchScript scripts no ``*args``; the NNAPI module has one per input) and
+    passes argument i through ``quant[i]`` (identities unless given: a declared model's quantized modes quantize its
+    float inputs there, :func:`prepared_fx`); with ``dequant``, the output (one tensor: quant_core) goes through it."""
     import torch
 
     class BundleWrapper(torch.nn.Module):
@@ -373,21 +373,39 @@ def _bundle_wrapper(module, arity: int = 1, quant=None, dequant=None):
 
     class Bundle1(BundleWrapper):
         def forward(self, arg):
-            return self.dequant(self.mod(self.quant[0](arg)))
+            return self.mod(self.quant[0](arg))
 
     class Bundle2(BundleWrapper):
         def forward(self, a, b):
-            return self.dequant(self.mod(self.quant[0](a), self.quant[1](b)))
+            return self.mod(self.quant[0](a), self.quant[1](b))
 
     class Bundle3(BundleWrapper):
         def forward(self, a, b, c):
-            return self.dequant(self.mod(self.quant[0](a), self.quant[1](b), self.quant[2](c)))
+            return self.mod(self.quant[0](a), self.quant[1](b), self.quant[2](c))
 
     class Bundle4(BundleWrapper):
         def forward(self, a, b, c, d):
+            return self.mod(self.quant[0](a), self.quant[1](b), self.quant[2](c), self.quant[3](d))
+
+    class Dequantized1(BundleWrapper):
+        def forward(self, arg):
+            return self.dequant(self.mod(self.quant[0](arg)))
+
+    class Dequantized2(BundleWrapper):
+        def forward(self, a, b):
+            return self.dequant(self.mod(self.quant[0](a), self.quant[1](b)))
+
+    class Dequantized3(BundleWrapper):
+        def forward(self, a, b, c):
+            return self.dequant(self.mod(self.quant[0](a), self.quant[1](b), self.quant[2](c)))
+
+    class Dequantized4(BundleWrapper):
+        def forward(self, a, b, c, d):
             return self.dequant(self.mod(self.quant[0](a), self.quant[1](b), self.quant[2](c), self.quant[3](d)))
 
-    return (Bundle1, Bundle2, Bundle3, Bundle4)[arity - 1](module)
+    classes = (Bundle1, Bundle2, Bundle3, Bundle4) if dequant is None else \
+        (Dequantized1, Dequantized2, Dequantized3, Dequantized4)
+    return classes[arity - 1](module)
 
 
 def check_arity(example, label: str) -> None:

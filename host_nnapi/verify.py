@@ -320,12 +320,14 @@ def _operation_by_operation(cpu, nnapi, nnapi_file: ModelFile, graph: Graph, inp
                             ) -> Tuple[Optional[Reference], Optional[Alignment], List[LayerResult]]:
     import torch
 
-    if not inputs or s.layerwise == "never":
-        row.layerwise_note = "no input to run the CPU model on" if not inputs else "not compared (--layerwise never)"
+    if not inputs or s.layerwise == "never" or len(inputs[0]) > 1:
+        row.layerwise_note = ("no input to run the CPU model on" if not inputs else "not compared (--layerwise never)"
+                              if s.layerwise == "never" else "not compared: the model takes several inputs (the "
+                              "operation-by-operation reference is built for one); the end-to-end checks ran")
         return None, None, []
     try:
         with torch.no_grad():
-            ref = build_reference(cpu, inputs[0], nnapi_file.input.memory_format == "channels_last")
+            ref = build_reference(cpu, inputs[0][0], nnapi_file.input.memory_format == "channels_last")
     except Exception as e:  # noqa: BLE001 - the serializer raises bare Exceptions; say why instead
         row.layerwise_note = (f"operation-by-operation comparison not possible: the CPU model cannot be converted "
                               f"again ({type(e).__name__}: {str(e)[:200]}); only the end-to-end checks ran")

@@ -30,8 +30,9 @@ def convert(result: Any, as_json: bool = False) -> None:
     for f in result.files:
         scale = f"{f.input.scale:.5f}" if f.input.scale is not None else "-"
         zero = f.input.zero_point if f.input.scale is not None else "-"
-        rows.append((f.file, f.backend, f.mode, "x".join(map(str, f.input.shape)), f.input.dtype, scale, zero,
-                     f"{f.size / 1e6:.1f}"))
+        ins = f.inputs  # a model declaring several inputs: each one's shape and dtype, ';' between them
+        rows.append((f.file, f.backend, f.mode, "; ".join("x".join(map(str, i.shape)) for i in ins),
+                     "; ".join(i.dtype for i in ins), scale, zero, f"{f.size / 1e6:.1f}"))
     table(f"converted into {result.manifest_path.parent} ({'reused' if result.reused else 'built'})",
           ["file", "backend", "mode", "input", "dtype", "in scale", "in zero point", "MB"], rows,
           numeric=("in scale", "in zero point", "MB"), drop=("in zero point", "in scale", "dtype", "input"))

@@ -381,6 +381,26 @@ def features_example_inputs():
     return (torch.randn(1, 32),)
 
 
+class TwoFeatures(nn.Module):
+    """Two float feature vectors in ([1, 32] and [1, 8]), scores out: two inputs torch's NNAPI converter takes."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(32, 4)
+        self.b = nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        return self.a(x).relu() + self.b(y).relu()
+
+
+def two_features():
+    return TwoFeatures()
+
+
+def two_features_example_inputs():
+    return (torch.randn(1, 32), torch.randn(1, 8))
+
+
 class TokensAndAudio(nn.Module):
     """Two inputs, declared only on the command line (--inputs): token ids [1, 8] and a waveform [1, 1, 64]."""
 

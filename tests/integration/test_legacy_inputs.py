@@ -111,3 +111,20 @@ def test_a_feature_vector_model_gets_its_nnapi_models(tmp_path):
     assert sorted(f.file for f in r.files if f.backend == "nnapi") == [
         "features-quant_core-nnapi.pt", "features-quant_full-nnapi.pt", "features-quant_none-nnapi.pt"]
     assert not r.refused
+
+
+def test_two_float_inputs_get_nnapi_models_that_the_host_verify_runs(tmp_path):
+    """`two_features_example_inputs()` declares float32[1, 32] and float32[1, 8]: each mode's NNAPI model takes
+    both (torch's converter generates one argument per input, docs/facts.md LI2), and `invoke verify` runs the CPU
+    and NNAPI models on both bundled and random inputs of both (end to end; the operation-by-operation reference is
+    built for one input and says so) and passes."""
+    from host_nnapi.verify import VerifySettings, verify
+
+    r = _convert(tmp_path, "two_features", ("none", "full"))
+    assert sorted(f.file for f in r.files if f.backend == "nnapi") == ["two_features-quant_full-nnapi.pt",
+                                                                       "two_features-quant_none-nnapi.pt"]
+    assert [len(args) for args in _bundled(tmp_path / "models" / "two_features-quant_full-nnapi.pt")] == [2]
+    result = verify(VerifySettings(models=tmp_path / "models", cache=tmp_path / "build" / "cache"))
+    assert sorted(row.variant for row in result.rows) == ["two_features-quant_full", "two_features-quant_none"]
+    assert result.ok, [(row.variant, row.failures) for row in result.rows]
+    assert all(row.inputs > 1 and "several inputs" in row.layerwise_note for row in result.rows)
