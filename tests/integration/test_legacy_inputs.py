@@ -128,3 +128,42 @@ def test_two_float_inputs_get_nnapi_models_that_the_host_verify_runs(tmp_path):
     assert sorted(row.variant for row in result.rows) == ["two_features-quant_full", "two_features-quant_none"]
     assert result.ok, [(row.variant, row.failures) for row in result.rows]
     assert all(row.inputs > 1 and "several inputs" in row.layerwise_note for row in result.rows)
+
+
+def test_a_two_input_model_deploys_and_the_phones_outputs_are_checked(tmp_path, standin):
+    """`invoke deploy` of a two-input model (CPU and NNAPI, none and full) to a virtual phone whose benchmark binary
+    prints each model's real output on its bundled input (the tuple of both inputs, docs/facts.md LI1): every
+    model is timed and agrees with the host's reference; with --bundled-input -1 the binary is given one
+    --input_dims/--input_type/--input_memory_format item per input, which the stand-in checks as upstream's
+    create_inputs does, and quant_none's two models are timed (quant_full takes quint8, which the binary cannot make:
+    refused before anything is pushed, as for an image model)."""
+    import shutil
+
+    from host_nnapi.build import cache_root
+    from tests.deploy_support.fixtures import invoke_cli, write_build_info
+    from tests.virtual_device.harness import adb_with_devices
+    from toolchain.records import ConvertManifest, DeployResults, deploy_results_path
+
+    if shutil.which("adb") is None:
+        pytest.skip("adb is not installed (./run test installs it)")
+    root = Path(__file__).resolve().parents[2]
+    helper = (f"env PYTHONPATH={root} TORCHDROID_HOST_NNAPI_CACHE={cache_root()} \"$VDEV_PYTHON\" "
+              f"{root / 'tests' / 'deploy_support' / 'print_output.py'}")
+    _convert(tmp_path, "two_features", ("none", "full"))
+    models = tmp_path / "models"
+    commit = ConvertManifest.load(models).files[0].torch_git_version
+    build_info = write_build_info(tmp_path / "android", standin, commit=commit)
+    work = tmp_path / "work"
+    work.mkdir()
+    args = ["deploy", "--models", str(models), "--build-info", str(build_info), "--iter", "2", "--repeat", "1",
+            "--warmup", "0", "--project", "inputs"]
+    with adb_with_devices(tmp_path / "adb", {"p": {"env": {"SBT_OUTPUT_CMD": helper}}}) as (server, _):
+        r = invoke_cli(work, *args, "--results", str(tmp_path / "results"), port=server.port)
+        assert r.returncode == 0, r.stdout + r.stderr
+        verdicts = DeployResults.load(deploy_results_path(tmp_path / "results", "latest")).numerics
+        assert len(verdicts) == 4 and all(v.verdict == "agrees" for v in verdicts), verdicts
+        flags = invoke_cli(work, *args, "--bundled-input", "-1", "--variant", "quant_none", "--results",
+                           str(tmp_path / "results-flags"), port=server.port)
+        assert flags.returncode == 0, flags.stdout + flags.stderr
+    rows = DeployResults.load(deploy_results_path(tmp_path / "results-flags", "latest")).rows
+    assert len(rows) == 2 and all(row.status == "ok" for row in rows), [(row.file, row.status) for row in rows]
