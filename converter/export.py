@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from toolchain.errors import ConversionError
 from toolchain.fsutil import save_torch_module
 
+from .input_specs import EXAMPLE as INPUTS_EXAMPLE
 from .samples import as_inputs, nhwc, stacked
 
 log = logging.getLogger(__name__)
@@ -208,8 +209,10 @@ def input_error(e: Exception, label: str, example) -> ConversionError:
     return ConversionError(
         f"{label} does not accept torchdroid's input: a {shape} float32 image batch (N, C, H, W)",
         cause=f"{type(e).__name__} in forward(): {first}",
-        remedy="make the model take 3-channel images of that size (torchvision's ImageNet layout), e.g. adapt its "
-        "first layer or put a resize in front; a factory's model gets 224x224 inputs",
+        remedy="a model that takes something else (token ids, audio, several tensors) declares its inputs: a "
+        f"`<factory>_example_inputs()` function beside the factory, or --inputs \"{INPUTS_EXAMPLE}\" (docs/convert.md);"
+        " an image model takes 3-channel images of that size (torchvision's ImageNet layout; a "
+        "factory's model gets 224x224 inputs)",
     )
 
 
