@@ -253,6 +253,15 @@ class ModeConverter:
     def _load_quantized(self, describe) -> None:
         """The pre-quantized weights, loaded and checked now: a file that does not fit is refused before any
         file is written."""
+        if self.declared:
+            from toolchain.errors import UsageError
+
+            raise UsageError(f"{self.spec.stem}: pre-quantized weights (--quantized-weights {self.quantized.origin}) "
+                             "are for a model that takes one image",
+                             cause="they are loaded into eager mode's quantized structure of the model, whose one "
+                                   "QuantStub quantizes an image; this model takes its declared inputs "
+                                   f"({declared_origin(self.spec)}), which FX graph mode quantizes here",
+                             remedy="leave --quantized-weights out (calibrate: quantize here on the declared inputs)")
         describe(f"{self.spec.stem}: loading the pre-quantized weights ({self.quantized.origin})")
         self.qmodel, record = load_prequantized(self.model, self.quantized, self.spec)
         self.facts.weights_record["quantized"] = record

@@ -167,3 +167,19 @@ def test_a_two_input_model_deploys_and_the_phones_outputs_are_checked(tmp_path, 
         assert flags.returncode == 0, flags.stdout + flags.stderr
     rows = DeployResults.load(deploy_results_path(tmp_path / "results-flags", "latest")).rows
     assert len(rows) == 2 and all(row.status == "ok" for row in rows), [(row.file, row.status) for row in rows]
+
+
+def test_pre_quantized_weights_are_refused_for_a_model_with_declared_inputs(tmp_path):
+    """--quantized-weights PATH loads into eager mode's one-image structure: for a model declaring its inputs it is a
+    usage error (exit 2) naming where they were declared and the default that works (calibrate), before any file."""
+    from converter import ConvertSettings, convert
+    from toolchain.errors import UsageError
+
+    weights = tmp_path / "q.pth"
+    weights.write_bytes(b"not read")
+    with pytest.raises(UsageError) as e:
+        convert(ConvertSettings(out=tmp_path / "models", model=f"{MODELS}:tokens", weights="random",
+                                calibration_count=4, modes=("none", "full"), build_dir=tmp_path / "build",
+                                quantized_weights=str(weights)))
+    assert e.value.exit_code == 2 and "tokens_example_inputs()" in e.value.cause and "calibrate" in e.value.remedy
+    assert not list((tmp_path / "models").glob("*.pt"))
