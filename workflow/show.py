@@ -28,11 +28,11 @@ def convert(result: Any, as_json: bool = False) -> None:
                      "request; --force converts again)")
     rows = []
     for f in result.files:
-        scale = f"{f.input.scale:.5f}" if f.input.scale is not None else "-"
-        zero = f.input.zero_point if f.input.scale is not None else "-"
-        ins = f.inputs  # a model declaring several inputs: each one's shape and dtype, ';' between them
+        ins = f.inputs  # a model declaring several inputs: each one's shape, dtype and quantization, ';' between
         rows.append((f.file, f.backend, f.mode, "; ".join("x".join(map(str, i.shape)) for i in ins),
-                     "; ".join(i.dtype for i in ins), scale, zero, f"{f.size / 1e6:.1f}"))
+                     "; ".join(i.dtype for i in ins), "; ".join(f"{i.scale:.5f}" if i.scale is not None else "-"
+                                                                for i in ins),
+                     "; ".join(str(i.zero_point) if i.scale is not None else "-" for i in ins), f"{f.size / 1e6:.1f}"))
     table(f"converted into {result.manifest_path.parent} ({'reused' if result.reused else 'built'})",
           ["file", "backend", "mode", "input", "dtype", "in scale", "in zero point", "MB"], rows,
           numeric=("in scale", "in zero point", "MB"), drop=("in zero point", "in scale", "dtype", "input"))
