@@ -18,6 +18,15 @@ def by_format(results: dict, stage: str, as_json: bool) -> None:
         SHOWS[stage][name](result, as_json)
 
 
+def _convert_row(f: Any) -> tuple:
+    """A converted file's row; a model declaring several inputs: each one's shape, dtype and quantization, ';'
+    between them."""
+    ins = f.inputs
+    return (f.file, f.backend, f.mode, "; ".join("x".join(map(str, i.shape)) for i in ins),
+            "; ".join(i.dtype for i in ins), "; ".join(f"{i.scale:.5f}" if i.scale is not None else "-" for i in ins),
+            "; ".join(str(i.zero_point) if i.scale is not None else "-" for i in ins), f"{f.size / 1e6:.1f}")
+
+
 def convert(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
@@ -26,13 +35,7 @@ def convert(result: Any, as_json: bool = False) -> None:
             warning(refusal.line())
         return print(f"manifest: {result.manifest_path} (reused: its {len(result.files)} files are up to date with this "
                      "request; --force converts again)")
-    rows = []
-    for f in result.files:
-        ins = f.inputs  # a model declaring several inputs: each one's shape, dtype and quantization, ';' between
-        rows.append((f.file, f.backend, f.mode, "; ".join("x".join(map(str, i.shape)) for i in ins),
-                     "; ".join(i.dtype for i in ins), "; ".join(f"{i.scale:.5f}" if i.scale is not None else "-"
-                                                                for i in ins),
-                     "; ".join(str(i.zero_point) if i.scale is not None else "-" for i in ins), f"{f.size / 1e6:.1f}"))
+    rows = [_convert_row(f) for f in result.files]
     table(f"converted into {result.manifest_path.parent} ({'reused' if result.reused else 'built'})",
           ["file", "backend", "mode", "input", "dtype", "in scale", "in zero point", "MB"], rows,
           numeric=("in scale", "in zero point", "MB"), drop=("in zero point", "in scale", "dtype", "input"))
