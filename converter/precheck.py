@@ -261,7 +261,7 @@ def _attributes(graph) -> List[Problem]:
     for node in graph.nodes():
         k = _kind(node)
         args = [_const(v) for v in node.inputs()]
-        out += _pool_problems(node, k, args) + _conv_problems(node, k, args) + _conv_rank_problems(node, k) + \
+        out += _pool_problems(node, k, args) + _conv_problems(node, k, args) + _rank_problems(node, k) + \
             _misc_problems(node, k, args)
     return out
 
@@ -331,16 +331,25 @@ def _conv_problems(node, k: str, args: List[Any]) -> List[Problem]:
     return out
 
 
-def _conv_rank_problems(node, k: str) -> List[Problem]:
-    """Conv1d / Conv3d: torch's serializer converts a 2-D kernel on a 4-D image only (docs/facts.md LI3); it fails
-    half-way with an assertion on the kernel's length."""
-    shape = _shape(node.inputsAt(0)) if k == "aten::_convolution" else None
-    if not shape or len(shape) == 4:
+# The input rank torch's serializer converts an operation at, its NNAPI operation, and the rewrite for an NNAPI model
+RANKS = {"aten::_convolution": (4, "2-D convolutions of 4-D inputs",
+                                "reshape to [N, C, 1, L] and use Conv2d with a (1, k) kernel"),
+         "aten::linear": (2, "linear layers (FULLY_CONNECTED) on 2-D [N, features] inputs",
+                          "flatten to [N, features] (or reshape to [N*T, D] and back) around the linear layer")}
+
+
+def _rank_problems(node, k: str) -> List[Problem]:
+    """An operation on an input of another rank than torch's serializer converts it at: Conv1d / Conv3d (a 2-D
+    kernel on a 4-D image only, docs/facts.md LI3), a linear layer on a 3-D [N, T, D] input (FULLY_CONNECTED takes
+    [N, features], LI3); the serializer fails half-way with an assertion on the shape."""
+    shape = _shape(node.inputsAt(0)) if k in RANKS else None
+    if not shape or len(shape) == RANKS[k][0]:
         return []
-    return [Problem("refused-attribute", _where(node), f"a {len(shape) - 2}-D convolution (input {shape}): torch's "
-                   "NNAPI converter converts 2-D convolutions of 4-D inputs only",
-                   "for an NNAPI model, reshape to [N, C, 1, L] and use Conv2d with a (1, k) kernel; its CPU models "
-                   "and --format executorch take it as it is")]
+    _, converts, rewrite = RANKS[k]
+    what = f"a {len(shape) - 2}-D convolution" if k == "aten::_convolution" else "a linear layer"
+    return [Problem("refused-attribute", _where(node), f"{what} on a {len(shape)}-D input {shape}: torch's NNAPI "
+                    f"converter converts {converts} only", f"for an NNAPI model, {rewrite}; its CPU models and "
+                    "--format executorch take it as it is")]
 
 
 def _misc_problems(node, k: str, args: List[Any]) -> List[Problem]:
