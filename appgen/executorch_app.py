@@ -151,20 +151,27 @@ def _refuse_refused(section: Dict[str, Any], variant: str, known: str) -> None:
 
 
 def refuse_non_image_input(pte: PteFile) -> None:
-    """A UsageError (exit 2) for a program the app cannot feed: the app gives one camera image, float32
-    ``[1, 3, H, W]``; a model declaring other inputs (token ids, audio, several tensors: docs/convert.md) is
-    converted, checked and deployed, but not packaged."""
+    """A program the app cannot feed (:func:`refuse_non_image`)."""
     inputs = [records.TensorSpec.from_dict(d) for d in pte.extra.get("inputs") or []] or [pte.input]
+    refuse_non_image(inputs, pte.qualified_variant, "program",
+                     "load the .pte in your own app with ExecuTorch's Module API (Module.load, forward with your "
+                     "EValues); `invoke bench-executorch` and `invoke deploy --format executorch` check and time it "
+                     "on this machine and the phones")
+
+
+def refuse_non_image(inputs: Sequence[records.TensorSpec], name: str, what: str, own_app: str) -> None:
+    """A UsageError (exit 2) for a model the app cannot feed, in either format: the app gives one camera image,
+    ``[1, 3, H, W]`` float32 (quint8 for quant_full, through its lookup table); a model declaring other inputs (token
+    ids, audio, several tensors: docs/convert.md) is converted, checked and deployed, but not packaged."""
     shown = ", ".join(f"{t.dtype}{list(t.shape)}" for t in inputs)
-    image = len(inputs) == 1 and inputs[0].dtype == "float32" and len(inputs[0].shape) == 4 and inputs[0].shape[1] == 3
+    image = (len(inputs) == 1 and inputs[0].dtype in ("float32", "quint8") and len(inputs[0].shape) == 4
+             and inputs[0].shape[1] == 3)
     if not image:
-        raise UsageError(f"make-app cannot package {pte.qualified_variant}: the app feeds one camera image, "
-                         f"float32[1, 3, H, W], and the program takes {shown}",
+        raise UsageError(f"make-app cannot package {name}: the app feeds one camera image, "
+                         f"float32[1, 3, H, W], and the {what} takes {shown}",
                          cause="the generated app's input is the camera (or its sample image) through the image "
                                "normalisation; it has no source for other inputs",
-                         remedy="load the .pte in your own app with ExecuTorch's Module API (Module.load, forward with "
-                                "your EValues); `invoke bench-executorch` and `invoke deploy --format executorch` "
-                                "check and time it on this machine and the phones")
+                         remedy=own_app)
 
 
 def check_program(pte: PteFile, runtime: Runtime) -> List[str]:

@@ -234,6 +234,9 @@ def plan(settings: AppSettings) -> AppPlan:
     template = AppTemplate.locate()
     files = find_variant(Path(settings.models), checked.variant)
     cpu, nnapi = files["cpu"], files.get("nnapi")
+    executorch_app.refuse_non_image(cpu.inputs, cpu.qualified_variant, "model",
+                     "load the .pt in your own app with pytorch_android (Module.load, forward with your IValues); "
+                     "`invoke bench` and `invoke deploy` check and time it on this machine and the phones")
     if cpu.input.dtype == "quint8" and (cpu.input.scale is None or cpu.input.zero_point is None):
         raise RecordError(f"the manifest gives {cpu.file} a quint8 input without scale/zero point",
                           remedy=f"run `{convert_command(Path(settings.models), checked.variant)} --force` "

@@ -30,9 +30,10 @@ from .export import (ExportedVariant, export_float, export_quantized, fused_floa
                      xnnpack_available)
 from .host_check import Agreement, as_float, host_check, is_logits, spec_of
 from .worker import Worker
-from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, estimate_batchnorm
+from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, declared_origin, estimate_batchnorm
 from .precheck import Problem, check_model, nnapi_refused, refusal_fix, refuse
 from .prequantized import load_prequantized
+from .samples import as_inputs
 from .precheck import describe as describe_check
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ class ConversionFacts:
     notes: List[str] = field(default_factory=list)
     quantization: Dict[str, Any] = field(default_factory=dict)  # how the quantized modes are made, and why
     batchnorm: Dict[str, Any] = field(default_factory=dict)  # BatchNorm layers folded into their convolutions
+    declared_inputs: Optional[str] = None  # where the inputs it was calibrated on were declared (None: images)
 
 
 @dataclass
@@ -144,7 +146,7 @@ def executorch_alternative(model, example, name: str) -> str:
 
     try:
         with torch.no_grad():
-            torch.export.export(copy.deepcopy(model).eval(), (example.contiguous(),))
+            torch.export.export(copy.deepcopy(model).eval(), tuple(t.contiguous() for t in as_inputs(example)))
     except Exception as e:  # noqa: BLE001 - any failure means the ExecuTorch lane cannot take it either
         log.debug("torch.export cannot capture %s: %s", name, e)
         return ""
@@ -160,27 +162,23 @@ def mismatch_note(mode: str, agreement: Dict[str, int]) -> str:
     return note
 
 
-def refuse_declared_inputs(spec: ModelSpec, seed: int) -> None:
-    """A ConversionError when the model declares inputs other than the one ``[1, 3, H, W]`` float image this lane
-    builds everything around (image calibration, bundled NHWC inputs, NNAPI, the app's camera): before any work."""
-    from toolchain.errors import ConversionError
-
-    from .calibration import declared_samples, describe_sample, is_image_sample
-    from .models import declared_inputs, declared_origin
+def declared_batch(spec: ModelSpec, calib: CalibrationSpec) -> Optional[List[Tuple[torch.Tensor, ...]]]:
+    """The calibration inputs of a model that declares inputs other than the one ``[1, 3, H, W]`` float image the
+    image path is built around (token ids, audio, several tensors): ``calib.count`` samples of its example-inputs
+    function (``<factory>_example_inputs`` or ``--inputs``), each the tuple of ``forward`` arguments.  None: the
+    model takes the image (declared or not), and gets image calibration."""
+    from .calibration import declared_samples, is_image_sample
+    from .export import check_arity
+    from .models import declared_inputs
 
     fn = declared_inputs(spec)
     if fn is None:
-        return
-    sample = declared_samples(fn, 1, seed, spec.stem)[0]
-    if is_image_sample(sample) and tuple(sample[0].shape[2:]) == tuple(spec.input_hw):
-        return
-    raise ConversionError(
-        f"{spec.stem}: the legacy TorchScript lane takes one image input, float32[1, 3, {spec.input_hw[0]}, "
-        f"{spec.input_hw[1]}]; {declared_origin(spec)} declares {describe_sample(sample)}",
-        cause="its CPU and NNAPI models are built around one image: image calibration, bundled NHWC inputs, the "
-              "NNAPI converter, the app's camera input",
-        remedy="convert it with --format executorch (any inputs: token ids, audio, several tensors); or give it a "
-               "wrapper that takes the image")
+        return None
+    samples = declared_samples(fn, calib.count, calib.seed, spec.stem)
+    if is_image_sample(samples[0]) and tuple(samples[0][0].shape[2:]) == tuple(spec.input_hw):
+        return None
+    check_arity(samples[0], spec.stem)
+    return samples
 
 
 class ModeConverter:
@@ -201,6 +199,7 @@ class ModeConverter:
         self._alternative: Optional[str] = None  # the lane that takes the model NNAPI refuses (found once)
         self.scheme = "eager"  # how the quantized modes are made: "eager" | "fx" (precheck decides)
         self.stopped: Dict[str, ModeDone] = {}  # the modes a problem found before converting stops: not made
+        self.declared = False  # the model takes its declared inputs (a tuple per sample), not the image
 
     def prepare(self, describe=lambda text: None, modes=MODES) -> ConversionFacts:
         """The float model with its weights and the calibration batch (BatchNorm re-estimated for random weights).
@@ -211,45 +210,67 @@ class ModeConverter:
         _mobile_optimization(facts)
         describe(f"{spec.stem}: loading the float model ({self.weights.origin} weights)")
         self.model, facts.weights_record = build_float_model(spec, self.weights)
-        refuse_declared_inputs(spec, self.calib.seed)
-        check = check_model(self.model, spec.input_hw, modes)
-        self._stopped(check, modes)  # what stops a mode's CPU model too
-        self.nnapi_problems = {m: nnapi_refused(check, m) for m in modes}
-        facts.notes.extend(describe_check(check))
+        declared = declared_batch(spec, self.calib)
+        self.declared = declared is not None
+        self._precheck(modes, declared[0] if declared else None)
         if self.weights.origin == "random":
             facts.notes.append(RANDOM_WEIGHTS)
-        describe(f"{spec.stem}: preparing {self.calib.count} calibration inputs ({self.calib.source})")
-        self.batch = load_batch(self.calib, spec.input_hw)
-        facts.bundled_input = f"calibration input #0 ({self.calib.source})"
-        if few_images_warning(self.calib) and self.quantized is None:  # pre-quantized: no ranges estimated here
-            facts.notes.append(few_images_warning(self.calib))
+        self._calibration_inputs(declared, describe)
         # one forward pass on input #0: a shape mismatch named as such, NaN/inf outputs refused before any file
         refuse_non_finite_output(probe(self.model, self.batch[0], spec.name), spec.stem, "calibration input #0")
         if self.weights.origin == "random" and spec.source == "torchvision":
             n = estimate_batchnorm(self.model, self.batch)
             facts.weights_record["batchnorm_statistics"] = f"estimated on the {self.calib.count} calibration inputs ({n} layers)"
-        keep(spec, self.weights, self.calib, self.model, facts.weights_record, self.batch)  # for --format executorch
+        keep(spec, self.weights, self.calib, self.model, facts.weights_record,  # for --format executorch
+             [x if len(x) > 1 else x[0] for x in declared] if declared else self.batch)
         self.agreement = Agreement(self.batch)
         if self.quantized is not None and any(m != "none" and m not in self.stopped for m in modes):
             self._load_quantized(describe)
         return facts
 
-    def _stopped(self, check, modes) -> None:
-        """The modes a problem stops (refused, the others converted: every mode stopped raises), and how the
-        quantized modes are made."""
-        self.stopped = {m: mode_refused(m, ConversionError(
-            f"{self.spec.stem}: quant_{m} cannot be converted (checked before converting)",
-            cause="; ".join(p.line() for p in problems), remedy=refusal_fix(problems)))
-            for m, problems in refuse(check, self.spec.stem, modes).items()}
+    def _precheck(self, modes, example) -> None:
+        """What NNAPI conversion would get wrong (converter/precheck.py): the modes a problem stops are refused
+        (the others converted), the rest recorded per mode; the quantization scheme chosen."""
+        check = check_model(self.model, self.spec.input_hw, modes, example=example)
+        self._stopped(check, modes)  # what stops a mode's CPU model too
+        self.nnapi_problems = {m: nnapi_refused(check, m) for m in modes}
         self.scheme = check.quantization
         if any(m != "none" for m in modes):
             self.facts.quantization = {"scheme": check.quantization, **({"why": check.quantization_reason}
                                                                         if check.quantization_reason else {})}
         self.facts.batchnorm = check.batchnorm
+        self.facts.notes.extend(describe_check(check))
+
+    def _stopped(self, check, modes) -> None:
+        """The modes a problem stops (refused, the others converted: every mode stopped raises)."""
+        self.stopped = {m: mode_refused(m, ConversionError(
+            f"{self.spec.stem}: quant_{m} cannot be converted (checked before converting)",
+            cause="; ".join(p.line() for p in problems), remedy=refusal_fix(problems)))
+            for m, problems in refuse(check, self.spec.stem, modes).items()}
+
+    def _calibration_inputs(self, declared, describe) -> None:
+        """The calibration batch: the model's declared inputs (one tuple per sample), else the images."""
+        spec, facts = self.spec, self.facts
+        facts.declared_inputs = declared_origin(spec) if declared else None
+        source = facts.declared_inputs or self.calib.source
+        describe(f"{spec.stem}: preparing {self.calib.count} calibration inputs ({source})")
+        self.batch = declared or load_batch(self.calib, spec.input_hw)
+        facts.bundled_input = f"calibration input #0 ({source})"
+        if few_images_warning(self.calib) and self.quantized is None:  # pre-quantized: no ranges estimated here
+            facts.notes.append(few_images_warning(self.calib))
 
     def _load_quantized(self, describe) -> None:
         """The pre-quantized weights, loaded and checked now: a file that does not fit is refused before any
         file is written."""
+        if self.declared:
+            from toolchain.errors import UsageError
+
+            raise UsageError(f"{self.spec.stem}: pre-quantized weights (--quantized-weights {self.quantized.origin}) "
+                             "are for a model that takes one image",
+                             cause="they are loaded into eager mode's quantized structure of the model, whose one "
+                                   "QuantStub quantizes an image; this model takes its declared inputs "
+                                   f"({declared_origin(self.spec)}), which FX graph mode quantizes here",
+                             remedy="leave --quantized-weights out (calibrate: quantize here on the declared inputs)")
         describe(f"{self.spec.stem}: loading the pre-quantized weights ({self.quantized.origin})")
         self.qmodel, record = load_prequantized(self.model, self.quantized, self.spec)
         self.facts.weights_record["quantized"] = record
@@ -399,15 +420,17 @@ class ModeConverter:
                             "constant, NaN or infinite output)")
         out_spec = TensorSpec(**checked.record["output_spec"])
         common: Dict[str, Any] = {"format": "torchscript"}
+        if self.declared:  # every forward() argument, as the ExecuTorch lane records them
+            common["inputs"] = [spec_of(t).to_dict() for t in as_inputs(ex.cpu_input)]
         if ex.core_qparams:
             common["core_quantization"] = ex.core_qparams
-        cpu = self._file(ex.cpu_path, ex.cpu_size, ex.cpu_sha256, ex.mode, "cpu", spec_of(ex.cpu_input), out_spec,
+        cpu = self._file(ex.cpu_path, ex.cpu_size, ex.cpu_sha256, ex.mode, "cpu", spec_of(as_inputs(ex.cpu_input)[0]), out_spec,
                          {**common, "export": ex.cpu_export, "mobile_optimized": ex.mobile_optimized})
         if ex.nnapi_path is None:
             refusal = self._refusal(ex)
             log.warning("warning: %s", refusal.line())
             return ModeDone(ex.mode, [cpu], checked.record, agreement, list(ex.notes), (refusal,))
-        nnapi = self._file(ex.nnapi_path, ex.nnapi_size, ex.nnapi_sha256, ex.mode, "nnapi", spec_of(ex.nnapi_input),
+        nnapi = self._file(ex.nnapi_path, ex.nnapi_size, ex.nnapi_sha256, ex.mode, "nnapi", spec_of(as_inputs(ex.nnapi_input)[0]),
                            out_spec, {**common, "nnapi_nhwc": True, "needs": NNAPI_NEEDS})
         return ModeDone(ex.mode, [cpu, nnapi], checked.record, agreement, list(ex.notes))
 
@@ -446,7 +469,7 @@ class ModeConverter:
         if self._float_top1 is not None:  # pre-quantized weights: the float predictions, computed meanwhile
             self.agreement.set_reference(self._float_top1.result())
             self._float_top1 = None
-        qp = (ex.core_qparams or {}).get("input") if ex.mode == "full" else None
+        qp = ex.core_qparams if ex.mode == "full" else None
         agreement = self.agreement.measure(checked.module, qp)
         if first is None:
             self._first_quantized = (ex.mode, output, agreement)

@@ -20,6 +20,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from toolchain.errors import ConversionError
 from toolchain.fsutil import save_torch_module
 
+from .input_specs import EXAMPLE as INPUTS_EXAMPLE
+from .samples import as_inputs, nhwc, stacked
+
 log = logging.getLogger(__name__)
 
 CALIBRATION_CHUNK = 16
@@ -86,9 +89,11 @@ def prepared_for_qnnpack(float_model):
 
 
 def prepared_fx(float_model, example):
-    """FX graph mode's ``prepare_fx`` of a copy (qnnpack qconfig mapping), its input quantized and its output left
-    quantized, inside a QuantWrapper whose ``quant`` observes the float input: the same shape as an eager-mode
-    prepared model (``quant``, ``module``, ``dequant``), so calibration, conversion and export treat both alike."""
+    """FX graph mode's ``prepare_fx`` of a copy (qnnpack qconfig mapping), its float inputs quantized and its output
+    left quantized, inside a wrapper whose ``quant`` observes each float input: for one image, a QuantWrapper (the
+    same shape as an eager-mode prepared model: ``quant``, ``module``, ``dequant``); for declared inputs (a tuple:
+    token ids, audio, several tensors), a bundle wrapper with one ``quant`` per argument (an identity for an integer
+    input, which goes in as it is).  Calibration, conversion and export treat both alike."""
     import torch
     from torch.ao.quantization.fx.custom_config import PrepareCustomConfig
     from torch.ao.quantization.quantize_fx import prepare_fx
@@ -96,24 +101,43 @@ def prepared_fx(float_model, example):
     torch.backends.quantized.engine = "qnnpack"
     model = copy.deepcopy(float_model).eval()
     _replace_dropout(model)
-    quantized_ends = PrepareCustomConfig().set_input_quantized_indexes([0]).set_output_quantized_indexes([0])
-    core = prepare_fx(model, torch.ao.quantization.get_default_qconfig_mapping("qnnpack"), (example,),
+    inputs = as_inputs(example)
+    floats = [i for i, t in enumerate(inputs) if t.is_floating_point()]
+    quantized_ends = PrepareCustomConfig().set_input_quantized_indexes(floats).set_output_quantized_indexes([0])
+    core = prepare_fx(model, torch.ao.quantization.get_default_qconfig_mapping("qnnpack"), inputs,
                       prepare_custom_config=quantized_ends)
-    wrapped = torch.ao.quantization.QuantWrapper(core)
-    wrapped.quant = torch.ao.quantization.get_default_qconfig("qnnpack").activation()  # the input's range
-    wrapped.dequant = torch.nn.Identity()
-    return wrapped
+    observer = torch.ao.quantization.get_default_qconfig("qnnpack").activation
+    if not isinstance(example, tuple):
+        wrapped = torch.ao.quantization.QuantWrapper(core)
+        wrapped.quant = observer()  # the input's range
+        wrapped.dequant = torch.nn.Identity()
+        return wrapped
+    return _bundle_wrapper(core, len(inputs), [observer() if i in floats else torch.nn.Identity()
+                                               for i in range(len(inputs))])
+
+
+def _quantize_step(observer):
+    """An observer of a float input made into the Quantize step with its range; anything else stays as it is."""
+    import torch
+
+    if not isinstance(observer, torch.ao.quantization.ObserverBase):
+        return observer
+    scale, zero_point = observer.calculate_qparams()
+    return torch.ao.nn.quantized.Quantize(float(scale), int(zero_point), torch.quint8)
 
 
 def _converted_fx(prepared):
-    """``convert_fx`` of :func:`prepared_fx`'s core, between a Quantize with the observed input range and a
+    """``convert_fx`` of :func:`prepared_fx`'s core, between Quantize steps with the observed input ranges and a
     DeQuantize (eager mode's converted QuantStub and DeQuantStub)."""
     import torch
     from torch.ao.quantization.quantize_fx import convert_fx
 
-    scale, zero_point = prepared.quant.calculate_qparams()
-    prepared.module = convert_fx(prepared.module)
-    prepared.quant = torch.ao.nn.quantized.Quantize(float(scale), int(zero_point), torch.quint8)
+    if isinstance(prepared, torch.ao.quantization.QuantWrapper):
+        prepared.quant = _quantize_step(prepared.quant)
+        prepared.module = convert_fx(prepared.module)
+    else:
+        prepared.quant = torch.nn.ModuleList([_quantize_step(q) for q in prepared.quant])
+        prepared.mod = convert_fx(prepared.mod)
     prepared.dequant = torch.ao.nn.quantized.DeQuantize()
     return prepared
 
@@ -161,9 +185,9 @@ def top1_in_chunks(model, batch: List[Any], label: str) -> List[int]:
     top1: List[int] = []
     with torch.no_grad():
         for i in range(0, len(batch), CALIBRATION_CHUNK):
-            chunk = torch.cat(list(batch[i:i + CALIBRATION_CHUNK]), 0)
+            chunk = stacked(batch[i:i + CALIBRATION_CHUNK])
             try:
-                y = model(chunk)
+                y = model(*chunk)
             except Exception as e:  # a user's model can raise anything
                 raise input_error(e, label, batch[0]) from e
             y = output_tensors(y)[0]  # several outputs: the agreement is judged on the first
@@ -174,12 +198,21 @@ def top1_in_chunks(model, batch: List[Any], label: str) -> List[int]:
 def input_error(e: Exception, label: str, example) -> ConversionError:
     """The model failed on torchdroid's input: say which input it got, not "make it traceable"."""
     first = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+    if isinstance(example, (tuple, list)):  # declared inputs: the model's own function made them
+        from .calibration import describe_sample
+
+        return ConversionError(f"{label} does not accept its declared inputs: {describe_sample(example)}",
+                               cause=f"{type(e).__name__} in forward(): {first}",
+                               remedy="make the example-inputs function (or --inputs) match forward(): one tensor "
+                                      "per argument, in order, with the shapes and dtypes the model takes")
     shape = "x".join(str(d) for d in example.shape)
     return ConversionError(
         f"{label} does not accept torchdroid's input: a {shape} float32 image batch (N, C, H, W)",
         cause=f"{type(e).__name__} in forward(): {first}",
-        remedy="make the model take 3-channel images of that size (torchvision's ImageNet layout), e.g. adapt its "
-        "first layer or put a resize in front; a factory's model gets 224x224 inputs",
+        remedy="a model that takes something else (token ids, audio, several tensors) declares its inputs: a "
+        f"`<factory>_example_inputs()` function beside the factory, or --inputs \"{INPUTS_EXAMPLE}\" (docs/convert.md);"
+        " an image model takes 3-channel images of that size (torchvision's ImageNet layout; a "
+        "factory's model gets 224x224 inputs)",
     )
 
 
@@ -190,7 +223,7 @@ def probe(model, example, label: str):
 
     with torch.no_grad():
         try:
-            return model(example)
+            return model(*as_inputs(example))
         except Exception as e:  # a user's model can raise anything
             raise input_error(e, label, example) from e
 
@@ -362,20 +395,70 @@ def _set_submodule(model, name: str, module) -> None:
     setattr(model.get_submodule(parent) if parent else model, child, module)
 
 
-def _bundle_wrapper(module):
+MAX_INPUTS = 4  # forward() arguments a legacy-lane model may take (one bundle wrapper per count below)
+
+
+def _bundle_wrapper(module, arity: int = 1, quant=None, dequant=None):
     """``module`` in a class made afresh per call: TorchScript shares compiled types between instances of one
-    class, and bundled inputs can be added to a type only once, so every exported model gets its own type."""
+    class, and bundled inputs can be added to a type only once, so every exported model gets its own type.  Its
+    ``forward`` takes ``arity`` tensors (TorchScript scripts no ``*args``; the NNAPI module has one per input) and
+    passes argument i through ``quant[i]`` (identities unless given: a declared model's quantized modes quantize its
+    float inputs there, :func:`prepared_fx`); with ``dequant``, the output (one tensor: quant_core) goes through it."""
     import torch
 
     class BundleWrapper(torch.nn.Module):
         def __init__(self, mod):
             super().__init__()
             self.mod = mod
+            self.quant = torch.nn.ModuleList(quant if quant is not None else
+                                             [torch.nn.Identity() for _ in range(arity)])
+            self.dequant = dequant if dequant is not None else torch.nn.Identity()
 
+    class Bundle1(BundleWrapper):
         def forward(self, arg):
-            return self.mod(arg)
+            return self.mod(self.quant[0](arg))
 
-    return BundleWrapper(module)
+    class Bundle2(BundleWrapper):
+        def forward(self, a, b):
+            return self.mod(self.quant[0](a), self.quant[1](b))
+
+    class Bundle3(BundleWrapper):
+        def forward(self, a, b, c):
+            return self.mod(self.quant[0](a), self.quant[1](b), self.quant[2](c))
+
+    class Bundle4(BundleWrapper):
+        def forward(self, a, b, c, d):
+            return self.mod(self.quant[0](a), self.quant[1](b), self.quant[2](c), self.quant[3](d))
+
+    class Dequantized1(BundleWrapper):
+        def forward(self, arg):
+            return self.dequant(self.mod(self.quant[0](arg)))
+
+    class Dequantized2(BundleWrapper):
+        def forward(self, a, b):
+            return self.dequant(self.mod(self.quant[0](a), self.quant[1](b)))
+
+    class Dequantized3(BundleWrapper):
+        def forward(self, a, b, c):
+            return self.dequant(self.mod(self.quant[0](a), self.quant[1](b), self.quant[2](c)))
+
+    class Dequantized4(BundleWrapper):
+        def forward(self, a, b, c, d):
+            return self.dequant(self.mod(self.quant[0](a), self.quant[1](b), self.quant[2](c), self.quant[3](d)))
+
+    classes = (Bundle1, Bundle2, Bundle3, Bundle4) if dequant is None else \
+        (Dequantized1, Dequantized2, Dequantized3, Dequantized4)
+    return classes[arity - 1](module)
+
+
+def check_arity(example, label: str) -> None:
+    """More forward() arguments than the legacy lane's bundle wrappers take: refused before any work."""
+    n = len(as_inputs(example))
+    if n > MAX_INPUTS:
+        raise ConversionError(f"{label} takes {n} inputs: the legacy TorchScript lane takes up to {MAX_INPUTS}",
+                              cause="each model is saved in a wrapper that bundles its inputs, one per input count",
+                              remedy="convert it with --format executorch (any number of inputs), or pack inputs "
+                                     "of one dtype into one tensor")
 
 
 def quantized_op_remedy(error: Exception) -> Optional[str]:
@@ -391,7 +474,8 @@ def quantized_op_remedy(error: Exception) -> Optional[str]:
 
 
 def trace_to_nnapi(model, input_tensor, label: str):
-    """Trace ``model`` on the NHWC-flagged ``input_tensor`` and convert it with torch's NNAPI converter."""
+    """Trace ``model`` on the NHWC-flagged ``input_tensor`` (a tensor, or a tuple of one per ``forward`` argument)
+    and convert it with torch's NNAPI converter."""
     import torch
     import torch.backends._nnapi.prepare as nnapi_prepare
 
@@ -407,14 +491,14 @@ def trace_to_nnapi(model, input_tensor, label: str):
                 "tensors) out, no Python-side branching on tensor values",
             ) from e
         try:
-            return nnapi_prepare.convert_model_to_nnapi(traced, input_tensor)
+            return nnapi_prepare.convert_model_to_nnapi(traced, list(as_inputs(input_tensor)))
         except ConversionError:
             raise
         except Exception as e:
             raise _nnapi_error(e, label) from e
 
 
-def script_cpu(model, input_tensor, label: str, optimize: bool):
+def script_cpu(model, input_tensor, label: str, optimize: bool, quant=None, dequant=None):
     """The CPU TorchScript model: scripted (traced when scripting fails), optimised when XNNPACK is there.
 
     Returns ``(module, "script" | "trace", notes)``.
@@ -422,12 +506,14 @@ def script_cpu(model, input_tensor, label: str, optimize: bool):
     import torch
 
     notes: List[str] = []
+    arity = len(as_inputs(input_tensor))
     try:
-        cpu_model, how = torch.jit.script(_bundle_wrapper(model)), "script"
+        cpu_model, how = torch.jit.script(_bundle_wrapper(model, arity, quant, dequant)), "script"
     except Exception as e:  # scripting fails on some user modules: fall back to tracing
         log.debug("scripting %s failed (%s); tracing it instead", label, e)
         with torch.no_grad():
-            cpu_model, how = torch.jit.trace(_bundle_wrapper(model), input_tensor, strict=False), "trace"
+            cpu_model, how = torch.jit.trace(_bundle_wrapper(model, arity, quant, dequant), input_tensor,
+                                             strict=False), "trace"
         notes.append(f"{label}: CPU model traced (scripting failed: {str(e).splitlines()[0][:120]})")
     if optimize:
         from torch.utils.mobile_optimizer import optimize_for_mobile
@@ -454,19 +540,14 @@ def _adopt_scripted_children(model, scripted) -> None:
 
 
 def bundle_and_save(scripted, input_tensor, path: Path) -> Tuple[int, str]:
-    """Bundle ``input_tensor`` (speed_benchmark_torch's --use_bundled_input) and save; returns (size, sha256)."""
+    """Bundle ``input_tensor`` (a tensor, or a tuple of one per ``forward`` argument: speed_benchmark_torch's
+    --use_bundled_input passes the bundled tuple's elements as the arguments, docs/facts.md LI1) and save; returns
+    (size, sha256)."""
     import torch.utils.bundled_inputs as bundled
 
-    bundled.augment_model_with_bundled_inputs(scripted, [(bundled.bundle_large_tensor(input_tensor),)])
+    inputs = tuple(bundled.bundle_large_tensor(t) for t in as_inputs(input_tensor))
+    bundled.augment_model_with_bundled_inputs(scripted, [inputs])
     return save_torch_module(scripted, path)
-
-
-def _nhwc(t):
-    import torch
-
-    t = t.contiguous(memory_format=torch.channels_last)
-    t.nnapi_nhwc = True
-    return t
 
 
 def _saved(mode, cpu_path, nnapi_path, cpu_saved, nnapi_saved, cpu_in, nnapi_in, how, optimize, qparams, notes,
@@ -498,13 +579,31 @@ def export_float(fused, float_input, paths: Tuple[Path, Path], label: str, optim
     import torch
 
     _replace_dropout(fused)
-    x = _nhwc(float_input)
+    x = nhwc(float_input)
     core, error = _to_nnapi(fused if nnapi_model is None else nnapi_model, x, label, nnapi)
-    nnapi_model = torch.jit.script(_bundle_wrapper(core)) if core is not None else None
+    nnapi_model = torch.jit.script(_bundle_wrapper(core, len(as_inputs(x)))) if core is not None else None
     cpu_model, how, notes = script_cpu(fused, x, label, optimize)
     return _saved("none", *paths, bundle_and_save(cpu_model, x, paths[0]),
                   bundle_and_save(nnapi_model, x, paths[1]) if nnapi_model is not None else None,
                   x, x, how, optimize, None, notes, error)
+
+
+def _quantized_parts(quantized, image: bool):
+    """``(core, quantize steps one per input, dequantize step)`` of a converted model (:func:`quantize`): an image
+    model's own ``quant``/``dequant``, or a declared model's bundle wrapper (:func:`prepared_fx`)."""
+    if image:
+        return quantized, [quantized.quant], quantized.dequant
+    return quantized.mod, list(quantized.quant), quantized.dequant
+
+
+def _qparams(steps) -> Dict[str, Any]:
+    """The input quantization the modes record: ``input`` (the first quantized input's, as an image model has one),
+    and for several inputs ``inputs`` (one per argument, None for one that goes in as it is)."""
+    per = [{"scale": float(q.scale), "zero_point": int(q.zero_point)} if hasattr(q, "zero_point") else None
+           for q in steps]
+    first = next((p for p in per if p is not None), None)
+    out: Dict[str, Any] = {"input": first} if first is not None else {}
+    return {**out, "inputs": per} if len(per) > 1 or first is None else out
 
 
 def export_quantized(quantized, modes: List[str], float_input, paths: Dict[str, Tuple[Path, Path]],
@@ -518,25 +617,34 @@ def export_quantized(quantized, modes: List[str], float_input, paths: Dict[str, 
     import torch
 
     _replace_dropout(quantized)
-    quantizer, dequantizer = quantized.quant, quantized.dequant
-    quantized.quant, quantized.dequant = torch.nn.Identity(), torch.nn.Identity()
-    q_input = _nhwc(quantizer(float_input))
-    qparams = {"input": {"scale": float(quantizer.scale), "zero_point": int(quantizer.zero_point)}}
-    nnapi_core, error = _to_nnapi(quantized, q_input, f"{label} (quantized core)", nnapi)
+    image = not isinstance(float_input, tuple)  # a declared model's sample is the tuple of its arguments
+    core, steps, dequantizer = _quantized_parts(quantized, image)
+    if image:
+        quantized.quant, quantized.dequant = torch.nn.Identity(), torch.nn.Identity()
+    q_input = nhwc(tuple(q(x) for q, x in zip(steps, as_inputs(float_input))))
+    q_input = q_input[0] if image else q_input
+    qparams = _qparams(steps)
+    nnapi_core, error = _to_nnapi(core, q_input, f"{label} (quantized core)", nnapi)
+    arity = len(steps)
     if "full" in modes:
-        cpu_model, how, notes = script_cpu(quantized, q_input, f"{label} quant_full", optimize)
-        nnapi_model = torch.jit.script(_bundle_wrapper(nnapi_core)) if nnapi_core is not None else None
-        if how == "script" and not optimize:
+        cpu_model, how, notes = script_cpu(core, q_input, f"{label} quant_full", optimize)
+        nnapi_model = torch.jit.script(_bundle_wrapper(nnapi_core, arity)) if nnapi_core is not None else None
+        if how == "script" and not optimize and image:
             _adopt_scripted_children(quantized, cpu_model.mod)
         yield _saved("full", *paths["full"], bundle_and_save(cpu_model, q_input, paths["full"][0]),
                      bundle_and_save(nnapi_model, q_input, paths["full"][1]) if nnapi_model is not None else None,
                      q_input, q_input, how, optimize, qparams, notes, error)
     if "core" in modes:
-        quantized.quant, quantized.dequant = quantizer, dequantizer
-        x = _nhwc(float_input)
-        cpu_model, how, notes = script_cpu(quantized, x, f"{label} quant_core", optimize)
-        nnapi_model = (torch.jit.script(_bundle_wrapper(torch.nn.Sequential(quantizer, nnapi_core, dequantizer)))
-                       if nnapi_core is not None else None)
+        x = nhwc(float_input)
+        if image:
+            quantized.quant, quantized.dequant = steps[0], dequantizer
+            cpu_model, how, notes = script_cpu(quantized, x, f"{label} quant_core", optimize)
+            nnapi_model = (torch.jit.script(_bundle_wrapper(torch.nn.Sequential(steps[0], nnapi_core, dequantizer)))
+                           if nnapi_core is not None else None)
+        else:  # declared inputs: the quantize steps of the float inputs and the dequantize step around the core
+            cpu_model, how, notes = script_cpu(core, x, f"{label} quant_core", optimize, steps, dequantizer)
+            nnapi_model = (torch.jit.script(_bundle_wrapper(nnapi_core, arity, steps, dequantizer))
+                           if nnapi_core is not None else None)
         yield _saved("core", *paths["core"], bundle_and_save(cpu_model, x, paths["core"][0]),
                      bundle_and_save(nnapi_model, x, paths["core"][1]) if nnapi_model is not None else None,
                      x, x, how, optimize, qparams, notes, error)

@@ -14,6 +14,7 @@ from toolchain.errors import ConversionError
 from toolchain.records import TensorSpec
 
 from .finite import output_tensors, refuse_non_finite_output
+from .samples import nhwc, stacked
 
 log = logging.getLogger(__name__)
 
@@ -89,16 +90,21 @@ def is_logits(t: torch.Tensor) -> bool:
     return t.dim() == 2 and t.shape[1] > 1
 
 
-def predict(module, batch: torch.Tensor, qparams: Optional[Dict[str, Any]] = None) -> Optional[List[int]]:
-    """Top-1 per row; one batched call (per-row calls when a traced model fixed the batch size).  None when the
-    first output is not ``[N, classes]`` (a feature map, boxes...): top-1 does not apply to it."""
+def predict(module, batch, qparams: Optional[Dict[str, Any]] = None) -> Optional[List[int]]:
+    """Top-1 per row of ``batch`` (a tensor, or a tuple of one per ``forward`` argument); one batched call (per-row
+    calls when a traced model fixed the batch size).  None when the first output is not ``[N, classes]`` (a feature
+    map, boxes...): top-1 does not apply to it.  ``qparams``: quant_full's input quantization as its manifest entry
+    records it (``core_quantization``: ``input``, and ``inputs`` per argument for several), applied first."""
+    batch = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
     if qparams:
-        batch = torch.quantize_per_tensor(batch, qparams["scale"], qparams["zero_point"], torch.quint8)
+        per = qparams.get("inputs") or [qparams.get("input")]
+        batch = tuple(t if q is None else torch.quantize_per_tensor(t, q["scale"], q["zero_point"], torch.quint8)
+                      for t, q in zip(batch, list(per) + [None] * len(batch)))
     with torch.no_grad(), torch.jit.optimized_execution(False):  # a few calls: no profiling warm-up
         try:
-            rows = [as_float(_first(module(batch)))]
+            rows = [as_float(_first(module(*batch)))]
         except RuntimeError:
-            rows = [as_float(_first(module(batch[i:i + 1]))) for i in range(batch.shape[0])]
+            rows = [as_float(_first(module(*(t[i:i + 1] for t in batch)))) for i in range(batch[0].shape[0])]
     if not all(is_logits(y) for y in rows):
         return None
     return [int(i) for y in rows for i in y.argmax(dim=1)]
@@ -111,8 +117,8 @@ class Agreement:
     extra forward pass and no quant_none file are needed.
     """
 
-    def __init__(self, batch: List[torch.Tensor]):
-        self.stacked = torch.cat(list(batch), 0).contiguous(memory_format=torch.channels_last)
+    def __init__(self, batch: List[Any]):
+        self.stacked = nhwc(stacked(batch))  # image inputs channels-last, as the models were traced
         self._reference: Optional[List[int]] = None
 
     def set_reference(self, float_top1: List[int]) -> None:

@@ -23,7 +23,7 @@ from toolchain.records import (ConvertManifest, ModelFile, NnapiRefusal, manifes
 from toolchain.settings import default
 from toolchain.variants import MODES
 
-from .calibration import CalibrationSpec, parse_calibration
+from .calibration import CalibrationSpec, parse_calibration, record_for
 from .models import ModelSpec, WeightsSpec, check_stem_free, parse_model, parse_weights
 from .prequantized import parse_quantized_weights
 from .reuse import mode_key, read_existing, torch_identity, up_to_date
@@ -221,7 +221,7 @@ def _conversion_record(p: Plan, facts, previous: Dict[str, Any]) -> Dict[str, An
         source=p.spec.source,
         factory_file=str(p.spec.factory_file) if p.spec.factory_file else None,
         weights=facts.weights_record,
-        calibration=p.calib.record(),
+        calibration=record_for(p.calib, facts.declared_inputs),
         torch={**torch_identity(), "xnnpack": facts.xnnpack},
         mobile_optimization=facts.mobile_optimization,
         batchnorm=facts.batchnorm,

@@ -58,7 +58,7 @@ HARMLESS = {"prim::Constant", "prim::ListConstruct", "prim::TupleConstruct", "pr
 
 @dataclass(frozen=True)
 class Problem:
-    kind: str  # unsupported-op | ignored-attribute | refused-attribute | avg-pool-padding | plain-arithmetic | outputs | api-level
+    kind: str  # input-dtype | unsupported-op | ignored-attribute | refused-attribute | avg-pool-padding | plain-arithmetic | outputs | api-level
     where: str
     what: str
     fix: str
@@ -90,14 +90,16 @@ class Precheck:
         return [p for p in self.problems if p.blocking]
 
 
-def check_model(model, input_hw: Tuple[int, int], modes: Sequence[str], target_api: int = 29) -> Precheck:
-    """Trace ``model`` (float, as it will be converted) once and list what NNAPI conversion would get wrong."""
+def check_model(model, input_hw: Tuple[int, int], modes: Sequence[str], target_api: int = 29,
+                example: Optional[Tuple[Any, ...]] = None) -> Precheck:
+    """Trace ``model`` (float, as it will be converted) once and list what NNAPI conversion would get wrong;
+    ``example``: the model's declared inputs (one tensor per ``forward`` argument) instead of a random image."""
     import torch
 
     m = _as_converted(model)
     calls: Dict[str, int] = {}
     _record_float_functional(m, calls)
-    x = torch.rand(1, 3, *input_hw)
+    x = tuple(example) if example is not None else torch.rand(1, 3, *input_hw)
     with torch.no_grad():
         try:
             traced = torch.jit.trace(m, x, check_trace=False, strict=False)  # dict and list outputs too
@@ -107,10 +109,10 @@ def check_model(model, input_hw: Tuple[int, int], modes: Sequence[str], target_a
                                      f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})",
                                      "", blocking=False, nnapi_only=False)], 29, {})
     graph = traced.inlined_graph
-    problems = _unsupported(graph) + _attributes(graph) + _outputs(graph, modes)
+    problems = _inputs(x) + _unsupported(graph) + _attributes(graph) + _outputs(graph, modes)
     scheme, why = "eager", ""
     if any(mode != "none" for mode in modes):
-        plain, scheme, why = _quantization_scheme(model, _plain_arithmetic(graph, calls))
+        plain, scheme, why = _quantization_scheme(model, _plain_arithmetic(graph, calls), example is not None)
         problems += _float_functional_problems(calls) + plain
     ops = _nnapi_ops(graph)
     level = 29 if any(op in LAYOUT_ARGUMENT_OPS for op in ops) else 27
@@ -121,13 +123,21 @@ def check_model(model, input_hw: Tuple[int, int], modes: Sequence[str], target_a
     return Precheck(problems, level, ops, scheme, why, _batchnorm_record(model, m))
 
 
-def _quantization_scheme(model, plain: List[Problem]) -> Tuple[List[Problem], str, str]:
+DECLARED_FX = ("the model takes its declared inputs, and eager mode's QuantStub quantizes one float input: FX "
+               "graph mode quantizes each float input and passes integer inputs (token ids) as they are")
+
+
+def _quantization_scheme(model, plain: List[Problem], declared: bool = False) -> Tuple[List[Problem], str, str]:
     """``(problems, "eager" | "fx", why)``: eager mode where it takes the model (torchvision's quantizable
     variants, anything without plain arithmetic between activations: results as before); FX graph mode
-    (quantize_fx), which quantizes plain ``x + y`` / ``x * y``, where torch.fx can trace the model; otherwise the
-    plain arithmetic is a problem that names what stops both."""
+    (quantize_fx), which quantizes plain ``x + y`` / ``x * y`` and a model's declared inputs (``declared``), where
+    torch.fx can trace the model; otherwise what stops both is a problem of the quantized modes."""
     import torch
 
+    if declared and not plain:
+        plain = [Problem("declared-inputs", "the model's inputs", DECLARED_FX, "convert --quant none (the float "
+                         "model) or --format executorch (PT2E quantization)", nnapi_only=False,
+                         modes=("core", "full"))]
     if not plain:
         return [], "eager", ""
     try:
@@ -137,6 +147,8 @@ def _quantization_scheme(model, plain: List[Problem]) -> Tuple[List[Problem], st
         stop = f"; FX graph mode, which quantizes them, cannot trace the model either ({type(e).__name__}: {first})"
         return [replace(p, what=p.what + stop, fix=p.fix + ", or make forward() traceable by torch.fx.symbolic_trace "
                         "(no Python branching on tensor values)") for p in plain], "eager", ""
+    if plain[0].kind == "declared-inputs":
+        return [], "fx", DECLARED_FX
     what = "; ".join(p.what.split(" (x ")[0] for p in plain)
     return [], "fx", f"{what} between activations, which eager mode cannot quantize"
 
@@ -262,7 +274,8 @@ def _attributes(graph) -> List[Problem]:
     for node in graph.nodes():
         k = _kind(node)
         args = [_const(v) for v in node.inputs()]
-        out += _pool_problems(node, k, args) + _conv_problems(node, k, args) + _misc_problems(node, k, args)
+        out += _pool_problems(node, k, args) + _conv_problems(node, k, args) + _rank_problems(node, k) + \
+            _misc_problems(node, k, args)
     return out
 
 
@@ -331,6 +344,27 @@ def _conv_problems(node, k: str, args: List[Any]) -> List[Problem]:
     return out
 
 
+# The input rank torch's serializer converts an operation at, its NNAPI operation, and the rewrite for an NNAPI model
+RANKS = {"aten::_convolution": (4, "2-D convolutions of 4-D inputs",
+                                "reshape to [N, C, 1, L] and use Conv2d with a (1, k) kernel"),
+         "aten::linear": (2, "linear layers (FULLY_CONNECTED) on 2-D [N, features] inputs",
+                          "flatten to [N, features] (or reshape to [N*T, D] and back) around the linear layer")}
+
+
+def _rank_problems(node, k: str) -> List[Problem]:
+    """An operation on an input of another rank than torch's serializer converts it at: Conv1d / Conv3d (a 2-D
+    kernel on a 4-D image only, docs/facts.md LI3), a linear layer on a 3-D [N, T, D] input (FULLY_CONNECTED takes
+    [N, features], LI3); the serializer fails half-way with an assertion on the shape."""
+    shape = _shape(node.inputsAt(0)) if k in RANKS else None
+    if not shape or len(shape) == RANKS[k][0]:
+        return []
+    _, converts, rewrite = RANKS[k]
+    what = f"a {len(shape) - 2}-D convolution" if k == "aten::_convolution" else "a linear layer"
+    return [Problem("refused-attribute", _where(node), f"{what} on a {len(shape)}-D input {shape}: torch's NNAPI "
+                    f"converter converts {converts} only", f"for an NNAPI model, {rewrite}; its CPU models and "
+                    "--format executorch take it as it is")]
+
+
 def _misc_problems(node, k: str, args: List[Any]) -> List[Problem]:
     if k == "aten::hardtanh" and len(args) >= 3 and (args[1], args[2]) not in ((0.0, 6.0), (-1.0, 1.0)):
         return [Problem("refused-attribute", _where(node), f"hardtanh({args[1]}, {args[2]}): NNAPI has only (0, 6) "
@@ -339,6 +373,24 @@ def _misc_problems(node, k: str, args: List[Any]) -> List[Problem]:
         return [Problem("ignored-attribute", _where(node), "Tensor.to(dtype) is converted as a no-op: the dtype change "
                         "is lost", "remove the dtype conversion from forward()", blocking=False)]
     return []
+
+
+NNAPI_INPUT_DTYPES = ("float32", "int32")  # and quint8 (quant_full's input): serializer.torch_tensor_to_operand, LI2
+
+
+def _inputs(x) -> List[Problem]:
+    """Declared inputs torch's NNAPI converter cannot take as model inputs: it makes an operand of a float32, int32
+    or quantized input only (docs/facts.md LI2); its CPU models take them."""
+    out = []
+    for i, t in enumerate(x if isinstance(x, tuple) else (x,)):
+        dtype = str(t.dtype).replace("torch.", "")
+        if dtype not in NNAPI_INPUT_DTYPES:
+            out.append(Problem("input-dtype", f"input {i} ({dtype}{list(t.shape)})",
+                               f"is {dtype}: torch's NNAPI converter takes float32 and int32 inputs only (its "
+                               "serializer makes no operand of another dtype)",
+                               "take it as int32 or float32 in forward() for an NNAPI model; its CPU models and "
+                               "--format executorch take it as it is"))
+    return out
 
 
 def _shape(v) -> Optional[List[int]]:

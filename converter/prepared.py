@@ -24,7 +24,7 @@ from .models import ModelSpec, WeightsSpec
 class Prepared:
     model: Any  # the float model in eval mode, BatchNorm statistics estimated when the weights are random
     weights_record: Dict[str, Any]
-    batch: List[Any]  # the calibration inputs, [1, 3, H, W] each
+    batch: List[Any]  # the calibration inputs, [1, 3, H, W] each, or a declared model's (a tuple for several)
 
 
 _kept: Dict[str, Prepared] = {}
@@ -44,7 +44,7 @@ def keep(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, model, w
     """Remember copies of the prepared model and batch for this process (replacing any other model's)."""
     _kept.clear()
     _kept[key(spec, weights, calib)] = Prepared(copy.deepcopy(model), copy.deepcopy(weights_record),
-                                                [x.clone() for x in batch])
+                                                [_clone(x) for x in batch])
 
 
 def take(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec) -> Optional[Prepared]:
@@ -52,7 +52,12 @@ def take(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec) -> Optio
     found = _kept.get(key(spec, weights, calib))
     if found is None:
         return None
-    return Prepared(copy.deepcopy(found.model), copy.deepcopy(found.weights_record), [x.clone() for x in found.batch])
+    return Prepared(copy.deepcopy(found.model), copy.deepcopy(found.weights_record), [_clone(x) for x in found.batch])
+
+
+def _clone(x):
+    """A calibration input copied: a tensor, or a tuple of one per ``forward`` argument."""
+    return tuple(t.clone() for t in x) if isinstance(x, tuple) else x.clone()
 
 
 def forget() -> None:

@@ -200,16 +200,23 @@ _INPUT_TYPES = {"float32": "float", "float": "float", "uint8": "uint8_t", "int64
 
 
 def input_args(spec) -> List[str]:
-    """``--input_dims/--input_type/--input_memory_format`` for a manifest input spec (no bundled input)."""
-    itype = _INPUT_TYPES.get(getattr(spec, "dtype", None) or "")
-    if spec is None or itype is None:
+    """``--input_dims/--input_type/--input_memory_format`` for a manifest input spec, or a list of them (one per
+    ``forward`` argument), with no bundled input.  speed_benchmark_torch splits each flag at ``;``, one item per
+    input, and refuses counts that differ (its memory format defaults to one ``contiguous_format``: several inputs
+    name one each); it makes float, uint8_t and int64 tensors of ones (docs/facts.md F15, LI1)."""
+    specs = list(spec) if isinstance(spec, (list, tuple)) else [spec]
+    types = [_INPUT_TYPES.get(getattr(s, "dtype", None) or "") for s in specs]
+    if not specs or None in types:
+        bad = specs[types.index(None)] if None in types else None
         raise UsageError(
-            f"speed_benchmark_torch cannot make a {getattr(spec, 'dtype', 'unknown')} input itself",
+            f"speed_benchmark_torch cannot make a {getattr(bad, 'dtype', 'unknown')} input itself",
             cause="without a bundled input it only creates float, uint8 and int64 tensors",
             remedy="use the bundled input the converter stores in every model (deploy.bundled_input = 0)")
-    args = ["--input_dims=" + ",".join(str(d) for d in spec.shape), f"--input_type={itype}"]
-    if spec.memory_format == "channels_last":
-        args.append("--input_memory_format=channels_last")
+    args = ["--input_dims=" + ";".join(",".join(str(d) for d in s.shape) for s in specs),
+            "--input_type=" + ";".join(types)]
+    formats = ["channels_last" if s.memory_format == "channels_last" else "contiguous_format" for s in specs]
+    if len(specs) > 1 or formats[0] == "channels_last":
+        args.append("--input_memory_format=" + ";".join(formats))
     return args
 
 

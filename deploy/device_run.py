@@ -264,7 +264,7 @@ def bench_binary(run: DeviceRun) -> None:
         run.go_on()
         _cool_down(run, i)
         run.status(f"benchmarking {m.file} ({i}/{len(run.models)}, cold start + {opts.repeat}x{opts.iters} iterations)")
-        mb = _bench.run_model(run.dev, run.directory, m.file, m.backend, opts, m.input, stop=run.cancel)
+        mb = _bench.run_model(run.dev, run.directory, m.file, m.backend, opts, m.inputs, stop=run.cancel)
         run.go_on()  # a benchmark stopped by Ctrl-C is not a result: the completed ones are kept
         row = model_row(run.facts, run.plan, m, "ok", opts, bench=mb)
         run.rep.add_row(row)

@@ -59,7 +59,7 @@ def probe_command(directory: str, m: ModelFile, opts: BenchOptions, saved_dir: s
     benchmark's pid file: Ctrl-C stops it at once, bench.stop_command), the property put back, the run's log
     lines: one device shell.  ``saved_dir``: where the user's value is kept (a test's phone elsewhere)."""
     argv = " ".join(shlex.quote(a) for a in bench_args(m.file, m.backend, dataclasses.replace(opts, gatord=False),
-                                                        m.input, warmup=0, iters=1))
+                                                        m.inputs, warmup=0, iters=1))
     restore = restore_command(VLOG_PROP, saved_dir)
     return (f"cd {shlex.quote(directory)} || exit 1; old=$(getprop {VLOG_PROP}); "
             f"trap {shlex.quote(restore)} EXIT; trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; "

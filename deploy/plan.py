@@ -202,7 +202,7 @@ def _check_inputs(s: DeploySettings, models: List[ModelFile], manifest_path: Pat
     """Refuse an input the benchmark could not pass, before anything is pushed."""
     if s.options.bundled_input < 0:
         for f in models:
-            _bench.input_args(f.input)
+            _bench.input_args(f.inputs)
     elif s.options.bundled_input > 0:
         _check_bundled_index(s.options.bundled_input, models, manifest_path)
 

@@ -45,28 +45,31 @@ def as_float(t):
 
 
 def make_inputs(cpu, spec_file: ModelFile, n_random: int, seed: int) -> Tuple[List[Any], int]:
-    """The model's bundled (calibrated) inputs, then ``n_random`` random ones; returns (inputs, number bundled)."""
+    """The model's bundled (calibrated) inputs, then ``n_random`` random ones; returns (inputs, number bundled).
+    Each input is the tuple of the model's ``forward`` arguments (one for an image model, several for a model
+    that declares its inputs: ``spec_file.inputs``)."""
     import torch
 
     inputs = []
     getter = getattr(cpu, "get_all_bundled_inputs", None)
     if getter is not None:
         try:
-            inputs.extend(args[0] for args in getter() if args)
+            inputs.extend(tuple(args) for args in getter() if args)
         except RuntimeError as e:
             log.debug("bundled inputs unavailable: %s", e)
     bundled = len(inputs)
     g = torch.Generator().manual_seed(seed)
     for k in range(n_random):
-        inputs.append(_random_input(spec_file, g, smooth=k % 2 == 1))
+        inputs.append(tuple(_random_input(spec, g, smooth=k % 2 == 1) for spec in spec_file.inputs))
     return inputs, bundled
 
 
-def _random_input(spec_file: ModelFile, g, smooth: bool):
+def _random_input(spec, g, smooth: bool):
     import torch
 
-    spec = spec_file.input
     shape = tuple(spec.shape)
+    if spec.dtype in ("int32", "int64"):  # ids or indices: 0 and 1, which any table takes
+        return torch.randint(0, 2, shape, generator=g).to(getattr(torch, spec.dtype))
     x = torch.rand(shape, generator=g) * 2 - 1
     if smooth and len(shape) == 4:  # calibration-like: smooth images in [-1, 1] plus noise
         low = torch.rand((shape[0], shape[1], max(1, shape[2] // 16), max(1, shape[3] // 16)), generator=g) * 2 - 1
@@ -92,7 +95,7 @@ def end_to_end(cpu, nnapi, inputs, n_calibrated: int, ref: Optional[Reference], 
     with runtime.using_rounding(rounding), torch.no_grad(), torch.jit.optimized_execution(False):
         for n, x in enumerate(inputs):
             try:
-                want, got = tensors(cpu(x)), tensors(nnapi(x))
+                want, got = tensors(cpu(*x)), tensors(nnapi(*x))
             except RuntimeError as e:
                 res.error = (f"running the models failed: {str(e).strip().splitlines()[0] if str(e).strip() else e}; "
                              f"{runtime.last_error()}")
@@ -102,8 +105,8 @@ def end_to_end(cpu, nnapi, inputs, n_calibrated: int, ref: Optional[Reference], 
                              f"{[list(t.shape) for t in want]}")
                 return res
             _compare_cpu(res, want, got, graph, first=n == 0)
-            if ref_plan is not None:
-                _compare_reference(res, ref, ref_plan, x, got, graph)
+            if ref_plan is not None and len(x) == 1:  # the reference conversion is built for one input
+                _compare_reference(res, ref, ref_plan, x[0], got, graph)
             if n < n_calibrated:
                 a1, a5, k = _topk(want[0], got[0])
                 top1, top5, rows = top1 + a1, top5 + a5, rows + k

@@ -111,8 +111,8 @@ def verify(settings: VerifySettings) -> VerifyResult:
     manifest = ConvertManifest.load(settings.models)
     out = _results_path(settings, manifest)
     selected, skipped = _select_with_refusals(manifest, settings.variants)
-    for refusal in skipped:
-        log.warning("verify: skipped %s", refusal.line())
+    for refusal in skipped:  # said once, by the task's printer (workflow/show.verify; --json: in the document)
+        log.debug("verify: skipped %s", refusal.line())
     if not selected:  # nothing to check: say so, write nothing (a record of no check would pass for one)
         return VerifyResult(None, [], "", skipped, "" if skipped else _nothing_to_verify(manifest))
     for _, pair in selected:  # a file that is not what the manifest recorded is a record problem (exit 5)
@@ -320,12 +320,14 @@ def _operation_by_operation(cpu, nnapi, nnapi_file: ModelFile, graph: Graph, inp
                             ) -> Tuple[Optional[Reference], Optional[Alignment], List[LayerResult]]:
     import torch
 
-    if not inputs or s.layerwise == "never":
-        row.layerwise_note = "no input to run the CPU model on" if not inputs else "not compared (--layerwise never)"
+    if not inputs or s.layerwise == "never" or len(inputs[0]) > 1:
+        row.layerwise_note = ("no input to run the CPU model on" if not inputs else "not compared (--layerwise never)"
+                              if s.layerwise == "never" else "not compared: the model takes several inputs (the "
+                              "operation-by-operation reference is built for one); the end-to-end checks ran")
         return None, None, []
     try:
         with torch.no_grad():
-            ref = build_reference(cpu, inputs[0], nnapi_file.input.memory_format == "channels_last")
+            ref = build_reference(cpu, inputs[0][0], nnapi_file.input.memory_format == "channels_last")
     except Exception as e:  # noqa: BLE001 - the serializer raises bare Exceptions; say why instead
         row.layerwise_note = (f"operation-by-operation comparison not possible: the CPU model cannot be converted "
                               f"again ({type(e).__name__}: {str(e)[:200]}); only the end-to-end checks ran")

@@ -112,6 +112,12 @@ class ModelFile(VariantNames):
     def torch_git_version(self) -> Optional[str]:
         return (self.conversion.get("torch") or {}).get("git_version")
 
+    @property
+    def inputs(self) -> List[TensorSpec]:
+        """Every ``forward`` argument, in order: ``extra["inputs"]`` where the model declares its inputs (token ids,
+        audio, several tensors), else the one ``input``."""
+        return [TensorSpec.from_dict(d) for d in self.extra.get("inputs") or []] or [self.input]
+
     def to_entry(self) -> Dict[str, Any]:
         """The manifest's ``files`` entry for this file."""
         entry = {"file": self.file, "sha256": self.sha256, "size": self.size, "model": self.model, "stem": self.stem,

@@ -18,6 +18,15 @@ def by_format(results: dict, stage: str, as_json: bool) -> None:
         SHOWS[stage][name](result, as_json)
 
 
+def _convert_row(f: Any) -> tuple:
+    """A converted file's row; a model declaring several inputs: each one's shape, dtype and quantization, ';'
+    between them."""
+    ins = f.inputs
+    return (f.file, f.backend, f.mode, "; ".join("x".join(map(str, i.shape)) for i in ins),
+            "; ".join(i.dtype for i in ins), "; ".join(f"{i.scale:.5f}" if i.scale is not None else "-" for i in ins),
+            "; ".join(str(i.zero_point) if i.scale is not None else "-" for i in ins), f"{f.size / 1e6:.1f}")
+
+
 def convert(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
@@ -26,12 +35,7 @@ def convert(result: Any, as_json: bool = False) -> None:
             warning(refusal.line())
         return print(f"manifest: {result.manifest_path} (reused: its {len(result.files)} files are up to date with this "
                      "request; --force converts again)")
-    rows = []
-    for f in result.files:
-        scale = f"{f.input.scale:.5f}" if f.input.scale is not None else "-"
-        zero = f.input.zero_point if f.input.scale is not None else "-"
-        rows.append((f.file, f.backend, f.mode, "x".join(map(str, f.input.shape)), f.input.dtype, scale, zero,
-                     f"{f.size / 1e6:.1f}"))
+    rows = [_convert_row(f) for f in result.files]
     rows += [(f"not made: {name}", backend, mode, "-", "-", "-", "-", "-") for name, backend, mode in
              getattr(result, "not_made_files", list)()]  # why: the warnings below, or the error convert ends with
     table(f"converted into {result.manifest_path.parent} ({'reused' if result.reused else 'built'})",

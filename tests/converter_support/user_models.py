@@ -340,6 +340,71 @@ def tokens_example_inputs():
     return (torch.randint(0, 100, (1, 16)),)
 
 
+class Audio(nn.Module):
+    """A 1-D conv audio classifier: a waveform in ([1, 1, 256] float32), class scores out; plain adds between
+    activations (a residual), so its quantized modes need FX graph mode."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv1d(1, 8, 9, stride=4, padding=4)
+        self.conv2 = nn.Conv1d(8, 8, 3, padding=1)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, audio):
+        x = self.conv1(audio).relu()
+        x = x + self.conv2(x).relu()
+        return self.head(x.mean(dim=2))
+
+
+def audio():
+    return Audio()
+
+
+def audio_example_inputs():
+    """The waveform `audio` takes, declared beside its factory (docs/convert.md)."""
+    return (torch.randn(1, 1, 256),)
+
+
+class Features(nn.Module):
+    """A float feature vector in ([1, 32]), scores out: what torch's NNAPI converter takes beyond an image."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(32, 16)
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.fc1(x).relu())
+
+
+def features():
+    return Features()
+
+
+def features_example_inputs():
+    return (torch.randn(1, 32),)
+
+
+class TwoFeatures(nn.Module):
+    """Two float feature vectors in ([1, 32] and [1, 8]), scores out: two inputs torch's NNAPI converter takes."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(32, 4)
+        self.b = nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        return self.a(x).relu() + self.b(y).relu()
+
+
+def two_features():
+    return TwoFeatures()
+
+
+def two_features_example_inputs():
+    return (torch.randn(1, 32), torch.randn(1, 8))
+
+
 class TokensAndAudio(nn.Module):
     """Two inputs, declared only on the command line (--inputs): token ids [1, 8] and a waveform [1, 1, 64]."""
 

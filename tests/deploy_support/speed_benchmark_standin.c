@@ -13,6 +13,10 @@
  *                              computes the model's output and prints it as ATen does, print_output.py) before
  *                              "Starting benchmark.", as upstream prints the output first; its failure aborts
  *                              like a model that cannot run.  Unset: nothing is printed (a phone that says nothing)
+ * Without --use_bundled_input (or with a negative one) it checks --input_dims/--input_type/--input_memory_format
+ * as upstream's create_inputs does (docs/facts.md LI1): each split at ';' into one item per input, the three
+ * counts equal (the memory format defaults to one "contiguous_format"), types float/uint8_t/int64,
+ * channels_last on 4-D inputs only; a failed check aborts with upstream's message.
  *   SBT_NNAPI_LOG_CMD=command  when loading a model whose path contains "nnapi": run `command MODEL PID` (the
  *                              phone's NNAPI runtime logging its compilation to logcat for this process,
  *                              nnapi_runtime_log.py), as the real runtime compiles the model in the process
@@ -41,6 +45,52 @@ static int matches(const char *env, const char *model) {
   return v && *v && strstr(model, v) != NULL;
 }
 
+static int items(const char *list, char out[][256], int max) {
+  int n = 0;
+  const char *p = list;
+  while (*p && n < max) {
+    const char *end = strchr(p, ';');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len > 0 && len < 256) {
+      memcpy(out[n], p, len);
+      out[n++][len] = '\0';
+    }
+    if (!end) break;
+    p = end + 1;
+  }
+  return n;
+}
+
+static void enforce(int ok, const char *what, const char *item) {
+  if (ok) return;
+  fprintf(stderr, "terminate called after throwing an instance of 'c10::Error'\n");
+  fprintf(stderr, "  what():  %s%s\n", what, item ? item : "");
+  fflush(stderr);
+  abort();
+}
+
+static void check_inputs(int argc, char **argv) {
+  const char *nf = flag(argc, argv, "no_inputs", "false");
+  if (strcmp(nf, "true") == 0 || strcmp(nf, "1") == 0 || atoi(flag(argc, argv, "use_bundled_input", "-1")) >= 0)
+    return;
+  static char dims[16][256], types[16][256], formats[16][256];
+  int n = items(flag(argc, argv, "input_dims", ""), dims, 16);
+  enforce(items(flag(argc, argv, "input_type", ""), types, 16) == n,
+          "Input dims and type should have the same number of items.", NULL);
+  enforce(items(flag(argc, argv, "input_memory_format", "contiguous_format"), formats, 16) == n,
+          "Input dims and format should have the same number of items.", NULL);
+  for (int i = 0; i < n; ++i) {
+    enforce(strcmp(types[i], "float") == 0 || strcmp(types[i], "uint8_t") == 0 || strcmp(types[i], "int64") == 0,
+            "Unsupported input type: ", types[i]);
+    int rank = 1;
+    for (const char *c = dims[i]; *c; ++c) rank += *c == ',';
+    if (strcmp(formats[i], "channels_last") == 0)
+      enforce(rank == 4, "channels_last memory format only available on 4D tensors!", NULL);
+    else
+      enforce(strcmp(formats[i], "contiguous_format") == 0, "Unsupported input memory format: ", formats[i]);
+  }
+}
+
 static long long now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -54,6 +104,7 @@ int main(int argc, char **argv) {
   int iters = atoi(flag(argc, argv, "iter", "10"));
   const char *pep = flag(argc, argv, "report_pep", "false");
   int report_pep = strcmp(pep, "true") == 0 || strcmp(pep, "1") == 0;
+  check_inputs(argc, argv); /* upstream makes its inputs before loading the model */
   FILE *f = fopen(model, "rb");
   if (!f) {
     fprintf(stderr, "terminate called after throwing an instance of 'c10::Error'\n");

@@ -90,15 +90,15 @@ TOKENS = f"{Path(__file__).resolve().parents[1] / 'converter_support' / 'user_mo
 
 def test_a_token_id_model_declares_its_inputs_and_the_executorch_lane_takes_them(tmp_path):
     """`tokens_example_inputs()` beside the factory: the ExecuTorch programs take int64 token ids, are calibrated
-    and checked on inputs from that function (held-out: other seeds), and pass; the legacy lane refuses the model
-    before any work, naming what it takes, what the model declares and --format executorch."""
+    and checked on inputs from that function (held-out: other seeds), and pass; the legacy lane takes the same
+    declared inputs (its CPU model bundles int64 ids; more in test_legacy_inputs.py)."""
     import torch
 
     from converter import ConvertSettings, convert
     from converter.executorch_lane import ExecutorchSettings, convert_executorch
     from converter.pte_host import PteBenchSettings, load_reference, run_pte_bench
     from appgen.executorch_app import find_program
-    from toolchain.errors import ConversionError, UsageError
+    from toolchain.errors import UsageError
 
     out = tmp_path / "models"
     r = convert_executorch(ExecutorchSettings(out=out, model=TOKENS, weights="random", calibration_count=4,
@@ -116,12 +116,10 @@ def test_a_token_id_model_declares_its_inputs_and_the_executorch_lane_takes_them
     with pytest.raises(UsageError) as app:  # the app feeds a camera image: make-app refuses, naming both
         find_program(out, "fp32-xnnpack")
     assert "int64[1, 16]" in app.value.what and "float32[1, 3, H, W]" in app.value.what and app.value.exit_code == 2
-    with pytest.raises(ConversionError) as e:
-        convert(ConvertSettings(out=tmp_path / "legacy", model=TOKENS, weights="random", calibration_count=4,
-                                modes=("none",), build_dir=tmp_path / "build"))
-    assert "int64[1, 16]" in e.value.what and "tokens_example_inputs()" in e.value.what
-    assert "--format executorch" in e.value.remedy
-    assert not (tmp_path / "legacy" / "manifest.json").exists()
+    legacy = convert(ConvertSettings(out=tmp_path / "legacy", model=TOKENS, weights="random", calibration_count=4,
+                                     modes=("none",), build_dir=tmp_path / "build"))
+    assert [(f.file, f.input.dtype, f.input.shape) for f in legacy.files] == [("tokens-quant_none-cpu.pt", "int64",
+                                                                                [1, 16])]
 
 
 SEGMENTER = f"{Path(__file__).resolve().parents[1] / 'converter_support' / 'user_models.py'}:segmenter"
@@ -162,13 +160,12 @@ def test_a_dict_output_is_recorded_and_judged_output_by_output(tmp_path):
 def test_inputs_declared_on_the_command_line_take_the_declared_inputs_path(tmp_path):
     """--inputs (convert.inputs) for a factory with no example-inputs function: two inputs, token ids in a range and
     a waveform; the ExecuTorch programs take them, are calibrated and host-checked on them, and the manifest says
-    where they were declared; the legacy lane refuses the model naming --inputs, as it does a declared function."""
+    where they were declared; the legacy lane takes them too, the calibration record naming --inputs."""
     import torch
 
     from converter import ConvertSettings, convert
     from converter.executorch_lane import ExecutorchSettings, convert_executorch
     from converter.pte_host import load_reference
-    from toolchain.errors import ConversionError
 
     model = TOKENS.rsplit(":", 1)[0] + ":tokens_and_audio"
     inputs = "int64[1,8]@0:50;float32[1,1,64]"
@@ -184,10 +181,10 @@ def test_inputs_declared_on_the_command_line_take_the_declared_inputs_path(tmp_p
     assert calibration["source"] == "declared" and f"--inputs {inputs}" in calibration["kind"]
     ref = load_reference(out / "tokens_and_audio-executorch-reference.pt")
     assert all(t.dtype == torch.int64 and int(t.max()) < 50 and a.shape == (1, 1, 64) for t, a in ref["inputs"])
-    with pytest.raises(ConversionError) as e:
-        convert(ConvertSettings(out=tmp_path / "legacy", model=model, weights="random", calibration_count=4,
-                                modes=("none",), build_dir=tmp_path / "build", inputs=inputs))
-    assert "--inputs int64[1,8]@0:50" in e.value.what and "--format executorch" in e.value.remedy
+    legacy = convert(ConvertSettings(out=tmp_path / "legacy", model=model, weights="random", calibration_count=4,
+                                     modes=("none",), build_dir=tmp_path / "build", inputs=inputs))
+    assert [(s.dtype, s.shape) for s in legacy.files[0].inputs] == [("int64", [1, 8]), ("float32", [1, 1, 64])]
+    assert f"--inputs {inputs}" in legacy.files[0].conversion["calibration"]["kind"]
 
 
 def test_a_refused_int8_program_leaves_the_fp32_programs_made_and_recorded(tmp_path):

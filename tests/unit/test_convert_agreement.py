@@ -39,7 +39,8 @@ def test_core_reuses_fulls_agreement_when_the_outputs_are_identical():
     core = conv._agreement(_ex("core"), SimpleNamespace(output=full_out.dequantize(), module="core-module"))
     assert full == {"agree": 30, "total": 32}
     assert core == {"agree": 30, "total": 32, "measured_on": "quant_full"}
-    assert conv.agreement.calls == [("full-module", {"scale": 0.1, "zero_point": 3})]
+    # full's input quantization as recorded (converter.host_check.predict applies "input", or "inputs" per argument)
+    assert conv.agreement.calls == [("full-module", {"input": {"scale": 0.1, "zero_point": 3}})]
 
 
 def test_core_is_measured_when_its_output_differs():

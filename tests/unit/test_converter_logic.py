@@ -117,3 +117,15 @@ def test_inputs_from_the_command_line_sample_their_dtype_shape_and_range():
     assert tokens.dtype == torch.int64 and tokens.shape == (1, 8) and 5 <= int(tokens.min()) <= int(tokens.max()) < 9
     assert audio.dtype == torch.float32 and audio.shape == (1, 1, 64) and -2 <= float(audio.min()) < float(audio.max()) < 2
     assert ids.dtype == torch.int32 and int(ids.max()) < 2 and mask.dtype == torch.bool
+
+
+def test_a_model_that_does_not_take_the_image_is_told_how_to_declare_its_inputs():
+    """A model that fails on torchdroid's image (a token or audio model with nothing declared) is told how to declare
+    what it takes (issue 35: "make the model take 3-channel images" was the only advice), with the --inputs syntax."""
+    import torch
+
+    from converter.export import input_error
+    from converter.input_specs import EXAMPLE
+
+    e = input_error(RuntimeError("Expected tensor of type Long"), "tokens", torch.zeros(1, 3, 224, 224))
+    assert "1x3x224x224" in e.what and "_example_inputs()" in e.remedy and f'--inputs "{EXAMPLE}"' in e.remedy

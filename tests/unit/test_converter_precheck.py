@@ -202,3 +202,32 @@ def test_the_remedy_for_a_quantized_add_is_float_functional_and_only_for_arithme
     other = NotImplementedError("Could not run 'aten::quantize_per_tensor' with arguments from the 'QuantizedCPU' backend")
     assert "FloatFunctional" in quantized_op_remedy(add)
     assert quantized_op_remedy(other) is None and quantized_op_remedy(RuntimeError("x")) is None
+
+
+def _serializer_refuses(model, example) -> str:
+    """What torch's NNAPI converter itself says of ``model`` on ``example`` ("" when it converts it)."""
+    import torch.backends._nnapi.prepare as nnapi_prepare
+
+    traced = torch.jit.trace(model.eval(), example)
+    try:
+        nnapi_prepare.convert_model_to_nnapi(traced, list(example))
+    except Exception as e:  # noqa: BLE001 - the serializer raises bare Exceptions and assertions
+        return f"{type(e).__name__}: {e}"
+    return ""
+
+
+def test_declared_inputs_the_nnapi_converter_cannot_take_are_named_per_input_and_operation():
+    """A model's declared inputs (docs/facts.md LI2, LI3): an int64 input, a Conv1d on a waveform and a linear layer on
+    a [N, T, D] input are named before converting as NNAPI-only problems (the CPU models are made), each one a case
+    the real serializer refuses with an obscure message; a [N, features] float input through linear layers passes
+    and the serializer converts it."""
+    mlp = nn.Sequential(nn.Linear(32, 8), nn.ReLU(), nn.Linear(8, 4))
+    feats = (torch.randn(1, 32),)
+    assert check_model(mlp.eval(), HW, ALL, example=feats).problems == [] and not _serializer_refuses(mlp, feats)
+    cases = {"is int64": (nn.Embedding(10, 4), (torch.randint(0, 10, (1, 6)),)),
+             "1-D convolution": (nn.Conv1d(1, 4, 9), (torch.randn(1, 1, 64),)),
+             "linear layer on a 3-D input": (nn.Linear(16, 4), (torch.randn(1, 8, 16),))}
+    for words, (model, example) in cases.items():
+        problems = [p for p in check_model(model.eval(), HW, ("none",), example=example).problems if words in p.what]
+        assert len(problems) == 1 and problems[0].nnapi_only and problems[0].blocking, (words, problems)
+        assert "--format executorch" in problems[0].fix and _serializer_refuses(model, example), words

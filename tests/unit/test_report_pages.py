@@ -121,3 +121,18 @@ def test_weights_unknown_without_a_manifest(tmp_path, capsys):
     show.report(_run(tmp_path / "again", models=tmp_path / "gone"))
     out = capsys.readouterr().out
     assert "weights: unknown (" in out and str(tmp_path / "gone") in out
+
+
+def test_convert_table_shows_every_declared_input():
+    """convert's table: a model declaring two inputs shows each one's shape, dtype and quantization (a two-input
+    quant_full model's quint8 waveform showed '-', the first input's, before)."""
+    from pathlib import Path
+
+    from toolchain.records import ModelFile, TensorSpec
+    from workflow.show import _convert_row
+
+    ids, wave = TensorSpec([1, 8], "int64"), TensorSpec([1, 1, 64], "quint8", scale=0.02, zero_point=123)
+    f = ModelFile(file="m-quant_full-cpu.pt", path=Path("/m.pt"), sha256="0", size=2_000_000, model="m.py:m", stem="m",
+                  mode="full", backend="cpu", input=ids, output=TensorSpec([1, 3], "quint8"), conversion={},
+                  extra={"inputs": [ids.to_dict(), wave.to_dict()]})
+    assert _convert_row(f)[3:7] == ("1x8; 1x1x64", "int64; quint8", "-; 0.02000", "-; 123")

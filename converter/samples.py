@@ -1,0 +1,33 @@
+"""One calibration sample as the legacy lane passes it to a model: an image tensor, or the tuple of a declared model's
+``forward`` arguments (token ids, audio, several tensors; converter/calibration.declared_samples)."""
+
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+
+def as_inputs(example) -> Tuple[Any, ...]:
+    """One calibration sample as the tuple of ``forward`` arguments: an image tensor, or a declared model's tuple."""
+    return tuple(example) if isinstance(example, (tuple, list)) else (example,)
+
+
+def stacked(samples) -> Tuple[Any, ...]:
+    """Samples of batch 1 joined along the batch dimension, argument by argument: one call for all of them."""
+    import torch
+
+    columns = zip(*(as_inputs(x) for x in samples))
+    return tuple(torch.cat(list(column), 0) for column in columns)
+
+
+def nhwc(t):
+    """An image-like 4-D input (float or quantized) made channels-last and flagged for the NNAPI converter; any
+    other input (token ids, audio, a 2-D or 3-D tensor) is left as it is (the converter presumes it contiguous)."""
+    import torch
+
+    if isinstance(t, (tuple, list)):
+        return tuple(nhwc(x) for x in t)
+    if t.dim() != 4 or not (t.is_floating_point() or t.is_quantized):
+        return t
+    t = t.contiguous(memory_format=torch.channels_last)
+    t.nnapi_nhwc = True
+    return t
