@@ -53,8 +53,8 @@ def test_a_1d_conv_audio_net_gets_cpu_models_and_a_named_nnapi_refusal(tmp_path)
     bench = run_host_bench(HostBenchSettings(models=tmp_path / "models", warmup=1, iters=2, threads=1, repeat=1,
                                              out=tmp_path / "bench"))
     assert sorted(row.mode for row in bench.rows) == ["full", "none"] and all(row.median_ms > 0 for row in bench.rows)
-    (ref,) = bundled_outputs(none.path)
-    assert ref.shape == [1, 4]
+    (ref,), inputs = bundled_outputs(none.path)
+    assert ref.shape == [1, 4] and inputs == 1
 
 
 def test_token_ids_go_in_as_they_are_and_make_app_refuses_the_model(tmp_path):
