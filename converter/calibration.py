@@ -109,15 +109,16 @@ def record_for(spec: CalibrationSpec, declared: Optional[str] = None) -> Dict[st
         return spec.record()
     out: Dict[str, Any] = {"source": "declared", "count": spec.count, "seed": spec.seed,
                            "kind": f"{declared} called under torch.manual_seed(seed + i), i < count"}
-    warning = few_images_warning(spec)
+    warning = few_images_warning(spec, declared)
     return {**out, "warning": warning} if warning else out
 
 
-def few_images_warning(spec: CalibrationSpec) -> Optional[str]:
-    """Why a calibration set is too small to trust, or None."""
+def few_images_warning(spec: CalibrationSpec, source: Optional[str] = None) -> Optional[str]:
+    """Why a calibration set is too small to trust, or None; ``source``: where the inputs came from when not the
+    spec's images (a model's declared inputs)."""
     if spec.count >= FEW_IMAGES:
         return None
-    return (f"calibration uses only {spec.count} input(s) ({spec.source}): the quantization ranges are estimated from "
+    return (f"calibration uses only {spec.count} input(s) ({source or spec.source}): the quantization ranges are estimated from "
             f"that little data and may clip real inputs; use at least {FEW_IMAGES} (a few dozen is better)")
 
 

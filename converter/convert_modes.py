@@ -256,8 +256,9 @@ class ModeConverter:
         describe(f"{spec.stem}: preparing {self.calib.count} calibration inputs ({source})")
         self.batch = declared or load_batch(self.calib, spec.input_hw)
         facts.bundled_input = f"calibration input #0 ({source})"
-        if few_images_warning(self.calib) and self.quantized is None:  # pre-quantized: no ranges estimated here
-            facts.notes.append(few_images_warning(self.calib))
+        few = few_images_warning(self.calib, source)
+        if few and self.quantized is None:  # pre-quantized: no ranges estimated here
+            facts.notes.append(few)
 
     def _load_quantized(self, describe) -> None:
         """The pre-quantized weights, loaded and checked now: a file that does not fit is refused before any

@@ -145,7 +145,7 @@ def validate(settings: ExecutorchSettings) -> tuple:
     """Everything that can be checked without torch: (spec, weights, calibration, variants, notes)."""
     spec = parse_model(settings.model, settings.factory_timeout, settings.inputs)
     weights = parse_weights(settings.weights, settings.seed)
-    calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
+    calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed, warn=False)  # said once the inputs are known
     delegates = parse_delegates(list(settings.delegates))
     ensure_writable_dir(Path(settings.out), "output directory (--out)")
     version = executorch_pins.require_executorch()
@@ -181,7 +181,7 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
                                                             alone=len(todo) == len(variants))
             programs.skipped = probe_sdk_delegates()
             section = _merge(_existing_section(out), spec, calib, programs, keys, versions)
-            notes.extend(programs.notes)
+            notes.extend(programs.notes + _few_inputs(programs.calibration or calib.record(), todo))
             path = write_section(out, section)
             refused = programs.refused
         built = [v.name for v in todo if v.name not in programs.refused]
@@ -201,6 +201,12 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
 def _files(section: Dict[str, Any], out: Path, stem: str, variants: List[PteVariant]) -> List[PteFile]:
     names = {pte_name(stem, v.precision, v.delegate) for v in variants}
     return [PteFile.from_entry(out.resolve(), e) for e in section.get("files", []) if e["file"] in names]
+
+
+def _few_inputs(calibration: Dict[str, Any], todo) -> List[str]:
+    """The calibration record's warning (too few inputs, naming where they came from: images or the model's declared
+    inputs) when an int8 program was calibrated on them."""
+    return [calibration["warning"]] if calibration.get("warning") and any(v.precision == "int8" for v in todo) else []
 
 
 def _merge(section: Dict[str, Any], spec: ModelSpec, calib: CalibrationSpec, built, keys: Dict[str, str],

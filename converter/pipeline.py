@@ -140,7 +140,7 @@ def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, Calibra
     modes = _check_modes(settings.modes)
     spec = parse_model(settings.model, settings.factory_timeout, settings.inputs)
     weights = parse_weights(settings.weights, settings.seed)
-    calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed)
+    calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed, warn=False)  # said once the inputs are known
     quantized = parse_quantized_weights(settings.quantized_weights, spec)
     _check_inputs_not_overwritten(Path(settings.out), spec, weights, calib, modes, quantized)
     ensure_writable_dir(settings.out, "output directory (--out)")

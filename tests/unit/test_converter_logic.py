@@ -129,3 +129,12 @@ def test_a_model_that_does_not_take_the_image_is_told_how_to_declare_its_inputs(
 
     e = input_error(RuntimeError("Expected tensor of type Long"), "tokens", torch.zeros(1, 3, 224, 224))
     assert "1x3x224x224" in e.what and "_example_inputs()" in e.remedy and f'--inputs "{EXAMPLE}"' in e.remedy
+
+
+def test_the_few_inputs_warning_names_the_declared_inputs_not_synthetic_images():
+    from converter.calibration import parse_calibration, record_for
+
+    calib = parse_calibration(None, 4, 0, warn=False)
+    declared = record_for(calib, "net_example_inputs()")
+    assert "net_example_inputs()" in declared["warning"] and "synthetic" not in declared["warning"]
+    assert "(synthetic)" in record_for(calib)["warning"]  # the images, when they are what calibrates
