@@ -181,7 +181,7 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
                                                             alone=len(todo) == len(variants))
             programs.skipped = probe_sdk_delegates()
             section = _merge(_existing_section(out), spec, calib, programs, keys, versions)
-            notes.extend(programs.notes + _few_inputs(programs.calibration or calib.record(), todo))
+            notes.extend(programs.notes + _few_inputs(programs.calibration, calib, todo))
             path = write_section(out, section)
             refused = programs.refused
         built = [v.name for v in todo if v.name not in programs.refused]
@@ -203,9 +203,10 @@ def _files(section: Dict[str, Any], out: Path, stem: str, variants: List[PteVari
     return [PteFile.from_entry(out.resolve(), e) for e in section.get("files", []) if e["file"] in names]
 
 
-def _few_inputs(calibration: Dict[str, Any], todo) -> List[str]:
+def _few_inputs(calibration: Optional[Dict[str, Any]], calib: CalibrationSpec, todo) -> List[str]:
     """The calibration record's warning (too few inputs, naming where they came from: images or the model's declared
     inputs) when an int8 program was calibrated on them."""
+    calibration = calibration or calib.record()
     return [calibration["warning"]] if calibration.get("warning") and any(v.precision == "int8" for v in todo) else []
 
 

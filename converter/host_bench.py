@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional
 
 from toolchain.errors import UsageError
 from toolchain.host_conditions import Conditions, watch
-from toolchain.fsutil import atomic_write_csv, own_dir, refuse_another_owner
+from toolchain.fsutil import atomic_write_csv, ensure_writable_dir, own_dir, refuse_another_owner
 from toolchain.progress import duration, progress
 from toolchain.record_base import Record
 from toolchain.records import ConvertManifest
@@ -144,6 +144,7 @@ def run_host_bench(settings: HostBenchSettings, timed: Optional[Dict[str, Any]] 
     (``taken``): when they cover every CPU model, none is timed again."""
     check_protocol(settings, "bench")
     refuse_another_owner(settings.out, "bench", "--out")  # before anything is measured
+    ensure_writable_dir(settings.out, "output directory (--out)")  # a file in the way: said before, not after, timing
     manifest = ConvertManifest.load(settings.models)
     cpu_files = [f for f in manifest.files if f.backend == "cpu"]
     if not cpu_files:

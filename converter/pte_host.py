@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, VerificationError
-from toolchain.fsutil import atomic_write_json, own_dir, refuse_another_owner
+from toolchain.fsutil import atomic_write_json, ensure_writable_dir, own_dir, refuse_another_owner
 from toolchain.progress import duration as _duration, progress, time_left
 from toolchain.pte_records import PteFile, load_method, load_section, program_args, pte_files, reference_path
 from toolchain.records import ConvertManifest
@@ -497,6 +497,7 @@ def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Any]] = None) -
     format's rounds beside its baselines, so that the TorchScript format's result times none again."""
     check_protocol(s, "bench-executorch")
     refuse_another_owner(s.out, "bench-executorch", "--out")  # before anything is measured
+    ensure_writable_dir(s.out, "output directory (--out)")  # a file in the way: said before, not after, timing
     from toolchain.logs import native_output_to_log
 
     with native_output_to_log():  # ExecuTorch's and cpuinfo's C++ lines go to the run log, not over the progress

@@ -734,7 +734,7 @@ def own_dir(directory: PathLike, stage: str) -> Path:
     directory = Path(directory)
     refuse_another_owner(directory, stage)
     if not is_owned(directory):
-        directory.mkdir(parents=True, exist_ok=True)
+        ensure_writable_dir(directory, f"{stage} output directory")  # a file in the way: a usage error naming it
         mark_owned(directory, stage)
     return directory
 

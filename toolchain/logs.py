@@ -132,9 +132,10 @@ def _record_log(logs: Path, path: Path) -> None:
     and ``clean --what logs`` remove only torchdroid's logs and name anything else there.  A directory marked now
     takes the logs an older torchdroid wrote there (its log names) as its own.  Never fails the run: a log left
     unlisted (a full disk) is only kept and named by clean."""
+    from .errors import NoSpaceError, WriteError
     from .fsutil import LIVE, is_owned, own_dir, record_written
 
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, NoSpaceError, WriteError):  # a full disk is checked before writing: NoSpaceError
         if not is_owned(logs):
             own_dir(logs, "logs")
             for old in sorted(logs.iterdir()):

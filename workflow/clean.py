@@ -13,6 +13,7 @@ followed.  ``dry_run`` lists without removing.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
@@ -23,11 +24,13 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import layout
-from toolchain.errors import UsageError
+from toolchain.errors import NoSpaceError, UsageError
 from toolchain.fsutil import (LOCK_SUFFIX, Ownership, check_removable, forget_written, output_lock, ownership,
                               record_removed)
 from toolchain.logs import torchdroid_logs
 from toolchain.layout import Layout
+
+log = logging.getLogger(__name__)
 
 # what each kind names, relative to the build directory (toolchain/layout.py); outputs also take app-<model>
 KINDS = {
@@ -203,11 +206,21 @@ def execute(plan: CleanPlan) -> None:
                 held.enter_context(output_lock(d, "invoke clean"))
             if target.is_symlink() or target.is_file():
                 target.unlink(missing_ok=True)
-                record_removed(target)  # a file of a directory torchdroid owns (a log): out of its manifest too
+                _forget(record_removed, target)  # a file of a directory torchdroid owns (a log): out of its manifest
             elif target in plan.judged:
                 _remove_ours(target)
             elif target.is_dir():
                 shutil.rmtree(target)
+
+
+def _forget(drop, *args) -> None:
+    """Drop removed files from their manifest; on a full disk (the manifest cannot be rewritten) the entries stay:
+    they name files that no longer exist, and a file of the user's put there later is never taken for torchdroid's
+    unless it has the same sha256 (toolchain/fsutil.ownership).  clean is what frees the space: it must not stop."""
+    try:
+        drop(*args)
+    except NoSpaceError as e:
+        log.warning("warning: %s (the manifest still lists the removed files: harmless)", e.what)
 
 
 def _remove_ours(target: Path) -> None:
@@ -221,7 +234,7 @@ def _remove_ours(target: Path) -> None:
         return
     for rel in found.ours:
         (target / rel).unlink(missing_ok=True)
-    forget_written(target, found.ours)
+    _forget(forget_written, target, found.ours)
     for root, dirs, files in os.walk(target, topdown=False):
         here = Path(root)
         if here != target and not here.is_symlink() and not any(here.iterdir()):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from toolchain.errors import command
 
-from typing import Any
+from typing import Any, Optional
 
 from toolchain.console import emit_json, next_step, note, table, warning
 
@@ -253,6 +253,22 @@ def deployed(result: Any, formats: Any, as_json: bool = False) -> None:
     policy = numerics_policy(result)
     if policy:
         note(policy)
+    then = _deploy_next(result)
+    if then:  # last: after every format's part and the one verdict list
+        next_step(then)
+
+
+def _deploy_next(result: Any) -> Optional[str]:
+    """The command after a deploy: report, or (ExecuTorch alone, no legacy run to compare with) deploy both."""
+    rec = result.executorch
+    if rec is None:
+        return "invoke report  (the chart and an HTML page of this run)" if result.run_id is not None else None
+    if result.run_id is not None:  # both formats in this run
+        return "invoke report  (the chart and an HTML page of this run, with the ExecuTorch lines beside it)"
+    if rec.legacy.get("run_id") is not None:
+        return "invoke report  (these lines beside the legacy run, in the console and the HTML page)"
+    return ("invoke deploy --format torchscript,executorch  (the TorchScript CPU and NNAPI lines these are compared "
+            "with, in the same run; then invoke report)")
 
 
 def deploy(result: Any) -> None:
@@ -268,8 +284,6 @@ def deploy(result: Any) -> None:
     if result.run_id is not None:
         print(f"results: run {result.run_id} in {result.db_path}; "
               + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
-        if result.executorch is None:  # with both formats the ExecuTorch part says what next, once
-            next_step("invoke report  (the chart and an HTML page of this run)")
 
 
 def _device(d: Any) -> None:
@@ -479,13 +493,6 @@ def pte_deploy(result: Any) -> None:
     pte_operators(rec.operators)
     files = [rec.path, rec.path.with_suffix(".csv")] + ([rec.path.parent / rec.numerics["file"]] if rec.numerics else [])
     print("results: " + ", ".join(map(str, files)))
-    if result.run_id is not None:  # both formats in this run
-        next_step("invoke report  (the chart and an HTML page of this run, with the ExecuTorch lines beside it)")
-    elif rec.legacy.get("run_id") is not None:
-        next_step("invoke report  (these lines beside the legacy run, in the console and the HTML page)")
-    else:  # no legacy run to compare with: report would refuse
-        next_step("invoke deploy --format torchscript,executorch  (the TorchScript CPU and NNAPI lines these are "
-                  "compared with, in the same run; then invoke report)")
 
 
 def pte_operators(entries: Any) -> None:

@@ -54,11 +54,13 @@ def _kind(out: Outcome) -> str:
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["forked", "fresh process"])
 def test_the_layer_fails_the_call_it_is_told_to(tmp_path, fresh):
-    """The control: without a fault `report` succeeds; with one on its first replace the process sees it, in a
-    forked child as in a fresh process."""
+    """The control: without a fault `report` succeeds; with one on its first own replace the process sees it, in a
+    forked child as in a fresh process.  The run's first replace is its log's entry in build/logs' manifest (the
+    directory is marked by the first run), which never fails a run (toolchain/logs._record_log): report's own first
+    write is the second."""
     results = _results(tmp_path)
     assert _invoke(tmp_path, "", "report", "--results", str(results), fresh=fresh).code == 0
-    out = _invoke(tmp_path, "replace:1:EIO", "report", "--results", str(results), fresh=fresh)
+    out = _invoke(tmp_path, "replace:2:EIO", "report", "--results", str(results), fresh=fresh)
     assert out.code == 2 and "input/output error" in out.text, out.text
 
 

@@ -34,7 +34,7 @@ def test_bench_out_is_a_file(tmp_path):
     kept = snapshot([tmp_path / "notes"])
     res = run_invoke(["bench", "--models", "m", "--out", "notes", "--iter", "2", "--warmup", "0", "--repeat", "1"],
                      tmp_path, FAST)
-    assert_clean(res, "usage", mentions=["notes is a file, not a directory"], kept=kept, root=tmp_path)
+    assert_clean(res, "usage", mentions=["notes exists and is not a directory"], kept=kept, root=tmp_path)
 
 
 @adversarial("report", "path in the way: --out is a directory")

@@ -215,7 +215,8 @@ def test_cli_convert_executorch_only_then_bench(tiny_lane, tmp_path):
     steps = [line for line in r.stderr.splitlines() if re.match(r"\[\d+/\d+[ \]]", line)]
     assert all(re.match(r"\[\d+/\d+ \d+:\d\d:\d\d(, about .+ left)?\] ", line) for line in steps), steps  # a clock
     log = max((tmp_path / "build" / "logs").glob("bench-executorch-*.log"), key=lambda p: p.stat().st_mtime).read_text()
-    assert "threadpool.cpp" in log  # ExecuTorch logs its threadpool reset (bench sets the thread count)
+    # (ExecuTorch printed a threadpool line only when bench reset its size through a private call, now gone: that a
+    # C++ library's line goes to the log and not the console is tests/unit/test_logs_console.py's)
     assert re.search(r"torchdroid\.progress: \[\d+/\d+\] ", log)  # every step is in the run log (the console: long ones)
 
     assert "per operator, fp32-portable: per operator (portable kernels)" in r.stdout, r.stdout

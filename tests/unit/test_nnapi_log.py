@@ -137,10 +137,11 @@ def _fake_phone(tmp_path: Path) -> dict:
         (bin_dir / name).chmod(0o755)
     phone_dir = tmp_path / "dir"
     phone_dir.mkdir()
-    (phone_dir / "speed_benchmark_torch").write_text("#!/bin/sh\nsleep 30\n")
+    started = tmp_path / "model-runs"  # the benchmark has started: the probe set the property before it
+    (phone_dir / "speed_benchmark_torch").write_text(f"#!/bin/sh\ntouch {started}\nsleep 30\n")
     (phone_dir / "speed_benchmark_torch").chmod(0o755)
     return {"env": dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}"), "prop": prop, "dir": phone_dir,
-            "saved": tmp_path / "saved-settings"}
+            "saved": tmp_path / "saved-settings", "started": started}
 
 
 def test_the_device_shell_puts_the_property_back_when_it_is_hung_up(tmp_path):
@@ -190,11 +191,13 @@ def test_a_fallback_without_a_logged_plan_is_the_whole_model_on_the_cpu():
     assert hardware_report.summary([p], {})[1] == [["s", "CPU (NNAPI fallback)", "unknown"]]
 
 def _probe_until_set(phone: dict, cmd: str) -> subprocess.Popen:
-    """The probe's shell, once it has set the property (the model runs)."""
+    """The probe's shell, once it has set the property and the model runs (the property alone is not enough: a run
+    cut off before left it set, and this run's setprop may not have come yet)."""
+    phone["started"].unlink(missing_ok=True)
     proc = subprocess.Popen(["/bin/sh", "-c", cmd], env=phone["env"], stdout=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=_signals_as_adbd_leaves_them)
     deadline = time.monotonic() + 10
-    while phone["prop"].read_text() != nnapi_log.VLOG_VALUE and time.monotonic() < deadline:
+    while not phone["started"].exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert phone["prop"].read_text() == nnapi_log.VLOG_VALUE
     return proc
