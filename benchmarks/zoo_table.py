@@ -223,6 +223,12 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _reason(one_line: str) -> str:
+    """A refusal as the manifest records it (what; cause; fix: remedy): the cause cut when long, the fix never."""
+    head, sep, fix = one_line.partition("; fix: ")
+    return _cut(head, 400) + (f"; **fix**: {fix}" if sep else "")
+
+
 def _ms(value) -> str:
     return f"{value:.1f} ms" if isinstance(value, (int, float)) else "-"
 
@@ -246,7 +252,7 @@ def legacy_lines(row: Dict[str, Any]) -> List[tuple]:
         else:
             out.append((f"NNAPI quant_{f['mode']}", "made", _nnapi_check(verified, f["mode"]), "-"))
     for mode, why in (lane.get("not_made") or {}).items():
-        out.append((f"CPU + NNAPI {mode}", f"refused (exit 10): {_cut(why, 400)}", "-", "-"))
+        out.append((f"CPU + NNAPI {mode}", f"refused (exit 10): {_reason(why)}", "-", "-"))
     for x in lane["nnapi_refused"]:
         alt = f"; {x['alternative']}" if x.get("alternative") else ""
         out.append((f"NNAPI quant_{x['mode']}", f"refused: {x['reason']}{alt}", "-", "-"))
@@ -284,7 +290,7 @@ def executorch_lines(row: Dict[str, Any]) -> List[tuple]:
     for variant in lane["files"]:
         check = _pte_check((bench.get("checks") or {}).get(variant))
         out.append((f"ExecuTorch {variant}", "made", check, _ms((bench.get("median_ms") or {}).get(variant))))
-    return out + [(f"ExecuTorch {variant}", f"refused (exit 10): {_cut(why, 400)}", "-", "-")
+    return out + [(f"ExecuTorch {variant}", f"refused (exit 10): {_reason(why)}", "-", "-")
                   for variant, why in (lane.get("not_made") or {}).items()]
 
 
