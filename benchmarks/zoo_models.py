@@ -56,7 +56,15 @@ def convnext_tiny():
 
 
 def vit_b_16():
-    return _tv("vit_b_16")
+    """torchvision's ViT-B/16 with its classification head drawn at random: torchvision initialises that head to
+    zeros (torchvision 0.29.1, models/vision_transformer.py lines 265-266, ``nn.init.zeros_(self.heads.head.weight)``
+    and its bias), so untrained every output is 0 and convert rightly refuses the constant output.  The zoo runs
+    random weights throughout; a trained head is what a user brings (--weights)."""
+    model = _tv("vit_b_16")
+    with torch.no_grad():
+        torch.manual_seed(0)
+        nn.init.normal_(model.heads.head.weight, std=0.02)
+    return model
 
 
 def swin_t():
