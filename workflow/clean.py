@@ -177,9 +177,9 @@ def _plan_logs(plan: CleanPlan, logs: Path, log_days: float) -> None:
     """The run logs older than ``log_days`` that torchdroid wrote (its manifest of the log directory); the other
     files there are kept and named."""
     limit = time.time() - log_days * 86400
-    for log in torchdroid_logs(logs):
-        if log.stat().st_mtime < limit:
-            plan.targets.append((log, log.stat().st_size))
+    for path in torchdroid_logs(logs):
+        if path.stat().st_mtime < limit:
+            plan.targets.append((path, path.stat().st_size))
     found = ownership(logs)
     if found is not None and found.kept:
         plan.judged[logs] = found
