@@ -53,6 +53,17 @@ def pytest_unconfigure(config):  # noqa: ARG001
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def signal_handlers_put_back():
+    """A task run in this process leaves its after-the-task handlers (workflow.run.terminable), as the program's end
+    would: the next test gets Ctrl-C, SIGTERM and SIGHUP as they were before."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for s, handler in before.items():
+        if handler is not None:
+            signal.signal(s, handler)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def warm_python():
     """Python scripts the virtual phones run (fixture runners, output printers, the NNAPI runtime log) fork from one

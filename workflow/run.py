@@ -120,32 +120,59 @@ class _Termination:
         raise Terminated(signum)
 
 
+class _AfterTask:
+    """The handler once the outermost task has ended: its outcome and exit code are decided, so a Ctrl-C or SIGTERM
+    that comes now has nothing to stop.  Invoke would turn a KeyboardInterrupt raised there into a silent exit 1 and
+    SIGTERM's default action would end a finished run with -15; noted instead, it stops the next task of the same
+    command line (``invoke convert verify``) before that task starts."""
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+
+    def __call__(self, signum, frame) -> None:  # noqa: ARG002 - signal handler signature
+        self.signum = self.signum or signum
+
+
+_AFTER_TASK = _AfterTask()
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
 def terminable(name: str) -> Iterator[Any]:
     """Within the block SIGTERM/SIGHUP raise :class:`Terminated` in the main thread (Python's default would end
-    the process without running any ``finally``).  Nested blocks share the outer handler; yields it, so a caller
-    can tell afterwards whether a signal ended the run (``.signum``).  A task that runs more than one stage (convert,
-    then verify) wraps them all: a signal between two stages ends it with the same message and exit code as one
-    inside a stage (Ctrl-C: 130, not Invoke's silent 1)."""
+    the process without running any ``finally``) and Ctrl-C raises KeyboardInterrupt.  Nested blocks share the
+    outer handler; yields it, so a caller can tell afterwards whether a signal ended the run (``.signum``).  A task
+    that runs more than one stage (convert, then verify) wraps them all: a signal between two stages ends it with
+    the same message and exit code as one inside a stage (Ctrl-C: 130, not Invoke's silent 1).  After the outermost
+    block a signal is noted by :class:`_AfterTask`, and a noted one stops the next block before it starts."""
     current = signal.getsignal(signal.SIGTERM)
     if isinstance(current, _Termination) or threading.current_thread() is not threading.main_thread():
         yield current if isinstance(current, _Termination) else _Termination()
         return
+    late, _AFTER_TASK.signum = _AFTER_TASK.signum, None
+    if late is not None:
+        raise Exit(_stopped(name, late, "before it started"), code=128 + late)
     handler = _Termination()
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    for s, h in ((signal.SIGTERM, handler), (signal.SIGHUP, handler), (signal.SIGINT, signal.default_int_handler)):
+        signal.signal(s, h)
     try:
         yield handler
     except Terminated as e:
-        raise Exit(f"torchdroid {name}: terminated by {e.name} (nothing half-written was left under a final name)",
+        raise Exit(_stopped(name, e.signum, "nothing half-written was left under a final name"),
                    code=128 + e.signum) from None
     except KeyboardInterrupt:
-        raise Exit(f"torchdroid {name}: interrupted (nothing half-written was left under a final name)",
+        raise Exit(_stopped(name, signal.SIGINT, "nothing half-written was left under a final name"),
                    code=130) from None
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        for s in _STOP_SIGNALS:
+            signal.signal(s, _AFTER_TASK)
         atexit.unregister(_ignore_signals_at_exit)  # one entry, registered after torch's own exit hooks (atexit
         atexit.register(_ignore_signals_at_exit)  # runs the last registered first)
+
+
+def _stopped(name: str, signum: int, detail: str) -> str:
+    how = "interrupted" if signum == signal.SIGINT else f"terminated by {signal.Signals(signum).name}"
+    return f"torchdroid {name}: {how} ({detail})"
 
 
 def _ignore_signals_at_exit() -> None:

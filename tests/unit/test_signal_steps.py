@@ -158,3 +158,30 @@ def test_a_signal_while_a_directory_is_created_leaves_no_partial(tmp_path, monke
         with atomic_dir(tmp_path / "models", stage="convert") as d:
             (d / "a.pt").write_text("model")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+AFTER_THE_TASK = """
+import os, signal, sys
+from invoke import Exit
+from workflow.run import terminable
+with terminable("first"):
+    pass
+os.kill(os.getpid(), signal.SIG{sig})  # the first task has ended: its outcome stands
+print("after the first task", flush=True)
+try:
+    with terminable("second"):
+        print("the second task ran", flush=True)
+except Exit as e:
+    print(e.message, flush=True)
+    sys.exit(e.code)
+"""
+
+
+@pytest.mark.parametrize("sig,code,said", [("INT", 130, "interrupted"), ("TERM", 143, "terminated by SIGTERM")])
+def test_a_signal_after_a_task_ended_leaves_it_done_and_stops_the_next_one_before_it_starts(sig, code, said):
+    """Invoke turns a KeyboardInterrupt after the task into a silent exit 1, SIGTERM's default into -15."""
+    run = subprocess.run([sys.executable, "-c", AFTER_THE_TASK.format(sig=sig)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == code, run.stdout + run.stderr
+    assert run.stdout.splitlines() == ["after the first task", f"torchdroid second: {said} (before it started)"]
+    assert "Traceback" not in run.stderr
