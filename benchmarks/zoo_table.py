@@ -198,6 +198,17 @@ def load_rows(state: Path) -> Dict[str, Dict[str, Any]]:
     return rows
 
 
+def commit() -> str:
+    """The commit the row ran at, "+changes" when the working tree differs from it (rows of one table can come
+    from several resumed runs: the table names each commit)."""
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short=8", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return "unknown (not a git checkout)"
+    changed = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    return head.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
+
+
 def save_row(state: Path, row: Dict[str, Any]) -> None:
     from toolchain.fsutil import atomic_write_json
 
@@ -334,7 +345,18 @@ def _notes(rows: List[Dict[str, Any]]) -> List[str]:
     notes = ["ExecuTorch delegates not lowered on this machine (every model): "
              + "; ".join(f"{k}: {v}" for k, v in sorted(skipped.items()))] if skipped else []
     missing = [m for m in ZOO if m not in {r["model"] for r in rows}]
-    return notes + ([f"Not run yet ({len(missing)} of {len(ZOO)}): {', '.join(missing)}."] if missing else [])
+    return notes + [_commits(rows)] + ([f"Not run yet ({len(missing)} of {len(ZOO)}): {', '.join(missing)}."] if missing else [])
+
+
+def _commits(rows: List[Dict[str, Any]]) -> str:
+    """Which commit each row ran at (a resumed run can span several)."""
+    at: Dict[str, List[str]] = {}
+    for r in rows:
+        at.setdefault(r.get("commit", "unknown (a row from before rows recorded their commit)"), []).append(
+            r["model"] + (f" {r['ran']}" if r.get("ran") else ""))
+    if len(at) == 1:
+        return f"Every row ran at commit {next(iter(at))}."
+    return "Rows ran at several commits: " + "; ".join(f"{c}: {', '.join(m)}" for c, m in at.items()) + "."
 
 
 def _times(rows: List[Dict[str, Any]]) -> str:
@@ -392,7 +414,8 @@ def main() -> int:
         if name in done:
             print(f"{name}: done before ({state / (name + '.json')}; --again runs it again)", flush=True)
             continue
-        row = run_child(name, args.timeout)
+        row = {**run_child(name, args.timeout), "commit": commit(),
+               "ran": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
         save_row(state, row)
         print(f"{name}: {row.get('seconds', 0):.0f} s" + (f", {row['error']}" if "error" in row else ""), flush=True)
         write_table(state, args.out)
