@@ -37,6 +37,20 @@ def test_bench_out_is_a_file(tmp_path):
     assert_clean(res, "usage", mentions=["notes exists and is not a directory"], kept=kept, root=tmp_path)
 
 
+@adversarial("bench", "path in the way: --out is under a file")
+def test_bench_out_under_a_file_names_the_file(tmp_path):
+    """It said "the output directory (--out) notes/sub is not writable; fix its permissions": the file is in the way."""
+    run = run_invoke(["convert", "--model", TINY, "--weights", "random", "--no-verify", "--quant", "none", "--out",
+                      "m"], tmp_path, FAST)
+    assert run.code == 0, run.err
+    (tmp_path / "notes").write_text("mine")
+    kept = snapshot([tmp_path / "notes"])
+    res = run_invoke(["bench", "--models", "m", "--out", "notes/sub", "--iter", "2", "--warmup", "0", "--repeat", "1"],
+                     tmp_path, FAST)
+    assert_clean(res, "usage", mentions=["notes is a file, not a directory"], kept=kept, root=tmp_path)
+    assert "permissions" not in res.text
+
+
 @adversarial("report", "path in the way: --out is a directory")
 def test_report_out_is_a_directory(tmp_path):
     results = _results(tmp_path)
