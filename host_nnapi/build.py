@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from toolchain.errors import ToolFailed, ToolNotFound
-from toolchain.fsutil import atomic_path
+from toolchain.fsutil import atomic_path, ensure_writable_dir, in_the_way
 from toolchain.runner import run
 
 log = logging.getLogger(__name__)
@@ -20,6 +20,7 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 SOURCES = ("host_nn.c", "host_nn.h")
 LIB_NAME = "libneuralnetworks.so"  # the name torch dlopens, also the SONAME
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+CACHE_SETTING = "verify.cache, TORCHDROID_HOST_NNAPI_CACHE"  # where the user moves it (default: cache_root)
 CFLAGS = ("-std=c11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror")
 
 
@@ -112,8 +113,11 @@ def build_library(cache: Optional[Path] = None, log_path: Optional[Path] = None,
     lib = out_dir / LIB_NAME
     if lib.is_file() and not force:
         return lib
-    out_dir.mkdir(parents=True, exist_ok=True)
+    ensure_writable_dir(out_dir, f"host NNAPI library directory ({CACHE_SETTING})")
     log_path = log_path or out_dir / "build.log"
+    problem = in_the_way(log_path, "the host NNAPI library's build log")
+    if problem is not None:
+        raise problem
     define = '-DTDNN_PACKAGE_PARENT="' + PACKAGE_PARENT.replace("\\", "\\\\").replace('"', '\\"') + '"'
     log.info("building the host NNAPI library with %s", cc.path.name)
     with atomic_path(lib) as tmp:  # the compiler writes a temporary: a stopped build leaves nothing under the name

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from toolchain.errors import RecordError, UsageError, VerificationError
-from toolchain.fsutil import sha256_file
+from toolchain.fsutil import in_the_way, sha256_file
 from toolchain.records import ConvertManifest, ModelFile, NnapiRefusal, VerifyRecord, verify_path
 from toolchain.settings import default
 from toolchain.variants import check_all
@@ -174,8 +174,9 @@ def _results_path(settings: VerifySettings, manifest: ConvertManifest) -> Path:
     out = Path(settings.out) if settings.out else verify_path(manifest.dir, settings.rounding)
     if out.is_dir():
         raise UsageError(f"the results file {out} is a directory", remedy="give a file name: --out path/to/verify.json")
-    if out.parent.exists() and not out.parent.is_dir():
-        raise UsageError(f"the results file's directory {out.parent} is a file", remedy="choose another --out")
+    problem = in_the_way(out, "the results file (--out)")  # a file where one of its directories should be
+    if problem is not None:
+        raise problem
     out.parent.mkdir(parents=True, exist_ok=True)
     return out
 

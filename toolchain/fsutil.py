@@ -81,6 +81,7 @@ SPACE_RESERVE = 1 << 20  # keep 1 MiB free beyond what a write needs (metadata, 
 _PID_IN_PARTIAL = re.compile(r"\.td(\d+)\.")
 _PIDLESS_STALE_SECONDS = 3600
 _FULL_ERRNOS = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+_IN_THE_WAY_ERRNOS = (errno.ENOTDIR, errno.EISDIR, errno.EEXIST)
 
 
 def sha256_file(path: PathLike, chunk: int = 1 << 20) -> str:
@@ -113,6 +114,9 @@ def ensure_writable_dir(path: PathLike, what: str = "output directory") -> Path:
             f"the {what} {path} exists and is not a directory",
             remedy="pass a directory path (or remove/rename that file)",
         )
+    problem = in_the_way(path, f"the {what}", directory=True)  # a file where one of its parents should be
+    if problem is not None:
+        raise problem
     try:
         path.mkdir(parents=True, exist_ok=True)
         with signals_held():  # the probe never stays behind
@@ -172,7 +176,8 @@ def _no_space_error(where: Path, what: str, err: Optional[BaseException] = None,
 
 def as_usage_error(err: OSError, near: Optional[PathLike] = None) -> Optional[UsageError]:
     """An OSError the environment causes while writing (a full disk or quota, a read-only filesystem, a permission
-    taken away, a failing disk) as a usage error naming the file; None for any other error (a bug, to be seen with
+    taken away, a failing disk, a file or directory of the user's in the way: :func:`in_the_way`) as a usage error
+    naming the file; None for any other error (a bug, to be seen with
     its traceback).  ``near``: where the caller was writing (the stage's build directory), named when the error
     names no file -- never the working directory, which may be on another filesystem."""
     named = getattr(err, "filename", None)
@@ -180,6 +185,8 @@ def as_usage_error(err: OSError, near: Optional[PathLike] = None) -> Optional[Us
     if err.errno in _FULL_ERRNOS:
         return _no_space_error(where.parent if not where.is_dir() else where, f"writing {where.name or where}", err)
     what = f"cannot write {where}" if named else f"a write under {where} failed"
+    if named and err.errno in _IN_THE_WAY_ERRNOS:  # a file where a directory goes, or the other way round
+        return in_the_way(where, directory=err.errno != errno.EISDIR)
     if err.errno == errno.EROFS:
         return WriteError(f"{what}: the filesystem is read-only",
                           remedy="write elsewhere (another output directory or build_dir), or remount that filesystem read-write")
@@ -314,18 +321,23 @@ def atomic_path(final: PathLike, suffix: str = "") -> Iterator[Path]:
         raise
 
 
-def in_the_way(final: PathLike, what: str = "") -> Optional[UsageError]:
-    """The usage error when something of the user's stands where torchdroid writes the file ``final``: a
-    directory of that name, or a file where a directory of its path should be; None when nothing is in the way."""
+def in_the_way(final: PathLike, what: str = "", directory: bool = False) -> Optional[UsageError]:
+    """The usage error when something of the user's stands where torchdroid writes the file ``final`` (with
+    ``directory``: makes the directory ``final``): a directory (a file) of that name, or a file where a directory of
+    its path should be; None when nothing is in the way."""
     final = Path(final)
     label = f"{what} {final}" if what else str(final)
-    if final.is_dir() and not final.is_symlink():
+    if directory and final.exists() and not final.is_dir():
+        return UsageError(f"cannot create {label}: a file of that name is there",
+                          cause="torchdroid makes a directory at that path and never replaces a file with one",
+                          remedy=f"move or rename the file {final}, or write elsewhere (another output directory)")
+    if not directory and final.is_dir() and not final.is_symlink():
         return UsageError(f"cannot write {label}: a directory of that name is there",
                           cause="torchdroid writes a file at that path and never replaces a directory with one",
                           remedy=f"move or rename the directory {final}, or write elsewhere (another output directory)")
     for parent in final.parents:
         if parent.exists() and not parent.is_dir():
-            return UsageError(f"cannot write {label}: {parent} is a file, not a directory",
+            return UsageError(f"cannot {'create' if directory else 'write'} {label}: {parent} is a file, not a directory",
                               cause="the output path goes through a file",
                               remedy=f"move or rename the file {parent}, or write elsewhere (another output directory)")
         if parent.exists():

@@ -34,6 +34,17 @@ def answers(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
+def listening(host: str, port: int, timeout: float = 2.0) -> bool:
+    """Does anything listen on ``host:port``?  The kernel completes the connection for a listening socket, so the
+    answer does not depend on how soon the process behind it is scheduled (``answers`` asks the server itself, which
+    a loaded machine may not let reply within ``timeout``)."""
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def adb_server_for_run(host: Optional[str], port: Optional[int], say: Callable[[str], None],
                        servers: Sequence[str] = ()) -> Iterator[bool]:
@@ -50,7 +61,7 @@ def adb_server_for_run(host: Optional[str], port: Optional[int], say: Callable[[
     address = default_address(host, port)  # resolved as deploy resolves it (a bad value: UsageError)
     host, port = address.host, address.port
     adb = shutil.which("adb")
-    if host not in LOCAL_HOSTS or adb is None or answers(host, port):
+    if host not in LOCAL_HOSTS or adb is None or listening(host, port):  # a server (or anything) there is not ours
         yield False
         return
     from toolchain.runner import run
@@ -61,14 +72,14 @@ def adb_server_for_run(host: Optional[str], port: Optional[int], say: Callable[[
     started = False
     try:  # from the start on: a signal that lands while the server starts still stops it
         run([adb, "-P", str(port), "start-server"], env=env, check=False, timeout=60, what="`adb start-server`")
-        started = answers(host, port)
+        started = listening(host, port)  # not answers(): a server slow to reply under load is still this run's
         if started:
             say(f"started an adb server on port {port} to look for phones; it is stopped at the end of this run")
         os.environ["ANDROID_ADB_SERVER_PORT"] = str(port)
         yield started
     finally:
         _put_back("ANDROID_ADB_SERVER_PORT", before)
-        if started or answers(host, port):  # nothing answered there before this run started it
+        if started or listening(host, port):  # nothing listened there before this run started it
             run([adb, "-P", str(port), "kill-server"], env=env, check=False, timeout=60, what="`adb kill-server`")
             log.debug("stopped the adb server this run started (port %d)", port)  # as its start was announced
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Optional, Tuple
 
 from toolchain.layout import Layout
+
+log = logging.getLogger(__name__)
 
 MEMO_NAME = "pretrained-weights.json"
 
@@ -31,6 +34,7 @@ def _memo_key(model: str) -> str:
 def location(model: str, build_dir: Path) -> Optional[Tuple[str, Path]]:
     """(url, cache path) of the model's default weights, from the memo or torchvision (then remembered)."""
     from converter.models import pretrained_location
+    from toolchain.errors import UsageError
     from toolchain.fsutil import atomic_write_json, own_dir
 
     memo_path = Layout(build_dir).cache / MEMO_NAME
@@ -47,8 +51,8 @@ def location(model: str, build_dir: Path) -> Optional[Tuple[str, Path]]:
         try:
             own_dir(memo_path.parent, "cache")  # listed in its manifest: clean --what caches keeps the user's files
             atomic_write_json(memo_path, memo)
-        except OSError:  # a read-only build dir only costs the next run the imports
-            pass
+        except (OSError, UsageError) as e:  # a read-only build dir, or a file of the user's where cache/ goes, only
+            log.debug("pretrained weights: location not remembered (%s)", e)  # costs the next run the imports
     entry = memo[key]
     return (str(entry[0]), Path(entry[1])) if isinstance(entry, list) and len(entry) == 2 else None
 

@@ -180,7 +180,7 @@ def _adb_servers_on(port: int) -> bool:
 @adversarial("environment", "SIGTERM during invoke all")
 @pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
 def test_sigterm_to_all_stops_the_adb_server_it_started(tmp_path):
-    from workflow.adb_session import free_port
+    from workflow.adb_session import free_port, listening
 
     port = free_port()
     env = clean_env({"ANDROID_ADB_SERVER_PORT": str(port)})
@@ -193,7 +193,7 @@ def test_sigterm_to_all_stops_the_adb_server_it_started(tmp_path):
             time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
-        stopped = not _adb_servers_on(port)
+        stopped = not listening("127.0.0.1", port)  # a server left behind but slow to answer under load is seen too
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -37,6 +37,20 @@ def test_bench_out_is_a_file(tmp_path):
     assert_clean(res, "usage", mentions=["notes exists and is not a directory"], kept=kept, root=tmp_path)
 
 
+@adversarial("bench", "path in the way: --out is under a file")
+def test_bench_out_under_a_file_names_the_file(tmp_path):
+    """It said "the output directory (--out) notes/sub is not writable; fix its permissions": the file is in the way."""
+    run = run_invoke(["convert", "--model", TINY, "--weights", "random", "--no-verify", "--quant", "none", "--out",
+                      "m"], tmp_path, FAST)
+    assert run.code == 0, run.err
+    (tmp_path / "notes").write_text("mine")
+    kept = snapshot([tmp_path / "notes"])
+    res = run_invoke(["bench", "--models", "m", "--out", "notes/sub", "--iter", "2", "--warmup", "0", "--repeat", "1"],
+                     tmp_path, FAST)
+    assert_clean(res, "usage", mentions=["notes is a file, not a directory"], kept=kept, root=tmp_path)
+    assert "permissions" not in res.text
+
+
 @adversarial("report", "path in the way: --out is a directory")
 def test_report_out_is_a_directory(tmp_path):
     results = _results(tmp_path)
@@ -82,3 +96,99 @@ def test_verify_of_a_directory_without_nnapi_models_says_so(tmp_path):
     res = run_invoke(["verify", "--models", "m"], tmp_path, FAST)
     assert_clean(res, "ok", needs_fix=False, mentions=["nothing verified", "no TorchScript NNAPI models",
                                                        "invoke bench-executorch"], root=tmp_path)
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    """`invoke convert`'s output for the tiny model (no verify.json), converted once; each case copies it to m/."""
+    from converter import ConvertSettings, convert
+
+    out = tmp_path_factory.mktemp("tiny-src") / "m"
+    convert(ConvertSettings(out=out, model=TINY, modes=("none",), weights="random", calibration_count=8,
+                            build_dir=out.parent / "build"))
+    return out
+
+
+def _library_key() -> str:
+    from host_nnapi.build import CCompiler, source_key
+
+    return source_key(CCompiler.locate().verify())
+
+
+def _cache_dir_is_a_file(root):
+    (root / "hnc").write_text("mine")
+    return {"TORCHDROID_HOST_NNAPI_CACHE": "hnc"}, "hnc"
+
+
+def _cache_dir_under_a_file(root):
+    (root / "hnc").write_text("mine")
+    return {"TORCHDROID_HOST_NNAPI_CACHE": "hnc/sub"}, "hnc"
+
+
+def _cache_from_config_under_a_file(root):
+    (root / "hnc").write_text("mine")
+    return {"INVOKE_VERIFY_CACHE": str(root / "hnc" / "sub")}, "hnc"
+
+
+def _library_dir_is_a_file(root):
+    (root / "hnc").mkdir()
+    (root / "hnc" / _library_key()).write_text("mine")
+    return {"TORCHDROID_HOST_NNAPI_CACHE": "hnc"}, _library_key()
+
+
+def _build_log_is_a_directory(root):
+    (root / "hnc" / _library_key() / "build.log").mkdir(parents=True)
+    return {"TORCHDROID_HOST_NNAPI_CACHE": "hnc"}, "build.log"
+
+
+def _results_dir_under_a_file(root):
+    (root / "a").write_text("mine")
+    return {"args": ["--out", "a/b/verify.json"]}, "a"
+
+
+def _build_dir_is_a_file(root):
+    (root / "build").write_text("mine")
+    return {}, "build"
+
+
+def _logs_dir_is_a_file(root):
+    (root / "build").mkdir()
+    (root / "build" / "logs").write_text("mine")
+    return {}, "build/logs"
+
+
+VERIFY_PATHS = {  # every path verify creates or writes, with a file (or a directory) of the user's in its way
+    "build_dir is a file": _build_dir_is_a_file,
+    "build/logs is a file": _logs_dir_is_a_file,
+    "--out's directory is under a file": _results_dir_under_a_file,
+    "host NNAPI cache is a file": _cache_dir_is_a_file,
+    "host NNAPI cache is under a file": _cache_dir_under_a_file,
+    "verify.cache is under a file": _cache_from_config_under_a_file,
+    "the library's directory in the cache is a file": _library_dir_is_a_file,
+    "the library's build log is a directory": _build_log_is_a_directory,
+}
+
+
+@adversarial("verify", "path in the way: a file where verify makes a directory, at each path verify writes")
+@pytest.mark.parametrize("where", sorted(VERIFY_PATHS))
+def test_verify_with_a_file_in_the_way(tmp_path, tiny_models, where):
+    """issue 34's `NotADirectoryError` in verify: one message naming what is in the way (exit 2), for every
+    path verify creates, nothing of the user's changed."""
+    import shutil
+
+    shutil.copytree(tiny_models, tmp_path / "m")
+    env, named = VERIFY_PATHS[where](tmp_path)
+    args = env.pop("args", [])
+    kept = snapshot([p for p in tmp_path.iterdir()])
+    res = run_invoke(["verify", "--models", "m", "--random-inputs", "0", *args], tmp_path, env)
+    assert_clean(res, "usage", mentions=[named], kept=kept, root=tmp_path)
+    assert not (tmp_path / "m" / "verify.json").exists()
+
+
+@adversarial("convert", "path in the way: the host NNAPI cache of convert's verify is under a file")
+def test_convert_with_the_host_nnapi_cache_under_a_file(tmp_path):
+    (tmp_path / "hnc").write_text("mine")
+    kept = snapshot([tmp_path / "hnc"])
+    res = run_invoke(["convert", "--model", TINY, "--weights", "random", "--quant", "none", "--out", "m"], tmp_path,
+                     {**FAST, "TORCHDROID_HOST_NNAPI_CACHE": "hnc/sub"})
+    assert_clean(res, "usage", mentions=["hnc", "host NNAPI"], kept=kept, root=tmp_path)

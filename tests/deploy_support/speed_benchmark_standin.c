@@ -13,6 +13,8 @@
  *                              computes the model's output and prints it as ATen does, print_output.py) before
  *                              "Starting benchmark.", as upstream prints the output first; its failure aborts
  *                              like a model that cannot run.  Unset: nothing is printed (a phone that says nothing)
+ * Like upstream's 2.7.1 release it refuses a command line of fewer than 5 arguments (docs/facts.md LI1):
+ * "Insufficient command-line flags!" on stderr, exit 1, before anything else.
  * Without --use_bundled_input (or with a negative one) it checks --input_dims/--input_type/--input_memory_format
  * as upstream's create_inputs does (docs/facts.md LI1): each split at ';' into one item per input, the three
  * counts equal (the memory format defaults to one "contiguous_format"), types float/uint8_t/int64,
@@ -99,6 +101,10 @@ static long long now_ns(void) {
 
 int main(int argc, char **argv) {
   long long started = now_ns();
+  if (argc < 5) {
+    fprintf(stderr, "Insufficient command-line flags!\n");
+    return 1;
+  }
   const char *model = flag(argc, argv, "model", "");
   int warmup = atoi(flag(argc, argv, "warmup", "0"));
   int iters = atoi(flag(argc, argv, "iter", "10"));

@@ -126,6 +126,32 @@ def test_several_inputs_without_bundled_input_name_one_item_each_as_the_binary_s
     assert bad.returncode != 0 and "Input dims and format should have the same number of items." in bad.stderr
 
 
+def test_every_benchmark_command_gives_the_binary_the_four_flags_it_asks_for(tmp_path):
+    """speed_benchmark_torch of the 2.7.1 release refuses a command line of fewer than 5 arguments (``argc < 5``:
+    "Insufficient command-line flags!", exit 1, before parsing them: docs/facts.md LI1).  Every command deploy runs
+    (the benchmark, bundled input or not; the probe's and the numerics check's single run) has more; the stand-in
+    refuses as upstream does."""
+    import subprocess
+
+    from deploy.bench import bench_args
+    from tests.deploy_support.fixtures import build_standin
+
+    spec = TensorSpec([1, 3, 4, 4], "float32")
+    forms = [bench_args("m.pt", "cpu", BenchOptions(bundled_input=0, threads=None)),
+             bench_args("m.pt", "nnapi", BenchOptions(bundled_input=-1, threads=None), spec),
+             bench_args("m.pt", "nnapi", BenchOptions(bundled_input=0, threads=None), warmup=0, iters=1)]
+    assert all(len(args) >= 5 for args in forms), forms
+    exe = build_standin(tmp_path / "bin")
+    (tmp_path / "m.pt").write_bytes(b"x")
+    for args in forms:
+        ok = subprocess.run([str(exe), *args[1:]], cwd=tmp_path, capture_output=True, text=True)
+        assert ok.returncode == 0 and "Main run finished" in ok.stdout, ok.stderr
+    short = subprocess.run([str(exe), "--model=m.pt", "--iter=1", "--warmup=0"], cwd=tmp_path, capture_output=True,
+                           text=True)
+    assert short.returncode == 1 and "Insufficient command-line flags!" in short.stderr, short
+    assert "Starting benchmark." not in short.stdout
+
+
 def test_app_contract():
     assert app_command("org.x", ".MainActivity", "nnapi", BenchOptions(iters=50, warmup=3)) == (
         "am start -S -W -n org.x/.MainActivity --ez benchmark true --ei iters 50 --ei warmup 3 --es backend nnapi")

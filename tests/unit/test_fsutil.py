@@ -205,6 +205,20 @@ def test_a_full_disk_without_a_file_name_names_the_place_written_not_the_working
     assert "mounted at" in problem.cause  # the filesystem itself, by its mount point
 
 
+def test_a_path_in_the_way_met_by_any_writer_names_what_is_in_the_way(tmp_path):
+    """Issue 34 ("NotADirectoryError in verify"): a file where a directory goes (ENOTDIR, or EEXIST from
+    mkdir(exist_ok=True)) or a directory where a file goes (EISDIR), met by any writer of a stage, is one usage
+    error naming the path in the way, not a traceback; the same errno with nothing in the way stays a bug (None)."""
+    (tmp_path / "f").write_text("mine")
+    (tmp_path / "d").mkdir()
+    cases = {errno.ENOTDIR: (tmp_path / "f" / "sub", "f is a file"), errno.EEXIST: (tmp_path / "f", "a file of that"),
+             errno.EISDIR: (tmp_path / "d", "a directory of that")}
+    for code, (where, words) in cases.items():
+        problem = as_usage_error(OSError(code, os.strerror(code), str(where)))
+        assert isinstance(problem, UsageError) and words in problem.what and str(where) in problem.what, code
+    assert as_usage_error(OSError(errno.EEXIST, os.strerror(errno.EEXIST), str(tmp_path / "d"))) is None
+
+
 def test_a_read_only_write_without_a_file_name_names_the_place_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     problem = as_usage_error(OSError(errno.EROFS, "Read-only file system"), near=tmp_path / "build")

@@ -129,6 +129,20 @@ def test_all_remembers_where_pretrained_weights_live_and_still_checks_the_file(t
     assert calls == ["mobilenet_v2"]  # torchvision asked once, the file checked every time
 
 
+def test_a_file_where_the_cache_directory_goes_only_costs_the_memo(tmp_path, monkeypatch):
+    """build/cache is a file of the user's: the remembered location is not written (the next run asks torchvision
+    again), the file stays as it was, and convert with the default weights is not refused for it (it was: "the cache
+    output directory build/cache exists and is not a directory", exit 2)."""
+    import converter.models as models
+    from workflow import weights
+
+    monkeypatch.setattr(models, "pretrained_location", lambda model: ("https://example/m.pth", tmp_path / "m.pth"))
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "cache").write_text("mine")
+    assert weights.location("mobilenet_v2", tmp_path / "build") == ("https://example/m.pth", tmp_path / "m.pth")
+    assert (tmp_path / "build" / "cache").read_text() == "mine"
+
+
 @pytest.mark.parametrize("weights", ["random", "pretrained"])
 def test_all_with_explicit_weights_never_looks_for_pretrained_ones(weights, tmp_path, monkeypatch, caplog):
     """Before: `invoke all --weights random` still probed for the pretrained weights (a download check) while
