@@ -43,6 +43,7 @@ class BuiltPrograms:
     weights_record: Dict[str, Any] = field(default_factory=dict)
     reference: Dict[str, Any] = field(default_factory=dict)
     calibration: Dict[str, Any] = field(default_factory=dict)  # what the manifest records of the calibration inputs
+    asked: Dict[str, Any] = field(default_factory=dict)  # --quant, its precisions and the delegates (the manifest's)
 
 
 def host_backends() -> List[str]:
@@ -215,17 +216,18 @@ def _etrecord_bytes(etrecord, tmp_dir: Path) -> bytes:
 
 
 def build_programs(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, todo: List[PteVariant], out: Path,
-                   check_inputs: int, alone: bool = True) -> BuiltPrograms:
+                   check_inputs: int, alone: bool = True, int8_reference: bool = True) -> BuiltPrograms:
     """The programs of ``todo``, each made or refused on its own (``BuiltPrograms.refused``); when none is made and
     ``alone`` (no other program of the model is up to date in ``out``) the model is refused as a whole: the first
-    program's ConversionError, nothing written."""
+    program's ConversionError, nothing written.  ``int8_reference``: quantize with PT2E for the int8 programs'
+    reference (False: fp32 programs only, no calibration)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=UserWarning)
         written: List[Path] = []
         try:
-            built = _build_programs(spec, weights, calib, todo, out, check_inputs, written)
+            built = _build_programs(spec, weights, calib, todo, out, check_inputs, written, int8_reference)
             if built.refused and not built.entries and alone:  # nothing of the model made: refused as a whole
                 raise next(iter(built.refused.values()))
             return built
@@ -235,27 +237,30 @@ def build_programs(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec
             raise
 
 
-def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List[Path]) -> BuiltPrograms:
+def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List[Path],
+                    int8_reference: bool = True) -> BuiltPrograms:
     built = BuiltPrograms()
     registered = host_backends()
     with progress(f"ExecuTorch programs of {spec.stem}", total=2 + len(todo)) as bar:
         bar.describe(f"{spec.stem}: loading the float model and {calib.count} calibration inputs")
         model, built.weights_record, batch = _float_model(spec, weights, calib)
         bar.advance()
-        bar.describe(f"{spec.stem}: torch.export and the int8 (PT2E) reference")
+        bar.describe(f"{spec.stem}: torch.export" + (" and the int8 (PT2E) reference" if int8_reference else ""))
         example = batch[0]
         float_exported = export(model, example, f"{spec.stem} fp32")
-        quantized, per_call = quantize_pt2e(model, float_exported, batch)
+        quantized, per_call = quantize_pt2e(model, float_exported, batch) if int8_reference else (None, 0)
         checks = held_out_inputs(calib, spec, max(1, check_inputs))
         with torch.no_grad():
-            outputs = {"fp32": [model(*program_args(x)) for x in checks],
-                       "int8": [quantized(*program_args(x)) for x in checks]}
+            outputs = {"fp32": [model(*program_args(x)) for x in checks]}
+            if quantized is not None:
+                outputs["int8"] = [quantized(*program_args(x)) for x in checks]
         for precision, ys in outputs.items():
             refuse_non_finite_output(ys, f"{spec.stem} ({precision})", f"its {len(ys)} reference inputs")
         # every output tensor, in the order the program returns them (a dict's values, lists and tuples flattened)
         expected = {k: [_as_recorded(output_tensors(y)) for y in ys] for k, ys in outputs.items()}
         built.calibration = calibration_record(spec, calib)
-        built.reference = _write_reference(out, spec.stem, checks, expected, output_rules(quantized), example)
+        rules = output_rules(quantized) if quantized is not None else []
+        built.reference = _write_reference(out, spec.stem, checks, expected, rules, example)
         written.append(out / built.reference["file"])
         bar.advance()
         spent: List[float] = []

@@ -67,7 +67,7 @@ def test_a_format_that_cannot_take_the_model_does_not_stop_the_other(tmp_path):
     """Several outputs stop quant_core in the TorchScript lane (its NNAPI wrapper takes one tensor): with
     --format torchscript,executorch the ExecuTorch lane's programs are made all the same, both tables are shown and
     convert exits 10 naming the format that made nothing (issue 35: nothing asked for in one lane is dropped because
-    another lane cannot take the model)."""
+    another lane cannot take the model); --quant core asks the ExecuTorch lane for its int8 program."""
     import os
     from pathlib import Path
 
@@ -77,9 +77,10 @@ def test_a_format_that_cannot_take_the_model_does_not_stop_the_other(tmp_path):
     heads = root / "tests" / "host_nnapi_support" / "verify_models.py"
     out = tmp_path / "m"
     r = cli.invoke(root, "--search-root", str(root), "convert", "--model", f"{heads}:two_heads", "--weights", "random",
-                   "--quant", "core", "--format", "torchscript,executorch", "--delegates", "portable", "--no-verify",
+                   "--quant", "core", "--format", "torchscript,executorch", "--delegates", "xnnpack", "--no-verify",
                    "--out", str(out), env=dict(os.environ, CI="1", INVOKE_CONVERT_CALIBRATION_COUNT="4"), timeout=600)
     assert r.returncode == 10, r.stdout + r.stderr
     assert "the torchscript format made nothing" in r.stderr and "tuple of 2 tensors" in r.stderr, r.stderr
-    assert "ExecuTorch programs in" in r.stdout and (out / "two_heads-fp32-portable.pte").is_file()
+    assert "ExecuTorch programs in" in r.stdout and (out / "two_heads-int8-xnnpack.pte").is_file()
+    assert not (out / "two_heads-fp32-xnnpack.pte").exists()  # --quant core: the int8 program only
     assert not list(out.glob("*-cpu.pt")) and not list(out.glob("*-nnapi.pt"))

@@ -220,6 +220,30 @@ def test_a_refused_int8_program_leaves_the_fp32_programs_made_and_recorded(tmp_p
     assert "constant output" in missing.value.cause and "fp32-xnnpack" in missing.value.remedy
 
 
+def test_quant_none_asks_for_the_fp32_programs_alone(tmp_path, monkeypatch):
+    """--quant none (ExecutorchSettings.quant): the fp32 programs only, no PT2E quantization tried (a model whose
+    int8 program would be refused converts whole: exit 0), and the manifest records what was asked; the later
+    stages' reference has the fp32 expectations only."""
+    from converter import executorch_export
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.pte_host import load_reference
+    from toolchain.pte_records import load_section
+
+    def no_pt2e(*args, **kwargs):
+        raise AssertionError("PT2E quantization ran for fp32 programs only")
+
+    monkeypatch.setattr(executorch_export, "quantize_pt2e", no_pt2e)
+    out = tmp_path / "models"
+    result = convert_executorch(ExecutorchSettings(out=out, model=TOKENS.rsplit(":", 1)[0] + ":collapses_in_int8",
+                                                   weights="random", calibration_count=4, quant=("none",),
+                                                   delegates=("xnnpack", "portable")))
+    assert sorted(result.built) == ["fp32-portable", "fp32-xnnpack"] and not result.not_made
+    conv = load_section(out)["conversions"]["collapses_in_int8"]
+    assert conv["asked"] == {"quant": ["none"], "precisions": ["fp32"], "delegates": ["portable", "xnnpack"]}
+    assert not conv["refused"] and not (out / "collapses_in_int8-int8-xnnpack.pte").exists()
+    assert set(load_reference(out / "collapses_in_int8-executorch-reference.pt")["expected"]) == {"fp32"}
+
+
 def test_the_legacy_lane_takes_a_dict_output_and_refuses_only_its_nnapi_models(tmp_path):
     """A model returning {"out": ..., "aux": ...} (segmentation-style): the legacy lane traces it (strict=False), makes
     and host-checks its CPU models (none and full, FX-quantized), refuses its NNAPI models per mode naming the dict
