@@ -250,17 +250,14 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
         float_exported = export(model, example, f"{spec.stem} fp32")
         quantized, per_call = quantize_pt2e(model, float_exported, batch) if int8_reference else (None, 0)
         checks = held_out_inputs(calib, spec, max(1, check_inputs))
-        with torch.no_grad():
-            outputs = {"fp32": [model(*program_args(x)) for x in checks]}
-            if quantized is not None:
-                outputs["int8"] = [quantized(*program_args(x)) for x in checks]
+        outputs = _reference_outputs({"fp32": model, "int8": quantized}, checks)
         for precision, ys in outputs.items():
             refuse_non_finite_output(ys, f"{spec.stem} ({precision})", f"its {len(ys)} reference inputs")
         # every output tensor, in the order the program returns them (a dict's values, lists and tuples flattened)
         expected = {k: [_as_recorded(output_tensors(y)) for y in ys] for k, ys in outputs.items()}
         built.calibration = calibration_record(spec, calib)
-        rules = output_rules(quantized) if quantized is not None else []
-        built.reference = _write_reference(out, spec.stem, checks, expected, rules, example)
+        built.reference = _write_reference(out, spec.stem, checks, expected,
+                                           output_rules(quantized) if quantized is not None else [], example)
         written.append(out / built.reference["file"])
         bar.advance()
         spent: List[float] = []
@@ -283,6 +280,13 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
         built.notes.append("the Vulkan program is lowered but not run here: this host runtime registers "
                            f"{', '.join(registered)}, not VulkanBackend; it runs on a phone with a Vulkan GPU")
     return built
+
+
+def _reference_outputs(models: Dict[str, Any], checks: List[Any]) -> Dict[str, List[Any]]:
+    """``{precision: its reference model's outputs on the check inputs}`` for each model there is (no int8
+    reference when only fp32 programs are asked for)."""
+    with torch.no_grad():
+        return {precision: [m(*program_args(x)) for x in checks] for precision, m in models.items() if m is not None}
 
 
 def _float_model(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec):

@@ -92,14 +92,21 @@ def asked_variants(quant: Tuple[str, ...], delegates: Tuple[str, ...]) -> Tuple[
         raise UsageError(f"--quant {','.join(quant)} with --delegates {','.join(delegates)} asks for no ExecuTorch "
                          "program", cause=_which_make(made_by),
                          remedy=_remedy(wanted, made_by))
+    return variants, _unmade(quant, delegates, variants, made_by)
+
+
+def _unmade(quant: Tuple[str, ...], delegates: Tuple[str, ...], variants: List[PteVariant],
+            made_by: Dict[str, List[str]]) -> List[str]:
+    """A note for an asked precision that no asked delegate makes, and one for the asked delegates that make none
+    of the asked precisions."""
     notes = [f"--quant {','.join(_modes_of(p, quant))} asks for {p} programs, which the {', '.join(made_by[p])} "
              f"delegate(s) make, not --delegates {','.join(delegates)}: no {p} program is made"
-             for p in wanted if not any(v.precision == p for v in variants)]
+             for p in made_by if not any(v.precision == p for v in variants)]
     idle = [d for d in delegates if not any(v.delegate == d for v in variants)]
     if idle:
-        notes.append(f"--quant {','.join(quant)} asks for {' and '.join(wanted)} programs only, which the "
+        notes.append(f"--quant {','.join(quant)} asks for {' and '.join(made_by)} programs only, which the "
                      f"{', '.join(idle)} delegate(s) do not make: no {', '.join(idle)} program is made")
-    return variants, notes
+    return notes
 
 
 def _modes_of(precision: str, quant: Tuple[str, ...]) -> List[str]:
@@ -222,8 +229,7 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
                                                             alone=len(todo) == len(variants),
                                                             int8_reference=_int8_reference(section, spec.stem, todo))
             programs.skipped = probe_sdk_delegates()
-            programs.asked = {"quant": list(settings.quant), "precisions": sorted({v.precision for v in variants}),
-                              "delegates": sorted({v.delegate for v in variants})}
+            programs.asked = _asked_record(settings.quant, variants)
             section = _merge(_existing_section(out), spec, calib, programs, keys, versions)
             notes.extend(programs.notes + _few_inputs(programs.calibration, calib, todo))
             path = write_section(out, section)
@@ -240,6 +246,12 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
         raise PartlyConverted.of("ExecuTorch", spec.stem, [v.name for v in variants if v.name not in refused],
                                  result.not_made, out, next(iter(refused.values())).remedy or "", result)
     return result
+
+
+def _asked_record(quant: Tuple[str, ...], variants: List[PteVariant]) -> Dict[str, Any]:
+    """What the manifest records of the programs asked for: --quant, its precisions, the delegates."""
+    return {"quant": list(quant), "precisions": sorted({v.precision for v in variants}),
+            "delegates": sorted({v.delegate for v in variants})}
 
 
 def _int8_reference(section: Dict[str, Any], stem: str, todo: List[PteVariant]) -> bool:
