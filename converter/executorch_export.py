@@ -25,7 +25,7 @@ from toolchain.pte_records import PteVariant, load_method, program_args, pte_nam
 from .finite import output_tensors, refuse_non_finite_output
 from .host_check import spec_of
 from .calibration import CalibrationSpec, declared_samples, load_batch, record_for
-from .models import ModelSpec, WeightsSpec, build_float_model, declared_inputs, declared_origin, estimate_batchnorm
+from .models import ModelSpec, WeightsSpec, build_float_model, calibrate_batchnorm, declared_inputs, declared_origin
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +243,8 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
     registered = host_backends()
     with progress(f"ExecuTorch programs of {spec.stem}", total=2 + len(todo)) as bar:
         bar.describe(f"{spec.stem}: loading the float model and {calib.count} calibration inputs")
-        model, built.weights_record, batch = _float_model(spec, weights, calib)
+        model, built.weights_record, batch, said = _float_model(spec, weights, calib)
+        built.notes.extend(said)
         bar.advance()
         bar.describe(f"{spec.stem}: torch.export" + (" and the int8 (PT2E) reference" if int8_reference else ""))
         example = batch[0]
@@ -290,25 +291,23 @@ def _reference_outputs(models: Dict[str, Any], checks: List[Any]) -> Dict[str, L
 
 
 def _float_model(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec):
-    """``(float model, weights record, calibration batch)``: what the TorchScript lane of this convert prepared
-    from the same inputs (converter/prepared.py), else built here the same way."""
+    """``(float model, weights record, calibration batch, notes)``: what the TorchScript lane of this convert
+    prepared from the same inputs (converter/prepared.py; its notes are that lane's), else built here the same way,
+    BatchNorm statistics of untrained weights estimated as that lane does (models.calibrate_batchnorm)."""
     from .prepared import take
 
     prepared = take(spec, weights, calib)
     if prepared is not None:
-        return prepared.model, prepared.weights_record, prepared.batch
+        return prepared.model, prepared.weights_record, prepared.batch, []
     model, record = build_float_model(spec, weights)
     declared = declared_inputs(spec)
     if declared is not None:  # the model's own inputs (tokens, audio, several): one tensor stays a tensor
         batch = [x if len(x) > 1 else x[0] for x in declared_samples(declared, calib.count, calib.seed, spec.stem)]
-        model.eval()
-        return model, record, batch
-    batch = load_batch(calib, spec.input_hw)
-    if weights.origin == "random" and spec.source == "torchvision":
-        n = estimate_batchnorm(model, batch)  # the same statistics the legacy modes get
-        record["batchnorm_statistics"] = f"estimated on the {calib.count} calibration inputs ({n} layers)"
+    else:
+        batch = load_batch(calib, spec.input_hw)
+    said = calibrate_batchnorm(spec, weights, model, batch, record)  # the same statistics the legacy modes get
     model.eval()
-    return model, record, batch
+    return model, record, batch, [said] if said else []
 
 
 def _program_or_refusal(spec, variant: PteVariant, exported, example, out: Path, check, registered,
@@ -368,13 +367,22 @@ def _host_check(path: Path, example, expected, label: str) -> Dict[str, Any]:
         raise
     except Exception as e:
         raise ConversionError(f"{label}: the written program {path.name} does not run in ExecuTorch's host runtime",
-                              cause=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
-                              remedy="run with --debug and report it; the file was written but is not usable") from e
+                              cause=_runtime_said(e),
+                              remedy="to see why, run with --debug (the traceback is in the run's log) and report it; "
+                                     "the program is not kept") from e
     if float(y.max() - y.min()) == 0.0:
         raise ConversionError(f"{label}: {path.name} gives a constant output on reference input #0",
                               cause="the program (or its quantization) has collapsed",
                               remedy="check the weights (--weights) and the calibration images (--calibration)")
     return {"ran": True, "max_abs_diff": float((y - expected).abs().max()), "against": "reference output on input #0"}
+
+
+def _runtime_said(e: Exception) -> str:
+    """An error's first line, with what the runtime itself said when the error carries it (a RecordError's cause:
+    ExecuTorch's own message when a program's method does not load)."""
+    said = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+    cause = getattr(e, "cause", None)
+    return f"{said}: {cause}" if cause else said
 
 
 HELD_OUT_SEED_OFFSET = 1_000_003  # the reference inputs' seed: calibration seed + this (never a calibration input)

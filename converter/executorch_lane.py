@@ -23,7 +23,7 @@ from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock,
 from toolchain.pte_records import BASELINE, PteFile, PteVariant, load_section, pte_name, write_section
 from toolchain.records import ConvertManifest, manifest_owner, now_iso
 from toolchain.settings import default
-from toolchain.variants import DELEGATES, MODES, PRECISION_OF_MODE, precisions
+from toolchain.variants import DELEGATES, MODE_OF_PRECISION, MODES, PRECISION_OF_MODE, precisions
 
 from .calibration import CalibrationSpec, parse_calibration
 from .models import ModelSpec, WeightsSpec, check_stem_free, parse_model, parse_weights
@@ -229,6 +229,7 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
                                                             alone=len(todo) == len(variants),
                                                             int8_reference=_int8_reference(section, spec.stem, todo))
             programs.skipped = probe_sdk_delegates()
+            programs.refused = naming_the_made(programs.refused, variants)
             programs.asked = _asked_record(settings.quant, variants)
             section = _merge(_existing_section(out), spec, calib, programs, keys, versions)
             notes.extend(programs.notes + _few_inputs(programs.calibration, calib, todo))
@@ -246,6 +247,25 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
         raise PartlyConverted.of("ExecuTorch", spec.stem, [v.name for v in variants if v.name not in refused],
                                  result.not_made, out, next(iter(refused.values())).remedy or "", result)
     return result
+
+
+def naming_the_made(refused: Dict[str, ConversionError], asked: List[PteVariant]) -> Dict[str, ConversionError]:
+    """Each refused program's error, its fix naming first the model's programs of another precision that exist (the
+    ``asked`` ones not refused: made now or up to date) and the --quant that asks for those alone (``--quant none``:
+    the fp32 programs, no int8 tried), so the user keeps what works instead of reporting a bug to get anything."""
+    made = [v for v in asked if v.name not in refused]
+    named = {}
+    for name, e in refused.items():
+        precision = name.split("-", 1)[0]
+        others = [v for v in made if v.precision != precision]
+        if not others:
+            named[name] = e
+            continue
+        kind = others[0].precision
+        fix = (f"the {kind} program(s) of this model were made ({', '.join(v.name for v in others)}): `--quant "
+               f"{MODE_OF_PRECISION[kind]}` asks for the {kind} programs alone")
+        named[name] = ConversionError(e.what, cause=e.cause, remedy=f"{fix}; {e.remedy}" if e.remedy else fix)
+    return named
 
 
 def _asked_record(quant: Tuple[str, ...], variants: List[PteVariant]) -> Dict[str, Any]:

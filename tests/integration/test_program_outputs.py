@@ -244,6 +244,37 @@ def test_quant_none_asks_for_the_fp32_programs_alone(tmp_path, monkeypatch):
     assert set(load_reference(out / "collapses_in_int8-executorch-reference.pt")["expected"]) == {"fp32"}
 
 
+def test_an_int8_program_the_runtime_cannot_load_names_the_fp32_programs_made_and_quant_none(tmp_path, monkeypatch):
+    """A stand-in for swin_t's int8 XNNPACK program (written, but ExecuTorch's host runtime cannot load it): refused
+    on its own, and its fix (the error's and the manifest's) names the fp32 program that was made and `--quant none`,
+    which asks for it alone and then converts with exit 0, the program kept."""
+    from converter import executorch_export
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from toolchain.errors import PartlyConverted, RecordError
+    from toolchain.pte_records import load_section
+
+    real = executorch_export.load_method
+
+    def int8_does_not_load(path):
+        if "-int8-" in Path(path).name:
+            raise RecordError(f"{path}: ExecuTorch cannot load its forward method (damaged?)",
+                              cause="Failed to load method forward (stand-in for XNNPACK's delegate init)")
+        return real(path)
+
+    monkeypatch.setattr(executorch_export, "load_method", int8_does_not_load)
+    out = tmp_path / "models"
+    settings = dict(out=out, model=TOKENS.rsplit(":", 1)[0] + ":tiny", weights="random", calibration_count=4,
+                    delegates=("xnnpack",))
+    with pytest.raises(PartlyConverted) as e:
+        convert_executorch(ExecutorchSettings(**settings))
+    assert "does not run in ExecuTorch's host runtime" in e.value.cause and "stand-in" in e.value.cause
+    assert "fp32-xnnpack" in e.value.remedy and "`--quant none`" in e.value.remedy and "--debug" in e.value.remedy
+    refused = load_section(out)["conversions"]["tiny"]["refused"]["int8-xnnpack"]
+    assert "fix: the fp32 program(s) of this model were made (fp32-xnnpack): `--quant none`" in refused
+    again = convert_executorch(ExecutorchSettings(**settings, quant=("none",)))  # what the fix says: exit 0
+    assert [f.variant for f in again.files] == ["fp32-xnnpack"] and not again.not_made
+
+
 def test_the_legacy_lane_takes_a_dict_output_and_refuses_only_its_nnapi_models(tmp_path):
     """A model returning {"out": ..., "aux": ...} (segmentation-style): the legacy lane traces it (strict=False), makes
     and host-checks its CPU models (none and full, FX-quantized), refuses its NNAPI models per mode naming the dict
