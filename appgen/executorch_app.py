@@ -100,9 +100,12 @@ def choose_runtime(lane: pins.Lane, version: Optional[str], aar: Optional[Path],
 
 
 def convert_command(models: Path, variant: str) -> str:
-    """The `invoke convert` command that writes ``variant`` (``[stem-]precision-delegate``) into ``models``."""
-    delegate = variant.rsplit("-", 1)[-1]
-    argv = ["invoke", "convert", "--format", "executorch", "--delegates", delegate, "--out", str(models)]
+    """The `invoke convert` command that writes ``variant`` (``[stem-]precision-delegate``) into ``models``: its
+    delegate, and the --quant that asks for its precision (none: fp32, full: int8), whatever convert.quant says."""
+    precision, delegate = variant.rsplit("-", 2)[-2:]
+    argv = ["invoke", "convert", "--format", "executorch", "--delegates", delegate,
+            "--quant", variants.MODE_OF_PRECISION[precision],
+            "--out", str(models)]
     command = " ".join(shlex.quote(a) for a in argv)
     if variant.count("-") > 1:
         command += " --model MODEL  (MODEL: the one whose files are named " + variant.rsplit("-", 2)[0] + "-*)"

@@ -30,7 +30,7 @@ from .export import (ExportedVariant, export_float, export_quantized, fused_floa
                      xnnpack_available)
 from .host_check import Agreement, as_float, host_check, is_logits, spec_of
 from .worker import Worker
-from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, declared_origin, estimate_batchnorm
+from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, calibrate_batchnorm, declared_origin
 from .precheck import Problem, check_model, nnapi_refused, refusal_fix, refuse
 from .prequantized import load_prequantized
 from .samples import as_inputs
@@ -218,9 +218,8 @@ class ModeConverter:
         self._calibration_inputs(declared, describe)
         # one forward pass on input #0: a shape mismatch named as such, NaN/inf outputs refused before any file
         refuse_non_finite_output(probe(self.model, self.batch[0], spec.name), spec.stem, "calibration input #0")
-        if self.weights.origin == "random" and spec.source == "torchvision":
-            n = estimate_batchnorm(self.model, self.batch)
-            facts.weights_record["batchnorm_statistics"] = f"estimated on the {self.calib.count} calibration inputs ({n} layers)"
+        said = calibrate_batchnorm(spec, self.weights, self.model, self.batch, facts.weights_record)
+        facts.notes.extend([said] if said else [])
         keep(spec, self.weights, self.calib, self.model, facts.weights_record,  # for --format executorch
              [x if len(x) > 1 else x[0] for x in declared] if declared else self.batch)
         self.agreement = Agreement(self.batch)

@@ -25,7 +25,7 @@ from toolchain.pte_records import PteVariant, load_method, program_args, pte_nam
 from .finite import output_tensors, refuse_non_finite_output
 from .host_check import spec_of
 from .calibration import CalibrationSpec, declared_samples, load_batch, record_for
-from .models import ModelSpec, WeightsSpec, build_float_model, declared_inputs, declared_origin, estimate_batchnorm
+from .models import ModelSpec, WeightsSpec, build_float_model, calibrate_batchnorm, declared_inputs, declared_origin
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ class BuiltPrograms:
     weights_record: Dict[str, Any] = field(default_factory=dict)
     reference: Dict[str, Any] = field(default_factory=dict)
     calibration: Dict[str, Any] = field(default_factory=dict)  # what the manifest records of the calibration inputs
+    asked: Dict[str, Any] = field(default_factory=dict)  # --quant, its precisions and the delegates (the manifest's)
 
 
 def host_backends() -> List[str]:
@@ -215,17 +216,18 @@ def _etrecord_bytes(etrecord, tmp_dir: Path) -> bytes:
 
 
 def build_programs(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, todo: List[PteVariant], out: Path,
-                   check_inputs: int, alone: bool = True) -> BuiltPrograms:
+                   check_inputs: int, alone: bool = True, int8_reference: bool = True) -> BuiltPrograms:
     """The programs of ``todo``, each made or refused on its own (``BuiltPrograms.refused``); when none is made and
     ``alone`` (no other program of the model is up to date in ``out``) the model is refused as a whole: the first
-    program's ConversionError, nothing written."""
+    program's ConversionError, nothing written.  ``int8_reference``: quantize with PT2E for the int8 programs'
+    reference (False: fp32 programs only, no calibration)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=UserWarning)
         written: List[Path] = []
         try:
-            built = _build_programs(spec, weights, calib, todo, out, check_inputs, written)
+            built = _build_programs(spec, weights, calib, todo, out, check_inputs, written, int8_reference)
             if built.refused and not built.entries and alone:  # nothing of the model made: refused as a whole
                 raise next(iter(built.refused.values()))
             return built
@@ -235,27 +237,28 @@ def build_programs(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec
             raise
 
 
-def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List[Path]) -> BuiltPrograms:
+def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List[Path],
+                    int8_reference: bool = True) -> BuiltPrograms:
     built = BuiltPrograms()
     registered = host_backends()
     with progress(f"ExecuTorch programs of {spec.stem}", total=2 + len(todo)) as bar:
         bar.describe(f"{spec.stem}: loading the float model and {calib.count} calibration inputs")
-        model, built.weights_record, batch = _float_model(spec, weights, calib)
+        model, built.weights_record, batch, said = _float_model(spec, weights, calib)
+        built.notes.extend(said)
         bar.advance()
-        bar.describe(f"{spec.stem}: torch.export and the int8 (PT2E) reference")
+        bar.describe(f"{spec.stem}: torch.export" + (" and the int8 (PT2E) reference" if int8_reference else ""))
         example = batch[0]
         float_exported = export(model, example, f"{spec.stem} fp32")
-        quantized, per_call = quantize_pt2e(model, float_exported, batch)
+        quantized, per_call = quantize_pt2e(model, float_exported, batch) if int8_reference else (None, 0)
         checks = held_out_inputs(calib, spec, max(1, check_inputs))
-        with torch.no_grad():
-            outputs = {"fp32": [model(*program_args(x)) for x in checks],
-                       "int8": [quantized(*program_args(x)) for x in checks]}
+        outputs = _reference_outputs({"fp32": model, "int8": quantized}, checks)
         for precision, ys in outputs.items():
             refuse_non_finite_output(ys, f"{spec.stem} ({precision})", f"its {len(ys)} reference inputs")
         # every output tensor, in the order the program returns them (a dict's values, lists and tuples flattened)
         expected = {k: [_as_recorded(output_tensors(y)) for y in ys] for k, ys in outputs.items()}
         built.calibration = calibration_record(spec, calib)
-        built.reference = _write_reference(out, spec.stem, checks, expected, output_rules(quantized), example)
+        built.reference = _write_reference(out, spec.stem, checks, expected,
+                                           output_rules(quantized) if quantized is not None else [], example)
         written.append(out / built.reference["file"])
         bar.advance()
         spent: List[float] = []
@@ -280,26 +283,31 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
     return built
 
 
+def _reference_outputs(models: Dict[str, Any], checks: List[Any]) -> Dict[str, List[Any]]:
+    """``{precision: its reference model's outputs on the check inputs}`` for each model there is (no int8
+    reference when only fp32 programs are asked for)."""
+    with torch.no_grad():
+        return {precision: [m(*program_args(x)) for x in checks] for precision, m in models.items() if m is not None}
+
+
 def _float_model(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec):
-    """``(float model, weights record, calibration batch)``: what the TorchScript lane of this convert prepared
-    from the same inputs (converter/prepared.py), else built here the same way."""
+    """``(float model, weights record, calibration batch, notes)``: what the TorchScript lane of this convert
+    prepared from the same inputs (converter/prepared.py; its notes are that lane's), else built here the same way,
+    BatchNorm statistics of untrained weights estimated as that lane does (models.calibrate_batchnorm)."""
     from .prepared import take
 
     prepared = take(spec, weights, calib)
     if prepared is not None:
-        return prepared.model, prepared.weights_record, prepared.batch
+        return prepared.model, prepared.weights_record, prepared.batch, []
     model, record = build_float_model(spec, weights)
     declared = declared_inputs(spec)
     if declared is not None:  # the model's own inputs (tokens, audio, several): one tensor stays a tensor
         batch = [x if len(x) > 1 else x[0] for x in declared_samples(declared, calib.count, calib.seed, spec.stem)]
-        model.eval()
-        return model, record, batch
-    batch = load_batch(calib, spec.input_hw)
-    if weights.origin == "random" and spec.source == "torchvision":
-        n = estimate_batchnorm(model, batch)  # the same statistics the legacy modes get
-        record["batchnorm_statistics"] = f"estimated on the {calib.count} calibration inputs ({n} layers)"
+    else:
+        batch = load_batch(calib, spec.input_hw)
+    said = calibrate_batchnorm(spec, weights, model, batch, record)  # the same statistics the legacy modes get
     model.eval()
-    return model, record, batch
+    return model, record, batch, [said] if said else []
 
 
 def _program_or_refusal(spec, variant: PteVariant, exported, example, out: Path, check, registered,
@@ -359,13 +367,22 @@ def _host_check(path: Path, example, expected, label: str) -> Dict[str, Any]:
         raise
     except Exception as e:
         raise ConversionError(f"{label}: the written program {path.name} does not run in ExecuTorch's host runtime",
-                              cause=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
-                              remedy="run with --debug and report it; the file was written but is not usable") from e
+                              cause=_runtime_said(e),
+                              remedy="to see why, run with --debug (the traceback is in the run's log) and report it; "
+                                     "the program is not kept") from e
     if float(y.max() - y.min()) == 0.0:
         raise ConversionError(f"{label}: {path.name} gives a constant output on reference input #0",
                               cause="the program (or its quantization) has collapsed",
                               remedy="check the weights (--weights) and the calibration images (--calibration)")
     return {"ran": True, "max_abs_diff": float((y - expected).abs().max()), "against": "reference output on input #0"}
+
+
+def _runtime_said(e: Exception) -> str:
+    """An error's first line, with what the runtime itself said when the error carries it (a RecordError's cause:
+    ExecuTorch's own message when a program's method does not load)."""
+    said = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+    cause = getattr(e, "cause", None)
+    return f"{said}: {cause}" if cause else said
 
 
 HELD_OUT_SEED_OFFSET = 1_000_003  # the reference inputs' seed: calibration seed + this (never a calibration input)

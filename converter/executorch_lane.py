@@ -23,7 +23,7 @@ from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock,
 from toolchain.pte_records import BASELINE, PteFile, PteVariant, load_section, pte_name, write_section
 from toolchain.records import ConvertManifest, manifest_owner, now_iso
 from toolchain.settings import default
-from toolchain.variants import DELEGATES
+from toolchain.variants import DELEGATES, MODE_OF_PRECISION, MODES, PRECISION_OF_MODE, precisions
 
 from .calibration import CalibrationSpec, parse_calibration
 from .models import ModelSpec, WeightsSpec, check_stem_free, parse_model, parse_weights
@@ -77,6 +77,53 @@ def parse_delegates(value: Any) -> Tuple[str, ...]:
     return tuple(d for d in DELEGATES if d in out)
 
 
+def asked_variants(quant: Tuple[str, ...], delegates: Tuple[str, ...]) -> Tuple[List[PteVariant], List[str]]:
+    """The programs ``--quant`` (its precisions: none -> fp32, core/full -> int8) and ``--delegates`` ask for, and a
+    note for a value of either that makes no program here (said once, in the run's notes); a UsageError (exit 2)
+    when together they make none."""
+    unknown = [m for m in quant if m not in PRECISION_OF_MODE]
+    if unknown or not quant:
+        raise UsageError(f"unknown quantization mode(s) {', '.join(map(repr, unknown)) or '(none given)'}",
+                         remedy=f"use one or more of: {', '.join(MODES)}")
+    wanted = precisions(quant)
+    variants = [v for v in VARIANTS if v.delegate in delegates and v.precision in wanted]
+    made_by = {p: [v.delegate for v in VARIANTS if v.precision == p] for p in wanted}
+    if not variants:
+        raise UsageError(f"--quant {','.join(quant)} with --delegates {','.join(delegates)} asks for no ExecuTorch "
+                         "program", cause=_which_make(made_by),
+                         remedy=_remedy(wanted, made_by))
+    return variants, _unmade(quant, delegates, variants, made_by)
+
+
+def _unmade(quant: Tuple[str, ...], delegates: Tuple[str, ...], variants: List[PteVariant],
+            made_by: Dict[str, List[str]]) -> List[str]:
+    """A note for an asked precision that no asked delegate makes, and one for the asked delegates that make none
+    of the asked precisions."""
+    notes = [f"--quant {','.join(_modes_of(p, quant))} asks for {p} programs, which the {', '.join(made_by[p])} "
+             f"delegate(s) make, not --delegates {','.join(delegates)}: no {p} program is made"
+             for p in made_by if not any(v.precision == p for v in variants)]
+    idle = [d for d in delegates if not any(v.delegate == d for v in variants)]
+    if idle:
+        notes.append(f"--quant {','.join(quant)} asks for {' and '.join(made_by)} programs only, which the "
+                     f"{', '.join(idle)} delegate(s) do not make: no {', '.join(idle)} program is made")
+    return notes
+
+
+def _modes_of(precision: str, quant: Tuple[str, ...]) -> List[str]:
+    return [m for m in quant if PRECISION_OF_MODE[m] == precision]
+
+
+def _which_make(made_by: Dict[str, List[str]]) -> str:
+    return "; ".join(f"{p} programs are made by the {', '.join(ds)} delegate(s)" for p, ds in made_by.items())
+
+
+def _remedy(wanted: Tuple[str, ...], made_by: Dict[str, List[str]]) -> str:
+    other = [m for m in MODES if PRECISION_OF_MODE[m] not in wanted][:1]
+    delegates = sorted({d for ds in made_by.values() for d in ds})
+    return (f"add --delegates {','.join(delegates)}" + (f", or ask for other programs with --quant {other[0]}"
+                                                        if other else ""))
+
+
 @dataclass(frozen=True)
 class ExecutorchSettings:
     out: Path = Path(default("convert.out"))
@@ -88,6 +135,7 @@ class ExecutorchSettings:
     factory_timeout: float = 600.0  # seconds for a user's model file (convert.factory_timeout)
     inputs: Optional[str] = None  # --inputs: the model file's inputs (converter/input_specs.py)
     delegates: Tuple[str, ...] = DELEGATES
+    quant: Tuple[str, ...] = MODES  # --quant: its precisions (none -> fp32, core/full -> int8; PRECISION_OF_MODE)
     check_inputs: int = 4  # calibration inputs whose reference outputs are recorded for the host check
     force: bool = False
 
@@ -146,11 +194,11 @@ def validate(settings: ExecutorchSettings) -> tuple:
     spec = parse_model(settings.model, settings.factory_timeout, settings.inputs)
     weights = parse_weights(settings.weights, settings.seed)
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed, warn=False)  # said once the inputs are known
-    delegates = parse_delegates(list(settings.delegates))
+    variants, said = asked_variants(tuple(settings.quant), parse_delegates(list(settings.delegates)))
     ensure_writable_dir(Path(settings.out), "output directory (--out)")
     version = executorch_pins.require_executorch()
-    notes = [n for n in [executorch_pins.version_note(version)] if n]
-    return spec, weights, calib, [v for v in VARIANTS if v.delegate in delegates], notes
+    notes = [n for n in [executorch_pins.version_note(version)] if n] + said
+    return spec, weights, calib, variants, notes
 
 
 def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
@@ -178,8 +226,11 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
             # (ExecuTorch, cpuinfo) in the run log, not over the progress
             with for_conversion(), native_output_to_log():
                 programs = executorch_export.build_programs(spec, weights, calib, todo, out, settings.check_inputs,
-                                                            alone=len(todo) == len(variants))
+                                                            alone=len(todo) == len(variants),
+                                                            int8_reference=_int8_reference(section, spec.stem, todo))
             programs.skipped = probe_sdk_delegates()
+            programs.refused = naming_the_made(programs.refused, variants)
+            programs.asked = _asked_record(settings.quant, variants)
             section = _merge(_existing_section(out), spec, calib, programs, keys, versions)
             notes.extend(programs.notes + _few_inputs(programs.calibration, calib, todo))
             path = write_section(out, section)
@@ -196,6 +247,38 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
         raise PartlyConverted.of("ExecuTorch", spec.stem, [v.name for v in variants if v.name not in refused],
                                  result.not_made, out, next(iter(refused.values())).remedy or "", result)
     return result
+
+
+def naming_the_made(refused: Dict[str, ConversionError], asked: List[PteVariant]) -> Dict[str, ConversionError]:
+    """Each refused program's error, its fix naming first the model's programs of another precision that exist (the
+    ``asked`` ones not refused: made now or up to date) and the --quant that asks for those alone (``--quant none``:
+    the fp32 programs, no int8 tried), so the user keeps what works instead of reporting a bug to get anything."""
+    made = [v for v in asked if v.name not in refused]
+    named = {}
+    for name, e in refused.items():
+        precision = name.split("-", 1)[0]
+        others = [v for v in made if v.precision != precision]
+        if not others:
+            named[name] = e
+            continue
+        kind = others[0].precision
+        fix = (f"the {kind} program(s) of this model were made ({', '.join(v.name for v in others)}): `--quant "
+               f"{MODE_OF_PRECISION[kind]}` asks for the {kind} programs alone")
+        named[name] = ConversionError(e.what, cause=e.cause, remedy=f"{fix}; {e.remedy}" if e.remedy else fix)
+    return named
+
+
+def _asked_record(quant: Tuple[str, ...], variants: List[PteVariant]) -> Dict[str, Any]:
+    """What the manifest records of the programs asked for: --quant, its precisions, the delegates."""
+    return {"quant": list(quant), "precisions": sorted({v.precision for v in variants}),
+            "delegates": sorted({v.delegate for v in variants})}
+
+
+def _int8_reference(section: Dict[str, Any], stem: str, todo: List[PteVariant]) -> bool:
+    """Does the reference need the int8 (PT2E) expectations: an int8 program to make, or one of the model's listed
+    from before (its check reads them)?  Without, no PT2E quantization runs (``--quant none``: fp32 programs only)."""
+    return any(v.precision == "int8" for v in todo) or any(
+        e.get("stem") == stem and e.get("precision") == "int8" for e in section.get("files", []))
 
 
 def _files(section: Dict[str, Any], out: Path, stem: str, variants: List[PteVariant]) -> List[PteFile]:
@@ -225,7 +308,7 @@ def _merge(section: Dict[str, Any], spec: ModelSpec, calib: CalibrationSpec, bui
     conv_keys.update({name: keys[name] for name in built.built_variants})
     conv.update(model=spec.name, model_id=spec.identity(), source=spec.source, weights=built.weights_record, calibration=built.calibration or calib.record(),
                 executorch=versions["executorch"], torch=versions["torch"], keys=conv_keys,
-                skipped=built.skipped, notes=built.notes, converted=now_iso(),
+                skipped=built.skipped, notes=built.notes, converted=now_iso(), asked=built.asked,
                 refused={name: e.one_line() for name, e in built.refused.items()})
     conversions[spec.stem] = conv
     reference = dict(section.get("reference") or {})

@@ -61,7 +61,8 @@ def host_check(path: Path, mode: str) -> Checked:
         raise ConversionError(
             f"the saved CPU model {path.name} does not run on this machine",
             cause=_first_line(e),
-            remedy="run with --debug and report it; the file was written but is not usable",
+            remedy="to see why, run with --debug (the traceback is in the run's log) and report it; the model is "
+                   "not kept",
         ) from e
     outputs = output_tensors(y)
     if not outputs:

@@ -237,6 +237,13 @@ def build_float_model(spec: ModelSpec, weights: WeightsSpec):
     return model, record
 
 
+def _batchnorms(model) -> list:
+    import torch
+
+    kinds = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm)  # + Lazy*
+    return [m for m in model.modules() if isinstance(m, kinds)]
+
+
 def estimate_batchnorm(model, batch) -> int:
     """Set BatchNorm running statistics from ``batch`` (one forward, cumulative average).
 
@@ -244,13 +251,15 @@ def estimate_batchnorm(model, batch) -> int:
     fan-out init on depthwise convolutions), so deep activations end up near the
     float floor and quantization collapses.  Re-estimating the BatchNorm
     statistics on image-like inputs gives the activation ranges a trained
-    network has, without pretending the weights are trained.  Returns the number
-    of BatchNorm layers updated.
+    network has, without pretending the weights are trained.  ``batch``: images, or
+    a declared model's tuples of inputs, joined in one call (one call per sample for
+    a model that takes a batch of one only).  Returns the number of BatchNorm layers updated.
     """
     import torch
 
-    kinds = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm)  # + Lazy*
-    bns = [m for m in model.modules() if isinstance(m, kinds)]
+    from .samples import as_inputs, stacked
+
+    bns = _batchnorms(model)
     if not bns:
         return 0
     model.eval()
@@ -259,9 +268,49 @@ def estimate_batchnorm(model, batch) -> int:
         m.momentum = None
         m.train()
     with torch.no_grad():
-        model(torch.cat(list(batch), 0))
+        try:
+            model(*stacked(batch))
+        except Exception:  # a batch of one fixed inside the model: every sample on its own, the same running average
+            for m in bns:
+                m.reset_running_stats()
+            for x in batch:
+                model(*as_inputs(x))
     model.eval()
     return len(bns)
+
+
+def untrained_batchnorm(model) -> bool:
+    """Does the model have BatchNorm layers whose running statistics are all the untrained init (mean 0, variance 1,
+    no batch tracked), as ``nn.BatchNorm*d`` constructs them?  Statistics a factory loaded or estimated are not."""
+    import torch
+
+    bns = _batchnorms(model)
+    return bool(bns) and all(
+        m.track_running_stats and m.running_mean is not None and not bool(m.running_mean.any())
+        and bool(torch.equal(m.running_var, torch.ones_like(m.running_var)))
+        and (m.num_batches_tracked is None or int(m.num_batches_tracked) == 0) for m in bns)
+
+
+def calibrate_batchnorm(spec: ModelSpec, weights: WeightsSpec, model, batch, record: Dict[str, Any]) -> Optional[str]:
+    """Re-estimate the BatchNorm statistics on the calibration ``batch`` when the weights are known to be an
+    untrained init: torchvision's random weights, or a factory's (``--weights random``: as the factory returns it)
+    whose every BatchNorm layer has the untrained statistics (:func:`untrained_batchnorm`); never trained weights
+    (``--weights PATH``, or statistics the factory loaded).  Recorded in ``record["batchnorm_statistics"]``;
+    returns the run's note for a factory model (torchvision's random weights are already said), else None."""
+    if weights.origin != "random" or not _batchnorms(model):
+        return None
+    if spec.source != "torchvision" and not untrained_batchnorm(model):
+        record["batchnorm_statistics"] = ("kept as the factory returned them: not the untrained init (running mean "
+                                          "0, variance 1), so never re-estimated")
+        return None
+    n = estimate_batchnorm(model, batch)
+    record["batchnorm_statistics"] = f"estimated on the {len(batch)} calibration inputs ({n} layers)"
+    if spec.source == "torchvision":
+        return None
+    record["batchnorm_statistics"] += ": the factory returned them untrained (running mean 0, variance 1)"
+    return (f"{spec.stem}: BatchNorm statistics estimated on the {len(batch)} calibration inputs ({n} layers): the "
+            "factory returned them untrained (running mean 0, variance 1), as torchvision's random weights are; the "
+            "weights are unchanged")
 
 
 FACTORY_STOP_WAIT = 30.0  # seconds a stopped run waits for the user's factory to return before it exits

@@ -137,7 +137,9 @@ KEYS: Tuple[Key, ...] = (
                                                   "resnet18, ...) or path/to/file.py:factory",
         metavar="NAME|FILE.py:FACTORY"),
     Key("convert.quant", ListOf(*MODES, item="quantization mode"), list(MODES), "quantization modes: none, core, full (repeat or "
-                                                      "comma-separate)", metavar="MODE[,MODE...]"),
+                                                      "comma-separate); --format executorch: none makes the fp32 "
+                                                      "programs, core or full the int8 program",
+        metavar="MODE[,MODE...]"),
     Key("convert.weights", Text(), "auto", "auto (pretrained when they can be had, else random, announced and "
                                            "recorded, as `invoke all`) | pretrained | random | PATH to a state_dict "
                                            "(.pth/.pt)", metavar="auto|pretrained|random|PATH"),

@@ -17,6 +17,17 @@ from .errors import UsageError
 MODES = ("none", "core", "full")  # TorchScript quantization modes, in pipeline order
 PRECISIONS = ("fp32", "int8")  # ExecuTorch programs
 DELEGATES = ("xnnpack", "portable", "vulkan")  # what `invoke convert --format executorch` lowers to on this machine
+# --quant chooses the ExecuTorch precisions too: none -> the fp32 programs, a quantized mode (core, full) -> int8
+PRECISION_OF_MODE = {"none": "fp32", "core": "int8", "full": "int8"}
+MODE_OF_PRECISION = {"fp32": "none", "int8": "full"}  # the --quant that asks for a precision's programs alone
+
+
+def precisions(modes: Iterable[str]) -> Tuple[str, ...]:
+    """The ExecuTorch precisions the quantization modes ``modes`` ask for (:data:`PRECISION_OF_MODE`), in
+    :data:`PRECISIONS` order."""
+    asked = {PRECISION_OF_MODE[m] for m in modes}
+    return tuple(p for p in PRECISIONS if p in asked)
+
 
 _STEM = r"[A-Za-z0-9_.]+"  # a model's file-name stem (converter.models writes [a-z0-9_])
 _LEGACY = rf"quant_(?:{'|'.join(MODES)})"

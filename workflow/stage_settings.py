@@ -132,17 +132,21 @@ def _delegates_made(names: tuple, r: Resolver) -> None:
 
 
 def executorch_convert(config: Any, **cli):
-    """The ExecuTorch lane's settings."""
-    from converter.executorch_lane import ExecutorchSettings
+    """The ExecuTorch lane's settings: ``--quant`` chooses its precisions as well as the TorchScript modes (none ->
+    fp32 programs, core/full -> int8); a --quant and --delegates that together ask for no program are a usage error
+    here, before any lane converts."""
+    from converter.executorch_lane import ExecutorchSettings, asked_variants, parse_delegates
 
     r = _resolver(config, cli, "convert")
-    return ExecutorchSettings(
+    settings = ExecutorchSettings(
         out=r.path("convert.out"), model=r.get("convert.model"),
         weights=weights(r), calibration=r.path("convert.calibration"),
         calibration_count=r.get("convert.calibration_count"), seed=r.get("convert.seed"),
         factory_timeout=float(r.get("convert.factory_timeout")), inputs=r.get("convert.inputs"),
-        delegates=tuple(r.get("convert.executorch_delegates")),
+        delegates=tuple(r.get("convert.executorch_delegates")), quant=tuple(r.get("convert.quant")),
         force=r.get_flag("convert.force"))
+    asked_variants(settings.quant, parse_delegates(list(settings.delegates)))
+    return settings
 
 
 def pte_bench(config: Any, **cli):

@@ -136,6 +136,8 @@ VALUE_BEFORE_RECORD_CASES = [
     (["make-app", "--model", "bogus model"], {}, ["'bogus model'"]),
     (["convert", "--model", "bogus model"], {}, ["'bogus model'"]),
     (["convert", "--delegates", "xnnpack"], {}, ["--delegates", "--format torchscript,executorch"]),
+    (["convert", "--format", "executorch", "--quant", "full", "--delegates", "portable"], {},
+     ["--quant full with --delegates portable asks for no ExecuTorch program", "--delegates xnnpack"]),
     (["all", "--weights", "no/such/weights.pth"], {}, ["--weights", "no/such/weights.pth"]),
     (["all", "--model", "bogus model"], {}, ["'bogus model'"]),
     (["all"], {"INVOKE_CONVERT_CALIBRATION": "no/such/images"}, ["no/such/images"]),

@@ -437,3 +437,41 @@ class CollapsesInInt8(nn.Module):
 
 def collapses_in_int8():
     return CollapsesInInt8()
+
+
+class Shrinks(nn.Module):
+    """A factory's untrained network whose BatchNorm hides how it shrinks: every convolution's weights scaled by
+    1e-2 (no bias), BatchNorm with its untrained statistics (mean 0, variance 1: the identity), so the activations
+    shrink ~100x per layer, to the float floor by the last one, and int8 calibration collapses; the BatchNorm
+    statistics estimated on the calibration inputs (as for torchvision's random weights) give unit-scale
+    activations again."""
+
+    def __init__(self):
+        super().__init__()
+        layers, channels = [], 3
+        for _ in range(4):
+            conv = nn.Conv2d(channels, 8, 3, stride=2, padding=1, bias=False)
+            with torch.no_grad():
+                conv.weight.mul_(1e-2)
+            layers += [conv, nn.BatchNorm2d(8), nn.ReLU()]
+            channels = 8
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.fc(self.features(x).mean(dim=(2, 3)))
+
+
+def shrinks():
+    return Shrinks()
+
+
+def shrinks_with_statistics():
+    """:class:`Shrinks` with BatchNorm statistics as a factory that loads trained weights returns them (not the
+    untrained init): never re-estimated."""
+    model = Shrinks()
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_var.fill_(1e-8)
+            m.num_batches_tracked.fill_(100)
+    return model

@@ -244,6 +244,21 @@ def test_degenerate_quantization_is_refused(tmp_path):
     assert _written(tmp_path / "out") == []
 
 
+def test_a_factory_s_untrained_batchnorm_is_estimated_as_torchvision_s_and_its_int8_model_no_longer_collapses(tmp_path):
+    """A factory model (--weights random: as the factory returns it) whose BatchNorm layers all have the untrained
+    statistics: without them estimated its activations shrink to the float floor and quant_full is refused as
+    degenerate (seen before the change); estimated on the calibration inputs as torchvision's random weights' are,
+    both modes are made, the manifest records it and the run's notes say it once."""
+    from converter import ConvertSettings, convert
+
+    r = convert(ConvertSettings(out=tmp_path / "m", model=f"{SUPPORT}:shrinks", weights="random", calibration_count=4,
+                                modes=("none", "full"), build_dir=tmp_path / "b"))
+    assert sorted(f.mode for f in r.files if f.backend == "cpu") == ["full", "none"] and not r.refused
+    record = r.files[0].conversion["weights"]
+    assert record["origin"] == "random" and "factory returned them untrained" in record["batchnorm_statistics"]
+    assert len([n for n in r.notes if "BatchNorm statistics estimated" in n]) == 1
+
+
 def test_a_refused_quantized_mode_keeps_the_float_model_and_exits_10(tmp_path):
     """Each mode is made or refused on its own (issue 35 item 1): quant_core's degenerate calibration leaves quant_none
     made, the refusal in the manifest and the table, and the exit status says some were refused (docs/convert.md)."""

@@ -29,6 +29,8 @@ def test_the_executorch_lane_reuses_the_float_model_and_batch_and_writes_the_sam
     prepared.forget()
     alone = convert_executorch(ExecutorchSettings(out=tmp_path / "alone", delegates=("portable",), **common))
     assert alone.built == ["fp32-portable"]
+    estimated = "BatchNorm statistics estimated"  # tiny's BatchNorm is untrained: estimated alone as with both lanes
+    assert len([n for n in alone.notes if estimated in n]) == 1
 
     convert(ConvertSettings(out=tmp_path / "both", modes=("none",), build_dir=tmp_path / "build", **common))
 
@@ -37,9 +39,9 @@ def test_the_executorch_lane_reuses_the_float_model_and_batch_and_writes_the_sam
 
     monkeypatch.setattr(executorch_export, "build_float_model", built_again)
     monkeypatch.setattr(executorch_export, "load_batch", built_again)
-    monkeypatch.setattr(executorch_export, "estimate_batchnorm", built_again)
+    monkeypatch.setattr(executorch_export, "calibrate_batchnorm", built_again)
     both = convert_executorch(ExecutorchSettings(out=tmp_path / "both", delegates=("portable",), **common))
-    assert both.built == ["fp32-portable"]
+    assert both.built == ["fp32-portable"] and not [n for n in both.notes if estimated in n]  # the TorchScript lane's
     assert _programs(tmp_path / "both") == _programs(tmp_path / "alone")
     prepared.forget()
 
@@ -67,7 +69,7 @@ def test_a_format_that_cannot_take_the_model_does_not_stop_the_other(tmp_path):
     """Several outputs stop quant_core in the TorchScript lane (its NNAPI wrapper takes one tensor): with
     --format torchscript,executorch the ExecuTorch lane's programs are made all the same, both tables are shown and
     convert exits 10 naming the format that made nothing (issue 35: nothing asked for in one lane is dropped because
-    another lane cannot take the model)."""
+    another lane cannot take the model); --quant core asks the ExecuTorch lane for its int8 program."""
     import os
     from pathlib import Path
 
@@ -77,9 +79,10 @@ def test_a_format_that_cannot_take_the_model_does_not_stop_the_other(tmp_path):
     heads = root / "tests" / "host_nnapi_support" / "verify_models.py"
     out = tmp_path / "m"
     r = cli.invoke(root, "--search-root", str(root), "convert", "--model", f"{heads}:two_heads", "--weights", "random",
-                   "--quant", "core", "--format", "torchscript,executorch", "--delegates", "portable", "--no-verify",
+                   "--quant", "core", "--format", "torchscript,executorch", "--delegates", "xnnpack", "--no-verify",
                    "--out", str(out), env=dict(os.environ, CI="1", INVOKE_CONVERT_CALIBRATION_COUNT="4"), timeout=600)
     assert r.returncode == 10, r.stdout + r.stderr
     assert "the torchscript format made nothing" in r.stderr and "tuple of 2 tensors" in r.stderr, r.stderr
-    assert "ExecuTorch programs in" in r.stdout and (out / "two_heads-fp32-portable.pte").is_file()
+    assert "ExecuTorch programs in" in r.stdout and (out / "two_heads-int8-xnnpack.pte").is_file()
+    assert not (out / "two_heads-fp32-xnnpack.pte").exists()  # --quant core: the int8 program only
     assert not list(out.glob("*-cpu.pt")) and not list(out.glob("*-nnapi.pt"))

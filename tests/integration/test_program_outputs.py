@@ -220,6 +220,61 @@ def test_a_refused_int8_program_leaves_the_fp32_programs_made_and_recorded(tmp_p
     assert "constant output" in missing.value.cause and "fp32-xnnpack" in missing.value.remedy
 
 
+def test_quant_none_asks_for_the_fp32_programs_alone(tmp_path, monkeypatch):
+    """--quant none (ExecutorchSettings.quant): the fp32 programs only, no PT2E quantization tried (a model whose
+    int8 program would be refused converts whole: exit 0), and the manifest records what was asked; the later
+    stages' reference has the fp32 expectations only."""
+    from converter import executorch_export
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.pte_host import load_reference
+    from toolchain.pte_records import load_section
+
+    def no_pt2e(*args, **kwargs):
+        raise AssertionError("PT2E quantization ran for fp32 programs only")
+
+    monkeypatch.setattr(executorch_export, "quantize_pt2e", no_pt2e)
+    out = tmp_path / "models"
+    result = convert_executorch(ExecutorchSettings(out=out, model=TOKENS.rsplit(":", 1)[0] + ":collapses_in_int8",
+                                                   weights="random", calibration_count=4, quant=("none",),
+                                                   delegates=("xnnpack", "portable")))
+    assert sorted(result.built) == ["fp32-portable", "fp32-xnnpack"] and not result.not_made
+    conv = load_section(out)["conversions"]["collapses_in_int8"]
+    assert conv["asked"] == {"quant": ["none"], "precisions": ["fp32"], "delegates": ["portable", "xnnpack"]}
+    assert not conv["refused"] and not (out / "collapses_in_int8-int8-xnnpack.pte").exists()
+    assert set(load_reference(out / "collapses_in_int8-executorch-reference.pt")["expected"]) == {"fp32"}
+
+
+def test_an_int8_program_the_runtime_cannot_load_names_the_fp32_programs_made_and_quant_none(tmp_path, monkeypatch):
+    """A stand-in for swin_t's int8 XNNPACK program (written, but ExecuTorch's host runtime cannot load it): refused
+    on its own, and its fix (the error's and the manifest's) names the fp32 program that was made and `--quant none`,
+    which asks for it alone and then converts with exit 0, the program kept."""
+    from converter import executorch_export
+    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from toolchain.errors import PartlyConverted, RecordError
+    from toolchain.pte_records import load_section
+
+    real = executorch_export.load_method
+
+    def int8_does_not_load(path):
+        if "-int8-" in Path(path).name:
+            raise RecordError(f"{path}: ExecuTorch cannot load its forward method (damaged?)",
+                              cause="Failed to load method forward (stand-in for XNNPACK's delegate init)")
+        return real(path)
+
+    monkeypatch.setattr(executorch_export, "load_method", int8_does_not_load)
+    out = tmp_path / "models"
+    settings = dict(out=out, model=TOKENS.rsplit(":", 1)[0] + ":tiny", weights="random", calibration_count=4,
+                    delegates=("xnnpack",))
+    with pytest.raises(PartlyConverted) as e:
+        convert_executorch(ExecutorchSettings(**settings))
+    assert "does not run in ExecuTorch's host runtime" in e.value.cause and "stand-in" in e.value.cause
+    assert "fp32-xnnpack" in e.value.remedy and "`--quant none`" in e.value.remedy and "--debug" in e.value.remedy
+    refused = load_section(out)["conversions"]["tiny"]["refused"]["int8-xnnpack"]
+    assert "fix: the fp32 program(s) of this model were made (fp32-xnnpack): `--quant none`" in refused
+    again = convert_executorch(ExecutorchSettings(**settings, quant=("none",)))  # what the fix says: exit 0
+    assert [f.variant for f in again.files] == ["fp32-xnnpack"] and not again.not_made
+
+
 def test_the_legacy_lane_takes_a_dict_output_and_refuses_only_its_nnapi_models(tmp_path):
     """A model returning {"out": ..., "aux": ...} (segmentation-style): the legacy lane traces it (strict=False), makes
     and host-checks its CPU models (none and full, FX-quantized), refuses its NNAPI models per mode naming the dict

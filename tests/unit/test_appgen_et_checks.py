@@ -27,7 +27,8 @@ def test_which_names_are_programs(name, program):
 
 def test_the_convert_command_for_a_missing_program():
     assert executorch_app.convert_command(Path("build/models"), "int8-xnnpack") == \
-        "invoke convert --format executorch --delegates xnnpack --out build/models"
+        "invoke convert --format executorch --delegates xnnpack --quant full --out build/models"
+    assert "--delegates portable --quant none " in executorch_app.convert_command(Path("m"), "fp32-portable")
     assert "--model MODEL" in executorch_app.convert_command(Path("m"), "resnet18-fp32-portable")
 
 

@@ -74,6 +74,38 @@ def test_estimate_batchnorm_finds_every_batchnorm_kind_through_torch_public_clas
     assert estimate_batchnorm(torch.nn.Sequential(torch.nn.Linear(3, 3)), [torch.randn(1, 3)]) == 0
 
 
+def test_batchnorm_statistics_are_estimated_only_for_weights_known_to_be_an_untrained_init(tmp_path):
+    """torchvision's random weights: estimated (already said by the random-weights note); a factory's with every
+    BatchNorm at the untrained statistics: estimated, with a note; a factory's statistics that are not the init
+    (weights it loads itself) and weights from a file are never touched."""
+    from pathlib import Path
+
+    import torch
+
+    from converter.models import calibrate_batchnorm
+    from tests.converter_support import user_models
+
+    batch = [torch.rand(1, 3, 32, 32) for _ in range(2)]
+    factory = parse_model(f"{Path(user_models.__file__)}:shrinks")
+    random, torchvision = parse_weights("random"), parse_model("mobilenet_v2")
+    record = {}
+    model = user_models.shrinks()
+    said = calibrate_batchnorm(factory, random, model, batch, record)
+    assert "untrained" in said and "2 calibration inputs (4 layers)" in record["batchnorm_statistics"]
+    assert float(model.features[1].running_var.max()) < 1e-2  # the statistics of the shrunken activations
+    record = {}
+    assert calibrate_batchnorm(torchvision, random, user_models.shrinks(), batch, record) is None
+    assert record["batchnorm_statistics"] == "estimated on the 2 calibration inputs (4 layers)"
+    loaded, record = user_models.shrinks_with_statistics(), {}
+    assert calibrate_batchnorm(factory, random, loaded, batch, record) is None and "kept" in record["batchnorm_statistics"]
+    assert torch.equal(loaded.features[1].running_var, torch.full((8,), 1e-8))
+    weights_file = tmp_path / "w.pt"
+    weights_file.write_bytes(b"x")
+    untouched, record = user_models.shrinks(), {}
+    assert calibrate_batchnorm(factory, parse_weights(str(weights_file)), untouched, batch, record) is None
+    assert record == {} and float(untouched.features[1].running_var.min()) == 1.0
+
+
 def test_xnnpack_available_is_torchs_own_answer():
     import torch.backends.xnnpack
 

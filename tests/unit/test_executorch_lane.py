@@ -79,3 +79,50 @@ def test_the_executorch_modules_do_not_key_the_torchscript_models(tmp_path):
     assert code_digest(tmp_path) == before
     (tmp_path / "export.py").write_text("legacy = 2\n")
     assert code_digest(tmp_path) != before
+
+
+# --------------------------------------------------------------------------- --quant chooses the precisions
+
+
+def _per_format(config: dict, **cli):
+    """``invoke convert``'s settings per format, resolved as the task resolves them."""
+    import tasks  # noqa: F401  its @task declarations tie each parameter to its config key
+    from workflow import stage_settings
+
+    return stage_settings.per_format(config, "convert", weights="random", **cli)
+
+
+def _asked(config: dict, **cli):
+    """(the programs a convert command line asks of the ExecuTorch lane, the lane's notes about them)."""
+    from converter.executorch_lane import validate
+
+    checked = validate(_per_format(config, **cli)["executorch"])
+    return [v.name for v in checked[3]], [n for n in checked[4] if "--quant" in n]
+
+
+def test_quant_chooses_the_executorch_precisions(tmp_path):
+    """--quant none -> the fp32 programs only, a quantized mode (core or full) -> the int8 program; the default (all
+    three modes) both; one --quant, declared once, for both lanes (issue 35 item 1: the user chooses programs)."""
+    config = {"build_dir": str(tmp_path / "build")}
+    assert _asked(config, format=["executorch"], quant=["none"])[0] == ["fp32-xnnpack", "fp32-portable", "fp32-vulkan"]
+    assert _asked(config, format=["executorch"])[0] == ["fp32-xnnpack", "int8-xnnpack", "fp32-portable", "fp32-vulkan"]
+    for quantized in (["core"], ["full"], ["core", "full"]):
+        assert _asked(config, format=["executorch"], quant=quantized, delegates=["xnnpack"]) == (["int8-xnnpack"], [])
+    both = _per_format(config, format=["torchscript", "executorch"], quant=["none"])
+    assert both["torchscript"].modes == ("none",) and both["executorch"].quant == ("none",)
+
+
+def test_a_quant_value_that_makes_no_program_here_is_said_once_and_none_at_all_is_a_usage_error(tmp_path):
+    """--quant full with the default delegates: the int8 program is XNNPACK's only, the portable and Vulkan delegates
+    make none (one note); --quant full --delegates portable asks for nothing: exit 2 before any lane converts, naming
+    the delegate and the --quant that would make programs."""
+    config = {"build_dir": str(tmp_path / "build")}
+    names, said = _asked(config, format=["executorch"], quant=["full"])
+    assert names == ["int8-xnnpack"]
+    assert len(said) == 1 and "portable, vulkan" in said[0] and "int8" in said[0]
+    assert not _asked(config, format=["executorch"], quant=["none", "full"])[1]
+    with pytest.raises(UsageError) as e:
+        _per_format(config, format=["torchscript", "executorch"], quant=["full"], delegates=["portable"])
+    assert e.value.exit_code == 2 and "asks for no ExecuTorch program" in e.value.what
+    assert "--delegates xnnpack" in e.value.remedy and "--quant none" in e.value.remedy
+    assert "xnnpack" in e.value.cause
