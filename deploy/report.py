@@ -57,13 +57,13 @@ class ReportResult:
     weights: str = ""  # "weights: mobilenetv2: random (...) (from <manifest>)", or unknown and why
 
 
-def _chosen(s: ReportSettings, rows: List[ResultRow]) -> List[ResultRow]:
+def _chosen(s: ReportSettings, rows: List[ResultRow], run_id: int) -> List[ResultRow]:
     """The rows to draw: the chosen source's benchmarks and the devices that failed before any."""
     chosen = [r for r in rows if r.source == s.source]
     failed_devices = [r for r in rows if r.source == "deploy"]
     if not chosen and not failed_devices:
         other = sorted({r.source for r in rows} - {s.source})
-        raise RecordError(f"run {rows[0].run_id} has no {s.source} benchmarks to draw",
+        raise RecordError(f"run {run_id} has no {s.source} benchmarks to draw",
                           remedy=(f"draw the {other[0]} benchmark with --source {other[0]}, or " if other else "")
                           + "pick another run with --run")
     return chosen + failed_devices
@@ -87,9 +87,10 @@ def make_report(s: ReportSettings) -> ReportResult:
     if s.source not in SOURCES:
         raise RecordError(f"unknown report source {s.source!r}", remedy="use --source binary or --source app")
     store = ResultStore(Path(s.results) / DB_NAME)
-    rows = store.rows(s.run_id)
-    run_id = rows[0].run_id
-    drawn = _chosen(s, rows)
+    every = store.rows(s.run_id)  # every format's
+    run_id = every[0].run_id
+    rows = [r for r in every if r.format == "torchscript"]
+    drawn = _chosen(s, rows, run_id)
     pte = build_section(Path(s.results), rows, store.settings(run_id))  # refuses a bad record before any output
     png = _png_path(s, run_id)
     title = f"torchdroid run {run_id} ({rows[0].started}), {s.source} benchmark"
@@ -107,7 +108,7 @@ def make_report(s: ReportSettings) -> ReportResult:
                       numerics_report.html_section(verdicts, labels, why),
                       hardware_report.html_section(placements, labels, hw_why), phone_overview.html_section(phones),
                       weights)
-    exports = export_again(rows, Path(s.results), run_id, store.devices(run_id), doc, unreadable)
+    exports = export_again(every, Path(s.results), run_id, store.devices(run_id), doc, unreadable)
     return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, labels, placements, hw_why,
                         phones, weights)
 

@@ -241,11 +241,16 @@ class ResultStore:
             if run_id:
                 sql += " WHERE results.run_id = ?"
                 args = (run_id,)
-            out = [ResultRow(**dict(zip(names + ["started"], r))) for r in con.execute(sql + " ORDER BY results.id", args)]
+            out = [_row(dict(zip(names + ["started"], r))) for r in con.execute(sql + " ORDER BY results.id", args)]
             if run_id and not out:
                 known = ", ".join(str(r["id"]) for r in self.runs()) or "none"
                 raise RecordError(f"no results for run {run_id} in {self.path}", remedy=f"pick one of: {known}")
             return out
+
+
+def _row(values: dict) -> ResultRow:
+    """A stored row; one stored before the format column existed (NULL there) is a TorchScript one."""
+    return ResultRow(**{**values, "format": values.get("format") or "torchscript"})
 
 
 def check_rows(rows: Sequence[ResultRow]) -> None:

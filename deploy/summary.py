@@ -47,8 +47,8 @@ def device_tables(rows: Sequence[ResultRow]) -> List[Tuple[str, List[str], List[
     """``[(title, columns, rows)]``, one table per device; a device that failed as a whole is one row."""
     by_dev: Dict[str, List[ResultRow]] = {}
     for r in rows:
-        if r.source != "deploy":  # a device or server the run could not work on: its problem is printed apart
-            by_dev.setdefault(r.serial, []).append(r)
+        if r.source != "deploy" and r.format == "torchscript":  # a device or server the run could not work on: its
+            by_dev.setdefault(r.serial, []).append(r)  # problem is printed apart; ExecuTorch's rows: their own table
     tables = []
     for serial, drows in by_dev.items():
         index = {(r.stem, r.mode, r.source, r.backend): r for r in drows}

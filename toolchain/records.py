@@ -499,6 +499,7 @@ APP_BENCH_CONTRACT = 1
 DEPLOY_RESULTS_KIND = "torchdroid.deploy-results"
 DEPLOY_RESULTS_SCHEMA = 2  # 2: the numerics verdicts and NNAPI placements are in the document (1: files beside it)
 RESULT_STATUSES = ("ok", "failed", "skipped")
+ROW_FORMATS = ("torchscript", "executorch")  # what ran: a TorchScript model (CPU/NNAPI) or an ExecuTorch program
 
 
 @dataclass
@@ -540,13 +541,19 @@ class ResultRow(FlatRecord):
     first_ms: Optional[float] = None  # the first inference after loading
     warmup_ms: Optional[float] = None  # mean of the warm-up iterations
     peak_kb: Optional[int] = None  # VmHWM of the benchmark process
-    flags: str = ""  # comma-separated: unstable, throttled, nnapi-deprecated, fell-back, nnapi-partly-cpu, nnapi-cpu-fallback
+    flags: str = ""  # comma-separated: unstable, throttled, nnapi-deprecated, fell-back, nnapi-partly-cpu, nnapi-cpu-fallback, traced
+    # torchscript | executorch.  An ExecuTorch program's row: variant = its precision-delegate (fp32-xnnpack),
+    # backend = its delegate (xnnpack | portable), mode = the TorchScript mode it is compared with (none: fp32,
+    # full: int8), source = binary (executor_runner) or app
+    format: str = "torchscript"
 
     def problems(self) -> List[str]:
         """What makes this row nonsense (an ``ok`` row without real numbers, an unknown status)."""
         out = []
         if self.status not in RESULT_STATUSES:
             out.append(f"unknown status {self.status!r}")
+        if self.format not in ROW_FORMATS:
+            out.append(f"unknown format {self.format!r}")
         if self.status == "ok":
             values = (self.median_ms, self.p90_ms, self.min_ms)
             if any(v is None or not (v > 0) or v != v for v in values) or self.samples < 1:

@@ -263,10 +263,8 @@ def _deploy_next(result: Any) -> Optional[str]:
     rec = result.executorch
     if rec is None:
         return "invoke report  (the chart and an HTML page of this run)" if result.run_id is not None else None
-    if result.run_id is not None:  # both formats in this run
+    if any(r.format == "torchscript" for r in result.rows):  # both formats in this run
         return "invoke report  (the chart and an HTML page of this run, with the ExecuTorch lines beside it)"
-    if rec.legacy.get("run_id") is not None:
-        return "invoke report  (these lines beside the legacy run, in the console and the HTML page)"
     return ("invoke deploy --format torchscript,executorch  (the TorchScript CPU and NNAPI lines these are compared "
             "with, in the same run; then invoke report)")
 
@@ -295,7 +293,7 @@ def _device(d: Any) -> None:
     for n in d.notes:
         print(f"  note: {n}")
     for r in d.rows:
-        if r.status == "failed" and r.source != "deploy":
+        if r.status == "failed" and r.source != "deploy" and r.format == "torchscript":  # ExecuTorch's: its problems
             print(f"  failed: {r.model_file} ({r.backend}, {r.source}): {r.reason}")
     for e in d.errors:
         print("  problem: " + e.replace("\n", "\n    "))

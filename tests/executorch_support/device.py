@@ -72,14 +72,20 @@ def write_pte_models(models: Path, variants=(("fp32", "xnnpack", 6000), ("int8",
 
 
 def write_legacy_results(results: Path, serial: str, cpu_ms=(40.0, 20.0), nnapi_ms=(30.0, 10.0)) -> Path:
+    rows = legacy_result_rows(serial, cpu_ms, nnapi_ms)
+    results.mkdir(parents=True, exist_ok=True)
+    return DeployResults(7, "2026-11-23T16:00:00+00:00", rows).write(results / "latest.json")
+
+
+def legacy_result_rows(serial: str, cpu_ms=(40.0, 20.0), nnapi_ms=(30.0, 10.0)) -> list:
+    """A TorchScript run's binary rows of one device: CPU and NNAPI, quant_none and quant_full."""
     rows = []
     for (variant, mode), cpu, nnapi in zip((("quant_none", "none"), ("quant_full", "full")), cpu_ms, nnapi_ms):
         for backend, ms in (("cpu", cpu), ("nnapi", nnapi)):
             rows.append(ResultRow(serial, "Virtual Pixel", "sdm670", "11", 30, "arm64-v8a", "mobilenetv2", variant, mode,
                                   backend, "binary", "ok", f"mobilenetv2-{variant}-{backend}.pt", ms, ms * 1.1, ms * 0.9,
-                                  samples=10, repeats=1, iters=10))
-    results.mkdir(parents=True, exist_ok=True)
-    return DeployResults(7, "2026-11-23T16:00:00+00:00", rows).write(results / "latest.json")
+                                  samples=10, repeats=1, iters=10, run_id=7))
+    return rows
 
 
 def deploy_executorch(models: Path, info: Path, results: Path, port: int, warmup: int, iters: int, repeat: int,

@@ -37,11 +37,11 @@ def test_runner_lines_and_command_are_quoted():
     assert "--model_path='a b.pte'" in runner_command("/data/local/tmp/x y", "a b.pte", 7, 1)
 
 
-def test_push_run_and_report_beside_the_legacy_results(inputs, tmp_path):
+def test_push_run_and_record(inputs, tmp_path):
+    """The speed-ups over the run's own TorchScript CPU rows: tests/unit/test_pte_results.py."""
     models, info = inputs
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
-        serial = devs["a"].serial
-        write_legacy_results(tmp_path / "res", serial)
+        write_legacy_results(tmp_path / "res", devs["a"].serial)  # an earlier run's: never joined any more
         result = deploy_pte(models, info, tmp_path / "res", server.port)
         d = devs["a"].path(ET_DIR)
         assert (d / "executor_runner").stat().st_mode & 0o777 == 0o755
@@ -58,8 +58,8 @@ def test_push_run_and_report_beside_the_legacy_results(inputs, tmp_path):
     rows = {r.runtime: r for r in result.rows}
     assert not result.problems
     assert rows["ExecuTorch fp32-xnnpack"].samples == 10 and rows["ExecuTorch fp32-xnnpack"].median_ms > 0
-    assert rows["TorchScript CPU quant_none"].speedup_vs_cpu == 1.0 and rows["NNAPI quant_none"].speedup_vs_cpu == pytest.approx(40 / 30, rel=1e-3)
-    assert rows["ExecuTorch int8-xnnpack"].speedup_vs_cpu == pytest.approx(20.0 / rows["ExecuTorch int8-xnnpack"].median_ms, rel=1e-2)
+    assert set(rows) == {"ExecuTorch fp32-xnnpack", "ExecuTorch int8-xnnpack", "ExecuTorch fp32-portable"}
+    assert all(r.speedup_vs_cpu is None for r in result.rows)  # no TorchScript rows in this run: no baseline
     assert result.path.is_file() and "ExecuTorch fp32-xnnpack" in result.path.with_suffix(".csv").read_text()
 
 

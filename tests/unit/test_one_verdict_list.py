@@ -21,7 +21,7 @@ def _record(tmp_path: Path, rep: DeviceReport):
     s = SimpleNamespace(results=tmp_path, models=tmp_path / "models",
                         options=SimpleNamespace(warmup=1, iters=2, repeat=1, threads=1))
     et = SimpleNamespace(programs=[], inputs={}, build_info=tmp_path / "build-info.json", traced_timing=False)
-    return record_executorch(s, et, [rep])
+    return record_executorch(s, et, [rep], 1, "2026-11-27T10:00:00+00:00")
 
 
 def test_the_executorch_record_takes_the_programs_verdicts_from_the_devices_one_list(tmp_path):

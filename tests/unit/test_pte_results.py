@@ -81,3 +81,57 @@ def test_staleness_rules(tmp_path):
     broken = _record(tmp_path, legacy={"path": "r/latest.json", "error": "r/latest.json cannot be read"},
                      written=rec.written)
     assert "r/latest.json could not be read" in record_staleness(broken, 3, "2026-11-23T10:00:00+00:00", models)[0]
+
+
+def _program(serial, variant, median, status="ok", run_id=7):
+    from toolchain.records import ResultRow
+
+    numbers = dict(median_ms=median, p90_ms=median * 1.1, min_ms=median * 0.9, samples=10) if status == "ok" else {}
+    return ResultRow(serial, "Virtual Pixel", "sdm670", "11", 30, "arm64-v8a", "mobilenetv2", variant,
+                     "none" if variant.startswith("fp32") else "full", variant.split("-")[1], "binary", status,
+                     f"mobilenetv2-{variant}.pte", reason="" if status == "ok" else "exited 1", run_id=run_id,
+                     format="executorch", **numbers)
+
+
+def test_the_executorch_lines_join_the_torchscript_rows_of_their_own_run():
+    """Moved from tests/integration/test_executorch_deploy.py (it joined the latest.json of an earlier run): the
+    speed-ups are over the CPU row of the same device, precision and run."""
+    from deploy.executorch_bench import legacy_rows, program_line
+    from tests.executorch_support.device import legacy_result_rows
+
+    run = legacy_result_rows("S") + legacy_result_rows("other", cpu_ms=(400.0, 200.0))
+    run += [_program("S", "fp32-xnnpack", 16.0), _program("S", "int8-xnnpack", 8.0), _program("S", "fp32-portable", 1.0,
+                                                                                              status="failed")]
+    lines = legacy_rows([r for r in run if r.serial == "S"], ["mobilenetv2"]) + [
+        program_line(r) for r in run if r.format == "executorch"]
+    add_speedups(lines)
+    by = {r.runtime: r for r in lines}
+    assert by["TorchScript CPU quant_none"].speedup_vs_cpu == 1.0
+    assert by["NNAPI quant_none"].speedup_vs_cpu == pytest.approx(40 / 30, rel=1e-3)
+    assert by["ExecuTorch fp32-xnnpack"].speedup_vs_cpu == 2.5 and by["ExecuTorch int8-xnnpack"].speedup_vs_cpu == 2.5
+    assert by["ExecuTorch fp32-portable"].status == "failed" and by["ExecuTorch fp32-portable"].note == "exited 1"
+    assert not [p for r in lines for p in r.problems()]
+
+
+def test_a_program_row_is_a_result_row_of_the_executorch_format():
+    from deploy.bench import BenchOptions, ParsedRun, summarize
+    from deploy.plan import BinaryPlan
+    from deploy.preflight import DeviceFacts
+    from deploy.rows import program_row
+    from tests.executorch_support.device import write_pte_models
+    from toolchain.pte_records import pte_files
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        f = next(p for p in pte_files(write_pte_models(Path(d) / "m")) if p.variant == "int8-xnnpack")
+    facts = DeviceFacts.from_props("S", {"ro.product.model": "Pixel", "ro.build.version.sdk": "33"})
+    runner = BinaryPlan(Path("executor_runner"), "arm64-v8a", "abc", 16384)
+    stats = summarize([ParsedRun(True, [5000.0, 6000.0, 7000.0], None)])
+    row = program_row(facts, runner, f, stats, "", BenchOptions(warmup=1, iters=3, repeat=1), traced=True)
+    assert (row.format, row.variant, row.backend, row.mode, row.status) == ("executorch", "int8-xnnpack", "xnnpack",
+                                                                            "full", "ok")
+    assert row.median_ms == 6.0 and row.samples == 3 and row.has_flag("traced") and not row.problems()
+    failed = program_row(facts, runner, f, None, "executor_runner exited 1", BenchOptions())
+    assert failed.status == "failed" and failed.reason == "executor_runner exited 1" and not failed.problems()

@@ -238,3 +238,25 @@ def test_a_results_database_on_a_full_disk_is_called_a_full_disk(tmp_path, monke
         store_module.ResultStore(path).begin_run("2026-11-27T12:00:00+00:00", "p", "c", {})
     assert f"results.sqlite in {path.parent}" in ei.value.what and "mounted at" in ei.value.cause
     assert "not a torchdroid results database" not in str(ei.value)
+
+
+def test_a_results_store_of_an_earlier_torchdroid_is_read_its_rows_torchscript_ones(tmp_path):
+    """A store written before rows had a format (every row TorchScript's then): read, its rows TorchScript's, and
+    it takes the next run's ExecuTorch rows beside them; nothing of it is lost."""
+    import dataclasses
+    import sqlite3
+    from contextlib import closing
+
+    from deploy.results import ResultStore
+    from tests.deploy_support.report_rows import row
+
+    path = tmp_path / "results.sqlite"
+    ResultStore(path).add_run("2026-11-27T12:00:00+00:00", "p", "c", {}, [row("A", "cpu", "ok", 10.0)])
+    with closing(sqlite3.connect(path)) as con, con:
+        con.execute("ALTER TABLE results DROP COLUMN format")  # the layout of an earlier torchdroid
+    store = ResultStore(path)
+    assert [(r.serial, r.backend, r.format) for r in store.rows(1)] == [("A", "cpu", "torchscript")]
+    program = dataclasses.replace(row("A", "cpu", "ok", 5.0), variant="fp32-xnnpack", backend="xnnpack",
+                                  model_file="m-fp32-xnnpack.pte", format="executorch")
+    store.add_run("2026-11-27T13:00:00+00:00", "p", "c", {}, [program])
+    assert [r.format for r in store.rows(0)] == ["torchscript", "executorch"]
