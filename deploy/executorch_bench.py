@@ -229,13 +229,11 @@ def program_line(r: ResultRow) -> PteResultRow:
                         r.p90_ms, r.min_ms, r.samples, note=r.reason)
 
 
-def device_lines(rep: Any, stems: Sequence[str]) -> Tuple[List[PteResultRow], List[str]]:
-    """One device's lines (its programs beside its TorchScript rows; none when no program ran) and problems (its
-    failure, each failed program)."""
-    programs = [r for r in rep.rows if r.format == "executorch"]
-    problems = [f"{rep.serial}: {' '.join(line.strip() for line in e.splitlines())}" for e in rep.errors]  # with the fix
-    problems += [f"{rep.serial}: {r.model_file}: {r.reason}" for r in programs if r.status != "ok"]
-    return (legacy_rows(rep.rows, stems) + [program_line(r) for r in programs] if programs else []), problems
+def device_lines(rows: Sequence[ResultRow], stems: Sequence[str]) -> List[PteResultRow]:
+    """One device's lines of a run: its ExecuTorch programs beside its TorchScript CPU and NNAPI rows of the same
+    models (none when no program ran)."""
+    programs = [r for r in rows if r.format == "executorch"]
+    return legacy_rows(rows, stems) + [program_line(r) for r in programs] if programs else []
 
 
 def _numerics_link(s: DeploySettings, et: ExecutorchPlan, run_id: Optional[int], reports: Sequence[Any]
@@ -259,9 +257,10 @@ def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[A
     rows: List[PteResultRow] = []
     problems: List[str] = []
     for rep in reports:
-        lines, said = device_lines(rep, stems)
-        rows += lines
-        problems += said
+        rows += device_lines(rep.rows, stems)
+        problems += [f"{rep.serial}: {' '.join(line.strip() for line in e.splitlines())}" for e in rep.errors]  # with the fix
+        problems += [f"{rep.serial}: {r.model_file}: {r.reason}" for r in rep.rows
+                     if r.format == "executorch" and r.status != "ok"]
     add_speedups(rows)
     opts = s.options
     run = {"path": str(deploy_results_path(s.results, f"run-{run_id:04d}").resolve()), "run_id": run_id,

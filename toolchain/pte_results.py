@@ -236,6 +236,16 @@ class PteDeployRecord(Record):
         return sorted(int(n) for n in numbers if n.isdigit())
 
     @classmethod
+    def of_run(cls, results_dir: Path, run_id: int) -> Optional["PteDeployRecord"]:
+        """The ExecuTorch record the deploy run ``run_id`` wrote (its ``legacy.run_id``), newest first; None when
+        there is none (a run whose rows were imported from its journal)."""
+        for run in reversed(cls.run_ids(results_dir)):
+            rec = cls.load(results_dir, run)
+            if rec.legacy_run_id == run_id:
+                return rec
+        return None
+
+    @classmethod
     def exists(cls, results_dir: Path) -> bool:
         return pte_results_path(results_dir).is_file()
 

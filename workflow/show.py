@@ -179,7 +179,7 @@ def executorch_tables(section: Any) -> None:
         table(title, columns, table_rows, numeric=("median ms", "p90 ms", "samples", "speed-up"))
         pte_operators(device.operators)
     for line in summary_lines(section):
-        (warning if line.startswith("STALE") else note)(line)
+        note(line)
 
 
 def numerics(verdicts: Any, labels: Any, why: str = "", shown: Any = ()) -> None:

@@ -109,24 +109,27 @@ def test_build_android_executorch_refuses_an_abi_without_a_preset(tmp_path):
 
 
 def _reported_run(results, serial="R1"):
-    """A legacy run in the results store and deploy-executorch's record beside it (written with its own writer)."""
+    """A run of both formats in the results store and the run's ExecuTorch record (written with their own writers)."""
+    import dataclasses
+
+    from deploy.executorch_bench import device_lines
     from deploy.results import ResultStore
-    from toolchain.pte_results import PteDeployRecord, PteResultRow, add_speedups
+    from toolchain.pte_results import PteDeployRecord, add_speedups
     from toolchain.records import ResultRow
 
-    legacy = [ResultRow(serial, "Phone", "b", "14", 34, "arm64-v8a", "mobilenetv2", f"quant_{m}", m, "cpu", "binary",
-                        "ok", f"mobilenetv2-quant_{m}-cpu.pt", ms, ms * 1.1, ms * 0.9, samples=10)
-              for m, ms in (("none", 20.0), ("full", 8.0))]
+    rows = [ResultRow(serial, "Phone", "b", "14", 34, "arm64-v8a", "mobilenetv2", f"quant_{m}", m, "cpu", "binary",
+                      "ok", f"mobilenetv2-quant_{m}-cpu.pt", ms, ms * 1.1, ms * 0.9, samples=10)
+            for m, ms in (("none", 20.0), ("full", 8.0))]
+    rows.append(dataclasses.replace(rows[0], variant="fp32-xnnpack", backend="xnnpack", median_ms=8.0, p90_ms=8.5,
+                                    min_ms=7.5, model_file="mobilenetv2-fp32-xnnpack.pte", format="executorch"))
     ResultStore(results / "results.sqlite").add_run("2026-11-23T10:00:00+00:00", "p", "c", {"models": "build/models"},
-                                                    legacy)
-    rows = [PteResultRow(serial, f"TorchScript CPU {r.variant}", "fp32" if r.mode == "none" else "int8",
-                         r.model_file, "ok", r.median_ms, r.p90_ms, r.min_ms, 10) for r in legacy]
-    rows.append(PteResultRow(serial, "ExecuTorch fp32-xnnpack", "fp32", "m-fp32-xnnpack.pte", "ok", 8.0, 8.5, 7.5, 10))
-    add_speedups(rows)
+                                                    rows)
+    lines = device_lines(rows, ["mobilenetv2"])
+    add_speedups(lines)
     PteDeployRecord(models=str((results.parent / "models").resolve()), build_info="b.json", warmup=1, iters=10,
-                    repeat=1, threads=1, rows=rows, legacy={"run_id": 1, "started": "2026-11-23T10:00:00+00:00"}
+                    repeat=1, threads=1, rows=lines, legacy={"run_id": 1, "started": "2026-11-23T10:00:00+00:00"}
                     ).write(results)
-    return results / "executorch-latest.json"
+    return results / "executorch-run-0001.json"
 
 
 @adversarial("executorch", "tampered record")
@@ -151,12 +154,12 @@ def test_report_refuses_a_foreign_executorch_results_file(tmp_path):
     assert out.out == ""
 
 
-@adversarial("executorch", "stale record")
-def test_report_marks_executorch_rows_of_another_models_directory(tmp_path):
+@adversarial("executorch", "record deleted")
+def test_report_draws_a_runs_executorch_rows_without_its_record(tmp_path):
+    """Before, the ExecuTorch lines lived only in their record; now they are rows of the run: a run whose record
+    is gone (or whose rows the next deploy imported from its journal) still shows them, with their speed-ups."""
     path = _reported_run(tmp_path / "build" / "results")
-    data = json.loads(path.read_text())
-    data["models"] = str(tmp_path / "elsewhere")
-    path.write_text(json.dumps(data))
+    for p in path.parent.glob("executorch-*"):
+        p.unlink()
     out = run_invoke(["report"], cwd=tmp_path)
-    assert_clean(out, "ok", mentions=["STALE: its programs came from", "elsewhere"], root=tmp_path)
-    assert "2.50x" in out.out  # the rows are still shown, marked
+    assert_clean(out, "ok", mentions=["ExecuTorch fp32-xnnpack", "2.50x"], root=tmp_path)

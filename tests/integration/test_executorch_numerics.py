@@ -81,11 +81,11 @@ def test_three_phones_one_runtime_off_one_silent(tiny_lane, runners, tmp_path):
     # the verdicts are a numerics record beside executorch-latest.json, which names it by hash
     assert result.numerics["file"] == path.name == PteDeployRecord.load(tmp_path / "res").numerics["file"]
     from deploy import numerics_report
+    from deploy.results import run_document
 
-    verdicts, why = numerics_report.load_executorch(tmp_path / "res")
-    assert len(verdicts) == 9 and not why
-    listed, note = numerics_report.one_list(([], numerics_report.NOT_CHECKED), (verdicts, why))
-    page = numerics_report.html_section(listed, {}, note)
+    verdicts, note = numerics_report.of_run(*run_document(tmp_path / "res", None))  # the run's one list has them
+    assert len(verdicts) == 9 and not note
+    page = numerics_report.html_section(verdicts, {}, note)
     assert "ExecuTorch programs" in page and page.count("differs") >= 2 and "tiny-int8-xnnpack.pte" in page
 
 

@@ -10,7 +10,7 @@ from deploy.pte_report import PteReportSection, summary_lines
 
 def test_a_missing_devices_command_quotes_the_serial():
     serial = "192.168.1.5:5555 $(x)"
-    section = PteReportSection(Path("r.json"), present=True, missing_devices=[serial])
+    section = PteReportSection(2, present=True, path=Path("r.json"), missing_devices=[serial])
     (line,) = summary_lines(section)
     cmd = line.split("`")[1]
-    assert shlex.split(cmd) == ["invoke", "deploy-executorch", "--serial", serial]
+    assert shlex.split(cmd) == ["invoke", "deploy", "--format", "torchscript,executorch", "--serial", serial]

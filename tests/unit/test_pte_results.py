@@ -1,10 +1,9 @@
-"""The deploy-executorch record (toolchain/pte_results.py) and the report's staleness rules (deploy/pte_report.py)."""
+"""The ExecuTorch record (toolchain/pte_results.py) and its lines: a run's programs beside its own TorchScript rows."""
 
 import json
 
 import pytest
 
-from deploy.pte_report import record_staleness
 from toolchain.errors import RecordError
 from toolchain.pte_results import PteDeployRecord, PteResultRow, add_speedups, pte_results_path
 
@@ -64,23 +63,6 @@ def test_a_record_with_a_nonsense_row_is_refused(tmp_path):
     with pytest.raises(RecordError, match="inconsistent value") as e:
         PteDeployRecord.load(tmp_path)
     assert "deploy-executorch" in e.value.remedy
-
-
-def test_staleness_rules(tmp_path):
-    rec = _record(tmp_path, written="2026-11-23T10:05:00+00:00")
-    models = str(tmp_path / "models")
-    assert record_staleness(rec, 3, "2026-11-23T10:00:00+00:00", models) == []
-    # started in the same second as the record was written: not called older (whole seconds cannot tell)
-    assert record_staleness(rec, 3, "2026-11-23T10:05:00+00:00", models) == []
-    later = record_staleness(rec, 4, "2026-11-23T10:06:00+00:00", models)
-    assert len(later) == 2 and "legacy run 3, not from run 4" in later[0] and "before legacy run 4 started" in later[1]
-    other = record_staleness(rec, 3, "2026-11-23T10:00:00+00:00", str(tmp_path / "else"))
-    assert len(other) == 1 and "else" in other[0]
-    none = record_staleness(_record(tmp_path, legacy={}, written=rec.written), 3, "2026-11-23T10:00:00+00:00", models)
-    assert "found no legacy results" in none[0]
-    broken = _record(tmp_path, legacy={"path": "r/latest.json", "error": "r/latest.json cannot be read"},
-                     written=rec.written)
-    assert "r/latest.json could not be read" in record_staleness(broken, 3, "2026-11-23T10:00:00+00:00", models)[0]
 
 
 def _program(serial, variant, median, status="ok", run_id=7):
