@@ -7,9 +7,11 @@ portable programs, the numerics check's inputs and host outputs); per device (:f
 deploy/device_run.py) they go to ``<project>/executorch`` and the programs run in ``repeat`` alternated rounds,
 each as ``executor_runner --model_path=P --num_executions=warmup+iters --cpu_threads=T`` (the remote exit code is
 checked); the runner's ``Iteration i of N: X ms`` lines give the samples, the first ``warmup`` of each run dropped,
-summarised like the TorchScript binary's (deploy/bench.py).  :func:`record_executorch` joins the latest legacy
-results of the same device (TorchScript CPU and NNAPI, quant_none and quant_full), gives every line's speed-up over
-the legacy CPU model of the same precision and writes ``executorch-run-NNNN.json`` / ``executorch-latest.json``.
+summarised like the TorchScript binary's (deploy/bench.py).  Each program's row is a row of the run (``format =
+executorch``, deploy/rows.program_row), journaled the moment it is measured like every TorchScript row.
+:func:`record_executorch` puts each device's programs beside the same run's TorchScript CPU and NNAPI rows
+(quant_none and quant_full), gives every line's speed-up over the CPU model of the same precision and writes
+``executorch-run-NNNN.json`` / ``executorch-latest.json`` with the per-operator tables, problems and notes.
 
 Is the answer right (``deploy.numerics``, on by default): each program runs once more per recorded reference input
 with ``--inputs=... --print_output=all`` and its printed outputs are compared with the host ExecuTorch runtime's on

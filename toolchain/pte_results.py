@@ -1,12 +1,13 @@
-"""The deploy-executorch results record: ``<results>/executorch-run-NNNN.json`` per run, never overwritten, and
-``<results>/executorch-latest.json``, the newest run (each with its CSV twin).
+"""The ExecuTorch record of a deploy run: ``<results>/executorch-run-NNNN.json`` per run, never overwritten, and
+``<results>/executorch-latest.json``, the newest (each with its CSV twin).
 
-``invoke deploy-executorch`` writes it; ``invoke report`` reads it to put ExecuTorch's numbers beside the
-legacy TorchScript CPU and NNAPI rows of the same phone.  One row per device and runtime:
+A deploy with the ExecuTorch format writes it after the run's rows (each program's row is a row of the run in the
+results store, ``format = executorch``); ``invoke report`` reads the one of the run it draws (``legacy.run_id``: the
+run) for what is not a row.  One line per device and runtime, the run's TorchScript lines beside its programs:
 
     {"kind": "torchdroid.executorch-deploy", "schema": 1, "written": "2026-11-23T19:00:00+00:00",
      "run_id": 3, "models": "/abs/build/models", "build_info": "...", "warmup": 5, "iters": 50, "repeat": 3, "threads": 1,
-     "legacy": {"path": ".../latest.json", "run_id": 7, "started": "..."},      # {} when there was none
+     "legacy": {"path": ".../run-0007.json", "run_id": 7, "started": "..."},      # the deploy run it belongs to
      "rows": [{"serial": "R58N", "runtime": "ExecuTorch fp32-xnnpack", "precision": "fp32", "file": "...",
                "status": "ok", "median_ms": 7.6, "p90_ms": 8.1, "min_ms": 7.2, "samples": 150,
                "speedup_vs_cpu": 2.3, "note": ""}, ...],
@@ -179,7 +180,7 @@ def add_speedups(rows: List[PteResultRow]) -> None:
 
 @dataclass
 class PteDeployRecord(Record):
-    """``executorch-latest.json``: what one deploy-executorch measured per device, with the legacy rows it joined."""
+    """``executorch-run-NNNN.json``: one deploy run's ExecuTorch lines per device, beside the run's TorchScript rows."""
 
     models: str  # the models directory (absolute) whose .pte programs ran
     build_info: str
@@ -189,7 +190,7 @@ class PteDeployRecord(Record):
     threads: int
     rows: List[PteResultRow]
     problems: List[str] = field(default_factory=list)
-    legacy: Dict[str, Any] = field(default_factory=dict)  # path, run_id, started of the legacy results joined
+    legacy: Dict[str, Any] = field(default_factory=dict)  # path, run_id, started of the deploy run it belongs to
     # per device and program: the ETDump's operator table (deploy/etdump.py), status ok or unknown with the reason
     operators: List[Dict[str, Any]] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)  # what every comparison must say (unoptimised CPU baselines...)
