@@ -209,9 +209,6 @@ class PteDeployRecord(Record):
     def serials(self) -> List[str]:
         return list(dict.fromkeys(r.serial for r in self.rows))
 
-    def rows_of(self, serial: str) -> List[PteResultRow]:
-        return [r for r in self.rows if r.serial == serial]
-
     def body(self) -> Dict[str, Any]:
         return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "path"},
                 "rows": [asdict(r) for r in self.rows]}
@@ -245,10 +242,6 @@ class PteDeployRecord(Record):
             if rec.legacy_run_id == run_id:
                 return rec
         return None
-
-    @classmethod
-    def exists(cls, results_dir: Path) -> bool:
-        return pte_results_path(results_dir).is_file()
 
     @classmethod
     def load(cls, results_dir: Path, run: Optional[int] = None) -> "PteDeployRecord":
