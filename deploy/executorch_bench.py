@@ -10,13 +10,12 @@ checked); the runner's ``Iteration i of N: X ms`` lines give the samples, the fi
 summarised like the TorchScript binary's (deploy/bench.py).  Each program's row is a row of the run (``format =
 executorch``, deploy/rows.program_row), journaled the moment it is measured like every TorchScript row.
 :func:`record_executorch` puts each device's programs beside the same run's TorchScript CPU and NNAPI rows
-(quant_none and quant_full), gives every line's speed-up over the CPU model of the same precision and writes
-``executorch-run-NNNN.json`` / ``executorch-latest.json`` with the per-operator tables, problems and notes.
+(quant_none and quant_full), gives every line's speed-up over the CPU model of the same precision and gathers
+the facts the run's document keeps (``DeployResults.executorch``: per-operator tables, problems, notes).
 
 Is the answer right (``deploy.numerics``, on by default): each program runs once more per recorded reference input
 with ``--inputs=... --print_output=all`` and its printed outputs are compared with the host ExecuTorch runtime's on
-the same inputs (deploy/pte_numerics.py); the verdicts go to ``executorch-latest-numerics.json``, which
-``executorch-latest.json`` names by sha256.
+the same inputs (deploy/pte_numerics.py); the verdicts go to the device's one list, in the run's document.
 """
 
 from __future__ import annotations
@@ -31,11 +30,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins as pins
 from toolchain.errors import RecordError, UsageError
-from toolchain.numerics_records import NumericsRecord, NumericsVerdict, numerics_path
+from toolchain.numerics_records import NumericsVerdict
 from toolchain.pte_records import PteFile, pte_files
-from toolchain.fsutil import sha256_file
-from toolchain.pte_results import PTE_RESULTS_STEM, PteDeployRecord, PteResultRow, add_speedups
-from toolchain.records import BuildInfo, ResultRow, deploy_results_path
+from toolchain.pte_results import PteResultRow, add_speedups
+from toolchain.records import BuildInfo, ResultRow
 
 from .bench import BenchOptions, BenchStats, ParsedRun, stoppable, summarize
 from .plan import BinaryPlan, DeploySettings, _recorded, unoptimized_warnings
@@ -238,23 +236,22 @@ def device_lines(rows: Sequence[ResultRow], stems: Sequence[str]) -> List[PteRes
     return legacy_rows(rows, stems) + [program_line(r) for r in programs] if programs else []
 
 
-def _numerics_link(s: DeploySettings, et: ExecutorchPlan, run_id: Optional[int], reports: Sequence[Any]
-                   ) -> Dict[str, Any]:
-    """The programs' verdicts (from each device's one list) in their numerics record, named by sha256; {}: the run
-    did not check the outputs."""
-    from . import pte_numerics as pn
+@dataclass
+class ExecutorchRun:
+    """The ExecuTorch format's part of a run: per device its lines (the programs beside the run's TorchScript rows,
+    with their speed-ups) and the facts the run's document keeps (``DeployResults.executorch``)."""
 
-    if et.inputs is None:
-        return {}
-    verdicts = [v for rep in reports for v in rep.numerics if v.backend == pn.BACKEND]
-    path = NumericsRecord(run_id, verdicts).write(numerics_path(s.results, PTE_RESULTS_STEM))
-    return {"file": path.name, "sha256": sha256_file(path)}
+    rows: List[PteResultRow]
+    facts: Dict[str, Any]
+
+    @property
+    def problems(self) -> List[str]:
+        return self.facts.get("problems", [])
 
 
-def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[Any], run_id: Optional[int],
-                      started: str) -> PteDeployRecord:
+def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[Any]) -> ExecutorchRun:
     """Every device's ExecuTorch rows (kept in the run like the TorchScript ones) beside the run's TorchScript rows of
-    that device, each device's failure and each failed program a problem; the record and its numerics record."""
+    that device, each device's failure and each failed program a problem; the facts go into the run's document."""
     stems = sorted({f.stem for f in et.programs})
     rows: List[PteResultRow] = []
     problems: List[str] = []
@@ -265,15 +262,11 @@ def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[A
                      if r.format == "executorch" and r.status != "ok"]
     add_speedups(rows)
     opts = s.options
-    run = {"path": str(deploy_results_path(s.results, f"run-{run_id:04d}").resolve()), "run_id": run_id,
-           "started": started} if run_id is not None else {}
-    record = PteDeployRecord(models=str(Path(s.models).resolve()), build_info=str(et.build_info.resolve()),
-                             warmup=opts.warmup, iters=opts.iters, repeat=opts.repeat, threads=threads(opts),
-                             rows=rows, problems=problems, operators=[o for rep in reports for o in rep.operators],
-                             legacy=run, notes=_baseline_notes(s.models) + ([TRACED_NOTE] if et.traced_timing else []),
-                             numerics=_numerics_link(s, et, run_id, reports))
-    record.write(s.results)
-    return record
+    facts = {"models": str(Path(s.models).resolve()), "build_info": str(et.build_info.resolve()),
+             "warmup": opts.warmup, "iters": opts.iters, "repeat": opts.repeat, "threads": threads(opts),
+             "checked": et.inputs is not None, "operators": [o for rep in reports for o in rep.operators],
+             "problems": problems, "notes": _baseline_notes(s.models) + ([TRACED_NOTE] if et.traced_timing else [])}
+    return ExecutorchRun(rows, facts)
 
 
 def _baseline_notes(models: Path) -> List[str]:

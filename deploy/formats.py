@@ -3,7 +3,7 @@ says what every phone gets (``plan``), what it does on one phone under the proje
 (``on_device``), how it records what the phones measured (``record``) and why deploy ends with exit 7
 (``problem``).  deploy/orchestrate.py loops over the formats asked for (``deploy.format``) in ``DEPLOY_FORMATS``'
 order.  Every format's rows are the run's rows: journaled as each is measured and stored device by device (the
-Keeper), then the run's CSV/JSON (:func:`keep_run`); a format's ``record`` adds what is its own.
+Keeper); a format's ``record`` gathers what is its own, then the run's CSV/JSON hold it all (:func:`keep_run`).
 
 Here and not on ``converter.formats.Format``: deploy owns its steps, and the imports point one way
 (orchestrate -> formats -> device_run, executorch_bench; nothing of deploy imports converter.formats).
@@ -38,7 +38,8 @@ class DeployFormat:
         raise NotImplementedError
 
     def record(self, s: DeploySettings, plan: DeployPlan, result: Any, keeper: Any) -> None:
-        """Record what is this format's own besides the run's rows (stored already) and say where on ``result``."""
+        """Gather what is this format's own besides the run's rows (stored already) on ``result`` (before the run's
+        document is written)."""
 
     def problem(self, result: Any) -> Optional[str]:
         """Why deploy ends with exit 7 (after its tables), or None."""
@@ -82,7 +83,7 @@ class ExecutorchDeploy(DeployFormat):
         _et.run_programs(run)
 
     def record(self, s: DeploySettings, plan: DeployPlan, result: Any, keeper: Any) -> None:
-        result.executorch = _et.record_executorch(s, plan.executorch, result.devices, result.run_id, keeper.started)
+        result.executorch = _et.record_executorch(s, plan.executorch, result.devices)
 
     def problem(self, result: Any) -> Optional[str]:
         problems = result.executorch.problems if result.executorch is not None else []
@@ -103,7 +104,8 @@ def keep_run(s: DeploySettings, plan: DeployPlan, result: Any, keeper: Any) -> N
     reports, rows, results = result.devices, result.rows, Path(s.results)
     devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
     result.run_id, result.db_path = keeper.run_id, keeper.store.path
-    checks = run_numerics(reports, plan), run_hardware(reports, plan if s.hardware and s.bench else None)
+    checks = (run_numerics(reports, plan), run_hardware(reports, plan if s.hardware and s.bench else None),
+              result.executorch.facts if result.executorch is not None else {})
     try:
         result.exports = export(rows, results, keeper.stem, devices, *checks)
         result.exports.update({f"latest_{k}": v for k, v in export(rows, results, "latest", devices, *checks).items()})

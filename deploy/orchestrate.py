@@ -10,13 +10,12 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, TorchdroidError, VerificationError
 from toolchain.fsutil import ensure_writable_dir
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
-from toolchain.pte_results import PteDeployRecord
 from toolchain.records import ResultRow, now_iso
 
 from .adb import Adb
@@ -43,7 +42,7 @@ class DeployResult:
     exports: Dict[str, Path]
     warnings: List[str]
     directory: str
-    executorch: Optional[PteDeployRecord] = None  # the ExecuTorch format's record (executorch-run-NNNN.json)
+    executorch: Optional[Any] = None  # the ExecuTorch format's part (executorch_bench.ExecutorchRun)
     fail_on_numerics: bool = False  # deploy.fail_on_numerics: a phone whose outputs differ fails the task
 
     @property
@@ -245,10 +244,10 @@ def name_loss(target: Target, rep: DeviceReport) -> None:
 
 def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Keeper,
            directory: str, formats: Sequence[DeployFormat]) -> DeployResult:
-    """The run's rows (every format's, stored already device by device by the ``Keeper``) in the run's CSV/JSON, then
-    what each of ``formats`` records of its own (in deploy/formats.py's order)."""
+    """What each of ``formats`` records of its own (in deploy/formats.py's order), then the run's rows (every
+    format's, stored already device by device by the ``Keeper``) and all of that in the run's CSV/JSON."""
     result = DeployResult(reports, None, None, {}, plan.warnings, directory, fail_on_numerics=s.fail_on_numerics)
-    keep_run(s, plan, result, keeper)
     for f in formats:
         f.record(s, plan, result, keeper)
+    keep_run(s, plan, result, keeper)
     return result

@@ -3,8 +3,8 @@
 A deploy run with the ExecuTorch format keeps each program's row in the run (the results store, ``format =
 executorch``) like every TorchScript row.  Per device the section lines up the run's TorchScript CPU and NNAPI rows
 (quant_none, quant_full) and its programs, each with its speed-up over the CPU model of the same precision of the same
-run; the run's ExecuTorch record (``executorch-run-NNNN.json``) adds what is not a row: the per-operator tables,
-the problems and notes of the run, the runner's build-info.  A malformed or tampered record is a RecordError (exit 5).
+run; the run's document (``DeployResults.executorch``) adds what is not a row: the per-operator tables, the
+problems and notes of the run, the runner's build-info.
 
 When the reported run has in-app numbers of an ExecuTorch program's app, it also says whether the app
 (org.pytorch:executorch-android at the app-info's version) and executor_runner (the build-info's ExecuTorch) are the
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import TorchdroidError, command
-from toolchain.pte_results import PteDeployRecord, PteResultRow, add_speedups, pte_results_path
+from toolchain.pte_results import PteResultRow, add_speedups
 from toolchain.records import AppInfo, BuildInfo
 
 from .executorch_bench import device_lines
@@ -27,6 +27,7 @@ from .results import ResultRow
 HINT = ("no ExecuTorch rows in run {run}: run `invoke convert --format torchscript,executorch`, `invoke build-android "
         "--lane executorch` and `invoke deploy --format torchscript,executorch` (`invoke deploy-executorch`: the "
         "programs alone) for ExecuTorch XNNPACK beside TorchScript CPU and NNAPI in one run")
+EARLIER_RECORD = "executorch-latest.json"  # what an earlier torchdroid's deploy-executorch wrote
 EARLIER = ("{path} holds ExecuTorch lines an earlier torchdroid joined to another run: not drawn (each run now holds "
            "its own); run `invoke deploy --format torchscript,executorch` for both formats in one run")
 
@@ -45,7 +46,7 @@ class PteDeviceTable:
 class PteReportSection:
     run_id: int
     present: bool  # the run has ExecuTorch rows
-    path: Optional[Path] = None  # the run's ExecuTorch record (None: none, e.g. rows imported from a journal)
+    path: Optional[Path] = None  # the run's document (None: it cannot be read; the rows are still drawn)
     devices: List[PteDeviceTable] = field(default_factory=list)
     missing_devices: List[str] = field(default_factory=list)  # devices of the run without ExecuTorch rows
     problems: List[str] = field(default_factory=list)  # what the run's ExecuTorch format reported
@@ -59,34 +60,37 @@ def _title(serial: str, run_rows: Sequence[ResultRow]) -> str:
 
 
 def _hint(results_dir: Path, run_id: int) -> str:
-    earlier = pte_results_path(results_dir)
+    earlier = Path(results_dir) / EARLIER_RECORD
     return HINT.format(run=run_id) + ("; " + EARLIER.format(path=earlier) if earlier.is_file() else "")
 
 
-def build_section(results_dir: Path, run_rows: Sequence[ResultRow], run_settings: Dict[str, Any]) -> PteReportSection:
-    """The section of the run whose rows (every format's) are ``run_rows``; a run without ExecuTorch rows: the hint."""
+def build_section(results_dir: Path, run_rows: Sequence[ResultRow], run_settings: Dict[str, Any],
+                  facts: Dict[str, Any], path: Optional[Path] = None) -> PteReportSection:
+    """The section of the run whose rows (every format's) are ``run_rows``, ``facts`` from its document at ``path``
+    ({}: none); a run without ExecuTorch rows: the hint."""
     run_id = run_rows[0].run_id
     programs = [r for r in run_rows if r.format == "executorch"]
     if not programs:
         return PteReportSection(run_id, False, hint=_hint(results_dir, run_id))
-    rec = PteDeployRecord.of_run(results_dir, run_id)  # RecordError (exit 5) when malformed or tampered
-    section = PteReportSection(run_id, True, devices=_devices(run_rows, programs, rec))
+    section = PteReportSection(run_id, True, path if facts else None, _devices(run_rows, programs, facts),
+                               problems=list(facts.get("problems") or []), notes=list(facts.get("notes") or []))
     section.missing_devices = sorted({r.serial for r in run_rows if r.source != "deploy"} - {r.serial for r in programs})
-    if rec is not None:
-        section.path, section.problems = rec.path, list(rec.problems)
-        section.notes = list(rec.notes) + runtime_notes(rec, run_rows, run_settings)
+    if facts.get("build_info"):
+        section.notes.extend(runtime_notes(str(facts["build_info"]), run_rows, run_settings))
     return section
 
 
-def _devices(run_rows: Sequence[ResultRow], programs: Sequence[ResultRow], rec: Optional[PteDeployRecord]
+def _devices(run_rows: Sequence[ResultRow], programs: Sequence[ResultRow], facts: Dict[str, Any]
              ) -> List[PteDeviceTable]:
-    """Per device with programs: its lines with their speed-ups, and its per-operator tables when the record has them."""
+    """Per device with programs: its lines with their speed-ups, and its per-operator tables when the run has them."""
     stems = sorted({r.stem for r in programs})
+    operators = list(facts.get("operators") or [])
     out = []
     for serial in dict.fromkeys(r.serial for r in programs):
         lines = device_lines([r for r in run_rows if r.serial == serial], stems)
         add_speedups(lines)
-        out.append(PteDeviceTable(serial, _title(serial, run_rows), lines, rec.operators_of(serial) if rec else []))
+        out.append(PteDeviceTable(serial, _title(serial, run_rows), lines,
+                                  [o for o in operators if o.get("serial") == serial]))
     return out
 
 
@@ -145,12 +149,12 @@ def compare_runtimes(package: str, app: Optional[str], app_why: str, runner: Opt
             f"({'ExecuTorch ' + runner if runner else 'runtime unknown'}) may be different ExecuTorch releases ({unknown})")
 
 
-def runtime_notes(rec: PteDeployRecord, run_rows: Sequence[ResultRow], run_settings: Dict[str, Any]) -> List[str]:
+def runtime_notes(build_info: str, run_rows: Sequence[ResultRow], run_settings: Dict[str, Any]) -> List[str]:
     """When the reported run has in-app ExecuTorch numbers: say whether the app and the runner are one runtime."""
     rows = app_executorch_rows(run_rows)
     if not rows:
         return []
-    runner, runner_why = runner_runtime(rec.build_info)
+    runner, runner_why = runner_runtime(build_info)
     out = []
     for package in dict.fromkeys(r.model_file.replace(" (app)", "") for r in rows):
         app, app_why = app_runtime(run_settings, package)

@@ -13,7 +13,7 @@ from toolchain.fsutil import atomic_path, check_removable
 
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
-from toolchain.records import DeployResults
+from toolchain.records import DeployResults, deploy_results_path
 
 from . import hardware_report, numerics_report, phone_overview
 from .pte_report import PteReportSection, build_section
@@ -92,13 +92,14 @@ def make_report(s: ReportSettings) -> ReportResult:
     run_id = every[0].run_id
     rows = [r for r in every if r.format == "torchscript"]
     drawn = _chosen(s, rows, run_id, len(every) - len(rows))
-    pte = build_section(Path(s.results), every, store.settings(run_id))  # refuses a bad record before any output
+    notes = baseline_notes(store.settings(run_id).get("models"), rows)
+    doc, unreadable = _run_document(Path(s.results), run_id, notes)
+    pte = build_section(Path(s.results), every, store.settings(run_id), doc.executorch if doc else {},
+                        deploy_results_path(Path(s.results), f"run-{run_id:04d}"))
     png = _png_path(s, run_id)
     title = f"torchdroid run {run_id} ({every[0].started}), {s.source} benchmark"
     weights = weights_line(store.settings(run_id).get("models"), every, every[0].started)
     draw(drawn, png, title=title, executorch=pte, weights=weights)
-    notes = baseline_notes(store.settings(run_id).get("models"), rows)
-    doc, unreadable = _run_document(Path(s.results), run_id, notes)
     verdicts, why = numerics_report.of_run(doc, unreadable)  # one list: the run's models' and programs' verdicts
     labels = {r.serial: f"{r.device_model} ({r.serial})" if r.device_model else r.serial for r in rows}
     placements, hw_why = hardware_report.of_run(doc, unreadable)

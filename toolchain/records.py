@@ -27,6 +27,7 @@ from .fsutil import sha256_file
 from .hardware_records import Placement
 from .layout import BUILD_INFO, Layout
 from .numerics_records import NumericsVerdict
+from .pte_results import operator_problems
 from .record_base import FlatRecord, Record, item_problems, now_iso, read_record, write_record  # noqa: F401 (stages use them here)
 from .variants import MODES
 
@@ -497,7 +498,9 @@ APP_BENCH_CONTRACT = 1
 # --------------------------------------------------------------------------- deploy results
 
 DEPLOY_RESULTS_KIND = "torchdroid.deploy-results"
-DEPLOY_RESULTS_SCHEMA = 2  # 2: the numerics verdicts and NNAPI placements are in the document (1: files beside it)
+# 3: the ExecuTorch format's facts (``executorch``) are in the document, its rows among the run's (``format``);
+# 2: the numerics verdicts and NNAPI placements are in the document (1: files beside it)
+DEPLOY_RESULTS_SCHEMA = 3
 RESULT_STATUSES = ("ok", "failed", "skipped")
 ROW_FORMATS = ("torchscript", "executorch")  # what ran: a TorchScript model (CPU/NNAPI) or an ExecuTorch program
 
@@ -585,14 +588,18 @@ class DeployResults(Record):
     devices: List[Dict[str, Any]] = field(default_factory=list)  # serial, soc, governor, thermal, battery ...
     numerics: Optional[List[NumericsVerdict]] = None  # is each phone's answer right (deploy/numerics.py)
     hardware: Optional[List[Placement]] = None  # which hardware NNAPI chose (deploy/nnapi_log.py)
+    # the ExecuTorch format's facts besides its rows ({}: the run had no ExecuTorch format): models, build_info,
+    # warmup, iters, repeat, threads, checked (were the outputs checked), operators (per device and program: the
+    # ETDump's table, or unknown and why), problems, notes
+    executorch: Dict[str, Any] = field(default_factory=dict)
 
-    KIND, SCHEMA = DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA
+    KIND, SCHEMA, READS = DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA, (2,)  # schema 2: no ExecuTorch in the run
     REMEDY = "run `invoke deploy` again (it writes <results>/run-NNNN.json and latest.json)"
 
     def body(self) -> Dict[str, Any]:
         return {"run_id": self.run_id, "started": self.started, "speedups": self.speedups, "devices": self.devices,
                 "results": [r.to_dict() for r in self.rows], "numerics": _dicts(self.numerics),
-                "hardware": _dicts(self.hardware)}
+                "hardware": _dicts(self.hardware), "executorch": self.executorch}
 
     @classmethod
     def from_body(cls, data: Dict[str, Any], path: Path) -> "DeployResults":
@@ -600,13 +607,14 @@ class DeployResults(Record):
         return cls(data.get("run_id"), data.get("started", ""), [ResultRow.from_dict(r) for r in data.get("results", [])],
                    data.get("speedups", []), data.get("devices", []),
                    None if numerics is None else [NumericsVerdict.from_dict(v) for v in numerics],
-                   None if hardware is None else [Placement.from_dict(p) for p in hardware])
+                   None if hardware is None else [Placement.from_dict(p) for p in hardware],
+                   dict(data.get("executorch") or {}))
 
 
     def contradictions(self) -> List[str]:
         """Rows that are nonsense or of another run, verdicts and placements that contradict themselves."""
         out = item_problems("results", self.rows) + item_problems("numerics", self.numerics)
-        out += item_problems("hardware", self.hardware)
+        out += item_problems("hardware", self.hardware) + operator_problems(self.executorch.get("operators") or [])
         out += [f"results[{i}]: run {r.run_id}, in the document of run {self.run_id}" for i, r in enumerate(self.rows)
                 if self.run_id is not None and r.run_id is not None and r.run_id != self.run_id]
         return out

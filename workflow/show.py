@@ -244,9 +244,10 @@ def deployed(result: Any, formats: Any, as_json: bool = False) -> None:
     for name, part in SHOWS["deploy"].items():
         if name in formats:
             part(result)
+    _results_line(result)
     labels = {d.serial: f"{d.facts.model} ({d.serial})" if d.facts else d.serial for d in result.devices}
     rec = result.executorch  # every format's verdicts in one list (a row per phone x model or program)
-    numerics(result.numerics, labels, "" if result.numerics or rec is None or rec.numerics
+    numerics(result.numerics, labels, "" if result.numerics or rec is None or rec.facts.get("checked")
              else "the runner's outputs were not checked")
     from deploy.orchestrate import numerics_policy
 
@@ -256,6 +257,13 @@ def deployed(result: Any, formats: Any, as_json: bool = False) -> None:
     then = _deploy_next(result)
     if then:  # last: after every format's part and the one verdict list
         next_step(then)
+
+
+def _results_line(result: Any) -> None:
+    """Where every format's rows of the run are (one run)."""
+    if result.run_id is not None:
+        print(f"results: run {result.run_id} in {result.db_path}; "
+              + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
 
 
 def _deploy_next(result: Any) -> Optional[str]:
@@ -279,9 +287,6 @@ def deploy(result: Any) -> None:
     for d in result.devices:
         _device(d)
     print(f"device directory: {result.directory}")
-    if result.run_id is not None:
-        print(f"results: run {result.run_id} in {result.db_path}; "
-              + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
 
 
 def _device(d: Any) -> None:
@@ -478,7 +483,7 @@ def executorch_runtime(result: Any, log_path: Any, as_json: bool = False) -> Non
 
 
 def pte_deploy(result: Any) -> None:
-    """The ExecuTorch format's part of a deploy (``result.executorch``: its record)."""
+    """The ExecuTorch format's part of a deploy (``result.executorch``: its lines and facts, in the run's document)."""
     rec = result.executorch
     table("per device: legacy and ExecuTorch, speed-up over the legacy TorchScript CPU model of the same precision",
           ["device", "runtime", "median ms", "p90 ms", "samples", "speed-up", "note"],
@@ -486,11 +491,9 @@ def pte_deploy(result: Any) -> None:
             r.samples, f"{r.speedup_vs_cpu:.2f}x" if r.speedup_vs_cpu else "-", r.note[:60]) for r in rec.rows])
     for p in rec.problems:
         print(f"problem: {p}")
-    for line in rec.notes:
+    for line in rec.facts["notes"]:
         note(line)
-    pte_operators(rec.operators)
-    files = [rec.path, rec.path.with_suffix(".csv")] + ([rec.path.parent / rec.numerics["file"]] if rec.numerics else [])
-    print("results: " + ", ".join(map(str, files)))
+    pte_operators(rec.facts["operators"])
 
 
 def pte_operators(entries: Any) -> None:

@@ -97,3 +97,26 @@ def deploy_executorch(models: Path, info: Path, results: Path, port: int, warmup
                               adb_port=port, options=BenchOptions(warmup=warmup, iters=iters, repeat=repeat,
                                                                   timeout=kw.pop("timeout", 600)), **kw)
     return deploy(settings, on_status=lambda *_: None).executorch
+
+
+def latest_executorch(results: Path, run=None):
+    """The ExecuTorch part of a deploy run (default: the latest) as `invoke report` draws it, from the run's
+    document: per device the programs beside the run's TorchScript rows with their speed-ups, the format's facts
+    and the programs' verdicts."""
+    from types import SimpleNamespace
+
+    from deploy.executorch_bench import device_lines
+    from deploy.results import run_document
+    from toolchain.pte_results import add_speedups
+
+    doc, why = run_document(results, run)
+    assert doc is not None, why or f"no run document in {results}"
+    stems = sorted({r.stem for r in doc.rows if r.format == "executorch"})
+    lines = [line for serial in dict.fromkeys(r.serial for r in doc.rows)
+             for line in device_lines([r for r in doc.rows if r.serial == serial], stems)]
+    add_speedups(lines)
+    facts = doc.executorch
+    return SimpleNamespace(run_id=doc.run_id, rows=lines, facts=facts, problems=facts.get("problems", []),
+                           notes=facts.get("notes", []), operators=facts.get("operators", []),
+                           operators_of=lambda serial: [o for o in facts.get("operators", []) if o["serial"] == serial],
+                           verdicts=[v for v in doc.numerics or [] if v.backend == "executorch"])

@@ -17,9 +17,9 @@ from tests.deploy_support.fixtures import make_inputs
 from tests.deploy_support.fixtures import running_in as _running_in
 from toolchain.fsutil import OWNER_MARKER
 from tests.deploy_support.fixtures import wait_running
-from tests.executorch_support.device import build_standin_runner, write_pte_models, write_runtime_build_info
+from tests.executorch_support.device import (build_standin_runner, latest_executorch, write_pte_models,
+                                             write_runtime_build_info)
 from tests.virtual_device.harness import adb_with_devices
-from toolchain.pte_results import PteDeployRecord
 from deploy.results import DB_NAME, ResultStore
 from toolchain.records import DeployResults, deploy_results_path
 
@@ -69,9 +69,9 @@ def test_both_formats_run_in_one_command_on_each_device(inputs, tmp_path):
     assert {(row.format, row.serial) for row in stored if row.status == "ok"} == {
         (f, s) for f in ("torchscript", "executorch") for s in serials}
     assert sorted(map(str, stored)) == sorted(map(str, legacy.rows))
-    et = PteDeployRecord.load(results)
+    et = latest_executorch(results)
     assert {row.serial for row in et.rows if row.runtime == "ExecuTorch fp32-xnnpack" and row.status == "ok"} == serials
-    assert et.legacy.get("run_id") == legacy.run_id  # the ExecuTorch lines beside this run's TorchScript ones
+    assert et.run_id == legacy.run_id  # the ExecuTorch lines beside this run's TorchScript ones
     assert any(row.runtime.startswith("TorchScript CPU") for row in et.rows), et.rows
     for name, text in logs.items():  # one loop: one probe (and lock) per device for both formats
         assert text.count("shell: getprop;") == 1, (name, text)  # one probe, which takes the lock
@@ -89,7 +89,8 @@ def test_format_executorch_alone_keeps_its_rows_as_a_run_of_the_store(inputs, tm
     assert r.returncode == 0, r.stdout + r.stderr
     results = tmp_path / "build" / "results"
     assert "./speed_benchmark_torch " not in log and "./executor_runner " in log
-    assert [row.status for row in PteDeployRecord.load(results).rows] == ["ok"]
+    assert [row.status for row in latest_executorch(results).rows] == ["ok"]
+    assert not list(results.glob("executorch-*"))  # no second record: the run's document holds it all
     doc = DeployResults.load(deploy_results_path(results, "latest"))
     assert [(row.format, row.variant, row.backend, row.status) for row in doc.rows] == [
         ("executorch", "fp32-xnnpack", "xnnpack", "ok")]

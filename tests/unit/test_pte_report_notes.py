@@ -26,7 +26,7 @@ def test_an_earlier_torchdroids_executorch_record_is_named_kept_and_not_drawn(tm
     old.write_text('{"kind": "torchdroid.executorch-deploy", "schema": 1, "rows": "an earlier layout"}')
     run = [row("A", "cpu", "ok", 10.0)]
     run[0].run_id = 4
-    section = build_section(tmp_path, run, {})
+    section = build_section(tmp_path, run, {}, {})
     (line,) = summary_lines(section)
     assert not section.present and not section.devices
     assert "no ExecuTorch rows in run 4" in line and str(old) in line and "not drawn" in line

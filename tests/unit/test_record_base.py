@@ -31,7 +31,8 @@ def _file(tmp_path, text, name="record.json"):
 def test_each_kind_refuses_with_a_typed_error_naming_the_command_that_remakes_it(tmp_path, kind, case, text, error):
     path = tmp_path / ("torchdroid-app.json" if kind is AppInfo else "record.json")
     if case.endswith("schema"):
-        text = json.dumps({"kind": kind.KIND, "schema": kind.SCHEMA + (1 if case == "newer schema" else -1)})
+        older = min((kind.SCHEMA, *kind.READS)) - 1  # older than any schema the kind still reads
+        text = json.dumps({"kind": kind.KIND, "schema": kind.SCHEMA + 1 if case == "newer schema" else older})
     if text is not None:
         path.write_text(text)
     with pytest.raises(error) as ei:
