@@ -7,10 +7,10 @@ import pytest
 
 from toolchain import record_base as rb
 from toolchain.hardware_records import Placement
-from toolchain.numerics_records import NumericsRecord, NumericsVerdict, ReferenceOutputs
+from toolchain.numerics_records import NumericsVerdict, ReferenceOutputs
 from toolchain.records import AppInfo, BuildInfo, ConvertManifest, DeployResults, VerifyRecord
 
-KINDS = [ConvertManifest, BuildInfo, AppInfo, DeployResults, VerifyRecord, ReferenceOutputs, NumericsRecord]
+KINDS = [ConvertManifest, BuildInfo, AppInfo, DeployResults, VerifyRecord, ReferenceOutputs]
 
 
 def _file(tmp_path, text, name="record.json"):
@@ -50,15 +50,15 @@ def test_a_record_of_an_earlier_torchdroid_says_so_and_is_kept(tmp_path):
 
 
 def test_a_record_of_a_later_torchdroid_says_so(tmp_path):
-    _file(tmp_path, json.dumps({"kind": NumericsRecord.KIND, "schema": 7}))
+    _file(tmp_path, json.dumps({"kind": ReferenceOutputs.KIND, "schema": 7}))
     with pytest.raises(rb.RecordSchemaNewer) as ei:
-        NumericsRecord.load(tmp_path / "record.json")
+        ReferenceOutputs.load(tmp_path / "record.json")
     assert "a later torchdroid" in ei.value.cause and "use that torchdroid" in ei.value.remedy
 
 
 @pytest.mark.parametrize("kind, body", [
-    (NumericsRecord, {"verdicts": [{"serial": "P", "file": "f", "backend": "cpu", "mode": "none",
-                                    "verdict": "maybe"}]}),
+    (DeployResults, {"numerics": [{"serial": "P", "file": "f", "backend": "cpu", "mode": "none",
+                                   "verdict": "maybe"}]}),
     (DeployResults, {"hardware": [{"serial": "P"}]}),
     (DeployResults, {"results": [{"serial": "P"}]}),
     (ReferenceOutputs, {"files": [{"file": "f"}]}),
@@ -194,15 +194,16 @@ def test_a_record_that_contradicts_itself_is_refused_with_the_remedy(tmp_path, w
     assert "invoke deploy" in ei.value.remedy
 
 
-def test_an_executorch_numerics_record_that_contradicts_itself_is_refused(tmp_path):
-    path = NumericsRecord(1, [NumericsVerdict("P", "m.pte", "executorch", "fp32", "agrees", top5="5/5")]).write(
-        tmp_path / "executorch-latest-numerics.json")
+def test_a_programs_verdict_that_contradicts_itself_is_refused_with_the_run_document(tmp_path):
+    """Moved from the ExecuTorch numerics record (gone: the programs' verdicts are in the run's document)."""
+    verdict = NumericsVerdict("P", "m.pte", "executorch", "fp32", "agrees", top5="5/5")
+    path = DeployResults(1, "", [], numerics=[verdict]).write(tmp_path / "run-0001.json")
     data = json.loads(path.read_text())
-    data["verdicts"][0]["top5"] = "7/5"
+    data["numerics"][0]["top5"] = "7/5"
     path.write_text(json.dumps(data))
     with pytest.raises(rb.RecordMalformed, match="contradicts itself") as ei:
-        NumericsRecord.load(path)
-    assert "invoke deploy-executorch" in ei.value.remedy
+        DeployResults.load(path)
+    assert "invoke deploy" in ei.value.remedy
 
 
 @pytest.mark.parametrize("when", ["CREATE TABLE IF NOT EXISTS meta", "INSERT INTO runs"])
