@@ -16,7 +16,6 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from toolchain.errors import TorchdroidError, command
 from toolchain.hardware_records import LISTER_NAME, Placement
 from toolchain.numerics_records import NumericsVerdict
-from toolchain.pte_results import PteResultRow
 from toolchain.records import BENCH_BINARY, ModelFile, ResultRow
 
 from . import app_bench as _app
@@ -52,13 +51,12 @@ class DeviceReport:
     skipped_files: int = 0
     installed: Optional[bool] = None  # True: pm install ran; False: the same APK was already installed
     install_error: Optional[str] = None
-    rows: List[ResultRow] = field(default_factory=list)
+    rows: List[ResultRow] = field(default_factory=list)  # every format's (an ExecuTorch program's: executorch_bench)
     errors: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     # is each model's (and program's) answer right: every format's verdicts, one list (deploy/numerics.py)
     numerics: List[NumericsVerdict] = field(default_factory=list)
     hardware: List[Placement] = field(default_factory=list)  # which hardware NNAPI chose (deploy/nnapi_log.py)
-    pte_rows: List[PteResultRow] = field(default_factory=list)  # the ExecuTorch programs (executorch_bench.py)
     operators: List[dict] = field(default_factory=list)  # per program: its ETDump's operator table, or unknown and why
     # told of each row the moment it exists (deploy/orchestrate.Keeper: the run's journal, on disk at once)
     on_row: Optional[Callable[["DeviceReport", ResultRow], None]] = field(default=None, repr=False, compare=False)

@@ -7,14 +7,15 @@ portable programs, the numerics check's inputs and host outputs); per device (:f
 deploy/device_run.py) they go to ``<project>/executorch`` and the programs run in ``repeat`` alternated rounds,
 each as ``executor_runner --model_path=P --num_executions=warmup+iters --cpu_threads=T`` (the remote exit code is
 checked); the runner's ``Iteration i of N: X ms`` lines give the samples, the first ``warmup`` of each run dropped,
-summarised like the TorchScript binary's (deploy/bench.py).  :func:`record_executorch` joins the latest legacy
-results of the same device (TorchScript CPU and NNAPI, quant_none and quant_full), gives every line's speed-up over
-the legacy CPU model of the same precision and writes ``executorch-run-NNNN.json`` / ``executorch-latest.json``.
+summarised like the TorchScript binary's (deploy/bench.py).  Each program's row is a row of the run (``format =
+executorch``, deploy/rows.program_row), journaled the moment it is measured like every TorchScript row.
+:func:`record_executorch` puts each device's programs beside the same run's TorchScript CPU and NNAPI rows
+(quant_none and quant_full), gives every line's speed-up over the CPU model of the same precision and gathers
+the facts the run's document keeps (``DeployResults.executorch``: per-operator tables, problems, notes).
 
 Is the answer right (``deploy.numerics``, on by default): each program runs once more per recorded reference input
 with ``--inputs=... --print_output=all`` and its printed outputs are compared with the host ExecuTorch runtime's on
-the same inputs (deploy/pte_numerics.py); the verdicts go to ``executorch-latest-numerics.json``, which
-``executorch-latest.json`` names by sha256.
+the same inputs (deploy/pte_numerics.py); the verdicts go to the device's one list, in the run's document.
 """
 
 from __future__ import annotations
@@ -29,17 +30,16 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins as pins
 from toolchain.errors import RecordError, UsageError
-from toolchain.numerics_records import NumericsRecord, NumericsVerdict, numerics_path
+from toolchain.numerics_records import NumericsVerdict
 from toolchain.pte_records import PteFile, pte_files
-from toolchain.fsutil import sha256_file
-from toolchain.pte_results import PTE_RESULTS_STEM, PteDeployRecord, PteResultRow, add_speedups
-from toolchain.records import BuildInfo, DeployResults, deploy_results_path
+from toolchain.pte_results import PteResultRow, add_speedups
+from toolchain.records import BuildInfo, ResultRow
 
 from .bench import BenchOptions, BenchStats, ParsedRun, stoppable, summarize
 from .plan import BinaryPlan, DeploySettings, _recorded, unoptimized_warnings
 from .preflight import elf_abi, load_alignment
 from .push import PushItem, push_all
-from .results import run_document
+from .rows import program_row
 
 log = logging.getLogger(__name__)
 ON_DEVICE_DELEGATES = ("xnnpack", "portable")  # what a runner built with XNNPACK (and the portable kernels) runs
@@ -112,18 +112,6 @@ def program_stats(outputs: Sequence[str], warmup: int) -> Optional[BenchStats]:
     return summarize([ParsedRun(True, [ms * 1000.0 for ms in parse_iterations(o)[warmup:]], None) for o in outputs])
 
 
-def program_row(serial: str, f: PteFile, outputs: Sequence[str], failure: Optional[str],
-                warmup: int, traced: bool = False) -> PteResultRow:
-    """``traced``: the latencies came from a runner with the event tracer, and the row's runtime says so."""
-    row = PteResultRow(serial, f"ExecuTorch {f.variant}{' (traced)' if traced else ''}", f.precision, f.file,
-                       "failed", note=failure or "")
-    stats = None if failure else program_stats(outputs, warmup)
-    if stats is not None:
-        row.status, row.samples, row.note = "ok", stats.samples, stats.variance_note()
-        row.median_ms, row.p90_ms, row.min_ms = stats.median_ms, stats.p90_ms, stats.min_ms
-    return row
-
-
 def run_programs(run: Any) -> None:
     """This format's step of one device's deploy (deploy/device_run.py ``DeviceRun``, under the project directory's
     lock): push, then ``repeat`` rounds each running every program once (warm-up + iterations) on the untraced runner,
@@ -139,9 +127,10 @@ def run_programs(run: Any) -> None:
     outputs, failures = _timing_rounds(run, et, directory)
     for f in et.programs:
         run.go_on()
-        row = program_row(run.rep.serial, f, outputs[f.file], failures.get(f.file), run.s.options.warmup,
-                          et.traced_timing)
-        run.rep.pte_rows.append(row)
+        failure = failures.get(f.file, "")
+        stats = None if failure else program_stats(outputs[f.file], run.s.options.warmup)
+        row = program_row(run.facts, et.runner, f, stats, failure, run.s.options, et.traced_timing)
+        run.rep.add_row(row)  # onto the disk at once (the run's journal), like every TorchScript row
         run.rep.operators.append(_operators(run, et, directory, f, row))
         if et.inputs is not None:
             run.status(f"checking the output of {f.file}")
@@ -176,14 +165,14 @@ def _timing_rounds(run: Any, et: ExecutorchPlan, directory: str) -> Tuple[Dict[s
     return outputs, failures
 
 
-def _answer(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: PteResultRow) -> NumericsVerdict:
+def _answer(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: ResultRow) -> NumericsVerdict:
     """Is the phone's answer right: the program's printed outputs on each input (the timing runner, once per input)
     against the host's."""
     from . import pte_numerics as pn
 
     if row.status != "ok":
         return NumericsVerdict(run.dev.serial, f.file, pn.BACKEND, f.precision, "unknown",
-                               reason="the program did not run: " + row.note)
+                               reason="the program did not run: " + row.reason)
     trace, opts = RUN_TRACE if et.traced_timing else None, run.s.options
     verdict = pn.check_program(run.dev, f, et.inputs[f.stem], et.references[f.file], lambda name: runner_command(
         directory, f.file, 1, threads(opts), trace, et.timing, name or ""), opts.timeout)
@@ -221,61 +210,63 @@ def plan_executorch(s: DeploySettings) -> ExecutorchPlan:
     return plan
 
 
-def load_legacy(results_dir: Path) -> Tuple[Optional[DeployResults], Dict[str, Any]]:
-    """The legacy deploy's latest results (``latest.json``) and what the record says about them."""
-    res, why = run_document(results_dir, None)
-    if res is None and not why:
-        return None, {}
-    facts = {"path": str(deploy_results_path(results_dir, "latest").resolve())}
-    if why:
-        log.warning("legacy results %s not readable: %s", facts["path"], why)
-    return res, {**facts, "error": why} if why else {**facts, "run_id": res.run_id, "started": res.started}
-
-
-def legacy_rows(legacy: Optional[DeployResults], serial: str, stems: Sequence[str]) -> List[PteResultRow]:
-    """The legacy binary benchmark's quant_none / quant_full CPU and NNAPI medians of this device."""
-    if legacy is None:
-        return []
+def legacy_rows(rows: Sequence[ResultRow], stems: Sequence[str]) -> List[PteResultRow]:
+    """The run's TorchScript binary benchmark's quant_none / quant_full CPU and NNAPI medians of one device."""
     out = []
-    for r in legacy.rows:
-        if (r.serial == serial and r.source == "binary" and r.stem in stems and r.status == "ok"
+    for r in rows:
+        if (r.format == "torchscript" and r.source == "binary" and r.stem in stems and r.status == "ok"
                 and r.variant in ("quant_none", "quant_full")):
             label = f"{'TorchScript CPU' if r.backend == 'cpu' else 'NNAPI'} {r.variant}"
-            out.append(PteResultRow(serial, label, "fp32" if r.mode == "none" else "int8", r.model_file, "ok",
-                                    r.median_ms, r.p90_ms, r.min_ms, r.samples,
-                                    note=f"legacy deploy run {legacy.run_id}"))
+            out.append(PteResultRow(r.serial, label, "fp32" if r.mode == "none" else "int8", r.model_file, "ok",
+                                    r.median_ms, r.p90_ms, r.min_ms, r.samples, note=f"deploy run {r.run_id}"))
     return out
 
 
-def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[Any]) -> PteDeployRecord:
-    """Every device's ExecuTorch rows beside the latest legacy results of that device (after a run with both formats:
-    this run's), each device's failure and each failed program a problem; the record and its numerics record."""
-    from . import pte_numerics as pn
+def program_line(r: ResultRow) -> PteResultRow:
+    """An ExecuTorch program's row of the run as a line of the ExecuTorch record."""
+    return PteResultRow(r.serial, f"ExecuTorch {r.variant}{' (traced)' if r.has_flag('traced') else ''}",
+                        r.variant.split("-")[0], r.model_file, "ok" if r.status == "ok" else "failed", r.median_ms,
+                        r.p90_ms, r.min_ms, r.samples, note=r.reason)
 
-    legacy, legacy_facts = load_legacy(s.results)
+
+def device_lines(rows: Sequence[ResultRow], stems: Sequence[str]) -> List[PteResultRow]:
+    """One device's lines of a run: its ExecuTorch programs beside its TorchScript CPU and NNAPI rows of the same
+    models (none when no program ran)."""
+    programs = [r for r in rows if r.format == "executorch"]
+    return legacy_rows(rows, stems) + [program_line(r) for r in programs] if programs else []
+
+
+@dataclass
+class ExecutorchRun:
+    """The ExecuTorch format's part of a run: per device its lines (the programs beside the run's TorchScript rows,
+    with their speed-ups) and the facts the run's document keeps (``DeployResults.executorch``)."""
+
+    rows: List[PteResultRow]
+    facts: Dict[str, Any]
+
+    @property
+    def problems(self) -> List[str]:
+        return self.facts.get("problems", [])
+
+
+def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[Any]) -> ExecutorchRun:
+    """Every device's ExecuTorch rows (kept in the run like the TorchScript ones) beside the run's TorchScript rows of
+    that device, each device's failure and each failed program a problem; the facts go into the run's document."""
     stems = sorted({f.stem for f in et.programs})
     rows: List[PteResultRow] = []
     problems: List[str] = []
-    operators: List[Dict[str, Any]] = []
-    verdicts: List[NumericsVerdict] = []
     for rep in reports:
+        rows += device_lines(rep.rows, stems)
         problems += [f"{rep.serial}: {' '.join(line.strip() for line in e.splitlines())}" for e in rep.errors]  # with the fix
-        problems += [f"{rep.serial}: {r.file}: {r.note}" for r in rep.pte_rows if r.status != "ok"]
-        rows += legacy_rows(legacy, rep.serial, stems) + rep.pte_rows if rep.pte_rows else []
-        operators += rep.operators
-        verdicts += [v for v in rep.numerics if v.backend == pn.BACKEND]  # the device's one list: its programs'
+        problems += [f"{rep.serial}: {r.model_file}: {r.reason}" for r in rep.rows
+                     if r.format == "executorch" and r.status != "ok"]
     add_speedups(rows)
-    numerics_file = (NumericsRecord(legacy_facts.get("run_id"), verdicts).write(
-        numerics_path(s.results, PTE_RESULTS_STEM)) if et.inputs is not None else None)
     opts = s.options
-    record = PteDeployRecord(models=str(Path(s.models).resolve()), build_info=str(et.build_info.resolve()),
-                             warmup=opts.warmup, iters=opts.iters, repeat=opts.repeat, threads=threads(opts),
-                             rows=rows, problems=problems, legacy=legacy_facts, operators=operators,
-                             notes=_baseline_notes(s.models) + ([TRACED_NOTE] if et.traced_timing else []),
-                             numerics=({"file": numerics_file.name, "sha256": sha256_file(numerics_file)}
-                                       if numerics_file else {}))
-    record.write(s.results)
-    return record
+    facts = {"models": str(Path(s.models).resolve()), "build_info": str(et.build_info.resolve()),
+             "warmup": opts.warmup, "iters": opts.iters, "repeat": opts.repeat, "threads": threads(opts),
+             "checked": et.inputs is not None, "operators": [o for rep in reports for o in rep.operators],
+             "problems": problems, "notes": _baseline_notes(s.models) + ([TRACED_NOTE] if et.traced_timing else [])}
+    return ExecutorchRun(rows, facts)
 
 
 def _baseline_notes(models: Path) -> List[str]:
@@ -289,7 +280,7 @@ def _baseline_notes(models: Path) -> List[str]:
     return unoptimized_warnings([f for f in files if f.variant in ("quant_none", "quant_full")])
 
 
-def _operators(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: PteResultRow) -> Dict[str, Any]:
+def _operators(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: ResultRow) -> Dict[str, Any]:
     """The program's per-operator table from one run of the traced runner (its ETDump pulled back and removed from
     the phone), or "unknown" and why."""
     from .etdump import etdump_name, program_operators, unknown
@@ -299,7 +290,7 @@ def _operators(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: Pt
         return unknown(serial, f.file, "the runner was built without ExecuTorch's event tracer: run "
                                        f"`{BUILD}` (event tracer on by default)")
     if row.status != "ok":
-        return unknown(serial, f.file, "the program did not run: " + row.note)
+        return unknown(serial, f.file, "the program did not run: " + row.reason)
     run.status(f"reading where the time went in {f.file} (traced runner)")
     res = run.dev.shell(runner_command(directory, f.file, opts.warmup + opts.iters, threads(opts), etdump_name(f.file),
                                        et.tracer), timeout=opts.timeout)

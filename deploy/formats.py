@@ -2,7 +2,8 @@
 says what every phone gets (``plan``), what it does on one phone under the project directory's lock
 (``on_device``), how it records what the phones measured (``record``) and why deploy ends with exit 7
 (``problem``).  deploy/orchestrate.py loops over the formats asked for (``deploy.format``) in ``DEPLOY_FORMATS``'
-order: TorchScript's record first, ExecuTorch's joins it.
+order.  Every format's rows are the run's rows: journaled as each is measured and stored device by device (the
+Keeper); a format's ``record`` gathers what is its own, then the run's CSV/JSON hold it all (:func:`keep_run`).
 
 Here and not on ``converter.formats.Format``: deploy owns its steps, and the imports point one way
 (orchestrate -> formats -> device_run, executorch_bench; nothing of deploy imports converter.formats).
@@ -27,7 +28,6 @@ class DeployFormat:
     """One format's part of ``invoke deploy``."""
 
     name = ""
-    keeps_rows = False  # its rows go to the results store device by device (orchestrate.Keeper)
 
     def plan(self, s: DeploySettings, plan: DeployPlan) -> None:
         """Add what every phone gets to the run's plan (before any device work)."""
@@ -38,8 +38,8 @@ class DeployFormat:
         raise NotImplementedError
 
     def record(self, s: DeploySettings, plan: DeployPlan, result: Any, keeper: Any) -> None:
-        """Record what every phone measured (``result.devices``) and say where on ``result``."""
-        raise NotImplementedError
+        """Gather what is this format's own besides the run's rows (stored already) on ``result`` (before the run's
+        document is written)."""
 
     def problem(self, result: Any) -> Optional[str]:
         """Why deploy ends with exit 7 (after its tables), or None."""
@@ -50,7 +50,6 @@ class TorchScriptDeploy(DeployFormat):
     """The benchmark binary, the CPU and NNAPI models and the app."""
 
     name = "torchscript"
-    keeps_rows = True
 
     def plan(self, s: DeploySettings, plan: DeployPlan) -> None:
         ts = make_plan(s)
@@ -62,25 +61,8 @@ class TorchScriptDeploy(DeployFormat):
             run.go_on()
             step(run)
 
-    def record(self, s: DeploySettings, plan: DeployPlan, result: Any, keeper: Any) -> None:
-        """Every row (ok, failed, skipped) is stored already, device by device (``Keeper``); here the rest: the run's
-        and the latest CSV/JSON (the JSON with the numerics verdicts and NNAPI placements)."""
-        reports, rows, results = result.devices, result.rows, Path(s.results)
-        devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
-        result.run_id, result.db_path = keeper.run_id, keeper.store.path
-        checks = run_numerics(reports, plan), run_hardware(reports, plan if s.hardware and s.bench else None)
-        try:
-            result.exports = export(rows, results, keeper.stem, devices, *checks)
-            result.exports.update({f"latest_{k}": v
-                                   for k, v in export(rows, results, "latest", devices, *checks).items()})
-        except WRITE_ERRORS as e:  # a full disk: the rows into the store still, then say where they are
-            keeper.exported = False
-            keeper.finish()
-            raise keeper.not_exported(e) from e
-        keeper.finish()
-
     def problem(self, result: Any) -> Optional[str]:
-        failed_rows = [r for r in result.rows if r.status == "failed"]
+        failed_rows = [r for r in result.rows if r.status == "failed" and r.format == self.name]
         if result.failed:
             return (f"{len(result.failed)} of {len(result.devices)} device(s) had problems (see above; the others "
                     "were deployed)")
@@ -114,6 +96,24 @@ DEPLOY_FORMATS: Dict[str, DeployFormat] = {f.name: f for f in (TorchScriptDeploy
 def chosen(names: Iterable[str]) -> List[DeployFormat]:
     """The formats asked for, in ``DEPLOY_FORMATS``' order."""
     return [f for name, f in DEPLOY_FORMATS.items() if name in names]
+
+
+def keep_run(s: DeploySettings, plan: DeployPlan, result: Any, keeper: Any) -> None:
+    """Every row (ok, failed, skipped; every format's) is stored already, device by device (``Keeper``); here the
+    rest: the run's and the latest CSV/JSON (the JSON with the numerics verdicts and NNAPI placements)."""
+    reports, rows, results = result.devices, result.rows, Path(s.results)
+    devices = [rep.conditions.to_dict() for rep in reports if rep.conditions is not None]
+    result.run_id, result.db_path = keeper.run_id, keeper.store.path
+    checks = (run_numerics(reports, plan), run_hardware(reports, plan if s.hardware and s.bench else None),
+              result.executorch.facts if result.executorch is not None else {})
+    try:
+        result.exports = export(rows, results, keeper.stem, devices, *checks)
+        result.exports.update({f"latest_{k}": v for k, v in export(rows, results, "latest", devices, *checks).items()})
+    except WRITE_ERRORS as e:  # a full disk: the rows into the store still, then say where they are
+        keeper.exported = False
+        keeper.finish()
+        raise keeper.not_exported(e) from e
+    keeper.finish()
 
 
 def run_numerics(reports: List[Any], plan: DeployPlan) -> List[NumericsVerdict]:

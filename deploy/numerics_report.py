@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import html
-from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from toolchain.errors import RecordError
-from toolchain.fsutil import sha256_file
-from toolchain.numerics_records import NumericsRecord, NumericsVerdict
-from toolchain.pte_results import PteDeployRecord
+from toolchain.numerics_records import NumericsVerdict
 from toolchain.records import DeployResults
 
 COLUMNS = ["device", "model file", "backend", "verdict", "largest diff", "LSB", "top-1", "top-5", "compared with",
@@ -17,8 +13,6 @@ COLUMNS = ["device", "model file", "backend", "verdict", "largest diff", "LSB", 
 NOT_CHECKED = ("not checked in this run: deploy ran without the numerics check (--no-numerics, --no-bench, or no "
                "benchmark binary) or before torchdroid had it; run `invoke deploy` again")
 ALSO_NOT_CHECKED = "not checked on the phone: the in-app benchmark's outputs (the app prints no outputs)"
-ET_NOT_CHECKED = ("ExecuTorch programs: not checked: the latest deploy-executorch ran before torchdroid checked the "
-                  "runner's outputs; run `invoke deploy-executorch` again")
 
 
 def _num(v: Optional[float], spec: str) -> str:
@@ -52,25 +46,6 @@ def of_run(doc: Optional[DeployResults], unreadable: str = "") -> Tuple[List[Num
     return list(verdicts or []), ("" if verdicts else NOT_CHECKED)
 
 
-def load_executorch(results: Path) -> Tuple[List[NumericsVerdict], str]:
-    """The latest deploy-executorch's verdicts (``executorch-latest-numerics.json``, the one its results record
-    names by sha256), or none and why (none and no reason: there are no deploy-executorch results at all, which
-    the report's ExecuTorch section already says)."""
-    if not PteDeployRecord.exists(results):
-        return [], ""
-    link = PteDeployRecord.load(results).numerics
-    if not link:
-        return [], ET_NOT_CHECKED
-    path = Path(results) / str(link.get("file", ""))
-    if not path.is_file() or sha256_file(path) != link.get("sha256"):
-        return [], (f"ExecuTorch programs: not shown: {path.name} is missing or is not the one the latest "
-                    "deploy-executorch wrote; run `invoke deploy-executorch` again")
-    try:
-        return NumericsRecord.load(path).verdicts, ""
-    except RecordError as e:
-        return [], f"ExecuTorch programs: not shown: {e.what}"
-
-
 def _table(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str]) -> str:
     e = html.escape
     head = "".join(f"<th>{e(c)}</th>" for c in COLUMNS)
@@ -79,16 +54,6 @@ def _table(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str]) -> str:
         + "".join(f"<td class='t'>{e(str(c))}</td>" for c in row) + "</tr>"
         for v, row in zip(verdicts, table_rows(verdicts, labels)))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def one_list(run: Tuple[List[NumericsVerdict], str], executorch: Tuple[List[NumericsVerdict], str]
-             ) -> Tuple[List[NumericsVerdict], str]:
-    """One verdict list per phone: the run's (:func:`of_run`; a run with both formats holds its programs' too) and
-    the latest ExecuTorch record's that the run does not hold (:func:`load_executorch`), with why any is missing."""
-    (verdicts, why), (programs, programs_why) = run, executorch
-    seen = {(v.serial, v.file) for v in verdicts}
-    return (list(verdicts) + [v for v in programs if (v.serial, v.file) not in seen],
-            "; ".join(w for w in (why, programs_why) if w))
 
 
 def html_section(verdicts: Sequence[NumericsVerdict], labels: Dict[str, str], note: str) -> str:

@@ -10,18 +10,17 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import DeviceError, TorchdroidError, VerificationError
 from toolchain.fsutil import ensure_writable_dir
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
-from toolchain.pte_results import PteDeployRecord
 from toolchain.records import ResultRow, now_iso
 
 from .adb import Adb
 from .device_run import Cancelled, DeviceReport, record_failure, run_device, stop_benchmarks
-from .formats import DeployFormat, chosen
+from .formats import DeployFormat, chosen, keep_run
 from .hashes import HASH_CACHE_NAME
 from .journal import import_journals
 from .keeper import Keeper
@@ -38,12 +37,12 @@ log = logging.getLogger(__name__)
 @dataclass
 class DeployResult:
     devices: List[DeviceReport]
-    run_id: Optional[int]  # None (and no db_path, no exports): a run without the TorchScript format
+    run_id: Optional[int]  # the run's id in the results store (None only before its rows are kept)
     db_path: Optional[Path]
     exports: Dict[str, Path]
     warnings: List[str]
     directory: str
-    executorch: Optional[PteDeployRecord] = None  # the ExecuTorch format's record (executorch-run-NNNN.json)
+    executorch: Optional[Any] = None  # the ExecuTorch format's part (executorch_bench.ExecutorchRun)
     fail_on_numerics: bool = False  # deploy.fail_on_numerics: a phone whose outputs differ fails the task
 
     @property
@@ -148,12 +147,11 @@ def _deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]], 
     started = now_iso()
     ensure_writable_dir(s.results, "results directory (deploy.results)")
     # before any device work: a store that cannot take the rows stops here
-    if any(f.keeps_rows for f in formats):
-        imported = import_journals(ResultStore(Path(s.results) / DB_NAME), Path(s.results))
-        for line in imported:
-            log.warning("%s", line)
-        plan.warnings += imported
-    keeper = Keeper.open(s, plan, started) if any(f.keeps_rows for f in formats) else None
+    imported = import_journals(ResultStore(Path(s.results) / DB_NAME), Path(s.results))
+    for line in imported:
+        log.warning("%s", line)
+    plan.warnings += imported
+    keeper = Keeper.open(s, plan, started)
     interrupted = None
     try:
         with contextlib.ExitStack() as stack:
@@ -167,41 +165,37 @@ def _deploy(s: DeploySettings, on_status: Optional[Callable[[str, str], None]], 
         rep = DeviceReport(u.serial or f"(adb server {u.address})", str(u.address))
         record_failure(rep, str(u.error))
         reports.append(rep)
-        if keeper is not None:
-            keeper.device_done(rep)
+        keeper.device_done(rep)
     if interrupted is not None:
         interrupted.detail = keep_completed(s, plan, reports, keeper, directory)  # the run's one closing line says it
         raise interrupted
     return record(s, plan, reports, keeper, directory, formats)
 
 
-def keep_completed(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Optional[Keeper],
+def keep_completed(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Keeper,
                    directory: str) -> str:
-    """Ctrl-C: the rows the store keeps (TorchScript's) that completed are recorded (a run without one is forgotten:
-    no empty run, no empty ``latest``); the ExecuTorch format's record is not written (a device's lines exist only
-    once all its programs ran).  Returns what was kept, for the one line the task prints."""
-    kept = []
-    if keeper is not None:
-        rows = [r for rep in reports for r in rep.rows]
-        if rows:
-            record(s, plan, reports, keeper, directory, [f for f in chosen(s.formats) if f.keeps_rows])
-            kept.append(f"{len(rows)} completed row(s) kept in {keeper.where()}")
-        else:
-            keeper.discard()
-    if plan.executorch is not None:
-        kept.append("the ExecuTorch lines were not recorded")
-    return "the benchmarks on the phones were stopped; " + ("; ".join(kept) or "nothing was recorded")
+    """Ctrl-C: the rows that completed (every format's) are recorded, not the formats' own records (a run without
+    a row is forgotten: no empty run, no empty ``latest``).  Returns what was kept, for the one line the task
+    prints."""
+    rows = [r for rep in reports for r in rep.rows]
+    if rows:
+        record(s, plan, reports, keeper, directory, [])
+        kept = f"{len(rows)} completed row(s) kept in {keeper.where()}"
+    else:
+        keeper.discard()
+        kept = "nothing was recorded"
+    return "the benchmarks on the phones were stopped; " + kept
 
 
 def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySettings, plan: DeployPlan,
-                directory: str, status: Callable[[str, str], None], keeper: Optional[Keeper],
+                directory: str, status: Callable[[str, str], None], keeper: Keeper,
                 formats: Sequence[DeployFormat]) -> None:
     """One worker thread per device (whichever adb server it is on); whatever one device does, the others go on.
 
     Ctrl-C: the benchmarks running on the phones are stopped (each phone is told, a status line says so), each
     worker ends after its current step, the completed rows are kept, then KeyboardInterrupt is raised again."""
     cancel = threading.Event()
-    for rep in reports if keeper is not None else ():
+    for rep in reports:
         rep.on_row = keeper.measured  # each row onto the disk the moment it is measured
 
     def work(rep: DeviceReport, target: Target) -> None:
@@ -219,8 +213,7 @@ def run_workers(reports: List[DeviceReport], targets: List[Target], s: DeploySet
             status(rep.serial, f"failed: {type(e).__name__}: {e}")
         finally:
             name_loss(target, rep)
-            if keeper is not None:
-                keeper.device_done(rep)
+            keeper.device_done(rep)
 
     pool = ThreadPoolExecutor(max_workers=max(1, len(reports)), thread_name_prefix="deploy")
     futures = [pool.submit(work, rep, t) for rep, t in zip(reports, targets)]
@@ -249,11 +242,12 @@ def name_loss(target: Target, rep: DeviceReport) -> None:
             r.reason = f"{gone}: {r.reason}"
 
 
-def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Optional[Keeper],
+def record(s: DeploySettings, plan: DeployPlan, reports: List[DeviceReport], keeper: Keeper,
            directory: str, formats: Sequence[DeployFormat]) -> DeployResult:
-    """Each format's records (``formats``, in deploy/formats.py's order): TorchScript's rows are stored already,
-    device by device (``Keeper``); ExecuTorch's join the latest TorchScript results, this run's when it had both."""
+    """What each of ``formats`` records of its own (in deploy/formats.py's order), then the run's rows (every
+    format's, stored already device by device by the ``Keeper``) and all of that in the run's CSV/JSON."""
     result = DeployResult(reports, None, None, {}, plan.warnings, directory, fail_on_numerics=s.fail_on_numerics)
     for f in formats:
         f.record(s, plan, result, keeper)
+    keep_run(s, plan, result, keeper)
     return result

@@ -22,7 +22,7 @@ the ExecuTorch "backend" (docs/deploy.md "Is the answer right"):
   rule above applies and the verdict says so.
 
 Verdicts are :class:`toolchain.numerics_records.NumericsVerdict` with ``backend="executorch"`` and the program's
-precision as ``mode``, written to ``<results>/executorch-latest-numerics.json`` (a :class:`NumericsRecord`).
+precision as ``mode``, in the device's one verdict list (the run's document, ``run-NNNN.json``).
 """
 
 from __future__ import annotations

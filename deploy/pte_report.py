@@ -1,15 +1,10 @@
-"""The report's ExecuTorch section: deploy-executorch's rows beside the legacy run the report draws, stale ones marked.
+"""The report's ExecuTorch section: the reported run's ExecuTorch rows beside its TorchScript CPU and NNAPI rows.
 
-``invoke report`` draws one legacy deploy run (SQLite).  ``invoke deploy-executorch`` wrote, at its own time,
-``executorch-latest.json``: per device the ExecuTorch XNNPACK/portable programs with the legacy TorchScript CPU and
-NNAPI rows of the legacy results it found (``latest.json``) and each line's speed-up over the legacy CPU model of
-the same precision.  This module reads that record (a malformed or tampered one is a RecordError, exit 5) and says
-when its rows do not belong to the reported run:
-
-* it joined another legacy run than the one reported (or none);
-* it was written before the reported run started (the legacy numbers are newer than the ExecuTorch ones);
-* its programs came from another models directory than the reported run's models;
-* a device of the record is not in the reported run.
+A deploy run with the ExecuTorch format keeps each program's row in the run (the results store, ``format =
+executorch``) like every TorchScript row.  Per device the section lines up the run's TorchScript CPU and NNAPI rows
+(quant_none, quant_full) and its programs, each with its speed-up over the CPU model of the same precision of the same
+run; the run's document (``DeployResults.executorch``) adds what is not a row: the per-operator tables, the
+problems and notes of the run, the runner's build-info.
 
 When the reported run has in-app numbers of an ExecuTorch program's app, it also says whether the app
 (org.pytorch:executorch-android at the app-info's version) and executor_runner (the build-info's ExecuTorch) are the
@@ -23,64 +18,40 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from toolchain.errors import TorchdroidError, command
-from toolchain.pte_results import PteDeployRecord, PteResultRow, parse_time, pte_results_path
+from toolchain.pte_results import PteResultRow, add_speedups
 from toolchain.records import AppInfo, BuildInfo
 
+from .executorch_bench import device_lines
 from .results import ResultRow
 
-HINT = ("no ExecuTorch rows: run `invoke convert --format torchscript,executorch`, `invoke build-android --lane "
-        "executorch` and `invoke deploy-executorch` (it writes {path}) for ExecuTorch XNNPACK beside TorchScript "
-        "CPU and NNAPI")
+HINT = ("no ExecuTorch rows in run {run}: run `invoke convert --format torchscript,executorch`, `invoke build-android "
+        "--lane executorch` and `invoke deploy --format torchscript,executorch` (`invoke deploy-executorch`: the "
+        "programs alone) for ExecuTorch XNNPACK beside TorchScript CPU and NNAPI in one run")
+EARLIER_RECORD = "executorch-latest.json"  # what an earlier torchdroid's deploy-executorch wrote
+EARLIER = ("{path} holds ExecuTorch lines an earlier torchdroid joined to another run: not drawn (each run now holds "
+           "its own); run `invoke deploy --format torchscript,executorch` for both formats in one run")
 
 
 @dataclass
 class PteDeviceTable:
-    """One device's ExecuTorch and legacy lines, as deploy-executorch measured them."""
+    """One device's TorchScript and ExecuTorch lines of the run."""
 
     serial: str
     title: str
     rows: List[PteResultRow]
-    stale: List[str] = field(default_factory=list)  # why these rows do not belong to the reported run
     operators: List[Dict[str, Any]] = field(default_factory=list)  # per program: the phone's ETDump table or unknown
 
 
 @dataclass
 class PteReportSection:
-    path: Path
-    present: bool
-    written: str = ""
-    legacy_run_id: Optional[int] = None
-    stale: List[str] = field(default_factory=list)  # reasons that hold for the whole record
+    run_id: int
+    present: bool  # the run has ExecuTorch rows
+    path: Optional[Path] = None  # the run's document (None: it cannot be read; the rows are still drawn)
     devices: List[PteDeviceTable] = field(default_factory=list)
     missing_devices: List[str] = field(default_factory=list)  # devices of the run without ExecuTorch rows
-    problems: List[str] = field(default_factory=list)  # what deploy-executorch itself reported
+    problems: List[str] = field(default_factory=list)  # what the run's ExecuTorch format reported
     notes: List[str] = field(default_factory=list)  # what every comparison must say (unoptimised CPU baselines...)
     hint: str = ""
-
-
-def _same_dir(a: str, b: Optional[str]) -> bool:
-    return b is None or Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
-
-
-def record_staleness(rec: PteDeployRecord, run_id: int, run_started: str, run_models: Optional[str]) -> List[str]:
-    """Why the record's rows do not belong to legacy run ``run_id`` (empty: they do)."""
-    out = []
-    if rec.legacy_run_id is None:
-        error = rec.legacy.get("error")
-        why = f" ({rec.legacy.get('path', 'latest.json')} could not be read: {error})" if error else ""
-        out.append(f"deploy-executorch found no legacy results to join{why} (the TorchScript/NNAPI lines and speed-ups "
-                   f"are missing), while this report draws legacy run {run_id}")
-    elif rec.legacy_run_id != run_id:
-        out.append(f"its TorchScript CPU/NNAPI lines and speed-ups come from legacy run {rec.legacy_run_id}, "
-                   f"not from run {run_id} drawn here")
-    written, started = parse_time(rec.written), parse_time(run_started)
-    if written and started and written < started:
-        out.append(f"measured at {rec.written}, before legacy run {run_id} started ({run_started}): "
-                   "the legacy results are newer")
-    if not _same_dir(rec.models, run_models):
-        out.append(f"its programs came from {rec.models}, legacy run {run_id} deployed the models of "
-                   f"{Path(str(run_models)).expanduser().resolve()}")
-    return out
 
 
 def _title(serial: str, run_rows: Sequence[ResultRow]) -> str:
@@ -88,25 +59,39 @@ def _title(serial: str, run_rows: Sequence[ResultRow]) -> str:
     return f"{serial}: {r.device_model}, Android {r.release} (SDK {r.sdk})" if r else serial
 
 
-def build_section(results_dir: Path, run_rows: Sequence[ResultRow], run_settings: Dict[str, Any]) -> PteReportSection:
-    """The section for the run whose rows are ``run_rows`` (all of one run); absent record: only the hint."""
-    path = pte_results_path(results_dir)
-    if not PteDeployRecord.exists(results_dir):
-        return PteReportSection(path, present=False, hint=HINT.format(path=path))
-    rec = PteDeployRecord.load(results_dir)  # RecordError (exit 5) when malformed or tampered
-    run_id, started = run_rows[0].run_id, run_rows[0].started
-    models = run_settings.get("models")
-    section = PteReportSection(path, True, rec.written, rec.legacy_run_id,
-                               record_staleness(rec, run_id, started, None if models is None else str(models)),
-                               problems=list(rec.problems), notes=list(rec.notes))
-    in_run = {r.serial for r in run_rows}
-    for serial in rec.serials():
-        stale = [] if serial in in_run else [f"device {serial} is not in legacy run {run_id}"]
-        section.devices.append(PteDeviceTable(serial, _title(serial, run_rows), rec.rows_of(serial), stale,
-                                              rec.operators_of(serial)))
-    section.missing_devices = sorted({r.serial for r in run_rows if r.source != "deploy"} - set(rec.serials()))
-    section.notes.extend(runtime_notes(rec, run_rows, run_settings))
+def _hint(results_dir: Path, run_id: int) -> str:
+    earlier = Path(results_dir) / EARLIER_RECORD
+    return HINT.format(run=run_id) + ("; " + EARLIER.format(path=earlier) if earlier.is_file() else "")
+
+
+def build_section(results_dir: Path, run_rows: Sequence[ResultRow], run_settings: Dict[str, Any],
+                  facts: Dict[str, Any], path: Optional[Path] = None) -> PteReportSection:
+    """The section of the run whose rows (every format's) are ``run_rows``, ``facts`` from its document at ``path``
+    ({}: none); a run without ExecuTorch rows: the hint."""
+    run_id = run_rows[0].run_id
+    programs = [r for r in run_rows if r.format == "executorch"]
+    if not programs:
+        return PteReportSection(run_id, False, hint=_hint(results_dir, run_id))
+    section = PteReportSection(run_id, True, path if facts else None, _devices(run_rows, programs, facts),
+                               problems=list(facts.get("problems") or []), notes=list(facts.get("notes") or []))
+    section.missing_devices = sorted({r.serial for r in run_rows if r.source != "deploy"} - {r.serial for r in programs})
+    if facts.get("build_info"):
+        section.notes.extend(runtime_notes(str(facts["build_info"]), run_rows, run_settings))
     return section
+
+
+def _devices(run_rows: Sequence[ResultRow], programs: Sequence[ResultRow], facts: Dict[str, Any]
+             ) -> List[PteDeviceTable]:
+    """Per device with programs: its lines with their speed-ups, and its per-operator tables when the run has them."""
+    stems = sorted({r.stem for r in programs})
+    operators = list(facts.get("operators") or [])
+    out = []
+    for serial in dict.fromkeys(r.serial for r in programs):
+        lines = device_lines([r for r in run_rows if r.serial == serial], stems)
+        add_speedups(lines)
+        out.append(PteDeviceTable(serial, _title(serial, run_rows), lines,
+                                  [o for o in operators if o.get("serial") == serial]))
+    return out
 
 
 # --------------------------------------------------------------------------- the app's runtime and the runner's
@@ -164,12 +149,12 @@ def compare_runtimes(package: str, app: Optional[str], app_why: str, runner: Opt
             f"({'ExecuTorch ' + runner if runner else 'runtime unknown'}) may be different ExecuTorch releases ({unknown})")
 
 
-def runtime_notes(rec: PteDeployRecord, run_rows: Sequence[ResultRow], run_settings: Dict[str, Any]) -> List[str]:
+def runtime_notes(build_info: str, run_rows: Sequence[ResultRow], run_settings: Dict[str, Any]) -> List[str]:
     """When the reported run has in-app ExecuTorch numbers: say whether the app and the runner are one runtime."""
     rows = app_executorch_rows(run_rows)
     if not rows:
         return []
-    runner, runner_why = runner_runtime(rec.build_info)
+    runner, runner_why = runner_runtime(build_info)
     out = []
     for package in dict.fromkeys(r.model_file.replace(" (app)", "") for r in rows):
         app, app_why = app_runtime(run_settings, package)
@@ -177,21 +162,13 @@ def runtime_notes(rec: PteDeployRecord, run_rows: Sequence[ResultRow], run_setti
     return out
 
 
-def row_stale(section: PteReportSection, table: PteDeviceTable) -> str:
-    """``stale`` for every line of a table whose record or device does not belong to the reported run."""
-    return "stale" if section.stale or table.stale else ""
-
-
 def summary_lines(section: PteReportSection) -> List[str]:
     """The notes printed (and shown on the page) with the ExecuTorch tables."""
     if not section.present:
         return [section.hint]
-    out = [f"STALE: {reason} (run `invoke deploy --format torchscript,executorch`: both formats in one run)"
-           for reason in section.stale]
-    for t in section.devices:
-        out.extend(f"STALE: {reason}" for reason in t.stale)
-    out.extend(f"no ExecuTorch rows for device {s}: run `{command('invoke', 'deploy-executorch', '--serial', s)}`"
-               for s in section.missing_devices)
-    out.extend(f"deploy-executorch problem: {p}" for p in section.problems)
+    out = [f"no ExecuTorch rows for device {s} in run {section.run_id}: run "
+           f"`{command('invoke', 'deploy', '--format', 'torchscript,executorch', '--serial', s)}`"
+           for s in section.missing_devices]
+    out.extend(f"ExecuTorch problem: {p}" for p in section.problems)
     out.extend(section.notes)
     return out

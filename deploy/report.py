@@ -13,7 +13,7 @@ from toolchain.fsutil import atomic_path, check_removable
 
 from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
-from toolchain.records import DeployResults
+from toolchain.records import DeployResults, deploy_results_path
 
 from . import hardware_report, numerics_report, phone_overview
 from .pte_report import PteReportSection, build_section
@@ -46,7 +46,7 @@ class ReportResult:
     run_id: int
     rows: List[ResultRow]
     exports: Dict[str, Path]
-    executorch: Optional[PteReportSection] = None  # deploy-executorch's rows beside this run (or how to get them)
+    executorch: Optional[PteReportSection] = None  # the run's ExecuTorch rows beside its TorchScript ones (or how)
     notes: List[str] = field(default_factory=list)  # what the CPU comparisons must say (unoptimised CPU models)
     numerics: List[NumericsVerdict] = field(default_factory=list)  # is each phone's answer right: models, programs
     numerics_note: str = ""  # why some are missing (a run without the check)
@@ -57,13 +57,14 @@ class ReportResult:
     weights: str = ""  # "weights: mobilenetv2: random (...) (from <manifest>)", or unknown and why
 
 
-def _chosen(s: ReportSettings, rows: List[ResultRow]) -> List[ResultRow]:
-    """The rows to draw: the chosen source's benchmarks and the devices that failed before any."""
+def _chosen(s: ReportSettings, rows: List[ResultRow], run_id: int, programs: int = 0) -> List[ResultRow]:
+    """The TorchScript rows to draw: the chosen source's benchmarks and the devices that failed before any (none in a
+    run of ExecuTorch ``programs`` only: its section has them)."""
     chosen = [r for r in rows if r.source == s.source]
     failed_devices = [r for r in rows if r.source == "deploy"]
-    if not chosen and not failed_devices:
+    if not chosen and not failed_devices and not (programs and s.source == "binary"):
         other = sorted({r.source for r in rows} - {s.source})
-        raise RecordError(f"run {rows[0].run_id} has no {s.source} benchmarks to draw",
+        raise RecordError(f"run {run_id} has no {s.source} benchmarks to draw",
                           remedy=(f"draw the {other[0]} benchmark with --source {other[0]}, or " if other else "")
                           + "pick another run with --run")
     return chosen + failed_devices
@@ -87,18 +88,19 @@ def make_report(s: ReportSettings) -> ReportResult:
     if s.source not in SOURCES:
         raise RecordError(f"unknown report source {s.source!r}", remedy="use --source binary or --source app")
     store = ResultStore(Path(s.results) / DB_NAME)
-    rows = store.rows(s.run_id)
-    run_id = rows[0].run_id
-    drawn = _chosen(s, rows)
-    pte = build_section(Path(s.results), rows, store.settings(run_id))  # refuses a bad record before any output
-    png = _png_path(s, run_id)
-    title = f"torchdroid run {run_id} ({rows[0].started}), {s.source} benchmark"
-    weights = weights_line(store.settings(run_id).get("models"), rows, rows[0].started)
-    draw(drawn, png, title=title, executorch=pte, weights=weights)
+    every = store.rows(s.run_id)  # every format's
+    run_id = every[0].run_id
+    rows = [r for r in every if r.format == "torchscript"]
+    drawn = _chosen(s, rows, run_id, len(every) - len(rows))
     notes = baseline_notes(store.settings(run_id).get("models"), rows)
     doc, unreadable = _run_document(Path(s.results), run_id, notes)
-    verdicts, why = numerics_report.one_list(numerics_report.of_run(doc, unreadable),
-                                             numerics_report.load_executorch(Path(s.results)))
+    pte = build_section(Path(s.results), every, store.settings(run_id), doc.executorch if doc else {},
+                        deploy_results_path(Path(s.results), f"run-{run_id:04d}"))
+    png = _png_path(s, run_id)
+    title = f"torchdroid run {run_id} ({every[0].started}), {s.source} benchmark"
+    weights = weights_line(store.settings(run_id).get("models"), every, every[0].started)
+    draw(drawn, png, title=title, executorch=pte, weights=weights)
+    verdicts, why = numerics_report.of_run(doc, unreadable)  # one list: the run's models' and programs' verdicts
     labels = {r.serial: f"{r.device_model} ({r.serial})" if r.device_model else r.serial for r in rows}
     placements, hw_why = hardware_report.of_run(doc, unreadable)
     phones = phone_overview.overview(drawn, placements, verdicts, labels,
@@ -107,7 +109,7 @@ def make_report(s: ReportSettings) -> ReportResult:
                       numerics_report.html_section(verdicts, labels, why),
                       hardware_report.html_section(placements, labels, hw_why), phone_overview.html_section(phones),
                       weights)
-    exports = export_again(rows, Path(s.results), run_id, store.devices(run_id), doc, unreadable)
+    exports = export_again(every, Path(s.results), run_id, store.devices(run_id), doc, unreadable)
     return ReportResult(png, html, run_id, rows, exports, pte, notes, verdicts, why, labels, placements, hw_why,
                         phones, weights)
 
@@ -231,14 +233,13 @@ def _speedup_panel(ax, rows: List[ResultRow], groups: list) -> None:
               fontsize=8)
 
 
-def _pte_bar(ax, r, pos: float, width: float, stale: bool) -> None:
-    """One NNAPI / ExecuTorch line: its speed-up bar (hatched when stale), or why it has none."""
+def _pte_bar(ax, r, pos: float, width: float) -> None:
+    """One NNAPI / ExecuTorch line: its speed-up bar, or why it has none."""
     if r.speedup_vs_cpu is None:
         ax.annotate(f"{r.runtime}: {r.status if r.status != 'ok' else 'no CPU baseline'}", (pos, 1.0), ha="center",
                     va="bottom", fontsize=6, rotation=90, color="#555555")
         return
-    ax.bar(pos, r.speedup_vs_cpu, width * 0.9, color=PTE_COLORS[r.lane], hatch="//" if stale else None,
-           alpha=0.5 if stale else 1.0)
+    ax.bar(pos, r.speedup_vs_cpu, width * 0.9, color=PTE_COLORS[r.lane])
     label = r.runtime.replace("ExecuTorch ", "").replace(" ", "\n")
     ax.annotate(f"{label}\n{r.speedup_vs_cpu:.2f}x", (pos, r.speedup_vs_cpu),
                 ha="center", va="bottom", fontsize=6, xytext=(0, 2), textcoords="offset points")
@@ -246,9 +247,9 @@ def _pte_bar(ax, r, pos: float, width: float, stale: bool) -> None:
 
 def _pte_bars(ax, section: PteReportSection, per_device: list) -> None:
     width = 0.8 / max(1, max(len(lines) for lines in per_device))
-    for x, (t, lines) in enumerate(zip(section.devices, per_device)):
+    for x, lines in enumerate(per_device):
         for k, r in enumerate(lines):
-            _pte_bar(ax, r, x - 0.4 + width * (k + 0.5), width, bool(section.stale or t.stale))
+            _pte_bar(ax, r, x - 0.4 + width * (k + 0.5), width)
 
 
 def _pte_legend(ax, section: PteReportSection, per_device: list) -> None:
@@ -257,8 +258,6 @@ def _pte_legend(ax, section: PteReportSection, per_device: list) -> None:
 
     lanes = {r.lane for lines in per_device for r in lines if r.speedup_vs_cpu is not None}
     handles = [Patch(color=PTE_COLORS[lane], label=PTE_LABELS[lane]) for lane in PTE_COLORS if lane in lanes]
-    if section.stale or any(t.stale for t in section.devices):
-        handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//", label="stale: from an older run"))
     ax.legend(handles=handles + [Line2D([], [], color="black", linewidth=1, linestyle="--", label="1x: same speed")],
               fontsize=7)
 
@@ -274,7 +273,7 @@ def _executorch_panel(ax, section: PteReportSection) -> None:
                   fontsize=8)
     ax.margins(y=0.2)  # room for the labels above the tallest bar
     ax.set_ylabel("speed-up over legacy CPU (x)\n(same precision)")
-    ax.set_title("ExecuTorch and NNAPI per device, from deploy-executorch", fontsize=9)
+    ax.set_title(f"ExecuTorch and NNAPI per device, run {section.run_id}", fontsize=9)
     _pte_legend(ax, section, per_device)
     ax.grid(axis="y", alpha=0.3)
 

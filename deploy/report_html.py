@@ -1,8 +1,8 @@
 """The report as an HTML page beside its PNG: the chart, then the tables people compare.
 
 Plain HTML with inline CSS (opens from disk; one inline line of script marks whether the chart loaded): latency per device × model ×
-backend with its spread, cold start and peak memory; CPU vs NNAPI speed-ups; deploy-executorch's ExecuTorch lines
-beside the legacy ones (stale ones marked); every failed or skipped
+backend with its spread, cold start and peak memory; CPU vs NNAPI speed-ups; the run's ExecuTorch lines
+beside its TorchScript ones; every failed or skipped
 row with its reason; the conditions of each device (SoC, governor, thermal, battery, before/after).
 """
 
@@ -15,7 +15,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 from toolchain.fsutil import atomic_write_text
 
-from .pte_report import PteReportSection, row_stale, summary_lines
+from .pte_report import PteReportSection, summary_lines
 from .results import ResultRow, speedups
 from .run_weights import is_random
 
@@ -28,7 +28,7 @@ _CSS = ("body{font-family:sans-serif;margin:1.5em;color:#222;overflow-wrap:anywh
         "td.t{text-align:left;white-space:normal;overflow-wrap:break-word}"
         "td.r{overflow-wrap:anywhere;min-width:18em}"
         "tr.failed td{background:#fde8e8}tr.skipped td{background:#f3f3f3}"
-        "tr.stale td{background:#fff6d6;font-style:italic}.warn{color:#b00}img{max-width:100%;border:1px solid #ddd}")
+        ".warn{color:#b00}img{max-width:100%;border:1px solid #ddd}")
 LATENCY_COLUMNS = ["device", "model", "mode", "backend", "source", "status", "median ms", "p90 ms", "min ms",
                    "max ms", "mean ms", "std ms", "spread %", "load ms", "first ms", "warm-up ms", "peak MB",
                    "samples", "flags", "reason"]
@@ -152,16 +152,16 @@ def _failures_table(rows: Sequence[ResultRow]) -> str:
 
 
 PTE_COLUMNS = ["runtime", "precision", "file", "status", "median ms", "p90 ms", "min ms", "samples",
-               "speed-up over legacy CPU", "stale", "note"]
+               "speed-up over TorchScript CPU", "note"]
 
 
-def _pte_cells(r, stale: str) -> List[str]:
+def _pte_cells(r) -> List[str]:
     return [r.runtime, r.precision, r.file, r.status, _n(r.median_ms), _n(r.p90_ms), _n(r.min_ms), str(r.samples),
-            "" if r.speedup_vs_cpu is None else f"{r.speedup_vs_cpu:.2f}x", stale, r.note]
+            "" if r.speedup_vs_cpu is None else f"{r.speedup_vs_cpu:.2f}x", r.note]
 
 
 def _executorch_section(section: Optional[PteReportSection]) -> str:
-    """Per device: TorchScript CPU, NNAPI and ExecuTorch side by side (deploy-executorch), stale lines marked."""
+    """Per device: the run's TorchScript CPU, NNAPI and ExecuTorch lines side by side."""
     if section is None:
         return ""
     parts = ["<h2 id='executorch'>ExecuTorch beside TorchScript CPU and NNAPI (speed-up over the legacy CPU model "
@@ -170,12 +170,11 @@ def _executorch_section(section: Optional[PteReportSection]) -> str:
     if notes:
         parts.append("<p class='warn'>" + "<br>".join(_e(n) for n in notes) + "</p>")
     if section.present:
-        parts.append(f"<p>from {_e(section.path)}, written {_e(section.written)}</p>")
+        parts.append(f"<p>run {section.run_id}" + (f", with {_e(section.path)}" if section.path else "") + "</p>")
     for t in section.devices:
-        stale = row_stale(section, t)
-        parts.append(f"<h3>{_e(t.title)}</h3>" + _table(PTE_COLUMNS, [_pte_cells(r, stale) for r in t.rows],
-                                                          [stale or ("failed" if r.status != "ok" else "")
-                                                           for r in t.rows], text_cols=(0, 1, 2, 3, 9, 10)))
+        parts.append(f"<h3>{_e(t.title)}</h3>" + _table(PTE_COLUMNS, [_pte_cells(r) for r in t.rows],
+                                                          ["failed" if r.status != "ok" else "" for r in t.rows],
+                                                          text_cols=(0, 1, 2, 3, 9)))
         parts.append(operator_section(t.serial, t.operators))
     return "".join(parts)
 

@@ -241,11 +241,16 @@ class ResultStore:
             if run_id:
                 sql += " WHERE results.run_id = ?"
                 args = (run_id,)
-            out = [ResultRow(**dict(zip(names + ["started"], r))) for r in con.execute(sql + " ORDER BY results.id", args)]
+            out = [_row(dict(zip(names + ["started"], r))) for r in con.execute(sql + " ORDER BY results.id", args)]
             if run_id and not out:
                 known = ", ".join(str(r["id"]) for r in self.runs()) or "none"
                 raise RecordError(f"no results for run {run_id} in {self.path}", remedy=f"pick one of: {known}")
             return out
+
+
+def _row(values: dict) -> ResultRow:
+    """A stored row; one stored before the format column existed (NULL there) is a TorchScript one."""
+    return ResultRow(**{**values, "format": values.get("format") or "torchscript"})
 
 
 def check_rows(rows: Sequence[ResultRow]) -> None:
@@ -260,14 +265,14 @@ def check_rows(rows: Sequence[ResultRow]) -> None:
 
 def export(rows: Sequence[ResultRow], out_dir: Path, stem: str, devices: Sequence[dict] = (),
            numerics: Optional[List[NumericsVerdict]] = None,
-           hardware: Optional[List[Placement]] = None) -> Dict[str, Path]:
+           hardware: Optional[List[Placement]] = None, executorch: Optional[dict] = None) -> Dict[str, Path]:
     """The run's one JSON document (``<stem>.json``) and its CSV twin of the rows (``<stem>.csv``), atomically."""
     out_dir = Path(out_dir)
     csv_path = atomic_write_csv(out_dir / f"{stem}.csv", rows, COLUMNS)
     run_id = rows[0].run_id if rows else None
     started = rows[0].started if rows else ""
-    json_path = DeployResults(run_id, started, list(rows), speedups(rows), list(devices), numerics, hardware).write(
-        deploy_results_path(out_dir, stem))
+    json_path = DeployResults(run_id, started, list(rows), speedups(rows), list(devices), numerics, hardware,
+                              dict(executorch or {})).write(deploy_results_path(out_dir, stem))
     return {"csv": csv_path, "json": json_path}
 
 
@@ -278,7 +283,8 @@ def export_again(rows: Sequence[ResultRow], out_dir: Path, run_id: int, devices:
     stem = f"run-{run_id:04d}"
     if unreadable:
         return {"csv": atomic_write_csv(Path(out_dir) / f"{stem}.csv", rows, COLUMNS)}
-    return export(rows, out_dir, stem, devices, doc.numerics if doc else None, doc.hardware if doc else None)
+    return export(rows, out_dir, stem, devices, doc.numerics if doc else None, doc.hardware if doc else None,
+                  doc.executorch if doc else None)
 
 
 def run_document(results_dir: Path, run_id: Optional[int]) -> Tuple[Optional[DeployResults], str]:

@@ -1,14 +1,16 @@
-"""Result rows from what a device did: a model's benchmark, the in-app benchmark, a device that failed."""
+"""Result rows from what a device did: a model's benchmark, an ExecuTorch program's, the in-app benchmark, a device
+that failed."""
 
 from __future__ import annotations
 
 from typing import Optional
 
+from toolchain.pte_records import PteFile
 from toolchain.records import ModelFile, ResultRow
 
 from .app_bench import AppBench
-from .bench import BenchOptions, ModelBench
-from .plan import DeployPlan
+from .bench import BenchOptions, BenchStats, ModelBench
+from .plan import BinaryPlan, DeployPlan
 from .preflight import DeviceFacts
 
 
@@ -65,6 +67,23 @@ def model_row(facts: DeviceFacts, plan: DeployPlan, m: ModelFile, status: str, o
         backend=m.backend, source="binary", status=status, model_file=m.file, iters=opts.iters, warmup=opts.warmup,
         torch_commit=m.torch_git_version or "", binary_commit=plan.commit, reason="; ".join(n for n in notes if n),
         output_tail=tail, flags=_flags(("unstable", unstable), ("nnapi-deprecated", nnapi_old)), **_numbers(bench))
+
+
+def program_row(facts: DeviceFacts, runner: BinaryPlan, f: PteFile, stats: Optional[BenchStats], failure: str,
+                opts: BenchOptions, traced: bool = False) -> ResultRow:
+    """A row for one ExecuTorch program run by executor_runner: its statistics, or failed with ``failure``.  Its
+    mode is the TorchScript mode it is compared with (fp32: none, int8: full); ``traced``: the latencies came from
+    a runner with the event tracer (flag ``traced``)."""
+    status = "ok" if stats is not None and not failure else "failed"
+    unstable = status == "ok" and stats.unstable
+    numbers = {k: getattr(stats, k) for k in _STAT_FIELDS} if status == "ok" else {}
+    return ResultRow(
+        **_device(facts), abi=runner.abi, stem=f.stem, variant=f.variant, mode=f.baseline.split("quant_")[-1],
+        backend=f.delegate, source="binary", status=status, model_file=f.file, iters=opts.iters, warmup=opts.warmup,
+        torch_commit=str(f.torch.get("git_version") or ""), binary_commit=runner.commit,
+        reason=failure or (stats.variance_note() if unstable else "") or ("" if stats else "no latency measured"),
+        samples=stats.samples if numbers else 0, repeats=stats.runs if numbers else 0,
+        flags=_flags(("unstable", unstable), ("traced", traced)), format="executorch", **numbers)
 
 
 def _app_numbers(rec: dict, ok: bool) -> dict:

@@ -1,11 +1,11 @@
 """Console tables: per device, CPU vs NNAPI latency and speed-up per mode (one number per cell), NNAPI
-slowdowns, failures and skips called out with their reason; deploy-executorch's ExecuTorch lines beside them."""
+slowdowns, failures and skips called out with their reason; the run's ExecuTorch lines beside them."""
 
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .pte_report import PteReportSection, row_stale
+from .pte_report import PteReportSection
 from .results import ResultRow, speedups
 
 COLUMNS = ["model", "mode", "source", "CPU ms", "CPU p90", "CPU ±%", "NNAPI ms", "NNAPI p90", "NNAPI ±%", "speed-up",
@@ -47,8 +47,8 @@ def device_tables(rows: Sequence[ResultRow]) -> List[Tuple[str, List[str], List[
     """``[(title, columns, rows)]``, one table per device; a device that failed as a whole is one row."""
     by_dev: Dict[str, List[ResultRow]] = {}
     for r in rows:
-        if r.source != "deploy":  # a device or server the run could not work on: its problem is printed apart
-            by_dev.setdefault(r.serial, []).append(r)
+        if r.source != "deploy" and r.format == "torchscript":  # a device or server the run could not work on: its
+            by_dev.setdefault(r.serial, []).append(r)  # problem is printed apart; ExecuTorch's rows: their own table
     tables = []
     for serial, drows in by_dev.items():
         index = {(r.stem, r.mode, r.source, r.backend): r for r in drows}
@@ -95,17 +95,16 @@ def slower_callouts(rows: Sequence[ResultRow]) -> List[str]:
     return out
 
 
-PTE_COLUMNS = ["runtime", "precision", "median ms", "p90 ms", "samples", "speed-up", "stale", "note"]
+PTE_COLUMNS = ["runtime", "precision", "median ms", "p90 ms", "samples", "speed-up", "note"]
 
 
 def executorch_tables(section: PteReportSection) -> List[Tuple[str, List[str], List[list]]]:
     """One table per device: TorchScript CPU, NNAPI and ExecuTorch lines, speed-up over the legacy CPU model."""
     tables = []
     for t in section.devices:
-        stale = row_stale(section, t)
         out = [[r.runtime, r.precision, _fmt(r.median_ms) if r.status == "ok" else r.status, _fmt(r.p90_ms),
-                str(r.samples), "-" if r.speedup_vs_cpu is None else f"{r.speedup_vs_cpu:.2f}x", stale or "-",
-                r.note] for r in t.rows]
+                str(r.samples), "-" if r.speedup_vs_cpu is None else f"{r.speedup_vs_cpu:.2f}x", r.note]
+               for r in t.rows]
         tables.append((f"{t.title}: ExecuTorch beside TorchScript CPU and NNAPI (speed-up over the legacy CPU model "
                        "of the same precision)", PTE_COLUMNS, out))
     return tables

@@ -5,8 +5,8 @@
   both roundings), read by deploy;
 * the **numerics verdicts**: one verdict per phone x model file, ``agrees`` / ``differs`` (largest difference,
   top-1 / top-5 agreement) or ``unknown`` with the reason; deploy puts them into the run's document
-  (``DeployResults.numerics`` in ``<results>/run-NNNN.json``), read by report; deploy-executorch writes them for
-  its .pte programs as a record of their own, ``executorch-latest-numerics.json`` (:class:`NumericsRecord`).
+  (``DeployResults.numerics`` in ``<results>/run-NNNN.json``, the .pte programs' beside the models'), read by
+  report.
 
 Both carry ``kind`` and ``schema``; the readers refuse what they would have to guess about.
 """
@@ -17,13 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .record_base import FlatRecord, Record, item_problems
+from .record_base import FlatRecord, Record
 
 REFERENCES_NAME = "reference-outputs.json"
 REFERENCES_KIND = "torchdroid.reference-outputs"
 REFERENCES_SCHEMA = 1
-NUMERICS_KIND = "torchdroid.numerics"
-NUMERICS_SCHEMA = 1
 VERDICTS = ("agrees", "differs", "unknown")
 # an agreeing verdict is exact or within tolerance; "" for unknown (and records written before the bands)
 BANDS = ("exact", "within tolerance", "differs", "")
@@ -37,11 +35,6 @@ def host_nnapi_key(rounding: str) -> str:
 
 def references_path(models_dir: Path) -> Path:
     return Path(models_dir) / REFERENCES_NAME
-
-
-def numerics_path(results_dir: Path, stem: str) -> Path:
-    """``<results>/executorch-latest-numerics.json`` (``stem`` = ``executorch-latest``)."""
-    return Path(results_dir) / f"{stem}-numerics.json"
 
 
 @dataclass
@@ -181,22 +174,3 @@ def _fraction_ok(text: str) -> bool:
     """``"a/b"`` with 0 <= a <= b."""
     a, _, b = str(text).partition("/")
     return a.isdigit() and b.isdigit() and int(a) <= int(b)
-
-
-@dataclass
-class NumericsRecord(Record):
-    run_id: Optional[int]
-    verdicts: List[NumericsVerdict] = field(default_factory=list)
-
-    KIND, SCHEMA = NUMERICS_KIND, NUMERICS_SCHEMA
-    REMEDY = "run `invoke deploy-executorch` again (it writes <results>/executorch-latest-numerics.json)"
-
-    def body(self) -> Dict[str, Any]:
-        return {"run_id": self.run_id, "verdicts": [v.to_dict() for v in self.verdicts]}
-
-    @classmethod
-    def from_body(cls, data: Dict[str, Any], path: Path) -> "NumericsRecord":
-        return cls(data.get("run_id"), [NumericsVerdict.from_dict(v) for v in data.get("verdicts", [])])
-
-    def contradictions(self) -> List[str]:
-        return item_problems("verdicts", self.verdicts)

@@ -1,74 +1,17 @@
-"""The deploy-executorch results record: ``<results>/executorch-run-NNNN.json`` per run, never overwritten, and
-``<results>/executorch-latest.json``, the newest run (each with its CSV twin).
-
-``invoke deploy-executorch`` writes it; ``invoke report`` reads it to put ExecuTorch's numbers beside the
-legacy TorchScript CPU and NNAPI rows of the same phone.  One row per device and runtime:
-
-    {"kind": "torchdroid.executorch-deploy", "schema": 1, "written": "2026-11-23T19:00:00+00:00",
-     "run_id": 3, "models": "/abs/build/models", "build_info": "...", "warmup": 5, "iters": 50, "repeat": 3, "threads": 1,
-     "legacy": {"path": ".../latest.json", "run_id": 7, "started": "..."},      # {} when there was none
-     "rows": [{"serial": "R58N", "runtime": "ExecuTorch fp32-xnnpack", "precision": "fp32", "file": "...",
-               "status": "ok", "median_ms": 7.6, "p90_ms": 8.1, "min_ms": 7.2, "samples": 150,
-               "speedup_vs_cpu": 2.3, "note": ""}, ...],
-     "problems": ["..."],
-     "numerics": {"file": "executorch-latest-numerics.json", "sha256": "..."}}  # {}: outputs not checked
-
-The reader refuses anything it would have to guess about (a missing or mistyped field, an unknown status, an
-``ok`` row without positive latencies, a speed-up that does not follow from the medians it relates) with a
-:class:`RecordError` (exit 5) that says to run deploy-executorch again.
+"""The ExecuTorch lines of a deploy run: per device, its programs beside the run's TorchScript CPU and NNAPI rows,
+each with its speed-up over the TorchScript CPU model of the same precision (``invoke deploy`` shows them, ``invoke
+report`` draws them).  The rows themselves are rows of the run (the results store, ``format = executorch``); the
+run's document (``DeployResults.executorch``) holds what is not a row: the per-operator tables (checked here by
+:func:`operator_problems`), problems and notes.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import math
-import os
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
-from typing import Any, Dict, List, Optional
-
-from .errors import RecordError
-from .fsutil import atomic_write_csv
-from .record_base import Record, now_iso
-from .variants import PRECISIONS
-
-PTE_RESULTS_KIND = "torchdroid.executorch-deploy"
-PTE_RESULTS_SCHEMA = 1
-PTE_RESULTS_STEM = "executorch-latest"
-PTE_RUN_PREFIX = "executorch-run-"  # executorch-run-0003.json: one run's record, kept beside the next runs'
-PTE_ROW_STATUSES = ("ok", "failed")
-BASELINE_PREFIX = "TorchScript CPU"  # the legacy CPU model of the same precision: every speed-up's denominator
-RUNTIME_PREFIXES = ("ExecuTorch ", BASELINE_PREFIX + " ", "NNAPI ")
-REMEDY = "run `invoke deploy-executorch` again (it rewrites <results>/executorch-latest.json)"
+from dataclasses import dataclass
+from typing import Any, List, Optional
 
 
-def pte_results_path(results_dir: Path, run: Optional[int] = None) -> Path:
-    """The newest run's record, or run ``run``'s."""
-    return Path(results_dir) / f"{PTE_RESULTS_STEM if run is None else f'{PTE_RUN_PREFIX}{run:04d}'}.json"
-
-
-def _claim_run(results_dir: Path) -> int:
-    """The next run number, its file created exclusively (never through a link), so two deploy-executorch runs
-    writing into one results directory at once never take the same number."""
-    results_dir = Path(results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    run = (PteDeployRecord.run_ids(results_dir) or [0])[-1] + 1
-    while True:
-        try:
-            os.close(os.open(pte_results_path(results_dir, run),
-                             os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o644))
-            return run
-        except FileExistsError:
-            run += 1
-
-
-def parse_time(text: str) -> Optional[_dt.datetime]:
-    """An ISO time as written by :func:`toolchain.records.now_iso` (``None`` when it is not one)."""
-    try:
-        t = _dt.datetime.fromisoformat(str(text))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
+BASELINE_PREFIX = "TorchScript CPU"  # the CPU model of the same precision: every speed-up's denominator
 
 
 @dataclass
@@ -96,60 +39,6 @@ class PteResultRow:
         """``executorch`` or ``legacy``."""
         return "executorch" if self.runtime.startswith("ExecuTorch ") else "legacy"
 
-    @classmethod
-    def from_dict(cls, d: Any) -> "PteResultRow":
-        if not isinstance(d, dict):
-            raise TypeError(f"a row is a {type(d).__name__}, not an object")
-        names = {f.name for f in fields(cls)}
-        missing = sorted({"serial", "runtime", "precision", "file", "status"} - set(d))
-        unknown = sorted(set(d) - names)
-        if missing or unknown:
-            raise TypeError(f"row fields missing: {missing}, unknown: {unknown}")
-        return cls(**d)
-
-    def problems(self) -> List[str]:
-        """What makes this row nonsense; empty when it is sound."""
-        out = []
-        for name in ("serial", "runtime", "file", "note"):
-            if not isinstance(getattr(self, name), str):
-                out.append(f"{name} is not a text")
-        if out:
-            return out
-        if not self.serial:
-            out.append("no device serial")
-        if not self.runtime.startswith(RUNTIME_PREFIXES):
-            out.append(f"unknown runtime {self.runtime!r}")
-        if self.precision not in PRECISIONS:
-            out.append(f"unknown precision {self.precision!r}")
-        if self.status not in PTE_ROW_STATUSES:
-            out.append(f"unknown status {self.status!r}")
-        if not isinstance(self.samples, int) or isinstance(self.samples, bool) or self.samples < 0:
-            out.append(f"samples {self.samples!r} is not a count")
-        out.extend(self._number_problems())
-        return out
-
-    def _number_problems(self) -> List[str]:
-        values = {"median_ms": self.median_ms, "p90_ms": self.p90_ms, "min_ms": self.min_ms,
-                  "speedup_vs_cpu": self.speedup_vs_cpu}
-        bad = [k for k, v in values.items() if v is not None and not _positive(v)]
-        if bad:
-            return [f"{', '.join(bad)} not a positive number"]
-        if self.status == "ok":
-            if self.median_ms is None or self.p90_ms is None or self.min_ms is None or not self.samples:
-                return [f"an ok row needs median, p90 and min from at least one sample (median {self.median_ms}, "
-                        f"{self.samples} samples)"]
-            if not self.min_ms <= self.median_ms <= self.p90_ms:
-                return [f"min {self.min_ms} <= median {self.median_ms} <= p90 {self.p90_ms} does not hold"]
-        elif not self.note:
-            return ["a failed row needs its reason (note)"]
-        elif self.median_ms is not None or self.speedup_vs_cpu is not None:
-            return ["a failed row has a latency or speed-up"]
-        return []
-
-
-def _positive(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-
 
 def expected_speedups(rows: List[PteResultRow]) -> List[Optional[float]]:
     """Per row, the ok legacy CPU median of the same device and precision over the row's median (or None)."""
@@ -161,130 +50,10 @@ def expected_speedups(rows: List[PteResultRow]) -> List[Optional[float]]:
     return out
 
 
-def speedup_problems(rows: List[PteResultRow]) -> List[str]:
-    """Every speed-up must be the legacy CPU median of the same device and precision over the row's median."""
-    out = []
-    for r, want in zip(rows, expected_speedups(rows)):
-        if (want is None) != (r.speedup_vs_cpu is None) or (want is not None and abs(want - r.speedup_vs_cpu) > 1e-3):
-            out.append(f"{r.serial} {r.runtime}: speed-up {r.speedup_vs_cpu} does not follow from the medians "
-                       f"(expected {want})")
-    return out
-
-
 def add_speedups(rows: List[PteResultRow]) -> None:
     """Fill each row's speed-up over the ok legacy CPU row of the same device and precision."""
     for r, want in zip(rows, expected_speedups(rows)):
         r.speedup_vs_cpu = want
-
-
-@dataclass
-class PteDeployRecord(Record):
-    """``executorch-latest.json``: what one deploy-executorch measured per device, with the legacy rows it joined."""
-
-    models: str  # the models directory (absolute) whose .pte programs ran
-    build_info: str
-    warmup: int
-    iters: int
-    repeat: int
-    threads: int
-    rows: List[PteResultRow]
-    problems: List[str] = field(default_factory=list)
-    legacy: Dict[str, Any] = field(default_factory=dict)  # path, run_id, started of the legacy results joined
-    # per device and program: the ETDump's operator table (deploy/etdump.py), status ok or unknown with the reason
-    operators: List[Dict[str, Any]] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)  # what every comparison must say (unoptimised CPU baselines...)
-    # the numerics record this run wrote beside it (file name and sha256); {}: the run did not check the outputs
-    numerics: Dict[str, Any] = field(default_factory=dict)
-    written: str = ""
-    path: Optional[Path] = None
-    run_id: Optional[int] = None  # this run's number (executorch-run-NNNN.json); None in records before it
-
-    KIND, SCHEMA, REMEDY = PTE_RESULTS_KIND, PTE_RESULTS_SCHEMA, REMEDY
-
-    @property
-    def legacy_run_id(self) -> Optional[int]:
-        return self.legacy.get("run_id")
-
-    def serials(self) -> List[str]:
-        return list(dict.fromkeys(r.serial for r in self.rows))
-
-    def rows_of(self, serial: str) -> List[PteResultRow]:
-        return [r for r in self.rows if r.serial == serial]
-
-    def body(self) -> Dict[str, Any]:
-        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "path"},
-                "rows": [asdict(r) for r in self.rows]}
-
-    def write(self, results_dir: Path) -> Dict[str, Path]:
-        """This run's ``executorch-run-NNNN.json`` (the record) and ``.csv`` (its rows), under a new number, then the
-        same as ``executorch-latest.json`` and ``.csv``, all atomically: an earlier run (another phone's) is kept."""
-        self.written = now_iso()
-        self.run_id = _claim_run(results_dir)
-        paths: Dict[str, Path] = {}
-        for run, key in ((self.run_id, "run_"), (None, "")):
-            json_path = super().write(pte_results_path(results_dir, run))
-            paths[key + "json"] = json_path
-            paths[key + "csv"] = atomic_write_csv(json_path.with_suffix(".csv"), self.rows,
-                                                  [f.name for f in fields(PteResultRow)])
-        self.path = paths["json"]
-        return paths
-
-    @classmethod
-    def run_ids(cls, results_dir: Path) -> List[int]:
-        """The numbers of the runs recorded in ``results_dir``, oldest first."""
-        numbers = (p.stem[len(PTE_RUN_PREFIX):] for p in Path(results_dir).glob(f"{PTE_RUN_PREFIX}*.json"))
-        return sorted(int(n) for n in numbers if n.isdigit())
-
-    @classmethod
-    def exists(cls, results_dir: Path) -> bool:
-        return pte_results_path(results_dir).is_file()
-
-    @classmethod
-    def load(cls, results_dir: Path, run: Optional[int] = None) -> "PteDeployRecord":
-        """The newest run's record, or run ``run``'s."""
-        rec = super().load(pte_results_path(results_dir, run))
-        bad = rec.problems_found()
-        if bad:
-            raise RecordError(f"{rec.path} holds {len(bad)} inconsistent value(s): {bad[0]}",
-                              cause="it was edited or damaged after deploy-executorch wrote it", remedy=REMEDY)
-        return rec
-
-    @classmethod
-    def from_body(cls, data: Dict[str, Any], path: Path) -> "PteDeployRecord":
-        return cls(models=data["models"], build_info=data["build_info"], warmup=data["warmup"], iters=data["iters"],
-                   repeat=data["repeat"], threads=data["threads"], rows=[PteResultRow.from_dict(r) for r in data["rows"]],
-                   problems=list(data.get("problems", [])), legacy=dict(data.get("legacy") or {}),
-                   operators=list(data.get("operators") or []), notes=[str(n) for n in data.get("notes") or []],
-                   numerics=dict(data.get("numerics") or {}), written=data.get("written", ""), path=path,
-                   run_id=data.get("run_id"))
-
-    def _header_problems(self) -> List[str]:
-        out = []
-        if not isinstance(self.models, str) or not self.models:
-            out.append("no models directory")
-        if parse_time(self.written) is None:
-            out.append(f"written {self.written!r} is not a time")
-        for name in ("warmup", "iters", "repeat", "threads"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "warmup" else 1):
-                out.append(f"{name} {v!r} is not a valid count")
-        return out
-
-    def problems_found(self) -> List[str]:
-        """Everything inconsistent in the record (empty: it is sound)."""
-        out = self._header_problems()
-        if self.run_id is not None and (not isinstance(self.run_id, int) or isinstance(self.run_id, bool)
-                                        or self.run_id < 1):
-            out.append(f"run id {self.run_id!r} is not a run number")
-        run_id = self.legacy.get("run_id")
-        if run_id is not None and (not isinstance(run_id, int) or isinstance(run_id, bool)):
-            out.append(f"legacy run id {run_id!r} is not a number")
-        out.extend(f"{r.serial or '?'} {r.runtime}: {p}" for r in self.rows for p in r.problems())
-        out.extend(operator_problems(self.operators))
-        return out or speedup_problems(self.rows)
-
-    def operators_of(self, serial: str) -> List[Dict[str, Any]]:
-        return [o for o in self.operators if o.get("serial") == serial]
 
 
 def operator_problems(entries: Any) -> List[str]:

@@ -21,7 +21,7 @@ import datetime as _dt
 import json
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Optional, Sequence, Type, TypeVar
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
 
 from .errors import RecordError
 from .fsutil import atomic_write_json
@@ -66,8 +66,9 @@ def schema_error(path: Path, found: Any, schema: int, remedy: str) -> RecordErro
     return RecordSchemaOlder(what, cause="an earlier torchdroid wrote it; the file is left as it is", remedy=remedy)
 
 
-def read_record(path: Path, kind: str, schema: int, remedy: str) -> Dict[str, Any]:
-    """The one reader: the JSON object at ``path`` if it is a ``kind`` record of ``schema``, else a typed error."""
+def read_record(path: Path, kind: str, schema: int, remedy: str, reads: Sequence[int] = ()) -> Dict[str, Any]:
+    """The one reader: the JSON object at ``path`` if it is a ``kind`` record of ``schema`` (or of an earlier schema
+    in ``reads``, which the kind still reads), else a typed error."""
     path = Path(path)
     if not path.is_file():
         raise RecordMissing(f"no {kind} record at {path}", remedy=remedy)
@@ -79,7 +80,7 @@ def read_record(path: Path, kind: str, schema: int, remedy: str) -> Dict[str, An
     found = data.get("kind") if isinstance(data, dict) else None
     if found != kind:
         raise RecordWrongKind(f"{path} is not a {kind} record (kind={found!r})", remedy=remedy)
-    if data.get("schema") != schema:
+    if data.get("schema") != schema and data.get("schema") not in reads:
         raise schema_error(path, data.get("schema"), schema, remedy)
     return data
 
@@ -121,6 +122,7 @@ class Record:
     KIND: ClassVar[str] = ""
     SCHEMA: ClassVar[int] = 1
     REMEDY: ClassVar[str] = ""  # the command that remakes the file ("run `invoke deploy` again ...")
+    READS: ClassVar[Tuple[int, ...]] = ()  # earlier schemas the kind still reads (what they lack gets its default)
 
     def body(self) -> Dict[str, Any]:
         """The record's keys besides kind, schema and written."""
@@ -150,7 +152,7 @@ class Record:
     def load(cls: Type[R], location: Path, remedy: Optional[str] = None) -> R:
         """The one reader of the kind (``remedy``: a reader's own fix, naming its task's options)."""
         path = cls.locate(location)
-        data = read_record(path, cls.KIND, cls.SCHEMA, remedy or cls.REMEDY)
+        data = read_record(path, cls.KIND, cls.SCHEMA, remedy or cls.REMEDY, cls.READS)
         try:
             record = cls.from_body(data, path)
         except MALFORMED as e:

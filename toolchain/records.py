@@ -27,6 +27,7 @@ from .fsutil import sha256_file
 from .hardware_records import Placement
 from .layout import BUILD_INFO, Layout
 from .numerics_records import NumericsVerdict
+from .pte_results import operator_problems
 from .record_base import FlatRecord, Record, item_problems, now_iso, read_record, write_record  # noqa: F401 (stages use them here)
 from .variants import MODES
 
@@ -497,8 +498,11 @@ APP_BENCH_CONTRACT = 1
 # --------------------------------------------------------------------------- deploy results
 
 DEPLOY_RESULTS_KIND = "torchdroid.deploy-results"
-DEPLOY_RESULTS_SCHEMA = 2  # 2: the numerics verdicts and NNAPI placements are in the document (1: files beside it)
+# 3: the ExecuTorch format's facts (``executorch``) are in the document, its rows among the run's (``format``);
+# 2: the numerics verdicts and NNAPI placements are in the document (1: files beside it)
+DEPLOY_RESULTS_SCHEMA = 3
 RESULT_STATUSES = ("ok", "failed", "skipped")
+ROW_FORMATS = ("torchscript", "executorch")  # what ran: a TorchScript model (CPU/NNAPI) or an ExecuTorch program
 
 
 @dataclass
@@ -540,13 +544,19 @@ class ResultRow(FlatRecord):
     first_ms: Optional[float] = None  # the first inference after loading
     warmup_ms: Optional[float] = None  # mean of the warm-up iterations
     peak_kb: Optional[int] = None  # VmHWM of the benchmark process
-    flags: str = ""  # comma-separated: unstable, throttled, nnapi-deprecated, fell-back, nnapi-partly-cpu, nnapi-cpu-fallback
+    flags: str = ""  # comma-separated: unstable, throttled, nnapi-deprecated, fell-back, nnapi-partly-cpu, nnapi-cpu-fallback, traced
+    # torchscript | executorch.  An ExecuTorch program's row: variant = its precision-delegate (fp32-xnnpack),
+    # backend = its delegate (xnnpack | portable), mode = the TorchScript mode it is compared with (none: fp32,
+    # full: int8), source = binary (executor_runner) or app
+    format: str = "torchscript"
 
     def problems(self) -> List[str]:
         """What makes this row nonsense (an ``ok`` row without real numbers, an unknown status)."""
         out = []
         if self.status not in RESULT_STATUSES:
             out.append(f"unknown status {self.status!r}")
+        if self.format not in ROW_FORMATS:
+            out.append(f"unknown format {self.format!r}")
         if self.status == "ok":
             values = (self.median_ms, self.p90_ms, self.min_ms)
             if any(v is None or not (v > 0) or v != v for v in values) or self.samples < 1:
@@ -578,14 +588,18 @@ class DeployResults(Record):
     devices: List[Dict[str, Any]] = field(default_factory=list)  # serial, soc, governor, thermal, battery ...
     numerics: Optional[List[NumericsVerdict]] = None  # is each phone's answer right (deploy/numerics.py)
     hardware: Optional[List[Placement]] = None  # which hardware NNAPI chose (deploy/nnapi_log.py)
+    # the ExecuTorch format's facts besides its rows ({}: the run had no ExecuTorch format): models, build_info,
+    # warmup, iters, repeat, threads, checked (were the outputs checked), operators (per device and program: the
+    # ETDump's table, or unknown and why), problems, notes
+    executorch: Dict[str, Any] = field(default_factory=dict)
 
-    KIND, SCHEMA = DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA
+    KIND, SCHEMA, READS = DEPLOY_RESULTS_KIND, DEPLOY_RESULTS_SCHEMA, (2,)  # schema 2: no ExecuTorch in the run
     REMEDY = "run `invoke deploy` again (it writes <results>/run-NNNN.json and latest.json)"
 
     def body(self) -> Dict[str, Any]:
         return {"run_id": self.run_id, "started": self.started, "speedups": self.speedups, "devices": self.devices,
                 "results": [r.to_dict() for r in self.rows], "numerics": _dicts(self.numerics),
-                "hardware": _dicts(self.hardware)}
+                "hardware": _dicts(self.hardware), "executorch": self.executorch}
 
     @classmethod
     def from_body(cls, data: Dict[str, Any], path: Path) -> "DeployResults":
@@ -593,13 +607,14 @@ class DeployResults(Record):
         return cls(data.get("run_id"), data.get("started", ""), [ResultRow.from_dict(r) for r in data.get("results", [])],
                    data.get("speedups", []), data.get("devices", []),
                    None if numerics is None else [NumericsVerdict.from_dict(v) for v in numerics],
-                   None if hardware is None else [Placement.from_dict(p) for p in hardware])
+                   None if hardware is None else [Placement.from_dict(p) for p in hardware],
+                   dict(data.get("executorch") or {}))
 
 
     def contradictions(self) -> List[str]:
         """Rows that are nonsense or of another run, verdicts and placements that contradict themselves."""
         out = item_problems("results", self.rows) + item_problems("numerics", self.numerics)
-        out += item_problems("hardware", self.hardware)
+        out += item_problems("hardware", self.hardware) + operator_problems(self.executorch.get("operators") or [])
         out += [f"results[{i}]: run {r.run_id}, in the document of run {self.run_id}" for i, r in enumerate(self.rows)
                 if self.run_id is not None and r.run_id is not None and r.run_id != self.run_id]
         return out

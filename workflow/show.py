@@ -179,7 +179,7 @@ def executorch_tables(section: Any) -> None:
         table(title, columns, table_rows, numeric=("median ms", "p90 ms", "samples", "speed-up"))
         pte_operators(device.operators)
     for line in summary_lines(section):
-        (warning if line.startswith("STALE") else note)(line)
+        note(line)
 
 
 def numerics(verdicts: Any, labels: Any, why: str = "", shown: Any = ()) -> None:
@@ -244,9 +244,10 @@ def deployed(result: Any, formats: Any, as_json: bool = False) -> None:
     for name, part in SHOWS["deploy"].items():
         if name in formats:
             part(result)
+    _results_line(result)
     labels = {d.serial: f"{d.facts.model} ({d.serial})" if d.facts else d.serial for d in result.devices}
     rec = result.executorch  # every format's verdicts in one list (a row per phone x model or program)
-    numerics(result.numerics, labels, "" if result.numerics or rec is None or rec.numerics
+    numerics(result.numerics, labels, "" if result.numerics or rec is None or rec.facts.get("checked")
              else "the runner's outputs were not checked")
     from deploy.orchestrate import numerics_policy
 
@@ -258,15 +259,20 @@ def deployed(result: Any, formats: Any, as_json: bool = False) -> None:
         next_step(then)
 
 
+def _results_line(result: Any) -> None:
+    """Where every format's rows of the run are (one run)."""
+    if result.run_id is not None:
+        print(f"results: run {result.run_id} in {result.db_path}; "
+              + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
+
+
 def _deploy_next(result: Any) -> Optional[str]:
     """The command after a deploy: report, or (ExecuTorch alone, no legacy run to compare with) deploy both."""
     rec = result.executorch
     if rec is None:
         return "invoke report  (the chart and an HTML page of this run)" if result.run_id is not None else None
-    if result.run_id is not None:  # both formats in this run
+    if any(r.format == "torchscript" for r in result.rows):  # both formats in this run
         return "invoke report  (the chart and an HTML page of this run, with the ExecuTorch lines beside it)"
-    if rec.legacy.get("run_id") is not None:
-        return "invoke report  (these lines beside the legacy run, in the console and the HTML page)"
     return ("invoke deploy --format torchscript,executorch  (the TorchScript CPU and NNAPI lines these are compared "
             "with, in the same run; then invoke report)")
 
@@ -281,9 +287,6 @@ def deploy(result: Any) -> None:
     for d in result.devices:
         _device(d)
     print(f"device directory: {result.directory}")
-    if result.run_id is not None:
-        print(f"results: run {result.run_id} in {result.db_path}; "
-              + ", ".join(str(p) for p in result.exports.values() if "run-" in p.name))
 
 
 def _device(d: Any) -> None:
@@ -295,7 +298,7 @@ def _device(d: Any) -> None:
     for n in d.notes:
         print(f"  note: {n}")
     for r in d.rows:
-        if r.status == "failed" and r.source != "deploy":
+        if r.status == "failed" and r.source != "deploy" and r.format == "torchscript":  # ExecuTorch's: its problems
             print(f"  failed: {r.model_file} ({r.backend}, {r.source}): {r.reason}")
     for e in d.errors:
         print("  problem: " + e.replace("\n", "\n    "))
@@ -480,7 +483,7 @@ def executorch_runtime(result: Any, log_path: Any, as_json: bool = False) -> Non
 
 
 def pte_deploy(result: Any) -> None:
-    """The ExecuTorch format's part of a deploy (``result.executorch``: its record)."""
+    """The ExecuTorch format's part of a deploy (``result.executorch``: its lines and facts, in the run's document)."""
     rec = result.executorch
     table("per device: legacy and ExecuTorch, speed-up over the legacy TorchScript CPU model of the same precision",
           ["device", "runtime", "median ms", "p90 ms", "samples", "speed-up", "note"],
@@ -488,11 +491,9 @@ def pte_deploy(result: Any) -> None:
             r.samples, f"{r.speedup_vs_cpu:.2f}x" if r.speedup_vs_cpu else "-", r.note[:60]) for r in rec.rows])
     for p in rec.problems:
         print(f"problem: {p}")
-    for line in rec.notes:
+    for line in rec.facts["notes"]:
         note(line)
-    pte_operators(rec.operators)
-    files = [rec.path, rec.path.with_suffix(".csv")] + ([rec.path.parent / rec.numerics["file"]] if rec.numerics else [])
-    print("results: " + ", ".join(map(str, files)))
+    pte_operators(rec.facts["operators"])
 
 
 def pte_operators(entries: Any) -> None:

@@ -6,7 +6,7 @@ import json
 
 from tests.adversarial.harness import adversarial, assert_clean, run_invoke, snapshot
 from toolchain.pte_records import write_section
-from toolchain.records import MANIFEST_KIND, MANIFEST_SCHEMA, write_record
+from toolchain.records import MANIFEST_KIND, MANIFEST_SCHEMA, ResultRow, write_record
 
 
 @adversarial("executorch", "bad value from an environment variable")
@@ -109,54 +109,59 @@ def test_build_android_executorch_refuses_an_abi_without_a_preset(tmp_path):
 
 
 def _reported_run(results, serial="R1"):
-    """A legacy run in the results store and deploy-executorch's record beside it (written with its own writer)."""
-    from deploy.results import ResultStore
-    from toolchain.pte_results import PteDeployRecord, PteResultRow, add_speedups
-    from toolchain.records import ResultRow
+    """A run of both formats in the results store and its document (written with their own writers)."""
+    import dataclasses
 
-    legacy = [ResultRow(serial, "Phone", "b", "14", 34, "arm64-v8a", "mobilenetv2", f"quant_{m}", m, "cpu", "binary",
-                        "ok", f"mobilenetv2-quant_{m}-cpu.pt", ms, ms * 1.1, ms * 0.9, samples=10)
-              for m, ms in (("none", 20.0), ("full", 8.0))]
+    from deploy.results import ResultStore, export
+
+    rows = [ResultRow(serial, "Phone", "b", "14", 34, "arm64-v8a", "mobilenetv2", f"quant_{m}", m, "cpu", "binary",
+                      "ok", f"mobilenetv2-quant_{m}-cpu.pt", ms, ms * 1.1, ms * 0.9, samples=10)
+            for m, ms in (("none", 20.0), ("full", 8.0))]
+    rows.append(dataclasses.replace(rows[0], variant="fp32-xnnpack", backend="xnnpack", median_ms=8.0, p90_ms=8.5,
+                                    min_ms=7.5, model_file="mobilenetv2-fp32-xnnpack.pte", format="executorch"))
     ResultStore(results / "results.sqlite").add_run("2026-11-23T10:00:00+00:00", "p", "c", {"models": "build/models"},
-                                                    legacy)
-    rows = [PteResultRow(serial, f"TorchScript CPU {r.variant}", "fp32" if r.mode == "none" else "int8",
-                         r.model_file, "ok", r.median_ms, r.p90_ms, r.min_ms, 10) for r in legacy]
-    rows.append(PteResultRow(serial, "ExecuTorch fp32-xnnpack", "fp32", "m-fp32-xnnpack.pte", "ok", 8.0, 8.5, 7.5, 10))
-    add_speedups(rows)
-    PteDeployRecord(models=str((results.parent / "models").resolve()), build_info="b.json", warmup=1, iters=10,
-                    repeat=1, threads=1, rows=rows, legacy={"run_id": 1, "started": "2026-11-23T10:00:00+00:00"}
-                    ).write(results)
-    return results / "executorch-latest.json"
+                                                    rows)
+    facts = {"models": str((results.parent / "models").resolve()), "build_info": "b.json", "warmup": 1, "iters": 10,
+             "repeat": 1, "threads": 1, "checked": False, "problems": [], "notes": [],
+             "operators": [{"serial": serial, "file": "mobilenetv2-fp32-xnnpack.pte", "status": "unknown",
+                            "reason": "the runner was built without ExecuTorch's event tracer"}]}
+    return export(rows, results, "run-0001", executorch=facts)["json"]
+
+
+def _kept(path):
+    return snapshot([path])
 
 
 @adversarial("executorch", "tampered record")
-def test_report_refuses_an_executorch_record_with_edited_numbers(tmp_path):
+def test_report_names_a_run_document_with_edited_executorch_numbers_and_keeps_it(tmp_path):
+    """Before, the ExecuTorch record with edited numbers stopped the report (exit 5); the record is gone and the
+    run's document holds the rows' copy: an edited one is named with its remedy, kept, and the rows come from the
+    store, unedited."""
     path = _reported_run(tmp_path / "build" / "results")
     data = json.loads(path.read_text())
-    data["rows"][-1]["speedup_vs_cpu"] = 5.0  # a nicer number than 20 / 8
+    data["results"][-1]["median_ms"] = -1.0  # a nicer number than 8
     path.write_text(json.dumps(data))
-    kept = snapshot([path.parent])
+    kept = _kept(path)
     out = run_invoke(["report"], cwd=tmp_path)
-    assert_clean(out, "record", mentions=["does not follow from the medians", "invoke deploy-executorch"], kept=kept,
+    assert_clean(out, "ok", mentions=["run-0001.json", "contradicts itself", "invoke deploy", "2.50x"], kept=kept,
                  root=tmp_path)
 
 
 @adversarial("executorch", "foreign file where a record belongs")
-def test_report_refuses_a_foreign_executorch_results_file(tmp_path):
+def test_report_names_a_foreign_file_where_the_run_document_belongs(tmp_path):
     path = _reported_run(tmp_path / "build" / "results")
     path.write_text(json.dumps({"rows": [{"model": "mine", "ms": 3}]}))
-    kept = snapshot([path.parent])
-    out = run_invoke(["report", "--json"], cwd=tmp_path)
-    assert_clean(out, "record", mentions=["not a torchdroid.executorch-deploy record"], kept=kept, root=tmp_path)
-    assert out.out == ""
-
-
-@adversarial("executorch", "stale record")
-def test_report_marks_executorch_rows_of_another_models_directory(tmp_path):
-    path = _reported_run(tmp_path / "build" / "results")
-    data = json.loads(path.read_text())
-    data["models"] = str(tmp_path / "elsewhere")
-    path.write_text(json.dumps(data))
+    kept = _kept(path)
     out = run_invoke(["report"], cwd=tmp_path)
-    assert_clean(out, "ok", mentions=["STALE: its programs came from", "elsewhere"], root=tmp_path)
-    assert "2.50x" in out.out  # the rows are still shown, marked
+    assert_clean(out, "ok", mentions=["not a torchdroid.deploy-results record", "ExecuTorch fp32-xnnpack"], kept=kept,
+                 root=tmp_path)
+
+
+@adversarial("executorch", "record deleted")
+def test_report_draws_a_runs_executorch_rows_without_its_record(tmp_path):
+    """Before, the ExecuTorch lines lived only in their record; now they are rows of the run: a run whose document
+    is gone (or whose rows the next deploy imported from its journal) still shows them, with their speed-ups."""
+    path = _reported_run(tmp_path / "build" / "results")
+    path.unlink()
+    out = run_invoke(["report"], cwd=tmp_path)
+    assert_clean(out, "ok", mentions=["ExecuTorch fp32-xnnpack", "2.50x"], root=tmp_path)

@@ -72,14 +72,20 @@ def write_pte_models(models: Path, variants=(("fp32", "xnnpack", 6000), ("int8",
 
 
 def write_legacy_results(results: Path, serial: str, cpu_ms=(40.0, 20.0), nnapi_ms=(30.0, 10.0)) -> Path:
+    rows = legacy_result_rows(serial, cpu_ms, nnapi_ms)
+    results.mkdir(parents=True, exist_ok=True)
+    return DeployResults(7, "2026-11-23T16:00:00+00:00", rows).write(results / "latest.json")
+
+
+def legacy_result_rows(serial: str, cpu_ms=(40.0, 20.0), nnapi_ms=(30.0, 10.0)) -> list:
+    """A TorchScript run's binary rows of one device: CPU and NNAPI, quant_none and quant_full."""
     rows = []
     for (variant, mode), cpu, nnapi in zip((("quant_none", "none"), ("quant_full", "full")), cpu_ms, nnapi_ms):
         for backend, ms in (("cpu", cpu), ("nnapi", nnapi)):
             rows.append(ResultRow(serial, "Virtual Pixel", "sdm670", "11", 30, "arm64-v8a", "mobilenetv2", variant, mode,
                                   backend, "binary", "ok", f"mobilenetv2-{variant}-{backend}.pt", ms, ms * 1.1, ms * 0.9,
-                                  samples=10, repeats=1, iters=10))
-    results.mkdir(parents=True, exist_ok=True)
-    return DeployResults(7, "2026-11-23T16:00:00+00:00", rows).write(results / "latest.json")
+                                  samples=10, repeats=1, iters=10, run_id=7))
+    return rows
 
 
 def deploy_executorch(models: Path, info: Path, results: Path, port: int, warmup: int, iters: int, repeat: int,
@@ -91,3 +97,26 @@ def deploy_executorch(models: Path, info: Path, results: Path, port: int, warmup
                               adb_port=port, options=BenchOptions(warmup=warmup, iters=iters, repeat=repeat,
                                                                   timeout=kw.pop("timeout", 600)), **kw)
     return deploy(settings, on_status=lambda *_: None).executorch
+
+
+def latest_executorch(results: Path, run=None):
+    """The ExecuTorch part of a deploy run (default: the latest) as `invoke report` draws it, from the run's
+    document: per device the programs beside the run's TorchScript rows with their speed-ups, the format's facts
+    and the programs' verdicts."""
+    from types import SimpleNamespace
+
+    from deploy.executorch_bench import device_lines
+    from deploy.results import run_document
+    from toolchain.pte_results import add_speedups
+
+    doc, why = run_document(results, run)
+    assert doc is not None, why or f"no run document in {results}"
+    stems = sorted({r.stem for r in doc.rows if r.format == "executorch"})
+    lines = [line for serial in dict.fromkeys(r.serial for r in doc.rows)
+             for line in device_lines([r for r in doc.rows if r.serial == serial], stems)]
+    add_speedups(lines)
+    facts = doc.executorch
+    return SimpleNamespace(run_id=doc.run_id, rows=lines, facts=facts, problems=facts.get("problems", []),
+                           notes=facts.get("notes", []), operators=facts.get("operators", []),
+                           operators_of=lambda serial: [o for o in facts.get("operators", []) if o["serial"] == serial],
+                           verdicts=[v for v in doc.numerics or [] if v.backend == "executorch"])

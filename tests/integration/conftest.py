@@ -25,8 +25,8 @@ def nnapi_lab(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def executorch_report_chain(tmp_path_factory, standin):
-    """deploy, deploy-executorch, deploy, deploy-executorch --models elsewhere on two virtual devices (results kept
-    after each step; tests/executorch_support/report_chain.py). Needs adb."""
+    """deploy, deploy --format torchscript,executorch, deploy on two virtual devices (results kept after each step;
+    tests/executorch_support/report_chain.py). Needs adb."""
     import shutil
 
     if shutil.which("adb") is None:

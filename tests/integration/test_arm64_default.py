@@ -86,7 +86,7 @@ def test_the_executorch_runner_for_the_default_abi_runs_on_an_arm64_phone(tmp_pa
     from ndk_build import executorch_runtime as rt
     from tests.executorch_support.runtime import cmake_env_for_arm64, make_fake_executorch
     from tests.ndk_support import make_ndk_release
-    from toolchain.pte_results import PteDeployRecord
+    from tests.executorch_support.device import latest_executorch
 
     remote = make_fake_executorch(tmp_path / "et-remote")
     ndk = make_ndk_release(tmp_path / "ndks", "r27c")
@@ -106,6 +106,6 @@ def test_the_executorch_runner_for_the_default_abi_runs_on_an_arm64_phone(tmp_pa
         on_phone = devs["pixel"].path("/data/local/tmp/torchdroid/et64/executorch/executor_runner")
         assert read_elf(on_phone).machine == "AArch64"
     assert r.returncode == 0, r.stdout + r.stderr
-    rows = [row for row in PteDeployRecord.load(work / "build" / "results").rows if row.runtime.startswith("ExecuTorch")]
+    rows = [row for row in latest_executorch(work / "build" / "results").rows if row.runtime.startswith("ExecuTorch")]
     ok = [row for row in rows if row.status == "ok"]
     assert ok and all(row.median_ms > 0 and row.samples == 3 for row in ok), rows

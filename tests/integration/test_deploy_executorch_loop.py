@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.cli import invoke
-from tests.executorch_support.device import build_standin_runner, write_pte_models, write_runtime_build_info
+from tests.executorch_support.device import (build_standin_runner, latest_executorch, write_pte_models,
+                                             write_runtime_build_info)
 from tests.virtual_device.harness import adb_servers_with_devices, adb_with_devices
-from toolchain.pte_results import PteDeployRecord
 from tests.virtual_device.harness import held_dead_port
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
@@ -41,7 +41,7 @@ def deploy_executorch(cwd: Path, inputs, *args: str, port: int, env=None) -> sub
 
 
 def executorch_serials(cwd: Path) -> set:
-    return {r.serial for r in PteDeployRecord.load(cwd / "build" / "results").rows if r.status == "ok"}
+    return {r.serial for r in latest_executorch(cwd / "build" / "results").rows if r.status == "ok"}
 
 
 def test_serials_separated_by_commas_are_each_deployed(inputs, tmp_path):
@@ -99,7 +99,7 @@ def test_a_device_another_run_holds_fails_alone_like_invoke_deploy(inputs, tmp_p
         holder.wait()
     assert r.returncode == 7, r.stdout + r.stderr
     assert "busy: another torchdroid run" in r.stdout + r.stderr
-    rec = PteDeployRecord.load(tmp_path / "build" / "results")
+    rec = latest_executorch(tmp_path / "build" / "results")
     assert {row.serial for row in rec.rows if row.status == "ok"} == {free}
     assert any(p.startswith(busy) and "busy" in p for p in rec.problems), rec.problems
 
@@ -118,7 +118,7 @@ def test_a_run_that_names_no_counts_runs_the_schemas(inputs, tmp_path):
     want = default("deploy.warmup") + default("deploy.iter")
     assert log.count(f"--num_executions={want} ") == default("deploy.repeat") * 2
     rec = result.executorch
-    assert (rec.warmup, rec.iters, rec.repeat) == (default("deploy.warmup"), default("deploy.iter"),
+    assert (rec.facts["warmup"], rec.facts["iters"], rec.facts["repeat"]) == (default("deploy.warmup"), default("deploy.iter"),
                                                    default("deploy.repeat"))
     row = next(r for r in rec.rows if r.runtime == "ExecuTorch fp32-xnnpack")
     assert row.samples == default("deploy.iter") * default("deploy.repeat")

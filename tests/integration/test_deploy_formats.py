@@ -17,9 +17,10 @@ from tests.deploy_support.fixtures import make_inputs
 from tests.deploy_support.fixtures import running_in as _running_in
 from toolchain.fsutil import OWNER_MARKER
 from tests.deploy_support.fixtures import wait_running
-from tests.executorch_support.device import build_standin_runner, write_pte_models, write_runtime_build_info
+from tests.executorch_support.device import (build_standin_runner, latest_executorch, write_pte_models,
+                                             write_runtime_build_info)
 from tests.virtual_device.harness import adb_with_devices
-from toolchain.pte_results import PteDeployRecord
+from deploy.results import DB_NAME, ResultStore
 from toolchain.records import DeployResults, deploy_results_path
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
@@ -64,9 +65,13 @@ def test_both_formats_run_in_one_command_on_each_device(inputs, tmp_path):
     results = tmp_path / "build" / "results"
     legacy = DeployResults.load(deploy_results_path(results, "latest"))
     assert {row.serial for row in legacy.rows if row.status == "ok"} == serials
-    et = PteDeployRecord.load(results)
+    stored = ResultStore(results / DB_NAME).rows(legacy.run_id)  # one store, one run: both formats' rows
+    assert {(row.format, row.serial) for row in stored if row.status == "ok"} == {
+        (f, s) for f in ("torchscript", "executorch") for s in serials}
+    assert sorted(map(str, stored)) == sorted(map(str, legacy.rows))
+    et = latest_executorch(results)
     assert {row.serial for row in et.rows if row.runtime == "ExecuTorch fp32-xnnpack" and row.status == "ok"} == serials
-    assert et.legacy.get("run_id") == legacy.run_id  # the ExecuTorch lines beside this run's TorchScript ones
+    assert et.run_id == legacy.run_id  # the ExecuTorch lines beside this run's TorchScript ones
     assert any(row.runtime.startswith("TorchScript CPU") for row in et.rows), et.rows
     for name, text in logs.items():  # one loop: one probe (and lock) per device for both formats
         assert text.count("shell: getprop;") == 1, (name, text)  # one probe, which takes the lock
@@ -75,15 +80,23 @@ def test_both_formats_run_in_one_command_on_each_device(inputs, tmp_path):
     assert "per device: legacy and ExecuTorch" in r.stdout.replace("\n", " ")
 
 
-def test_format_executorch_alone_writes_only_its_record(inputs, tmp_path):
+def test_format_executorch_alone_keeps_its_rows_as_a_run_of_the_store(inputs, tmp_path):
+    """Before: an ExecuTorch-only run wrote only executorch-run-NNNN.json, never the results store: its rows were
+    not journaled, and a crash after a program was measured lost it (issue 34 item 3)."""
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
         r = deploy(tmp_path, inputs, "--format", "executorch", port=server.port)
         log = device_log(devs["a"])
     assert r.returncode == 0, r.stdout + r.stderr
     results = tmp_path / "build" / "results"
-    assert not deploy_results_path(results, "latest").exists() and not list(results.glob("run-*.csv"))
     assert "./speed_benchmark_torch " not in log and "./executor_runner " in log
-    assert [row.status for row in PteDeployRecord.load(results).rows] == ["ok"]
+    assert [row.status for row in latest_executorch(results).rows] == ["ok"]
+    assert not list(results.glob("executorch-*"))  # no second record: the run's document holds it all
+    doc = DeployResults.load(deploy_results_path(results, "latest"))
+    assert [(row.format, row.variant, row.backend, row.status) for row in doc.rows] == [
+        ("executorch", "fp32-xnnpack", "xnnpack", "ok")]
+    stored = ResultStore(results / DB_NAME).rows(doc.run_id)
+    assert [(row.format, row.model_file) for row in stored] == [("executorch", doc.rows[0].model_file)]
+    assert not list(results.glob("journal-run-*"))  # every row stored: the journal is gone
 
 
 def test_the_default_is_torchscript_only(inputs, tmp_path):
@@ -188,8 +201,10 @@ def test_what_to_run_next_after_the_executorch_format_names_a_command_that_does_
     assert first.returncode == 0, first.stdout + first.stderr
     said = _next_lines(first.stdout)
     assert len(said) == 1 and "invoke deploy --format torchscript,executorch" in said[0], first.stdout
-    report = invoke(tmp_path, "--search-root", str(ROOT), "report", env=env)
-    assert report.returncode != 0  # what "next" would have sent the user to: no legacy run to draw
+    report = invoke(tmp_path, "--search-root", str(ROOT), "report", "--run", "1", env=env)
+    out = " ".join(report.stdout.split())
+    # the run's own rows, without a baseline: "next" named the command that measures both in one run
+    assert report.returncode == 0 and "ExecuTorch fp32-xnnpack" in out, report.stdout + report.stderr
     assert gone.returncode == 7, gone.stdout + gone.stderr
     want = "invoke " + " ".join(task)
     hint = [line for line in (gone.stdout + gone.stderr).splitlines() if "deploy again with" in line]

@@ -5,8 +5,8 @@ import shutil
 import pytest
 
 from deploy.executorch_bench import parse_iterations, runner_command
-from tests.executorch_support.device import (build_standin_runner, deploy_executorch, write_legacy_results,
-                                             write_pte_models, write_runtime_build_info)
+from tests.executorch_support.device import (build_standin_runner, deploy_executorch, latest_executorch,
+                                             write_legacy_results, write_pte_models, write_runtime_build_info)
 from tests.virtual_device.harness import adb_with_devices
 from toolchain.errors import RecordError
 from toolchain.fsutil import sha256_file
@@ -37,11 +37,11 @@ def test_runner_lines_and_command_are_quoted():
     assert "--model_path='a b.pte'" in runner_command("/data/local/tmp/x y", "a b.pte", 7, 1)
 
 
-def test_push_run_and_report_beside_the_legacy_results(inputs, tmp_path):
+def test_push_run_and_record(inputs, tmp_path):
+    """The speed-ups over the run's own TorchScript CPU rows: tests/unit/test_pte_results.py."""
     models, info = inputs
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
-        serial = devs["a"].serial
-        write_legacy_results(tmp_path / "res", serial)
+        write_legacy_results(tmp_path / "res", devs["a"].serial)  # an earlier run's: never joined any more
         result = deploy_pte(models, info, tmp_path / "res", server.port)
         d = devs["a"].path(ET_DIR)
         assert (d / "executor_runner").stat().st_mode & 0o777 == 0o755
@@ -58,9 +58,10 @@ def test_push_run_and_report_beside_the_legacy_results(inputs, tmp_path):
     rows = {r.runtime: r for r in result.rows}
     assert not result.problems
     assert rows["ExecuTorch fp32-xnnpack"].samples == 10 and rows["ExecuTorch fp32-xnnpack"].median_ms > 0
-    assert rows["TorchScript CPU quant_none"].speedup_vs_cpu == 1.0 and rows["NNAPI quant_none"].speedup_vs_cpu == pytest.approx(40 / 30, rel=1e-3)
-    assert rows["ExecuTorch int8-xnnpack"].speedup_vs_cpu == pytest.approx(20.0 / rows["ExecuTorch int8-xnnpack"].median_ms, rel=1e-2)
-    assert result.path.is_file() and "ExecuTorch fp32-xnnpack" in result.path.with_suffix(".csv").read_text()
+    assert set(rows) == {"ExecuTorch fp32-xnnpack", "ExecuTorch int8-xnnpack", "ExecuTorch fp32-portable"}
+    assert all(r.speedup_vs_cpu is None for r in result.rows)  # no TorchScript rows in this run: no baseline
+    assert "fp32-xnnpack" in (tmp_path / "res" / "run-0001.csv").read_text()  # the run's rows, the programs' too
+    assert latest_executorch(tmp_path / "res").rows == result.rows  # the run's document holds what deploy showed
 
 
 def test_a_tampered_program_is_never_pushed(inputs, tmp_path):
@@ -97,7 +98,7 @@ def test_a_failing_runner_is_a_failed_row_with_its_output(inputs, tmp_path):
     assert rows["ExecuTorch fp32-portable"].status == "failed" and "ET12" in rows["ExecuTorch fp32-portable"].note
     assert rows["ExecuTorch fp32-xnnpack"].status == "ok"
     assert any("fp32-portable" in p for p in result.problems)
-    assert json.loads(result.path.read_text())["problems"]
+    assert json.loads((tmp_path / "res" / "latest.json").read_text())["executorch"]["problems"]
 
 
 def test_a_device_of_another_abi_is_reported_not_run(inputs, tmp_path):
@@ -123,7 +124,7 @@ def test_cli_deploy_executorch_from_a_users_directory(inputs, tmp_path):
         r = invoke(tmp_path, "--search-root", str(root), "deploy-executorch", "--models", str(models), "--build-info",
                    str(info), "--iter", "3", "--warmup", "1", "--repeat", "1", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "ExecuTorch fp32-xnnpack" in r.stdout and (tmp_path / "build" / "results" / "executorch-latest.json").is_file()
+    assert "ExecuTorch fp32-xnnpack" in r.stdout and (tmp_path / "build" / "results" / "latest.json").is_file()
 
 
 def test_a_runner_that_no_longer_matches_its_build_info_never_runs(inputs, tmp_path):
@@ -188,8 +189,9 @@ def test_a_project_directory_another_run_holds_is_refused(inputs, tmp_path):
 
 
 def test_results_of_every_device_and_run_are_kept(inputs, tmp_path):
-    """Before: executorch-latest.json was the only record, so phone A's results were gone after deploying to B."""
-    from toolchain.pte_results import PteDeployRecord
+    """Before: executorch-latest.json was the only record, so phone A's results were gone after deploying to B; now
+    each run's rows are a run of the results store with its own document."""
+    from deploy.results import DB_NAME, ResultStore
 
     models, info = inputs
     res = tmp_path / "res"
@@ -197,9 +199,10 @@ def test_results_of_every_device_and_run_are_kept(inputs, tmp_path):
         a, b = devs["a"].serial, devs["b"].serial
         first = deploy_pte(models, info, res, server.port, serials=(a,))
         second = deploy_pte(models, info, res, server.port, serials=(b,))
-    assert first.run_id == 1 and second.run_id == 2
-    runs = [PteDeployRecord.load(res, run=n) for n in PteDeployRecord.run_ids(res)]
-    assert [r.serials() for r in runs] == [[a], [b]]
+    runs = [latest_executorch(res, run=n) for n in (1, 2)]
+    assert [{r.serial for r in run.rows} for run in runs] == [{a}, {b}]
     assert [r.median_ms for r in runs[0].rows] == [r.median_ms for r in first.rows]
-    assert (res / "executorch-run-0001.csv").read_text().count(a) == len(first.rows)
-    assert PteDeployRecord.load(res).serials() == [b]  # the newest run stays where the report reads it
+    assert [r.median_ms for r in runs[1].rows] == [r.median_ms for r in second.rows]
+    assert (res / "run-0001.csv").read_text().count(a) == len(first.rows)
+    assert {r.serial for r in ResultStore(res / DB_NAME).rows(0)} == {a, b}
+    assert {r.serial for r in latest_executorch(res).rows} == {b}  # the newest run is where the report reads it

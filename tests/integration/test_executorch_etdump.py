@@ -15,7 +15,7 @@ from deploy.executorch_bench import runner_command
 from tests.executorch_support.device import build_standin_runner, deploy_executorch, write_runtime_build_info
 from tests.executorch_support.lane import copy_models
 from tests.virtual_device.harness import adb_with_devices
-from toolchain.pte_results import PteDeployRecord
+from tests.executorch_support.device import latest_executorch
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
 DIR = "/data/local/tmp/torchdroid"
@@ -41,7 +41,7 @@ def test_a_phone_with_an_event_tracer_runner_gives_per_operator_times(tiny_lane,
         serial = devs["a"].serial
         left = [p.name for p in devs["a"].path(DIR + "/proj/executorch").iterdir() if p.name.endswith(".etdump")]
     assert not result.problems, result.problems
-    ops = {o["file"]: o for o in PteDeployRecord.load(tmp_path / "res").operators_of(serial)}
+    ops = {o["file"]: o for o in latest_executorch(tmp_path / "res").operators_of(serial)}
     assert set(ops) == {"tiny-fp32-xnnpack.pte", "tiny-int8-xnnpack.pte", "tiny-fp32-portable.pte"}
     assert all(o["status"] == "ok" for o in ops.values()), ops
     portable = ops["tiny-fp32-portable.pte"]
@@ -58,7 +58,7 @@ def test_a_phone_with_an_event_tracer_runner_gives_per_operator_times(tiny_lane,
     # the report page's section: the same table, from the record
     from deploy.report_html import operator_section
 
-    html = operator_section(serial, PteDeployRecord.load(tmp_path / "res").operators_of(serial))
+    html = operator_section(serial, latest_executorch(tmp_path / "res").operators_of(serial))
     assert f"id='operators-{serial}'" in html and "native_call_convolution.out" in html and "XnnpackBackend" in html
 
 
@@ -68,7 +68,7 @@ def test_a_runner_built_without_the_tracer_says_unknown_and_why(tiny_lane, runne
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
         result = deploy_pte(models, info, tmp_path / "res", server.port)
     assert not result.problems and all(r.status == "ok" for r in result.rows)
-    ops = result.operators
+    ops = result.facts["operators"]
     assert ops and all(o["status"] == "unknown" and "without ExecuTorch's event tracer" in o["reason"] for o in ops)
 
 
@@ -119,7 +119,7 @@ def test_the_timing_rounds_run_the_untraced_runner_and_leave_no_model_etdump(tin
     assert len(traced) == 3 and all("--etdump_path=tiny-" in c for c in traced)  # one traced run per program
     assert left == []  # neither model.etdump nor a program's ETDump stays on the phone
     assert all(r.runtime.startswith("ExecuTorch ") and "traced" not in r.runtime for r in result.rows)
-    assert all(o["status"] == "ok" for o in result.operators), result.operators
+    assert all(o["status"] == "ok" for o in result.facts["operators"]), result.facts["operators"]
     assert (tmp_path / "res" / "etdump" / devs["a"].serial / "tiny-fp32-portable.etdump").read_bytes()
 
 
@@ -135,7 +135,7 @@ def test_a_build_with_only_a_traced_runner_has_its_latencies_labelled_traced(tin
         result = deploy_pte(models, info, tmp_path / "res", server.port)
         left = _etdumps(devs["a"])
     assert left == []
-    rec = PteDeployRecord.load(tmp_path / "res")
+    rec = latest_executorch(tmp_path / "res")
     assert {r.runtime for r in rec.rows} == {"ExecuTorch fp32-xnnpack (traced)", "ExecuTorch int8-xnnpack (traced)",
                                              "ExecuTorch fp32-portable (traced)"}
     assert TRACED_NOTE in rec.notes and result.problems == []

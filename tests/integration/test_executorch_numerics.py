@@ -15,11 +15,10 @@ import pytest
 
 from deploy.executorch_bench import runner_command
 from deploy.pte_numerics import Unprintable, parse_outputs
-from tests.executorch_support.device import build_standin_runner, deploy_executorch, write_runtime_build_info
+from tests.executorch_support.device import (build_standin_runner, deploy_executorch, latest_executorch,
+                                             write_runtime_build_info)
 from tests.executorch_support.lane import copy_models
 from tests.virtual_device.harness import adb_with_devices
-from toolchain.numerics_records import NumericsRecord, numerics_path
-from toolchain.pte_results import PteDeployRecord
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="adb is not installed (./run test installs it)")
 DIR = "/data/local/tmp/torchdroid"
@@ -61,8 +60,7 @@ def test_three_phones_one_runtime_off_one_silent(tiny_lane, runners, tmp_path):
         serials = {name: d.serial for name, d in devs.items()}
         log = (devs["good"].state_dir / "device.log").read_text()
     assert not result.problems, result.problems
-    path = numerics_path(tmp_path / "res", "executorch-latest")
-    got = {(v.serial, v.file): v for v in NumericsRecord.load(path).verdicts}
+    got = {(v.serial, v.file): v for v in latest_executorch(tmp_path / "res").verdicts}
     assert len(got) == 9
     for f in PROGRAMS:  # the good phone agrees on every program, on the four recorded reference inputs
         v = got[serials["good"], f]
@@ -78,14 +76,14 @@ def test_three_phones_one_runtime_off_one_silent(tiny_lane, runners, tmp_path):
     # the runner got the recorded inputs as files, one run each, printing every output
     runs = re.findall(r"--model_path=tiny-fp32-portable\.pte --inputs=(tiny-input-\d\.bin) --print_output=all", log)
     assert runs == [f"tiny-input-{i}.bin" for i in range(4)]
-    # the verdicts are a numerics record beside executorch-latest.json, which names it by hash
-    assert result.numerics["file"] == path.name == PteDeployRecord.load(tmp_path / "res").numerics["file"]
+    # the verdicts are in the run's document (the device's one list), no second file
+    assert result.facts["checked"] and not list((tmp_path / "res").glob("executorch-*"))
     from deploy import numerics_report
+    from deploy.results import run_document
 
-    verdicts, why = numerics_report.load_executorch(tmp_path / "res")
-    assert len(verdicts) == 9 and not why
-    listed, note = numerics_report.one_list(([], numerics_report.NOT_CHECKED), (verdicts, why))
-    page = numerics_report.html_section(listed, {}, note)
+    verdicts, note = numerics_report.of_run(*run_document(tmp_path / "res", None))  # the run's one list has them
+    assert len(verdicts) == 9 and not note
+    page = numerics_report.html_section(verdicts, {}, note)
     assert "ExecuTorch programs" in page and page.count("differs") >= 2 and "tiny-int8-xnnpack.pte" in page
 
 
@@ -95,7 +93,7 @@ def test_a_runner_without_print_output_is_unknown_and_says_why(tiny_lane, runner
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
         result = deploy_pte(models, info, tmp_path / "res", server.port)
     assert not result.problems and {r.status for r in result.rows} == {"ok"}  # the timings are unaffected
-    verdicts = NumericsRecord.load(numerics_path(tmp_path / "res", "executorch-latest")).verdicts
+    verdicts = latest_executorch(tmp_path / "res").verdicts
     assert {v.verdict for v in verdicts} == {"unknown"}
     assert all("does not know --print_output=all" in v.reason for v in verdicts)
 
@@ -111,13 +109,13 @@ def test_without_recorded_inputs_the_runners_all_ones_default_is_compared(tiny_l
     with adb_with_devices(tmp_path / "adb", {"a": {"env": {"ETR_OFF_PERCENT": "portable:5"}}}) as (server, devs):
         deploy_pte(models, info, tmp_path / "res", server.port)
         log = (devs["a"].state_dir / "device.log").read_text()
-    got = {v.file: v for v in NumericsRecord.load(numerics_path(tmp_path / "res", "executorch-latest")).verdicts}
+    got = {v.file: v for v in latest_executorch(tmp_path / "res").verdicts}
     assert "--inputs" not in log and log.count("--print_output=all") == 3
     assert got["tiny-fp32-xnnpack.pte"].verdict == "agrees" and got["tiny-fp32-xnnpack.pte"].inputs == 1
     assert "all-ones" in got["tiny-fp32-xnnpack.pte"].reference
     assert got["tiny-fp32-portable.pte"].verdict == "differs"
-    body = json.loads(numerics_path(tmp_path / "res", "executorch-latest").read_text())
-    assert body["kind"] == "torchdroid.numerics"
+    body = json.loads((tmp_path / "res" / "latest.json").read_text())
+    assert body["kind"] == "torchdroid.deploy-results" and len(body["numerics"]) == 3
 
 
 @pytest.mark.slow
@@ -138,7 +136,7 @@ def test_every_output_of_a_two_output_program_is_compared_each_by_its_own_rule(r
         result = deploy_pte(models, info, tmp_path / "res", server.port)
         serials = {name: d.serial for name, d in devs.items()}
     assert not result.problems, result.problems
-    got = {(v.serial, v.file): v for v in NumericsRecord.load(numerics_path(tmp_path / "res", "executorch-latest")).verdicts}
+    got = {(v.serial, v.file): v for v in latest_executorch(tmp_path / "res").verdicts}
     for f in ("two_outputs-fp32-xnnpack.pte", "two_outputs-int8-xnnpack.pte"):
         good, off = got[serials["good"], f], got[serials["second_off"], f]
         assert good.verdict == "agrees" and good.inputs == 4, good

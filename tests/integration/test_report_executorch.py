@@ -1,9 +1,9 @@
-"""`invoke report` with deploy-executorch's results: TorchScript CPU, NNAPI and ExecuTorch XNNPACK side by side per
-device, speed-ups over the legacy CPU model of the same precision, stale rows marked, a bad record refused.
+"""`invoke report` of a run with both formats: TorchScript CPU, NNAPI and ExecuTorch XNNPACK side by side per
+device, speed-ups over the TorchScript CPU model of the same precision and run, a bad ExecuTorch record refused.
 
-The tables come from real runs: `invoke deploy` and `invoke deploy-executorch` onto two virtual devices over the
-real adb server, from a user's directory with the defaults (tests/executorch_support/report_chain.py). Only the
-malformed and tampered records below are edited by hand.
+The tables come from real runs: `invoke deploy` and `invoke deploy --format torchscript,executorch` onto two virtual
+devices over the real adb server, from a user's directory with the defaults (tests/executorch_support/
+report_chain.py). Only the malformed and tampered records below are edited by hand.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ def _json_report(chain, results, *args) -> dict:
 
 
 def test_defaults_show_executorch_beside_the_legacy_rows(executorch_report_chain):
-    """`invoke report` with no option in the user's directory: the latest run and the latest ExecuTorch results."""
+    """`invoke report --run 2` in the user's directory: the run with both formats."""
     chain = executorch_report_chain
-    r = invoke_cli(chain.work, "report", port=held_dead_port())
+    r = invoke_cli(chain.work, "report", "--run", "2", port=held_dead_port())
     assert r.returncode == 0, r.stdout + r.stderr
     out = " ".join(r.stdout.split())  # a title may wrap (at spaces) in a narrow console
     for serial, model in ((chain.serials["pixel"], "Pixel 3a"), (chain.serials["galaxy"], "Galaxy S10")):
@@ -54,7 +54,7 @@ def test_defaults_show_executorch_beside_the_legacy_rows(executorch_report_chain
     # the chain's runner was built without the event tracer: per operator, every program says unknown and why
     assert out.count("per operator: unknown") == 6 and "built without ExecuTorch's event tracer" in out
     # is the answer right: the chain's programs are stand-in bytes no ExecuTorch runtime runs, so every phone x
-    # program is unknown, with the host runtime's reason (deploy-executorch's numerics record, issue 23 item 2)
+    # program is unknown, with the host runtime's reason (the run's verdicts, issue 23 item 2)
     # one list per phone, the programs' verdicts in it beside the models' (h13: it was a second list)
     assert out.count("is the answer right:") == 1
     page = max((chain.work / "build" / "results").glob("report-run-*.html"), key=lambda p: p.stat().st_mtime)
@@ -67,12 +67,11 @@ def test_json_speedups_follow_from_the_reported_runs_medians(executorch_report_c
     chain = executorch_report_chain
     data = _json_report(chain, _copy(chain.fresh, tmp_path))
     et = data["executorch"]
-    assert et["present"] and et["stale"] == [] and et["legacy_run_id"] == data["run_id"] == 1
-    assert _png_height(data["png"]) > 1300  # the chart has a third panel: the speed-ups of deploy-executorch
+    assert et["present"] and et["run_id"] == data["run_id"] == 2
+    assert _png_height(data["png"]) > 1300  # the chart has a third panel: the run's ExecuTorch speed-ups
     cpu = {(r["serial"], r["mode"]): r["median_ms"] for r in data["rows"] if r["backend"] == "cpu"}
     assert {d["serial"] for d in et["devices"]} == set(chain.serials.values())
     for table in et["devices"]:
-        assert table["stale"] == []
         rows = {r["runtime"]: r for r in table["rows"]}
         base = {"fp32": cpu[(table["serial"], "none")], "int8": cpu[(table["serial"], "full")]}
         # the legacy CPU rows are this run's own medians, and each speed-up is baseline / median of its precision
@@ -89,27 +88,20 @@ def test_json_speedups_follow_from_the_reported_runs_medians(executorch_report_c
     assert pixel["NNAPI quant_none"]["speedup_vs_cpu"] > galaxy["NNAPI quant_none"]["speedup_vs_cpu"]
 
 
-def test_rows_older_than_the_legacy_run_are_marked_stale(executorch_report_chain, tmp_path):
-    """deploy, deploy-executorch, deploy: the ExecuTorch rows joined run 1 and predate run 2."""
+def test_a_later_run_without_executorch_rows_shows_none_and_the_run_with_them_still_does(executorch_report_chain,
+                                                                                        tmp_path):
+    """Before: a later TorchScript-only run drew the ExecuTorch lines of another run (marked stale); now each run
+    holds its own rows: run 3 has none (the hint), run 2 still has them."""
     chain = executorch_report_chain
     results = _copy(chain.older, tmp_path)
     r = _report(chain, results)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "STALE: its TorchScript CPU/NNAPI lines and speed-ups come from legacy run 1, not from run 2" in r.stdout
-    assert "before legacy run 2 started" in r.stdout
-    assert "run `invoke deploy --format torchscript,executorch`: both formats in one run" in " ".join(r.stdout.split())
+    assert "ExecuTorch beside" not in r.stdout
+    assert "no ExecuTorch rows in run 3" in " ".join(r.stdout.split()), r.stdout
     data = _json_report(chain, results)
-    assert data["run_id"] == 2 and len(data["executorch"]["stale"]) == 2
-    # the run the ExecuTorch rows were measured beside is not stale
-    assert _json_report(chain, results, "--run", "1")["executorch"]["stale"] == []
-
-
-def test_rows_from_another_models_directory_are_marked_stale(executorch_report_chain, tmp_path):
-    chain = executorch_report_chain
-    data = _json_report(chain, _copy(chain.other_models, tmp_path))
-    stale = data["executorch"]["stale"]
-    assert data["executorch"]["legacy_run_id"] == 2 and len(stale) == 1
-    assert "other-models" in stale[0] and str((chain.work / "build" / "models").resolve()) in stale[0]
+    assert data["run_id"] == 3 and data["executorch"]["present"] is False
+    earlier = _json_report(chain, results, "--run", "2")["executorch"]
+    assert earlier["present"] and {d["serial"] for d in earlier["devices"]} == set(chain.serials.values())
 
 
 def test_without_executorch_results_the_report_is_as_before_plus_one_line(executorch_report_chain, tmp_path):
@@ -119,7 +111,7 @@ def test_without_executorch_results_the_report_is_as_before_plus_one_line(execut
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ExecuTorch beside" not in r.stdout and "mobilenetv2" in r.stdout
     hints = [line for line in r.stdout.splitlines() if "ExecuTorch" in line]
-    assert len(hints) == 1 and "invoke deploy-executorch" in hints[0], r.stdout
+    assert len(hints) == 1 and "invoke deploy --format torchscript,executorch" in hints[0], r.stdout
     data = _json_report(chain, results)
     assert data["executorch"]["present"] is False and _png_height(data["png"]) < 1000  # the two legacy panels only
 
@@ -130,37 +122,41 @@ def _tamper(path, edit):
     path.write_text(json.dumps(data))
 
 
-def _faster(data):
-    row = next(r for r in data["rows"] if r["runtime"] == "ExecuTorch int8-xnnpack")
-    for key in ("median_ms", "p90_ms", "min_ms"):  # hand-made better numbers: the speed-up no longer follows
-        row[key] = row[key] / 2
+def _program(data):
+    return next(r for r in data["results"] if r["format"] == "executorch" and r["status"] == "ok")
 
 
 @pytest.mark.parametrize("name, edit, mentions", [
-    ("numbers edited", _faster, "does not follow from the medians"),
-    ("speed-up edited", lambda d: d["rows"][-1].update(speedup_vs_cpu=d["rows"][-1]["speedup_vs_cpu"] * 2),
-     "does not follow from the medians"),
-    ("median below min", lambda d: d["rows"][-1].update(median_ms=d["rows"][-1]["min_ms"] / 2), "does not hold"),
-    ("row without status", lambda d: d["rows"][0].pop("status"), "malformed"),
-    ("negative latency", lambda d: d["rows"][-1].update(median_ms=-1.0), "not a positive number"),
-    ("unknown runtime", lambda d: d["rows"][-1].update(runtime="TFLite gpu"), "unknown runtime"),
-    ("foreign kind", lambda d: d.update(kind="something-else"), "is not a torchdroid.executorch-deploy record"),
+    ("row without status", lambda d: _program(d).pop("status"), "malformed"),
+    ("negative latency", lambda d: _program(d).update(median_ms=-1.0), "positive latencies"),
+    ("unknown format", lambda d: _program(d).update(format="tflite"), "unknown format"),
+    ("operator table edited", lambda d: d["executorch"]["operators"][0].update(status="great"), "per-operator entry"),
+    ("foreign kind", lambda d: d.update(kind="something-else"), "is not a torchdroid.deploy-results record"),
     ("other schema", lambda d: d.update(schema=99), "schema 99"),
 ])
-def test_a_tampered_record_is_refused_with_exit_5(executorch_report_chain, tmp_path, name, edit, mentions):
+def test_a_tampered_run_document_is_named_kept_and_its_rows_still_drawn(executorch_report_chain, tmp_path, name,
+                                                                         edit, mentions):
+    """Moved from the ExecuTorch record's tamper cases (exit 5): the record is gone, the run's one document holds
+    the ExecuTorch facts.  An edited document is named with why and its remedy, left as it is, and the ExecuTorch
+    rows are still drawn from the results store (they never came from the document)."""
     chain = executorch_report_chain
     results = _copy(chain.fresh, tmp_path)
-    _tamper(results / "executorch-latest.json", edit)
-    r = _report(chain, results)
-    assert r.returncode == 5, r.stdout + r.stderr
-    assert mentions in r.stderr and "invoke deploy-executorch" in r.stderr
-    assert not list(results.glob("report-run-*")), "nothing is drawn from a refused record"
+    doc = results / "run-0002.json"
+    _tamper(doc, edit)
+    before = doc.read_bytes()
+    r = _report(chain, results, "--run", "2")
+    out = " ".join(r.stdout.split())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert mentions in out and "run-0002.json" in out and "invoke deploy" in out, out
+    assert out.count("ExecuTorch fp32-xnnpack") == 2  # one line per device, from the store
+    assert doc.read_bytes() == before
 
 
-def test_a_truncated_record_is_refused_with_exit_5(executorch_report_chain, tmp_path):
+def test_a_truncated_run_document_is_named_and_the_rows_still_drawn(executorch_report_chain, tmp_path):
     chain = executorch_report_chain
     results = _copy(chain.fresh, tmp_path)
-    path = results / "executorch-latest.json"
+    path = results / "run-0002.json"
     path.write_bytes(path.read_bytes()[:200])
-    r = _report(chain, results, "--json")
-    assert r.returncode == 5 and "cannot be read" in r.stderr and r.stdout == ""
+    data = _json_report(chain, results, "--run", "2")
+    assert "cannot be read" in data["numerics_note"] and data["executorch"]["present"]
+    assert data["executorch"]["path"] is None  # no facts: no operator tables, no notes

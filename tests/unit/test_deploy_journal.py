@@ -235,3 +235,53 @@ def test_a_line_cut_by_a_crash_is_left_out(tmp_path, cut):
     path.write_text('{"kind": "run", "run_id": 1}\n{"kind": "row", "row": {"serial": "A"' + "\0" * cut)
     header, rows, devices = read_journal(path)
     assert header == {"kind": "run", "run_id": 1} and rows == [] and devices == []
+
+
+class _Runner:
+    """A phone whose executor_runner runs every program in 2 ms an execution (pushes are stubbed apart)."""
+
+    serial = "A"
+
+    def shell(self, cmd, timeout=None):
+        import re
+        from types import SimpleNamespace
+
+        runs = int(re.search(r"--num_executions=(\d+)", cmd).group(1)) if "--num_executions" in cmd else 0
+        out = "".join(f"I 00:00:00.000 executorch:executor_runner.cpp:1] Iteration {i} of {runs}: 2.0 ms\n"
+                      for i in range(1, runs + 1))
+        return SimpleNamespace(ok=True, output=out, code=0, tail=lambda n: out.splitlines()[-n:])
+
+
+def test_an_executorch_row_is_journaled_when_measured_and_the_next_deploy_imports_it(tmp_path, monkeypatch):
+    """Before: an ExecuTorch program's row lived in memory until deploy-executorch wrote its own record at the end;
+    a crash (or a full disk) after it was measured lost it (issue 34 item 3).  Now it is a row of the run: on the
+    disk (the journal, fsynced) before anything else, imported by the next deploy."""
+    from types import SimpleNamespace
+
+    from deploy import executorch_bench as et_bench
+    from deploy.bench import BenchOptions
+    from deploy.plan import BinaryPlan
+    from deploy.preflight import DeviceFacts
+    from tests.executorch_support.device import write_pte_models
+    from toolchain.pte_records import pte_files
+
+    s = DeploySettings(models=write_pte_models(tmp_path / "models", variants=(("fp32", "xnnpack", 6000),)),
+                       results=tmp_path / "results", formats=("executorch",),
+                       options=BenchOptions(warmup=1, iters=2, repeat=1))
+    s.results.mkdir()
+    keeper = Keeper.open(s, DeployPlan(None, [], None), "2026-11-27T10:00:00+00:00")
+    et = et_bench.ExecutorchPlan(tmp_path / "build-info.json", BinaryPlan(Path("executor_runner"), "arm64-v8a", "c", 0),
+                                 pte_files(s.models), [])
+    rep = DeviceReport("A", on_row=keeper.measured)
+    run = SimpleNamespace(plan=SimpleNamespace(executorch=et, hashes=None), directory="/d", rep=rep, s=s,
+                          facts=DeviceFacts.from_props("A", {"ro.product.model": "Pixel"}), dev=_Runner(),
+                          status=lambda text: None, go_on=lambda: None)
+    monkeypatch.setattr(et_bench, "push_all", lambda *a, **kw: [])
+    et_bench.run_programs(run)  # measured; then SIGKILL: nothing else of the run happens
+    with contextlib.suppress(OSError):
+        os.close(keeper.journal._fd)  # what the kernel does at the process's end
+    lines = import_journals(ResultStore(s.results / DB_NAME), s.results)
+    assert lines and "1 row(s) of run 1" in lines[0], lines
+    got = ResultStore(s.results / DB_NAME).rows(1)
+    assert [(r.format, r.variant, r.status, r.median_ms) for r in got] == [("executorch", "fp32-xnnpack", "ok", 2.0)]
+    assert "fp32-xnnpack" in (s.results / "run-0001.csv").read_text() and not journal_path(s.results, 1).exists()

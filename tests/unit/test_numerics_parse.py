@@ -159,19 +159,18 @@ def test_the_output_run_prints_on_each_bundled_input_with_the_benchmarks_flags()
 
 def test_records_refuse_what_they_would_have_to_guess(tmp_path):
     from toolchain.errors import RecordError
-    from toolchain.numerics_records import NumericsRecord, NumericsVerdict, ReferenceOutputs, references_path
-    from toolchain.records import write_record
+    from toolchain.numerics_records import NumericsVerdict, ReferenceOutputs, references_path
+    from toolchain.records import DeployResults, write_record
 
     with pytest.raises(ValueError):
         NumericsVerdict("P", "f", "cpu", "none", "unknown")  # unknown without its reason
     with pytest.raises(ValueError):
         NumericsVerdict("P", "f", "cpu", "none", "fine")
     path = tmp_path / "n.json"
-    write_record(path, "torchdroid.numerics", 1, {"run_id": 1, "verdicts": [{"serial": "P", "file": "f",
-                                                                             "backend": "cpu", "mode": "none",
-                                                                             "verdict": "maybe"}]})
+    write_record(path, DeployResults.KIND, DeployResults.SCHEMA, {"run_id": 1, "numerics": [
+        {"serial": "P", "file": "f", "backend": "cpu", "mode": "none", "verdict": "maybe"}]})
     with pytest.raises(RecordError):
-        NumericsRecord.load(path)
+        DeployResults.load(path)
     write_record(references_path(tmp_path), "torchdroid.reference-outputs", 1, {"files": [
         {"file": "f", "sha256": "0", "backend": "cpu", "mode": "none",
          "outputs": {HOST_CPU: [{"shape": [1, 3], "values": [1.0, 2.0]}]}}]})

@@ -1,6 +1,5 @@
 """One verdict list per device (issue 31 item 1, h13): a phone's TorchScript models and ExecuTorch programs are
-judged into the same list, deploy's summary shows that one list, and the ExecuTorch record's numerics file takes the
-programs' verdicts from it."""
+judged into the same list, deploy's summary shows that one list, and the run's document holds it."""
 
 from __future__ import annotations
 
@@ -24,11 +23,19 @@ def _record(tmp_path: Path, rep: DeviceReport):
     return record_executorch(s, et, [rep])
 
 
-def test_the_executorch_record_takes_the_programs_verdicts_from_the_devices_one_list(tmp_path):
+def test_the_runs_document_takes_the_programs_verdicts_from_the_devices_one_list(tmp_path):
+    """Before (h13) the programs' verdicts went to a numerics file of the ExecuTorch record; now to the run's one
+    document beside the models' (no second file)."""
+    from deploy.formats import run_numerics
+    from deploy.plan import DeployPlan
+    from deploy.results import export
+
     rep = DeviceReport("S1", numerics=[TS, ET])
     rec = _record(tmp_path, rep)
-    written = json.loads((tmp_path / rec.numerics["file"]).read_text())
-    assert [v["file"] for v in written["verdicts"]] == [ET.file]  # the program's only: the model's is run-NNNN's
+    export([], tmp_path, "run-0001", (), run_numerics([rep], DeployPlan(None, [], None)), None, rec.facts)
+    written = json.loads((tmp_path / "run-0001.json").read_text())
+    assert [v["file"] for v in written["numerics"]] == [TS.file, ET.file] and written["executorch"]["checked"]
+    assert not list(tmp_path.glob("executorch-*"))
 
 
 def test_deploy_shows_one_verdict_list_for_both_formats(tmp_path, capsys):

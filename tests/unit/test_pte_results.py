@@ -1,12 +1,11 @@
-"""The deploy-executorch record (toolchain/pte_results.py) and the report's staleness rules (deploy/pte_report.py)."""
+"""The ExecuTorch lines (toolchain/pte_results.py): a run's programs beside its own TorchScript rows; the run's
+document holds the programs' rows and the format's facts."""
 
 import json
 
 import pytest
 
-from deploy.pte_report import record_staleness
-from toolchain.errors import RecordError
-from toolchain.pte_results import PteDeployRecord, PteResultRow, add_speedups, pte_results_path
+from toolchain.pte_results import PteResultRow, add_speedups
 
 
 def _rows(serial="S"):
@@ -19,13 +18,6 @@ def _rows(serial="S"):
     return rows
 
 
-def _record(tmp_path, rows=None, **kw):
-    fields = dict(models=str(tmp_path / "models"), build_info="b.json", warmup=1, iters=5, repeat=1, threads=1,
-                  rows=rows if rows is not None else _rows(), legacy={"run_id": 3, "started": "2026-11-23T10:00:00+00:00"})
-    fields.update(kw)
-    return PteDeployRecord(**fields)
-
-
 def test_speedups_are_over_the_cpu_model_of_the_same_precision():
     by = {r.runtime: r.speedup_vs_cpu for r in _rows()}
     assert by["ExecuTorch fp32-xnnpack"] == 2.5 and by["NNAPI quant_full"] == 2.0
@@ -35,49 +27,113 @@ def test_speedups_are_over_the_cpu_model_of_the_same_precision():
     assert alone[0].speedup_vs_cpu is None  # no legacy CPU row of that device: no speed-up invented
 
 
-def test_the_record_round_trips_and_its_csv_has_every_row(tmp_path):
-    rec = _record(tmp_path)
-    paths = rec.write(tmp_path)
-    back = PteDeployRecord.load(tmp_path)
-    assert back.rows == rec.rows and back.legacy_run_id == 3 and back.written == rec.written
-    assert paths["json"] == pte_results_path(tmp_path)
-    assert len(paths["csv"].read_text().splitlines()) == 1 + len(rec.rows)
+def _facts():
+    return {"models": "/m", "build_info": "/b.json", "warmup": 1, "iters": 5, "repeat": 1, "threads": 1,
+            "checked": False, "problems": [], "notes": ["n"],
+            "operators": [{"serial": "S", "file": "m.pte", "status": "unknown", "reason": "no tracer"}]}
 
 
-@pytest.mark.parametrize("row, problem", [
-    (PteResultRow("S", "ExecuTorch fp32-xnnpack", "fp32", "m.pte", "ok", 16.0, 17.0, 15.0, 0), "at least one sample"),
-    (PteResultRow("S", "ExecuTorch fp32-xnnpack", "fp32", "m.pte", "failed"), "needs its reason"),
-    (PteResultRow("S", "ExecuTorch fp32-xnnpack", "fp16", "m.pte", "ok", 16.0, 17.0, 15.0, 5), "unknown precision"),
-    (PteResultRow("S", "ExecuTorch fp32-xnnpack", "fp32", "m.pte", "ok", float("nan"), 17.0, 15.0, 5), "not a positive"),
-    (PteResultRow("", "ExecuTorch fp32-xnnpack", "fp32", "m.pte", "ok", 16.0, 17.0, 15.0, 5), "no device serial"),
-])
-def test_nonsense_rows_are_named(row, problem):
-    assert any(problem in p for p in row.problems())
+def test_the_runs_document_round_trips_the_executorch_rows_and_facts_and_its_csv_has_every_row(tmp_path):
+    """Moved from the ExecuTorch record's round trip: the record is gone, the run's one document holds both."""
+    from deploy.results import export
+    from toolchain.records import DeployResults, deploy_results_path
+
+    rows = [_program("S", "fp32-xnnpack", 16.0, run_id=1), _program("S", "int8-xnnpack", 8.0, status="failed",
+                                                                    run_id=1)]
+    paths = export(rows, tmp_path, "run-0001", executorch=_facts())
+    back = DeployResults.load(deploy_results_path(tmp_path, "run-0001"))
+    assert back.rows == rows and back.executorch == _facts()
+    assert len(paths["csv"].read_text().splitlines()) == 1 + len(rows) and "executorch" in paths["csv"].read_text()
 
 
-def test_a_record_with_a_nonsense_row_is_refused(tmp_path):
-    _record(tmp_path).write(tmp_path)
-    path = pte_results_path(tmp_path)
+def test_a_schema_2_document_is_read_as_a_run_without_executorch(tmp_path):
+    """A run document an earlier torchdroid wrote (schema 2: no ExecuTorch format in a run) is read, not refused."""
+    from tests.deploy_support.report_rows import row
+    from toolchain.records import DeployResults
+
+    path = DeployResults(1, "2026-11-23T10:00:00+00:00", [row("A", "cpu", "ok", 10.0)]).write(tmp_path / "run-0001.json")
     data = json.loads(path.read_text())
-    data["rows"][3]["samples"] = 0
+    data["schema"] = 2
+    for r in data["results"]:
+        r.pop("format")
+    data.pop("executorch")
     path.write_text(json.dumps(data))
-    with pytest.raises(RecordError, match="inconsistent value") as e:
-        PteDeployRecord.load(tmp_path)
-    assert "deploy-executorch" in e.value.remedy
+    back = DeployResults.load(path)
+    assert [r.format for r in back.rows] == ["torchscript"] and back.executorch == {}
 
 
-def test_staleness_rules(tmp_path):
-    rec = _record(tmp_path, written="2026-11-23T10:05:00+00:00")
-    models = str(tmp_path / "models")
-    assert record_staleness(rec, 3, "2026-11-23T10:00:00+00:00", models) == []
-    # started in the same second as the record was written: not called older (whole seconds cannot tell)
-    assert record_staleness(rec, 3, "2026-11-23T10:05:00+00:00", models) == []
-    later = record_staleness(rec, 4, "2026-11-23T10:06:00+00:00", models)
-    assert len(later) == 2 and "legacy run 3, not from run 4" in later[0] and "before legacy run 4 started" in later[1]
-    other = record_staleness(rec, 3, "2026-11-23T10:00:00+00:00", str(tmp_path / "else"))
-    assert len(other) == 1 and "else" in other[0]
-    none = record_staleness(_record(tmp_path, legacy={}, written=rec.written), 3, "2026-11-23T10:00:00+00:00", models)
-    assert "found no legacy results" in none[0]
-    broken = _record(tmp_path, legacy={"path": "r/latest.json", "error": "r/latest.json cannot be read"},
-                     written=rec.written)
-    assert "r/latest.json could not be read" in record_staleness(broken, 3, "2026-11-23T10:00:00+00:00", models)[0]
+@pytest.mark.parametrize("edit, problem", [
+    (lambda d: d["results"][0].update(samples=0), "at least one sample"),
+    (lambda d: d["results"][1].update(reason=""), "needs its reason"),
+    (lambda d: d["results"][0].update(median_ms=float("nan")), "positive latencies"),
+    (lambda d: d["results"][0].update(format="tflite"), "unknown format"),
+    (lambda d: d["executorch"]["operators"][0].update(reason=""), "unknown without a reason"),
+])
+def test_a_run_document_with_a_nonsense_executorch_row_or_fact_is_refused(tmp_path, edit, problem):
+    """Moved from the ExecuTorch record's nonsense rows: the run's document refuses them with its remedy."""
+    from deploy.results import export
+    from toolchain.record_base import RecordMalformed
+    from toolchain.records import DeployResults
+
+    rows = [_program("S", "fp32-xnnpack", 16.0, run_id=1), _program("S", "int8-xnnpack", 8.0, status="failed",
+                                                                    run_id=1)]
+    path = export(rows, tmp_path, "run-0001", executorch=_facts())["json"]
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(RecordMalformed) as e:
+        DeployResults.load(path)
+    assert problem in e.value.cause and "invoke deploy" in e.value.remedy
+
+
+def _program(serial, variant, median, status="ok", run_id=7):
+    from toolchain.records import ResultRow
+
+    numbers = dict(median_ms=median, p90_ms=median * 1.1, min_ms=median * 0.9, samples=10) if status == "ok" else {}
+    return ResultRow(serial, "Virtual Pixel", "sdm670", "11", 30, "arm64-v8a", "mobilenetv2", variant,
+                     "none" if variant.startswith("fp32") else "full", variant.split("-")[1], "binary", status,
+                     f"mobilenetv2-{variant}.pte", reason="" if status == "ok" else "exited 1", run_id=run_id,
+                     format="executorch", **numbers)
+
+
+def test_the_executorch_lines_join_the_torchscript_rows_of_their_own_run():
+    """Moved from tests/integration/test_executorch_deploy.py (it joined the latest.json of an earlier run): the
+    speed-ups are over the CPU row of the same device, precision and run."""
+    from deploy.executorch_bench import legacy_rows, program_line
+    from tests.executorch_support.device import legacy_result_rows
+
+    run = legacy_result_rows("S") + legacy_result_rows("other", cpu_ms=(400.0, 200.0))
+    run += [_program("S", "fp32-xnnpack", 16.0), _program("S", "int8-xnnpack", 8.0), _program("S", "fp32-portable", 1.0,
+                                                                                              status="failed")]
+    lines = legacy_rows([r for r in run if r.serial == "S"], ["mobilenetv2"]) + [
+        program_line(r) for r in run if r.format == "executorch"]
+    add_speedups(lines)
+    by = {r.runtime: r for r in lines}
+    assert by["TorchScript CPU quant_none"].speedup_vs_cpu == 1.0
+    assert by["NNAPI quant_none"].speedup_vs_cpu == pytest.approx(40 / 30, rel=1e-3)
+    assert by["ExecuTorch fp32-xnnpack"].speedup_vs_cpu == 2.5 and by["ExecuTorch int8-xnnpack"].speedup_vs_cpu == 2.5
+    assert by["ExecuTorch fp32-portable"].status == "failed" and by["ExecuTorch fp32-portable"].note == "exited 1"
+
+
+def test_a_program_row_is_a_result_row_of_the_executorch_format():
+    from deploy.bench import BenchOptions, ParsedRun, summarize
+    from deploy.plan import BinaryPlan
+    from deploy.preflight import DeviceFacts
+    from deploy.rows import program_row
+    from tests.executorch_support.device import write_pte_models
+    from toolchain.pte_records import pte_files
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        f = next(p for p in pte_files(write_pte_models(Path(d) / "m")) if p.variant == "int8-xnnpack")
+    facts = DeviceFacts.from_props("S", {"ro.product.model": "Pixel", "ro.build.version.sdk": "33"})
+    runner = BinaryPlan(Path("executor_runner"), "arm64-v8a", "abc", 16384)
+    stats = summarize([ParsedRun(True, [5000.0, 6000.0, 7000.0], None)])
+    row = program_row(facts, runner, f, stats, "", BenchOptions(warmup=1, iters=3, repeat=1), traced=True)
+    assert (row.format, row.variant, row.backend, row.mode, row.status) == ("executorch", "int8-xnnpack", "xnnpack",
+                                                                            "full", "ok")
+    assert row.median_ms == 6.0 and row.samples == 3 and row.has_flag("traced") and not row.problems()
+    failed = program_row(facts, runner, f, None, "executor_runner exited 1", BenchOptions())
+    assert failed.status == "failed" and failed.reason == "executor_runner exited 1" and not failed.problems()

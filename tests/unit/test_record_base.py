@@ -7,10 +7,10 @@ import pytest
 
 from toolchain import record_base as rb
 from toolchain.hardware_records import Placement
-from toolchain.numerics_records import NumericsRecord, NumericsVerdict, ReferenceOutputs
+from toolchain.numerics_records import NumericsVerdict, ReferenceOutputs
 from toolchain.records import AppInfo, BuildInfo, ConvertManifest, DeployResults, VerifyRecord
 
-KINDS = [ConvertManifest, BuildInfo, AppInfo, DeployResults, VerifyRecord, ReferenceOutputs, NumericsRecord]
+KINDS = [ConvertManifest, BuildInfo, AppInfo, DeployResults, VerifyRecord, ReferenceOutputs]
 
 
 def _file(tmp_path, text, name="record.json"):
@@ -31,7 +31,8 @@ def _file(tmp_path, text, name="record.json"):
 def test_each_kind_refuses_with_a_typed_error_naming_the_command_that_remakes_it(tmp_path, kind, case, text, error):
     path = tmp_path / ("torchdroid-app.json" if kind is AppInfo else "record.json")
     if case.endswith("schema"):
-        text = json.dumps({"kind": kind.KIND, "schema": kind.SCHEMA + (1 if case == "newer schema" else -1)})
+        older = min((kind.SCHEMA, *kind.READS)) - 1  # older than any schema the kind still reads
+        text = json.dumps({"kind": kind.KIND, "schema": kind.SCHEMA + 1 if case == "newer schema" else older})
     if text is not None:
         path.write_text(text)
     with pytest.raises(error) as ei:
@@ -49,15 +50,15 @@ def test_a_record_of_an_earlier_torchdroid_says_so_and_is_kept(tmp_path):
 
 
 def test_a_record_of_a_later_torchdroid_says_so(tmp_path):
-    _file(tmp_path, json.dumps({"kind": NumericsRecord.KIND, "schema": 7}))
+    _file(tmp_path, json.dumps({"kind": ReferenceOutputs.KIND, "schema": 7}))
     with pytest.raises(rb.RecordSchemaNewer) as ei:
-        NumericsRecord.load(tmp_path / "record.json")
+        ReferenceOutputs.load(tmp_path / "record.json")
     assert "a later torchdroid" in ei.value.cause and "use that torchdroid" in ei.value.remedy
 
 
 @pytest.mark.parametrize("kind, body", [
-    (NumericsRecord, {"verdicts": [{"serial": "P", "file": "f", "backend": "cpu", "mode": "none",
-                                    "verdict": "maybe"}]}),
+    (DeployResults, {"numerics": [{"serial": "P", "file": "f", "backend": "cpu", "mode": "none",
+                                   "verdict": "maybe"}]}),
     (DeployResults, {"hardware": [{"serial": "P"}]}),
     (DeployResults, {"results": [{"serial": "P"}]}),
     (ReferenceOutputs, {"files": [{"file": "f"}]}),
@@ -193,15 +194,16 @@ def test_a_record_that_contradicts_itself_is_refused_with_the_remedy(tmp_path, w
     assert "invoke deploy" in ei.value.remedy
 
 
-def test_an_executorch_numerics_record_that_contradicts_itself_is_refused(tmp_path):
-    path = NumericsRecord(1, [NumericsVerdict("P", "m.pte", "executorch", "fp32", "agrees", top5="5/5")]).write(
-        tmp_path / "executorch-latest-numerics.json")
+def test_a_programs_verdict_that_contradicts_itself_is_refused_with_the_run_document(tmp_path):
+    """Moved from the ExecuTorch numerics record (gone: the programs' verdicts are in the run's document)."""
+    verdict = NumericsVerdict("P", "m.pte", "executorch", "fp32", "agrees", top5="5/5")
+    path = DeployResults(1, "", [], numerics=[verdict]).write(tmp_path / "run-0001.json")
     data = json.loads(path.read_text())
-    data["verdicts"][0]["top5"] = "7/5"
+    data["numerics"][0]["top5"] = "7/5"
     path.write_text(json.dumps(data))
     with pytest.raises(rb.RecordMalformed, match="contradicts itself") as ei:
-        NumericsRecord.load(path)
-    assert "invoke deploy-executorch" in ei.value.remedy
+        DeployResults.load(path)
+    assert "invoke deploy" in ei.value.remedy
 
 
 @pytest.mark.parametrize("when", ["CREATE TABLE IF NOT EXISTS meta", "INSERT INTO runs"])
@@ -238,3 +240,25 @@ def test_a_results_database_on_a_full_disk_is_called_a_full_disk(tmp_path, monke
         store_module.ResultStore(path).begin_run("2026-11-27T12:00:00+00:00", "p", "c", {})
     assert f"results.sqlite in {path.parent}" in ei.value.what and "mounted at" in ei.value.cause
     assert "not a torchdroid results database" not in str(ei.value)
+
+
+def test_a_results_store_of_an_earlier_torchdroid_is_read_its_rows_torchscript_ones(tmp_path):
+    """A store written before rows had a format (every row TorchScript's then): read, its rows TorchScript's, and
+    it takes the next run's ExecuTorch rows beside them; nothing of it is lost."""
+    import dataclasses
+    import sqlite3
+    from contextlib import closing
+
+    from deploy.results import ResultStore
+    from tests.deploy_support.report_rows import row
+
+    path = tmp_path / "results.sqlite"
+    ResultStore(path).add_run("2026-11-27T12:00:00+00:00", "p", "c", {}, [row("A", "cpu", "ok", 10.0)])
+    with closing(sqlite3.connect(path)) as con, con:
+        con.execute("ALTER TABLE results DROP COLUMN format")  # the layout of an earlier torchdroid
+    store = ResultStore(path)
+    assert [(r.serial, r.backend, r.format) for r in store.rows(1)] == [("A", "cpu", "torchscript")]
+    program = dataclasses.replace(row("A", "cpu", "ok", 5.0), variant="fp32-xnnpack", backend="xnnpack",
+                                  model_file="m-fp32-xnnpack.pte", format="executorch")
+    store.add_run("2026-11-27T13:00:00+00:00", "p", "c", {}, [program])
+    assert [r.format for r in store.rows(0)] == ["torchscript", "executorch"]
