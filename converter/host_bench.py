@@ -159,7 +159,7 @@ def run_host_bench(settings: HostBenchSettings, timed: Optional[Dict[str, Any]] 
             rows, subjects, taken = _measure_all(cpu_files, settings)
     floats = {f.stem: f.file for f in cpu_files if f.mode == "none"}  # each quantized model against its float one
     ratios = ratios_over(subjects, {f.file: floats.get(f.stem) for f in cpu_files if f.mode != "none"})
-    notes = _notes(rows, ratios) + taken.notes()
+    notes = _notes(rows, ratios, taken)
     json_path, csv_path = _write_results(Path(settings.out), manifest, cpu_files, rows, notes, ratios, settings,
                                          taken)
     return HostBenchResult(rows, json_path, csv_path, notes, ratios, rows[0].quantized_engine, taken)
@@ -195,21 +195,23 @@ def ratios_over(subjects: list, base_of: dict) -> List[Ratio]:
     return [ratio(base, by_key[base].runs, key, by_key[key].runs) for key, base in base_of.items() if base in by_key]
 
 
-def unstable_notes(spreads: dict, repeats: int) -> List[str]:
-    """One note for every model whose rounds disagree (``spreads``: label -> spread %): the cause and the remedy are
-    the machine's, not a model's."""
-    if not spreads:
-        return []
-    return [f"{', '.join(spreads)}: the {repeats} rounds disagree (their medians differ by "
-            f"{', '.join(f'{s:.0f}%' for s in spreads.values())} > {VARIANCE_LIMIT_PCT:.0f}%): the machine is busy or "
-            "throttling; close other work and rerun"]
+def unstable_notes(spreads: dict, repeats: int, taken: Optional[Conditions]) -> List[str]:
+    """The machine's notes (toolchain/host_conditions.py), and the models whose rounds disagree (``spreads``: label
+    -> spread %) said once: inside the busy note when the machine was busy (the same cause, the same remedy), else
+    as its own note."""
+    disagree = (f"{', '.join(spreads)}: the {repeats} rounds disagree (their medians differ by "
+                f"{', '.join(f'{s:.0f}%' for s in spreads.values())} > {VARIANCE_LIMIT_PCT:.0f}%)") if spreads else ""
+    if taken is not None and taken.busy:
+        return taken.notes(disagree)
+    machine = taken.notes() if taken is not None else []
+    return ([f"{disagree}: the machine is busy or throttling; close other work and rerun"] if disagree else []) + machine
 
 
-def _notes(rows: List[BenchRow], ratios: List[Ratio]) -> List[str]:
+def _notes(rows: List[BenchRow], ratios: List[Ratio], taken: Optional[Conditions]) -> List[str]:
     notes = ["NNAPI models are not run by the host benchmark: they need a phone (`invoke deploy`) "
              "or torchdroid's host NNAPI (`invoke verify`)"]
-    notes.extend(unstable_notes({r.file: r.spread_pct for r in rows if r.unstable}, rows[0].repeats))
     notes.extend(ratio_notes(ratios))
+    notes.extend(unstable_notes({r.file: r.spread_pct for r in rows if r.unstable}, rows[0].repeats, taken))
     if any(r.memory_kb is None for r in rows):
         notes.append("memory per model not shown: this system does not let a process reset its peak resident size "
                      "(/proc/self/clear_refs)")

@@ -533,9 +533,8 @@ def _run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Any]]) -> PteB
     lines += idle
     if any(x.mobile_optimized is False for x in lines):
         notes.append(UNOPTIMIZED_BASELINE)
-    notes.extend(_unstable(lines))
     notes.extend(ratio_notes(ratios))
-    notes.extend(taken.notes() if taken else [])
+    notes.extend(_unstable(lines, taken))
     return PteBenchResult(checks, lines, _write(s, checks, lines, notes, ratios, key, taken), notes, ratios, taken)
 
 
@@ -713,10 +712,10 @@ def _say_check_time(todo: List[PteFile], times: Dict[str, Any]) -> None:
         log.info("checking %d program(s), then their per-operator comparison in a child process", len(todo))
 
 
-def _unstable(lines: List[BenchLine]) -> List[str]:
+def _unstable(lines: List[BenchLine], taken) -> List[str]:
     timed = [x for x in lines if x.timing]
     return unstable_notes({x.label: x.timing.spread_pct for x in timed if x.timing.unstable},
-                          timed[0].timing.repeats if timed else 0)
+                          timed[0].timing.repeats if timed else 0, taken)
 
 
 def load_reference(path: Path) -> Dict[str, Any]:

@@ -163,14 +163,16 @@ class Conditions:
         return (f"taken on {self.cpu_model or 'an unknown CPU'}, {self.threads} torch thread(s) on {self.cores} "
                 f"core(s), {load}, governor {self.governor or 'not readable'}, {others}")
 
-    def notes(self) -> List[str]:
-        """What makes these numbers worse than a quiet machine's, and what to do."""
+    def notes(self, disagree: str = "") -> List[str]:
+        """What makes these numbers worse than a quiet machine's, and what to do; ``disagree``: the models whose
+        rounds disagree, said inside the busy note (the same cause and remedy)."""
         out = []
         if self.busy:
             names = ", ".join(f"{b['name']} (pid {b.get('pid')}) {b['cpu_pct']:.0f}%" for b in self.busiest)
             out.append(f"busy machine: other processes took {self.others_cpu_pct:.0f}% of the CPU time while the "
                        f"rounds ran (> {BUSY_SHARE_PCT:.0f}%{'; ' + names if names else ''}): these times are slower "
-                       "and noisier than on a quiet machine; compare ratios, not times, or rerun when it is quiet")
+                       "and noisier than on a quiet machine" + (f" ({disagree})" if disagree else "")
+                       + "; compare ratios, not times, or rerun when it is quiet")
         if self.governor and self.governor != BENCHMARK_GOVERNOR:
             out.append(f"CPU frequency governor {self.governor!r}: the clock moves with the load (pyperf advises "
                        f"{BENCHMARK_GOVERNOR!r} for benchmarks)")

@@ -130,3 +130,18 @@ def test_a_comparison_whose_rounds_spread_more_than_its_difference_is_noisy(per_
     r = Ratio("a", "b", list(per_round))
     assert r.as_dict()["noisy"] is noisy
     assert len(ratio_notes([r])) == (1 if noisy else 0)
+
+
+def test_rounds_that_disagree_on_a_busy_machine_are_said_inside_the_busy_note_once(tmp_path):
+    """Both notes name the same cause and remedy: on a busy machine one note says both (the output stays short:
+    tests/integration/test_newcomer.py counts `invoke all`'s lines); on a quiet one the disagreement is its own."""
+    from converter.host_bench import unstable_notes
+
+    busy = _watched(FakeMachine(tmp_path, governor="performance"), seconds_ticks=200, own=100, child=0, other=80)
+    notes = unstable_notes({"a.pt": 21.0, "b.pt": 44.0}, 3, busy)
+    assert len(notes) == 1 and notes[0].startswith("busy machine") and "a.pt, b.pt: the 3 rounds disagree" in notes[0]
+    quiet = _watched(FakeMachine(tmp_path / "q", governor="performance"), seconds_ticks=200, own=100, child=0, other=0)
+    assert unstable_notes({"a.pt": 21.0}, 3, quiet) == [
+        "a.pt: the 3 rounds disagree (their medians differ by 21% > 10%): the machine is busy or throttling; close "
+        "other work and rerun"]
+    assert unstable_notes({}, 3, quiet) == [] and unstable_notes({}, 3, busy) == busy.notes()
