@@ -25,29 +25,19 @@ def test_convert_with_a_directory_where_a_model_goes(tmp_path):
                  root=tmp_path)
 
 
-@adversarial("bench", "path in the way: --out is a file")
-def test_bench_out_is_a_file(tmp_path):
+@adversarial("bench", "path in the way: --out is a file, or under one")
+@pytest.mark.parametrize("out,said", [("notes", "notes exists and is not a directory"),
+                                      ("notes/sub", "notes is a file, not a directory")], ids=["file", "under-a-file"])
+def test_bench_out_in_the_way_names_the_file(tmp_path, out, said):
+    """Under a file it said "the output directory (--out) notes/sub is not writable; fix its permissions"."""
     run = run_invoke(["convert", "--model", TINY, "--weights", "random", "--no-verify", "--quant", "none", "--out",
                       "m"], tmp_path, FAST)
     assert run.code == 0, run.err
     (tmp_path / "notes").write_text("mine")
     kept = snapshot([tmp_path / "notes"])
-    res = run_invoke(["bench", "--models", "m", "--out", "notes", "--iter", "2", "--warmup", "0", "--repeat", "1"],
+    res = run_invoke(["bench", "--models", "m", "--out", out, "--iter", "2", "--warmup", "0", "--repeat", "1"],
                      tmp_path, FAST)
-    assert_clean(res, "usage", mentions=["notes exists and is not a directory"], kept=kept, root=tmp_path)
-
-
-@adversarial("bench", "path in the way: --out is under a file")
-def test_bench_out_under_a_file_names_the_file(tmp_path):
-    """It said "the output directory (--out) notes/sub is not writable; fix its permissions": the file is in the way."""
-    run = run_invoke(["convert", "--model", TINY, "--weights", "random", "--no-verify", "--quant", "none", "--out",
-                      "m"], tmp_path, FAST)
-    assert run.code == 0, run.err
-    (tmp_path / "notes").write_text("mine")
-    kept = snapshot([tmp_path / "notes"])
-    res = run_invoke(["bench", "--models", "m", "--out", "notes/sub", "--iter", "2", "--warmup", "0", "--repeat", "1"],
-                     tmp_path, FAST)
-    assert_clean(res, "usage", mentions=["notes is a file, not a directory"], kept=kept, root=tmp_path)
+    assert_clean(res, "usage", mentions=[said], kept=kept, root=tmp_path)
     assert "permissions" not in res.text
 
 
