@@ -199,13 +199,14 @@ def load_rows(state: Path) -> Dict[str, Dict[str, Any]]:
 
 
 def commit() -> str:
-    """The commit the row ran at, "+changes" when the working tree differs from it (rows of one table can come
-    from several resumed runs: the table names each commit)."""
+    """The commit the row ran at, "+changes" when the working tree differs from it (the table and its JSON this
+    run rewrites aside; rows of one table can come from several resumed runs: the table names each commit)."""
     git = ["git", "-C", str(ROOT)]
     head = subprocess.run([*git, "rev-parse", "--short=8", "HEAD"], capture_output=True, text=True)
     if head.returncode != 0:
         return "unknown (not a git checkout)"
-    changed = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    changed = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs/zoo.md",
+                              ":!docs/zoo.json"], capture_output=True, text=True)  # not the table this run writes
     return head.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
 
 
