@@ -68,11 +68,9 @@ def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
                                   "traceback)"),
                        code=e.exit_code) from e
         except Terminated as e:
-            raise Exit(f"torchdroid {name}: terminated by {e.name}{_detail(e)} (nothing half-written was left under "
-                       "a final name)", code=128 + e.signum) from None
+            raise Exit(_stopped(name, e.signum, NOTHING_HALF_WRITTEN, _detail(e)), code=128 + e.signum) from None
         except KeyboardInterrupt as e:
-            raise Exit(f"torchdroid {name}: interrupted{_detail(e)} (nothing half-written was left under a final "
-                       "name)", code=130) from None
+            raise Exit(_stopped(name, signal.SIGINT, NOTHING_HALF_WRITTEN, _detail(e)), code=130) from None
 
 
 def _detail(e: BaseException) -> str:
@@ -158,11 +156,9 @@ def terminable(name: str) -> Iterator[Any]:
     try:
         yield handler
     except Terminated as e:
-        raise Exit(_stopped(name, e.signum, "nothing half-written was left under a final name"),
-                   code=128 + e.signum) from None
+        raise Exit(_stopped(name, e.signum, NOTHING_HALF_WRITTEN), code=128 + e.signum) from None
     except KeyboardInterrupt:
-        raise Exit(_stopped(name, signal.SIGINT, "nothing half-written was left under a final name"),
-                   code=130) from None
+        raise Exit(_stopped(name, signal.SIGINT, NOTHING_HALF_WRITTEN), code=130) from None
     finally:
         for s in _STOP_SIGNALS:
             signal.signal(s, _AFTER_TASK)
@@ -170,15 +166,19 @@ def terminable(name: str) -> Iterator[Any]:
         atexit.register(_ignore_signals_at_exit)  # runs the last registered first)
 
 
-def _stopped(name: str, signum: int, detail: str) -> str:
+NOTHING_HALF_WRITTEN = "nothing half-written was left under a final name"
+
+
+def _stopped(name: str, signum: int, detail: str, kept: str = "") -> str:
+    """The one message of a task a signal stopped; ``kept``: what the stage kept (``_detail``)."""
     how = "interrupted" if signum == signal.SIGINT else f"terminated by {signal.Signals(signum).name}"
-    return f"torchdroid {name}: {how} ({detail})"
+    return f"torchdroid {name}: {how}{kept} ({detail})"
 
 
 def _ignore_signals_at_exit() -> None:
     """At the interpreter's exit the task's outcome and exit code are decided: a Ctrl-C or SIGTERM then has
     nothing left to stop and must not print a traceback from torch's teardown or turn a finished run into -15."""
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for s in _STOP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
 
 
