@@ -19,7 +19,7 @@ from toolchain.layout import Layout
 from toolchain.settings import config_defaults, key
 from workflow import show, stage_settings as resolve
 from workflow.plan import STAGES
-from workflow.run import stage, terminable
+from workflow.run import stage, stopped, terminable
 from workflow.task_options import DEBUG, JSON, declared, flag, opt, task
 
 invoke_hooks.start(Path(__file__).parent)  # the config files Invoke reads next, checked before it reads them
@@ -325,8 +325,7 @@ def all_(c, weights=opt("all.weights"), model=opt("app.model"),
         path = summary.write(Layout(plan.build_dir).all_summary, machine)
         show.all_summary(summary, path, plan.substituted, json)
         if summary.outcomes and summary.outcomes[-1].status == INTERRUPTED:
-            raise Exit(f"torchdroid all: terminated by {signal.Signals(term.signum).name}" if term.signum
-                       else "torchdroid all: interrupted", code=128 + term.signum if term.signum else 130)
+            raise stopped("all", term.signum or signal.SIGINT, "the summary above says what each stage kept")
     if summary.failed:
         raise Exit(f"torchdroid all: failed: {', '.join(summary.failed)}", code=1)
     if summary.partly:  # convert's exit 10: the later stages ran with what was made (README.md)

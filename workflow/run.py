@@ -68,9 +68,9 @@ def stage(config: Any, name: str, debug: bool = False, allow_dry: bool = False,
                                   "traceback)"),
                        code=e.exit_code) from e
         except Terminated as e:
-            raise Exit(_stopped(name, e.signum, NOTHING_HALF_WRITTEN, _detail(e)), code=128 + e.signum) from None
+            raise stopped(name, e.signum, NOTHING_HALF_WRITTEN, _detail(e)) from None
         except KeyboardInterrupt as e:
-            raise Exit(_stopped(name, signal.SIGINT, NOTHING_HALF_WRITTEN, _detail(e)), code=130) from None
+            raise stopped(name, signal.SIGINT, NOTHING_HALF_WRITTEN, _detail(e)) from None
 
 
 def _detail(e: BaseException) -> str:
@@ -149,16 +149,16 @@ def terminable(name: str) -> Iterator[Any]:
         return
     late, _AFTER_TASK.signum = _AFTER_TASK.signum, None
     if late is not None:
-        raise Exit(_stopped(name, late, "before it started"), code=128 + late)
+        raise stopped(name, late, "before it started")
     handler = _Termination()
     for s, h in ((signal.SIGTERM, handler), (signal.SIGHUP, handler), (signal.SIGINT, signal.default_int_handler)):
         signal.signal(s, h)
     try:
         yield handler
     except Terminated as e:
-        raise Exit(_stopped(name, e.signum, NOTHING_HALF_WRITTEN), code=128 + e.signum) from None
+        raise stopped(name, e.signum, NOTHING_HALF_WRITTEN) from None
     except KeyboardInterrupt:
-        raise Exit(_stopped(name, signal.SIGINT, NOTHING_HALF_WRITTEN), code=130) from None
+        raise stopped(name, signal.SIGINT, NOTHING_HALF_WRITTEN) from None
     finally:
         for s in _STOP_SIGNALS:
             signal.signal(s, _AFTER_TASK)
@@ -169,10 +169,11 @@ def terminable(name: str) -> Iterator[Any]:
 NOTHING_HALF_WRITTEN = "nothing half-written was left under a final name"
 
 
-def _stopped(name: str, signum: int, detail: str, kept: str = "") -> str:
-    """The one message of a task a signal stopped; ``kept``: what the stage kept (``_detail``)."""
+def stopped(name: str, signum: int, detail: str, kept: str = "") -> Exit:
+    """The one way a task a signal stopped ends: its message (``kept``: what the stage kept, ``_detail``) and exit
+    code 128 + the signal (Ctrl-C: 130)."""
     how = "interrupted" if signum == signal.SIGINT else f"terminated by {signal.Signals(signum).name}"
-    return f"torchdroid {name}: {how}{kept} ({detail})"
+    return Exit(f"torchdroid {name}: {how}{kept} ({detail})", code=128 + signum)
 
 
 def _ignore_signals_at_exit() -> None:
