@@ -80,7 +80,7 @@ def parse(kind: Kind, raw: Any, text: bool) -> Any:
     if kind.base in ("int", "float"):
         return _check_range(kind, _parse_number(kind, raw))
     if kind.base == "path":
-        return _parse_path(raw)
+        return _not_through_a_file(_parse_path(raw)) if kind.directory else _parse_path(raw)
     return _parse_text(kind, raw)
 
 
@@ -131,6 +131,14 @@ def _check_range(kind: Kind, value):
 
 def _bound(x) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _not_through_a_file(path: Path) -> Path:
+    """A directory's path, refused when it (or a directory on its way) is a file."""
+    blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise BadValue(f"{blocker} is a file, not a directory")
+    return path
 
 
 def _parse_path(raw: Any) -> Path:

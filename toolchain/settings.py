@@ -46,6 +46,7 @@ class Kind:
     max: Optional[float] = None
     choices: Tuple[str, ...] = ()  # for str, and for the items of a list
     item: str = ""  # what one item of a list is called in messages ("ABI", "quantization mode")
+    directory: bool = False  # a path: a directory (or one to create); a file there, or on its way, is refused
 
     def describe(self) -> str:
         if self.base == "list":
@@ -54,7 +55,7 @@ class Kind:
         if self.choices:
             return "one of " + ", ".join(self.choices)
         word = {"int": "a whole number", "float": "a number", "str": "a text", "bool": "true or false",
-                "path": "a path"}[self.base]
+                "path": "the path of a directory" if self.directory else "a path"}[self.base]
         return word + _range_words(self.min, self.max)
 
 
@@ -95,8 +96,8 @@ def Flag() -> Kind:
     return Kind("bool")
 
 
-def PathKind() -> Kind:
-    return Kind("path")
+def PathKind(directory: bool = False) -> Kind:
+    return Kind("path", directory=directory)
 
 
 def ListOf(*choices: str, item: str = "") -> Kind:
@@ -132,7 +133,7 @@ KEYS: Tuple[Key, ...] = (
     Key("all.replace_app", Flag(), False, "regenerate the app directory when it was made from other models "
                                           "(replaces your edits)", cli_only=True),
     # ---- convert
-    Key("convert.out", PathKind(), UnderBuildDir(layout.MODELS), "output directory of `invoke convert`"),
+    Key("convert.out", PathKind(directory=True), UnderBuildDir(layout.MODELS), "output directory of `invoke convert`"),
     Key("convert.model", Text(), "mobilenet_v2", "torchvision model with a quantizable variant (mobilenet_v2, "
                                                   "resnet18, ...) or path/to/file.py:factory",
         metavar="NAME|FILE.py:FACTORY"),
@@ -235,7 +236,7 @@ KEYS: Tuple[Key, ...] = (
                                            "<model>-quant_full); an ExecuTorch program (fp32-xnnpack, "
                                            "int8-xnnpack, fp32-portable, <model>-fp32-xnnpack) makes an app on "
                                            "ExecuTorch's Java API", metavar="VARIANT"),
-    Key("app.models", PathKind(), None, "directory `invoke convert` wrote (default: convert.out)"),
+    Key("app.models", PathKind(directory=True), None, "directory `invoke convert` wrote (default: convert.out)"),
     Key("app.aar", PathKind(), None, "a local pytorch_android AAR (from `invoke build-android --aar`) instead "
                                      "of Maven"),
     Key("app.executorch_android", Text(), None, "Maven version of org.pytorch:executorch-android for an "
@@ -273,7 +274,7 @@ KEYS: Tuple[Key, ...] = (
     Key("deploy.iter", Int(min=1, max=1000000), 200, "timed iterations per run"),
     Key("deploy.repeat", Int(min=1, max=1000), 3, "runs per model; median/p90/min/spread are over all of them"),
     Key("deploy.threads", Int(min=0, max=1024), 1, "--pthreadpool_size (0 leaves the flag out)"),
-    Key("deploy.results", PathKind(), UnderBuildDir(layout.RESULTS), "results directory: SQLite history + CSV/JSON"),
+    Key("deploy.results", PathKind(directory=True), UnderBuildDir(layout.RESULTS), "results directory: SQLite history + CSV/JSON"),
     Key("deploy.serials", ListOf(), [], "device serials to use (default: ANDROID_SERIAL, else every connected "
                                         "device)"),
     Key("deploy.variants", ListOf(), [], "variants to deploy, e.g. quant_full (default: all)",

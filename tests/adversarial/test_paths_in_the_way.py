@@ -182,3 +182,20 @@ def test_convert_with_the_host_nnapi_cache_under_a_file(tmp_path):
     res = run_invoke(["convert", "--model", TINY, "--weights", "random", "--quant", "none", "--out", "m"], tmp_path,
                      {**FAST, "TORCHDROID_HOST_NNAPI_CACHE": "hnc/sub"})
     assert_clean(res, "usage", mentions=["hnc", "host NNAPI"], kept=kept, root=tmp_path)
+
+
+@adversarial("report", "bad value: a directory option names a file, or a path under one")
+@pytest.mark.parametrize("argv,blocker", [
+    (["report", "--results", "mine.txt"], "mine.txt"),
+    (["make-app", "--models", "mine.txt"], "mine.txt"),
+    (["bench", "--models", "mine.txt/models"], "mine.txt"),
+    (["deploy", "--models", "mine.txt"], "mine.txt"),
+], ids=["report-results", "make-app-models", "bench-models-under", "deploy-models"])
+def test_a_directory_option_naming_a_file_says_so(tmp_path, argv, blocker):
+    """It said "no results database at mine.txt/results.sqlite, run `invoke deploy` first" (exit 5), or named a
+    convert command whose --out is the same file."""
+    (tmp_path / "mine.txt").write_text("mine")
+    kept = snapshot([tmp_path / "mine.txt"])
+    res = run_invoke(argv, tmp_path, FAST)
+    assert_clean(res, "usage", mentions=[f"{blocker} is a file, not a directory", "the path of a directory"],
+                 kept=kept, root=tmp_path)

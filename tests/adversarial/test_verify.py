@@ -156,7 +156,7 @@ def test_results_path_is_a_directory(tmp_path, converted):
 def test_models_path_is_a_file(tmp_path):
     (tmp_path / "models.txt").write_text("not a directory")
     kept = snapshot([tmp_path / "models.txt"])
-    assert_clean(verify(tmp_path, "--models", "models.txt"), "record", mentions=["models.txt"], kept=kept,
+    assert_clean(verify(tmp_path, "--models", "models.txt"), "usage", mentions=["models.txt is a file"], kept=kept,
                  root=tmp_path)
 
 
