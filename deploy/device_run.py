@@ -25,8 +25,8 @@ from . import numerics as _numerics
 from .adb import Device, state_error
 from .environment import (READ_COMMAND, SECTION, Conditions, parse_snapshot, restore_all_command, restored,
                           throttle_warnings)
-from .executorch_bench import BUILD
-from .executorch_bench import SUBDIR as ET_SUBDIR
+from .executorch import BUILD
+from .executorch import SUBDIR as ET_SUBDIR
 from .install import install_apk
 from .lock import Attempt, answer, device_lock, lock_path, new_owner, phone_lock, take_command
 from .plan import DeployPlan, DeploySettings, project_name
@@ -51,7 +51,7 @@ class DeviceReport:
     skipped_files: int = 0
     installed: Optional[bool] = None  # True: pm install ran; False: the same APK was already installed
     install_error: Optional[str] = None
-    rows: List[ResultRow] = field(default_factory=list)  # every format's (an ExecuTorch program's: executorch_bench)
+    rows: List[ResultRow] = field(default_factory=list)  # every format's (an ExecuTorch program's: executorch)
     errors: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     # is each model's (and program's) answer right: every format's verdicts, one list (deploy/numerics.py)

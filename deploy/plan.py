@@ -60,7 +60,7 @@ class DeploySettings:
     timeout: float = default("deploy.timeout")  # per adb call (benchmarks use options.timeout)
     app_wait: float = default("deploy.app_wait")  # seconds for the app's first progress line (start + model load)
     # torchscript: the benchmark binary, its models and the app; executorch: executor_runner and the .pte programs
-    # (deploy/executorch_bench.py) from the runner's build-info
+    # (deploy/executorch.py) from the runner's build-info
     formats: Tuple[str, ...] = ("torchscript",)
     runner_build_info: Optional[Path] = None
     rerun: Tuple[str, ...] = ("invoke", "deploy")  # the command that runs this deploy again (remedies name it)
@@ -129,7 +129,7 @@ class DeployPlan:
     warnings: List[str] = field(default_factory=list)
     hashes: LocalHashes = field(default_factory=LocalHashes)  # each local file hashed once for all devices
     references: Optional[ReferenceOutputs] = None  # the host's outputs (None: numerics off or no record)
-    executorch: Optional[Any] = None  # the ExecuTorch format's part (executorch_bench.ExecutorchPlan)
+    executorch: Optional[Any] = None  # the ExecuTorch format's part (executorch.ExecutorchPlan)
 
     @property
     def commit(self) -> str:
@@ -344,7 +344,7 @@ def _plan_warnings(s: DeploySettings, binary: Optional[BinaryPlan], app: Optiona
 
 
 def make_plan(s: DeploySettings) -> DeployPlan:
-    """The TorchScript format's part (deploy/formats.py; the ExecuTorch format's is executorch_bench.plan_executorch)."""
+    """The TorchScript format's part (deploy/formats.py; the ExecuTorch format's is executorch.plan_executorch)."""
     binary = plan_binary(s)
     app = plan_app(s, binary is not None or not s.bench)
     models = plan_models(s, needed=binary is not None)

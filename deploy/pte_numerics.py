@@ -209,7 +209,7 @@ def _unknown_flag(output: str) -> bool:
 def check_program(device: Device, f: PteFile, pi: ProgramInputs, ref: FileReference,
                   command: Callable[[Optional[str]], str], timeout: float) -> NumericsVerdict:
     """Run ``f`` once per input (``command(input file or None)``: the runner's command line printing every output,
-    executorch_bench.runner_command) and judge every printed output against ``ref``'s, each by its own rule."""
+    executorch.runner_command) and judge every printed output against ``ref``'s, each by its own rule."""
     subject = Subject(f.file, BACKEND, f.precision)
     if not ref.outputs:  # nothing to compare with: the phone is not asked
         return judge(device.serial, subject, [], [], ref)

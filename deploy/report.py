@@ -16,9 +16,10 @@ from toolchain.numerics_records import NumericsVerdict
 from toolchain.records import DeployResults, deploy_results_path
 
 from . import hardware_report, numerics_report, phone_overview
-from .pte_report import PteReportSection, build_section
+from .executorch import runtime_notes
 from .report_html import is_report_page, write_html
 from .results import DB_NAME, ResultRow, ResultStore, export_again, run_document, speedups
+from .summary import FormatsSection, formats_section
 from .run_weights import is_random, weights_line
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class ReportResult:
     run_id: int
     rows: List[ResultRow]
     exports: Dict[str, Path]
-    executorch: Optional[PteReportSection] = None  # the run's ExecuTorch rows beside its TorchScript ones (or how)
+    executorch: Optional[FormatsSection] = None  # the run's ExecuTorch rows beside its TorchScript ones (or how)
     notes: List[str] = field(default_factory=list)  # what the CPU comparisons must say (unoptimised CPU models)
     numerics: List[NumericsVerdict] = field(default_factory=list)  # is each phone's answer right: models, programs
     numerics_note: str = ""  # why some are missing (a run without the check)
@@ -94,8 +95,10 @@ def make_report(s: ReportSettings) -> ReportResult:
     drawn = _chosen(s, rows, run_id, len(every) - len(rows))
     notes = baseline_notes(store.settings(run_id).get("models"), rows)
     doc, unreadable = _run_document(Path(s.results), run_id, notes)
-    pte = build_section(Path(s.results), every, store.settings(run_id), doc.executorch if doc else {},
-                        deploy_results_path(Path(s.results), f"run-{run_id:04d}"))
+    facts = doc.executorch if doc else {}
+    pte = formats_section(Path(s.results), every, facts, deploy_results_path(Path(s.results), f"run-{run_id:04d}"))
+    if pte.present and facts.get("build_info"):  # in-app ExecuTorch numbers: are the app and the runner one runtime
+        pte.notes.extend(runtime_notes(str(facts["build_info"]), every, store.settings(run_id)))
     png = _png_path(s, run_id)
     title = f"torchdroid run {run_id} ({every[0].started}), {s.source} benchmark"
     weights = weights_line(store.settings(run_id).get("models"), every, every[0].started)
@@ -245,14 +248,14 @@ def _pte_bar(ax, r, pos: float, width: float) -> None:
                 ha="center", va="bottom", fontsize=6, xytext=(0, 2), textcoords="offset points")
 
 
-def _pte_bars(ax, section: PteReportSection, per_device: list) -> None:
+def _pte_bars(ax, section: FormatsSection, per_device: list) -> None:
     width = 0.8 / max(1, max(len(lines) for lines in per_device))
     for x, lines in enumerate(per_device):
         for k, r in enumerate(lines):
             _pte_bar(ax, r, x - 0.4 + width * (k + 0.5), width)
 
 
-def _pte_legend(ax, section: PteReportSection, per_device: list) -> None:
+def _pte_legend(ax, section: FormatsSection, per_device: list) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -262,7 +265,7 @@ def _pte_legend(ax, section: PteReportSection, per_device: list) -> None:
               fontsize=7)
 
 
-def _executorch_panel(ax, section: PteReportSection) -> None:
+def _executorch_panel(ax, section: FormatsSection) -> None:
     """Per device, each NNAPI / ExecuTorch line's speed-up over the legacy CPU model of its precision."""
     per_device = [[r for r in t.rows if not r.is_baseline] for t in section.devices]
     _pte_bars(ax, section, per_device)
@@ -286,7 +289,7 @@ def _wrapped(text: str, fig_width_in: float, fontsize: float) -> str:
     return "\n".join(textwrap.fill(line, chars, break_long_words=True) for line in text.splitlines())
 
 
-def draw(rows: List[ResultRow], png: Path, title: str, executorch: Optional[PteReportSection] = None,
+def draw(rows: List[ResultRow], png: Path, title: str, executorch: Optional[FormatsSection] = None,
          weights: str = "") -> Path:
     import matplotlib
 

@@ -29,16 +29,16 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins as pins
-from toolchain.errors import RecordError, UsageError
+from toolchain.errors import RecordError, TorchdroidError, UsageError
 from toolchain.numerics_records import NumericsVerdict
 from toolchain.pte_records import PteFile, pte_files
-from toolchain.pte_results import PteResultRow, add_speedups
-from toolchain.records import BuildInfo, ResultRow
+from toolchain.records import AppInfo, BuildInfo, ResultRow
 
 from .bench import BenchOptions, BenchStats, ParsedRun, stoppable, summarize
 from .plan import BinaryPlan, DeploySettings, _recorded, unoptimized_warnings
 from .preflight import elf_abi, load_alignment
 from .push import PushItem, push_all
+from .results import Line, format_lines
 from .rows import program_row
 
 log = logging.getLogger(__name__)
@@ -210,38 +210,12 @@ def plan_executorch(s: DeploySettings) -> ExecutorchPlan:
     return plan
 
 
-def legacy_rows(rows: Sequence[ResultRow], stems: Sequence[str]) -> List[PteResultRow]:
-    """The run's TorchScript binary benchmark's quant_none / quant_full CPU and NNAPI medians of one device."""
-    out = []
-    for r in rows:
-        if (r.format == "torchscript" and r.source == "binary" and r.stem in stems and r.status == "ok"
-                and r.variant in ("quant_none", "quant_full")):
-            label = f"{'TorchScript CPU' if r.backend == 'cpu' else 'NNAPI'} {r.variant}"
-            out.append(PteResultRow(r.serial, label, "fp32" if r.mode == "none" else "int8", r.model_file, "ok",
-                                    r.median_ms, r.p90_ms, r.min_ms, r.samples, note=f"deploy run {r.run_id}"))
-    return out
-
-
-def program_line(r: ResultRow) -> PteResultRow:
-    """An ExecuTorch program's row of the run as a line of the ExecuTorch record."""
-    return PteResultRow(r.serial, f"ExecuTorch {r.variant}{' (traced)' if r.has_flag('traced') else ''}",
-                        r.variant.split("-")[0], r.model_file, "ok" if r.status == "ok" else "failed", r.median_ms,
-                        r.p90_ms, r.min_ms, r.samples, note=r.reason)
-
-
-def device_lines(rows: Sequence[ResultRow], stems: Sequence[str]) -> List[PteResultRow]:
-    """One device's lines of a run: its ExecuTorch programs beside its TorchScript CPU and NNAPI rows of the same
-    models (none when no program ran)."""
-    programs = [r for r in rows if r.format == "executorch"]
-    return legacy_rows(rows, stems) + [program_line(r) for r in programs] if programs else []
-
-
 @dataclass
 class ExecutorchRun:
     """The ExecuTorch format's part of a run: per device its lines (the programs beside the run's TorchScript rows,
     with their speed-ups) and the facts the run's document keeps (``DeployResults.executorch``)."""
 
-    rows: List[PteResultRow]
+    rows: List[Line]
     facts: Dict[str, Any]
 
     @property
@@ -252,21 +226,17 @@ class ExecutorchRun:
 def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[Any]) -> ExecutorchRun:
     """Every device's ExecuTorch rows (kept in the run like the TorchScript ones) beside the run's TorchScript rows of
     that device, each device's failure and each failed program a problem; the facts go into the run's document."""
-    stems = sorted({f.stem for f in et.programs})
-    rows: List[PteResultRow] = []
     problems: List[str] = []
     for rep in reports:
-        rows += device_lines(rep.rows, stems)
         problems += [f"{rep.serial}: {' '.join(line.strip() for line in e.splitlines())}" for e in rep.errors]  # with the fix
         problems += [f"{rep.serial}: {r.model_file}: {r.reason}" for r in rep.rows
                      if r.format == "executorch" and r.status != "ok"]
-    add_speedups(rows)
     opts = s.options
     facts = {"models": str(Path(s.models).resolve()), "build_info": str(et.build_info.resolve()),
              "warmup": opts.warmup, "iters": opts.iters, "repeat": opts.repeat, "threads": threads(opts),
              "checked": et.inputs is not None, "operators": [o for rep in reports for o in rep.operators],
              "problems": problems, "notes": _baseline_notes(s.models) + ([TRACED_NOTE] if et.traced_timing else [])}
-    return ExecutorchRun(rows, facts)
+    return ExecutorchRun(format_lines([r for rep in reports for r in rep.rows]), facts)
 
 
 def _baseline_notes(models: Path) -> List[str]:
@@ -297,3 +267,71 @@ def _operators(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: Re
     if not res.ok:
         return unknown(serial, f.file, f"the traced runner exited {res.code}: " + " | ".join(res.tail(2)))
     return program_operators(run.dev, directory, f, run.s.models, Path(run.s.results) / "etdump", opts.warmup)
+
+
+# --------------------------------------------------------------------------- the app's runtime and the runner's
+
+
+def app_executorch_rows(run_rows: Sequence[ResultRow]) -> List[ResultRow]:
+    """The run's in-app rows of an ExecuTorch program's app (``fp32-xnnpack``...; a TorchScript app's are quant_*)."""
+    return [r for r in run_rows if r.source == "app" and r.status == "ok" and r.variant
+            and not r.variant.startswith("quant_") and r.variant != "unknown"]
+
+
+def runner_runtime(build_info: str) -> Tuple[Optional[str], str]:
+    """``(ExecuTorch version of executor_runner, why unknown)`` from the runner's build-info."""
+    try:
+        version = BuildInfo.load(Path(build_info)).get("executorch_version")
+    except TorchdroidError as e:
+        return None, f"its build-info {build_info} could not be read: {e.what}"
+    return (str(version), "") if version else (None, f"its build-info {build_info} records no executorch_version")
+
+
+def app_runtime(run_settings: Dict[str, Any], package: str) -> Tuple[Optional[str], str]:
+    """``(org.pytorch:executorch-android version the app links, why unknown)`` from the app-info the run deployed."""
+    app_dir = run_settings.get("app_dir")
+    if not app_dir or not AppInfo.exists(Path(app_dir)):
+        return None, "the run names no app-info (torchdroid-app.json) for it"
+    try:
+        info = AppInfo.load(Path(app_dir))
+    except TorchdroidError as e:
+        return None, f"its app-info in {app_dir} could not be read: {e.what}"
+    if info.application_id != package:
+        return None, f"the app-info in {app_dir} is for {info.application_id}, not {package}"
+    runtime = info.runtime or {}
+    if runtime.get("library") != "executorch":
+        return None, f"the app-info in {app_dir} records no ExecuTorch runtime"
+    if runtime.get("executorch_android"):
+        return str(runtime["executorch_android"]), ""
+    aar = (runtime.get("aar") or {}).get("source") or "a local AAR"
+    return None, f"it links {aar}, whose ExecuTorch release is not recorded"
+
+
+def compare_runtimes(package: str, app: Optional[str], app_why: str, runner: Optional[str], runner_why: str) -> str:
+    """One line saying whether the app's and executor_runner's ExecuTorch numbers come from the same runtime."""
+    if app and runner and app.split("+")[0] == runner.split("+")[0]:
+        return f"same runtime: the app {package} (org.pytorch:executorch-android:{app}) and executor_runner both run " \
+               f"ExecuTorch {runner.split('+')[0]}"
+    if app and runner:
+        return (f"DIFFERENT RUNTIMES: the app {package} runs org.pytorch:executorch-android:{app}, executor_runner "
+                f"ExecuTorch {runner}: a gap between their numbers is not only the app's overhead (ExecuTorch promises "
+                f"no forward compatibility either: docs/facts.md EA8). Rebuild the app with --executorch-android "
+                f"{runner} (make-app) to compare one runtime")
+    unknown = "; ".join(w for w in (f"the app's: {app_why}" if not app else "",
+                                    f"the runner's: {runner_why}" if not runner else "") if w)
+    return (f"RUNTIMES NOT KNOWN to be the same: the app {package} "
+            f"({'org.pytorch:executorch-android:' + app if app else 'runtime unknown'}) and executor_runner "
+            f"({'ExecuTorch ' + runner if runner else 'runtime unknown'}) may be different ExecuTorch releases ({unknown})")
+
+
+def runtime_notes(build_info: str, run_rows: Sequence[ResultRow], run_settings: Dict[str, Any]) -> List[str]:
+    """When the reported run has in-app ExecuTorch numbers: say whether the app and the runner are one runtime."""
+    rows = app_executorch_rows(run_rows)
+    if not rows:
+        return []
+    runner, runner_why = runner_runtime(build_info)
+    out = []
+    for package in dict.fromkeys(r.model_file.replace(" (app)", "") for r in rows):
+        app, app_why = app_runtime(run_settings, package)
+        out.append(compare_runtimes(package, app, app_why, runner, runner_why))
+    return out
