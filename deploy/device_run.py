@@ -290,8 +290,8 @@ def check_numerics(run: DeviceRun, m: ModelFile, mb: _bench.ModelBench) -> None:
     def command(i: int) -> str:
         return _bench.output_command(run.directory, m.file, m.backend, dataclasses.replace(opts, bundled_input=i))
 
-    run.rep.numerics.append(_numerics.check_on_device(run.dev, run.rep.serial, m, command, inputs, ref, opts.timeout,
-                                                      run.facts.sdk if run.facts else None))
+    run.rep.numerics.append(_numerics.check_on_device(run.dev, run.rep.serial, m, [command(i) for i in range(max(
+        1, inputs))], ref, opts.timeout, run.facts.sdk if run.facts else None))
 
 
 def find_hardware(run: DeviceRun, m: ModelFile, row: ResultRow) -> None:

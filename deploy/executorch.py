@@ -1,21 +1,16 @@
-"""The ExecuTorch format of deploy's one loop: ExecuTorch's executor_runner and the .pte programs on every phone.
+"""The ExecuTorch format's own steps in deploy's one loop (deploy/formats.py): executor_runner and the .pte programs.
 
-`invoke deploy-executorch` is deploy (deploy/orchestrate.py) with this format: the same device selection (``--serial``,
-``ANDROID_SERIAL``, every adb server of ``deploy.servers``), the same lock of the project's directory, push, checks
-and statistics.  Planned once on the host (:func:`plan_executorch`: the runner build-android recorded, the XNNPACK /
-portable programs, the numerics check's inputs and host outputs); per device (:func:`run_programs`, a step of
-deploy/device_run.py) they go to ``<project>/executorch`` and the programs run in ``repeat`` alternated rounds,
-each as ``executor_runner --model_path=P --num_executions=warmup+iters --cpu_threads=T`` (the remote exit code is
-checked); the runner's ``Iteration i of N: X ms`` lines give the samples, the first ``warmup`` of each run dropped,
-summarised like the TorchScript binary's (deploy/bench.py).  Each program's row is a row of the run (``format =
-executorch``, deploy/rows.program_row), journaled the moment it is measured like every TorchScript row.
-:func:`record_executorch` puts each device's programs beside the same run's TorchScript CPU and NNAPI rows
-(quant_none and quant_full), gives every line's speed-up over the CPU model of the same precision and gathers
-the facts the run's document keeps (``DeployResults.executorch``: per-operator tables, problems, notes).
-
-Is the answer right (``deploy.numerics``, on by default): each program runs once more per recorded reference input
-with ``--inputs=... --print_output=all`` and its printed outputs are compared with the host ExecuTorch runtime's on
-the same inputs (deploy/pte_numerics.py); the verdicts go to the device's one list, in the run's document.
+Planned once on the host (:func:`plan_executorch`: the runners build-android recorded, the XNNPACK / portable
+programs, the output check's inputs and host outputs); per device (:func:`run_programs`, under the project
+directory's lock) they go to ``<project>/executorch`` and run in ``repeat`` alternated rounds as
+``executor_runner --model_path=P --num_executions=warmup+iters --cpu_threads=T``; its ``Iteration i of N: X ms``
+lines are the samples (deploy/bench.py's statistics), each program's row a row of the run (``format = executorch``),
+journaled when measured.  Then one traced run per program gives its per-operator table (deploy/etdump.py) and one
+run per reference input with ``--inputs=... --print_output=all`` its outputs, judged against the host ExecuTorch
+runtime's on the same inputs by deploy/numerics.py (fp32: the float rule plus half of ``%f``'s last digit; int8:
+2 LSB of the recorded output quantization, unsnapped where a float operation follows the dequantize).
+:func:`record_executorch` gathers what the run's document keeps (``DeployResults.executorch``); the report compares
+the app's ExecuTorch with the runner's (:func:`runtime_notes`, docs/facts.md EA8).
 """
 
 from __future__ import annotations
@@ -25,17 +20,20 @@ import re
 import shlex
 import tempfile
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins as pins
 from toolchain.errors import RecordError, TorchdroidError, UsageError
-from toolchain.numerics_records import NumericsVerdict
-from toolchain.pte_records import PteFile, pte_files
+from toolchain.fsutil import sha256_file
+from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
+from toolchain.pte_records import PteFile, load_section, program_args, pte_files, reference_path
 from toolchain.records import AppInfo, BuildInfo, ResultRow
 
 from .bench import BenchOptions, BenchStats, ParsedRun, stoppable, summarize
-from .plan import BinaryPlan, DeploySettings, _recorded, unoptimized_warnings
+from .numerics import NoOutput, Subject, check_on_device
+from .plan import BinaryPlan, DeploySettings, _recorded, baseline_notes
 from .preflight import elf_abi, load_alignment
 from .push import PushItem, push_all
 from .results import Line, format_lines
@@ -48,6 +46,8 @@ SUBDIR = "executorch"  # <device_dir>/<project>/executorch: under the project di
 BUILD = "invoke build-android --lane executorch"
 TRACED_RUNNER = f"{pins.RUNNER}_traced"  # build-android's second runner, with the event tracer (EB4)
 RUN_TRACE = "run.etdump"  # where a traced runner's timing and output runs put the ETDump it always writes (removed)
+BACKEND, HOST_KEY = "executorch", "host-executorch"  # its verdicts' backend, its host reference's name
+OUTPUT_LINE = re.compile(r"^Output\[(\d+)\]\[(\d+)\]: \((float|int|char|bool)\) (\S+)")  # --print_output=all (E19)
 TRACED_NOTE = ("traced: the runner was built with the event tracer (every execution profiled, EB4) and the build has "
                f"no untraced one: run `{BUILD}` (it builds both) for latencies without the tracer's overhead")
 
@@ -62,7 +62,7 @@ class ExecutorchPlan:
     items: List[PushItem]
     timing: str = pins.RUNNER  # its name: the untraced runner when the build has one
     tracer: Optional[str] = None  # the runner built with the event tracer (per-operator tables); None: not built
-    inputs: Optional[Dict[str, Any]] = None  # stem -> pte_numerics.ProgramInputs; None: the outputs are not checked
+    inputs: Optional[Dict[str, "ProgramInputs"]] = None  # per model stem; None: the outputs are not checked
     references: Dict[str, Any] = field(default_factory=dict)  # file -> the host's outputs (a FileReference)
     work: Optional[tempfile.TemporaryDirectory] = None  # the numerics inputs' files, removed with the plan
 
@@ -160,25 +160,33 @@ def _timing_rounds(run: Any, et: ExecutorchPlan, directory: str) -> Tuple[Dict[s
                                     + " | ".join(res.tail(3)))
             else:
                 outputs[f.file].append(res.output)
-    if trace:
-        run.dev.shell(f"rm -f {shlex.quote(f'{directory}/{trace}')}", timeout=opts.timeout)
+    _drop_trace(run, et, directory)
     return outputs, failures
+
+
+def _drop_trace(run: Any, et: ExecutorchPlan, directory: str) -> None:
+    """A traced-only build's runs leave their ETDump in :data:`RUN_TRACE` (OF2): removed."""
+    if et.traced_timing:
+        run.dev.shell(f"rm -f {shlex.quote(f'{directory}/{RUN_TRACE}')}", timeout=run.s.options.timeout)
 
 
 def _answer(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: ResultRow) -> NumericsVerdict:
     """Is the phone's answer right: the program's printed outputs on each input (the timing runner, once per input)
-    against the host's."""
-    from . import pte_numerics as pn
-
+    against the host's, each output by its own rule."""
     if row.status != "ok":
-        return NumericsVerdict(run.dev.serial, f.file, pn.BACKEND, f.precision, "unknown",
+        return NumericsVerdict(run.dev.serial, f.file, BACKEND, f.precision, "unknown",
                                reason="the program did not run: " + row.reason)
-    trace, opts = RUN_TRACE if et.traced_timing else None, run.s.options
-    verdict = pn.check_program(run.dev, f, et.inputs[f.stem], et.references[f.file], lambda name: runner_command(
-        directory, f.file, 1, threads(opts), trace, et.timing, name or ""), opts.timeout)
-    if trace:
-        run.dev.shell(f"rm -f {shlex.quote(f'{directory}/{trace}')}", timeout=opts.timeout)
-    return verdict
+    pi, ref, opts = et.inputs[f.stem], et.references[f.file], run.s.options
+    host = next(iter(ref.outputs.values()), [])
+    count = max(1, len(host) // (len(pi.tensors) or 1))  # outputs per run
+    commands = [runner_command(directory, f.file, 1, threads(opts), RUN_TRACE if et.traced_timing else None,
+                               et.timing, name) for name in pi.runs or [""]]
+    v = check_on_device(run.dev, run.dev.serial, Subject(f.file, BACKEND, f.precision), commands, ref, opts.timeout,
+                        read=partial(_printed, host, count))
+    _drop_trace(run, et, directory)
+    if f.precision == "int8" and v.tolerance:
+        v.tolerance += rules_note(pi, count)
+    return v
 
 
 def plan_executorch(s: DeploySettings) -> ExecutorchPlan:
@@ -201,12 +209,10 @@ def plan_executorch(s: DeploySettings) -> ExecutorchPlan:
     plan = ExecutorchPlan(Path(s.runner_build_info), runner, programs,
                           items + [PushItem(f.path, f.file, 0o644, f.sha256) for f in programs], timing, tracer)
     if s.numerics:  # each model's inputs (pushed as files), each program's host outputs on them
-        from . import pte_numerics as pn
-
         plan.work = tempfile.TemporaryDirectory(prefix="torchdroid-et-inputs-")
-        plan.inputs = pn.program_inputs(s.models, sorted({f.stem for f in programs}), programs, Path(plan.work.name))
-        plan.references = {f.file: pn.host_reference(f, plan.inputs[f.stem]) for f in programs}
-        plan.items += pn.push_items(plan.inputs)
+        plan.inputs = program_inputs(s.models, programs, Path(plan.work.name))
+        plan.references = {f.file: host_reference(f, plan.inputs[f.stem]) for f in programs}
+        plan.items += [PushItem(p, p.name, 0o644, sha256_file(p)) for pi in plan.inputs.values() for p in pi.files]
     return plan
 
 
@@ -231,23 +237,12 @@ def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[A
         problems += [f"{rep.serial}: {' '.join(line.strip() for line in e.splitlines())}" for e in rep.errors]  # with the fix
         problems += [f"{rep.serial}: {r.model_file}: {r.reason}" for r in rep.rows
                      if r.format == "executorch" and r.status != "ok"]
-    opts = s.options
+    opts, lines = s.options, format_lines([r for rep in reports for r in rep.rows])
     facts = {"models": str(Path(s.models).resolve()), "build_info": str(et.build_info.resolve()),
              "warmup": opts.warmup, "iters": opts.iters, "repeat": opts.repeat, "threads": threads(opts),
              "checked": et.inputs is not None, "operators": [o for rep in reports for o in rep.operators],
-             "problems": problems, "notes": _baseline_notes(s.models) + ([TRACED_NOTE] if et.traced_timing else [])}
-    return ExecutorchRun(format_lines([r for rep in reports for r in rep.rows]), facts)
-
-
-def _baseline_notes(models: Path) -> List[str]:
-    """Every speed-up's baseline is the legacy CPU model: say so when those were not optimised for mobile."""
-    from toolchain.records import ConvertManifest
-
-    try:
-        files = ConvertManifest.load(models).files
-    except RecordError:
-        return []
-    return unoptimized_warnings([f for f in files if f.variant in ("quant_none", "quant_full")])
+             "problems": problems, "notes": baseline_notes(str(s.models), [x.row for x in lines]) + ([TRACED_NOTE] if et.traced_timing else [])}
+    return ExecutorchRun(lines, facts)
 
 
 def _operators(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: ResultRow) -> Dict[str, Any]:
@@ -267,6 +262,161 @@ def _operators(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: Re
     if not res.ok:
         return unknown(serial, f.file, f"the traced runner exited {res.code}: " + " | ".join(res.tail(2)))
     return program_operators(run.dev, directory, f, run.s.models, Path(run.s.results) / "etdump", opts.warmup)
+
+
+# --------------------------------------------------------------------------- the output check's inputs and parser
+
+
+@dataclass
+class ProgramInputs:
+    """What one model's programs run on: the recorded reference inputs (``<stem>-executorch-reference.pt``, written
+    as raw little-endian files, E17) or, without them, the runner's all-ones default (E18)."""
+
+    stem: str
+    tensors: List[object] = field(default_factory=list)  # one per run: a tensor, or a tuple (one per program input)
+    files: List[Path] = field(default_factory=list)  # their raw bytes here, pushed beside the programs
+    source: str = "reference inputs"  # or "all-ones input (...why)"
+    rules: List[Optional[Dict[str, object]]] = field(default_factory=list)  # each output's int8 rule, in order
+    runs: List[str] = field(default_factory=list)  # per run: its files' names as --inputs takes them (a,b: E17)
+
+    def rule(self, k: int) -> Optional[Dict[str, object]]:
+        """Output ``k``'s int8 rule (converter.executorch_export.output_rule): each output is judged by its own."""
+        return self.rules[k] if k < len(self.rules) else None
+
+
+def program_inputs(models: Path, programs: Sequence[PteFile], work: Path) -> Dict[str, ProgramInputs]:
+    """Per model stem: the recorded reference inputs written under ``work``, or the all-ones default on the
+    programs' declared input shape."""
+    from converter.pte_host import load_reference
+
+    section = load_section(models)
+    out: Dict[str, ProgramInputs] = {}
+    for stem in sorted({f.stem for f in programs}):
+        try:
+            ref = load_reference(reference_path(models, stem, section))
+        except RecordError as e:
+            out[stem] = _ones(stem, programs, f"no recorded reference inputs: {e.what}")
+            continue
+        out[stem] = pi = ProgramInputs(stem, rules=list(ref.get("int8_outputs") or [ref.get("int8_output")]))
+        work.mkdir(parents=True, exist_ok=True)
+        for i, x in enumerate(ref["inputs"]):
+            _write_run(pi, work, i, x)
+    return out
+
+
+def _write_run(pi: ProgramInputs, work: Path, i: int, sample) -> None:
+    """One reference input as raw little-endian bytes in each tensor's own dtype (a float32 image, int64 token
+    ids), one file per program input (E17): ``<stem>-input-<i>.bin``, or ``-<i>-<k>.bin`` for several."""
+    args = [t.detach().contiguous() for t in program_args(sample)]
+    names = []
+    for k, t in enumerate(args):
+        path = work / (f"{pi.stem}-input-{i}.bin" if len(args) == 1 else f"{pi.stem}-input-{i}-{k}.bin")
+        data = t.numpy()
+        path.write_bytes(data.astype(data.dtype.newbyteorder("<")).tobytes())
+        pi.files.append(path)
+        names.append(path.name)
+    pi.tensors.append(args[0] if len(args) == 1 else tuple(args))
+    pi.runs.append(",".join(names))
+
+
+def _ones(stem: str, programs: Sequence[PteFile], why: str) -> ProgramInputs:
+    import torch
+
+    mine = [f for f in programs if f.stem == stem]
+    shape = tuple(int(d) for d in (mine[0].input.shape if mine else ()) or ())
+    quant = next(((f.extra.get("quantization") or {}).get("output") for f in mine if f.precision == "int8"), None)
+    return ProgramInputs(stem, [torch.ones(shape)] if shape else [], [], f"all-ones input (the runner's default; {why})",
+                         [quant or None])
+
+
+def _values(out, qparams: Optional[Dict[str, object]]) -> TensorValues:
+    """An output as the judge takes it, measured in LSB of its int8 rule's scale when it has one (also off the grid,
+    where a float operation follows the dequantize: deploy.numerics.lsb_difference)."""
+    scaled = qparams if qparams and qparams.get("scale") else None
+    return TensorValues([int(d) for d in out.shape], [float(v) for v in out.detach().reshape(-1).double().tolist()],
+                        float(scaled["scale"]) if scaled else None, int(scaled["zero_point"]) if scaled else None)
+
+
+def host_reference(f: PteFile, pi: ProgramInputs) -> FileReference:
+    """The program's outputs on the host's ExecuTorch runtime: every output of ``forward`` on every input, run by
+    run (``[input 0 output 0, input 0 output 1, ..., input 1 output 0, ...]``), each with its own int8 rule."""
+    ref = FileReference(f.file, f.sha256, BACKEND, f.precision)
+    key = f"{HOST_KEY} ({pi.source.split(' (')[0]})"
+    if not pi.tensors:
+        ref.problems[key] = f"the programs' input shape is not recorded ({pi.source})"
+    elif not f.runs_on_host:
+        ref.problems[key] = "the host's ExecuTorch runtime cannot run this program's delegate"
+    else:
+        try:
+            from toolchain.pte_records import load_method
+
+            method = load_method(f.path)
+            ref.outputs[key] = [_values(y, pi.rule(k) if f.precision == "int8" else None)
+                                for x in pi.tensors for k, y in enumerate(method.execute(program_args(x)))]
+        except Exception as e:  # noqa: BLE001 - the host runtime's errors are RuntimeErrors of several kinds
+            ref.problems[key] = f"the host's ExecuTorch runtime could not run it: {type(e).__name__}: {e}"
+            ref.outputs.pop(key, None)
+    return ref
+
+
+class Unprintable(ValueError):
+    """The runner's output holds no output values in the form ``--print_output=all`` prints."""
+
+
+def parse_outputs(text: str) -> Dict[int, List[float]]:
+    """``Output[i][j]: (float) v`` lines -> {i: [v_0, v_1, ...]} (every index present, in order)."""
+    found: Dict[int, Dict[int, float]] = {}
+    for m in filter(None, (OUTPUT_LINE.match(line.strip()) for line in text.splitlines())):
+        kind, raw = m.group(3), m.group(4)
+        found.setdefault(int(m.group(1)), {})[int(m.group(2))] = (
+            (1.0 if raw == "true" else 0.0) if kind == "bool" else float(raw))
+    if not found:
+        raise Unprintable("no 'Output[i][j]: (float) v' line")
+    for i, vals in sorted(found.items()):
+        if sorted(vals) != list(range(len(vals))):
+            raise Unprintable(f"output {i}'s elements are not all printed (indices {min(vals)}..{max(vals)}, "
+                              f"{len(vals)} lines)")
+    return {i: [vals[j] for j in range(len(vals))] for i, vals in sorted(found.items())}
+
+
+def _printed(host: List[TensorValues], count: int, i: int, res: Any) -> List[TensorValues]:
+    """Output run ``i``'s ``count`` printed outputs, each with the host's shape (when it holds as many values) and
+    int8 rule."""
+    if res.code != 0:
+        unknown_flag = "print_output" in res.output and ("unknown command line flag" in res.output
+                                                         or "Unknown --print_output" in res.output)
+        raise NoOutput("the runner does not know --print_output=all (a runner older than ExecuTorch 1.3, E21): "
+                       f"run `{BUILD}`" if unknown_flag else f"the output run exited {res.code}: "
+                       + " | ".join(res.tail(2)))
+    try:
+        printed = parse_outputs(res.output)
+    except Unprintable as e:
+        raise NoOutput(f"the runner printed no output values ({e})") from e
+    if len(printed) != count:
+        raise NoOutput(f"the runner printed {len(printed)} output(s), the program returns {count}")
+    out = []
+    for k, values in enumerate(printed.values()):
+        h = host[i * count + k]
+        out.append(TensorValues(h.shape if len(values) == len(h.values) else [len(values)], values, h.scale,
+                                h.zero_point))
+    return out
+
+
+def rules_note(pi: ProgramInputs, count: int) -> str:
+    """What an int8 program's tolerance is derived from when it is not its output's int8 grid, output by output
+    where there are several (each is judged by its own recorded rule)."""
+    if count == 1:
+        return _rule_note(pi.rule(0))
+    notes = [_rule_note(pi.rule(k)).strip()[1:-1] or "its int8 grid" for k in range(count)]
+    return " (each output by its own rule: " + "; ".join(f"output {k}: {n}" for k, n in enumerate(notes)) + ")"
+
+
+def _rule_note(qparams: Optional[Dict[str, object]]) -> str:
+    if not (qparams and qparams.get("scale")):
+        return " (no recorded output quantization: the float rule)"
+    if qparams.get("on_grid", True) is False:
+        return f" (output computed in float by {qparams.get('after')} after the dequantize: unsnapped)"
+    return ""
 
 
 # --------------------------------------------------------------------------- the app's runtime and the runner's

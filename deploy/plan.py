@@ -12,9 +12,9 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
-from toolchain.errors import RecordError, UsageError
+from toolchain.errors import RecordError, TorchdroidError, UsageError
 from toolchain.fsutil import sha256_file
 from toolchain.hardware_records import LISTER_NAME
 from toolchain.numerics_records import ReferenceOutputs, references_path
@@ -363,6 +363,19 @@ def unoptimized_warnings(files: List[ModelFile]) -> List[str]:
             "converting torch has no XNNPACK, as the x86_64 PyPI wheels): fused but not XNNPACK-prepacked, so the "
             "CPU numbers (and every speed-up over them) are those of unoptimised files; convert with a torch built "
             "with XNNPACK (aarch64 wheels, or a source build) for fully optimised CPU models"] if bad else []
+
+
+def baseline_notes(models: Optional[str], rows: Sequence[Any]) -> List[str]:
+    """:func:`unoptimized_warnings` for the TorchScript CPU models among the run's ``rows`` (the baselines of every
+    speed-up), when the manifest at ``models`` still describes them; none when it cannot be read."""
+    if not models:
+        return []
+    try:
+        files = ConvertManifest.load(Path(models)).files
+    except TorchdroidError:
+        return []
+    ran = {r.model_file for r in rows if r.backend == "cpu"}
+    return unoptimized_warnings(sorted((f for f in files if f.file in ran), key=lambda f: f.file))
 
 
 def plan_references(s: DeploySettings, binary: bool) -> Optional[ReferenceOutputs]:

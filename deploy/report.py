@@ -17,6 +17,7 @@ from toolchain.records import DeployResults, deploy_results_path
 
 from . import hardware_report, numerics_report, phone_overview
 from .executorch import runtime_notes
+from .plan import baseline_notes
 from .report_html import is_report_page, write_html
 from .results import DB_NAME, ResultRow, ResultStore, export_again, run_document, speedups
 from .summary import FormatsSection, formats_section
@@ -128,24 +129,6 @@ def _run_document(results: Path, run_id: int, notes: List[str]) -> Tuple[Optiona
         return doc, ""
     notes.append(why)
     return None, f"run-{run_id:04d}.json cannot be read (see its note)"
-
-
-def baseline_notes(models: Optional[str], rows: List[ResultRow]) -> List[str]:
-    """The run's TorchScript CPU models, when the manifest still describes them (same files by sha256) and says
-    optimize_for_mobile did not run: every CPU number and speed-up of the run must say so."""
-    from toolchain.errors import TorchdroidError
-    from toolchain.records import ConvertManifest
-
-    from .plan import unoptimized_warnings
-
-    if not models:
-        return []
-    try:
-        files = ConvertManifest.load(Path(models)).files
-    except TorchdroidError:
-        return []
-    ran = {r.model_file for r in rows if r.backend == "cpu"}
-    return unoptimized_warnings(sorted((f for f in files if f.file in ran), key=lambda f: f.file))
 
 
 def _groups(rows: List[ResultRow]) -> list:
