@@ -422,12 +422,6 @@ def _rule_note(qparams: Optional[Dict[str, object]]) -> str:
 # --------------------------------------------------------------------------- the app's runtime and the runner's
 
 
-def app_executorch_rows(run_rows: Sequence[ResultRow]) -> List[ResultRow]:
-    """The run's in-app rows of an ExecuTorch program's app (``fp32-xnnpack``...; a TorchScript app's are quant_*)."""
-    return [r for r in run_rows if r.source == "app" and r.status == "ok" and r.variant
-            and not r.variant.startswith("quant_") and r.variant != "unknown"]
-
-
 def runner_runtime(build_info: str) -> Tuple[Optional[str], str]:
     """``(ExecuTorch version of executor_runner, why unknown)`` from the runner's build-info."""
     try:
@@ -475,13 +469,9 @@ def compare_runtimes(package: str, app: Optional[str], app_why: str, runner: Opt
 
 
 def runtime_notes(build_info: str, run_rows: Sequence[ResultRow], run_settings: Dict[str, Any]) -> List[str]:
-    """When the reported run has in-app ExecuTorch numbers: say whether the app and the runner are one runtime."""
-    rows = app_executorch_rows(run_rows)
-    if not rows:
-        return []
-    runner, runner_why = runner_runtime(build_info)
-    out = []
-    for package in dict.fromkeys(r.model_file.replace(" (app)", "") for r in rows):
-        app, app_why = app_runtime(run_settings, package)
-        out.append(compare_runtimes(package, app, app_why, runner, runner_why))
-    return out
+    """When the reported run has in-app numbers of an ExecuTorch program's app (variant ``fp32-xnnpack``...; a
+    TorchScript app's are quant_*): whether that app and executor_runner are one ExecuTorch runtime."""
+    apps = dict.fromkeys(r.model_file.replace(" (app)", "") for r in run_rows if r.source == "app" and r.status == "ok"
+                         and r.variant and not r.variant.startswith("quant_") and r.variant != "unknown")
+    runner = runner_runtime(build_info) if apps else (None, "")
+    return [compare_runtimes(package, *app_runtime(run_settings, package), *runner) for package in apps]

@@ -364,14 +364,6 @@ class Line:
     def note(self) -> str:
         return self.row.reason
 
-    @property
-    def lane(self) -> str:
-        return "executorch" if self.row.format == "executorch" else "legacy"
-
-    @property
-    def is_baseline(self) -> bool:
-        return self.row.format == "torchscript" and self.row.backend == "cpu"
-
     def to_dict(self) -> dict:
         r = self.row
         return {"serial": r.serial, "runtime": self.runtime, "precision": self.precision, "file": r.model_file,
