@@ -15,7 +15,6 @@ the app's ExecuTorch with the runner's (:func:`runtime_notes`, docs/facts.md EA8
 
 from __future__ import annotations
 
-import logging
 import re
 import shlex
 import tempfile
@@ -39,7 +38,6 @@ from .push import PushItem, push_all
 from .results import Line, format_lines
 from .rows import program_row
 
-log = logging.getLogger(__name__)
 ON_DEVICE_DELEGATES = ("xnnpack", "portable")  # what a runner built with XNNPACK (and the portable kernels) runs
 ITERATION = re.compile(pins.RUNNER_ITERATION_RE)
 SUBDIR = "executorch"  # <device_dir>/<project>/executorch: under the project directory's lock
@@ -238,11 +236,11 @@ def record_executorch(s: DeploySettings, et: ExecutorchPlan, reports: Sequence[A
         problems += [f"{rep.serial}: {r.model_file}: {r.reason}" for r in rep.rows
                      if r.format == "executorch" and r.status != "ok"]
     opts, lines = s.options, format_lines([r for rep in reports for r in rep.rows])
-    facts = {"models": str(Path(s.models).resolve()), "build_info": str(et.build_info.resolve()),
-             "warmup": opts.warmup, "iters": opts.iters, "repeat": opts.repeat, "threads": threads(opts),
-             "checked": et.inputs is not None, "operators": [o for rep in reports for o in rep.operators],
-             "problems": problems, "notes": baseline_notes(str(s.models), [x.row for x in lines]) + ([TRACED_NOTE] if et.traced_timing else [])}
-    return ExecutorchRun(lines, facts)
+    notes = baseline_notes(str(s.models), [x.row for x in lines]) + ([TRACED_NOTE] if et.traced_timing else [])
+    return ExecutorchRun(lines, {
+        "models": str(Path(s.models).resolve()), "build_info": str(et.build_info.resolve()), "warmup": opts.warmup,
+        "iters": opts.iters, "repeat": opts.repeat, "threads": threads(opts), "checked": et.inputs is not None,
+        "operators": [o for rep in reports for o in rep.operators], "problems": problems, "notes": notes})
 
 
 def _operators(run: Any, et: ExecutorchPlan, directory: str, f: PteFile, row: ResultRow) -> Dict[str, Any]:
