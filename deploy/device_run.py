@@ -51,7 +51,7 @@ class DeviceReport:
     skipped_files: int = 0
     installed: Optional[bool] = None  # True: pm install ran; False: the same APK was already installed
     install_error: Optional[str] = None
-    rows: List[ResultRow] = field(default_factory=list)  # every format's (an ExecuTorch program's: executorch)
+    rows: List[ResultRow] = field(default_factory=list)  # every format's (an ExecuTorch program's: deploy/executorch.py)
     errors: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     # is each model's (and program's) answer right: every format's verdicts, one list (deploy/numerics.py)
@@ -290,8 +290,9 @@ def check_numerics(run: DeviceRun, m: ModelFile, mb: _bench.ModelBench) -> None:
     def command(i: int) -> str:
         return _bench.output_command(run.directory, m.file, m.backend, dataclasses.replace(opts, bundled_input=i))
 
-    run.rep.numerics.append(_numerics.check_on_device(run.dev, run.rep.serial, m, [command(i) for i in range(max(
-        1, inputs))], ref, opts.timeout, run.facts.sdk if run.facts else None))
+    commands = [command(i) for i in range(max(1, inputs))]
+    run.rep.numerics.append(_numerics.check_on_device(run.dev, run.rep.serial, m, commands, ref, opts.timeout,
+                                                      run.facts.sdk if run.facts else None))
 
 
 def find_hardware(run: DeviceRun, m: ModelFile, row: ResultRow) -> None:
