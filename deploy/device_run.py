@@ -25,8 +25,8 @@ from . import numerics as _numerics
 from .adb import Device, state_error
 from .environment import (READ_COMMAND, SECTION, Conditions, parse_snapshot, restore_all_command, restored,
                           throttle_warnings)
-from .executorch_bench import BUILD
-from .executorch_bench import SUBDIR as ET_SUBDIR
+from .executorch import BUILD
+from .executorch import SUBDIR as ET_SUBDIR
 from .install import install_apk
 from .lock import Attempt, answer, device_lock, lock_path, new_owner, phone_lock, take_command
 from .plan import DeployPlan, DeploySettings, project_name
@@ -51,7 +51,7 @@ class DeviceReport:
     skipped_files: int = 0
     installed: Optional[bool] = None  # True: pm install ran; False: the same APK was already installed
     install_error: Optional[str] = None
-    rows: List[ResultRow] = field(default_factory=list)  # every format's (an ExecuTorch program's: executorch_bench)
+    rows: List[ResultRow] = field(default_factory=list)  # every format's (an ExecuTorch program's: deploy/executorch.py)
     errors: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     # is each model's (and program's) answer right: every format's verdicts, one list (deploy/numerics.py)
@@ -290,7 +290,8 @@ def check_numerics(run: DeviceRun, m: ModelFile, mb: _bench.ModelBench) -> None:
     def command(i: int) -> str:
         return _bench.output_command(run.directory, m.file, m.backend, dataclasses.replace(opts, bundled_input=i))
 
-    run.rep.numerics.append(_numerics.check_on_device(run.dev, run.rep.serial, m, command, inputs, ref, opts.timeout,
+    commands = [command(i) for i in range(max(1, inputs))]
+    run.rep.numerics.append(_numerics.check_on_device(run.dev, run.rep.serial, m, commands, ref, opts.timeout,
                                                       run.facts.sdk if run.facts else None))
 
 

@@ -6,7 +6,7 @@ order.  Every format's rows are the run's rows: journaled as each is measured an
 Keeper); a format's ``record`` gathers what is its own, then the run's CSV/JSON hold it all (:func:`keep_run`).
 
 Here and not on ``converter.formats.Format``: deploy owns its steps, and the imports point one way
-(orchestrate -> formats -> device_run, executorch_bench; nothing of deploy imports converter.formats).
+(orchestrate -> formats -> device_run, executorch; nothing of deploy imports converter.formats).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from toolchain.hardware_records import Placement
 from toolchain.numerics_records import NumericsVerdict
 
 from . import device_run as _device
-from . import executorch_bench as _et
+from . import executorch as _et
 from .keeper import WRITE_ERRORS
 from .plan import DeployPlan, DeploySettings, make_plan
 from .results import export
@@ -72,7 +72,7 @@ class TorchScriptDeploy(DeployFormat):
 
 
 class ExecutorchDeploy(DeployFormat):
-    """executor_runner and the ``.pte`` programs (deploy/executorch_bench.py)."""
+    """executor_runner and the ``.pte`` programs (deploy/executorch.py)."""
 
     name = "executorch"
 

@@ -21,7 +21,7 @@ Tolerances (docs/deploy.md "Is the answer right"):
   platform states only 1 LSB per operation, NU4, and torchdroid allows 2); for a CPU run ``<= 2 LSB`` against the same
   file on the host's QNNPACK (the phone's NEON kernels and the host's SSE2 ones are assumed to round alike
   within one step per operation: not read, so the bound leaves room for it).
-* ExecuTorch programs (deploy/pte_numerics.py, backend ``executorch``): the same float rule plus half of the
+* ExecuTorch programs (deploy/executorch.py, backend ``executorch``): the same float rule plus half of the
   last digit executor_runner prints (``%f``), and 2 LSB of the recorded int8 output quantization.
 """
 
@@ -31,7 +31,7 @@ import logging
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from toolchain.errors import TorchdroidError
 from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
@@ -371,24 +371,6 @@ class NoOutput(ValueError):
     """What an output run on the phone gave instead of an output (the problem, in words)."""
 
 
-def outputs_on_device(device: Device, commands: Sequence[str], read: Callable[[int, Any], TensorValues],
-                      timeout: float) -> Tuple[List[Optional[TensorValues]], List[str]]:
-    """Each output run's output as ``read(i, shell result)`` takes it (None where there was none), and the problems;
-    every format's output check runs through here (the TorchScript binary's below, deploy/pte_numerics.py's)."""
-    phone: List[Optional[TensorValues]] = []
-    problems: List[str] = []
-    for i, command in enumerate(commands):
-        try:
-            phone.append(read(i, device.shell(command, timeout=timeout)))
-        except TorchdroidError as e:
-            phone.append(None)
-            problems.append(f"the output run failed: {e.what}")
-        except NoOutput as e:
-            phone.append(None)
-            problems.append(str(e))
-    return phone, problems
-
-
 def _printed_tensors(i: int, res: Any) -> List[TensorValues]:
     """The benchmark binary's ``--print_output=true`` output: every tensor it printed, in order."""
     text = printed_output(res.output)
@@ -410,14 +392,35 @@ def flat(runs: List[Optional[List[TensorValues]]]) -> List[Optional[TensorValues
     return [r[0] if r else None for r in runs]
 
 
-def check_on_device(device: Device, serial: str, f: ModelFile, command_for: Callable[[int], str],
-                    inputs: int, ref: Optional[FileReference], timeout: float,
-                    sdk: Optional[int] = None) -> NumericsVerdict:
-    """Run the model once per bundled input with ``--print_output=true`` and judge every output tensor the phone
-    printed against the host's (each its own rule: its own scale when quantized)."""
-    phone, problems = outputs_on_device(device, [command_for(i) for i in range(max(1, inputs))], _printed_tensors,
-                                        timeout)
+class Subject(NamedTuple):
+    """What :func:`judge` needs to know of a file that is not a :class:`ModelFile` (an ExecuTorch program)."""
+
+    file: str
+    backend: str
+    mode: str
+
+
+def check_on_device(device: Device, serial: str, f: Any, commands: Sequence[str], ref: Optional[FileReference],
+                    timeout: float, sdk: Optional[int] = None,
+                    read: Callable[[int, Any], List[TensorValues]] = _printed_tensors) -> NumericsVerdict:
+    """Every format's output check: run each command (one per reference input), read back every output it printed
+    with ``read(i, shell result)`` (by default the benchmark binary's ``--print_output=true``; an ExecuTorch program's:
+    deploy/executorch.py) and judge them against the host's, each by its own rule (its own scale when quantized).
+    Nothing to compare with: the phone is not asked."""
+    if ref is None or not ref.outputs:
+        return judge(serial, f, [], [], ref, sdk)
+    phone: List[Optional[List[TensorValues]]] = []
+    problems: List[str] = []
+    for i, command in enumerate(commands):
+        try:
+            phone.append(read(i, device.shell(command, timeout=timeout)))
+        except TorchdroidError as e:
+            phone.append(None)
+            problems.append(f"the output run failed: {e.what}")
+        except NoOutput as e:
+            phone.append(None)
+            problems.append(str(e))
     v = judge(serial, f, flat(phone), problems, ref, sdk)
     if v.verdict != "unknown":
-        v.inputs = len(phone)  # bundled inputs (judge counted the output tensors)
+        v.inputs = len(phone)  # inputs (judge counted the output tensors)
     return v

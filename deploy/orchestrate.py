@@ -42,7 +42,7 @@ class DeployResult:
     exports: Dict[str, Path]
     warnings: List[str]
     directory: str
-    executorch: Optional[Any] = None  # the ExecuTorch format's part (executorch_bench.ExecutorchRun)
+    executorch: Optional[Any] = None  # the ExecuTorch format's part (executorch.ExecutorchRun)
     fail_on_numerics: bool = False  # deploy.fail_on_numerics: a phone whose outputs differ fails the task
 
     @property

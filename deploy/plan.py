@@ -12,9 +12,9 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
-from toolchain.errors import RecordError, UsageError
+from toolchain.errors import RecordError, TorchdroidError, UsageError
 from toolchain.fsutil import sha256_file
 from toolchain.hardware_records import LISTER_NAME
 from toolchain.numerics_records import ReferenceOutputs, references_path
@@ -60,7 +60,7 @@ class DeploySettings:
     timeout: float = default("deploy.timeout")  # per adb call (benchmarks use options.timeout)
     app_wait: float = default("deploy.app_wait")  # seconds for the app's first progress line (start + model load)
     # torchscript: the benchmark binary, its models and the app; executorch: executor_runner and the .pte programs
-    # (deploy/executorch_bench.py) from the runner's build-info
+    # (deploy/executorch.py) from the runner's build-info
     formats: Tuple[str, ...] = ("torchscript",)
     runner_build_info: Optional[Path] = None
     rerun: Tuple[str, ...] = ("invoke", "deploy")  # the command that runs this deploy again (remedies name it)
@@ -129,7 +129,7 @@ class DeployPlan:
     warnings: List[str] = field(default_factory=list)
     hashes: LocalHashes = field(default_factory=LocalHashes)  # each local file hashed once for all devices
     references: Optional[ReferenceOutputs] = None  # the host's outputs (None: numerics off or no record)
-    executorch: Optional[Any] = None  # the ExecuTorch format's part (executorch_bench.ExecutorchPlan)
+    executorch: Optional[Any] = None  # the ExecuTorch format's part (executorch.ExecutorchPlan)
 
     @property
     def commit(self) -> str:
@@ -344,7 +344,7 @@ def _plan_warnings(s: DeploySettings, binary: Optional[BinaryPlan], app: Optiona
 
 
 def make_plan(s: DeploySettings) -> DeployPlan:
-    """The TorchScript format's part (deploy/formats.py; the ExecuTorch format's is executorch_bench.plan_executorch)."""
+    """The TorchScript format's part (deploy/formats.py; the ExecuTorch format's is executorch.plan_executorch)."""
     binary = plan_binary(s)
     app = plan_app(s, binary is not None or not s.bench)
     models = plan_models(s, needed=binary is not None)
@@ -363,6 +363,19 @@ def unoptimized_warnings(files: List[ModelFile]) -> List[str]:
             "converting torch has no XNNPACK, as the x86_64 PyPI wheels): fused but not XNNPACK-prepacked, so the "
             "CPU numbers (and every speed-up over them) are those of unoptimised files; convert with a torch built "
             "with XNNPACK (aarch64 wheels, or a source build) for fully optimised CPU models"] if bad else []
+
+
+def baseline_notes(models: Optional[str], rows: Sequence[Any]) -> List[str]:
+    """:func:`unoptimized_warnings` for the TorchScript CPU models among the run's ``rows`` (the baselines of every
+    speed-up), when the manifest at ``models`` still describes them; none when it cannot be read."""
+    if not models:
+        return []
+    try:
+        files = ConvertManifest.load(Path(models)).files
+    except TorchdroidError:
+        return []
+    ran = {r.model_file for r in rows if r.backend == "cpu"}
+    return unoptimized_warnings(sorted((f for f in files if f.file in ran), key=lambda f: f.file))
 
 
 def plan_references(s: DeploySettings, binary: bool) -> Optional[ReferenceOutputs]:

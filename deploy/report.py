@@ -16,9 +16,11 @@ from toolchain.numerics_records import NumericsVerdict
 from toolchain.records import DeployResults, deploy_results_path
 
 from . import hardware_report, numerics_report, phone_overview
-from .pte_report import PteReportSection, build_section
+from .executorch import runtime_notes
+from .plan import baseline_notes
 from .report_html import is_report_page, write_html
 from .results import DB_NAME, ResultRow, ResultStore, export_again, run_document, speedups
+from .summary import FormatsSection, formats_section
 from .run_weights import is_random, weights_line
 
 log = logging.getLogger(__name__)
@@ -26,8 +28,7 @@ log = logging.getLogger(__name__)
 MODE_ORDER = {"none": 0, "core": 1, "full": 2}
 COLORS = {"cpu": "#4c72b0", "nnapi": "#dd8452"}
 FASTER, SLOWER = "#55a868", "#c44e52"  # speed-up bars
-PTE_COLORS = {"executorch": "#55a868", "legacy": "#dd8452"}  # legacy non-baseline lines are the NNAPI ones
-PTE_LABELS = {"executorch": "ExecuTorch", "legacy": "NNAPI (legacy)"}
+FORMAT_BARS = {"executorch": ("#55a868", "ExecuTorch"), "torchscript": ("#dd8452", "NNAPI (legacy)")}  # not CPU: 1x
 SOURCES = ("binary", "app")
 
 
@@ -46,7 +47,7 @@ class ReportResult:
     run_id: int
     rows: List[ResultRow]
     exports: Dict[str, Path]
-    executorch: Optional[PteReportSection] = None  # the run's ExecuTorch rows beside its TorchScript ones (or how)
+    executorch: Optional[FormatsSection] = None  # the run's ExecuTorch rows beside its TorchScript ones (or how)
     notes: List[str] = field(default_factory=list)  # what the CPU comparisons must say (unoptimised CPU models)
     numerics: List[NumericsVerdict] = field(default_factory=list)  # is each phone's answer right: models, programs
     numerics_note: str = ""  # why some are missing (a run without the check)
@@ -94,8 +95,10 @@ def make_report(s: ReportSettings) -> ReportResult:
     drawn = _chosen(s, rows, run_id, len(every) - len(rows))
     notes = baseline_notes(store.settings(run_id).get("models"), rows)
     doc, unreadable = _run_document(Path(s.results), run_id, notes)
-    pte = build_section(Path(s.results), every, store.settings(run_id), doc.executorch if doc else {},
-                        deploy_results_path(Path(s.results), f"run-{run_id:04d}"))
+    facts = doc.executorch if doc else {}
+    pte = formats_section(Path(s.results), every, facts, deploy_results_path(Path(s.results), f"run-{run_id:04d}"))
+    if pte.present and facts.get("build_info"):  # in-app ExecuTorch numbers: are the app and the runner one runtime
+        pte.notes.extend(runtime_notes(str(facts["build_info"]), every, store.settings(run_id)))
     png = _png_path(s, run_id)
     title = f"torchdroid run {run_id} ({every[0].started}), {s.source} benchmark"
     weights = weights_line(store.settings(run_id).get("models"), every, every[0].started)
@@ -125,24 +128,6 @@ def _run_document(results: Path, run_id: int, notes: List[str]) -> Tuple[Optiona
         return doc, ""
     notes.append(why)
     return None, f"run-{run_id:04d}.json cannot be read (see its note)"
-
-
-def baseline_notes(models: Optional[str], rows: List[ResultRow]) -> List[str]:
-    """The run's TorchScript CPU models, when the manifest still describes them (same files by sha256) and says
-    optimize_for_mobile did not run: every CPU number and speed-up of the run must say so."""
-    from toolchain.errors import TorchdroidError
-    from toolchain.records import ConvertManifest
-
-    from .plan import unoptimized_warnings
-
-    if not models:
-        return []
-    try:
-        files = ConvertManifest.load(Path(models)).files
-    except TorchdroidError:
-        return []
-    ran = {r.model_file for r in rows if r.backend == "cpu"}
-    return unoptimized_warnings(sorted((f for f in files if f.file in ran), key=lambda f: f.file))
 
 
 def _groups(rows: List[ResultRow]) -> list:
@@ -207,7 +192,6 @@ def _latency_panel(ax, rows: List[ResultRow], groups: list, title: str) -> None:
 
 
 def _speedup_panel(ax, rows: List[ResultRow], groups: list) -> None:
-    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     sp_index = {(d["serial"], d["stem"], d["mode"]): d["speedup"] for d in speedups(rows)}
@@ -229,43 +213,45 @@ def _speedup_panel(ax, rows: List[ResultRow], groups: list) -> None:
     ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
     handles = [Patch(color=FASTER, label="NNAPI faster than CPU")] if True in drawn else []
     handles += [Patch(color=SLOWER, label="NNAPI slower than CPU")] if False in drawn else []
+    _legend(ax, handles, 8)
+
+
+def _legend(ax, handles: list, fontsize: int) -> None:
+    """A speed-up panel's legend: its bars' colours and the dashed 1x line; its grid."""
+    from matplotlib.lines import Line2D
+
     ax.legend(handles=handles + [Line2D([], [], color="black", linewidth=1, linestyle="--", label="1x: same speed")],
-              fontsize=8)
+              fontsize=fontsize)
+    ax.grid(axis="y", alpha=0.3)
 
 
-def _pte_bar(ax, r, pos: float, width: float) -> None:
+def _line_bar(ax, r, pos: float, width: float) -> None:
     """One NNAPI / ExecuTorch line: its speed-up bar, or why it has none."""
     if r.speedup_vs_cpu is None:
         ax.annotate(f"{r.runtime}: {r.status if r.status != 'ok' else 'no CPU baseline'}", (pos, 1.0), ha="center",
                     va="bottom", fontsize=6, rotation=90, color="#555555")
         return
-    ax.bar(pos, r.speedup_vs_cpu, width * 0.9, color=PTE_COLORS[r.lane])
+    ax.bar(pos, r.speedup_vs_cpu, width * 0.9, color=FORMAT_BARS[r.format][0])
     label = r.runtime.replace("ExecuTorch ", "").replace(" ", "\n")
     ax.annotate(f"{label}\n{r.speedup_vs_cpu:.2f}x", (pos, r.speedup_vs_cpu),
                 ha="center", va="bottom", fontsize=6, xytext=(0, 2), textcoords="offset points")
 
 
-def _pte_bars(ax, section: PteReportSection, per_device: list) -> None:
+def _line_bars(ax, section: FormatsSection) -> List[list]:
+    """Per device its NNAPI and ExecuTorch lines' bars side by side (the CPU lines are the 1x); the lines drawn."""
+    per_device = [[r for r in t.rows if r.backend != "cpu"] for t in section.devices]
     width = 0.8 / max(1, max(len(lines) for lines in per_device))
     for x, lines in enumerate(per_device):
         for k, r in enumerate(lines):
-            _pte_bar(ax, r, x - 0.4 + width * (k + 0.5), width)
+            _line_bar(ax, r, x - 0.4 + width * (k + 0.5), width)
+    return per_device
 
 
-def _pte_legend(ax, section: PteReportSection, per_device: list) -> None:
-    from matplotlib.lines import Line2D
+def _formats_panel(ax, section: FormatsSection) -> None:
+    """Per device, each NNAPI / ExecuTorch line's speed-up over the legacy CPU model of its precision."""
     from matplotlib.patches import Patch
 
-    lanes = {r.lane for lines in per_device for r in lines if r.speedup_vs_cpu is not None}
-    handles = [Patch(color=PTE_COLORS[lane], label=PTE_LABELS[lane]) for lane in PTE_COLORS if lane in lanes]
-    ax.legend(handles=handles + [Line2D([], [], color="black", linewidth=1, linestyle="--", label="1x: same speed")],
-              fontsize=7)
-
-
-def _executorch_panel(ax, section: PteReportSection) -> None:
-    """Per device, each NNAPI / ExecuTorch line's speed-up over the legacy CPU model of its precision."""
-    per_device = [[r for r in t.rows if not r.is_baseline] for t in section.devices]
-    _pte_bars(ax, section, per_device)
+    per_device = _line_bars(ax, section)
     ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
     if max([r.speedup_vs_cpu or 0 for lines in per_device for r in lines] or [1.0]) > 10:
         ax.set_yscale("log")  # one bar 100x the others would flatten them: a log scale keeps every ratio readable
@@ -274,8 +260,8 @@ def _executorch_panel(ax, section: PteReportSection) -> None:
     ax.margins(y=0.2)  # room for the labels above the tallest bar
     ax.set_ylabel("speed-up over legacy CPU (x)\n(same precision)")
     ax.set_title(f"ExecuTorch and NNAPI per device, run {section.run_id}", fontsize=9)
-    _pte_legend(ax, section, per_device)
-    ax.grid(axis="y", alpha=0.3)
+    drawn = {r.format for lines in per_device for r in lines if r.speedup_vs_cpu is not None}
+    _legend(ax, [Patch(color=c, label=name) for f, (c, name) in FORMAT_BARS.items() if f in drawn], 7)
 
 
 def _wrapped(text: str, fig_width_in: float, fontsize: float) -> str:
@@ -286,7 +272,7 @@ def _wrapped(text: str, fig_width_in: float, fontsize: float) -> str:
     return "\n".join(textwrap.fill(line, chars, break_long_words=True) for line in text.splitlines())
 
 
-def draw(rows: List[ResultRow], png: Path, title: str, executorch: Optional[PteReportSection] = None,
+def draw(rows: List[ResultRow], png: Path, title: str, executorch: Optional[FormatsSection] = None,
          weights: str = "") -> Path:
     import matplotlib
 
@@ -306,7 +292,7 @@ def draw(rows: List[ResultRow], png: Path, title: str, executorch: Optional[PteR
         ax.set_xlim(-0.5, max(1, len(groups)) - 0.5)  # both panels: one slot per group, bar or no bar
         ax.margins(y=0.12)  # room for the numbers above the tallest bar
     if with_pte:
-        _executorch_panel(axes[2], executorch)
+        _formats_panel(axes[2], executorch)
     if weights:  # above everything: random weights make every answer meaningless
         fig.suptitle(_wrapped(weights, size[0], 8), fontsize=8, x=0.01, ha="left",
                      color="#c44e52" if is_random(weights) else "#222222")

@@ -15,8 +15,8 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 from toolchain.fsutil import atomic_write_text
 
-from .pte_report import PteReportSection, summary_lines
 from .results import ResultRow, speedups
+from .summary import FormatsSection, section_notes
 from .run_weights import is_random
 
 # fits a 1280 px window (issue 24): every table (this module's and the sections' own) is its own horizontal scroll
@@ -156,17 +156,17 @@ PTE_COLUMNS = ["runtime", "precision", "file", "status", "median ms", "p90 ms", 
 
 
 def _pte_cells(r) -> List[str]:
-    return [r.runtime, r.precision, r.file, r.status, _n(r.median_ms), _n(r.p90_ms), _n(r.min_ms), str(r.samples),
+    return [r.runtime, r.precision, r.model_file, r.status, _n(r.median_ms), _n(r.p90_ms), _n(r.min_ms), str(r.samples),
             "" if r.speedup_vs_cpu is None else f"{r.speedup_vs_cpu:.2f}x", r.note]
 
 
-def _executorch_section(section: Optional[PteReportSection]) -> str:
+def _executorch_section(section: Optional[FormatsSection]) -> str:
     """Per device: the run's TorchScript CPU, NNAPI and ExecuTorch lines side by side."""
     if section is None:
         return ""
     parts = ["<h2 id='executorch'>ExecuTorch beside TorchScript CPU and NNAPI (speed-up over the legacy CPU model "
              "of the same precision)</h2>"]
-    notes = summary_lines(section)
+    notes = section_notes(section)
     if notes:
         parts.append("<p class='warn'>" + "<br>".join(_e(n) for n in notes) + "</p>")
     if section.present:
@@ -226,7 +226,7 @@ def _weights(line: str) -> str:
 
 
 def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict],
-           executorch: Optional[PteReportSection] = None, notes: Sequence[str] = (), numerics: str = "",
+           executorch: Optional[FormatsSection] = None, notes: Sequence[str] = (), numerics: str = "",
            hardware: str = "", overview: str = "", weights: str = "") -> str:
     img = os.path.relpath(png, html_path.parent)
     throttled = [d for d in devices if d.get("warnings")]
@@ -261,7 +261,7 @@ def render(png: Path, html_path: Path, title: str, rows: Sequence[ResultRow], de
 
 
 def write_html(html_path: Path, png: Path, title: str, rows: Sequence[ResultRow], devices: Sequence[dict],
-               executorch: Optional[PteReportSection] = None, notes: Sequence[str] = (), numerics: str = "",
+               executorch: Optional[FormatsSection] = None, notes: Sequence[str] = (), numerics: str = "",
                hardware: str = "", overview: str = "", weights: str = "") -> Path:
     return atomic_write_text(html_path, render(png, html_path, title, rows, devices, executorch, notes, numerics,
                                                hardware, overview, weights))

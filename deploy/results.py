@@ -17,7 +17,7 @@ from toolchain.record_base import RecordMissing, schema_error
 from toolchain.records import DeployResults, ResultRow, deploy_results_path
 from toolchain.stats import SLOW_DOWN, compare
 
-__all__ = ["DB_NAME", "ResultRow", "ResultStore", "export", "speedups"]
+__all__ = ["DB_NAME", "Line", "ResultRow", "ResultStore", "export", "format_lines", "over_cpu", "speedups"]
 
 DB_NAME = "results.sqlite"
 SCHEMA = 1
@@ -300,23 +300,91 @@ def run_document(results_dir: Path, run_id: Optional[int]) -> Tuple[Optional[Dep
         return None, f"{e.what} ({e.cause}); {e.remedy}" if e.cause else f"{e.what}; {e.remedy}"
 
 
+def _pair(r: ResultRow) -> tuple:
+    return r.run_id, r.serial, r.stem, r.mode, r.source
+
+
+def over_cpu(rows: Sequence[ResultRow]) -> List[Optional[float]]:
+    """Every speed-up the tool shows, per row: the ok TorchScript CPU median of the same run, device, model, mode
+    (an ExecuTorch program's is its precision's: fp32 none, int8 full) and source over the row's median; None
+    without an ok pair."""
+    base = {_pair(r): r.median_ms for r in rows if r.format == "torchscript" and r.backend == "cpu" and r.status == "ok"}
+    return [base[_pair(r)] / r.median_ms if r.status == "ok" and r.median_ms and base.get(_pair(r)) else None
+            for r in rows]
+
+
 def speedups(rows: Sequence[ResultRow]) -> List[dict]:
-    """CPU vs NNAPI per device, model, mode and source: ``speedup = cpu_median / nnapi_median``.
+    """CPU vs NNAPI per device, model, mode and source: ``speedup = cpu_median / nnapi_median`` (:func:`over_cpu`).
 
     The phone times each backend in its own runs, not in alternated rounds: the one ratio is its own range, and
     ``nnapi_slower`` is :class:`toolchain.stats.Comparison`'s verdict of it."""
-    by: Dict[tuple, Dict[str, ResultRow]] = {}
-    for r in rows:
+    by: Dict[tuple, Dict[str, Tuple[ResultRow, Optional[float]]]] = {}
+    for r, sp in zip(rows, over_cpu(rows)):
         if r.backend in ("cpu", "nnapi"):  # a failed device's row has no backend
-            by.setdefault((r.run_id, r.serial, r.stem, r.mode, r.source), {})[r.backend] = r
+            by.setdefault(_pair(r), {})[r.backend] = (r, sp)
     out = []
     for (run_id, serial, stem, mode, source), pair in by.items():
-        cpu, nnapi = pair.get("cpu"), pair.get("nnapi")
-        ok = cpu and nnapi and cpu.status == "ok" and nnapi.status == "ok" and nnapi.median_ms
-        sp = (cpu.median_ms / nnapi.median_ms) if ok else None
+        (cpu, _), (nnapi, sp) = pair.get("cpu", (None, None)), pair.get("nnapi", (None, None))
         ref = cpu or nnapi
         out.append({"run_id": run_id, "serial": serial, "device_model": ref.device_model, "stem": stem, "mode": mode,
                     "source": source, "cpu_ms": cpu.median_ms if cpu else None,
                     "nnapi_ms": nnapi.median_ms if nnapi else None, "speedup": sp,
                     "nnapi_slower": sp is not None and compare([sp]).verdict == SLOW_DOWN})
     return out
+
+
+class Line:
+    """A row of the formats' table: one row of the run (either format) as a person names it ("TorchScript CPU
+    quant_none", "NNAPI quant_full", "ExecuTorch fp32-xnnpack"), with its speed-up over the CPU row of its
+    precision (:func:`over_cpu`); the row's own fields read through it."""
+
+    def __init__(self, row: ResultRow, speedup_vs_cpu: Optional[float] = None):
+        self.row, self.speedup_vs_cpu = row, speedup_vs_cpu
+
+    def __getattr__(self, name: str):  # serial, status, median_ms, samples...: the row's
+        if "row" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["row"], name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Line) and (self.row, self.speedup_vs_cpu) == (other.row, other.speedup_vs_cpu)
+
+    @property
+    def runtime(self) -> str:
+        r = self.row
+        if r.format == "executorch":
+            return f"ExecuTorch {r.variant}{' (traced)' if r.has_flag('traced') else ''}"
+        return f"{'TorchScript CPU' if r.backend == 'cpu' else 'NNAPI'} {r.variant}"
+
+    @property
+    def precision(self) -> str:
+        return "fp32" if self.row.mode == "none" else "int8"
+
+    @property
+    def note(self) -> str:
+        return self.row.reason
+
+    def to_dict(self) -> dict:
+        r = self.row
+        return {"serial": r.serial, "runtime": self.runtime, "precision": self.precision, "file": r.model_file,
+                "status": r.status, "median_ms": r.median_ms, "p90_ms": r.p90_ms, "min_ms": r.min_ms,
+                "samples": r.samples, "speedup_vs_cpu": self.speedup_vs_cpu, "note": self.note}
+
+
+def format_lines(rows: Sequence[ResultRow]) -> List[Line]:
+    """Per device with ExecuTorch programs in ``rows`` (a run's), its ok TorchScript binary CPU and NNAPI rows of
+    the programs' models at the programs' precisions (quant_none, quant_full), then its programs, each line with its
+    speed-up over the CPU row of its precision; the deploy summary and the report show these."""
+    programs = [r for r in rows if r.format == "executorch"]
+    stems = {r.stem for r in programs}
+    out = []
+    for serial in dict.fromkeys(r.serial for r in programs):
+        out += [r for r in rows if r.serial == serial and _compared(r, stems)] + [r for r in programs if r.serial == serial]
+    return [Line(r, sp) for r, sp in zip(out, over_cpu(out))]
+
+
+def _compared(r: ResultRow, stems: set) -> bool:
+    """A TorchScript row the programs are compared with: ok, the benchmark binary's, one of their models and
+    precisions."""
+    return (r.format == "torchscript" and r.source == "binary" and r.stem in stems and r.status == "ok"
+            and r.variant in ("quant_none", "quant_full"))

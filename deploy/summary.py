@@ -3,10 +3,13 @@ slowdowns, failures and skips called out with their reason; the run's ExecuTorch
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .pte_report import PteReportSection
-from .results import ResultRow, speedups
+from toolchain.errors import command
+
+from .results import Line, ResultRow, format_lines, speedups
 
 COLUMNS = ["model", "mode", "source", "CPU ms", "CPU p90", "CPU ±%", "NNAPI ms", "NNAPI p90", "NNAPI ±%", "speed-up",
            "note"]
@@ -95,16 +98,82 @@ def slower_callouts(rows: Sequence[ResultRow]) -> List[str]:
     return out
 
 
-PTE_COLUMNS = ["runtime", "precision", "median ms", "p90 ms", "samples", "speed-up", "note"]
+HINT = ("no ExecuTorch rows in run {run}: run `invoke convert --format torchscript,executorch`, `invoke build-android "
+        "--lane executorch` and `invoke deploy --format torchscript,executorch` (`invoke deploy-executorch`: the "
+        "programs alone) for ExecuTorch XNNPACK beside TorchScript CPU and NNAPI in one run")
+EARLIER_RECORD = "executorch-latest.json"  # what an earlier torchdroid's deploy-executorch wrote
+EARLIER = ("{path} holds ExecuTorch lines an earlier torchdroid joined to another run: not drawn (each run now holds "
+           "its own); run `invoke deploy --format torchscript,executorch` for both formats in one run")
+FORMAT_COLUMNS = ["runtime", "precision", "median ms", "p90 ms", "samples", "speed-up", "note"]
 
 
-def executorch_tables(section: PteReportSection) -> List[Tuple[str, List[str], List[list]]]:
+@dataclass
+class DeviceLines:
+    """One device's lines of the run (:func:`deploy.results.format_lines`) and its per-operator tables."""
+
+    serial: str
+    title: str
+    rows: List[Line]
+    operators: List[Dict[str, Any]] = field(default_factory=list)  # per program: the phone's ETDump table or unknown
+
+
+@dataclass
+class FormatsSection:
+    """The report's formats side by side: the run's ExecuTorch programs beside its TorchScript CPU and NNAPI rows,
+    per device, with what the run's document adds (``DeployResults.executorch``: operators, problems, notes)."""
+
+    run_id: int
+    present: bool  # the run has ExecuTorch rows
+    path: Optional[Path] = None  # the run's document (None: it cannot be read; the rows are still drawn)
+    devices: List[DeviceLines] = field(default_factory=list)
+    missing_devices: List[str] = field(default_factory=list)  # devices of the run without ExecuTorch rows
+    problems: List[str] = field(default_factory=list)  # what the run's ExecuTorch format reported
+    notes: List[str] = field(default_factory=list)  # what every comparison must say (unoptimised CPU baselines...)
+    hint: str = ""
+
+
+def formats_section(results_dir: Path, run_rows: Sequence[ResultRow], facts: Dict[str, Any],
+                    path: Optional[Path] = None) -> FormatsSection:
+    """The section of the run whose rows (every format's) are ``run_rows``, ``facts`` from its document at ``path``
+    ({}: none); a run without ExecuTorch rows: the hint (naming an earlier torchdroid's record, left as it is)."""
+    run_id = run_rows[0].run_id
+    lines = format_lines(run_rows)
+    if not lines:
+        earlier = Path(results_dir) / EARLIER_RECORD
+        return FormatsSection(run_id, False, hint=HINT.format(run=run_id) + (
+            "; " + EARLIER.format(path=earlier) if earlier.is_file() else ""))
+    devices = [_device(serial, lines, run_rows, facts) for serial in dict.fromkeys(x.serial for x in lines)]
+    return FormatsSection(run_id, True, path if facts else None, devices,
+                          sorted({r.serial for r in run_rows if r.source != "deploy"} - {d.serial for d in devices}),
+                          list(facts.get("problems") or []), list(facts.get("notes") or []))
+
+
+def _device(serial: str, lines: Sequence[Line], run_rows: Sequence[ResultRow], facts: Dict[str, Any]) -> DeviceLines:
+    r = next((r for r in run_rows if r.serial == serial and r.device_model), None)
+    return DeviceLines(serial, f"{serial}: {r.device_model}, Android {r.release} (SDK {r.sdk})" if r else serial,
+                       [x for x in lines if x.serial == serial],
+                       [o for o in facts.get("operators") or [] if o.get("serial") == serial])
+
+
+def section_notes(section: FormatsSection) -> List[str]:
+    """The notes printed (and shown on the page) with the formats' tables."""
+    if not section.present:
+        return [section.hint]
+    out = [f"no ExecuTorch rows for device {s} in run {section.run_id}: run "
+           f"`{command('invoke', 'deploy', '--format', 'torchscript,executorch', '--serial', s)}`"
+           for s in section.missing_devices]
+    out.extend(f"ExecuTorch problem: {p}" for p in section.problems)
+    out.extend(section.notes)
+    return out
+
+
+def line_cells(x: Line) -> List[str]:
+    """A line as :data:`FORMAT_COLUMNS`' cells (deploy's table and the report's)."""
+    return [x.runtime, x.precision, _fmt(x.median_ms) if x.status == "ok" else x.status, _fmt(x.p90_ms),
+            str(x.samples), "-" if x.speedup_vs_cpu is None else f"{x.speedup_vs_cpu:.2f}x", x.note]
+
+
+def executorch_tables(section: FormatsSection) -> List[Tuple[str, List[str], List[list]]]:
     """One table per device: TorchScript CPU, NNAPI and ExecuTorch lines, speed-up over the legacy CPU model."""
-    tables = []
-    for t in section.devices:
-        out = [[r.runtime, r.precision, _fmt(r.median_ms) if r.status == "ok" else r.status, _fmt(r.p90_ms),
-                str(r.samples), "-" if r.speedup_vs_cpu is None else f"{r.speedup_vs_cpu:.2f}x", r.note]
-               for r in t.rows]
-        tables.append((f"{t.title}: ExecuTorch beside TorchScript CPU and NNAPI (speed-up over the legacy CPU model "
-                       "of the same precision)", PTE_COLUMNS, out))
-    return tables
+    return [(f"{t.title}: ExecuTorch beside TorchScript CPU and NNAPI (speed-up over the legacy CPU model of the same "
+             "precision)", FORMAT_COLUMNS, [line_cells(x) for x in t.rows]) for t in section.devices]

@@ -125,7 +125,7 @@ class NumericsVerdict(FlatRecord):
 
     serial: str
     file: str
-    backend: str  # cpu | nnapi | executorch (a .pte program of deploy-executorch, deploy/pte_numerics.py)
+    backend: str  # cpu | nnapi | executorch (a .pte program of deploy-executorch, deploy/executorch.py)
     mode: str  # none | core | full; an ExecuTorch program's precision: fp32 | int8
     verdict: str  # agrees | differs | unknown
     reason: str = ""  # why unknown / what differs

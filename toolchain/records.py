@@ -27,7 +27,6 @@ from .fsutil import sha256_file
 from .hardware_records import Placement
 from .layout import BUILD_INFO, Layout
 from .numerics_records import NumericsVerdict
-from .pte_results import operator_problems
 from .record_base import FlatRecord, Record, item_problems, now_iso, read_record, write_record  # noqa: F401 (stages use them here)
 from .variants import MODES
 
@@ -568,6 +567,21 @@ class ResultRow(FlatRecord):
 
     def has_flag(self, flag: str) -> bool:
         return flag in self.flags.split(",")
+
+
+def operator_problems(entries: Any) -> List[str]:
+    """A per-operator entry of the run's ExecuTorch facts is ok with rows of non-negative times, or unknown with its
+    reason."""
+    out = []
+    for o in entries if isinstance(entries, list) else [entries]:
+        if not isinstance(o, dict) or o.get("status") not in ("ok", "unknown") or not o.get("file"):
+            out.append(f"per-operator entry {str(o)[:60]} is not ok/unknown with a program")
+        elif o["status"] == "unknown" and not o.get("reason"):
+            out.append(f"{o.get('serial')} {o['file']}: per-operator times unknown without a reason")
+        elif o["status"] == "ok" and not all(isinstance(r.get("median_ms"), (int, float)) and r["median_ms"] >= 0
+                                             for r in o.get("rows") or [{}]):
+            out.append(f"{o.get('serial')} {o['file']}: per-operator times that are not durations")
+    return out
 
 
 def deploy_results_path(results_dir: Path, stem: str) -> Path:

@@ -170,15 +170,14 @@ def result_tables(rows: Any, tables: bool = True) -> None:
 
 def executorch_tables(section: Any) -> None:
     """The report's ExecuTorch lines per device, or the one line that says how to get them."""
-    from deploy.pte_report import summary_lines
-    from deploy.summary import executorch_tables as tables
+    from deploy.summary import executorch_tables as tables, section_notes
 
     if section is None:
         return
     for (title, columns, table_rows), device in zip(tables(section), section.devices):
         table(title, columns, table_rows, numeric=("median ms", "p90 ms", "samples", "speed-up"))
         pte_operators(device.operators)
-    for line in summary_lines(section):
+    for line in section_notes(section):
         note(line)
 
 
@@ -484,11 +483,12 @@ def executorch_runtime(result: Any, log_path: Any, as_json: bool = False) -> Non
 
 def pte_deploy(result: Any) -> None:
     """The ExecuTorch format's part of a deploy (``result.executorch``: its lines and facts, in the run's document)."""
+    from deploy.summary import FORMAT_COLUMNS, line_cells
+
     rec = result.executorch
     table("per device: legacy and ExecuTorch, speed-up over the legacy TorchScript CPU model of the same precision",
-          ["device", "runtime", "median ms", "p90 ms", "samples", "speed-up", "note"],
-          [(r.serial, r.runtime, f"{r.median_ms:.2f}" if r.median_ms else "-", f"{r.p90_ms:.2f}" if r.p90_ms else "-",
-            r.samples, f"{r.speedup_vs_cpu:.2f}x" if r.speedup_vs_cpu else "-", r.note[:60]) for r in rec.rows])
+          ["device", *FORMAT_COLUMNS], [[x.serial, *line_cells(x)] for x in rec.rows],
+          numeric=("median ms", "p90 ms", "samples", "speed-up"))
     for p in rec.problems:
         print(f"problem: {p}")
     for line in rec.facts["notes"]:

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
-from deploy.executorch_bench import TRACED_RUNNER
+from deploy.executorch import TRACED_RUNNER
 from tests.executorch_support.runtime import FIXTURE, fake_pte
 from toolchain import executorch_pins as pins
 from toolchain.fsutil import sha256_file
@@ -105,16 +105,11 @@ def latest_executorch(results: Path, run=None):
     and the programs' verdicts."""
     from types import SimpleNamespace
 
-    from deploy.executorch_bench import device_lines
-    from deploy.results import run_document
-    from toolchain.pte_results import add_speedups
+    from deploy.results import format_lines, run_document
 
     doc, why = run_document(results, run)
     assert doc is not None, why or f"no run document in {results}"
-    stems = sorted({r.stem for r in doc.rows if r.format == "executorch"})
-    lines = [line for serial in dict.fromkeys(r.serial for r in doc.rows)
-             for line in device_lines([r for r in doc.rows if r.serial == serial], stems)]
-    add_speedups(lines)
+    lines = format_lines(doc.rows)
     facts = doc.executorch
     return SimpleNamespace(run_id=doc.run_id, rows=lines, facts=facts, problems=facts.get("problems", []),
                            notes=facts.get("notes", []), operators=facts.get("operators", []),

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from deploy.executorch_bench import parse_iterations, runner_command
+from deploy.executorch import parse_iterations, runner_command
 from tests.executorch_support.device import (build_standin_runner, deploy_executorch, latest_executorch,
                                              write_legacy_results, write_pte_models, write_runtime_build_info)
 from tests.virtual_device.harness import adb_with_devices
@@ -38,7 +38,7 @@ def test_runner_lines_and_command_are_quoted():
 
 
 def test_push_run_and_record(inputs, tmp_path):
-    """The speed-ups over the run's own TorchScript CPU rows: tests/unit/test_pte_results.py."""
+    """The speed-ups over the run's own TorchScript CPU rows: tests/unit/test_format_lines.py."""
     models, info = inputs
     with adb_with_devices(tmp_path / "adb", {"a": {}}) as (server, devs):
         write_legacy_results(tmp_path / "res", devs["a"].serial)  # an earlier run's: never joined any more

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from deploy.executorch_bench import runner_command
+from deploy.executorch import runner_command
 from tests.executorch_support.device import build_standin_runner, deploy_executorch, write_runtime_build_info
 from tests.executorch_support.lane import copy_models
 from tests.virtual_device.harness import adb_with_devices
@@ -127,7 +127,7 @@ def test_the_timing_rounds_run_the_untraced_runner_and_leave_no_model_etdump(tin
 def test_a_build_with_only_a_traced_runner_has_its_latencies_labelled_traced(tiny_lane, runners, tmp_path):
     """An earlier build-info (one executor_runner, top-level event_tracer true): its latencies carry the tracer's
     overhead, and every table and the record say "traced"; its ETDumps are removed all the same."""
-    from deploy.executorch_bench import TRACED_NOTE
+    from deploy.executorch import TRACED_NOTE
 
     models = copy_models(tiny_lane[0], tmp_path / "models")
     info = write_runtime_build_info(tmp_path / "build", runners["tracer"], event_tracer=True)

@@ -13,8 +13,7 @@ import shutil
 
 import pytest
 
-from deploy.executorch_bench import runner_command
-from deploy.pte_numerics import Unprintable, parse_outputs
+from deploy.executorch import Unprintable, parse_outputs, runner_command
 from tests.executorch_support.device import (build_standin_runner, deploy_executorch, latest_executorch,
                                              write_runtime_build_info)
 from tests.executorch_support.lane import copy_models

@@ -258,7 +258,7 @@ def test_an_executorch_row_is_journaled_when_measured_and_the_next_deploy_import
     disk (the journal, fsynced) before anything else, imported by the next deploy."""
     from types import SimpleNamespace
 
-    from deploy import executorch_bench as et_bench
+    from deploy import executorch as et_bench
     from deploy.bench import BenchOptions
     from deploy.plan import BinaryPlan
     from deploy.preflight import DeviceFacts

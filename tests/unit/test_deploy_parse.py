@@ -335,7 +335,7 @@ def test_a_foreign_sqlite_database_is_refused_and_left_byte_identical(tmp_path, 
 def test_executorch_programs_use_deploys_statistics():
     """Before: deploy-executorch computed its own p90 (nearest rank: 10 ms here); the one loop's statistics
     (deploy.bench.summarize: every run's warm-up dropped, the p90 of toolchain.stats) give both formats the same numbers."""
-    from deploy.executorch_bench import program_stats
+    from deploy.executorch import program_stats
     from toolchain.stats import percentile
 
     def output(times):

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from deploy.device_run import DeviceReport
-from deploy.executorch_bench import record_executorch
+from deploy.executorch import record_executorch
 from deploy.orchestrate import DeployResult
 from toolchain.numerics_records import NumericsVerdict
 

@@ -1,4 +1,4 @@
-"""The ExecuTorch lane's tolerances (deploy/pte_numerics.py through deploy/numerics.py::difference)."""
+"""The ExecuTorch lane's tolerances (deploy/executorch.py through deploy/numerics.py::difference)."""
 
 from deploy.numerics import difference
 from toolchain.numerics_records import TensorValues

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deploy import pte_report
+from deploy import executorch
 from toolchain.records import APP_INFO_KIND, APP_INFO_NAME, APP_INFO_SCHEMA, BuildInfo, ResultRow, write_record
 
 PKG = "org.torchdroid.benchmark"
@@ -31,7 +31,7 @@ def _app(tmp_path, runtime):
 def _notes(tmp_path, app_runtime, runner_version="1.5.1", rows=None):
     build_info = str(_runner(tmp_path, runner_version))
     settings = {"app_dir": str(_app(tmp_path, app_runtime))} if app_runtime is not None else {}
-    return pte_report.runtime_notes(build_info, rows or [_row()], settings)
+    return executorch.runtime_notes(build_info, rows or [_row()], settings)
 
 
 def test_an_app_on_an_older_executorch_android_is_called_a_different_runtime(tmp_path):

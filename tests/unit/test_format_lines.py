@@ -1,30 +1,51 @@
-"""The ExecuTorch lines (toolchain/pte_results.py): a run's programs beside its own TorchScript rows; the run's
-document holds the programs' rows and the format's facts."""
+"""The formats' lines (deploy/results.py format_lines, over_cpu): a run's programs beside its own TorchScript rows,
+each speed-up over the CPU row of its precision; the run's document holds the programs' rows and the format's facts."""
 
 import json
 
 import pytest
 
-from toolchain.pte_results import PteResultRow, add_speedups
-
-
-def _rows(serial="S"):
-    rows = [PteResultRow(serial, "TorchScript CPU quant_none", "fp32", "a-cpu.pt", "ok", 40.0, 44.0, 36.0, 10),
-            PteResultRow(serial, "TorchScript CPU quant_full", "int8", "b-cpu.pt", "ok", 20.0, 22.0, 18.0, 10),
-            PteResultRow(serial, "NNAPI quant_full", "int8", "b-nnapi.pt", "ok", 10.0, 11.0, 9.0, 10),
-            PteResultRow(serial, "ExecuTorch fp32-xnnpack", "fp32", "m.pte", "ok", 16.0, 17.0, 15.0, 5),
-            PteResultRow(serial, "ExecuTorch int8-xnnpack", "int8", "q.pte", "failed", note="exited 1")]
-    add_speedups(rows)
-    return rows
+from deploy.results import format_lines, over_cpu, speedups
 
 
 def test_speedups_are_over_the_cpu_model_of_the_same_precision():
-    by = {r.runtime: r.speedup_vs_cpu for r in _rows()}
+    """Moved from toolchain/pte_results.py's lines (PteResultRow): the same rule on the run's rows themselves."""
+    from tests.executorch_support.device import legacy_result_rows
+
+    run = legacy_result_rows("S") + [_program("S", "fp32-xnnpack", 16.0), _program("S", "int8-xnnpack", 8.0,
+                                                                                   status="failed")]
+    by = {x.runtime: x.speedup_vs_cpu for x in format_lines(run)}
     assert by["ExecuTorch fp32-xnnpack"] == 2.5 and by["NNAPI quant_full"] == 2.0
     assert by["TorchScript CPU quant_none"] == 1.0 and by["ExecuTorch int8-xnnpack"] is None  # failed: no number
-    alone = [PteResultRow("T", "ExecuTorch fp32-xnnpack", "fp32", "m.pte", "ok", 16.0, 17.0, 15.0, 5)]
-    add_speedups(alone)
-    assert alone[0].speedup_vs_cpu is None  # no legacy CPU row of that device: no speed-up invented
+    alone = format_lines([_program("T", "fp32-xnnpack", 16.0)])
+    assert [x.speedup_vs_cpu for x in alone] == [None]  # no legacy CPU row of that device: no speed-up invented
+
+
+def test_nnapis_speedup_and_the_formats_lines_are_one_rule():
+    """The CPU vs NNAPI table and the formats' lines read their speed-ups from one function (over_cpu)."""
+    from tests.executorch_support.device import legacy_result_rows
+
+    run = legacy_result_rows("S") + [_program("S", "fp32-xnnpack", 16.0)]
+    nnapi = {d["mode"]: d["speedup"] for d in speedups(run)}
+    lines = {x.runtime: x.speedup_vs_cpu for x in format_lines(run)}
+    assert nnapi == {"none": lines["NNAPI quant_none"], "full": lines["NNAPI quant_full"]} == {"none": 40 / 30,
+                                                                                             "full": 2.0}
+    assert over_cpu(run)[-1] == lines["ExecuTorch fp32-xnnpack"] == 2.5
+
+
+def test_each_programs_baseline_is_its_own_models_cpu_row():
+    """Before: the baseline was the CPU row of the device and precision, whichever model it was of (a run of two
+    models compared mobilenetv2's program with resnet's CPU model: 25x here)."""
+    from dataclasses import replace
+
+    from tests.executorch_support.device import legacy_result_rows
+
+    other = [replace(r, stem="resnet18", model_file="r-" + r.model_file) for r in legacy_result_rows("S", (400.0, 200.0))]
+    resnet = replace(_program("S", "fp32-xnnpack", 100.0), stem="resnet18", model_file="resnet18-fp32-xnnpack.pte")
+    lines = format_lines(legacy_result_rows("S") + other + [_program("S", "fp32-xnnpack", 16.0), resnet])
+    assert {(x.stem, x.runtime): x.speedup_vs_cpu for x in lines if x.format == "executorch"} == {
+        ("mobilenetv2", "ExecuTorch fp32-xnnpack"): 2.5, ("resnet18", "ExecuTorch fp32-xnnpack"): 4.0}
+    assert len(format_lines(legacy_result_rows("S") + other + [_program("S", "fp32-xnnpack", 16.0)])) == 5  # 4 + 1
 
 
 def _facts():
@@ -99,20 +120,19 @@ def _program(serial, variant, median, status="ok", run_id=7):
 def test_the_executorch_lines_join_the_torchscript_rows_of_their_own_run():
     """Moved from tests/integration/test_executorch_deploy.py (it joined the latest.json of an earlier run): the
     speed-ups are over the CPU row of the same device, precision and run."""
-    from deploy.executorch_bench import legacy_rows, program_line
     from tests.executorch_support.device import legacy_result_rows
 
     run = legacy_result_rows("S") + legacy_result_rows("other", cpu_ms=(400.0, 200.0))
     run += [_program("S", "fp32-xnnpack", 16.0), _program("S", "int8-xnnpack", 8.0), _program("S", "fp32-portable", 1.0,
                                                                                               status="failed")]
-    lines = legacy_rows([r for r in run if r.serial == "S"], ["mobilenetv2"]) + [
-        program_line(r) for r in run if r.format == "executorch"]
-    add_speedups(lines)
-    by = {r.runtime: r for r in lines}
+    lines = format_lines(run)
+    assert {x.serial for x in lines} == {"S"}  # "other" ran no program: no lines
+    by = {x.runtime: x for x in lines}
     assert by["TorchScript CPU quant_none"].speedup_vs_cpu == 1.0
     assert by["NNAPI quant_none"].speedup_vs_cpu == pytest.approx(40 / 30, rel=1e-3)
     assert by["ExecuTorch fp32-xnnpack"].speedup_vs_cpu == 2.5 and by["ExecuTorch int8-xnnpack"].speedup_vs_cpu == 2.5
     assert by["ExecuTorch fp32-portable"].status == "failed" and by["ExecuTorch fp32-portable"].note == "exited 1"
+    assert by["ExecuTorch int8-xnnpack"].to_dict()["precision"] == "int8"
 
 
 def test_a_program_row_is_a_result_row_of_the_executorch_format():
