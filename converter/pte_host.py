@@ -34,15 +34,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, VerificationError
-from toolchain.fsutil import atomic_write_json, ensure_writable_dir, own_dir, refuse_another_owner
+from toolchain.fsutil import atomic_write_json
 from toolchain.progress import duration as _duration, progress, time_left
 from toolchain.pte_records import PteFile, load_method, load_section, program_args, pte_files, reference_path
 from toolchain.records import ConvertManifest
 
 from toolchain.host_conditions import Conditions
 
-from .host_bench import HostBenchRecord, HostBenchSettings, check_protocol, load_bundled, ratios_over, time_alternated, unstable_notes
-from .rounds import Ratio, prepare, ratio_notes
+from .host_bench import (SHORT_ITERS, Candidate, HostBenchRecord, HostBenchSettings, Timing, check_protocol,
+                         cpu_candidate, digest, measure, ratios_over, reused, speedups, timing_key, timing_notes)
 
 log = logging.getLogger(__name__)
 
@@ -59,24 +59,6 @@ class PteBenchSettings(HostBenchSettings):
     host_nnapi: bool = True
     reference_kernels: str = "short"  # portable .pte and host NNAPI lines: short (a few iterations) | full | skip
     again: bool = False  # measure again even when the last results measured the same files with the same settings
-
-
-@dataclass
-class Timing:
-    """The statistics of ``invoke bench --host`` (converter/rounds.Subject.stats), for any runtime."""
-
-    median_ms: float
-    p90_ms: float
-    min_ms: float
-    mean_ms: float
-    max_ms: float = 0.0
-    std_ms: float = 0.0
-    load_ms: float = 0.0
-    first_ms: float = 0.0
-    warmup_ms: float = 0.0
-    spread_pct: float = 0.0
-    unstable: bool = False
-    repeats: int = 1
 
 
 @dataclass
@@ -131,6 +113,10 @@ class PteBenchResult:
     @property
     def ok(self) -> bool:
         return all(c.ok for c in self.checks if c.ran)
+
+    def baselines(self) -> List[str]:
+        """The timed legacy TorchScript CPU lines: every speed-up's baseline (1.0)."""
+        return [x.label for x in self.lines if x.runtime == "torchscript-cpu" and x.timing]
 
     def raise_for_failures(self) -> None:
         """A VerificationError (exit 8) naming every program that differs from its reference."""
@@ -367,22 +353,12 @@ def _note(f: PteFile) -> str:
             if f.delegate == "xnnpack" else "per operator (portable kernels)")
 
 
-# --------------------------------------------------------------------------- timing
+# --------------------------------------------------------------------------- timing: this format's candidates
 
 UNOPTIMIZED_BASELINE = ("the legacy TorchScript CPU models (every speed-up's baseline) were converted without "
                         "optimize_for_mobile: this torch has no XNNPACK (x86_64 PyPI wheels), so they are fused but not "
                         "XNNPACK-prepacked and slower than the fully optimised files a torch with XNNPACK makes; "
                         "ExecuTorch's speed-ups over them are larger than over optimised ones")
-SHORT_ITERS = 3  # reference-kernel lines in ``short`` mode: timed calls per round (and one warm-up)
-
-
-@dataclass
-class Candidate:
-    """A line to time: how to load it (returns its call), and whether it runs reference kernels."""
-
-    line: BenchLine
-    load: Callable[[], Callable[[], Any]]
-    reference_kernels: bool = False
 
 
 def _pte_loader(path: Path, example) -> Callable[[], Callable[[], Any]]:
@@ -394,20 +370,23 @@ def _pte_loader(path: Path, example) -> Callable[[], Callable[[], Any]]:
 
 
 def pte_candidates(files: List[PteFile], refs: Dict[str, Any]) -> tuple:
-    """(candidates, lines not runnable here) of the .pte programs."""
-    cands, idle = [], []
+    """([(line, candidate)] of the .pte programs that run here (``rough``: reference kernels), the lines of those that
+    do not)."""
+    pairs, idle = [], []
     for f in files:
         line = BenchLine(f"ExecuTorch {f.variant}", f.file, "executorch", f.precision, stem=f.stem)
         if not f.runs_on_host:
             line.note = "not runnable here: " + (f.extra.get("host_check") or {}).get("reason", "delegate not registered")
             idle.append(line)
             continue
-        cands.append(Candidate(line, _pte_loader(f.path, refs[f.stem]["inputs"][0]), f.delegate == "portable"))
-    return cands, idle
+        load = _pte_loader(f.path, refs[f.stem]["inputs"][0])
+        pairs.append((line, Candidate(line.label, f.file, load, rough=f.delegate == "portable")))
+    return pairs, idle
 
 
-def legacy_candidates(models_dir: Path, stems: List[str], s: PteBenchSettings, notes: List[str]) -> List[Candidate]:
-    """The legacy TorchScript CPU models (and, where the host NNAPI builds, the NNAPI ones) of quant_none/quant_full."""
+def legacy_candidates(models_dir: Path, stems: List[str], s: PteBenchSettings, notes: List[str]) -> list:
+    """[(line, candidate)] of the legacy TorchScript CPU models (and, where the host NNAPI builds, the NNAPI ones,
+    ``rough``: reference kernels) of quant_none/quant_full."""
     man = ConvertManifest.load(models_dir)
     wanted = [f for f in man.files if f.stem in stems and f.variant in ("quant_none", "quant_full")]
     if not wanted:
@@ -417,17 +396,15 @@ def legacy_candidates(models_dir: Path, stems: List[str], s: PteBenchSettings, n
     nnapi_ok, why = _host_nnapi(s)
     if not nnapi_ok:
         notes.append(f"host NNAPI not timed: {why}")
-    cands = []
-    for f in wanted:
-        if f.backend != "cpu" and not nnapi_ok:
-            continue
-        f.check_hash()
-        runtime = "torchscript-cpu" if f.backend == "cpu" else "host-nnapi"
-        label = f"{'TorchScript CPU' if f.backend == 'cpu' else 'host NNAPI'} {f.variant}"
-        line = BenchLine(label, f.file, runtime, "fp32" if f.mode == "none" else "int8", stem=f.stem,
-                         mobile_optimized=bool(f.extra.get("mobile_optimized")) if f.backend == "cpu" else None)
-        cands.append(Candidate(line, lambda p=f.path: load_bundled(p), reference_kernels=f.backend != "cpu"))
-    return cands
+    pairs = []
+    for f in [f for f in wanted if f.backend == "cpu" or nnapi_ok]:
+        cpu = f.backend == "cpu"
+        line = BenchLine(f"{'TorchScript CPU' if cpu else 'host NNAPI'} {f.variant}", f.file,
+                         "torchscript-cpu" if cpu else "host-nnapi", "fp32" if f.mode == "none" else "int8",
+                         stem=f.stem, mobile_optimized=bool(f.extra.get("mobile_optimized")) if cpu else None)
+        cand = cpu_candidate(f, line.label)
+        pairs.append((line, cand if cpu else dataclasses.replace(cand, rough=True, cpu_model=False)))
+    return pairs
 
 
 def _host_nnapi(s: PteBenchSettings) -> tuple:
@@ -441,63 +418,13 @@ def _host_nnapi(s: PteBenchSettings) -> tuple:
     return ok, why
 
 
-def _prepare(c: Candidate, s: PteBenchSettings, bar) -> Any:
-    """A candidate loaded and warmed (converter.rounds.Subject); reference kernels in ``short`` mode: a few
-    iterations, said in its note."""
-    short = c.reference_kernels and s.reference_kernels == "short"
-    bar.describe(f"{c.line.file}: load, first run, {1 if short else s.warmup} warm-up")
-    subj = prepare(c.line.label, c.load, 1 if short else s.warmup)
-    subj.iters = SHORT_ITERS if short else None
-    if short:
-        c.line.note = (f"reference kernels: {SHORT_ITERS} iterations per round, a rough number "
-                       "(--reference-kernels full for the whole protocol)")
-    bar.advance()
-    return subj
-
-
-def _prepare_cpu_model(f: Any, s: PteBenchSettings, bar) -> Any:
-    """A TorchScript CPU model (ModelFile) loaded and warmed, for the TorchScript format's table."""
-    bar.describe(f"{f.file}: load, first run, {s.warmup} warm-up")
-    f.check_hash()
-    subj = prepare(f.file, lambda p=f.path: load_bundled(p), s.warmup)
-    bar.advance()
-    return subj
-
-
-def measure_lines(cands: List[Candidate], s: PteBenchSettings, bar, also: Sequence[Any] = (),
-                  timed: Optional[Dict[str, Any]] = None) -> tuple:
-    """Load and warm every candidate, say how long the rounds will take, then time them alternated round by round;
-    ``also``: TorchScript CPU models (ModelFile) timed in the same rounds, for the TorchScript format's result, which
-    gets every TorchScript CPU model's rounds in ``timed`` (file -> Subject): each is timed once.
-
-    Returns (lines, ratios of each line over the legacy CPU line of the same stem and precision, how the rounds were
-    taken)."""
-    subjects = [_prepare(c, s, bar) for c in cands]
-    extra = {f.file: _prepare_cpu_model(f, s, bar) for f in also}
-    taken = time_alternated(subjects + list(extra.values()), s.repeat, s.iters, bar, s.threads)
-    if timed is not None:
-        timed.update({c.line.file: dataclasses.replace(subj, key=c.line.file) for c, subj in zip(cands, subjects)
-                      if c.line.runtime == "torchscript-cpu"})
-        timed.update(extra)
-    lines = []
-    for c, subj in zip(cands, subjects):
-        st = subj.stats()
-        c.line.timing = Timing(**{k: st[k] for k in Timing.__dataclass_fields__})
-        lines.append(c.line)
-    base = {(x.stem, x.precision): x.label for x in lines if x.runtime == "torchscript-cpu"}
-    return lines, ratios_over(subjects, {x.label: base.get((x.stem, x.precision)) for x in lines
-                                         if x.runtime != "torchscript-cpu"}), taken
-
-
 # --------------------------------------------------------------------------- the stage
 
 
 def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Any]] = None) -> PteBenchResult:
     """``timed``: a dict to fill with every TorchScript CPU model's rounds (file -> Subject), all of them timed in this
     format's rounds beside its baselines, so that the TorchScript format's result times none again."""
-    check_protocol(s, "bench-executorch")
-    refuse_another_owner(s.out, "bench-executorch", "--out")  # before anything is measured
-    ensure_writable_dir(s.out, "output directory (--out)")  # a file in the way: said before, not after, timing
+    check_protocol(s, "bench-executorch")  # before anything is measured
     from toolchain.logs import native_output_to_log
 
     with native_output_to_log():  # ExecuTorch's and cpuinfo's C++ lines go to the run log, not over the progress
@@ -522,64 +449,78 @@ def _run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Any]]) -> PteB
 
     files, ref_paths, refs = _programs(s)
     notes: List[str] = []
-    last = _previous(s)
+    last = PteHostBenchRecord.last(s.out)
     previous = {} if s.again else last  # --again: nothing reused, the last times still say how long it takes
     with pinned(threads=s.threads, engine=host_engine()):
         set_threads(s.threads)
         checks = _checks(files, refs, ref_paths, s, previous, notes, last)
-        cands, idle = _candidates(files, refs, s, notes)
-        key = timing_key(cands, s, host_engine())
-        lines, ratios, taken = _timings(cands, s, previous, key, notes, timed)
+        pairs, idle = _candidates(files, refs, s, notes)
+        key = timing_key([(line.label, Path(s.models) / line.file) for line, _ in pairs], s, s.reference_kernels,
+                         executorch_pins.identity())
+        lines, ratios, taken = _timings(pairs, s, previous, key, notes, timed)
     lines += idle
     if any(x.mobile_optimized is False for x in lines):
         notes.append(UNOPTIMIZED_BASELINE)
-    notes.extend(ratio_notes(ratios))
-    notes.extend(_unstable(lines, taken))
-    return PteBenchResult(checks, lines, _write(s, checks, lines, notes, ratios, key, taken), notes, ratios, taken)
+    notes.extend(timing_notes(ratios, {x.label: x.timing for x in lines if x.timing}, taken))
+    result = PteBenchResult(checks, lines, Path(s.out) / PteHostBenchRecord.NAME, notes, ratios, taken)
+    result.json_path = PteHostBenchRecord.write_results(
+        s.out, s, "bench-executorch", lines, ratios, notes, taken, models=str(s.models),
+        executorch=executorch_pins.identity(), executorch_threads=EXECUTORCH_THREADS,
+        checks=[asdict(c) for c in checks], reference_kernels=s.reference_kernels,
+        speedups=speedups(result.baselines(), ratios), timing_key=key)
+    return result
 
 
 def _candidates(files: List[PteFile], refs: Dict[str, Any], s: PteBenchSettings, notes: List[str]) -> tuple:
-    """(the lines to time: the legacy models first, then the programs; the lines not timed)."""
-    cands, idle = pte_candidates(files, refs)
+    """([(line, candidate)] to time: the legacy models first, then the programs; the lines not timed)."""
+    pairs, idle = pte_candidates(files, refs)
     if s.legacy:
-        cands = legacy_candidates(s.models, sorted(refs), s, notes) + cands
-    if s.reference_kernels == "skip":
-        for c in [c for c in cands if c.reference_kernels]:
-            c.line.note = "reference kernels: not timed (--reference-kernels short or full times them)"
-            idle.append(c.line)
-        cands = [c for c in cands if not c.reference_kernels]
-    return cands, idle
+        pairs = legacy_candidates(s.models, sorted(refs), s, notes) + pairs
+    for line, c in pairs:
+        if c.rough and s.reference_kernels == "skip":
+            line.note = "reference kernels: not timed (--reference-kernels short or full times them)"
+            idle.append(line)
+        elif c.rough and s.reference_kernels == "short":
+            line.note = (f"reference kernels: {SHORT_ITERS} iterations per round, a rough number "
+                         "(--reference-kernels full for the whole protocol)")
+        c.rough = c.rough and s.reference_kernels == "short"
+    return [(line, c) for line, c in pairs if line not in idle], idle
 
 
-def _timings(cands: List[Candidate], s: PteBenchSettings, previous: Dict[str, Any], key: str,
+def _timings(pairs: list, s: PteBenchSettings, previous: Dict[str, Any], key: str,
              notes: List[str], timed: Optional[Dict[str, Any]] = None) -> tuple:
-    """(lines, ratios, how they were taken): the last results' when they measured the same files with the same
-    settings, else measured."""
-    reused = _reused_timing(previous, key)
-    if reused is not None:
+    """(lines, ratios of each line over the legacy CPU line of the same stem and precision, how they were taken): the
+    last results' when they measured the same files with the same settings, else measured (with, when ``timed`` is
+    asked for, the manifest's other CPU models, for the TorchScript format's result)."""
+    last = reused(previous, key, _line_of)
+    if last is not None:
         notes.append(f"timings reused from {previous.get('written')}: the same files measured with the same "
                      "settings (--again measures again)")
-        return reused
-    also = [] if timed is None else _other_cpu_models(s.models, cands)
-    with progress("ExecuTorch host timing", total=(len(cands) + len(also)) * (1 + s.repeat)) as bar:
-        return measure_lines(cands, s, bar, also, timed)
+        return last
+    baselines = {line.file for line, _ in pairs if line.runtime == "torchscript-cpu"}
+    also = [] if timed is None else [cpu_candidate(f) for f in ConvertManifest.load(s.models).files
+                                     if f.backend == "cpu" and f.file not in baselines]
+    subjects, taken = measure([c for _, c in pairs] + also, s, "ExecuTorch host timing", timed)
+    lines = []
+    for (line, _), subj in zip(pairs, subjects):
+        line.timing = Timing(**subj.stats())
+        lines.append(line)
+    base = {(x.stem, x.precision): x.label for x in lines if x.runtime == "torchscript-cpu"}
+    return lines, ratios_over(subjects, {x.label: base.get((x.stem, x.precision)) for x in lines
+                                         if x.runtime != "torchscript-cpu"}), taken
 
 
-def _other_cpu_models(models_dir: Path, cands: List[Candidate]) -> list:
-    """The manifest's TorchScript CPU models that are not baselines among ``cands``."""
-    timed = {c.line.file for c in cands if c.line.runtime == "torchscript-cpu"}
-    return [f for f in ConvertManifest.load(models_dir).files if f.backend == "cpu" and f.file not in timed]
+def _line_of(row: Dict[str, Any]) -> Optional[BenchLine]:
+    """A timed line of the last record (the lines not timed are made anew from this run's files)."""
+    if row.get("timing") is None:
+        return None
+    return BenchLine(**{**{k: v for k, v in row.items() if k in BenchLine.__dataclass_fields__},
+                        "timing": Timing(**row["timing"])})
 
 
 # --------------------------------------------------------------------------- reusing unchanged measurements
 
 CACHE_PROTOCOL = 2  # bump when what a check or a timing measures changes
-
-
-def _digest(obj: Any) -> str:
-    import hashlib
-
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class PteHostBenchRecord(HostBenchRecord):
@@ -589,33 +530,13 @@ class PteHostBenchRecord(HostBenchRecord):
     NAME = "executorch-host-bench.json"
 
 
-def _previous(s: PteBenchSettings) -> Dict[str, Any]:
-    """The last results of this output directory, when readable and ours (anything else, an earlier torchdroid's
-    too: measure, and write the record anew)."""
-    try:
-        return PteHostBenchRecord.load(Path(s.out) / PteHostBenchRecord.NAME).data
-    except RecordError:
-        return {}
-
-
 def check_key(f: PteFile, ref_path: Path, s: PteBenchSettings) -> str:
     """What a check's result depends on: the program, its reference and ETRecord, the bounds, the runtime."""
     from toolchain.fsutil import sha256_file
 
     etrecord = (f.extra.get("etrecord") or {}).get("sha256")
-    return _digest([CACHE_PROTOCOL, f.sha256, sha256_file(ref_path), etrecord, s.float_atol, s.float_rtol,
+    return digest([CACHE_PROTOCOL, f.sha256, sha256_file(ref_path), etrecord, s.float_atol, s.float_rtol,
                     s.per_operator, s.debug_buffer_mb, executorch_pins.identity()])
-
-
-def timing_key(cands: List["Candidate"], s: PteBenchSettings, engine: str) -> str:
-    """What the timings depend on: every file timed (by content), the protocol, the threads, engine and versions."""
-    import torch
-
-    from toolchain.fsutil import sha256_file
-
-    return _digest([CACHE_PROTOCOL, [(c.line.label, sha256_file(Path(s.models) / c.line.file)) for c in cands],
-                    s.warmup, s.iters, s.repeat, s.threads, s.reference_kernels, engine, torch.__version__,
-                    executorch_pins.identity()])
 
 
 def _reused_check(previous: Dict[str, Any], key: str) -> Optional[CheckRow]:
@@ -629,23 +550,6 @@ def _reused_check(previous: Dict[str, Any], key: str) -> Optional[CheckRow]:
             except TypeError:
                 return None
     return None
-
-
-def _reused_timing(previous: Dict[str, Any], key: str) -> Optional[tuple]:
-    if previous.get("timing_key") != key:
-        return None
-    try:
-        lines = []
-        for row in previous["rows"]:
-            if row.get("timing") is None:
-                continue  # idle lines are rebuilt from this run's files
-            timing = Timing(**row["timing"])
-            lines.append(BenchLine(**{**{k: v for k, v in row.items() if k in BenchLine.__dataclass_fields__},
-                                      "timing": timing}))
-        ratios = [Ratio.from_dict(r) for r in previous.get("ratios", [])]
-    except (KeyError, TypeError):
-        return None
-    return lines, ratios, Conditions.from_dict(previous.get("conditions"))
 
 
 def _checks(files: List[PteFile], refs, ref_paths, s: PteBenchSettings, previous: Dict[str, Any],
@@ -712,12 +616,6 @@ def _say_check_time(todo: List[PteFile], times: Dict[str, Any]) -> None:
         log.info("checking %d program(s), then their per-operator comparison in a child process", len(todo))
 
 
-def _unstable(lines: List[BenchLine], taken) -> List[str]:
-    timed = [x for x in lines if x.timing]
-    return unstable_notes({x.label: x.timing.spread_pct for x in timed if x.timing.unstable},
-                          timed[0].timing.repeats if timed else 0, taken)
-
-
 def load_reference(path: Path) -> Dict[str, Any]:
     import pickle
 
@@ -733,20 +631,6 @@ def load_reference(path: Path) -> Dict[str, Any]:
                           remedy="run `invoke convert --format executorch --force`") from e
 
 
-def _write(s: PteBenchSettings, checks, lines, notes, ratios, timing_key: str, taken: Optional[Conditions]) -> Path:
-    import torch
-
-    body = {"models": str(s.models),
-            "torch": torch.__version__, "executorch": executorch_pins.identity(), "threads": s.threads,
-            "executorch_threads": EXECUTORCH_THREADS,
-            "warmup": s.warmup, "iters": s.iters, "checks": [asdict(c) for c in checks],
-            "repeat": s.repeat, "reference_kernels": s.reference_kernels, "rows": [asdict(x) for x in lines],
-            "speedups": speedups(lines, ratios), "ratios": [r.as_dict() for r in ratios], "timing_key": timing_key,
-            "notes": notes, "conditions": taken.as_dict() if taken else None}  # how the timing rounds were taken
-    own_dir(Path(s.out), "bench-executorch")  # each file listed in its manifest: clean keeps the user's
-    return PteHostBenchRecord(body).write(Path(s.out) / PteHostBenchRecord.NAME)
-
-
 def check_cells(c: CheckRow) -> tuple:
     """One row of the check table, as text."""
     diff = f"{c.max_abs_diff:.2e}" if c.max_abs_diff is not None else "-"
@@ -756,11 +640,3 @@ def check_cells(c: CheckRow) -> tuple:
     ops = f"{len(c.operators)} rows" if c.operators else (c.operator_note or "-")[:40]
     verdict = "ok" if c.ok else (f"not run: {c.reason}" if not c.ran else f"FAILED: {c.reason}")
     return c.variant, c.reference, diff, limit, top, ops, verdict
-
-
-def speedups(lines: List[BenchLine], ratios: Sequence[Any]) -> Dict[str, float]:
-    """Each line's speed-up over the legacy TorchScript CPU line of the same model and precision: the headline of its
-    per-round ratios (``ratios``, :class:`toolchain.stats.Comparison`'s one rule); the timed baselines 1.0."""
-    out = {x.label: 1.0 for x in lines if x.runtime == "torchscript-cpu" and x.timing}
-    out.update((r.other, round(r.value, 3)) for r in ratios)
-    return out

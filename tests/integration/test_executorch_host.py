@@ -149,8 +149,7 @@ def test_both_formats_time_each_cpu_model_once(tiny_lane, tmp_path, monkeypatch)
     def counted(path):
         loads.append(Path(path).name)
         return real(path)
-    monkeypatch.setattr(host_bench, "load_bundled", counted)
-    monkeypatch.setattr(pte_host, "load_bundled", counted)
+    monkeypatch.setattr(host_bench, "load_bundled", counted)  # both formats' one loader of a TorchScript model
     ts = HostBenchSettings(models=models, warmup=1, iters=3, threads=1, out=tmp_path / "bench", repeat=2)
     et = pte_host.PteBenchSettings(**vars(ts), per_operator=False, host_nnapi=False, again=True)
     results = bench_all({"torchscript": ts, "executorch": et})
