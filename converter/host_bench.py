@@ -16,19 +16,19 @@ phone (``invoke deploy``) or the host NNAPI (``invoke verify``).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
 import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from toolchain.errors import RecordError, UsageError
+from toolchain import executorch_pins
+from toolchain.errors import RecordError, UsageError, VerificationError
 from toolchain.host_conditions import Conditions, watch
-from toolchain.fsutil import atomic_write_csv, ensure_writable_dir, own_dir, refuse_another_owner, sha256_file
+from toolchain.fsutil import atomic_write_csv, digest_of, ensure_writable_dir, own_dir, refuse_another_owner, sha256_file
 from toolchain.progress import duration, progress
 from toolchain.record_base import Record
+from toolchain.pte_records import PteFile, load_method, load_section, program_args, pte_files, reference_path
 from toolchain.records import ConvertManifest
 from toolchain.settings import default
 from toolchain.stats import VARIANCE_LIMIT_PCT
@@ -221,16 +221,12 @@ def time_alternated(subjects: list, repeat: int, iters: int, bar, threads: int) 
     return w.conditions
 
 
-def digest(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
-
-
 def timing_key(files: Iterable[Tuple[str, Path]], s: Any, *more: Any) -> str:
     """What a timing depends on: every (key, file) timed, by content; the protocol, the threads, the quantized engine,
     torch's version, and ``more`` (what else the format's timing depends on)."""
     import torch
 
-    return digest([PROTOCOL, [(key, sha256_file(path)) for key, path in files], s.warmup, s.iters, s.repeat,
+    return digest_of([PROTOCOL, [(key, sha256_file(path)) for key, path in files], s.warmup, s.iters, s.repeat,
                    s.threads, host_engine(), torch.__version__, *more])
 
 
@@ -337,3 +333,242 @@ def _write_results(out: Path, manifest: ConvertManifest, cpu_files, rows: List[B
         quantized_engine=rows[0].quantized_engine,
         models={f.file: f.sha256 for f in cpu_files})  # what was measured (`invoke all` reuses it)
     return json_path, atomic_write_csv(out / "host-bench.csv", rows, CSV_COLUMNS)
+
+
+# --------------------------------------------------------------------------- the ExecuTorch format's bench
+
+
+@dataclass(frozen=True)
+class PteBenchSettings(HostBenchSettings):
+    """The host timing protocol's settings and what only the ExecuTorch format has (its check's bounds, its lines)."""
+
+    float_atol: float = 1e-4
+    float_rtol: float = 1e-5
+    per_operator: bool = True
+    debug_buffer_mb: int = 512  # ETDump's buffer for every intermediate output of one run
+    legacy: bool = True  # time the legacy CPU (and host NNAPI) models beside the .pte programs
+    host_nnapi: bool = True
+    reference_kernels: str = "short"  # portable .pte and host NNAPI lines: short (a few iterations) | full | skip
+    again: bool = False  # measure again even when the last results measured the same files with the same settings
+
+
+@dataclass
+class BenchLine:
+    """One row of the side-by-side table: a legacy model or a .pte program, same protocol."""
+
+    label: str  # "TorchScript CPU quant_none", "ExecuTorch fp32-xnnpack", ...
+    file: str
+    runtime: str  # torchscript-cpu | host-nnapi | executorch
+    precision: str  # fp32 | int8
+    timing: Optional[Timing] = None
+    note: str = ""
+    stem: str = ""
+    mobile_optimized: Optional[bool] = None  # legacy CPU models: did optimize_for_mobile run (XNNPACK prepacking)?
+
+
+@dataclass
+class PteBenchResult:
+    checks: List[Any]  # converter.executorch_check.CheckRow, one per program
+    lines: List[BenchLine]
+    json_path: Path
+    notes: List[str] = field(default_factory=list)
+    ratios: List[Ratio] = field(default_factory=list)  # each line over the legacy CPU line of its stem and precision
+    conditions: Optional[Conditions] = None  # how the timing rounds were taken (toolchain/host_conditions.py)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks if c.ran)
+
+    def baselines(self) -> List[str]:
+        """The timed legacy TorchScript CPU lines: every speed-up's baseline (1.0)."""
+        return [x.label for x in self.lines if x.runtime == "torchscript-cpu" and x.timing]
+
+    def raise_for_failures(self) -> None:
+        """A VerificationError (exit 8) naming every program that differs from its reference."""
+        bad = [c for c in self.checks if c.ran and not c.ok]
+        if bad:
+            raise VerificationError(f"{len(bad)} ExecuTorch program(s) differ from their reference: "
+                                    + "; ".join(f"{c.variant}: {c.reason}" for c in bad),
+                                    remedy=f"see {self.json_path}; convert again (`invoke convert --force` with the "
+                                           "options you converted with), or report the delegate's numerics upstream")
+
+
+class PteHostBenchRecord(HostBenchRecord):
+    """``<bench.out>/executorch-host-bench.json``: the last host check and timing of the ExecuTorch programs."""
+
+    KIND, REMEDY = "torchdroid.executorch-host-bench", "run `invoke bench --format executorch` again"
+    NAME = "executorch-host-bench.json"
+
+
+# ExecuTorch's threadpool (XNNPACK's threads) keeps the size ExecuTorch gives it: its Python API has no public means
+# to set it (docs/architecture.md, "Private members of dependencies we still use, and why"); on a Linux host that is
+# one thread per processor
+EXECUTORCH_THREADS = "ExecuTorch's default (one per processor on a Linux host)"
+UNOPTIMIZED_BASELINE = ("the legacy TorchScript CPU models (every speed-up's baseline) were converted without "
+                        "optimize_for_mobile: this torch has no XNNPACK (x86_64 PyPI wheels), so they are fused but not "
+                        "XNNPACK-prepacked and slower than the fully optimised files a torch with XNNPACK makes; "
+                        "ExecuTorch's speed-ups over them are larger than over optimised ones")
+
+
+def set_threads(threads: int) -> str:
+    """``threads`` intra-op threads for torch; returns what ExecuTorch's threadpool uses (EXECUTORCH_THREADS)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    return EXECUTORCH_THREADS
+
+
+def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Subject]] = None) -> PteBenchResult:
+    """Each program checked against its reference (converter/executorch_check.py), then timed beside the legacy
+    models.  ``timed``: a dict to fill with every TorchScript CPU model's rounds (file -> Subject), all of them timed
+    in this format's rounds beside its baselines, so that the TorchScript format's result times none again."""
+    check_protocol(s, "bench-executorch")  # before anything is measured
+    from toolchain.logs import native_output_to_log
+
+    from .executorch_check import check_all
+
+    notes: List[str] = []
+    last = PteHostBenchRecord.last(s.out)
+    previous = {} if s.again else last  # --again: nothing reused, the last times still say how long it takes
+    # ExecuTorch's and cpuinfo's C++ lines go to the run log, not over the progress
+    with native_output_to_log(), pinned(threads=s.threads, engine=host_engine()):
+        files, ref_paths, refs = _programs(s)
+        set_threads(s.threads)
+        checks = check_all(files, refs, ref_paths, s, previous, notes, last)
+        pairs, idle = _candidates(files, refs, s, notes)
+        key = timing_key([(line.label, Path(s.models) / line.file) for line, _ in pairs], s, s.reference_kernels,
+                         executorch_pins.identity())
+        lines, ratios, taken = _timings(pairs, s, previous, key, notes, timed)
+    lines += idle
+    if any(x.mobile_optimized is False for x in lines):
+        notes.append(UNOPTIMIZED_BASELINE)
+    notes.extend(timing_notes(ratios, {x.label: x.timing for x in lines if x.timing}, taken))
+    result = PteBenchResult(checks, lines, Path(s.out) / PteHostBenchRecord.NAME, notes, ratios, taken)
+    result.json_path = PteHostBenchRecord.write_results(
+        s.out, s, "bench-executorch", lines, ratios, notes, taken, models=str(s.models),
+        executorch=executorch_pins.identity(), executorch_threads=EXECUTORCH_THREADS,
+        checks=[asdict(c) for c in checks], reference_kernels=s.reference_kernels,
+        speedups=speedups(result.baselines(), ratios), timing_key=key)
+    return result
+
+
+def _programs(s: PteBenchSettings) -> tuple:
+    """(the .pte files, their reference paths and references by stem); every tampered or missing program that
+    would run here is refused before anything runs."""
+    from .executorch_check import load_reference
+
+    files = pte_files(s.models)
+    executorch_pins.require_executorch()
+    for f in files:
+        if f.runs_on_host:
+            f.check_hash()
+    section = load_section(s.models)
+    ref_paths = {stem: reference_path(s.models, stem, section) for stem in sorted({f.stem for f in files})}
+    return files, ref_paths, {stem: load_reference(path) for stem, path in ref_paths.items()}
+
+
+def _pte_loader(path: Path, example) -> Callable[[], Callable[[], Any]]:
+    def load():
+        method = load_method(path)
+        args = program_args(example)
+        return lambda: method.execute(args)
+    return load
+
+
+def pte_candidates(files: List[PteFile], refs: Dict[str, Any]) -> tuple:
+    """([(line, candidate)] of the .pte programs that run here (``rough``: reference kernels), the lines of those that
+    do not)."""
+    pairs, idle = [], []
+    for f in files:
+        line = BenchLine(f"ExecuTorch {f.variant}", f.file, "executorch", f.precision, stem=f.stem)
+        if not f.runs_on_host:
+            line.note = "not runnable here: " + (f.extra.get("host_check") or {}).get("reason", "delegate not registered")
+            idle.append(line)
+            continue
+        load = _pte_loader(f.path, refs[f.stem]["inputs"][0])
+        pairs.append((line, Candidate(line.label, f.file, load, rough=f.delegate == "portable")))
+    return pairs, idle
+
+
+def legacy_candidates(models_dir: Path, stems: List[str], s: PteBenchSettings, notes: List[str]) -> list:
+    """[(line, candidate)] of the legacy TorchScript CPU models (and, where the host NNAPI builds, the NNAPI ones,
+    ``rough``: reference kernels) of quant_none/quant_full."""
+    man = ConvertManifest.load(models_dir)
+    wanted = [f for f in man.files if f.stem in stems and f.variant in ("quant_none", "quant_full")]
+    if not wanted:
+        notes.append("no legacy TorchScript models in the manifest to compare with: run `invoke convert` "
+                     "with --format torchscript,executorch")
+        return []
+    nnapi_ok, why = _host_nnapi(s)
+    if not nnapi_ok:
+        notes.append(f"host NNAPI not timed: {why}")
+    pairs = []
+    for f in [f for f in wanted if f.backend == "cpu" or nnapi_ok]:
+        cpu = f.backend == "cpu"
+        line = BenchLine(f"{'TorchScript CPU' if cpu else 'host NNAPI'} {f.variant}", f.file,
+                         "torchscript-cpu" if cpu else "host-nnapi", "fp32" if f.mode == "none" else "int8",
+                         stem=f.stem, mobile_optimized=bool(f.extra.get("mobile_optimized")) if cpu else None)
+        cand = cpu_candidate(f, line.label)
+        pairs.append((line, cand if cpu else dataclasses.replace(cand, rough=True, cpu_model=False)))
+    return pairs
+
+
+def _host_nnapi(s: PteBenchSettings) -> tuple:
+    if not s.host_nnapi:
+        return False, "turned off"
+    import host_nnapi
+
+    ok, why = host_nnapi.availability()
+    if ok:
+        host_nnapi.load()
+    return ok, why
+
+
+def _candidates(files: List[PteFile], refs: Dict[str, Any], s: PteBenchSettings, notes: List[str]) -> tuple:
+    """([(line, candidate)] to time: the legacy models first, then the programs; the lines not timed)."""
+    pairs, idle = pte_candidates(files, refs)
+    if s.legacy:
+        pairs = legacy_candidates(s.models, sorted(refs), s, notes) + pairs
+    timed = []
+    for line, c in pairs:
+        if c.rough and s.reference_kernels == "skip":
+            line.note = "reference kernels: not timed (--reference-kernels short or full times them)"
+            idle.append(line)
+            continue
+        if c.rough and s.reference_kernels == "short":
+            line.note = (f"reference kernels: {SHORT_ITERS} iterations per round, a rough number "
+                         "(--reference-kernels full for the whole protocol)")
+        c.rough = c.rough and s.reference_kernels == "short"
+        timed.append((line, c))
+    return timed, idle
+
+
+def _timings(pairs: list, s: PteBenchSettings, previous: Dict[str, Any], key: str,
+             notes: List[str], timed: Optional[Dict[str, Subject]] = None) -> tuple:
+    """(lines, ratios of each line over the legacy CPU line of the same stem and precision, how they were taken): the
+    last results' when they measured the same files with the same settings, else measured (with, when ``timed`` is
+    asked for, the manifest's other CPU models, for the TorchScript format's result)."""
+    last = reused(previous, key, _line_of)
+    if last is not None:
+        notes.append(f"timings reused from {previous.get('written')}: the same files measured with the same "
+                     "settings (--again measures again)")
+        return last
+    baselines = {line.file for line, _ in pairs if line.runtime == "torchscript-cpu"}
+    also = [] if timed is None else [cpu_candidate(f) for f in ConvertManifest.load(s.models).files
+                                     if f.backend == "cpu" and f.file not in baselines]
+    subjects, taken = measure([c for _, c in pairs] + also, s, "ExecuTorch host timing", timed)
+    lines = []
+    for (line, _), subj in zip(pairs, subjects):
+        line.timing = Timing(**subj.stats())
+        lines.append(line)
+    base = {(x.stem, x.precision): x.label for x in lines if x.runtime == "torchscript-cpu"}
+    return lines, ratios_over(subjects, {x.label: base.get((x.stem, x.precision)) for x in lines
+                                         if x.runtime != "torchscript-cpu"}), taken
+
+
+def _line_of(row: Dict[str, Any]) -> Optional[BenchLine]:
+    """A timed line of the last record (the lines not timed are made anew from this run's files)."""
+    if row.get("timing") is None:
+        return None
+    return BenchLine(**{**{k: v for k, v in row.items() if k in BenchLine.__dataclass_fields__},
+                        "timing": Timing(**row["timing"])})

@@ -93,7 +93,7 @@ def program_inputs(models: Path, stems: Sequence[str], programs: Sequence[PteFil
     out: Dict[str, ProgramInputs] = {}
     for stem in stems:
         try:
-            from converter.pte_host import load_reference
+            from converter.executorch_check import load_reference
 
             ref = load_reference(reference_path(models, stem, section))
         except RecordError as e:

@@ -427,7 +427,7 @@ def _pte_check(f: Any) -> str:
 
 def pte_bench(result: Any, as_json: bool = False) -> None:
     """bench-executorch: each program against its reference, then the host latencies beside the legacy models."""
-    from converter.pte_host import check_cells
+    from converter.executorch_check import check_cells
 
     if as_json:
         return emit_json(result)

@@ -120,9 +120,9 @@ def test_the_push_cache_is_a_record_and_an_earlier_ones_is_ignored_then_replaced
 
 
 def test_the_executorch_host_bench_is_a_record_and_an_earlier_ones_is_measured_again(tmp_path):
-    """executorch-host-bench.json (converter/pte_host.py) is a kind on the record base: bench reuses what this
+    """executorch-host-bench.json (converter/host_bench.py) is a kind on the record base: bench reuses what this
     torchdroid wrote, and an earlier torchdroid's file (no schema) is not reused: measured again, then replaced."""
-    from converter.pte_host import PteHostBenchRecord
+    from converter.host_bench import PteHostBenchRecord
 
     path = tmp_path / "executorch-host-bench.json"
     rb.write_record(path, "torchdroid.executorch-host-bench", 1, {"timing_key": "k", "rows": []})
