@@ -44,6 +44,7 @@ from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_write_json, digest_of, sha256_file
 from toolchain.progress import duration, progress, time_left
 from toolchain.pte_records import PteFile, load_method, load_program, program_args
+from toolchain.record_base import FlatRecord
 
 log = logging.getLogger(__name__)
 CHECK_PROTOCOL = 2  # bump when what a check measures changes
@@ -56,7 +57,9 @@ INT8_BUDGET_FACTOR = 2.0
 
 
 @dataclass
-class CheckRow:
+class CheckRow(FlatRecord):
+    """One program's check (a row of executorch-host-bench.json's ``checks``)."""
+
     variant: str
     file: str
     ran: bool
@@ -247,7 +250,7 @@ def check_key(f: PteFile, ref_path: Path, s: Any) -> str:
 def _reused_check(previous: Dict[str, Any], key: str) -> Optional[CheckRow]:
     row = next((r for r in previous.get("checks") or [] if isinstance(r, dict) and key and r.get("key") == key), None)
     try:
-        c = CheckRow(**{k: v for k, v in row.items() if k in CheckRow.__dataclass_fields__}) if row else None
+        c = CheckRow.from_dict(row) if row else None
     except TypeError:
         return None
     if c is not None:

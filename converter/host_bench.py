@@ -1,4 +1,4 @@
-"""The host timing protocol of every format (``invoke bench``), and the TorchScript format's part of it.
+"""``invoke bench`` on this machine: the one host timing protocol, and what each format gives it to time.
 
 Protocol (speed_benchmark_torch's): load the model, take its first input, run ``warmup`` untimed iterations, then
 ``iters`` timed ones, single-threaded by default (``--pthreadpool_size=1``).  Every candidate (:class:`Candidate`:
@@ -9,10 +9,11 @@ unchanged timing (:func:`timing_key`, :func:`reused`) and the record (:class:`Ho
 quantized engine and the thread count are pinned for the measurement and restored after it
 (:mod:`converter.torch_state`): the same files give the same numbers whatever ran before in the process.
 
-The TorchScript format times its CPU models (their first bundled input); NNAPI models are not run here: they need a
-phone (``invoke deploy``) or the host NNAPI (``invoke verify``).
+TorchScript (:func:`run_host_bench`): its CPU models on their first bundled input; NNAPI models are not run here
+(they need a phone, ``invoke deploy``, or the host NNAPI, ``invoke verify``).  ExecuTorch (:func:`run_pte_bench`):
+each ``.pte`` checked against its reference first (converter/executorch_check.py), then the programs that run here
+timed beside the legacy TorchScript CPU (and host NNAPI) models of the same stem.
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -27,7 +28,7 @@ from toolchain.errors import RecordError, UsageError, VerificationError
 from toolchain.host_conditions import Conditions, watch
 from toolchain.fsutil import atomic_write_csv, digest_of, ensure_writable_dir, own_dir, refuse_another_owner, sha256_file
 from toolchain.progress import duration, progress
-from toolchain.record_base import Record
+from toolchain.record_base import FlatRecord, Record
 from toolchain.pte_records import PteFile, load_method, load_section, program_args, pte_files, reference_path
 from toolchain.records import ConvertManifest
 from toolchain.settings import default
@@ -353,7 +354,7 @@ class PteBenchSettings(HostBenchSettings):
 
 
 @dataclass
-class BenchLine:
+class BenchLine(FlatRecord):
     """One row of the side-by-side table: a legacy model or a .pte program, same protocol."""
 
     label: str  # "TorchScript CPU quant_none", "ExecuTorch fp32-xnnpack", ...
@@ -475,21 +476,6 @@ def _pte_loader(path: Path, example) -> Callable[[], Callable[[], Any]]:
     return load
 
 
-def pte_candidates(files: List[PteFile], refs: Dict[str, Any]) -> tuple:
-    """([(line, candidate)] of the .pte programs that run here (``rough``: reference kernels), the lines of those that
-    do not)."""
-    pairs, idle = [], []
-    for f in files:
-        line = BenchLine(f"ExecuTorch {f.variant}", f.file, "executorch", f.precision, stem=f.stem)
-        if not f.runs_on_host:
-            line.note = "not runnable here: " + (f.extra.get("host_check") or {}).get("reason", "delegate not registered")
-            idle.append(line)
-            continue
-        load = _pte_loader(f.path, refs[f.stem]["inputs"][0])
-        pairs.append((line, Candidate(line.label, f.file, load, rough=f.delegate == "portable")))
-    return pairs, idle
-
-
 def legacy_candidates(models_dir: Path, stems: List[str], s: PteBenchSettings, notes: List[str]) -> list:
     """[(line, candidate)] of the legacy TorchScript CPU models (and, where the host NNAPI builds, the NNAPI ones,
     ``rough``: reference kernels) of quant_none/quant_full."""
@@ -524,21 +510,31 @@ def _host_nnapi(s: PteBenchSettings) -> tuple:
     return ok, why
 
 
+ROUGH = {"short": f"reference kernels: {SHORT_ITERS} iterations per round, a rough number (--reference-kernels full "
+                  "for the whole protocol)", "skip": "reference kernels: not timed (--reference-kernels short or full "
+                                                    "times them)", "full": ""}
+
+
 def _candidates(files: List[PteFile], refs: Dict[str, Any], s: PteBenchSettings, notes: List[str]) -> tuple:
-    """([(line, candidate)] to time: the legacy models first, then the programs; the lines not timed)."""
-    pairs, idle = pte_candidates(files, refs)
-    if s.legacy:
-        pairs = legacy_candidates(s.models, sorted(refs), s, notes) + pairs
+    """([(line, candidate)] to time: the legacy models first, then the programs that run here, ``rough`` the reference
+    kernels in ``short`` mode; the lines not timed: the programs that do not run here, reference kernels in ``skip``)."""
+    pairs = legacy_candidates(s.models, sorted(refs), s, notes) if s.legacy else []
+    idle = []
+    for f in files:
+        line = BenchLine(f"ExecuTorch {f.variant}", f.file, "executorch", f.precision, stem=f.stem)
+        if f.runs_on_host:
+            load = _pte_loader(f.path, refs[f.stem]["inputs"][0])
+            pairs.append((line, Candidate(line.label, f.file, load, rough=f.delegate == "portable")))
+        else:
+            line.note = "not runnable here: " + (f.extra.get("host_check") or {}).get("reason", "delegate not registered")
+            idle.append(line)
     timed = []
     for line, c in pairs:
-        if c.rough and s.reference_kernels == "skip":
-            line.note = "reference kernels: not timed (--reference-kernels short or full times them)"
-            idle.append(line)
-            continue
-        if c.rough and s.reference_kernels == "short":
-            line.note = (f"reference kernels: {SHORT_ITERS} iterations per round, a rough number "
-                         "(--reference-kernels full for the whole protocol)")
-        c.rough = c.rough and s.reference_kernels == "short"
+        if c.rough:
+            line.note, c.rough = ROUGH[s.reference_kernels], s.reference_kernels == "short"
+            if s.reference_kernels == "skip":
+                idle.append(line)
+                continue
         timed.append((line, c))
     return timed, idle
 
@@ -570,5 +566,4 @@ def _line_of(row: Dict[str, Any]) -> Optional[BenchLine]:
     """A timed line of the last record (the lines not timed are made anew from this run's files)."""
     if row.get("timing") is None:
         return None
-    return BenchLine(**{**{k: v for k, v in row.items() if k in BenchLine.__dataclass_fields__},
-                        "timing": Timing(**row["timing"])})
+    return BenchLine.from_dict({**row, "timing": Timing(**row["timing"])})

@@ -368,6 +368,26 @@ def test_unchanged_measurements_are_reused_and_again_measures_again(tiny_lane, t
     assert not any("reused" in n for n in again.notes)
 
 
+def test_the_per_operator_comparison_runs_by_hand_as_docs_executorch_md_says(tiny_lane, tmp_path):
+    """`python -m converter.executorch_check JOBS_JSON DEBUG_BUFFER_MB` (docs/executorch.md): the child's work alone,
+    one result file per job, the same rows the stage gets."""
+    import subprocess
+    import sys
+
+    from toolchain.pte_records import reference_path
+
+    out = tiny_lane[0]
+    f = next(f for f in pte_files(out) if f.variant == "fp32-portable")
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps([{"program": str(f.path.resolve()), "etrecord": str(out / f.extra["etrecord"]["file"]),
+                                 "reference": str(reference_path(out, f.stem)), "out": str(tmp_path / "ops.json")}]))
+    r = subprocess.run([sys.executable, "-m", "converter.executorch_check", str(jobs), "64"], cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads((tmp_path / "ops.json").read_text())["rows"]
+    assert len(rows) >= 3 and all(row["mse"] < 1e-8 for row in rows)  # the portable program, operator by operator
+
+
 def test_one_child_compares_every_program_and_one_that_fails_does_not_take_the_others(tiny_lane, tmp_path):
     """The per-operator comparisons run in one child for all programs; when it ends on a program (here: its ETRecord
     is damaged), that program gets the reason and the programs after it are still compared, in a new child."""
