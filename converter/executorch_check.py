@@ -396,11 +396,9 @@ def numeric_gap(program: Path, etrecord: Path, example, debug_buffer_mb: int) ->
 
 def main(argv=None) -> int:
     """Compare the jobs of JOBS_JSON in turn (the child's work; by hand: ``python -m converter.executorch_check``)."""
-    import torch
-
     jobs, mb = (argv or sys.argv[1:])[:2]
     for job in json.loads(Path(jobs).read_text()):
-        ref = torch.load(job["reference"], weights_only=True)
+        ref = load_reference(Path(job["reference"]))
         example = ref.get("example", ref["inputs"][0])  # the ETRecord's representative input (lowering's example)
         rows = numeric_gap(Path(job["program"]), Path(job["etrecord"]), example, int(mb))
         atomic_write_json(Path(job["out"]), {"rows": rows})
