@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 from toolchain import executorch_pins
 from toolchain.errors import RecordError, UsageError, VerificationError
 from toolchain.host_conditions import Conditions, watch
+from toolchain.logs import native_output_to_log
 from toolchain.fsutil import atomic_write_csv, digest_of, ensure_writable_dir, own_dir, refuse_another_owner, sha256_file
 from toolchain.progress import duration, progress
 from toolchain.record_base import FlatRecord, Record
@@ -34,6 +35,7 @@ from toolchain.records import ConvertManifest
 from toolchain.settings import default
 from toolchain.stats import VARIANCE_LIMIT_PCT
 
+from .executorch_check import check_all, load_reference
 from .rounds import Ratio, Subject, alternate, estimate_s, prepare, ratio, ratio_notes
 from .torch_state import host_engine, pinned
 
@@ -290,8 +292,6 @@ def run_host_bench(settings: HostBenchSettings, timed: Optional[Dict[str, Subjec
     cpu_files = [f for f in manifest.files if f.backend == "cpu"]
     if not cpu_files:
         raise UsageError(f"{manifest.path} lists no CPU models", remedy="run `invoke convert`")
-    from toolchain.logs import native_output_to_log
-
     engine = host_engine()
     if timed and taken is not None and all(f.file in timed for f in cpu_files):
         subjects = [timed[f.file] for f in cpu_files]
@@ -424,10 +424,6 @@ def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Subject]] = Non
     models.  ``timed``: a dict to fill with every TorchScript CPU model's rounds (file -> Subject), all of them timed
     in this format's rounds beside its baselines, so that the TorchScript format's result times none again."""
     check_protocol(s, "bench-executorch")  # before anything is measured
-    from toolchain.logs import native_output_to_log
-
-    from .executorch_check import check_all
-
     notes: List[str] = []
     last = PteHostBenchRecord.last(s.out)
     previous = {} if s.again else last  # --again: nothing reused, the last times still say how long it takes
@@ -456,8 +452,6 @@ def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Subject]] = Non
 def _programs(s: PteBenchSettings) -> tuple:
     """(the .pte files, their reference paths and references by stem); every tampered or missing program that
     would run here is refused before anything runs."""
-    from .executorch_check import load_reference
-
     files = pte_files(s.models)
     executorch_pins.require_executorch()
     for f in files:
