@@ -36,7 +36,7 @@ from toolchain.settings import default
 from toolchain.stats import VARIANCE_LIMIT_PCT
 
 from .executorch_check import check_all, load_reference
-from .rounds import Ratio, Subject, alternate, estimate_s, prepare, ratio, ratio_notes
+from .rounds import Ratio, Subject, Timing, alternate, estimate_s, prepare, ratio, ratio_notes
 from .torch_state import host_engine, pinned
 
 log = logging.getLogger(__name__)
@@ -52,24 +52,6 @@ class HostBenchSettings:
     threads: int = default("bench.threads")
     out: Path = Path(default("bench.out"))
     repeat: int = default("bench.repeat")  # alternated rounds of ``iters``; medians > 10 % apart flag the row ``unstable``
-
-
-@dataclass
-class Timing:
-    """One candidate's statistics over its rounds (converter/rounds.Subject.stats), for any runtime."""
-
-    median_ms: float
-    p90_ms: float
-    min_ms: float
-    mean_ms: float
-    max_ms: float = 0.0
-    std_ms: float = 0.0
-    load_ms: float = 0.0  # loading it (torch.jit.load, ExecuTorch's load_method)
-    first_ms: float = 0.0  # the first inference after loading
-    warmup_ms: float = 0.0  # mean of the warm-up iterations
-    spread_pct: float = 0.0  # range of the per-round medians relative to their median
-    unstable: bool = False  # spread_pct > VARIANCE_LIMIT_PCT: the rounds disagree
-    repeats: int = 1
 
 
 @dataclass
@@ -299,7 +281,7 @@ def run_host_bench(settings: HostBenchSettings, timed: Optional[Dict[str, Subjec
         with native_output_to_log(), pinned(threads=settings.threads, engine=engine), warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning)  # torch's C++ warnings go to the run log
             subjects, taken = measure([cpu_candidate(f) for f in cpu_files], settings, "host benchmark")
-    rows = [BenchRow(**s.stats(), file=f.file, variant=f.qualified_variant, mode=f.mode, backend=f.backend,
+    rows = [BenchRow(**asdict(s.stats()), file=f.file, variant=f.qualified_variant, mode=f.mode, backend=f.backend,
                      iters=settings.iters, warmup=settings.warmup, threads=settings.threads,
                      mobile_optimized=bool(f.extra.get("mobile_optimized", False)), memory_kb=s.memory_kb,
                      quantized_engine=engine) for f, s in zip(cpu_files, subjects)]
@@ -549,7 +531,7 @@ def _timings(pairs: list, s: PteBenchSettings, previous: Dict[str, Any], key: st
     subjects, taken = measure([c for _, c in pairs] + also, s, "ExecuTorch host timing", timed)
     lines = []
     for (line, _), subj in zip(pairs, subjects):
-        line.timing = Timing(**subj.stats())
+        line.timing = subj.stats()
         lines.append(line)
     base = {(x.stem, x.precision): x.label for x in lines if x.runtime == "torchscript-cpu"}
     return lines, ratios_over(subjects, {x.label: base.get((x.stem, x.precision)) for x in lines
