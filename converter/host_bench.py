@@ -212,7 +212,7 @@ def timing_key(files: Iterable[Tuple[str, Path]], s: Any, *more: Any) -> str:
     import torch
 
     return digest_of([PROTOCOL, [(key, sha256_file(path)) for key, path in files], s.warmup, s.iters, s.repeat,
-                   s.threads, host_engine(), torch.__version__, *more])
+                      s.threads, host_engine(), torch.__version__, *more])
 
 
 def reused(last: Dict[str, Any], key: str, row: Callable[[Dict[str, Any]], Any]) -> Optional[tuple]:
