@@ -275,22 +275,31 @@ def run_host_bench(settings: HostBenchSettings, timed: Optional[Dict[str, Subjec
     if not cpu_files:
         raise UsageError(f"{manifest.path} lists no CPU models", remedy="run `invoke convert`")
     engine = host_engine()
-    if timed and taken is not None and all(f.file in timed for f in cpu_files):
-        subjects = [timed[f.file] for f in cpu_files]
-    else:
-        with native_output_to_log(), pinned(threads=settings.threads, engine=engine), warnings.catch_warnings():
-            warnings.filterwarnings("ignore", category=FutureWarning)  # torch's C++ warnings go to the run log
-            subjects, taken = measure([cpu_candidate(f) for f in cpu_files], settings, "host benchmark")
-    rows = [BenchRow(**asdict(s.stats()), file=f.file, variant=f.qualified_variant, mode=f.mode, backend=f.backend,
-                     iters=settings.iters, warmup=settings.warmup, threads=settings.threads,
-                     mobile_optimized=bool(f.extra.get("mobile_optimized", False)), memory_kb=s.memory_kb,
-                     quantized_engine=engine) for f, s in zip(cpu_files, subjects)]
+    subjects, taken = _rounds(cpu_files, settings, engine, timed, taken)
+    rows = [_row(f, s, settings, engine) for f, s in zip(cpu_files, subjects)]
     floats = {f.stem: f.file for f in cpu_files if f.mode == "none"}  # each quantized model against its float one
     ratios = ratios_over(subjects, {f.file: floats.get(f.stem) for f in cpu_files if f.mode != "none"})
     notes = _notes(rows, ratios, taken)
     json_path, csv_path = _write_results(Path(settings.out), manifest, cpu_files, rows, notes, ratios, settings,
                                          taken)
     return HostBenchResult(rows, json_path, csv_path, notes, ratios, engine, taken)
+
+
+def _rounds(cpu_files, settings: HostBenchSettings, engine: str, timed: Optional[Dict[str, Subject]],
+            taken: Optional[Conditions]) -> Tuple[List[Subject], Optional[Conditions]]:
+    """The CPU models' rounds: another format's (``timed``, ``taken``) when they cover every CPU model, else timed."""
+    if timed and taken is not None and all(f.file in timed for f in cpu_files):
+        return [timed[f.file] for f in cpu_files], taken
+    with native_output_to_log(), pinned(threads=settings.threads, engine=engine), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning)  # torch's C++ warnings go to the run log
+        return measure([cpu_candidate(f) for f in cpu_files], settings, "host benchmark")
+
+
+def _row(f: Any, subject: Subject, settings: HostBenchSettings, engine: str) -> BenchRow:
+    return BenchRow(**asdict(subject.stats()), file=f.file, variant=f.qualified_variant, mode=f.mode,
+                    backend=f.backend, iters=settings.iters, warmup=settings.warmup, threads=settings.threads,
+                    mobile_optimized=bool(f.extra.get("mobile_optimized", False)), memory_kb=subject.memory_kb,
+                    quantized_engine=engine)
 
 
 def _notes(rows: List[BenchRow], ratios: List[Ratio], taken: Optional[Conditions]) -> List[str]:
