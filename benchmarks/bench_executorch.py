@@ -65,7 +65,7 @@ def legacy_call(mf):
 
 
 def pte_call(pf, example):
-    from converter.pte_host import load_method
+    from toolchain.pte_records import load_method
 
     pf.check_hash()
     method = load_method(pf.path)
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
 def measure(models: Path, args) -> dict:
     import torch
 
-    from converter.pte_host import set_threads
+    from converter.host_bench import set_threads
     from tests.executorch_support.lane import find_pte
     from toolchain.records import ConvertManifest
 
@@ -157,7 +157,7 @@ def spike_pair(pf, example, args) -> dict:
     """The spike's comparison: eager PyTorch vs the fp32 XNNPACK .pte, at default threads and at --threads."""
     import torch
 
-    from converter.pte_host import set_threads
+    from converter.host_bench import set_threads
 
     model = eager_model()
 
@@ -179,7 +179,7 @@ def spike_pair(pf, example, args) -> dict:
 
 
 def pte_call_output(pf, example):
-    from converter.pte_host import load_method
+    from toolchain.pte_records import load_method
 
     return load_method(pf.path).execute([example])[0]
 

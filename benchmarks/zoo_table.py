@@ -134,7 +134,7 @@ def pte_made(r) -> Dict[str, Any]:
 
 
 def pte_bench_lane(out: Path) -> Dict[str, Any]:
-    from converter.pte_host import PteBenchSettings, run_pte_bench
+    from converter.host_bench import PteBenchSettings, run_pte_bench
 
     r = run_pte_bench(PteBenchSettings(models=out, out=out.parent / "bench", per_operator=False, legacy=False,
                                        host_nnapi=False, reference_kernels="skip", **TIMING))

@@ -407,7 +407,7 @@ def calibration_record(spec: ModelSpec, calib: CalibrationSpec) -> Dict[str, Any
 
 
 def _as_recorded(tensors: List[Any]):
-    """Outputs as the reference records them: one tensor, or a tuple for several (converter.pte_host.per_output)."""
+    """Outputs as the reference records them: one tensor, or a tuple for several (converter.executorch_check.per_output)."""
     return tensors[0] if len(tensors) == 1 else tuple(tensors)
 
 

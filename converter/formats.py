@@ -54,7 +54,7 @@ class ExecuTorch(Format):
         return convert_executorch(settings)
 
     def bench(self, settings: Any, timed: Optional[Dict[str, Any]] = None, taken: Any = None) -> Any:
-        from .pte_host import run_pte_bench
+        from .host_bench import run_pte_bench
 
         return run_pte_bench(settings, timed)
 

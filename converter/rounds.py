@@ -28,6 +28,24 @@ def timed(call: Callable[[], Any]) -> float:
 
 
 @dataclass
+class Timing:
+    """A subject's statistics: every timed iteration of its rounds, their spread, load, first, warm-up."""
+
+    median_ms: float
+    p90_ms: float
+    min_ms: float
+    mean_ms: float
+    max_ms: float = 0.0
+    std_ms: float = 0.0
+    load_ms: float = 0.0  # loading it (torch.jit.load, ExecuTorch's load_method)
+    first_ms: float = 0.0  # the first inference after loading
+    warmup_ms: float = 0.0  # mean of the warm-up iterations
+    spread_pct: float = 0.0  # range of the per-round medians relative to their median
+    unstable: bool = False  # spread_pct > VARIANCE_LIMIT_PCT: the rounds disagree
+    repeats: int = 1
+
+
+@dataclass
 class Subject:
     """One model being timed: how to call it, and what was measured of it."""
 
@@ -45,16 +63,16 @@ class Subject:
         """One call's time as the warm-up saw it (the first call when there was no warm-up)."""
         return statistics.fmean(self.warm) if self.warm else self.first_ms
 
-    def stats(self) -> Dict[str, Any]:
+    def stats(self) -> Timing:
         """median / p90 / min / mean / max / std over every timed iteration, the rounds' spread, load, first, warm-up."""
         times = [t for run in self.runs for t in run]
         spread = spread_pct([statistics.median(run) for run in self.runs])
-        return dict(median_ms=statistics.median(times), p90_ms=percentile(times, 90), min_ms=min(times),
-                    mean_ms=statistics.fmean(times), max_ms=max(times),
-                    std_ms=statistics.stdev(times) if len(times) > 1 else 0.0, load_ms=self.load_ms,
-                    first_ms=self.first_ms, warmup_ms=statistics.fmean(self.warm) if self.warm else 0.0,
-                    spread_pct=spread, unstable=len(self.runs) > 1 and spread > VARIANCE_LIMIT_PCT,
-                    repeats=len(self.runs))
+        return Timing(median_ms=statistics.median(times), p90_ms=percentile(times, 90), min_ms=min(times),
+                      mean_ms=statistics.fmean(times), max_ms=max(times),
+                      std_ms=statistics.stdev(times) if len(times) > 1 else 0.0, load_ms=self.load_ms,
+                      first_ms=self.first_ms, warmup_ms=statistics.fmean(self.warm) if self.warm else 0.0,
+                      spread_pct=spread, unstable=len(self.runs) > 1 and spread > VARIANCE_LIMIT_PCT,
+                      repeats=len(self.runs))
 
 
 def prepare(key: str, load: Callable[[], Callable[[], Any]], warmup: int) -> Subject:

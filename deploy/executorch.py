@@ -285,7 +285,7 @@ class ProgramInputs:
 def program_inputs(models: Path, programs: Sequence[PteFile], work: Path) -> Dict[str, ProgramInputs]:
     """Per model stem: the recorded reference inputs written under ``work``, or the all-ones default on the
     programs' declared input shape."""
-    from converter.pte_host import load_reference
+    from converter.executorch_check import load_reference
 
     section = load_section(models)
     out: Dict[str, ProgramInputs] = {}

@@ -426,7 +426,7 @@ def _pte_check(f: Any) -> str:
 
 def pte_bench(result: Any, as_json: bool = False) -> None:
     """bench-executorch: each program against its reference, then the host latencies beside the legacy models."""
-    from converter.pte_host import check_cells
+    from converter.executorch_check import check_cells
 
     if as_json:
         return emit_json(result)
@@ -455,9 +455,9 @@ def pte_bench(result: Any, as_json: bool = False) -> None:
 def _pte_latency_rows(result: Any) -> list:
     """Per timed line: its times and its speed-up over the legacy CPU model (the median of the per-round ratios, with
     their range: toolchain.stats.Comparison); the baselines 1.00x; a line that was not timed: its note."""
-    from converter.pte_host import speedups
+    from converter.host_bench import speedups
 
-    cells = {label: f"{up:.2f}x" for label, up in speedups(result.lines, []).items()}  # the baselines: 1.00x
+    cells = {label: f"{up:.2f}x" for label, up in speedups(result.baselines(), []).items()}  # the baselines: 1.00x
     cells.update((r.other, f"{r.value:.2f}x ({r.low:.2f}-{r.high:.2f}"
                            f"{', ?' if r.uncertain else ', ~' if r.noisy else ''})") for r in result.ratios)
     return [(x.label, x.file, f"{x.timing.median_ms:.2f}", f"{x.timing.p90_ms:.2f}", f"{x.timing.min_ms:.2f}",

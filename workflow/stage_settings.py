@@ -150,7 +150,7 @@ def executorch_convert(config: Any, **cli):
 
 
 def pte_bench(config: Any, **cli):
-    from converter.pte_host import PteBenchSettings
+    from converter.host_bench import PteBenchSettings
 
     r = _resolver(config, cli, *_BENCH)
     return PteBenchSettings(

@@ -82,7 +82,7 @@ def test_a_second_run_reuses_and_a_tampered_program_is_rebuilt(tiny_lane, tmp_pa
 
 
 def _bench(out, tmp_path, **kw):
-    from converter.pte_host import PteBenchSettings, run_pte_bench
+    from converter.host_bench import PteBenchSettings, run_pte_bench
 
     return run_pte_bench(PteBenchSettings(models=out, warmup=1, iters=3, out=tmp_path / "bench", **kw))
 
@@ -106,7 +106,7 @@ def test_host_check_per_operator_and_side_by_side_timing(tiny_lane, tmp_path):
     body = json.loads(result.json_path.read_text())
     assert body["kind"] == "torchdroid.executorch-host-bench"
     # torch's threads as asked; ExecuTorch's pool at its default, said as such (no public means to size it)
-    from converter.pte_host import EXECUTORCH_THREADS
+    from converter.host_bench import EXECUTORCH_THREADS
 
     assert body["executorch_threads"] == EXECUTORCH_THREADS and body["executorch_threads"].startswith("ExecuTorch's")
     # every line timed in the same alternated rounds: one ratio per round for each line over its legacy CPU line
@@ -138,7 +138,7 @@ def test_both_formats_time_each_cpu_model_once(tiny_lane, tmp_path, monkeypatch)
     """Issue 31 item 1 (h13): `bench --format torchscript,executorch` loaded and timed the TorchScript CPU models
     twice, once per format; now each CPU model is timed once, in the ExecuTorch format's rounds beside the programs,
     and the TorchScript result is made from the same rounds (the same numbers in both tables)."""
-    from converter import host_bench, pte_host
+    from converter import host_bench
     from converter.formats import bench_all
     from converter.host_bench import HostBenchSettings
 
@@ -149,10 +149,9 @@ def test_both_formats_time_each_cpu_model_once(tiny_lane, tmp_path, monkeypatch)
     def counted(path):
         loads.append(Path(path).name)
         return real(path)
-    monkeypatch.setattr(host_bench, "load_bundled", counted)
-    monkeypatch.setattr(pte_host, "load_bundled", counted)
+    monkeypatch.setattr(host_bench, "load_bundled", counted)  # both formats' one loader of a TorchScript model
     ts = HostBenchSettings(models=models, warmup=1, iters=3, threads=1, out=tmp_path / "bench", repeat=2)
-    et = pte_host.PteBenchSettings(**vars(ts), per_operator=False, host_nnapi=False, again=True)
+    et = host_bench.PteBenchSettings(**vars(ts), per_operator=False, host_nnapi=False, again=True)
     results = bench_all({"torchscript": ts, "executorch": et})
     cpu = sorted(f.file for f in ConvertManifest.load(models).files if f.backend == "cpu")
     assert sorted(loads) == cpu  # each once
@@ -297,7 +296,9 @@ def test_the_int8_check_judges_held_out_inputs_on_the_output_grid(tiny_lane):
     import torch
 
     from converter.calibration import load_batch, parse_calibration
-    from converter.pte_host import CheckRow, PteBenchSettings, judge_outputs, load_method, load_reference
+    from converter.executorch_check import CheckRow, judge_outputs, load_reference
+    from converter.host_bench import PteBenchSettings
+    from toolchain.pte_records import load_method
 
     out = tiny_lane[0]
     ref = load_reference(out / "tiny-executorch-reference.pt")
@@ -316,7 +317,7 @@ def test_the_int8_check_judges_held_out_inputs_on_the_output_grid(tiny_lane):
     assert not scaled.ok and "not dequantized int8 values" in scaled.reason
     # the unquantized model's output: within the error bound (no further from the int8 reference than the bound lets
     # the int8 program be), so only its being off the output grid tells it from the int8 output
-    from converter.pte_host import INT8_BUDGET_FACTOR
+    from converter.executorch_check import INT8_BUDGET_FACTOR
 
     unquantized = verdict(ref["expected"]["fp32"])
     assert unquantized.rel_error <= unquantized.rel_budget * INT8_BUDGET_FACTOR
@@ -367,10 +368,30 @@ def test_unchanged_measurements_are_reused_and_again_measures_again(tiny_lane, t
     assert not any("reused" in n for n in again.notes)
 
 
+def test_the_per_operator_comparison_runs_by_hand_as_docs_executorch_md_says(tiny_lane, tmp_path):
+    """`python -m converter.executorch_check JOBS_JSON DEBUG_BUFFER_MB` (docs/executorch.md): the child's work alone,
+    one result file per job, the same rows the stage gets."""
+    import subprocess
+    import sys
+
+    from toolchain.pte_records import reference_path
+
+    out = tiny_lane[0]
+    f = next(f for f in pte_files(out) if f.variant == "fp32-portable")
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps([{"program": str(f.path.resolve()), "etrecord": str(out / f.extra["etrecord"]["file"]),
+                                 "reference": str(reference_path(out, f.stem)), "out": str(tmp_path / "ops.json")}]))
+    r = subprocess.run([sys.executable, "-m", "converter.executorch_check", str(jobs), "64"], cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads((tmp_path / "ops.json").read_text())["rows"]
+    assert len(rows) >= 3 and all(row["mse"] < 1e-8 for row in rows)  # the portable program, operator by operator
+
+
 def test_one_child_compares_every_program_and_one_that_fails_does_not_take_the_others(tiny_lane, tmp_path):
     """The per-operator comparisons run in one child for all programs; when it ends on a program (here: its ETRecord
     is damaged), that program gets the reason and the programs after it are still compared, in a new child."""
-    from converter.pte_host import per_operator
+    from converter.executorch_check import per_operator
     from toolchain.pte_records import reference_path
 
     out = copy_models(tiny_lane[0], tmp_path / "models")
@@ -392,8 +413,8 @@ def test_a_child_killed_by_an_abort_is_a_note_and_the_programs_after_it_are_stil
     program's intermediate outputs (seen with MobileNetV2's portable program and a 1 MB buffer).  The child is forked
     from the stage, so a stand-in for that abort patched in here happens in the child: the stage goes on, the program
     gets the reason, the next one is compared in a new child."""
-    import converter.pte_operators as ops
-    from converter.pte_host import per_operator
+    import converter.executorch_check as ops
+    from converter.executorch_check import per_operator
     from toolchain.pte_records import reference_path
 
     real = ops.numeric_gap

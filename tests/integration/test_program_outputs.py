@@ -2,7 +2,7 @@
 where a dequantize produces the output, the error bound from the model's own quantization error on held-out inputs.
 
 Small models quantized with PT2E and lowered to XNNPACK here (a few seconds each), judged by
-converter.pte_host.judge_outputs as `invoke bench-executorch` judges them.
+converter.executorch_check.judge_outputs as `invoke bench-executorch` judges them.
 """
 
 from pathlib import Path
@@ -21,7 +21,7 @@ def _int8_program(model, tmp_path, hw=(32, 32)):
 
     from converter.executorch_export import export, lower, output_qparams, quantize_pt2e
     from converter.finite import output_tensors
-    from converter.pte_host import load_method
+    from toolchain.pte_records import load_method
 
     torch.manual_seed(0)
     model = model.eval()
@@ -39,7 +39,8 @@ def _int8_program(model, tmp_path, hw=(32, 32)):
 
 
 def _judge(outputs, ref):
-    from converter.pte_host import CheckRow, PteBenchSettings, judge_outputs
+    from converter.executorch_check import CheckRow, judge_outputs
+    from converter.host_bench import PteBenchSettings
 
     f = SimpleNamespace(precision="int8")
     return judge_outputs(f, outputs, ref, PteBenchSettings(models="."), CheckRow("int8-xnnpack", "int8.pte", ran=True,
@@ -96,7 +97,8 @@ def test_a_token_id_model_declares_its_inputs_and_the_executorch_lane_takes_them
 
     from converter import ConvertSettings, convert
     from converter.executorch_lane import ExecutorchSettings, convert_executorch
-    from converter.pte_host import PteBenchSettings, load_reference, run_pte_bench
+    from converter.executorch_check import load_reference
+    from converter.host_bench import PteBenchSettings, run_pte_bench
     from appgen.executorch_app import find_program
     from toolchain.errors import UsageError
 
@@ -130,9 +132,9 @@ def test_a_dict_output_is_recorded_and_judged_output_by_output(tmp_path):
     reference, each with its own int8 rule ("out" after a float upsampling: no grid check), both programs pass; a
     wrong second output ("aux" off by 1.0 in the reference) fails the fp32 check (only the first was judged before)."""
     from converter.executorch_lane import ExecutorchSettings, convert_executorch
-    from converter.pte_host import (CheckRow, PteBenchSettings, check_program, judge_outputs, load_method,
-                                    load_reference, run_pte_bench)
-    from toolchain.pte_records import program_args
+    from converter.executorch_check import CheckRow, check_program, judge_outputs, load_reference
+    from converter.host_bench import PteBenchSettings, run_pte_bench
+    from toolchain.pte_records import load_method, program_args
 
     out = tmp_path / "models"
     r = convert_executorch(ExecutorchSettings(out=out, model=SEGMENTER, weights="random", calibration_count=4,
@@ -165,7 +167,7 @@ def test_inputs_declared_on_the_command_line_take_the_declared_inputs_path(tmp_p
 
     from converter import ConvertSettings, convert
     from converter.executorch_lane import ExecutorchSettings, convert_executorch
-    from converter.pte_host import load_reference
+    from converter.executorch_check import load_reference
 
     model = TOKENS.rsplit(":", 1)[0] + ":tokens_and_audio"
     inputs = "int64[1,8]@0:50;float32[1,1,64]"
@@ -226,7 +228,7 @@ def test_quant_none_asks_for_the_fp32_programs_alone(tmp_path, monkeypatch):
     stages' reference has the fp32 expectations only."""
     from converter import executorch_export
     from converter.executorch_lane import ExecutorchSettings, convert_executorch
-    from converter.pte_host import load_reference
+    from converter.executorch_check import load_reference
     from toolchain.pte_records import load_section
 
     def no_pt2e(*args, **kwargs):

@@ -75,7 +75,7 @@ def test_the_executorch_modules_do_not_key_the_torchscript_models(tmp_path):
     (tmp_path / "executorch_lane.py").write_text("x = 1\n")
     before = code_digest(tmp_path)
     (tmp_path / "executorch_lane.py").write_text("x = 2\n")
-    (tmp_path / "pte_host.py").write_text("y = 1\n")
+    (tmp_path / "executorch_check.py").write_text("y = 1\n")
     assert code_digest(tmp_path) == before
     (tmp_path / "export.py").write_text("legacy = 2\n")
     assert code_digest(tmp_path) != before

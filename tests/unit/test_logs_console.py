@@ -13,10 +13,10 @@ def test_upstream_info_goes_to_the_log_only(tmp_path, capfd, monkeypatch):
         logging.getLogger().info("    aten.mean.dim")  # what ExecuTorch's partitioner logs on the root logger
         logging.getLogger("executorch.exir").info("lowering detail")
         logging.getLogger("executorch.exir").warning("upstream warning")
-        logging.getLogger("converter.pte_host").info("our progress")
+        logging.getLogger("converter.executorch_check").info("our progress")
         with native_output_to_log():
             os.write(2, b"[threadpool.cpp:66] Resetting threadpool to 1 threads.\n")  # a C++ library's line
-            logging.getLogger("converter.pte_host").info("our line while native output is redirected")
+            logging.getLogger("converter.executorch_check").info("our line while native output is redirected")
         err = capfd.readouterr().err
     finally:
         setup_logging(tmp_path, "unit-reset")

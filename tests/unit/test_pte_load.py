@@ -31,13 +31,13 @@ def test_a_program_the_runtime_refuses_is_a_record_error_naming_the_file(tmp_pat
 ], ids=["a damaged ETRecord", "a crash"])
 def test_the_per_operator_comparison_says_why_its_child_ended(tmp_path, monkeypatch, code, output, said):
     """A damaged ETRecord gave 'the comparison exited with 1' with no cause: the child's cause comes back."""
-    from converter import pte_host
+    from converter import executorch_check as pte_check
     from toolchain.records import TensorSpec
 
     spec = TensorSpec.from_dict({"shape": [1, 4], "dtype": "float32", "memory_format": "contiguous"})
-    f = pte_host.PteFile("m-fp32-portable.pte", tmp_path / "m-fp32-portable.pte", "0" * 64, 1, "m", "m", "fp32",
-                         "portable", spec, spec, "quant_none", True, {}, {},
-                         extra={"etrecord": {"file": "m-fp32-portable.etrecord", "sha256": "0" * 64}})
-    monkeypatch.setattr(pte_host, "_compare_in_child", lambda *a: (code, output))
-    rows, note = pte_host.per_operator([(f, tmp_path / "ref.pt")], tmp_path, 8)[f.file]
+    f = pte_check.PteFile("m-fp32-portable.pte", tmp_path / "m-fp32-portable.pte", "0" * 64, 1, "m", "m", "fp32",
+                          "portable", spec, spec, "quant_none", True, {}, {},
+                          extra={"etrecord": {"file": "m-fp32-portable.etrecord", "sha256": "0" * 64}})
+    monkeypatch.setattr(pte_check, "_compare_in_child", lambda *a: (code, output))
+    rows, note = pte_check.per_operator([(f, tmp_path / "ref.pt")], tmp_path, 8)[f.file]
     assert rows == [] and said in note, note

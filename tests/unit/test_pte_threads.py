@@ -1,4 +1,4 @@
-"""converter.pte_host.set_threads sets torch's intra-op threads only: ExecuTorch's Python API has no public means to
+"""converter.host_bench.set_threads sets torch's intra-op threads only: ExecuTorch's Python API has no public means to
 size its threadpool (docs/architecture.md, "Private members of dependencies we still use, and why"), so the
 record says what the pool has (EXECUTORCH_THREADS: its default, one thread per processor on a Linux host) instead of
 claiming ``threads``. This test reads the pool's size with ExecuTorch's private getter (tests only) to keep the
@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import json, torch
-from converter import pte_host
+from converter import host_bench
 from executorch.extension.pybindings import portable_lib
-said = pte_host.set_threads(1)
+said = host_bench.set_threads(1)
 print(json.dumps([torch.get_num_threads(), portable_lib._threadpool_get_thread_count(), said]))
 """
 

@@ -120,18 +120,15 @@ def test_the_push_cache_is_a_record_and_an_earlier_ones_is_ignored_then_replaced
 
 
 def test_the_executorch_host_bench_is_a_record_and_an_earlier_ones_is_measured_again(tmp_path):
-    """executorch-host-bench.json (converter/pte_host.py) is a kind on the record base: bench reuses what this
+    """executorch-host-bench.json (converter/host_bench.py) is a kind on the record base: bench reuses what this
     torchdroid wrote, and an earlier torchdroid's file (no schema) is not reused: measured again, then replaced."""
-    from types import SimpleNamespace
+    from converter.host_bench import PteHostBenchRecord
 
-    from converter.pte_host import _previous
-
-    s = SimpleNamespace(out=tmp_path)
     path = tmp_path / "executorch-host-bench.json"
     rb.write_record(path, "torchdroid.executorch-host-bench", 1, {"timing_key": "k", "rows": []})
-    assert _previous(s)["timing_key"] == "k"
+    assert PteHostBenchRecord.last(tmp_path)["timing_key"] == "k"
     path.write_text(json.dumps({"kind": "torchdroid.executorch-host-bench", "timing_key": "k", "rows": []}))
-    assert _previous(s) == {}
+    assert PteHostBenchRecord.last(tmp_path) == {}
 
 
 def test_the_host_bench_is_a_record_and_an_earlier_ones_is_refused_with_the_command(tmp_path):
@@ -143,7 +140,8 @@ def test_the_host_bench_is_a_record_and_an_earlier_ones_is_refused_with_the_comm
     from converter.host_bench import BenchRow, _write_results
     from toolchain.records import ConvertManifest
 
-    row = BenchRow("m.pt", "m-quant_none", "none", "cpu", 2, 1, 1, 1.0, 1.0, 1.0, 1.0, True, quantized_engine="x")
+    row = BenchRow(1.0, 1.0, 1.0, 1.0, file="m.pt", variant="m-quant_none", mode="none", backend="cpu", iters=2, warmup=1,
+                   threads=1, mobile_optimized=True, quantized_engine="x")
     settings = SimpleNamespace(threads=1, warmup=1, iters=2, repeat=1)
     path, _ = _write_results(tmp_path, ConvertManifest.empty(tmp_path), [], [row], [], [], settings,
                              SimpleNamespace(as_dict=lambda: {}))

@@ -13,7 +13,7 @@ def test_rounds_alternate_the_models_and_rotate_the_order():
     assert calls == [k for _, k in order for _ in range(2)]
     assert all(len(s.runs) == 3 and all(len(run) == 2 for run in s.runs) for s in subjects)
     stats = subjects[0].stats()
-    assert stats["repeats"] == 3 and stats["min_ms"] <= stats["median_ms"] <= stats["max_ms"]
+    assert stats.repeats == 3 and stats.min_ms <= stats.median_ms <= stats.max_ms
 
 
 def test_a_ratio_whose_rounds_spread_wider_than_its_difference_is_uncertain():
