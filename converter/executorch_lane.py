@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from toolchain import executorch_pins
+from toolchain import pins
 from toolchain.errors import ConversionError, PartlyConverted, RecordError, UsageError
 from toolchain.fsutil import claim_output_dir, ensure_writable_dir, output_lock, sha256_file
 from toolchain.pte_records import BASELINE, PteFile, PteVariant, load_section, pte_name, write_section
@@ -160,7 +160,7 @@ def variant_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, v
 
 def _versions() -> Dict[str, Any]:
 
-    return {"executorch": executorch_pins.identity(), "torch": torch_identity()}
+    return {"executorch": pins.identity(), "torch": torch_identity()}
 
 
 def _entry_current(section: Dict[str, Any], out: Path, stem: str, variant: PteVariant, key: str) -> bool:
@@ -196,8 +196,8 @@ def validate(settings: ExecutorchSettings) -> tuple:
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed, warn=False)  # said once the inputs are known
     variants, said = asked_variants(tuple(settings.quant), parse_delegates(list(settings.delegates)))
     ensure_writable_dir(Path(settings.out), "output directory (--out)")
-    version = executorch_pins.require_executorch()
-    notes = [n for n in [executorch_pins.version_note(version)] if n] + said
+    version = pins.require_executorch()
+    notes = [n for n in [pins.version_note(version)] if n] + said
     return spec, weights, calib, variants, notes
 
 

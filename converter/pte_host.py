@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from toolchain import executorch_pins
+from toolchain import pins as executorch_pins
 from toolchain.errors import RecordError, VerificationError
 from toolchain.fsutil import atomic_write_json, ensure_writable_dir, own_dir, refuse_another_owner
 from toolchain.progress import duration as _duration, progress, time_left

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from toolchain import executorch_pins as pins
+from toolchain import pins
 from toolchain.errors import RecordError, UsageError
 from toolchain.numerics_records import NumericsVerdict
 from toolchain.pte_records import PteFile, pte_files

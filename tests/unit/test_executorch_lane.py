@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from converter.executorch_lane import DELEGATES, SDK_DELEGATES, ExecutorchSettings, convert_executorch, parse_delegates
-from toolchain import executorch_pins
+from toolchain import pins
 from toolchain.errors import RecordError, ToolNotFound, UsageError
 from toolchain.pte_records import load_section, pte_files, write_section
 from toolchain.records import MANIFEST_KIND, MANIFEST_SCHEMA, read_record, write_record
@@ -26,27 +26,27 @@ def test_sdk_delegates_are_refused_with_their_reason():
 
 
 def test_run_installs_the_pinned_executorch():
-    """./run's executorch_pins and toolchain/executorch_pins.py name the same version."""
+    """./run's executorch_pins and toolchain/pins.py name the same version."""
     text = (ROOT / "run").read_text()
-    pins = re.findall(r"executorch==([0-9][0-9.]*)", text)
-    assert pins == [executorch_pins.EXECUTORCH_VERSION]
+    pinned = re.findall(r"executorch==([0-9][0-9.]*)", text)
+    assert pinned == [pins.EXECUTORCH_VERSION]
     assert "$(torch_pins) $(executorch_pins)" in text  # installed with torch, in one resolve
-    assert re.search(r"torch==" + re.escape(executorch_pins.EXECUTORCH_TORCH) + r"\b", text)
+    assert re.search(r"torch==" + re.escape(pins.EXECUTORCH_TORCH) + r"\b", text)
 
 
 def test_the_installed_executorch_is_the_pinned_one():
-    version = executorch_pins.require_executorch()
-    assert version.split("+")[0] == executorch_pins.EXECUTORCH_VERSION
-    assert executorch_pins.version_note(version) is None
-    assert "pins 1.5.1" in executorch_pins.version_note("1.4.0")
+    version = pins.require_executorch()
+    assert version.split("+")[0] == pins.EXECUTORCH_VERSION
+    assert pins.version_note(version) is None
+    assert "pins 1.5.1" in pins.version_note("1.4.0")
 
 
 def test_missing_executorch_says_how_to_get_it(monkeypatch, tmp_path):
-    monkeypatch.setattr(executorch_pins, "installed_version", lambda: None)
+    monkeypatch.setattr(pins, "installed_version", lambda: None)
     with pytest.raises(ToolNotFound) as e:
         convert_executorch(ExecutorchSettings(out=tmp_path / "m", weights="random"))
     assert e.value.exit_code == 3
-    assert f"pip install executorch=={executorch_pins.EXECUTORCH_VERSION}" in e.value.remedy
+    assert f"pip install executorch=={pins.EXECUTORCH_VERSION}" in e.value.remedy
     assert "./run main" in e.value.remedy
 
 

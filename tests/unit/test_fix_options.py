@@ -102,7 +102,7 @@ PRINTED_BY = {
     "toolchain/tools/git.py": ("build-android",),
     "toolchain/tools/hostpython.py": ("build-android",),
     "toolchain/tools/ndk.py": ("build-android",),
-    "toolchain/executorch_pins.py": ("convert",),
+    "toolchain/pins.py:require_executorch": ("convert",),
     "toolchain/fsutil.py:atomic_dir": ("make-app",),  # its one caller
     "toolchain/fsutil.py:check_not_inputs": ("convert", "make-app"),
     "toolchain/fsutil.py:claim_output_dir": ("convert",),
