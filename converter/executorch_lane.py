@@ -8,9 +8,7 @@ the reason.  No torch (nor executorch) at import time: validation fails in milli
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -26,8 +24,8 @@ from toolchain.settings import default
 from toolchain.variants import DELEGATES, MODE_OF_PRECISION, MODES, PRECISION_OF_MODE, precisions
 
 from .calibration import CalibrationSpec, parse_calibration
-from .models import ModelSpec, WeightsSpec, check_stem_free, parse_model, parse_weights
-from .reuse import code_digest, torch_identity
+from .models import ModelSpec, check_stem_free, parse_model, parse_weights
+from .reuse import code_digest, conversion_key, made_with, up_to_date
 
 log = logging.getLogger(__name__)
 
@@ -151,27 +149,14 @@ class ExecutorchResult:
     not_made: Dict[str, str] = field(default_factory=dict)  # variant -> why it was refused (as the manifest says)
 
 
-def variant_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, variant: PteVariant,
-                check_inputs: int, versions: Dict[str, Any]) -> str:
-    body = {"model": spec.key(), "weights": weights.key(), "calibration": calib.key(), "variant": variant.name,
-            "check_inputs": check_inputs, "versions": versions, "code": code_digest(only=CODE)}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _versions() -> Dict[str, Any]:
-
-    return {"executorch": pins.identity(), "torch": torch_identity()}
-
-
-def _entry_current(section: Dict[str, Any], out: Path, stem: str, variant: PteVariant, key: str) -> bool:
-    conv = (section.get("conversions") or {}).get(stem, {})
-    if conv.get("keys", {}).get(variant.name) != key:
+def _current(section: Dict[str, Any], out: Path, stem: str, variant: PteVariant, key: str) -> bool:
+    """The program is :func:`converter.reuse.up_to_date` (the rule of every converted file) with ``key``."""
+    name = pte_name(stem, variant.precision, variant.delegate)
+    try:
+        files = [PteFile.from_entry(out.resolve(), e) for e in section.get("files", []) if e.get("file") == name]
+    except RecordError:  # an entry edited by hand: the program is made again
         return False
-    for e in section.get("files", []):
-        if e.get("file") == pte_name(stem, variant.precision, variant.delegate):
-            p = out / e["file"]
-            return p.is_file() and p.stat().st_size == e.get("size") and sha256_file(p) == e.get("sha256")
-    return False
+    return up_to_date(((section.get("conversions") or {}).get(stem) or {}).get("keys"), variant.name, key, files)
 
 
 def _existing_section(out: Path) -> Dict[str, Any]:
@@ -205,11 +190,12 @@ def convert_executorch(settings: ExecutorchSettings) -> ExecutorchResult:
     t0 = time.monotonic()
     spec, weights, calib, variants, notes = validate(settings)
     out = Path(settings.out)
-    versions = _versions()
-    keys = {v.name: variant_key(spec, weights, calib, v, settings.check_inputs, versions) for v in variants}
+    versions = made_with(executorch=True)
+    keys = {v.name: conversion_key(spec, weights, calib, code_digest(only=CODE), variant=v.name,
+                                   check_inputs=settings.check_inputs, versions=versions) for v in variants}
     section = _existing_section(out)
     check_stem_free(spec, out)
-    todo = [v for v in variants if settings.force or not _entry_current(section, out, spec.stem, v, keys[v.name])]
+    todo = [v for v in variants if settings.force or not _current(section, out, spec.stem, v, keys[v.name])]
     built: List[str] = []
     refused: Dict[str, ConversionError] = {}
     if todo or not _reference_current(section, out, spec.stem):

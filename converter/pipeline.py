@@ -26,7 +26,7 @@ from toolchain.variants import MODES
 from .calibration import CalibrationSpec, parse_calibration, record_for
 from .models import ModelSpec, WeightsSpec, check_stem_free, parse_model, parse_weights
 from .prequantized import parse_quantized_weights
-from .reuse import mode_key, read_existing, torch_identity, up_to_date
+from .reuse import made_with, mode_key, mode_up_to_date, read_existing
 
 log = logging.getLogger(__name__)
 
@@ -150,11 +150,11 @@ def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, Calibra
 def plan(settings: ConvertSettings, spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec,
          modes: Tuple[str, ...], quantized: Optional[WeightsSpec] = None) -> Plan:
     """Which requested modes must be (re)built: from keys, the manifest and the files' hashes (no torch)."""
-    torch_id = torch_identity()
-    keys = {m: mode_key(spec, weights, calib, m, torch_id, quantized) for m in modes}
+    versions = made_with()
+    keys = {m: mode_key(spec, weights, calib, m, versions, quantized) for m in modes}
     manifest = read_existing(Path(settings.out))
     check_stem_free(spec, Path(settings.out))
-    todo = [m for m in modes if settings.force or not up_to_date(manifest, spec.stem, m, keys[m])]
+    todo = [m for m in modes if settings.force or not mode_up_to_date(manifest, spec.stem, m, keys[m])]
     return Plan(settings, spec, weights, calib, modes, keys, manifest, todo, quantized)
 
 
@@ -222,7 +222,7 @@ def _conversion_record(p: Plan, facts, previous: Dict[str, Any]) -> Dict[str, An
         factory_file=str(p.spec.factory_file) if p.spec.factory_file else None,
         weights=facts.weights_record,
         calibration=record_for(p.calib, facts.declared_inputs),
-        torch={**torch_identity(), "xnnpack": facts.xnnpack},
+        torch={**made_with()["torch"], "xnnpack": facts.xnnpack},
         mobile_optimization=facts.mobile_optimization,
         batchnorm=facts.batchnorm,
         format="torchscript",
