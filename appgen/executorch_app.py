@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import pins, records, variants
 from toolchain.errors import RecordError, UsageError
-from toolchain.pte_records import PteFile, load_section
+from toolchain.records import PteFile, load_section
 
 from .runtime import Runtime, aar_entries, check_aar
 

@@ -40,7 +40,7 @@ from toolchain.fsutil import (
 )
 from toolchain.layout import Layout
 from toolchain.progress import progress
-from toolchain.pte_records import PteFile
+from toolchain.records import PteFile
 from toolchain.settings import default
 
 from . import assets, executorch_app, validate

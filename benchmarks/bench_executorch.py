@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 def convert_into(out: Path, calibration_count: int) -> None:
     from converter import ConvertSettings, convert
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
 
     convert(ConvertSettings(out=out, weights="random", modes=("none", "full"), calibration_count=calibration_count))
     convert_executorch(ExecutorchSettings(out=out, weights="random", calibration_count=calibration_count,

@@ -36,7 +36,7 @@ from toolchain import pins as executorch_pins
 from toolchain.errors import RecordError, VerificationError
 from toolchain.fsutil import atomic_write_json, ensure_writable_dir, own_dir, refuse_another_owner
 from toolchain.progress import duration as _duration, progress, time_left
-from toolchain.pte_records import PteFile, load_method, load_section, program_args, pte_files, reference_path
+from toolchain.records import PteFile, load_method, load_section, program_args, pte_files, reference_path
 from toolchain.records import ConvertManifest
 
 from toolchain.host_conditions import Conditions

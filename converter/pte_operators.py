@@ -25,7 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Tuple
 
-from toolchain.pte_records import load_program, program_args
+from toolchain.records import load_program, program_args
 
 
 def numeric_gap(program: Path, etrecord: Path, example, debug_buffer_mb: int) -> list:

@@ -45,9 +45,9 @@ def torch_identity() -> Dict[str, Any]:
     return dict(out)
 
 
-# The ExecuTorch lane's modules (converter/executorch_*.py, pte_*.py) key their own programs; a change to them
+# The ExecuTorch format's modules (converter/executorch.py, pte_*.py) key their own programs; a change to them
 # must not rebuild the TorchScript models.
-OTHER_LANE_PREFIXES = ("executorch_", "pte_")
+OTHER_LANE_PREFIXES = ("executorch", "pte_")
 
 
 def code_digest(directory: Optional[Path] = None, only: Sequence[str] = ()) -> str:

@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from toolchain import pins
 from toolchain.errors import RecordError, UsageError
 from toolchain.numerics_records import NumericsVerdict
-from toolchain.pte_records import PteFile, pte_files
+from toolchain.records import PteFile, pte_files
 from toolchain.pte_results import PteResultRow, add_speedups
 from toolchain.records import BuildInfo, ResultRow
 

@@ -8,7 +8,7 @@ executions.  The inputs are the ones convert recorded beside the programs (``<st
 float32, written as raw little-endian bytes like the phone's arm64 memory); without a recorded reference, the
 runner's own default (every input element 1, E18) and the host gets the same ones.
 
-Here: the same program, the same inputs, on the host's ExecuTorch runtime (``toolchain.pte_records.load_method``),
+Here: the same program, the same inputs, on the host's ExecuTorch runtime (``toolchain.records.load_method``),
 computed once per program and shared by every phone.  :func:`deploy.numerics.judge` decides with the rules of
 the ExecuTorch "backend" (docs/deploy.md "Is the answer right"):
 
@@ -36,7 +36,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from toolchain.errors import RecordError
 from toolchain.fsutil import sha256_file
 from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
-from toolchain.pte_records import PteFile, load_section, program_args, reference_path
+from toolchain.records import PteFile, load_section, program_args, reference_path
 
 from .adb import Device
 from .numerics import NoOutput, flat, judge, outputs_on_device
@@ -66,7 +66,7 @@ class ProgramInputs:
         return bool(self.files)
 
     def rule(self, k: int) -> Optional[Dict[str, object]]:
-        """Output ``k``'s int8 rule (converter.executorch_export.output_rule): each output is judged by its own."""
+        """Output ``k``'s int8 rule (converter.executorch.output_rule): each output is judged by its own."""
         rules = self.int8_outputs or [self.int8_output]
         return rules[k] if k < len(rules) else None
 
@@ -163,7 +163,7 @@ def host_reference(f: PteFile, pi: ProgramInputs) -> FileReference:
         ref.problems[key] = "the host's ExecuTorch runtime cannot run this program's delegate"
         return ref
     try:
-        from toolchain.pte_records import load_method
+        from toolchain.records import load_method
 
         method = load_method(f.path)
         ref.outputs[key] = [_values(y, pi.rule(k) if f.precision == "int8" else None)

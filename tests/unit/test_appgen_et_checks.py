@@ -9,7 +9,7 @@ from appgen import executorch_app
 from appgen.runtime import Runtime
 from toolchain import pins, variants
 from toolchain.errors import UsageError
-from toolchain.pte_records import PteFile
+from toolchain.records import PteFile
 from toolchain.records import TensorSpec
 
 CURRENT = pins.LANES[pins.DEFAULT_LANE]

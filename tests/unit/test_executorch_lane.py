@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from converter.executorch_lane import DELEGATES, SDK_DELEGATES, ExecutorchSettings, convert_executorch, parse_delegates
+from converter.executorch import SDK_DELEGATES, ExecutorchSettings, convert_executorch, parse_delegates
 from toolchain import pins
 from toolchain.errors import RecordError, ToolNotFound, UsageError
-from toolchain.pte_records import load_section, pte_files, write_section
-from toolchain.records import MANIFEST_KIND, MANIFEST_SCHEMA, read_record, write_record
+from toolchain.records import MANIFEST_KIND, MANIFEST_SCHEMA, load_section, pte_files, read_record, write_record, write_section
+from toolchain.variants import DELEGATES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,9 +72,9 @@ def test_the_executorch_modules_do_not_key_the_torchscript_models(tmp_path):
     from converter.reuse import code_digest
 
     (tmp_path / "export.py").write_text("legacy = 1\n")
-    (tmp_path / "executorch_lane.py").write_text("x = 1\n")
+    (tmp_path / "executorch.py").write_text("x = 1\n")
     before = code_digest(tmp_path)
-    (tmp_path / "executorch_lane.py").write_text("x = 2\n")
+    (tmp_path / "executorch.py").write_text("x = 2\n")
     (tmp_path / "pte_host.py").write_text("y = 1\n")
     assert code_digest(tmp_path) == before
     (tmp_path / "export.py").write_text("legacy = 2\n")
@@ -94,7 +94,7 @@ def _per_format(config: dict, **cli):
 
 def _asked(config: dict, **cli):
     """(the programs a convert command line asks of the ExecuTorch lane, the lane's notes about them)."""
-    from converter.executorch_lane import validate
+    from converter.executorch import validate
 
     checked = validate(_per_format(config, **cli)["executorch"])
     return [v.name for v in checked[3]], [n for n in checked[4] if "--quant" in n]

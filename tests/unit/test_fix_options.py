@@ -109,7 +109,6 @@ PRINTED_BY = {
     "toolchain/pins.py:lane": ("build-android", "make-app", "doctor"),
     "toolchain/records.py:AppInfo": ("deploy",),
     "toolchain/tools/sdk.py:AndroidSdk": ("build-android",),
-    "toolchain/pte_records.py": ("convert",),
     "workflow/": EVERY_TASK,
     "workflow/clean.py": ("clean",),
     "workflow/stage_settings.py:_delegates_made": ("convert",),
