@@ -21,17 +21,17 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from toolchain import pins
 from toolchain.errors import ConversionError, PartlyConverted, RecordError, UsageError
-from toolchain.fsutil import atomic_write_bytes, claim_output_dir, ensure_writable_dir, output_lock, sha256_file
+from toolchain.fsutil import atomic_write_bytes, claim_output_dir, output_lock, sha256_file
 from toolchain.progress import progress, time_left
 from toolchain.records import (BASELINE, ConvertManifest, PteFile, load_method, manifest_owner, now_iso, program_args,
                                pte_name, reference_path)
-from toolchain.settings import default
 from toolchain.variants import DELEGATES, MODE_OF_PRECISION, MODES, PRECISION_OF_MODE, precisions
 
-from .calibration import CalibrationSpec, declared_samples, load_batch, parse_calibration, record_for
+from .calibration import CalibrationSpec, declared_samples, load_batch, record_for
 from .finite import output_tensors, refuse_non_finite_output
 from .models import (ModelSpec, WeightsSpec, build_float_model, calibrate_batchnorm, check_stem_free, declared_inputs,
-                     declared_origin, parse_model, parse_weights)
+                     declared_origin)
+from .pipeline import ModelRequest, parse_request
 from .reuse import code_digest, conversion_key, made_with, read_existing, up_to_date
 from .samples import stacked
 
@@ -76,19 +76,10 @@ VARIANTS = (PteVariant("fp32", "xnnpack"), PteVariant("int8", "xnnpack"), PteVar
 
 
 @dataclass(frozen=True)
-class ExecutorchSettings:
-    out: Path = Path(default("convert.out"))
-    model: str = "mobilenet_v2"
-    weights: str = "pretrained"
-    calibration: Optional[Path] = None
-    calibration_count: int = 32
-    seed: int = 0
-    factory_timeout: float = 600.0  # seconds for a user's model file (convert.factory_timeout)
-    inputs: Optional[str] = None  # --inputs: the model file's inputs (converter/input_specs.py)
+class ExecutorchSettings(ModelRequest):
     delegates: Tuple[str, ...] = DELEGATES
     quant: Tuple[str, ...] = MODES  # --quant: its precisions (none -> fp32, core/full -> int8; PRECISION_OF_MODE)
     check_inputs: int = 4  # calibration inputs whose reference outputs are recorded for the host check
-    force: bool = False
 
 
 @dataclass
@@ -183,11 +174,8 @@ def _unmade(quant: Tuple[str, ...], delegates: Tuple[str, ...], variants: List[P
 
 def validate(settings: ExecutorchSettings) -> tuple:
     """Everything that can be checked without torch: (spec, weights, calibration, variants, notes)."""
-    spec = parse_model(settings.model, settings.factory_timeout, settings.inputs)
-    weights = parse_weights(settings.weights, settings.seed)
-    calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed, warn=False)  # said once the inputs are known
     variants, said = asked_variants(tuple(settings.quant), parse_delegates(list(settings.delegates)))
-    ensure_writable_dir(Path(settings.out), "output directory (--out)")
+    spec, weights, calib = parse_request(settings)
     version = pins.require_executorch()
     return spec, weights, calib, variants, [n for n in [pins.version_note(version)] if n] + said
 

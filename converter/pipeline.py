@@ -32,19 +32,34 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ConvertSettings:
+class ModelRequest:
+    """What every format converts from: the model, its weights and calibration inputs, and where its files go."""
+
     out: Path = Path(default("convert.out"))
     model: str = default("convert.model")
-    modes: Tuple[str, ...] = MODES
     weights: str = default("convert.weights")
     calibration: Optional[Path] = None
     calibration_count: int = default("convert.calibration_count")
-    quantized_weights: str = default("convert.quantized_weights")  # calibrate | pretrained | PATH
     seed: int = default("convert.seed")
     factory_timeout: float = default("convert.factory_timeout")  # seconds for a user's model file
     inputs: Optional[str] = None  # --inputs: the model file's inputs (converter/input_specs.py)
-    build_dir: Path = Path(default("build_dir"))
     force: bool = False
+
+
+def parse_request(settings: ModelRequest) -> Tuple[ModelSpec, WeightsSpec, CalibrationSpec]:
+    """The model, weights and calibration asked for, checked without torch; the output directory writable."""
+    spec = parse_model(settings.model, settings.factory_timeout, settings.inputs)
+    weights = parse_weights(settings.weights, settings.seed)
+    calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed, warn=False)  # said once the inputs are known
+    ensure_writable_dir(Path(settings.out), "output directory (--out)")
+    return spec, weights, calib
+
+
+@dataclass(frozen=True)
+class ConvertSettings(ModelRequest):
+    modes: Tuple[str, ...] = MODES
+    quantized_weights: str = default("convert.quantized_weights")  # calibrate | pretrained | PATH
+    build_dir: Path = Path(default("build_dir"))
 
 
 @dataclass
@@ -138,12 +153,9 @@ def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, Calibra
     """Everything that can be checked without torch, so bad input fails at once: ``(model, weights, calibration,
     modes, pre-quantized weights or None)``."""
     modes = _check_modes(settings.modes)
-    spec = parse_model(settings.model, settings.factory_timeout, settings.inputs)
-    weights = parse_weights(settings.weights, settings.seed)
-    calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed, warn=False)  # said once the inputs are known
+    spec, weights, calib = parse_request(settings)
     quantized = parse_quantized_weights(settings.quantized_weights, spec)
     _check_inputs_not_overwritten(Path(settings.out), spec, weights, calib, modes, quantized)
-    ensure_writable_dir(settings.out, "output directory (--out)")
     return spec, weights, calib, modes, quantized
 
 
