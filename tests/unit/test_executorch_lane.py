@@ -126,3 +126,30 @@ def test_a_quant_value_that_makes_no_program_here_is_said_once_and_none_at_all_i
     assert e.value.exit_code == 2 and "asks for no ExecuTorch program" in e.value.what
     assert "--delegates xnnpack" in e.value.remedy and "--quant none" in e.value.remedy
     assert "xnnpack" in e.value.cause
+
+
+def test_a_manifest_an_earlier_torchdroid_wrote_still_reads_and_keeps_its_programs(tmp_path):
+    """The on-disk shape of the ExecuTorch section as torchdroid wrote it before the section was read through
+    ConvertManifest: its programs read typed (names, baseline, extra keys), and a TorchScript write keeps it as is."""
+    import json
+
+    from toolchain.records import ConvertManifest
+
+    spec = {"shape": [1, 3, 8, 8], "dtype": "float32", "memory_format": "contiguous", "scale": None, "zero_point": None}
+    entry = {"file": "m-fp32-xnnpack.pte", "sha256": "0" * 64, "size": 3, "model": "m", "stem": "m",
+             "format": "executorch", "precision": "fp32", "delegate": "xnnpack", "input": spec, "output": spec,
+             "inputs": [spec], "runs_on_host": True, "host_check": {"ran": True}, "baseline": "quant_none",
+             "executorch": {"version": "1.5.1"}, "torch": {"version": "2.14.1"}}
+    section = {"conversions": {"m": {"keys": {"fp32-xnnpack": "k"}, "skipped": {}}}, "files": [entry],
+               "reference": {"m": {"file": "m-executorch-reference.pt", "sha256": "1" * 64}}}
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "kind": MANIFEST_KIND, "schema": MANIFEST_SCHEMA, "written": "2026-11-01T00:00:00+00:00",
+        "conversions": {}, "files": [], "executorch": section}))
+    man = ConvertManifest.load(tmp_path)
+    [program] = man.programs()
+    assert (program.variant, program.qualified_variant, program.baseline) == ("fp32-xnnpack", "m-fp32-xnnpack",
+                                                                               "quant_none")
+    assert program.extra["host_check"] == {"ran": True} and program.path == (tmp_path / entry["file"]).resolve()
+    man.replace_modes("t", {"mode_keys": {}}, []).write()  # the TorchScript writer
+    assert json.loads((tmp_path / "manifest.json").read_text())["executorch"] == section
+    assert load_section(tmp_path) == section
