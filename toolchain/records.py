@@ -470,12 +470,6 @@ def pte_files(models_dir: Path) -> List[PteFile]:
     return files
 
 
-def write_section(models_dir: Path, section: Dict[str, Any]) -> Path:
-    """Replace the ExecuTorch section of the manifest in ``models_dir`` (or start a manifest)."""
-    man = ConvertManifest.load(models_dir) if ConvertManifest.exists(models_dir) else ConvertManifest.empty(models_dir)
-    return man.write_executorch(section)
-
-
 def reference_path(models_dir: Path, stem: str, section: Optional[Dict[str, Any]] = None) -> Path:
     """The checked reference file (inputs and expected outputs) of one model's programs (``section``: the ExecuTorch
     section when it is read already)."""

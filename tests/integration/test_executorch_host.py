@@ -168,7 +168,7 @@ def test_a_wrong_reference_fails_the_check(tiny_lane, tmp_path):
     import torch
 
     from toolchain.fsutil import sha256_file
-    from toolchain.records import write_section
+    from tests.executorch_support.section import write_section
 
     out = copy_models(tiny_lane[0], tmp_path / "models")
     section = load_section(out)
@@ -256,7 +256,7 @@ def test_an_int8_program_off_its_reference_fails(tiny_lane, tmp_path):
     import torch
 
     from toolchain.fsutil import sha256_file
-    from toolchain.records import write_section
+    from tests.executorch_support.section import write_section
 
     out = copy_models(tiny_lane[0], tmp_path / "models")
     section = load_section(out)
@@ -328,7 +328,7 @@ def test_the_float_program_passed_off_as_the_int8_one_fails(tiny_lane, tmp_path)
     import shutil
 
     from toolchain.fsutil import sha256_file
-    from toolchain.records import write_section
+    from tests.executorch_support.section import write_section
 
     out = copy_models(tiny_lane[0], tmp_path / "models")
     section = load_section(out)

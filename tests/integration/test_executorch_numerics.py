@@ -99,7 +99,8 @@ def test_a_runner_without_print_output_is_unknown_and_says_why(tiny_lane, runner
 
 
 def test_without_recorded_inputs_the_runners_all_ones_default_is_compared(tiny_lane, runners, tmp_path):
-    from toolchain.records import load_section, write_section
+    from tests.executorch_support.section import write_section
+    from toolchain.records import load_section
 
     models = copy_models(tiny_lane[0], tmp_path / "models")
     section = load_section(models)

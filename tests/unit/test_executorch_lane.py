@@ -8,7 +8,9 @@ import pytest
 from converter.executorch import SDK_DELEGATES, ExecutorchSettings, convert_executorch, parse_delegates
 from toolchain import pins
 from toolchain.errors import RecordError, ToolNotFound, UsageError
-from toolchain.records import MANIFEST_KIND, MANIFEST_SCHEMA, load_section, pte_files, read_record, write_record, write_section
+from tests.executorch_support.section import write_section
+from toolchain.records import (MANIFEST_KIND, MANIFEST_SCHEMA, ConvertManifest, load_section, pte_files, read_record,
+                               write_record)
 from toolchain.variants import DELEGATES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +55,7 @@ def test_missing_executorch_says_how_to_get_it(monkeypatch, tmp_path):
 def test_the_section_keeps_the_legacy_manifest(tmp_path):
     write_record(tmp_path / "manifest.json", MANIFEST_KIND, MANIFEST_SCHEMA,
                  {"conversions": {"m": {"x": 1}}, "files": []})
-    write_section(tmp_path, {"files": [], "conversions": {}})
+    ConvertManifest.load(tmp_path).write_executorch({"files": [], "conversions": {}})
     data = read_record(tmp_path / "manifest.json", MANIFEST_KIND, MANIFEST_SCHEMA, "")
     assert data["files"] == [] and data["conversions"] == {"m": {"x": 1}}
     assert load_section(tmp_path) == {"files": [], "conversions": {}}
@@ -132,8 +134,6 @@ def test_a_manifest_an_earlier_torchdroid_wrote_still_reads_and_keeps_its_progra
     """The on-disk shape of the ExecuTorch section as torchdroid wrote it before the section was read through
     ConvertManifest: its programs read typed (names, baseline, extra keys), and a TorchScript write keeps it as is."""
     import json
-
-    from toolchain.records import ConvertManifest
 
     spec = {"shape": [1, 3, 8, 8], "dtype": "float32", "memory_format": "contiguous", "scale": None, "zero_point": None}
     entry = {"file": "m-fp32-xnnpack.pte", "sha256": "0" * 64, "size": 3, "model": "m", "stem": "m",
