@@ -1,7 +1,9 @@
 """The machine-readable records stages hand to each other.
 
 * the **convert manifest** (``<models>/manifest.json``), written by ``converter``,
-  read by make-app, deploy, verify, check-compat and the host benchmark;
+  read by make-app, deploy, verify, check-compat and the host benchmark; the
+  ExecuTorch programs (:class:`PteFile`) are its ``executorch`` section, and
+  :func:`load_program` opens one in ExecuTorch's host runtime;
 * the **build-info** (``<build_dir>/android/<abi>/build-info.json``), written by
   ``ndk_build``, read by deploy and check-compat;
 * the **app-info** (``<app>/torchdroid-app.json``, :class:`AppInfo`), written by
