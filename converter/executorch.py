@@ -475,12 +475,6 @@ def output_rules(graph_module) -> List[Dict[str, Any]]:
     return [output_rule(a) for a in (out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]])]
 
 
-def output_qparams(graph_module) -> Optional[Dict[str, Any]]:
-    """The first output's :func:`output_rule` (the int8 output the checks judge first)."""
-    rules = output_rules(graph_module)
-    return rules[0] if rules else None
-
-
 def build_programs(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, todo: List[PteVariant], out: Path,
                    check_inputs: int, alone: bool = True, int8_reference: bool = True) -> BuiltPrograms:
     """The programs of ``todo``, each made or refused on its own (``BuiltPrograms.refused``); when none is made and
@@ -518,8 +512,8 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
         checks = held_out_inputs(calib, spec, max(1, check_inputs))
         expected = _expected({"fp32": model, "int8": quantized}, checks, spec.stem)
         built.calibration = calibration_record(spec, calib)
-        built.reference = _write_reference(out, spec.stem, checks, expected,
-                                           output_rules(quantized) if quantized is not None else [], example)
+        rules = output_rules(quantized) if quantized is not None else []
+        built.reference = _write_reference(out, spec.stem, checks, expected, rules, example)
         written.append(out / built.reference["file"])
         bar.advance()
         spent: List[float] = []
@@ -535,7 +529,7 @@ def _build_programs(spec, weights, calib, todo, out, check_inputs, written: List
                                         written, built)
             if entry is not None and variant.precision == "int8":
                 entry["quantization"] = {"scheme": QUANT_SCHEME, "calibration": built.calibration,
-                                         "inputs_per_call": per_call, "output": output_qparams(quantized)}
+                                         "inputs_per_call": per_call, "output": rules[0] if rules else None}
             spent.append(time.monotonic() - t0)
             bar.advance()
     if "VulkanBackend" not in registered and any(v.delegate == "vulkan" for v in todo):

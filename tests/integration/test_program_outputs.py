@@ -19,7 +19,7 @@ def _int8_program(model, tmp_path, hw=(32, 32)):
     """(the PT2E reference graph, the lowered int8 XNNPACK program's forward, the reference dict convert writes)."""
     import torch
 
-    from converter.executorch import export, lower, output_qparams, quantize_pt2e
+    from converter.executorch import export, lower, output_rules, quantize_pt2e
     from converter.finite import output_tensors
     from converter.pte_host import load_method
 
@@ -34,7 +34,7 @@ def _int8_program(model, tmp_path, hw=(32, 32)):
     with torch.no_grad():
         expected = {"fp32": [output_tensors(model(x))[0] for x in held_out],
                     "int8": [output_tensors(quantized(x))[0] for x in held_out]}
-    ref = {"inputs": held_out, "expected": expected, "int8_output": output_qparams(quantized), "held_out": True}
+    ref = {"inputs": held_out, "expected": expected, "int8_output": output_rules(quantized)[0], "held_out": True}
     return quantized, load_method(path), ref
 
 
