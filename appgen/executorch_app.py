@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from toolchain import pins, records, variants
 from toolchain.errors import RecordError, UsageError
-from toolchain.records import PteFile, load_section
+from toolchain.records import PteFile
 
 from .runtime import Runtime, aar_entries, check_aar
 
@@ -119,9 +119,8 @@ def find_program(models: Path, variant: str) -> Tuple[PteFile, Dict[str, Any]]:
     if not records.ConvertManifest.exists(models):
         raise RecordError(f"no converted models in {models} (no {records.MANIFEST_NAME})", cause=why,
                           remedy=remedy + " (or point --models at the directory convert wrote)")
-    section = load_section(models)
-    base = records.ConvertManifest.load(models).dir
-    programs = [PteFile.from_entry(base, e) for e in section.get("files") or []]
+    manifest = records.ConvertManifest.load(models)
+    section, programs = manifest.executorch, manifest.programs()
     found = [f for f in programs if variant in (f.variant, f.qualified_variant)]
     known = ", ".join(sorted(f.qualified_variant for f in programs)) or "none"
     if not found:

@@ -368,7 +368,7 @@ class ConvertManifest(Record):
 
     def programs(self) -> List[PteFile]:
         """Every ``.pte`` entry, typed (a RecordError names an incomplete one)."""
-        return [PteFile.from_entry(self.dir, e) for e in self.executorch.get("files", [])]
+        return [PteFile.from_entry(self.dir, e) for e in self.executorch.get("files") or []]
 
     def write_executorch(self, section: Dict[str, Any]) -> Path:
         """Replace the ExecuTorch section, keeping the rest of the manifest, and write it (atomically)."""
