@@ -124,7 +124,7 @@ def find_program(models: Path, variant: str) -> Tuple[PteFile, Dict[str, Any]]:
     found = [f for f in programs if variant in (f.variant, f.qualified_variant)]
     known = ", ".join(sorted(f.qualified_variant for f in programs)) or "none"
     if not found:
-        _refuse_refused(section, variant, known)
+        _refuse_refused(manifest, variant, known)
         raise RecordError(f"the ExecuTorch program {variant} is not converted in {models}",
                           cause=f"its manifest lists these programs: {known}", remedy=remedy)
     if len(found) > 1:
@@ -141,11 +141,10 @@ def find_program(models: Path, variant: str) -> Tuple[PteFile, Dict[str, Any]]:
     return pte, conversion
 
 
-def _refuse_refused(section: Dict[str, Any], variant: str, known: str) -> None:
+def _refuse_refused(manifest: records.ConvertManifest, variant: str, known: str) -> None:
     """A program convert refused (``conversions.<stem>.refused``): its reason, not "run convert" (it would refuse it
     again)."""
-    refused = [(f"{stem}-{name}", why) for stem, conv in (section.get("conversions") or {}).items()
-               for name, why in ((conv or {}).get("refused") or {}).items() if variant in (name, f"{stem}-{name}")]
+    refused = [(k, why) for k, why in manifest.not_made(executorch=True).items() if variant in (k, k.split("-", 1)[1])]
     if len(refused) == 1:
         raise records.RefusedVariant(f"the ExecuTorch program {refused[0][0]} was not made: convert refused it",
                                      cause=refused[0][1], remedy=f"use a program convert made ({known})")

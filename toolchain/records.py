@@ -418,12 +418,13 @@ class ConvertManifest(Record):
             out.setdefault(f.qualified_variant, {})[f.backend] = f
         return out
 
-    def not_made(self) -> Dict[str, str]:
+    def not_made(self, executorch: bool = False) -> Dict[str, str]:
         """``{"resnet18-quant_core": why}``: the modes convert refused as a whole (neither CPU nor NNAPI model; the
-        reason as ``conversions.<stem>.refused`` records it, the ExecuTorch section's shape)."""
-        variants = self.variants()
+        reason as ``conversions.<stem>.refused`` records it); ``executorch``: the programs it refused
+        (``{"resnet18-int8-xnnpack": why}``, from the ExecuTorch section's conversions)."""
+        variants = {f.qualified_variant for f in self.programs()} if executorch else self.variants()
         out: Dict[str, str] = {}
-        for stem, conv in self.conversions.items():
+        for stem, conv in ((self.executorch.get("conversions") or {}) if executorch else self.conversions).items():
             refused = conv.get("refused") if isinstance(conv, dict) else None
             for name, why in (refused.items() if isinstance(refused, dict) else ()):
                 if f"{stem}-{name}" not in variants:
