@@ -12,17 +12,16 @@ import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from toolchain import executorch_pins as et_pins
 from toolchain import pins, records, variants
 from toolchain.errors import RecordError, UsageError
-from toolchain.pte_records import PteFile, load_section
+from toolchain.records import PteFile
 
 from .runtime import Runtime, aar_entries, check_aar
 
 LIBRARY = "executorch"
 _STEM = re.compile(r"^[a-z0-9_.]+$")
 _AAR_REMEDY = ("build ExecuTorch's AAR at the converter's release (`sh scripts/build_android_library.sh` in an "
-               f"executorch v{et_pins.EXECUTORCH_VERSION} checkout, with ANDROID_HOME and ANDROID_NDK set; it writes "
+               f"executorch v{pins.EXECUTORCH_VERSION} checkout, with ANDROID_HOME and ANDROID_NDK set; it writes "
                "extension/android/executorch_android/build/outputs/aar/executorch_android-debug.aar) and pass that")
 
 
@@ -47,9 +46,9 @@ def refuse_other_runtime_options(model: str, settings: Any) -> None:
 
 
 def check_lane(lane: pins.Lane) -> None:
-    if lane.compile_sdk < et_pins.EXECUTORCH_ANDROID_COMPILE_SDK:
+    if lane.compile_sdk < pins.EXECUTORCH_ANDROID_COMPILE_SDK:
         raise UsageError(f"lane {lane.name} compiles against API {lane.compile_sdk}, but the ExecuTorch AAR is built "
-                         f"against API {et_pins.EXECUTORCH_ANDROID_COMPILE_SDK}",
+                         f"against API {pins.EXECUTORCH_ANDROID_COMPILE_SDK}",
                          cause="an app must compile against at least its libraries' compileSdk",
                          remedy=f"use --lane {pins.DEFAULT_LANE} for an ExecuTorch program")
 
@@ -57,7 +56,7 @@ def check_lane(lane: pins.Lane) -> None:
 def min_sdk(value: Any) -> Any:
     """The app's minSdk for an ExecuTorch app: at least the library's (Gradle's manifest merge refuses less)."""
     try:
-        return max(int(value), et_pins.EXECUTORCH_ANDROID_MIN_SDK)
+        return max(int(value), pins.EXECUTORCH_ANDROID_MIN_SDK)
     except (TypeError, ValueError):
         return value  # validate.sdk_levels names the bad value
 
@@ -66,10 +65,10 @@ def check_executorch_aar(path: Path, abis: Sequence[str]) -> Path:
     """A local ExecuTorch AAR: an Android library with the Java API and libexecutorch.so for every ABI asked for."""
     path = check_aar(path, "--executorch-aar", _AAR_REMEDY, plain_name="executorch.aar")
     names = set(aar_entries(path, "--executorch-aar", _AAR_REMEDY))
-    missing = [a for a in abis if f"jni/{a}/{et_pins.EXECUTORCH_JNI_LIBRARY}" not in names]
+    missing = [a for a in abis if f"jni/{a}/{pins.EXECUTORCH_JNI_LIBRARY}" not in names]
     if missing:
         have = sorted({n.split("/")[1] for n in names if n.startswith("jni/") and n.count("/") == 2})
-        raise UsageError(f"--executorch-aar {path.name} has no jni/<abi>/{et_pins.EXECUTORCH_JNI_LIBRARY} for "
+        raise UsageError(f"--executorch-aar {path.name} has no jni/<abi>/{pins.EXECUTORCH_JNI_LIBRARY} for "
                          f"{', '.join(missing)}",
                          cause=f"it carries native code for: {', '.join(have) or 'no ABI'}; the app would crash in "
                                "Module.load on those devices",
@@ -87,12 +86,12 @@ def choose_runtime(lane: pins.Lane, version: Optional[str], aar: Optional[Path],
                                 "Maven version")
     if aar:
         return Runtime("aar", None, check_executorch_aar(aar, abis), lane.name, None, (), LIBRARY, None)
-    version = pins.maven_version(version or et_pins.EXECUTORCH_ANDROID_DEFAULT, "--executorch-android", "1.5.1")
-    outside = [a for a in abis if a not in et_pins.EXECUTORCH_ANDROID_ABIS]
+    version = pins.maven_version(version or pins.EXECUTORCH_ANDROID_DEFAULT, "--executorch-android", "1.5.1")
+    outside = [a for a in abis if a not in pins.EXECUTORCH_ANDROID_ABIS]
     if outside:
-        raise UsageError(f"{et_pins.EXECUTORCH_ANDROID_ARTIFACT} has no native library for {', '.join(outside)}",
-                         cause=f"the published AAR carries {' and '.join(et_pins.EXECUTORCH_ANDROID_ABIS)} only",
-                         remedy=f"pass --abi-filters {','.join(et_pins.EXECUTORCH_ANDROID_ABIS)} (or some of them)")
+        raise UsageError(f"{pins.EXECUTORCH_ANDROID_ARTIFACT} has no native library for {', '.join(outside)}",
+                         cause=f"the published AAR carries {' and '.join(pins.EXECUTORCH_ANDROID_ABIS)} only",
+                         remedy=f"pass --abi-filters {','.join(pins.EXECUTORCH_ANDROID_ABIS)} (or some of them)")
     return Runtime("maven", None, None, lane.name, None, (), LIBRARY, version)
 
 
@@ -120,13 +119,12 @@ def find_program(models: Path, variant: str) -> Tuple[PteFile, Dict[str, Any]]:
     if not records.ConvertManifest.exists(models):
         raise RecordError(f"no converted models in {models} (no {records.MANIFEST_NAME})", cause=why,
                           remedy=remedy + " (or point --models at the directory convert wrote)")
-    section = load_section(models)
-    base = records.ConvertManifest.load(models).dir
-    programs = [PteFile.from_entry(base, e) for e in section.get("files") or []]
+    manifest = records.ConvertManifest.load(models)
+    section, programs = manifest.executorch, manifest.programs()
     found = [f for f in programs if variant in (f.variant, f.qualified_variant)]
     known = ", ".join(sorted(f.qualified_variant for f in programs)) or "none"
     if not found:
-        _refuse_refused(section, variant, known)
+        _refuse_refused(manifest, variant, known)
         raise RecordError(f"the ExecuTorch program {variant} is not converted in {models}",
                           cause=f"its manifest lists these programs: {known}", remedy=remedy)
     if len(found) > 1:
@@ -143,11 +141,10 @@ def find_program(models: Path, variant: str) -> Tuple[PteFile, Dict[str, Any]]:
     return pte, conversion
 
 
-def _refuse_refused(section: Dict[str, Any], variant: str, known: str) -> None:
+def _refuse_refused(manifest: records.ConvertManifest, variant: str, known: str) -> None:
     """A program convert refused (``conversions.<stem>.refused``): its reason, not "run convert" (it would refuse it
     again)."""
-    refused = [(f"{stem}-{name}", why) for stem, conv in (section.get("conversions") or {}).items()
-               for name, why in ((conv or {}).get("refused") or {}).items() if variant in (name, f"{stem}-{name}")]
+    refused = [(k, why) for k, why in manifest.not_made(executorch=True).items() if variant in (k, k.split("-", 1)[1])]
     if len(refused) == 1:
         raise records.RefusedVariant(f"the ExecuTorch program {refused[0][0]} was not made: convert refused it",
                                      cause=refused[0][1], remedy=f"use a program convert made ({known})")
@@ -179,16 +176,16 @@ def refuse_non_image(inputs: Sequence[records.TensorSpec], name: str, what: str,
 
 def check_program(pte: PteFile, runtime: Runtime) -> List[str]:
     """Refuse a program the runtime cannot run; the warnings about one it may not run."""
-    if pte.delegate not in et_pins.EXECUTORCH_ANDROID_DELEGATES and not runtime.aar:
-        raise UsageError(f"{et_pins.EXECUTORCH_ANDROID_ARTIFACT} cannot run the {pte.delegate} program {pte.file}",
-                         cause=f"the published AAR links the {' and '.join(et_pins.EXECUTORCH_ANDROID_DELEGATES)} "
+    if pte.delegate not in pins.EXECUTORCH_ANDROID_DELEGATES and not runtime.aar:
+        raise UsageError(f"{pins.EXECUTORCH_ANDROID_ARTIFACT} cannot run the {pte.delegate} program {pte.file}",
+                         cause=f"the published AAR links the {' and '.join(pins.EXECUTORCH_ANDROID_DELEGATES)} "
                                f"backends only (scripts/build_android_library.sh builds Vulkan only with "
                                "EXECUTORCH_BUILD_VULKAN=ON)",
                          remedy="pick an XNNPACK or portable program (--model fp32-xnnpack), or build the AAR with "
                                 "that backend and pass it with --executorch-aar")
     made_by = str(pte.executorch.get("version") or "unknown")
     warnings = []
-    if runtime.aar and pte.delegate not in et_pins.EXECUTORCH_ANDROID_DELEGATES:
+    if runtime.aar and pte.delegate not in pins.EXECUTORCH_ANDROID_DELEGATES:
         warnings.append(f"{pte.file} needs the {pte.delegate} backend: the AAR {runtime.aar.name} must be built with "
                         f"it (EXECUTORCH_BUILD_{pte.delegate.upper()}=ON), or Module.load fails on the phone")
     if runtime.aar:
@@ -196,13 +193,13 @@ def check_program(pte: PteFile, runtime: Runtime) -> List[str]:
         warnings.append(f"the app links the local AAR {runtime.aar.name}; make sure it was built from ExecuTorch "
                         f"{made_by}{f' ({git})' if git else ''}, the release that wrote {pte.file}")
     elif runtime.executorch_android != made_by.split("+")[0]:
-        older = made_by != "unknown" and et_pins.app_runtime_older(str(runtime.executorch_android), made_by)
+        older = made_by != "unknown" and pins.app_runtime_older(str(runtime.executorch_android), made_by)
         why = ("it is older than the exporter, and ExecuTorch promises no forward compatibility (a newer program may "
                "use operators or program features it lacks: Module.load then fails on the phone)" if older else
                "the app would run the program on another runtime than the one it was checked with")
-        warnings.append(f"{et_pins.EXECUTORCH_ANDROID_ARTIFACT}:{runtime.executorch_android} is not the ExecuTorch "
+        warnings.append(f"{pins.EXECUTORCH_ANDROID_ARTIFACT}:{runtime.executorch_android} is not the ExecuTorch "
                         f"{made_by} that wrote {pte.file}: {why}. Pass --executorch-android {made_by} (or leave it "
-                        f"unset: the default is {et_pins.EXECUTORCH_ANDROID_DEFAULT}), or build the AAR at v{made_by} "
+                        f"unset: the default is {pins.EXECUTORCH_ANDROID_DEFAULT}), or build the AAR at v{made_by} "
                         "and pass --executorch-aar PATH")
     return warnings
 

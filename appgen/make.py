@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from toolchain import __version__ as TORCHDROID_VERSION
-from toolchain import executorch_pins as et_pins
 from toolchain import pins, records, variants
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import (
@@ -41,7 +40,7 @@ from toolchain.fsutil import (
 )
 from toolchain.layout import Layout
 from toolchain.progress import progress
-from toolchain.pte_records import PteFile
+from toolchain.records import PteFile
 from toolchain.settings import default
 
 from . import assets, executorch_app, validate
@@ -278,7 +277,7 @@ def plan_program(settings: AppSettings, checked: _Checked) -> AppPlan:
     notes, warnings = _plan_messages(checked, False)
     if checked.min_sdk > int(settings.min_sdk):
         notes.append(f"minSdk raised from {settings.min_sdk} to {checked.min_sdk}: "
-                     f"{et_pins.EXECUTORCH_ANDROID_ARTIFACT} declares minSdk {et_pins.EXECUTORCH_ANDROID_MIN_SDK}")
+                     f"{pins.EXECUTORCH_ANDROID_ARTIFACT} declares minSdk {pins.EXECUTORCH_ANDROID_MIN_SDK}")
     gradle = Gradle.locate() if settings.wrapper_jar else None
     request = _request(checked, template, pte.qualified_variant, [pte.sha256],
                        {"source": runtime.source, "library": runtime.library,
@@ -413,8 +412,8 @@ def _context(p: AppPlan) -> Dict[str, Any]:
         "aar_file": c.runtime.aar_name,
         "runtime_library": c.runtime.library,
         "executorch_android": c.runtime.executorch_android or "",
-        "executorch_fbjni_version": et_pins.EXECUTORCH_ANDROID_FBJNI,
-        "executorch_nativeloader_version": et_pins.EXECUTORCH_ANDROID_NATIVELOADER,
+        "executorch_fbjni_version": pins.EXECUTORCH_ANDROID_FBJNI,
+        "executorch_nativeloader_version": pins.EXECUTORCH_ANDROID_NATIVELOADER,
         "default_backend": "cpu" if c.program else "nnapi",
         "camerax_version": pins.CAMERAX_VERSION,
         "activity_version": pins.ANDROIDX_ACTIVITY_VERSION,

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 def convert_into(out: Path, calibration_count: int) -> None:
     from converter import ConvertSettings, convert
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
 
     convert(ConvertSettings(out=out, weights="random", modes=("none", "full"), calibration_count=calibration_count))
     convert_executorch(ExecutorchSettings(out=out, weights="random", calibration_count=calibration_count,
@@ -65,7 +65,7 @@ def legacy_call(mf):
 
 
 def pte_call(pf, example):
-    from toolchain.pte_records import load_method
+    from toolchain.records import load_method
 
     pf.check_hash()
     method = load_method(pf.path)
@@ -179,7 +179,7 @@ def spike_pair(pf, example, args) -> dict:
 
 
 def pte_call_output(pf, example):
-    from toolchain.pte_records import load_method
+    from toolchain.records import load_method
 
     return load_method(pf.path).execute([example])[0]
 

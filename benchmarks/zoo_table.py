@@ -121,14 +121,14 @@ def bench_lane(out: Path) -> Dict[str, Any]:
 
 
 def executorch_lane(name: str, out: Path) -> Dict[str, Any]:
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
 
     return pte_made(convert_executorch(ExecutorchSettings(out=out, model=model_arg(name), weights="random",
                                                           calibration_count=CALIBRATION, delegates=DELEGATES)))
 
 
 def pte_made(r) -> Dict[str, Any]:
-    """What the ExecuTorch lane made and refused (converter.executorch_lane.ExecutorchResult), for the table."""
+    """What the ExecuTorch lane made and refused (converter.executorch.ExecutorchResult), for the table."""
     return {"files": [f.variant for f in r.files], "skipped": dict(r.skipped), "not_made": dict(r.not_made),
             "notes": list(r.notes)}
 

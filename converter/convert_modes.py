@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 
-from toolchain import executorch_pins
+from toolchain import pins
 from toolchain.records import ModelFile, NnapiRefusal, TensorSpec, model_file_names
 from toolchain.variants import MODES
 
@@ -150,7 +150,7 @@ def executorch_alternative(model, example, name: str) -> str:
     except Exception as e:  # noqa: BLE001 - any failure means the ExecuTorch lane cannot take it either
         log.debug("torch.export cannot capture %s: %s", name, e)
         return ""
-    install = "" if executorch_pins.installed_version() else f" (after `{executorch_pins.INSTALL_COMMAND}`)"
+    install = "" if pins.installed_version() else f" (after `{pins.INSTALL_COMMAND}`)"
     return (f"the ExecuTorch lane takes this model: `{command('invoke', 'convert', '--model', name, '--format', 'executorch')}`{install} "
             "(XNNPACK on the CPU, Vulkan on the GPU; docs/executorch.md)")
 

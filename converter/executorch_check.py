@@ -39,11 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from toolchain import executorch_pins
+from toolchain import pins
 from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_write_json, digest_of, sha256_file
 from toolchain.progress import duration, progress, time_left
-from toolchain.pte_records import PteFile, load_method, load_program, program_args
+from toolchain.records import PteFile, load_method, load_program, program_args
 from toolchain.record_base import FlatRecord
 
 log = logging.getLogger(__name__)
@@ -244,7 +244,7 @@ def check_key(f: PteFile, ref_path: Path, s: Any) -> str:
     """What a check's result depends on: the program, its reference and ETRecord, the bounds, the runtime."""
     etrecord = (f.extra.get("etrecord") or {}).get("sha256")
     return digest_of([CHECK_PROTOCOL, f.sha256, sha256_file(ref_path), etrecord, s.float_atol, s.float_rtol,
-                      s.per_operator, s.debug_buffer_mb, executorch_pins.identity()])
+                      s.per_operator, s.debug_buffer_mb, pins.identity()])
 
 
 def _reused_check(previous: Dict[str, Any], key: str) -> Optional[CheckRow]:

@@ -49,7 +49,7 @@ class ExecuTorch(Format):
     times_cpu_models = True
 
     def convert(self, settings: Any) -> Any:
-        from .executorch_lane import convert_executorch
+        from .executorch import convert_executorch
 
         return convert_executorch(settings)
 

@@ -23,14 +23,14 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from toolchain import executorch_pins
+from toolchain import pins
 from toolchain.errors import RecordError, UsageError, VerificationError
 from toolchain.host_conditions import Conditions, watch
 from toolchain.logs import native_output_to_log
 from toolchain.fsutil import atomic_write_csv, digest_of, ensure_writable_dir, own_dir, refuse_another_owner, sha256_file
 from toolchain.progress import duration, progress
 from toolchain.record_base import FlatRecord, Record
-from toolchain.pte_records import PteFile, load_method, load_section, program_args, pte_files, reference_path
+from toolchain.records import PteFile, load_method, load_section, program_args, pte_files, reference_path
 from toolchain.records import ConvertManifest
 from toolchain.settings import default
 from toolchain.stats import VARIANCE_LIMIT_PCT
@@ -425,7 +425,7 @@ def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Subject]] = Non
         checks = check_all(files, refs, ref_paths, s, previous, notes, last)
         pairs, idle = _candidates(files, refs, s, notes)
         key = timing_key([(line.label, Path(s.models) / line.file) for line, _ in pairs], s, s.reference_kernels,
-                         executorch_pins.identity())
+                         pins.identity())
         lines, ratios, taken = _timings(pairs, s, previous, key, notes, timed)
     lines += idle
     if any(x.mobile_optimized is False for x in lines):
@@ -434,7 +434,7 @@ def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Subject]] = Non
     result = PteBenchResult(checks, lines, Path(s.out) / PteHostBenchRecord.NAME, notes, ratios, taken)
     result.json_path = PteHostBenchRecord.write_results(
         s.out, s, "bench-executorch", lines, ratios, notes, taken, models=str(s.models),
-        executorch=executorch_pins.identity(), executorch_threads=EXECUTORCH_THREADS,
+        executorch=pins.identity(), executorch_threads=EXECUTORCH_THREADS,
         checks=[asdict(c) for c in checks], reference_kernels=s.reference_kernels,
         speedups=speedups(result.baselines(), ratios), timing_key=key)
     return result
@@ -444,7 +444,7 @@ def _programs(s: PteBenchSettings) -> tuple:
     """(the .pte files, their reference paths and references by stem); every tampered or missing program that
     would run here is refused before anything runs."""
     files = pte_files(s.models)
-    executorch_pins.require_executorch()
+    pins.require_executorch()
     for f in files:
         if f.runs_on_host:
             f.check_hash()

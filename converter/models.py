@@ -82,8 +82,7 @@ def check_stem_free(spec: ModelSpec, out: Path) -> None:
     lane's records): two factories of one name in different files, or a factory file named like a torchvision
     model.  An unreadable manifest is left to the lane that reads it."""
     from toolchain.errors import RecordError
-    from toolchain.pte_records import SECTION
-    from toolchain.records import ConvertManifest
+    from toolchain.records import EXECUTORCH_SECTION, ConvertManifest
 
     if not ConvertManifest.exists(out):
         return
@@ -91,7 +90,7 @@ def check_stem_free(spec: ModelSpec, out: Path) -> None:
         man = ConvertManifest.load(out)
     except RecordError:
         return
-    section = man.data.get(SECTION)
+    section = man.data.get(EXECUTORCH_SECTION)
     for conversions in (man.conversions, section.get("conversions") if isinstance(section, dict) else None):
         if isinstance(conversions, dict):
             _check_stem_free(spec, conversions, out)

@@ -26,25 +26,40 @@ from toolchain.variants import MODES
 from .calibration import CalibrationSpec, parse_calibration, record_for
 from .models import ModelSpec, WeightsSpec, check_stem_free, parse_model, parse_weights
 from .prequantized import parse_quantized_weights
-from .reuse import mode_key, read_existing, torch_identity, up_to_date
+from .reuse import made_with, mode_key, mode_up_to_date, read_existing
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ConvertSettings:
+class ModelRequest:
+    """What every format converts from: the model, its weights and calibration inputs, and where its files go."""
+
     out: Path = Path(default("convert.out"))
     model: str = default("convert.model")
-    modes: Tuple[str, ...] = MODES
     weights: str = default("convert.weights")
     calibration: Optional[Path] = None
     calibration_count: int = default("convert.calibration_count")
-    quantized_weights: str = default("convert.quantized_weights")  # calibrate | pretrained | PATH
     seed: int = default("convert.seed")
     factory_timeout: float = default("convert.factory_timeout")  # seconds for a user's model file
     inputs: Optional[str] = None  # --inputs: the model file's inputs (converter/input_specs.py)
-    build_dir: Path = Path(default("build_dir"))
     force: bool = False
+
+
+def parse_request(settings: ModelRequest) -> Tuple[ModelSpec, WeightsSpec, CalibrationSpec]:
+    """The model, weights and calibration asked for, checked without torch; the output directory writable."""
+    spec = parse_model(settings.model, settings.factory_timeout, settings.inputs)
+    weights = parse_weights(settings.weights, settings.seed)
+    calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed, warn=False)  # said once the inputs are known
+    ensure_writable_dir(Path(settings.out), "output directory (--out)")
+    return spec, weights, calib
+
+
+@dataclass(frozen=True)
+class ConvertSettings(ModelRequest):
+    modes: Tuple[str, ...] = MODES
+    quantized_weights: str = default("convert.quantized_weights")  # calibrate | pretrained | PATH
+    build_dir: Path = Path(default("build_dir"))
 
 
 @dataclass
@@ -138,23 +153,20 @@ def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, Calibra
     """Everything that can be checked without torch, so bad input fails at once: ``(model, weights, calibration,
     modes, pre-quantized weights or None)``."""
     modes = _check_modes(settings.modes)
-    spec = parse_model(settings.model, settings.factory_timeout, settings.inputs)
-    weights = parse_weights(settings.weights, settings.seed)
-    calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed, warn=False)  # said once the inputs are known
+    spec, weights, calib = parse_request(settings)
     quantized = parse_quantized_weights(settings.quantized_weights, spec)
     _check_inputs_not_overwritten(Path(settings.out), spec, weights, calib, modes, quantized)
-    ensure_writable_dir(settings.out, "output directory (--out)")
     return spec, weights, calib, modes, quantized
 
 
 def plan(settings: ConvertSettings, spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec,
          modes: Tuple[str, ...], quantized: Optional[WeightsSpec] = None) -> Plan:
     """Which requested modes must be (re)built: from keys, the manifest and the files' hashes (no torch)."""
-    torch_id = torch_identity()
-    keys = {m: mode_key(spec, weights, calib, m, torch_id, quantized) for m in modes}
+    versions = made_with()
+    keys = {m: mode_key(spec, weights, calib, m, versions, quantized) for m in modes}
     manifest = read_existing(Path(settings.out))
     check_stem_free(spec, Path(settings.out))
-    todo = [m for m in modes if settings.force or not up_to_date(manifest, spec.stem, m, keys[m])]
+    todo = [m for m in modes if settings.force or not mode_up_to_date(manifest, spec.stem, m, keys[m])]
     return Plan(settings, spec, weights, calib, modes, keys, manifest, todo, quantized)
 
 
@@ -222,7 +234,7 @@ def _conversion_record(p: Plan, facts, previous: Dict[str, Any]) -> Dict[str, An
         factory_file=str(p.spec.factory_file) if p.spec.factory_file else None,
         weights=facts.weights_record,
         calibration=record_for(p.calib, facts.declared_inputs),
-        torch={**torch_identity(), "xnnpack": facts.xnnpack},
+        torch={**made_with()["torch"], "xnnpack": facts.xnnpack},
         mobile_optimization=facts.mobile_optimization,
         batchnorm=facts.batchnorm,
         format="torchscript",

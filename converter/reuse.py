@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
+from toolchain import pins
 from toolchain.errors import RecordError, UsageError
 from toolchain.fsutil import sha256_file
 from toolchain.records import ConvertManifest, manifest_owner, manifest_path
@@ -44,9 +45,9 @@ def torch_identity() -> Dict[str, Any]:
     return dict(out)
 
 
-# The ExecuTorch lane's modules (converter/executorch_*.py, pte_*.py) key their own programs; a change to them
+# The ExecuTorch format's modules (converter/executorch.py, pte_*.py) key their own programs; a change to them
 # must not rebuild the TorchScript models.
-OTHER_LANE_PREFIXES = ("executorch_", "pte_")
+OTHER_LANE_PREFIXES = ("executorch", "pte_")
 
 
 def code_digest(directory: Optional[Path] = None, only: Sequence[str] = ()) -> str:
@@ -61,21 +62,26 @@ def code_digest(directory: Optional[Path] = None, only: Sequence[str] = ()) -> s
     return h.hexdigest()[:16]
 
 
+def made_with(executorch: bool = False) -> Dict[str, Any]:
+    """The versions a conversion is made with (recorded beside it and part of its key): torch's, and ExecuTorch's
+    for a ``.pte`` program."""
+    return {"torch": torch_identity(), **({"executorch": pins.identity()} if executorch else {})}
+
+
+def conversion_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, code: str, **what: Any) -> str:
+    """The one key of a converted artefact (a TorchScript mode's two models, an ExecuTorch program): the model, its
+    weights and calibration, the converter ``code`` that makes it and ``what`` else it depends on (its mode or
+    variant, :func:`made_with`...)."""
+    body = {"model": spec.key(), "weights": weights.key(), "calibration": calib.key(), "code": code, **what}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def mode_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, mode: str,
-             torch_id: Dict[str, Any], quantized: Optional[WeightsSpec] = None) -> str:
+             versions: Dict[str, Any], quantized: Optional[WeightsSpec] = None) -> str:
     """What a mode's two files depend on; the pre-quantized weights (when given) only for core and full."""
-    body = {
-        "model": spec.key(),
-        "weights": weights.key(),
-        "calibration": calib.key(),
-        "mode": mode,
-        "format": "torchscript",
-        "torch": [torch_id.get("version"), torch_id.get("git_version"), torch_id.get("torchvision")],
-        "converter": code_digest(),
-    }
-    if quantized is not None and mode != "none":
-        body["quantized_weights"] = quantized.key()
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    extra = {"quantized_weights": quantized.key()} if quantized is not None and mode != "none" else {}
+    return conversion_key(spec, weights, calib, code_digest(), mode=mode, format="torchscript", versions=versions,
+                          **extra)
 
 
 def read_existing(out: Path) -> ConvertManifest:
@@ -101,16 +107,17 @@ def read_existing(out: Path) -> ConvertManifest:
         return ConvertManifest.empty(out)
 
 
-def up_to_date(manifest: ConvertManifest, stem: str, mode: str, key: str) -> bool:
-    """Both files of ``mode`` are recorded with this key and their bytes still match the recorded sha256."""
+def up_to_date(keys: Any, name: str, key: str, files: Sequence[Any]) -> bool:
+    """The one reuse rule: ``name``'s key recorded in ``keys`` is ``key`` and each of its ``files`` (a ModelFile or
+    PteFile: at least one) is there with its recorded size and sha256."""
+    return isinstance(keys, dict) and keys.get(name) == key and bool(files) and all(
+        f.path.is_file() and f.path.stat().st_size == f.size and sha256_file(f.path) == f.sha256 for f in files)
+
+
+def mode_up_to_date(manifest: ConvertManifest, stem: str, mode: str, key: str) -> bool:
+    """Both files of ``mode`` (its CPU file alone when NNAPI refused it) are :func:`up_to_date` with this key."""
     conv = manifest.conversions.get(stem, {})
-    if not isinstance(conv, dict) or (conv.get("mode_keys") or {}).get(mode) != key:
-        return False
     files = manifest.files_of(stem, mode)
-    wanted = ["cpu"] if manifest.refusal(stem, mode) is not None else ["cpu", "nnapi"]  # NNAPI refused: CPU only
-    if sorted(f.backend for f in files) != wanted:
-        return False
-    for f in files:
-        if not f.path.is_file() or f.path.stat().st_size != f.size or sha256_file(f.path) != f.sha256:
-            return False
-    return True
+    wanted = ["cpu"] if manifest.refusal(stem, mode) is not None else ["cpu", "nnapi"]
+    return sorted(f.backend for f in files) == wanted and up_to_date(
+        conv.get("mode_keys") if isinstance(conv, dict) else None, mode, key, files)

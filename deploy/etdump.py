@@ -124,7 +124,7 @@ def program_operators(device: Any, directory: str, program: Any, models: Path, l
         table = operator_table(local, Path(models) / etrecord if etrecord else None, skip_runs)
     except ImportError as e:
         return unknown(serial, program.file, f"ExecuTorch's Inspector is not installed on this host ({e}); "
-                                             "pip install executorch (toolchain/executorch_pins.py)")
+                                             "pip install executorch (toolchain/pins.py)")
     except Exception as e:  # a damaged or foreign file: say so, keep the timings
         log.debug("ETDump %s not readable", local, exc_info=True)
         return unknown(serial, program.file, f"the ETDump {local} could not be read by the Inspector "

@@ -23,11 +23,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from toolchain import executorch_pins as pins
+from toolchain import pins
 from toolchain.errors import RecordError, TorchdroidError, UsageError
 from toolchain.fsutil import sha256_file
 from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
-from toolchain.pte_records import PteFile, load_section, program_args, pte_files, reference_path
+from toolchain.records import PteFile, load_section, program_args, pte_files, reference_path
 from toolchain.records import AppInfo, BuildInfo, ResultRow
 
 from .bench import BenchOptions, BenchStats, ParsedRun, stoppable, summarize
@@ -278,7 +278,7 @@ class ProgramInputs:
     runs: List[str] = field(default_factory=list)  # per run: its files' names as --inputs takes them (a,b: E17)
 
     def rule(self, k: int) -> Optional[Dict[str, object]]:
-        """Output ``k``'s int8 rule (converter.executorch_export.output_rule): each output is judged by its own."""
+        """Output ``k``'s int8 rule (converter.executorch.output_rule): each output is judged by its own."""
         return self.rules[k] if k < len(self.rules) else None
 
 
@@ -346,7 +346,7 @@ def host_reference(f: PteFile, pi: ProgramInputs) -> FileReference:
         ref.problems[key] = "the host's ExecuTorch runtime cannot run this program's delegate"
     else:
         try:
-            from toolchain.pte_records import load_method
+            from toolchain.records import load_method
 
             method = load_method(f.path)
             ref.outputs[key] = [_values(y, pi.rule(k) if f.precision == "int8" else None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from toolchain.pte_records import PteFile
+from toolchain.records import PteFile
 from toolchain.records import ModelFile, ResultRow
 
 from .app_bench import AppBench

@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from toolchain.errors import RecordError, UsageError, VerificationError
 from toolchain.fsutil import in_the_way, sha256_file
-from toolchain.records import ConvertManifest, ModelFile, NnapiRefusal, VerifyRecord, verify_path
+from toolchain.records import EXECUTORCH_SECTION, ConvertManifest, ModelFile, NnapiRefusal, VerifyRecord, verify_path
 from toolchain.settings import default
 from toolchain.variants import check_all
 
@@ -182,10 +182,8 @@ def _results_path(settings: VerifySettings, manifest: ConvertManifest) -> Path:
 
 
 def _nothing_to_verify(manifest: ConvertManifest) -> str:
-    from toolchain.pte_records import SECTION
-
     programs = " (it holds ExecuTorch programs: `invoke bench-executorch` checks those on this machine)" \
-        if manifest.data.get(SECTION) else ""
+        if manifest.data.get(EXECUTORCH_SECTION) else ""
     return (f"{manifest.dir} has no TorchScript NNAPI models, which is what verify checks{programs}; "
             "convert them with `invoke convert --format torchscript`")
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-from toolchain import executorch_pins as pins
+from toolchain import pins
 from toolchain.elf import ABIS_16K, PAGE_16K, read_elf
 from toolchain.errors import ToolFailed, ToolNotFound, UsageError, VerificationError
 from toolchain.fsutil import atomic_copy, output_lock, sha256_file

@@ -1,7 +1,9 @@
 """The machine-readable records stages hand to each other.
 
 * the **convert manifest** (``<models>/manifest.json``), written by ``converter``,
-  read by make-app, deploy, verify, check-compat and the host benchmark;
+  read by make-app, deploy, verify, check-compat and the host benchmark; the
+  ExecuTorch programs (:class:`PteFile`) are its ``executorch`` section, and
+  :func:`load_program` opens one in ExecuTorch's host runtime;
 * the **build-info** (``<build_dir>/android/<abi>/build-info.json``), written by
   ``ndk_build``, read by deploy and check-compat;
 * the **app-info** (``<app>/torchdroid-app.json``, :class:`AppInfo`), written by
@@ -75,7 +77,8 @@ class TensorSpec:
 
 
 class VariantNames:
-    """The variant names of a model file (or of one convert did not write), from its ``stem`` and ``mode``."""
+    """The variant names of a converted file (or of one convert did not write), from its ``stem`` and ``mode`` (an
+    ExecuTorch program's: its precision and delegate)."""
 
     stem: str
     mode: str
@@ -87,8 +90,9 @@ class VariantNames:
 
     @property
     def qualified_variant(self) -> str:
-        """``mobilenetv2-quant_full``: unique across models in one directory."""
-        return f"{self.stem}-quant_{self.mode}"
+        """``mobilenetv2-quant_full`` (``mobilenetv2-fp32-xnnpack`` for a program): unique across models in one
+        directory."""
+        return f"{self.stem}-{self.variant}"
 
 
 @dataclass(frozen=True)
@@ -242,7 +246,69 @@ class NnapiRefusal(VariantNames):
                                      "damaged)") from e
 
 
-OTHER_SECTIONS = ("executorch",)  # manifest sections the legacy writer keeps untouched
+# --------------------------------------------------------------------------- the manifest's ExecuTorch programs
+# `invoke convert --format executorch` writes manifest.json's top-level ``executorch`` section (its own ``files``
+# list, so readers of the TorchScript ``files`` list are unaffected):
+#     "executorch": {"conversions": {<stem>: {...versions, calibration, skipped delegates, keys}},
+#                    "files": [{"file": "mobilenetv2-fp32-xnnpack.pte", "format": "executorch", "delegate": "xnnpack",
+#                               "precision": "fp32", "baseline": "quant_none", ...}],
+#                    "reference": {<stem>: {"file": ..., "sha256": ...}}}
+
+EXECUTORCH_SECTION = "executorch"
+OTHER_SECTIONS = (EXECUTORCH_SECTION,)  # manifest sections the TorchScript writer keeps untouched
+# The TorchScript variant each precision is compared with: float vs CPU quant_none, int8 vs quant_full.
+BASELINE = {"fp32": "quant_none", "int8": "quant_full"}
+EXECUTORCH_REMEDY = "run `invoke convert --format executorch --force`"
+
+
+def pte_name(stem: str, precision: str, delegate: str) -> str:
+    return f"{stem}-{precision}-{delegate}.pte"
+
+
+@dataclass(frozen=True)
+class PteFile(VariantNames):
+    """One ``.pte`` program, fully described (the ``executorch`` section's ``files`` entries)."""
+
+    file: str
+    path: Path
+    sha256: str
+    size: int
+    model: str
+    stem: str
+    precision: str  # fp32 | int8
+    delegate: str  # xnnpack | portable | vulkan
+    input: TensorSpec
+    output: TensorSpec
+    baseline: str  # TorchScript variant to compare with: quant_none | quant_full
+    runs_on_host: bool  # does the host runtime have this delegate registered?
+    executorch: Dict[str, Any]
+    torch: Dict[str, Any]
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def variant(self) -> str:
+        """``fp32-xnnpack``: the name make-app, deploy and report use for this program."""
+        return f"{self.precision}-{self.delegate}"
+
+    def check_hash(self) -> None:
+        check_listed_file(self.path, self.sha256, "invoke convert --format executorch")
+
+    @classmethod
+    def from_entry(cls, base: Path, entry: Dict[str, Any]) -> "PteFile":
+        known = {"file", "sha256", "size", "model", "stem", "precision", "delegate", "input", "output", "baseline",
+                 "runs_on_host", "executorch", "torch"}
+        try:
+            return cls(file=entry["file"], path=(base / entry["file"]).resolve(), sha256=entry["sha256"],
+                       size=int(entry["size"]), model=entry["model"], stem=entry["stem"],
+                       precision=entry["precision"], delegate=entry["delegate"],
+                       input=TensorSpec.from_dict(entry["input"]), output=TensorSpec.from_dict(entry["output"]),
+                       baseline=entry["baseline"], runs_on_host=bool(entry["runs_on_host"]),
+                       executorch=dict(entry["executorch"]), torch=dict(entry["torch"]),
+                       extra={k: v for k, v in entry.items() if k not in known})
+        except (KeyError, TypeError, ValueError) as e:
+            raise RecordError(f"a .pte entry in {base / MANIFEST_NAME} is incomplete ({type(e).__name__}: {e})",
+                              cause="the manifest was edited or written by another torchdroid version",
+                              remedy=EXECUTORCH_REMEDY) from e
 
 
 class ConvertManifest(Record):
@@ -287,8 +353,26 @@ class ConvertManifest(Record):
                 **self.other_sections()}
 
     def other_sections(self) -> Dict[str, Any]:
-        """Sections other stages own, kept as they are (``executorch``: toolchain/pte_records.py)."""
+        """Sections the TorchScript writer keeps as they are (``executorch``: :attr:`executorch`)."""
         return {k: self.data[k] for k in OTHER_SECTIONS if k in self.data}
+
+    @property
+    def executorch(self) -> Dict[str, Any]:
+        """The ExecuTorch section (empty when there is none): its conversions, ``.pte`` entries and references."""
+        section = self.data.get(EXECUTORCH_SECTION) or {}
+        if not isinstance(section, dict):
+            raise RecordError(f"{self.path}: the {EXECUTORCH_SECTION!r} section is not an object",
+                              remedy=EXECUTORCH_REMEDY)
+        return section
+
+    def programs(self) -> List[PteFile]:
+        """Every ``.pte`` entry, typed (a RecordError names an incomplete one)."""
+        return [PteFile.from_entry(self.dir, e) for e in self.executorch.get("files") or []]
+
+    def write_executorch(self, section: Dict[str, Any]) -> Path:
+        """Replace the ExecuTorch section, keeping the rest of the manifest, and write it (atomically)."""
+        self.data[EXECUTORCH_SECTION] = section
+        return self.write()
 
     def replace_modes(self, stem: str, conversion: Dict[str, Any], files: List["ModelFile"],
                       refused: Tuple[NnapiRefusal, ...] = (), cleared: Tuple[str, ...] = ()) -> "ConvertManifest":
@@ -333,12 +417,13 @@ class ConvertManifest(Record):
             out.setdefault(f.qualified_variant, {})[f.backend] = f
         return out
 
-    def not_made(self) -> Dict[str, str]:
+    def not_made(self, executorch: bool = False) -> Dict[str, str]:
         """``{"resnet18-quant_core": why}``: the modes convert refused as a whole (neither CPU nor NNAPI model; the
-        reason as ``conversions.<stem>.refused`` records it, the ExecuTorch section's shape)."""
-        variants = self.variants()
+        reason as ``conversions.<stem>.refused`` records it); ``executorch``: the programs it refused
+        (``{"resnet18-int8-xnnpack": why}``, from the ExecuTorch section's conversions)."""
+        variants = {f.qualified_variant for f in self.programs()} if executorch else self.variants()
         out: Dict[str, str] = {}
-        for stem, conv in self.conversions.items():
+        for stem, conv in ((self.executorch.get("conversions") or {}) if executorch else self.conversions).items():
             refused = conv.get("refused") if isinstance(conv, dict) else None
             for name, why in (refused.items() if isinstance(refused, dict) else ()):
                 if f"{stem}-{name}" not in variants:
@@ -371,6 +456,66 @@ class ConvertManifest(Record):
             remedy=f"run `invoke convert` for it, or pick one of: {known}",
         )
 
+
+def load_section(models_dir: Path) -> Dict[str, Any]:
+    """The ExecuTorch section of the manifest in ``models_dir`` (empty when there is none)."""
+    return ConvertManifest.load(models_dir).executorch
+
+
+def pte_files(models_dir: Path) -> List[PteFile]:
+    """Every ``.pte`` entry; a UsageError when the manifest has none."""
+    man = ConvertManifest.load(models_dir)
+    files = man.programs()
+    if not files:
+        raise UsageError(f"{man.path} lists no ExecuTorch (.pte) programs",
+                         remedy="run `invoke convert --format torchscript,executorch` (or `invoke convert --format executorch`)")
+    return files
+
+
+def reference_path(models_dir: Path, stem: str, section: Optional[Dict[str, Any]] = None) -> Path:
+    """The checked reference file (inputs and expected outputs) of one model's programs (``section``: the ExecuTorch
+    section when it is read already)."""
+    section = load_section(models_dir) if section is None else section
+    ref = (section.get("reference") or {}).get(stem)
+    if not ref:
+        raise RecordError(f"no ExecuTorch reference outputs recorded for {stem} in {models_dir}",
+                          remedy=EXECUTORCH_REMEDY)
+    path = Path(models_dir) / ref["file"]
+    if not path.is_file() or sha256_file(path) != ref["sha256"]:
+        raise RecordError(f"the reference file {path} is missing or does not match the manifest",
+                          remedy=EXECUTORCH_REMEDY)
+    return path
+
+
+def program_args(sample: Any) -> List[Any]:
+    """A recorded reference input as the program's argument list: one tensor (a one-input model, as every
+    reference before issue 35 recorded it) or a tuple of them (a model declaring several inputs)."""
+    return list(sample) if isinstance(sample, (tuple, list)) else [sample]
+
+
+def load_program(path: Path, **options: Any) -> Any:
+    """The program at ``path`` in ExecuTorch's host runtime (``options``: ``Runtime.load_program``'s, e.g. the event
+    tracer's).  A file the runtime refuses (truncated, damaged, not a program) is a :class:`RecordError` naming it and
+    the command that writes it again, not the runtime's bare ``RuntimeError``."""
+    from executorch.runtime import Runtime
+
+    try:
+        return Runtime.get().load_program(str(path), **options)
+    except RuntimeError as e:
+        raise RecordError(f"{path} is not a program ExecuTorch can load (truncated or damaged?)",
+                          cause=str(e).splitlines()[0][:300] if str(e) else type(e).__name__,
+                          remedy=f"{EXECUTORCH_REMEDY} to write it again") from e
+
+
+def load_method(path: Path) -> Any:
+    """The program's ``forward`` in the host runtime (:func:`load_program`)."""
+    program = load_program(path)
+    try:
+        return program.load_method("forward")
+    except RuntimeError as e:
+        raise RecordError(f"{path}: ExecuTorch cannot load its forward method (damaged?)",
+                          cause=str(e).splitlines()[0][:300] if str(e) else type(e).__name__,
+                          remedy=f"{EXECUTORCH_REMEDY} to write it again") from e
 
 
 # --------------------------------------------------------------------------- build-info

@@ -241,7 +241,7 @@ KEYS: Tuple[Key, ...] = (
                                      "of Maven"),
     Key("app.executorch_android", Text(), None, "Maven version of org.pytorch:executorch-android for an "
                                                 "ExecuTorch program's app (default: the exporter's release, "
-                                                "toolchain/executorch_pins.py; an older one may not load the program)",
+                                                "toolchain/pins.py; an older one may not load the program)",
         metavar="VERSION"),
     Key("app.executorch_aar", PathKind(), None, "a local ExecuTorch AAR (scripts/build_android_library.sh) "
                                                 "instead of Maven, for an ExecuTorch program's app"),

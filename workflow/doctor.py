@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional
 
-from toolchain import executorch_pins, pins
+from toolchain import pins
 from toolchain.errors import TorchdroidError
 from toolchain.tools import CMake, Jdk, Ninja, agp_min_java, gradle_java_range
 from toolchain.tools.hostpython import HostPython
@@ -260,11 +260,11 @@ def _build_tools(s: DoctorSettings) -> List[Check]:
                         f"{cmake.version_str} ({cmake.path}): too new for the PyTorch lanes (CMake 4 refuses their "
                         "third-party projects' cmake_minimum_required < 3.5)",
                         'pip install "cmake>=3.18,<4" (or a CMake 3.x first on PATH)', True, "build-android.cmake")
-    elif cmake.found and cmake.version and cmake.version < executorch_pins.CMAKE_MIN_ARM:  # docs/facts.md TC1
+    elif cmake.found and cmake.version and cmake.version < pins.CMAKE_MIN_ARM:  # docs/facts.md TC1
         out[-1] = Check("build-android", "cmake", INFO,
                         f"{cmake.version_str} ({cmake.path}): enough for the PyTorch lanes; --lane executorch for "
                         "arm64-v8a needs >= 3.26 (ExecuTorch's Arm kernels use $<BUILD_LOCAL_INTERFACE:...>)",
-                        f'pip install "{executorch_pins.CMAKE_PIP_SPEC}" and put it first on PATH', True,
+                        f'pip install "{pins.CMAKE_PIP_SPEC}" and put it first on PATH', True,
                         "build-android.cmake")
     ninja = Ninja.locate(env)
     out.append(_program("build-android", "ninja", ninja, False, WARN, "build-android.ninja",
@@ -286,13 +286,11 @@ def _nnapi_note(s: DoctorSettings) -> List[Check]:
 
 def _executorch_check(s: DoctorSettings) -> List[Check]:
     """The ExecuTorch lane's package (convert --format executorch, bench-executorch): installed and pinned?"""
-    from toolchain import executorch_pins as et
-
-    version = et.installed_version()
+    version = pins.installed_version()
     if version is None:
         return [Check("convert", "executorch", INFO, "not installed",
-                      f"optional, for --format executorch: `{et.INSTALL_COMMAND}`", False, "convert.executorch")]
-    note = et.version_note(version)
+                      f"optional, for --format executorch: `{pins.INSTALL_COMMAND}`", False, "convert.executorch")]
+    note = pins.version_note(version)
     return [Check("convert", "executorch", WARN if note else OK, version, note or "", False, "convert.executorch")]
 
 

@@ -135,7 +135,7 @@ def executorch_convert(config: Any, **cli):
     """The ExecuTorch lane's settings: ``--quant`` chooses its precisions as well as the TorchScript modes (none ->
     fp32 programs, core/full -> int8); a --quant and --delegates that together ask for no program are a usage error
     here, before any lane converts."""
-    from converter.executorch_lane import ExecutorchSettings, asked_variants, parse_delegates
+    from converter.executorch import ExecutorchSettings, asked_variants, parse_delegates
 
     r = _resolver(config, cli, "convert")
     settings = ExecutorchSettings(

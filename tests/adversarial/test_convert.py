@@ -258,6 +258,20 @@ def test_foreign_manifest_is_never_overwritten(tmp_path, force):
 
 
 @adversarial("convert", "foreign file")
+def test_the_executorch_format_refuses_a_foreign_manifest_before_writing_anything(tmp_path):
+    """The ExecuTorch format reads the manifest as the TorchScript format does: someone else's manifest.json is
+    refused up front, even with --force, and no program is written beside it."""
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / MANIFEST_NAME).write_text(json.dumps({"name": "my-web-app", "version": "1.0.0"}))
+    kept = snapshot([out])
+    res = convert(tmp_path, "--out", "m", "--format", "executorch", "--delegates", "portable", "--quant", "none",
+                  "--force")
+    assert_clean(res, "usage", mentions=["not written by torchdroid", "--out"], kept=kept, root=tmp_path)
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST_NAME]
+
+
+@adversarial("convert", "foreign file")
 def test_manifest_that_is_not_json_is_someone_elses(tmp_path):
     out = tmp_path / "m"
     out.mkdir()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.adversarial.harness import adversarial, assert_clean, run_invoke, snapshot
-from toolchain.pte_records import write_section
+from tests.executorch_support.section import write_section
 from toolchain.records import MANIFEST_KIND, MANIFEST_SCHEMA, ResultRow, write_record
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial.harness import ROOT, adversarial, assert_clean, run_invoke
-from toolchain.pte_records import pte_files, reference_path
+from toolchain.records import pte_files, reference_path
 from toolchain.records import MANIFEST_NAME, ConvertManifest
 
 SUPPORT = ROOT / "tests" / "converter_support" / "user_models.py"

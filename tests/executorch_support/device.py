@@ -9,9 +9,9 @@ from typing import Optional
 
 from deploy.executorch import TRACED_RUNNER
 from tests.executorch_support.runtime import FIXTURE, fake_pte
-from toolchain import executorch_pins as pins
+from toolchain import pins
 from toolchain.fsutil import sha256_file
-from toolchain.pte_records import write_section
+from tests.executorch_support.section import write_section
 from toolchain.records import BuildInfo, DeployResults, MANIFEST_KIND, MANIFEST_SCHEMA, ResultRow, write_record
 
 RUNNER_SRC = FIXTURE / "examples" / "portable" / "executor_runner"

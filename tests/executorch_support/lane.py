@@ -12,7 +12,7 @@ TINY = f"{ROOT / 'tests' / 'converter_support' / 'user_models.py'}:tiny"
 def convert_tiny(out: Path, delegates=("xnnpack", "portable", "vulkan"), legacy: bool = True):
     """The tiny user model as legacy TorchScript (none, full) and as .pte programs, into ``out``."""
     from converter import ConvertSettings, convert
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
 
     common = dict(out=out, model=TINY, weights="random", calibration_count=4)
     legacy_result = convert(ConvertSettings(**common, modes=("none", "full"), build_dir=out.parent / "build")) if legacy else None
@@ -28,7 +28,7 @@ def copy_models(src: Path, dst: Path) -> Path:
 def find_pte(models_dir: Path, name: str):
     """Look a program up by ``fp32-xnnpack`` (when unambiguous) or ``mobilenetv2-fp32-xnnpack``."""
     from toolchain.errors import UsageError
-    from toolchain.pte_records import pte_files
+    from toolchain.records import pte_files
 
     files = pte_files(models_dir)
     matches = [f for f in files if name in (f.qualified_variant, f.variant)]

@@ -42,7 +42,7 @@ def cmake_env_for_arm64() -> Optional[Dict[str, str]]:
     """An environment whose PATH finds a CMake >= 3.26 first, as the arm64-v8a lane needs (docs/facts.md TC1): the
     one on PATH, else $TORCHDROID_TEST_CMAKE, else the CMake 4 `./run test` installs into <venv>/cmake4; None when
     there is none (Debian 12's cmake is 3.25.1)."""
-    from toolchain.executorch_pins import CMAKE_MIN_ARM
+    from toolchain.pins import CMAKE_MIN_ARM
     from toolchain.tools.programs import CMake
 
     path = os.environ.get("PATH", "")

@@ -21,8 +21,7 @@ from tests.appgen_support import app_input
 from tests.appgen_support.javac import compile_app
 from tests.appgen_support.java_probe import probe_head
 from tests.appgen_support.models import scratch, tiny_models, tiny_programs
-from toolchain import executorch_pins as et_pins
-from toolchain import records
+from toolchain import pins, records
 from toolchain.errors import RecordError, ToolFailed, UsageError
 
 pytestmark = pytest.mark.slow  # the tiny model lowered to four ExecuTorch programs (~30 s)
@@ -50,7 +49,7 @@ def test_a_program_becomes_the_same_app_on_executorch(rendered, variant):
     res = rendered[variant]
     root = res.out
     gradle = (root / "app/build.gradle").read_text()
-    assert f'implementation "{et_pins.EXECUTORCH_ANDROID_ARTIFACT}:{et_pins.EXECUTORCH_ANDROID_DEFAULT}"' in gradle
+    assert f'implementation "{pins.EXECUTORCH_ANDROID_ARTIFACT}:{pins.EXECUTORCH_ANDROID_DEFAULT}"' in gradle
     assert "org.pytorch:pytorch_android" not in gradle and "com.facebook" not in gradle  # the POM brings fbjni, soloader
     assert "minSdkVersion 23" in gradle  # the library's minSdk; the default 21 is raised, and said so
     assert any("minSdk raised from 21 to 23" in n for n in res.notes)
@@ -73,7 +72,7 @@ def test_a_program_becomes_the_same_app_on_executorch(rendered, variant):
     info = records.AppInfo.load(root)
     assert info.variant == variant and info.models == {asset.name: pte["sha256"]}
     assert info.runtime["library"] == "executorch" and info.runtime["source"] == "maven"
-    assert info.runtime["executorch_android"] == et_pins.EXECUTORCH_ANDROID_DEFAULT
+    assert info.runtime["executorch_android"] == pins.EXECUTORCH_ANDROID_DEFAULT
     assert info.runtime["matches_converter"] is True  # 1.5.1 from Maven, the program written by 1.5.1 (EA7)
     assert not any("that wrote" in w for w in res.warnings)
     assert info.extra["converter_executorch"]["version"] == pte["executorch"]["version"]
@@ -214,8 +213,8 @@ def test_a_local_executorch_aar(tmp_path):
     res = _make("fp32-xnnpack", executorch_aar=aar)
     gradle = (res.out / "app/build.gradle").read_text()
     assert 'implementation files("libs/executorch.aar")' in gradle
-    assert f'implementation "com.facebook.fbjni:fbjni:{et_pins.EXECUTORCH_ANDROID_FBJNI}"' in gradle
-    assert f'implementation "com.facebook.soloader:nativeloader:{et_pins.EXECUTORCH_ANDROID_NATIVELOADER}"' in gradle
+    assert f'implementation "com.facebook.fbjni:fbjni:{pins.EXECUTORCH_ANDROID_FBJNI}"' in gradle
+    assert f'implementation "com.facebook.soloader:nativeloader:{pins.EXECUTORCH_ANDROID_NATIVELOADER}"' in gradle
     assert "executorch-android:" not in gradle
     assert (res.out / "app/libs/executorch.aar").read_bytes() == aar.read_bytes()
     info = records.AppInfo.load(res.out)

@@ -10,7 +10,7 @@ pytest.importorskip("torch")
 pytest.importorskip("executorch")
 
 from tests.executorch_support.lane import TINY  # noqa: E402
-from toolchain.pte_records import load_section  # noqa: E402
+from toolchain.records import load_section  # noqa: E402
 
 
 def _programs(out):
@@ -22,8 +22,8 @@ def _programs(out):
 
 @pytest.mark.slow
 def test_the_executorch_lane_reuses_the_float_model_and_batch_and_writes_the_same_program(tmp_path, monkeypatch):
-    from converter import ConvertSettings, convert, executorch_export, prepared
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter import ConvertSettings, convert, executorch, prepared
+    from converter.executorch import ExecutorchSettings, convert_executorch
 
     common = dict(model=TINY, weights="random", calibration_count=4)
     prepared.forget()
@@ -37,9 +37,9 @@ def test_the_executorch_lane_reuses_the_float_model_and_batch_and_writes_the_sam
     def built_again(*args, **kwargs):
         raise AssertionError("the ExecuTorch lane built the float model or read the calibration set again")
 
-    monkeypatch.setattr(executorch_export, "build_float_model", built_again)
-    monkeypatch.setattr(executorch_export, "load_batch", built_again)
-    monkeypatch.setattr(executorch_export, "calibrate_batchnorm", built_again)
+    monkeypatch.setattr(executorch, "build_float_model", built_again)
+    monkeypatch.setattr(executorch, "load_batch", built_again)
+    monkeypatch.setattr(executorch, "calibrate_batchnorm", built_again)
     both = convert_executorch(ExecutorchSettings(out=tmp_path / "both", delegates=("portable",), **common))
     assert both.built == ["fp32-portable"] and not [n for n in both.notes if estimated in n]  # the TorchScript lane's
     assert _programs(tmp_path / "both") == _programs(tmp_path / "alone")

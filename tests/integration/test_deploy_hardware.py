@@ -270,7 +270,8 @@ def test_one_page_per_run_explains_every_phones_number(tmp_path, lab_models, tin
     operators, on the console and the page."""
     import shutil
 
-    from toolchain.pte_records import load_section, write_section
+    from tests.executorch_support.section import write_section
+    from toolchain.records import load_section
     from host_nnapi.build import cache_root
     from tests.executorch_support.device import build_standin_runner, write_runtime_build_info
     from tests.executorch_support.lane import copy_models

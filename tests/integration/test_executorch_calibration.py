@@ -32,7 +32,7 @@ def _calibration_calls(monkeypatch):
 
 
 def _convert(tmp_path, model, count):
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
 
     return convert_executorch(ExecutorchSettings(out=tmp_path / "m", model=model, weights="random",
                                                  calibration_count=count, delegates=("xnnpack",)))

@@ -83,7 +83,8 @@ def test_a_failing_runner_is_a_failed_row_with_its_output(inputs, tmp_path):
     import json
 
     from toolchain.fsutil import sha256_file as sha
-    from toolchain.pte_records import load_section, write_section
+    from tests.executorch_support.section import write_section
+    from toolchain.records import load_section
 
     bad = private / "mobilenetv2-fp32-portable.pte"
     bad.write_bytes(b"not a program at all")
@@ -149,7 +150,8 @@ def test_each_project_has_its_own_directory_on_the_phone(inputs, tmp_path):
     other = tmp_path / "other-models"
     shutil.copytree(models, other)
     from toolchain.fsutil import sha256_file as sha
-    from toolchain.pte_records import load_section, write_section
+    from tests.executorch_support.section import write_section
+    from toolchain.records import load_section
 
     changed = other / "mobilenetv2-fp32-xnnpack.pte"
     changed.write_bytes(changed.read_bytes()[:-16] + b"other project!!!")

@@ -14,7 +14,7 @@ import pytest
 from tests.cli import invoke
 from tests.executorch_support.lane import TINY, copy_models, find_pte
 from toolchain.errors import RecordError, VerificationError
-from toolchain.pte_records import load_section, pte_files
+from toolchain.records import load_section, pte_files
 from toolchain.records import ConvertManifest
 
 pytestmark = pytest.mark.slow  # the tiny model as TorchScript and ExecuTorch programs, checked and timed (~60 s in all)
@@ -67,7 +67,7 @@ def test_legacy_and_executorch_share_one_manifest(tiny_lane, tmp_path):
 
 
 def test_a_second_run_reuses_and_a_tampered_program_is_rebuilt(tiny_lane, tmp_path):
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
 
     out = copy_models(tiny_lane[0], tmp_path / "models")
     settings = ExecutorchSettings(out=out, model=TINY, weights="random", calibration_count=4, delegates=("xnnpack",))
@@ -167,7 +167,7 @@ def test_a_wrong_reference_fails_the_check(tiny_lane, tmp_path):
     import torch
 
     from toolchain.fsutil import sha256_file
-    from toolchain.pte_records import write_section
+    from tests.executorch_support.section import write_section
 
     out = copy_models(tiny_lane[0], tmp_path / "models")
     section = load_section(out)
@@ -255,7 +255,7 @@ def test_an_int8_program_off_its_reference_fails(tiny_lane, tmp_path):
     import torch
 
     from toolchain.fsutil import sha256_file
-    from toolchain.pte_records import write_section
+    from tests.executorch_support.section import write_section
 
     out = copy_models(tiny_lane[0], tmp_path / "models")
     section = load_section(out)
@@ -298,7 +298,7 @@ def test_the_int8_check_judges_held_out_inputs_on_the_output_grid(tiny_lane):
     from converter.calibration import load_batch, parse_calibration
     from converter.executorch_check import CheckRow, judge_outputs, load_reference
     from converter.host_bench import PteBenchSettings
-    from toolchain.pte_records import load_method
+    from toolchain.records import load_method
 
     out = tiny_lane[0]
     ref = load_reference(out / "tiny-executorch-reference.pt")
@@ -329,7 +329,7 @@ def test_the_float_program_passed_off_as_the_int8_one_fails(tiny_lane, tmp_path)
     import shutil
 
     from toolchain.fsutil import sha256_file
-    from toolchain.pte_records import write_section
+    from tests.executorch_support.section import write_section
 
     out = copy_models(tiny_lane[0], tmp_path / "models")
     section = load_section(out)
@@ -374,7 +374,7 @@ def test_the_per_operator_comparison_runs_by_hand_as_docs_executorch_md_says(tin
     import subprocess
     import sys
 
-    from toolchain.pte_records import reference_path
+    from toolchain.records import reference_path
 
     out = tiny_lane[0]
     f = next(f for f in pte_files(out) if f.variant == "fp32-portable")
@@ -392,7 +392,7 @@ def test_one_child_compares_every_program_and_one_that_fails_does_not_take_the_o
     """The per-operator comparisons run in one child for all programs; when it ends on a program (here: its ETRecord
     is damaged), that program gets the reason and the programs after it are still compared, in a new child."""
     from converter.executorch_check import per_operator
-    from toolchain.pte_records import reference_path
+    from toolchain.records import reference_path
 
     out = copy_models(tiny_lane[0], tmp_path / "models")
     files = {f.variant: f for f in pte_files(out) if f.runs_on_host}
@@ -415,7 +415,7 @@ def test_a_child_killed_by_an_abort_is_a_note_and_the_programs_after_it_are_stil
     gets the reason, the next one is compared in a new child."""
     import converter.executorch_check as ops
     from converter.executorch_check import per_operator
-    from toolchain.pte_records import reference_path
+    from toolchain.records import reference_path
 
     real = ops.numeric_gap
 
@@ -463,7 +463,7 @@ def test_convert_says_how_long_the_remaining_programs_take(tiny_lane, tmp_path, 
     import logging
     import re
 
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
     from toolchain import progress
 
     monkeypatch.setattr(progress, "WORTH_SAYING", 0.0)  # tiny programs: a time left said from any length (see above)

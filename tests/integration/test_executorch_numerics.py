@@ -98,7 +98,8 @@ def test_a_runner_without_print_output_is_unknown_and_says_why(tiny_lane, runner
 
 
 def test_without_recorded_inputs_the_runners_all_ones_default_is_compared(tiny_lane, runners, tmp_path):
-    from toolchain.pte_records import load_section, write_section
+    from tests.executorch_support.section import write_section
+    from toolchain.records import load_section
 
     models = copy_models(tiny_lane[0], tmp_path / "models")
     section = load_section(models)
@@ -121,7 +122,7 @@ def test_without_recorded_inputs_the_runners_all_ones_default_is_compared(tiny_l
 def test_every_output_of_a_two_output_program_is_compared_each_by_its_own_rule(runners, tmp_path):
     """A program returning (logits, features): the phone's every printed output is compared with the host's, each
     with its own int8 rule; a phone whose runtime is off on the second output only is caught (output 0 agrees)."""
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
     from tests.converter_support.user_models import __file__ as user_models
 
     models = tmp_path / "models"

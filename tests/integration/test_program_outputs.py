@@ -19,9 +19,9 @@ def _int8_program(model, tmp_path, hw=(32, 32)):
     """(the PT2E reference graph, the lowered int8 XNNPACK program's forward, the reference dict convert writes)."""
     import torch
 
-    from converter.executorch_export import export, lower, output_qparams, quantize_pt2e
+    from converter.executorch import export, lower, output_rules, quantize_pt2e
     from converter.finite import output_tensors
-    from toolchain.pte_records import load_method
+    from toolchain.records import load_method
 
     torch.manual_seed(0)
     model = model.eval()
@@ -34,7 +34,7 @@ def _int8_program(model, tmp_path, hw=(32, 32)):
     with torch.no_grad():
         expected = {"fp32": [output_tensors(model(x))[0] for x in held_out],
                     "int8": [output_tensors(quantized(x))[0] for x in held_out]}
-    ref = {"inputs": held_out, "expected": expected, "int8_output": output_qparams(quantized), "held_out": True}
+    ref = {"inputs": held_out, "expected": expected, "int8_output": output_rules(quantized)[0], "held_out": True}
     return quantized, load_method(path), ref
 
 
@@ -96,7 +96,7 @@ def test_a_token_id_model_declares_its_inputs_and_the_executorch_lane_takes_them
     import torch
 
     from converter import ConvertSettings, convert
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
     from converter.executorch_check import load_reference
     from converter.host_bench import PteBenchSettings, run_pte_bench
     from appgen.executorch_app import find_program
@@ -131,10 +131,10 @@ def test_a_dict_output_is_recorded_and_judged_output_by_output(tmp_path):
     """A model returning {"out": upsampled scores, "aux": pooled features}: both tensors are recorded as the
     reference, each with its own int8 rule ("out" after a float upsampling: no grid check), both programs pass; a
     wrong second output ("aux" off by 1.0 in the reference) fails the fp32 check (only the first was judged before)."""
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
     from converter.executorch_check import CheckRow, check_program, judge_outputs, load_reference
     from converter.host_bench import PteBenchSettings, run_pte_bench
-    from toolchain.pte_records import load_method, program_args
+    from toolchain.records import load_method, program_args
 
     out = tmp_path / "models"
     r = convert_executorch(ExecutorchSettings(out=out, model=SEGMENTER, weights="random", calibration_count=4,
@@ -166,7 +166,7 @@ def test_inputs_declared_on_the_command_line_take_the_declared_inputs_path(tmp_p
     import torch
 
     from converter import ConvertSettings, convert
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
     from converter.executorch_check import load_reference
 
     model = TOKENS.rsplit(":", 1)[0] + ":tokens_and_audio"
@@ -193,9 +193,9 @@ def test_a_refused_int8_program_leaves_the_fp32_programs_made_and_recorded(tmp_p
     """A model whose int8 quantization collapses (constant output): its int8 program is refused on its own, with
     the reason in the manifest, the fp32 programs are written and recorded, and convert exits 10 (PartlyConverted)
     naming both; run again, the refusal stays and nothing made before is lost (the reference file included)."""
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
     from toolchain.errors import PartlyConverted
-    from toolchain.pte_records import load_section
+    from toolchain.records import load_section
 
     out = tmp_path / "models"
     settings = ExecutorchSettings(out=out, model=TOKENS.rsplit(":", 1)[0] + ":collapses_in_int8", weights="random",
@@ -226,15 +226,15 @@ def test_quant_none_asks_for_the_fp32_programs_alone(tmp_path, monkeypatch):
     """--quant none (ExecutorchSettings.quant): the fp32 programs only, no PT2E quantization tried (a model whose
     int8 program would be refused converts whole: exit 0), and the manifest records what was asked; the later
     stages' reference has the fp32 expectations only."""
-    from converter import executorch_export
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter import executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
     from converter.executorch_check import load_reference
-    from toolchain.pte_records import load_section
+    from toolchain.records import load_section
 
     def no_pt2e(*args, **kwargs):
         raise AssertionError("PT2E quantization ran for fp32 programs only")
 
-    monkeypatch.setattr(executorch_export, "quantize_pt2e", no_pt2e)
+    monkeypatch.setattr(executorch, "quantize_pt2e", no_pt2e)
     out = tmp_path / "models"
     result = convert_executorch(ExecutorchSettings(out=out, model=TOKENS.rsplit(":", 1)[0] + ":collapses_in_int8",
                                                    weights="random", calibration_count=4, quant=("none",),
@@ -250,12 +250,12 @@ def test_an_int8_program_the_runtime_cannot_load_names_the_fp32_programs_made_an
     """A stand-in for swin_t's int8 XNNPACK program (written, but ExecuTorch's host runtime cannot load it): refused
     on its own, and its fix (the error's and the manifest's) names the fp32 program that was made and `--quant none`,
     which asks for it alone and then converts with exit 0, the program kept."""
-    from converter import executorch_export
-    from converter.executorch_lane import ExecutorchSettings, convert_executorch
+    from converter import executorch
+    from converter.executorch import ExecutorchSettings, convert_executorch
     from toolchain.errors import PartlyConverted, RecordError
-    from toolchain.pte_records import load_section
+    from toolchain.records import load_section
 
-    real = executorch_export.load_method
+    real = executorch.load_method
 
     def int8_does_not_load(path):
         if "-int8-" in Path(path).name:
@@ -263,7 +263,7 @@ def test_an_int8_program_the_runtime_cannot_load_names_the_fp32_programs_made_an
                               cause="Failed to load method forward (stand-in for XNNPACK's delegate init)")
         return real(path)
 
-    monkeypatch.setattr(executorch_export, "load_method", int8_does_not_load)
+    monkeypatch.setattr(executorch, "load_method", int8_does_not_load)
     out = tmp_path / "models"
     settings = dict(out=out, model=TOKENS.rsplit(":", 1)[0] + ":tiny", weights="random", calibration_count=4,
                     delegates=("xnnpack",))

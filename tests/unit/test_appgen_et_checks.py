@@ -7,10 +7,9 @@ import pytest
 
 from appgen import executorch_app
 from appgen.runtime import Runtime
-from toolchain import executorch_pins as et_pins
 from toolchain import pins, variants
 from toolchain.errors import UsageError
-from toolchain.pte_records import PteFile
+from toolchain.records import PteFile
 from toolchain.records import TensorSpec
 
 CURRENT = pins.LANES[pins.DEFAULT_LANE]
@@ -33,7 +32,7 @@ def test_the_convert_command_for_a_missing_program():
 
 
 def test_min_sdk_is_raised_to_the_library_s():
-    assert executorch_app.min_sdk(21) == et_pins.EXECUTORCH_ANDROID_MIN_SDK == 23
+    assert executorch_app.min_sdk(21) == pins.EXECUTORCH_ANDROID_MIN_SDK == 23
     assert executorch_app.min_sdk(26) == 26
     assert executorch_app.min_sdk("x") == "x"  # left for validate.sdk_levels to name
 

@@ -263,7 +263,7 @@ def test_an_executorch_row_is_journaled_when_measured_and_the_next_deploy_import
     from deploy.plan import BinaryPlan
     from deploy.preflight import DeviceFacts
     from tests.executorch_support.device import write_pte_models
-    from toolchain.pte_records import pte_files
+    from toolchain.records import pte_files
 
     s = DeploySettings(models=write_pte_models(tmp_path / "models", variants=(("fp32", "xnnpack", 6000),)),
                        results=tmp_path / "results", formats=("executorch",),

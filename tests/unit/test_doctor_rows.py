@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolchain import executorch_pins
+from toolchain import pins
 from workflow.doctor import INFO, OK, WARN, DoctorSettings, by_id, run_doctor
 
 
@@ -14,7 +14,7 @@ def test_doctor_has_an_executorch_row_and_a_compiler_row():
 
 def test_a_missing_compiler_and_a_missing_executorch_say_what_they_cost(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr(executorch_pins, "installed_version", lambda: None)
+    monkeypatch.setattr(pins, "installed_version", lambda: None)
     rows = by_id(run_doctor(DoctorSettings()))
     compiler = rows["verify.compiler"]
     assert compiler.status == WARN and "host NNAPI library" in compiler.fix and "flatc" in compiler.fix

@@ -5,11 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from converter.executorch_lane import DELEGATES, SDK_DELEGATES, ExecutorchSettings, convert_executorch, parse_delegates
-from toolchain import executorch_pins
+from converter.executorch import SDK_DELEGATES, ExecutorchSettings, convert_executorch, parse_delegates
+from toolchain import pins
 from toolchain.errors import RecordError, ToolNotFound, UsageError
-from toolchain.pte_records import load_section, pte_files, write_section
-from toolchain.records import MANIFEST_KIND, MANIFEST_SCHEMA, read_record, write_record
+from tests.executorch_support.section import write_section
+from toolchain.records import (MANIFEST_KIND, MANIFEST_SCHEMA, ConvertManifest, load_section, pte_files, read_record,
+                               write_record)
+from toolchain.variants import DELEGATES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,34 +28,34 @@ def test_sdk_delegates_are_refused_with_their_reason():
 
 
 def test_run_installs_the_pinned_executorch():
-    """./run's executorch_pins and toolchain/executorch_pins.py name the same version."""
+    """./run's executorch_pins and toolchain/pins.py name the same version."""
     text = (ROOT / "run").read_text()
-    pins = re.findall(r"executorch==([0-9][0-9.]*)", text)
-    assert pins == [executorch_pins.EXECUTORCH_VERSION]
+    pinned = re.findall(r"executorch==([0-9][0-9.]*)", text)
+    assert pinned == [pins.EXECUTORCH_VERSION]
     assert "$(torch_pins) $(executorch_pins)" in text  # installed with torch, in one resolve
-    assert re.search(r"torch==" + re.escape(executorch_pins.EXECUTORCH_TORCH) + r"\b", text)
+    assert re.search(r"torch==" + re.escape(pins.EXECUTORCH_TORCH) + r"\b", text)
 
 
 def test_the_installed_executorch_is_the_pinned_one():
-    version = executorch_pins.require_executorch()
-    assert version.split("+")[0] == executorch_pins.EXECUTORCH_VERSION
-    assert executorch_pins.version_note(version) is None
-    assert "pins 1.5.1" in executorch_pins.version_note("1.4.0")
+    version = pins.require_executorch()
+    assert version.split("+")[0] == pins.EXECUTORCH_VERSION
+    assert pins.version_note(version) is None
+    assert "pins 1.5.1" in pins.version_note("1.4.0")
 
 
 def test_missing_executorch_says_how_to_get_it(monkeypatch, tmp_path):
-    monkeypatch.setattr(executorch_pins, "installed_version", lambda: None)
+    monkeypatch.setattr(pins, "installed_version", lambda: None)
     with pytest.raises(ToolNotFound) as e:
         convert_executorch(ExecutorchSettings(out=tmp_path / "m", weights="random"))
     assert e.value.exit_code == 3
-    assert f"pip install executorch=={executorch_pins.EXECUTORCH_VERSION}" in e.value.remedy
+    assert f"pip install executorch=={pins.EXECUTORCH_VERSION}" in e.value.remedy
     assert "./run main" in e.value.remedy
 
 
 def test_the_section_keeps_the_legacy_manifest(tmp_path):
     write_record(tmp_path / "manifest.json", MANIFEST_KIND, MANIFEST_SCHEMA,
                  {"conversions": {"m": {"x": 1}}, "files": []})
-    write_section(tmp_path, {"files": [], "conversions": {}})
+    ConvertManifest.load(tmp_path).write_executorch({"files": [], "conversions": {}})
     data = read_record(tmp_path / "manifest.json", MANIFEST_KIND, MANIFEST_SCHEMA, "")
     assert data["files"] == [] and data["conversions"] == {"m": {"x": 1}}
     assert load_section(tmp_path) == {"files": [], "conversions": {}}
@@ -72,9 +74,9 @@ def test_the_executorch_modules_do_not_key_the_torchscript_models(tmp_path):
     from converter.reuse import code_digest
 
     (tmp_path / "export.py").write_text("legacy = 1\n")
-    (tmp_path / "executorch_lane.py").write_text("x = 1\n")
+    (tmp_path / "executorch.py").write_text("x = 1\n")
     before = code_digest(tmp_path)
-    (tmp_path / "executorch_lane.py").write_text("x = 2\n")
+    (tmp_path / "executorch.py").write_text("x = 2\n")
     (tmp_path / "executorch_check.py").write_text("y = 1\n")
     assert code_digest(tmp_path) == before
     (tmp_path / "export.py").write_text("legacy = 2\n")
@@ -94,7 +96,7 @@ def _per_format(config: dict, **cli):
 
 def _asked(config: dict, **cli):
     """(the programs a convert command line asks of the ExecuTorch lane, the lane's notes about them)."""
-    from converter.executorch_lane import validate
+    from converter.executorch import validate
 
     checked = validate(_per_format(config, **cli)["executorch"])
     return [v.name for v in checked[3]], [n for n in checked[4] if "--quant" in n]
@@ -126,3 +128,28 @@ def test_a_quant_value_that_makes_no_program_here_is_said_once_and_none_at_all_i
     assert e.value.exit_code == 2 and "asks for no ExecuTorch program" in e.value.what
     assert "--delegates xnnpack" in e.value.remedy and "--quant none" in e.value.remedy
     assert "xnnpack" in e.value.cause
+
+
+def test_a_manifest_an_earlier_torchdroid_wrote_still_reads_and_keeps_its_programs(tmp_path):
+    """The on-disk shape of the ExecuTorch section as torchdroid wrote it before the section was read through
+    ConvertManifest: its programs read typed (names, baseline, extra keys), and a TorchScript write keeps it as is."""
+    import json
+
+    spec = {"shape": [1, 3, 8, 8], "dtype": "float32", "memory_format": "contiguous", "scale": None, "zero_point": None}
+    entry = {"file": "m-fp32-xnnpack.pte", "sha256": "0" * 64, "size": 3, "model": "m", "stem": "m",
+             "format": "executorch", "precision": "fp32", "delegate": "xnnpack", "input": spec, "output": spec,
+             "inputs": [spec], "runs_on_host": True, "host_check": {"ran": True}, "baseline": "quant_none",
+             "executorch": {"version": "1.5.1"}, "torch": {"version": "2.14.1"}}
+    section = {"conversions": {"m": {"keys": {"fp32-xnnpack": "k"}, "skipped": {}}}, "files": [entry],
+               "reference": {"m": {"file": "m-executorch-reference.pt", "sha256": "1" * 64}}}
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "kind": MANIFEST_KIND, "schema": MANIFEST_SCHEMA, "written": "2026-11-01T00:00:00+00:00",
+        "conversions": {}, "files": [], "executorch": section}))
+    man = ConvertManifest.load(tmp_path)
+    [program] = man.programs()
+    assert (program.variant, program.qualified_variant, program.baseline) == ("fp32-xnnpack", "m-fp32-xnnpack",
+                                                                               "quant_none")
+    assert program.extra["host_check"] == {"ran": True} and program.path == (tmp_path / entry["file"]).resolve()
+    man.replace_modes("t", {"mode_keys": {}}, []).write()  # the TorchScript writer
+    assert json.loads((tmp_path / "manifest.json").read_text())["executorch"] == section
+    assert load_section(tmp_path) == section

@@ -141,7 +141,7 @@ def test_a_program_row_is_a_result_row_of_the_executorch_format():
     from deploy.preflight import DeviceFacts
     from deploy.rows import program_row
     from tests.executorch_support.device import write_pte_models
-    from toolchain.pte_records import pte_files
+    from toolchain.records import pte_files
 
     import tempfile
     from pathlib import Path

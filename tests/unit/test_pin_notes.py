@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from toolchain import executorch_pins, pins
+from toolchain import pins
 
 FACTS = (Path(__file__).resolve().parents[2] / "docs" / "facts.md").read_text()
 VERSIONISH = re.compile(r"^(\d+\.\d+(\.\d+)?|r\d+[a-z]|[0-9a-f]{40})$")
@@ -23,7 +23,7 @@ def _lane_pins():
             if getattr(lane, f)}
 
 
-@pytest.mark.parametrize("module,expected", [(pins, None), (executorch_pins, None)])
+@pytest.mark.parametrize("module,expected", [(pins, None)])
 def test_every_version_pin_has_a_note(module, expected):
     wanted = _module_pins(module) | (_lane_pins() if module is pins else set())
     missing = wanted - set(module.PIN_NOTES)
@@ -31,7 +31,7 @@ def test_every_version_pin_has_a_note(module, expected):
     assert set(module.PIN_NOTES) <= wanted, "a note for a pin that does not exist"
 
 
-@pytest.mark.parametrize("name,note", [*pins.PIN_NOTES.items(), *executorch_pins.PIN_NOTES.items()])
+@pytest.mark.parametrize("name,note", list(pins.PIN_NOTES.items()))
 def test_newest_needs_two_sources_and_the_facts_rows_exist(name, note):
     assert note.status in (pins.NEWEST, pins.UNVERIFIED, pins.MATCHES)
     for fact in note.facts:
@@ -48,12 +48,12 @@ def _row(fact: str) -> str:
 
 def test_the_apps_runtime_is_not_older_than_the_exporter():
     """A .pte from a newer ExecuTorch may not load in an older runtime (EA8): the default app runtime must keep up."""
-    assert not executorch_pins.app_runtime_older(executorch_pins.EXECUTORCH_ANDROID_DEFAULT), (
-        f"org.pytorch:executorch-android {executorch_pins.EXECUTORCH_ANDROID_DEFAULT} is older than the exporter "
-        f"executorch {executorch_pins.EXECUTORCH_VERSION}")
+    assert not pins.app_runtime_older(pins.EXECUTORCH_ANDROID_DEFAULT), (
+        f"org.pytorch:executorch-android {pins.EXECUTORCH_ANDROID_DEFAULT} is older than the exporter "
+        f"executorch {pins.EXECUTORCH_VERSION}")
 
 
 @pytest.mark.parametrize("app,older", [("1.0.1", True), ("1.4.1", True), ("1.5.1", False), ("1.10.0", False),
                                        ("2.0.0-rc1", False), ("1.5.0", True)])
 def test_app_runtime_older_compares_releases_not_strings(app, older):
-    assert executorch_pins.app_runtime_older(app, "1.5.1") is older
+    assert pins.app_runtime_older(app, "1.5.1") is older

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("executorch.runtime")
 
 from toolchain.errors import RecordError  # noqa: E402
-from toolchain.pte_records import load_method, load_program  # noqa: E402
+from toolchain.records import load_method, load_program  # noqa: E402
 
 
 @pytest.mark.parametrize("data", [b"", b"\x1c\x00\x00\x00ET12", b"not a program at all" * 50],
