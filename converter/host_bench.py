@@ -150,9 +150,6 @@ class HostBenchResult:
     def ok(self) -> bool:
         return all(c.ok for c in self.checks if c.ran)
 
-    def ratio_lines(self) -> List[str]:
-        return [r.summary() for r in self.ratios]
-
     def raise_for_failures(self) -> None:
         """A VerificationError (exit 8) naming every program that differs from its reference."""
         bad = [c for c in self.checks if c.ran and not c.ok]

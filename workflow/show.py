@@ -64,11 +64,12 @@ def bench_table(title: str, result: Any, speedup: bool = False) -> None:
     the rounds disagree); a row not timed: its note.  ``file`` when a row's label is not its file, ``mode`` when every
     row has one; ``speedup``: each row over its baseline (the median of the per-round ratios, their range: one verdict
     rule, toolchain.stats.Comparison), a baseline 1.00x."""
-    rows = result.rows
-    columns = [c for c in BENCH_COLUMNS if (c != "file" or any(r.label != r.file for r in rows))
-               and (c != "mode" or all(r.mode for r in rows)) and (speedup or not c.startswith("speed-up"))]
-    ups = _speedup_cells(result.ratios)
-    table(title, columns, [[cell for c, cell in zip(BENCH_COLUMNS, _bench_cells(r, ups)) if c in columns] for r in rows],
+    rows, ups = result.rows, _speedup_cells(result.ratios)
+    shown = {"file": any(r.label != r.file for r in rows), "mode": all(r.mode for r in rows),
+             "speed-up (rounds)": speedup}
+    keep = [i for i, c in enumerate(BENCH_COLUMNS) if shown.get(c, True)]
+    columns = [BENCH_COLUMNS[i] for i in keep]
+    table(title, columns, [[cells[i] for i in keep] for cells in (_bench_cells(r, ups) for r in rows)],
           numeric=[c for c in columns if c.endswith((" ms", " %", " MB"))], drop=BENCH_DROP)
 
 
@@ -97,8 +98,8 @@ def host_bench(result: Any, as_json: bool = False) -> None:
     bench_table(f"CPU models on this host (quantized engine {result.quantized_engine}, "
                 f"{result.conditions.threads if result.conditions else '?'} thread(s), rounds alternated"
                 f"{_busy_mark(result.conditions)})", result)
-    for line in result.ratio_lines():
-        print(line)
+    for r in result.ratios:  # each quantized model over its float model, the one verdict rule
+        print(r.summary())
     _taken(result.conditions)
     for line in result.notes:
         note(line)
