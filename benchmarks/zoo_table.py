@@ -117,7 +117,7 @@ def bench_lane(out: Path) -> Dict[str, Any]:
     from converter.host_bench import HostBenchSettings, run_host_bench
 
     r = run_host_bench(HostBenchSettings(models=out, out=out.parent / "bench", **TIMING))
-    return {"median_ms": {row.variant: row.median_ms for row in r.rows}}
+    return {"median_ms": {row.variant: row.timing.median_ms for row in r.rows}}
 
 
 def executorch_lane(name: str, out: Path) -> Dict[str, Any]:
@@ -141,7 +141,7 @@ def pte_bench_lane(out: Path) -> Dict[str, Any]:
     return {"checks": {c.variant: {"ran": c.ran, "ok": c.ok, "reason": c.reason, "grid_rule": c.grid_rule,
                                    "rel": c.rel_error, "budget": c.rel_budget, "abs": c.max_abs_diff}
                        for c in r.checks},
-            "median_ms": {x.label.split()[-1]: x.timing.median_ms for x in r.lines if x.timing}}
+            "median_ms": {x.label.split()[-1]: x.timing.median_ms for x in r.rows if x.timing}}
 
 
 def one_model(name: str, directory: Path) -> Dict[str, Any]:

@@ -46,6 +46,8 @@ from toolchain.progress import duration, progress, time_left
 from toolchain.records import PteFile, load_method, load_program, program_args
 from toolchain.record_base import FlatRecord
 
+from .reuse import code_digest
+
 log = logging.getLogger(__name__)
 CHECK_PROTOCOL = 2  # bump when what a check measures changes
 GRID_TOLERANCE_LSB = 1e-3  # float rounding of (q - zero_point) * scale; a float output is ~0.25 LSB off on average
@@ -240,11 +242,15 @@ def check_cells(c: CheckRow) -> tuple:
 # --------------------------------------------------------------------------- every program, reusing unchanged checks
 
 
+CHECK_CODE = ("executorch_check.py", "host_check.py")  # the converter code a check's result depends on
+
+
 def check_key(f: PteFile, ref_path: Path, s: Any) -> str:
-    """What a check's result depends on: the program, its reference and ETRecord, the bounds, the runtime."""
+    """What a check's result depends on: the program, its reference and ETRecord, the bounds, the runtime, the
+    check's own code (CHECK_CODE: a change to it checks again what the last record holds)."""
     etrecord = (f.extra.get("etrecord") or {}).get("sha256")
     return digest_of([CHECK_PROTOCOL, f.sha256, sha256_file(ref_path), etrecord, s.float_atol, s.float_rtol,
-                      s.per_operator, s.debug_buffer_mb, pins.identity()])
+                      s.per_operator, s.debug_buffer_mb, pins.identity(), code_digest(only=CHECK_CODE)])
 
 
 def _reused_check(previous: Dict[str, Any], key: str) -> Optional[CheckRow]:

@@ -55,29 +55,43 @@ class HostBenchSettings:
 
 
 @dataclass
-class BenchRow(Timing):
-    """A TorchScript CPU model's row of ``host-bench.json`` and ``host-bench.csv``."""
+class BenchRow(FlatRecord):
+    """One row of a host bench, either format's (the records' ``rows``, their CSV, ``show.bench_table``): a TorchScript
+    model or an ExecuTorch program, timed by the one protocol, or not timed here (``timing`` None, ``note`` says why)."""
 
-    file: str = ""
-    variant: str = ""
-    mode: str = ""
-    backend: str = ""
-    iters: int = 0
-    warmup: int = 0
-    threads: int = 0
-    mobile_optimized: bool = False
-    memory_kb: Optional[int] = None  # peak resident memory this model added (load, first run, warm-up); None: unknown
-    quantized_engine: str = ""  # torch.backends.quantized.engine while it was loaded and timed
+    label: str  # its name in the table and the ratios: a TorchScript model's file, "ExecuTorch fp32-xnnpack", ...
+    file: str
+    runtime: str  # torchscript-cpu | host-nnapi | executorch
+    precision: str  # fp32 | int8
+    timing: Optional[Timing] = None
+    note: str = ""
+    stem: str = ""
+    variant: str = ""  # the manifest's variant ("mobilenetv2-quant_none", "fp32-xnnpack")
+    mode: str = ""  # a TorchScript model's quantization mode: none | core | full
+    mobile_optimized: Optional[bool] = None  # TorchScript CPU models: did optimize_for_mobile run (XNNPACK prepacking)?
+    memory_kb: Optional[int] = None  # peak resident memory it added (load, first run, warm-up); None: unknown
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "BenchRow":
+        timing = d.get("timing")
+        return super().from_dict({**d, "timing": Timing(**timing) if timing is not None else None})
+
+    def csv_cells(self) -> Dict[str, Any]:
+        """The row as one CSV line: what it is, then its times (empty when not timed)."""
+        return {**{k: v for k, v in self.to_dict().items() if k != "timing"},
+                **(asdict(self.timing) if self.timing else {})}
 
 
 @dataclass
 class HostBenchRecord(Record):
-    """``<bench.out>/host-bench.json``: the last host timing of the CPU models (`invoke all` reuses it when it measured
-    the same files with the same protocol).  A format's own record is a kind of it (another KIND, REMEDY, NAME)."""
+    """``<bench.out>/host-bench.json`` (and its rows as ``host-bench.csv``): the last host timing of the CPU models
+    (`invoke all` reuses it when it measured the same files with the same protocol).  A format's own record is a kind
+    of it (another KIND, REMEDY, NAME).  Schema 2: a row's times are its ``timing`` (schema 1's were the row's own
+    keys, ``median_ms`` beside ``file``), refused naming the command that measures again."""
 
     data: Dict[str, Any]
 
-    KIND, SCHEMA, REMEDY = "torchdroid.host-bench", 1, "run `invoke bench` again"
+    KIND, SCHEMA, REMEDY = "torchdroid.host-bench", 2, "run `invoke bench` again"
     NAME = "host-bench.json"
 
     def body(self) -> Dict[str, Any]:
@@ -97,31 +111,53 @@ class HostBenchRecord(Record):
             return {}
 
     @classmethod
-    def write_results(cls, out: Path, s: Any, task: str, rows: Sequence[Any], ratios: Sequence[Ratio],
-                      notes: List[str], taken: Optional[Conditions], **more: Any) -> Path:
-        """The record of one timing (``s``: the protocol's settings; ``more``: what the format adds) in ``out``,
-        listed as ``task``'s output (clean removes it and keeps the user's files)."""
+    def write_results(cls, out: Path, s: Any, task: str, rows: Sequence[BenchRow], ratios: Sequence[Ratio],
+                      notes: List[str], taken: Optional[Conditions], **more: Any) -> Tuple[Path, Path]:
+        """The record of one timing (``s``: the protocol's settings; ``more``: what the format adds) and its rows as
+        CSV in ``out``, listed as ``task``'s output (clean removes them and keeps the user's files)."""
         import torch
 
         body = {"torch": torch.__version__, "threads": s.threads, "warmup": s.warmup, "iters": s.iters,
                 "repeat": s.repeat, **more, "rows": [asdict(r) for r in rows], "ratios": [r.as_dict() for r in ratios],
                 "notes": notes, "conditions": taken.as_dict() if taken else None}  # how the rounds were taken
         own_dir(Path(out), task)
-        return cls(body).write(Path(out) / cls.NAME)
+        protocol = {"iters": s.iters, "warmup": s.warmup, "threads": s.threads}
+        csv_path = atomic_write_csv(Path(out) / Path(cls.NAME).with_suffix(".csv"),
+                                    [{**r.csv_cells(), **protocol} for r in rows], CSV_COLUMNS)
+        return cls(body).write(Path(out) / cls.NAME), csv_path
+
+
+CSV_COLUMNS = ["file", "variant", "mode"] + [f.name for f in fields(BenchRow) if f.name not in (
+    "file", "variant", "mode", "timing")] + [f.name for f in fields(Timing)] + ["iters", "warmup", "threads"]
+# what the row is (file, variant and mode first, as before), its times, the protocol's numbers
 
 
 @dataclass
 class HostBenchResult:
+    """A format's host bench: its rows, each ratio measured in the same rounds, the notes, the record and CSV written;
+    the ExecuTorch format's also each program's check against its reference (``checks``)."""
+
     rows: List[BenchRow]
     json_path: Path
     csv_path: Path
     notes: List[str] = field(default_factory=list)
-    ratios: List[Ratio] = field(default_factory=list)  # each quantized model against its stem's float model
-    quantized_engine: str = ""
+    ratios: List[Ratio] = field(default_factory=list)  # TorchScript: each quantized model over its float model
     conditions: Optional[Conditions] = None  # how the rounds were taken (toolchain/host_conditions.py)
+    quantized_engine: str = ""
+    checks: List[Any] = field(default_factory=list)  # converter.executorch_check.CheckRow, one per program
 
-    def ratio_lines(self) -> List[str]:
-        return [r.summary() for r in self.ratios]
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks if c.ran)
+
+    def raise_for_failures(self) -> None:
+        """A VerificationError (exit 8) naming every program that differs from its reference."""
+        bad = [c for c in self.checks if c.ran and not c.ok]
+        if bad:
+            raise VerificationError(f"{len(bad)} ExecuTorch program(s) differ from their reference: "
+                                    + "; ".join(f"{c.variant}: {c.reason}" for c in bad),
+                                    remedy=f"see {self.json_path}; convert again (`invoke convert --force` with the "
+                                           "options you converted with), or report the delegate's numerics upstream")
 
 
 def load_bundled(path: Path):
@@ -215,17 +251,18 @@ def timing_key(files: Iterable[Tuple[str, Path]], s: Any, *more: Any) -> str:
                       s.threads, host_engine(), torch.__version__, *more])
 
 
-def reused(last: Dict[str, Any], key: str, row: Callable[[Dict[str, Any]], Any]) -> Optional[tuple]:
-    """(rows, ratios, how they were taken) of the last record (:meth:`HostBenchRecord.last`) when it has the same
-    ``timing_key``; ``row``: a row from its dict (None: not a timed row).  None when it does not, or is unreadable."""
+def reused(last: Dict[str, Any], key: str) -> Optional[tuple]:
+    """(the timed rows, ratios, how they were taken) of the last record (:meth:`HostBenchRecord.last`) when it has
+    the same ``timing_key`` (the rows not timed are made anew from this run's files).  None when it does not, or is
+    unreadable."""
     if last.get("timing_key") != key:
         return None
     try:
-        rows = [row(r) for r in last["rows"]]
+        rows = [BenchRow.from_dict(r) for r in last["rows"] if r.get("timing") is not None]
         ratios = [Ratio.from_dict(r) for r in last.get("ratios", [])]
     except (KeyError, TypeError):
         return None
-    return [r for r in rows if r is not None], ratios, Conditions.from_dict(last.get("conditions"))
+    return rows, ratios, Conditions.from_dict(last.get("conditions"))
 
 
 def ratios_over(subjects: list, base_of: dict) -> List[Ratio]:
@@ -242,9 +279,10 @@ def speedups(baselines: Iterable[str], ratios: Sequence[Ratio]) -> Dict[str, flo
     return out
 
 
-def timing_notes(ratios: Sequence[Ratio], timings: Dict[str, Timing], taken: Optional[Conditions]) -> List[str]:
-    """The ratios that measured no difference or spread more than it, the machine's notes, and the rows (``timings``:
-    label -> Timing) whose rounds disagree."""
+def timing_notes(ratios: Sequence[Ratio], rows: Sequence[BenchRow], taken: Optional[Conditions]) -> List[str]:
+    """The ratios that measured no difference or spread more than it, the machine's notes, and the timed rows whose
+    rounds disagree."""
+    timings = {r.label: r.timing for r in rows if r.timing}
     spreads = {label: t.spread_pct for label, t in timings.items() if t.unstable}
     return ratio_notes(list(ratios)) + unstable_notes(spreads, next(iter(timings.values())).repeats if timings else 0,
                                                       taken)
@@ -276,13 +314,15 @@ def run_host_bench(settings: HostBenchSettings, timed: Optional[Dict[str, Subjec
         raise UsageError(f"{manifest.path} lists no CPU models", remedy="run `invoke convert`")
     engine = host_engine()
     subjects, taken = _rounds(cpu_files, settings, engine, timed, taken)
-    rows = [_row(f, s, settings, engine) for f, s in zip(cpu_files, subjects)]
+    rows = [timed_row(torchscript_row(f), s) for f, s in zip(cpu_files, subjects)]
     floats = {f.stem: f.file for f in cpu_files if f.mode == "none"}  # each quantized model against its float one
     ratios = ratios_over(subjects, {f.file: floats.get(f.stem) for f in cpu_files if f.mode != "none"})
     notes = _notes(rows, ratios, taken)
-    json_path, csv_path = _write_results(Path(settings.out), manifest, cpu_files, rows, notes, ratios, settings,
-                                         taken)
-    return HostBenchResult(rows, json_path, csv_path, notes, ratios, engine, taken)
+    paths = HostBenchRecord.write_results(
+        Path(settings.out), settings, "bench", rows, ratios, notes, taken, protocol=PROTOCOL,
+        manifest=str(manifest.path), quantized_engine=engine,
+        models={f.file: f.sha256 for f in cpu_files})  # what was measured (`invoke all` reuses it)
+    return HostBenchResult(rows, *paths, notes, ratios, taken, engine)
 
 
 def _rounds(cpu_files, settings: HostBenchSettings, engine: str, timed: Optional[Dict[str, Subject]],
@@ -295,36 +335,29 @@ def _rounds(cpu_files, settings: HostBenchSettings, engine: str, timed: Optional
         return measure([cpu_candidate(f) for f in cpu_files], settings, "host benchmark")
 
 
-def _row(f: Any, subject: Subject, settings: HostBenchSettings, engine: str) -> BenchRow:
-    return BenchRow(**asdict(subject.stats()), file=f.file, variant=f.qualified_variant, mode=f.mode,
-                    backend=f.backend, iters=settings.iters, warmup=settings.warmup, threads=settings.threads,
-                    mobile_optimized=bool(f.extra.get("mobile_optimized", False)), memory_kb=subject.memory_kb,
-                    quantized_engine=engine)
+def torchscript_row(f: Any, label: str = "") -> BenchRow:
+    """A TorchScript model's row (a manifest's ModelFile: CPU, or NNAPI on the host), not yet timed."""
+    cpu = f.backend == "cpu"
+    return BenchRow(label or f.file, f.file, "torchscript-cpu" if cpu else "host-nnapi",
+                    "fp32" if f.mode == "none" else "int8", stem=f.stem, variant=f.qualified_variant, mode=f.mode,
+                    mobile_optimized=bool(f.extra.get("mobile_optimized")) if cpu else None)
+
+
+def timed_row(row: BenchRow, subject: Subject) -> BenchRow:
+    """``row`` with what its rounds measured."""
+    return dataclasses.replace(row, timing=subject.stats(), memory_kb=subject.memory_kb)
 
 
 def _notes(rows: List[BenchRow], ratios: List[Ratio], taken: Optional[Conditions]) -> List[str]:
     notes = ["NNAPI models are not run by the host benchmark: they need a phone (`invoke deploy`) "
              "or torchdroid's host NNAPI (`invoke verify`)"]
-    notes.extend(timing_notes(ratios, {r.file: r for r in rows}, taken))
+    notes.extend(timing_notes(ratios, rows, taken))
     if any(r.memory_kb is None for r in rows):
         notes.append("memory per model not shown: this system does not let a process reset its peak resident size "
                      "(/proc/self/clear_refs)")
     if any(not r.mobile_optimized for r in rows):
         notes.append("CPU models were converted without optimize_for_mobile (no XNNPACK in that torch)")
     return notes
-
-
-CSV_COLUMNS = [f.name for f in fields(BenchRow) if f.name not in Timing.__dataclass_fields__] + list(
-    Timing.__dataclass_fields__)  # what the row is first, then its times
-
-
-def _write_results(out: Path, manifest: ConvertManifest, cpu_files, rows: List[BenchRow], notes: List[str],
-                   ratios: List[Ratio], settings: Any, taken: Conditions):
-    json_path = HostBenchRecord.write_results(
-        out, settings, "bench", rows, ratios, notes, taken, protocol=PROTOCOL, manifest=str(manifest.path),
-        quantized_engine=rows[0].quantized_engine,
-        models={f.file: f.sha256 for f in cpu_files})  # what was measured (`invoke all` reuses it)
-    return json_path, atomic_write_csv(out / "host-bench.csv", rows, CSV_COLUMNS)
 
 
 # --------------------------------------------------------------------------- the ExecuTorch format's bench
@@ -344,52 +377,12 @@ class PteBenchSettings(HostBenchSettings):
     again: bool = False  # measure again even when the last results measured the same files with the same settings
 
 
-@dataclass
-class BenchLine(FlatRecord):
-    """One row of the side-by-side table: a legacy model or a .pte program, same protocol."""
-
-    label: str  # "TorchScript CPU quant_none", "ExecuTorch fp32-xnnpack", ...
-    file: str
-    runtime: str  # torchscript-cpu | host-nnapi | executorch
-    precision: str  # fp32 | int8
-    timing: Optional[Timing] = None
-    note: str = ""
-    stem: str = ""
-    mobile_optimized: Optional[bool] = None  # legacy CPU models: did optimize_for_mobile run (XNNPACK prepacking)?
-
-
-@dataclass
-class PteBenchResult:
-    checks: List[Any]  # converter.executorch_check.CheckRow, one per program
-    lines: List[BenchLine]
-    json_path: Path
-    notes: List[str] = field(default_factory=list)
-    ratios: List[Ratio] = field(default_factory=list)  # each line over the legacy CPU line of its stem and precision
-    conditions: Optional[Conditions] = None  # how the timing rounds were taken (toolchain/host_conditions.py)
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.checks if c.ran)
-
-    def baselines(self) -> List[str]:
-        """The timed legacy TorchScript CPU lines: every speed-up's baseline (1.0)."""
-        return [x.label for x in self.lines if x.runtime == "torchscript-cpu" and x.timing]
-
-    def raise_for_failures(self) -> None:
-        """A VerificationError (exit 8) naming every program that differs from its reference."""
-        bad = [c for c in self.checks if c.ran and not c.ok]
-        if bad:
-            raise VerificationError(f"{len(bad)} ExecuTorch program(s) differ from their reference: "
-                                    + "; ".join(f"{c.variant}: {c.reason}" for c in bad),
-                                    remedy=f"see {self.json_path}; convert again (`invoke convert --force` with the "
-                                           "options you converted with), or report the delegate's numerics upstream")
-
-
 class PteHostBenchRecord(HostBenchRecord):
     """``<bench.out>/executorch-host-bench.json``: the last host check and timing of the ExecuTorch programs."""
 
     KIND, REMEDY = "torchdroid.executorch-host-bench", "run `invoke bench --format executorch` again"
     NAME = "executorch-host-bench.json"
+    READS = (1,)  # schema 1's rows had these rows' keys but variant, mode and memory_kb: read with their defaults
 
 
 # ExecuTorch's threadpool (XNNPACK's threads) keeps the size ExecuTorch gives it: its Python API has no public means
@@ -410,7 +403,7 @@ def set_threads(threads: int) -> str:
     return EXECUTORCH_THREADS
 
 
-def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Subject]] = None) -> PteBenchResult:
+def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Subject]] = None) -> HostBenchResult:
     """Each program checked against its reference (converter/executorch_check.py), then timed beside the legacy
     models.  ``timed``: a dict to fill with every TorchScript CPU model's rounds (file -> Subject), all of them timed
     in this format's rounds beside its baselines, so that the TorchScript format's result times none again."""
@@ -424,20 +417,20 @@ def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Subject]] = Non
         set_threads(s.threads)
         checks = check_all(files, refs, ref_paths, s, previous, notes, last)
         pairs, idle = _candidates(files, refs, s, notes)
-        key = timing_key([(line.label, Path(s.models) / line.file) for line, _ in pairs], s, s.reference_kernels,
+        key = timing_key([(row.label, Path(s.models) / row.file) for row, _ in pairs], s, s.reference_kernels,
                          pins.identity())
-        lines, ratios, taken = _timings(pairs, s, previous, key, notes, timed)
-    lines += idle
-    if any(x.mobile_optimized is False for x in lines):
+        rows, ratios, taken = _timings(pairs, s, previous, key, notes, timed)
+    rows += idle
+    if any(x.mobile_optimized is False for x in rows):
         notes.append(UNOPTIMIZED_BASELINE)
-    notes.extend(timing_notes(ratios, {x.label: x.timing for x in lines if x.timing}, taken))
-    result = PteBenchResult(checks, lines, Path(s.out) / PteHostBenchRecord.NAME, notes, ratios, taken)
-    result.json_path = PteHostBenchRecord.write_results(
-        s.out, s, "bench-executorch", lines, ratios, notes, taken, models=str(s.models),
+    notes.extend(timing_notes(ratios, rows, taken))
+    baselines = [x.label for x in rows if x.runtime == "torchscript-cpu" and x.timing]  # every speed-up's (1.0)
+    paths = PteHostBenchRecord.write_results(
+        s.out, s, "bench-executorch", rows, ratios, notes, taken, models=str(s.models),
         executorch=pins.identity(), executorch_threads=EXECUTORCH_THREADS,
         checks=[asdict(c) for c in checks], reference_kernels=s.reference_kernels,
-        speedups=speedups(result.baselines(), ratios), timing_key=key)
-    return result
+        speedups=speedups(baselines, ratios), timing_key=key)
+    return HostBenchResult(rows, *paths, notes, ratios, taken, checks=checks)
 
 
 def _programs(s: PteBenchSettings) -> tuple:
@@ -462,7 +455,7 @@ def _pte_loader(path: Path, example) -> Callable[[], Callable[[], Any]]:
 
 
 def legacy_candidates(models_dir: Path, stems: List[str], s: PteBenchSettings, notes: List[str]) -> list:
-    """[(line, candidate)] of the legacy TorchScript CPU models (and, where the host NNAPI builds, the NNAPI ones,
+    """[(row, candidate)] of the legacy TorchScript CPU models (and, where the host NNAPI builds, the NNAPI ones,
     ``rough``: reference kernels) of quant_none/quant_full."""
     man = ConvertManifest.load(models_dir)
     wanted = [f for f in man.files if f.stem in stems and f.variant in ("quant_none", "quant_full")]
@@ -476,11 +469,9 @@ def legacy_candidates(models_dir: Path, stems: List[str], s: PteBenchSettings, n
     pairs = []
     for f in [f for f in wanted if f.backend == "cpu" or nnapi_ok]:
         cpu = f.backend == "cpu"
-        line = BenchLine(f"{'TorchScript CPU' if cpu else 'host NNAPI'} {f.variant}", f.file,
-                         "torchscript-cpu" if cpu else "host-nnapi", "fp32" if f.mode == "none" else "int8",
-                         stem=f.stem, mobile_optimized=bool(f.extra.get("mobile_optimized")) if cpu else None)
-        cand = cpu_candidate(f, line.label)
-        pairs.append((line, cand if cpu else dataclasses.replace(cand, rough=True, cpu_model=False)))
+        row = torchscript_row(f, f"{'TorchScript CPU' if cpu else 'host NNAPI'} {f.variant}")
+        cand = cpu_candidate(f, row.label)
+        pairs.append((row, cand if cpu else dataclasses.replace(cand, rough=True, cpu_model=False)))
     return pairs
 
 
@@ -501,12 +492,12 @@ ROUGH = {"short": f"reference kernels: {SHORT_ITERS} iterations per round, a rou
 
 
 def _candidates(files: List[PteFile], refs: Dict[str, Any], s: PteBenchSettings, notes: List[str]) -> tuple:
-    """([(line, candidate)] to time: the legacy models first, then the programs that run here, ``rough`` the reference
-    kernels in ``short`` mode; the lines not timed: the programs that do not run here, reference kernels in ``skip``)."""
+    """([(row, candidate)] to time: the legacy models first, then the programs that run here, ``rough`` the reference
+    kernels in ``short`` mode; the rows not timed: the programs that do not run here, reference kernels in ``skip``)."""
     pairs = legacy_candidates(s.models, sorted(refs), s, notes) if s.legacy else []
     idle = []
     for f in files:
-        line = BenchLine(f"ExecuTorch {f.variant}", f.file, "executorch", f.precision, stem=f.stem)
+        line = BenchRow(f"ExecuTorch {f.variant}", f.file, "executorch", f.precision, stem=f.stem, variant=f.variant)
         if f.runs_on_host:
             load = _pte_loader(f.path, refs[f.stem]["inputs"][0])
             pairs.append((line, Candidate(line.label, f.file, load, rough=f.delegate == "portable")))
@@ -526,10 +517,10 @@ def _candidates(files: List[PteFile], refs: Dict[str, Any], s: PteBenchSettings,
 
 def _timings(pairs: list, s: PteBenchSettings, previous: Dict[str, Any], key: str,
              notes: List[str], timed: Optional[Dict[str, Subject]] = None) -> tuple:
-    """(lines, ratios of each line over the legacy CPU line of the same stem and precision, how they were taken): the
+    """(rows, ratios of each row over the legacy CPU row of the same stem and precision, how they were taken): the
     last results' when they measured the same files with the same settings, else measured (with, when ``timed`` is
     asked for, the manifest's other CPU models, for the TorchScript format's result)."""
-    last = reused(previous, key, _line_of)
+    last = reused(previous, key)
     if last is not None:
         notes.append(f"timings reused from {previous.get('written')}: the same files measured with the same "
                      "settings (--again measures again)")
@@ -538,17 +529,7 @@ def _timings(pairs: list, s: PteBenchSettings, previous: Dict[str, Any], key: st
     also = [] if timed is None else [cpu_candidate(f) for f in ConvertManifest.load(s.models).files
                                      if f.backend == "cpu" and f.file not in baselines]
     subjects, taken = measure([c for _, c in pairs] + also, s, "ExecuTorch host timing", timed)
-    lines = []
-    for (line, _), subj in zip(pairs, subjects):
-        line.timing = subj.stats()
-        lines.append(line)
-    base = {(x.stem, x.precision): x.label for x in lines if x.runtime == "torchscript-cpu"}
-    return lines, ratios_over(subjects, {x.label: base.get((x.stem, x.precision)) for x in lines
-                                         if x.runtime != "torchscript-cpu"}), taken
-
-
-def _line_of(row: Dict[str, Any]) -> Optional[BenchLine]:
-    """A timed line of the last record (the lines not timed are made anew from this run's files)."""
-    if row.get("timing") is None:
-        return None
-    return BenchLine.from_dict({**row, "timing": Timing(**row["timing"])})
+    rows = [timed_row(row, subj) for (row, _), subj in zip(pairs, subjects)]
+    base = {(x.stem, x.precision): x.label for x in rows if x.runtime == "torchscript-cpu"}
+    return rows, ratios_over(subjects, {x.label: base.get((x.stem, x.precision)) for x in rows
+                                        if x.runtime != "torchscript-cpu"}), taken

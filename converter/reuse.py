@@ -45,9 +45,9 @@ def torch_identity() -> Dict[str, Any]:
     return dict(out)
 
 
-# The ExecuTorch format's modules (converter/executorch.py, pte_*.py) key their own programs; a change to them
-# must not rebuild the TorchScript models.
-OTHER_LANE_PREFIXES = ("executorch", "pte_")
+# The ExecuTorch format's modules (converter/executorch*.py: executorch.py, executorch_check.py, ...) key its own
+# programs and checks (executorch_check.CHECK_CODE); a change to them must not rebuild the TorchScript models.
+OTHER_LANE_PREFIXES = ("executorch",)
 
 
 def code_digest(directory: Optional[Path] = None, only: Sequence[str] = ()) -> str:

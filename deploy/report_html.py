@@ -16,7 +16,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 from toolchain.fsutil import atomic_write_text
 
 from .results import ResultRow, speedups
-from .summary import FormatsSection, section_notes
+from .summary import DETAIL_COLUMNS, FORMAT_COLUMNS, FormatsSection, line_cells, section_notes
 from .run_weights import is_random
 
 # fits a 1280 px window (issue 24): every table (this module's and the sections' own) is its own horizontal scroll
@@ -151,17 +151,9 @@ def _failures_table(rows: Sequence[ResultRow]) -> str:
     return f"<h2 id='failures'>Failed and skipped ({len(bad)})</h2>" + (body if bad else "<p>none</p>")
 
 
-PTE_COLUMNS = ["runtime", "precision", "file", "status", "median ms", "p90 ms", "min ms", "samples",
-               "speed-up over TorchScript CPU", "note"]
-
-
-def _pte_cells(r) -> List[str]:
-    return [r.runtime, r.precision, r.model_file, r.status, _n(r.median_ms), _n(r.p90_ms), _n(r.min_ms), str(r.samples),
-            "" if r.speedup_vs_cpu is None else f"{r.speedup_vs_cpu:.2f}x", r.note]
-
-
 def _executorch_section(section: Optional[FormatsSection]) -> str:
-    """Per device: the run's TorchScript CPU, NNAPI and ExecuTorch lines side by side."""
+    """Per device: the run's TorchScript CPU, NNAPI and ExecuTorch lines side by side, in the console's cells
+    (deploy/summary.py's line_cells) and the page's two more columns."""
     if section is None:
         return ""
     parts = ["<h2 id='executorch'>ExecuTorch beside TorchScript CPU and NNAPI (speed-up over the legacy CPU model "
@@ -172,9 +164,9 @@ def _executorch_section(section: Optional[FormatsSection]) -> str:
     if section.present:
         parts.append(f"<p>run {section.run_id}" + (f", with {_e(section.path)}" if section.path else "") + "</p>")
     for t in section.devices:
-        parts.append(f"<h3>{_e(t.title)}</h3>" + _table(PTE_COLUMNS, [_pte_cells(r) for r in t.rows],
-                                                          ["failed" if r.status != "ok" else "" for r in t.rows],
-                                                          text_cols=(0, 1, 2, 3, 9)))
+        parts.append(f"<h3>{_e(t.title)}</h3>" + _table(
+            FORMAT_COLUMNS + DETAIL_COLUMNS, [line_cells(x, detail=True) for x in t.rows],
+            ["failed" if x.status != "ok" else "" for x in t.rows], text_cols=(0, 1, 6, 8)))  # the console's cells
         parts.append(operator_section(t.serial, t.operators))
     return "".join(parts)
 

@@ -105,6 +105,7 @@ EARLIER_RECORD = "executorch-latest.json"  # what an earlier torchdroid's deploy
 EARLIER = ("{path} holds ExecuTorch lines an earlier torchdroid joined to another run: not drawn (each run now holds "
            "its own); run `invoke deploy --format torchscript,executorch` for both formats in one run")
 FORMAT_COLUMNS = ["runtime", "precision", "median ms", "p90 ms", "samples", "speed-up", "note"]
+DETAIL_COLUMNS = ["min ms", "file"]  # what the report's page adds after them (:func:`line_cells` ``detail``)
 
 
 @dataclass
@@ -167,10 +168,13 @@ def section_notes(section: FormatsSection) -> List[str]:
     return out
 
 
-def line_cells(x: Line) -> List[str]:
-    """A line as :data:`FORMAT_COLUMNS`' cells (deploy's table and the report's)."""
-    return [x.runtime, x.precision, _fmt(x.median_ms) if x.status == "ok" else x.status, _fmt(x.p90_ms),
-            str(x.samples), "-" if x.speedup_vs_cpu is None else f"{x.speedup_vs_cpu:.2f}x", x.note]
+def line_cells(x: Line, detail: bool = False) -> List[str]:
+    """A line as :data:`FORMAT_COLUMNS`' cells (deploy's table, the report's and its page's), a row that is not ok
+    its status in the median's cell; ``detail``: then :data:`DETAIL_COLUMNS`' (the page's)."""
+    ok = x.status == "ok"
+    cells = [x.runtime, x.precision, _fmt(x.median_ms) if ok else x.status, _fmt(x.p90_ms), str(x.samples),
+             "-" if x.speedup_vs_cpu is None else f"{x.speedup_vs_cpu:.2f}x", x.note]
+    return cells + [_fmt(x.min_ms), x.model_file] if detail else cells
 
 
 def executorch_tables(section: FormatsSection) -> List[Tuple[str, List[str], List[list]]]:

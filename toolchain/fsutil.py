@@ -369,11 +369,12 @@ def atomic_write_json(path: PathLike, obj: Any) -> Path:
 
 
 def atomic_write_csv(path: PathLike, rows: Iterable[Any], columns: List[str]) -> Path:
-    """Rows (dataclasses) as CSV, a header of ``columns`` (their fields) and a line per row, atomically."""
+    """Rows (dataclasses, or dicts) as CSV, a header of ``columns`` (their fields or keys) and a line per row,
+    atomically; a dict's missing key is an empty cell."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=columns)
     w.writeheader()
-    w.writerows({c: getattr(r, c) for c in columns} for r in rows)
+    w.writerows({c: r.get(c) if isinstance(r, dict) else getattr(r, c) for c in columns} for r in rows)
     return atomic_write_text(path, buf.getvalue())
 
 

@@ -51,24 +51,55 @@ def convert(result: Any, as_json: bool = False) -> None:
     print(f"manifest: {result.manifest_path}")
 
 
-# what a narrow terminal leaves out of the host benchmark's table first (the median, p90 and min stay longest)
-HOST_BENCH_DROP = ("std ms", "mean ms", "max ms", "load ms", "first ms", "model MB", "spread %", "p90 ms")
+# a host bench's table, either format's; a narrow terminal leaves out the last of BENCH_DROP first (the median and
+# the speed-up stay longest)
+BENCH_COLUMNS = ["model", "file", "mode", "load ms", "first ms", "median ms", "p90 ms", "min ms", "max ms", "mean ms",
+                 "std ms", "spread %", "model MB", "speed-up (rounds)"]
+BENCH_DROP = ("std ms", "mean ms", "max ms", "load ms", "first ms", "model MB", "mode", "spread %", "file", "p90 ms",
+              "min ms")
+
+
+def bench_table(title: str, result: Any, speedup: bool = False) -> None:
+    """A host bench's rows (converter.host_bench.BenchRow), either format's: a timed row's times (spread % with " !":
+    the rounds disagree); a row not timed: its note.  ``file`` when a row's label is not its file, ``mode`` when every
+    row has one; ``speedup``: each row over its baseline (the median of the per-round ratios, their range: one verdict
+    rule, toolchain.stats.Comparison), a baseline 1.00x."""
+    rows, ups = result.rows, _speedup_cells(result.ratios)
+    shown = {"file": any(r.label != r.file for r in rows), "mode": all(r.mode for r in rows),
+             "speed-up (rounds)": speedup}
+    keep = [i for i, c in enumerate(BENCH_COLUMNS) if shown.get(c, True)]
+    columns = [BENCH_COLUMNS[i] for i in keep]
+    table(title, columns, [[cells[i] for i in keep] for cells in (_bench_cells(r, ups) for r in rows)],
+          numeric=[c for c in columns if c.endswith((" ms", " %", " MB"))], drop=BENCH_DROP)
+
+
+def _bench_cells(r: Any, ups: dict) -> list:
+    what = [r.label, r.file, r.mode or "-"]
+    t = r.timing
+    if t is None:
+        return what + ["-"] * 10 + [r.note]
+    return what + [f"{t.load_ms:.0f}", f"{t.first_ms:.2f}", f"{t.median_ms:.2f}", f"{t.p90_ms:.2f}", f"{t.min_ms:.2f}",
+                   f"{t.max_ms:.2f}", f"{t.mean_ms:.2f}", f"{t.std_ms:.2f}", f"{t.spread_pct:.1f}" + (" !" if t.unstable else ""),
+                   "unknown" if r.memory_kb is None else f"{r.memory_kb / 1024:.0f}", ups.get(r.label, "-")]
+
+
+def _speedup_cells(ratios: Any) -> dict:
+    """label -> its speed-up cell: the median of the per-round ratios with their range (? = the range includes 1.0x:
+    no measured difference; ~ = the rounds spread more than the difference); each ratio's base 1.00x."""
+    cells = {r.base: "1.00x" for r in ratios}
+    cells.update((r.other, f"{r.value:.2f}x ({r.low:.2f}-{r.high:.2f}{', ?' if r.uncertain else ', ~' if r.noisy else ''})")
+                 for r in ratios)
+    return cells
 
 
 def host_bench(result: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result)
-    columns = ["model", "mode", "load ms", "first ms", "median ms", "p90 ms", "min ms", "max ms", "mean ms", "std ms",
-               "spread %", "model MB"]
-    table(f"CPU models on this host (quantized engine {result.quantized_engine}, {result.rows[0].threads} thread(s), "
-          f"rounds alternated{_busy_mark(result.conditions)})", columns,
-          [(r.file, r.mode, f"{r.load_ms:.0f}", f"{r.first_ms:.2f}", f"{r.median_ms:.2f}", f"{r.p90_ms:.2f}",
-            f"{r.min_ms:.2f}", f"{r.max_ms:.2f}", f"{r.mean_ms:.2f}", f"{r.std_ms:.2f}",
-            f"{r.spread_pct:.1f}" + (" !" if r.unstable else ""),
-            "unknown" if r.memory_kb is None else f"{r.memory_kb / 1024:.0f}") for r in result.rows],
-          numeric=columns[2:], drop=HOST_BENCH_DROP)
-    for line in result.ratio_lines():
-        print(line)
+    bench_table(f"CPU models on this host (quantized engine {result.quantized_engine}, "
+                f"{result.conditions.threads if result.conditions else '?'} thread(s), rounds alternated"
+                f"{_busy_mark(result.conditions)})", result)
+    for r in result.ratios:  # each quantized model over its float model, the one verdict rule
+        print(r.summary())
     _taken(result.conditions)
     for line in result.notes:
         note(line)
@@ -433,14 +464,12 @@ def pte_bench(result: Any, as_json: bool = False) -> None:
     table("ExecuTorch programs against their reference (host runtime)",
           ["program", "reference", "max |diff|", "bound", "top-1/top-5", "per operator", "result"],
           [check_cells(c) for c in result.checks], drop=("bound", "reference", "per operator"))
-    unopt = any(x.mobile_optimized is False for x in result.lines)
-    table(f"host latency, same protocol, alternated round by round; {_pte_threads(result.conditions)} (speed-up over legacy TorchScript CPU "
-          "of the same precision" + (", NOT optimize_for_mobile'd: no XNNPACK in this torch" if unopt else "")
-          + "; ? = the rounds' range includes 1.0x: no measured difference; ~ = the rounds spread more than the "
-          f"difference{_busy_mark(result.conditions)})",
-          ["runtime", "file", "median ms", "p90 ms", "min ms", "speed-up (rounds)"], _pte_latency_rows(result),
-          numeric=("median ms", "p90 ms", "min ms"), drop=("file", "p90 ms", "min ms"))
-    for x in result.lines:
+    unopt = any(x.mobile_optimized is False for x in result.rows)
+    bench_table(f"host latency, same protocol, alternated round by round; {_pte_threads(result.conditions)} (speed-up "
+                "over legacy TorchScript CPU of the same precision" + (", NOT optimize_for_mobile'd: no XNNPACK in "
+                "this torch" if unopt else "") + "; ? = the rounds' range includes 1.0x: no measured difference; ~ = "
+                f"the rounds spread more than the difference{_busy_mark(result.conditions)})", result, speedup=True)
+    for x in result.rows:
         if x.timing and x.note:
             print(f"{x.label}: {x.note}")
     for c in result.checks:
@@ -450,19 +479,6 @@ def pte_bench(result: Any, as_json: bool = False) -> None:
     for line in result.notes:
         note(line)
     print(f"results: {result.json_path}")
-
-
-def _pte_latency_rows(result: Any) -> list:
-    """Per timed line: its times and its speed-up over the legacy CPU model (the median of the per-round ratios, with
-    their range: toolchain.stats.Comparison); the baselines 1.00x; a line that was not timed: its note."""
-    from converter.host_bench import speedups
-
-    cells = {label: f"{up:.2f}x" for label, up in speedups(result.baselines(), []).items()}  # the baselines: 1.00x
-    cells.update((r.other, f"{r.value:.2f}x ({r.low:.2f}-{r.high:.2f}"
-                           f"{', ?' if r.uncertain else ', ~' if r.noisy else ''})") for r in result.ratios)
-    return [(x.label, x.file, f"{x.timing.median_ms:.2f}", f"{x.timing.p90_ms:.2f}", f"{x.timing.min_ms:.2f}",
-             cells.get(x.label, "-")) if x.timing else (x.label, x.file, "-", "-", "-", x.note)
-            for x in result.lines]
 
 
 def executorch_runtime(result: Any, log_path: Any, as_json: bool = False) -> None:

@@ -298,10 +298,10 @@ def test_host_bench_writes_results(mobilenet_models, tmp_path):
     out, _ = mobilenet_models
     res = run_host_bench(HostBenchSettings(models=out, warmup=1, iters=3, threads=1, out=tmp_path))
     assert [r.mode for r in res.rows] == ["none", "core", "full"]
-    assert all(r.min_ms <= r.median_ms <= r.p90_ms <= r.max_ms for r in res.rows)
+    assert all(r.timing.min_ms <= r.timing.median_ms <= r.timing.p90_ms <= r.timing.max_ms for r in res.rows)
     # load, first inference, warm-up, repeats with their spread, peak memory: measured, not left at 0
-    assert all(r.load_ms > 0 and r.first_ms > 0 and r.warmup_ms > 0 and r.repeats == 3
-               and r.std_ms >= 0 and r.unstable == (r.spread_pct > 10.0) for r in res.rows)
+    assert all(t.load_ms > 0 and t.first_ms > 0 and t.warmup_ms > 0 and t.repeats == 3
+               and t.std_ms >= 0 and t.unstable == (t.spread_pct > 10.0) for t in (r.timing for r in res.rows))
     data = json.loads(res.json_path.read_text())
     assert data["kind"] == "torchdroid.host-bench" and len(data["rows"]) == 3
     assert res.csv_path.read_text().startswith("file,variant,mode")

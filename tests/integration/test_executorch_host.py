@@ -99,7 +99,7 @@ def test_host_check_per_operator_and_side_by_side_timing(tiny_lane, tmp_path):
     portable_ops = [r["aot_ops"] for r in checks["fp32-portable"].operators]
     assert len(portable_ops) >= 3 and all(r["mse"] < 1e-8 for r in checks["fp32-portable"].operators)
     assert "opaque" in checks["fp32-xnnpack"].operator_note and checks["fp32-xnnpack"].operators
-    labels = {x.label: x for x in result.lines}
+    labels = {x.label: x for x in result.rows}
     assert {"TorchScript CPU quant_none", "TorchScript CPU quant_full", "ExecuTorch fp32-xnnpack",
             "ExecuTorch int8-xnnpack"} <= set(labels)
     assert labels["ExecuTorch fp32-vulkan"].timing is None and "not runnable here" in labels["ExecuTorch fp32-vulkan"].note
@@ -156,10 +156,10 @@ def test_both_formats_time_each_cpu_model_once(tiny_lane, tmp_path, monkeypatch)
     cpu = sorted(f.file for f in ConvertManifest.load(models).files if f.backend == "cpu")
     assert sorted(loads) == cpu  # each once
     assert list(results) == ["torchscript", "executorch"] and sorted(r.file for r in results["torchscript"].rows) == cpu
-    line = next(x for x in results["executorch"].lines if x.label == "TorchScript CPU quant_none")
+    line = next(x for x in results["executorch"].rows if x.label == "TorchScript CPU quant_none")
     row = next(r for r in results["torchscript"].rows if r.file == line.file)
-    assert row.median_ms == line.timing.median_ms and row.repeats == 2  # one measurement, shown in both tables
-    assert json.loads((tmp_path / "bench" / "host-bench.json").read_text())["rows"][0]["repeats"] == 2
+    assert row.timing.median_ms == line.timing.median_ms and row.timing.repeats == 2  # one measurement, both tables
+    assert json.loads((tmp_path / "bench" / "host-bench.json").read_text())["rows"][0]["timing"]["repeats"] == 2
 
 
 def test_a_wrong_reference_fails_the_check(tiny_lane, tmp_path):
@@ -245,7 +245,7 @@ def test_bench_takes_executorch_as_a_format(tiny_lane, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     data = json.loads(r.stdout)  # one document
     assert sorted(data) == ["executorch", "torchscript"] and data["torchscript"]["rows"]
-    assert data["executorch"]["checks"] and data["executorch"]["lines"]
+    assert data["executorch"]["checks"] and data["executorch"]["rows"]
     assert json.loads((results / "executorch-host-bench.json").read_text())["kind"] == record["kind"]
 
 
@@ -353,9 +353,9 @@ def test_unchanged_measurements_are_reused_and_again_measures_again(tiny_lane, t
     kw = dict(host_nnapi=False, per_operator=False)
     first = _bench(out, tmp_path, **kw)
     assert all(c.seconds > 0 for c in first.checks if c.ran)  # what the next run's estimate is made of
-    medians = {x.label: x.timing.median_ms for x in first.lines if x.timing}
+    medians = {x.label: x.timing.median_ms for x in first.rows if x.timing}
     second = _bench(out, tmp_path, **kw)
-    assert {x.label: x.timing.median_ms for x in second.lines if x.timing} == medians
+    assert {x.label: x.timing.median_ms for x in second.rows if x.timing} == medians
     assert any(n.startswith("timings reused from") for n in second.notes)
     assert any(n.startswith("checks reused from") for n in second.notes)
     assert [c.ok for c in second.checks] == [c.ok for c in first.checks]
@@ -363,7 +363,7 @@ def test_unchanged_measurements_are_reused_and_again_measures_again(tiny_lane, t
     assert second.conditions == first.conditions  # reused times keep how they were taken
     other = _bench(out, tmp_path, repeat=2, **kw)  # another protocol: measured
     assert not any("reused" in n for n in other.notes if n.startswith("timings"))
-    assert all(x.timing.repeats == 2 for x in other.lines if x.timing)
+    assert all(x.timing.repeats == 2 for x in other.rows if x.timing)
     again = _bench(out, tmp_path, repeat=2, again=True, **kw)
     assert not any("reused" in n for n in again.notes)
 

@@ -52,7 +52,7 @@ def test_a_1d_conv_audio_net_gets_cpu_models_and_a_named_nnapi_refusal(tmp_path)
     assert all("1-D convolution" in x.line() and "--format executorch" in x.line() for x in r.refused)
     bench = run_host_bench(HostBenchSettings(models=tmp_path / "models", warmup=1, iters=2, threads=1, repeat=1,
                                              out=tmp_path / "bench"))
-    assert sorted(row.mode for row in bench.rows) == ["full", "none"] and all(row.median_ms > 0 for row in bench.rows)
+    assert sorted(row.mode for row in bench.rows) == ["full", "none"] and all(row.timing.median_ms > 0 for row in bench.rows)
     (ref,), inputs = bundled_outputs(none.path)
     assert ref.shape == [1, 4] and inputs == 1
 

@@ -291,4 +291,4 @@ def test_the_legacy_lane_takes_a_dict_output_and_refuses_only_its_nnapi_models(t
     assert sorted(x.mode for x in r.refused) == ["full", "none"]
     assert all("Dict[str, Tensor]" in x.line() and "--format executorch" in x.line() for x in r.refused)
     bench = run_host_bench(HostBenchSettings(models=out, warmup=1, iters=2, threads=1, repeat=1, out=tmp_path / "b"))
-    assert sorted(row.mode for row in bench.rows) == ["full", "none"] and all(row.median_ms > 0 for row in bench.rows)
+    assert sorted(row.mode for row in bench.rows) == ["full", "none"] and all(row.timing.median_ms > 0 for row in bench.rows)

@@ -107,7 +107,8 @@ def test_executorch_section_in_a_headless_browser(executorch_report_chain, tmp_p
         assert serial in text
     for runtime in ("TorchScript CPU quant_none", "NNAPI quant_none", "ExecuTorch fp32-xnnpack", "ExecuTorch int8-xnnpack"):
         assert text.count(runtime) == 2, runtime
-    assert "speed-up over TorchScript CPU" in text and "1.00x" in text
+    # the console's columns (deploy/summary.py line_cells), the heading saying what the speed-up is over
+    assert "speed-up over the legacy CPU model" in text and " speed-up " in text and "1.00x" in text
     by_serial = {t.serial: t for t in fresh.executorch.devices}
     int8 = next(r for r in by_serial[chain.serials["pixel"]].rows if r.runtime == "ExecuTorch int8-xnnpack")
     assert f"{int8.speedup_vs_cpu:.2f}x" in text

@@ -78,9 +78,32 @@ def test_the_executorch_modules_do_not_key_the_torchscript_models(tmp_path):
     before = code_digest(tmp_path)
     (tmp_path / "executorch.py").write_text("x = 2\n")
     (tmp_path / "executorch_check.py").write_text("y = 1\n")
+    (tmp_path / "executorch.py").write_text("z = 1\n")  # the format's module without an underscore (issue 31, h25)
     assert code_digest(tmp_path) == before
     (tmp_path / "export.py").write_text("legacy = 2\n")
     assert code_digest(tmp_path) != before
+
+
+def test_a_change_to_the_executorch_check_checks_the_programs_again(tmp_path, monkeypatch):
+    """converter/executorch_check.py keys no TorchScript model (above) but keys its own checks: a check the last
+    record holds is reused only when the check's code (CHECK_CODE, by content) is the same (issue 31, h25)."""
+    from types import SimpleNamespace
+
+    from converter import executorch_check
+    from converter.reuse import code_digest
+
+    (tmp_path / "executorch_check.py").write_text("y = 1\n")
+    (tmp_path / "host_check.py").write_text("h = 1\n")
+    real = code_digest
+    monkeypatch.setattr(executorch_check, "code_digest", lambda only=(): real(tmp_path, only=only), raising=False)
+    ref = tmp_path / "ref.json"
+    ref.write_text("{}")
+    program = SimpleNamespace(sha256="0" * 64, extra={})
+    s = SimpleNamespace(float_atol=1e-4, float_rtol=1e-5, per_operator=True, debug_buffer_mb=512)
+    before = executorch_check.check_key(program, ref, s)
+    assert executorch_check.check_key(program, ref, s) == before
+    (tmp_path / "executorch_check.py").write_text("y = 2\n")
+    assert executorch_check.check_key(program, ref, s) != before
 
 
 # --------------------------------------------------------------------------- --quant chooses the precisions

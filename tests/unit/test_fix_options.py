@@ -87,7 +87,7 @@ PRINTED_BY = {
     "converter/": ("convert",),
     "converter/executorch_check.py": ("bench-executorch",),
     "converter/host_bench.py": ("bench",),
-    "converter/host_bench.py:PteBenchResult": ("bench-executorch",),
+    "converter/host_bench.py:HostBenchResult": ("bench", "bench-executorch"),
     "host_nnapi/": ("verify",),
     "ndk_build/": ("build-android",),
     "ndk_build/compat.py": ("check-compat", "deploy"),

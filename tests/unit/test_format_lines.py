@@ -157,3 +157,28 @@ def test_a_program_row_is_a_result_row_of_the_executorch_format():
     assert row.median_ms == 6.0 and row.samples == 3 and row.has_flag("traced") and not row.problems()
     failed = program_row(facts, runner, f, None, "executor_runner exited 1", BenchOptions())
     assert failed.status == "failed" and failed.reason == "executor_runner exited 1" and not failed.problems()
+
+
+def test_the_report_page_shows_the_consoles_cells_of_each_line_and_two_more_columns(tmp_path):
+    """Issue 31 (h25): the page had its own table of a run's formats (its own columns: file, status, min ms) beside
+    the console's (deploy/summary.py line_cells); now one row function: the page's cells are the console's, then
+    DETAIL_COLUMNS' (min ms, file), a failed line its status in the median's cell in both."""
+    import html
+    import re
+
+    from deploy.report_html import render
+    from deploy.summary import DETAIL_COLUMNS, FORMAT_COLUMNS, formats_section, line_cells
+    from tests.executorch_support.device import legacy_result_rows
+
+    run = legacy_result_rows("S") + [_program("S", "fp32-xnnpack", 16.0), _program("S", "int8-xnnpack", 8.0,
+                                                                                   status="failed")]
+    section = formats_section(tmp_path, run, {})
+    page = render(tmp_path / "r.png", tmp_path / "r.html", "t", run, [], section)
+    part = page[page.index("<h2 id='executorch'>"):page.index("<h2 id='failures'>")]
+    cells = [[html.unescape(c) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row)]
+             for row in re.findall(r"<tr[^>]*>(.*?)</tr>", part)]
+    lines = section.devices[0].rows
+    assert cells == [FORMAT_COLUMNS + DETAIL_COLUMNS] + [line_cells(x, detail=True) for x in lines]
+    assert [c[:len(FORMAT_COLUMNS)] for c in cells[1:]] == [line_cells(x) for x in lines]  # the console's, first
+    failed = next(c for c in cells if c[0] == "ExecuTorch int8-xnnpack")
+    assert failed[2] == "failed" and failed[-1] == "mobilenetv2-int8-xnnpack.pte"

@@ -133,27 +133,29 @@ def test_the_executorch_host_bench_is_a_record_and_an_earlier_ones_is_measured_a
 
 def test_the_host_bench_is_a_record_and_an_earlier_ones_is_refused_with_the_command(tmp_path):
     """host-bench.json (converter/host_bench.py) is a kind on the record base, like executorch-host-bench.json:
-    written with its schema, read back by the one reader; an earlier torchdroid's file (no schema) is refused
-    naming `invoke bench`, and left as it is."""
+    written with its schema (2: a row's times are its ``timing``) and its rows as CSV, read back by the one reader;
+    an earlier torchdroid's file (no schema, or schema 1's flat rows) is refused naming `invoke bench`, and left as
+    it is."""
     from types import SimpleNamespace
 
-    from converter.host_bench import BenchRow, _write_results
-    from toolchain.records import ConvertManifest
+    from converter.host_bench import BenchRow, HostBenchRecord
+    from converter.rounds import Timing
 
-    row = BenchRow(1.0, 1.0, 1.0, 1.0, file="m.pt", variant="m-quant_none", mode="none", backend="cpu", iters=2, warmup=1,
-                   threads=1, mobile_optimized=True, quantized_engine="x")
+    row = BenchRow("m.pt", "m.pt", "torchscript-cpu", "fp32", Timing(1.0, 1.0, 1.0, 1.0), variant="m-quant_none",
+                   mode="none", mobile_optimized=True)
     settings = SimpleNamespace(threads=1, warmup=1, iters=2, repeat=1)
-    path, _ = _write_results(tmp_path, ConvertManifest.empty(tmp_path), [], [row], [], [], settings,
-                             SimpleNamespace(as_dict=lambda: {}))
-    assert json.loads(path.read_text())["schema"] == 1
-    from converter.host_bench import HostBenchRecord
-
-    assert HostBenchRecord.load(path).data["rows"][0]["file"] == "m.pt"
-    earlier = {k: v for k, v in json.loads(path.read_text()).items() if k != "schema"}
-    path.write_text(json.dumps(earlier))
-    with pytest.raises(rb.RecordSchemaOlder, match="schema None") as e:
-        HostBenchRecord.load(path)
-    assert "invoke bench" in e.value.remedy and json.loads(path.read_text()) == earlier
+    path, csv_path = HostBenchRecord.write_results(tmp_path, settings, "bench", [row], [], [], None)
+    assert json.loads(path.read_text())["schema"] == 2
+    assert HostBenchRecord.load(path).data["rows"][0]["timing"]["median_ms"] == 1.0
+    assert BenchRow.from_dict(HostBenchRecord.load(path).data["rows"][0]) == row  # the one row type, read back
+    assert csv_path.read_text().splitlines()[1].startswith("m.pt,m-quant_none,none,m.pt,torchscript-cpu,fp32")
+    written = json.loads(path.read_text())
+    for earlier in ({k: v for k, v in written.items() if k != "schema"},
+                    {**written, "schema": 1, "rows": [{"file": "m.pt", "median_ms": 1.0}]}):
+        path.write_text(json.dumps(earlier))
+        with pytest.raises(rb.RecordSchemaOlder, match=f"schema {earlier.get('schema')}") as e:
+            HostBenchRecord.load(path)
+        assert "invoke bench" in e.value.remedy and json.loads(path.read_text()) == earlier
 
 
 EDITS = [  # (what the hand edit does, the field set in the written document, the words of the refusal)
