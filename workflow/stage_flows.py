@@ -123,3 +123,15 @@ def host_references(settings: Any) -> None:
     except OSError as e:  # a read-only models directory: deploy goes on, the report says numerics were not checked
         warning(f"the host reference outputs could not be written into {settings.models} ({e.strerror or e}): the "
                 "phones' outputs are not checked in this run; make the directory writable, or pass --no-numerics")
+
+
+# Each format's steps before deploy pushes anything, in order (a format with none has no entry): TorchScript's models
+# checked against the runtime about to run them, then the host's reference outputs the phones' outputs meet.
+BEFORE_DEPLOY = {"torchscript": (deploy_compat, host_references)}
+
+
+def before_deploy(settings: Any) -> None:
+    """The steps :data:`BEFORE_DEPLOY` declares for each format deploy runs (settings.formats)."""
+    for fmt in settings.formats:
+        for step in BEFORE_DEPLOY.get(fmt, ()):
+            step(settings)
