@@ -48,18 +48,15 @@ def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=o
                                           calibration=calibration, out=out, force=force, inputs=inputs)
             results, partly = convert_each(settings)  # each format on its own; exit 10 after the tables
         show.by_format(results, "convert", json)  # --json with both formats: one document {"torchscript": ..., ...}
-        result = results.get("torchscript")
-        if result is not None and not no_verify:
-            from workflow.stage_flows import verify_after_convert
+        if not no_verify:
+            from workflow.stage_flows import after_convert
 
             with quiet_stdout(json):  # the JSON on stdout stays one document
-                verify_after_convert(c.config, result.manifest_path.parent,
-                                     sorted({f.qualified_variant for f in result.files if f.backend == "nnapi"}),
-                                     debug)
+                after_convert(c.config, results, debug)  # each format's own checks (workflow/stage_flows.py)
         if partly is not None:  # exit 10: some programs asked for were refused (docs/convert.md)
             with stage(c.config, "convert", debug, log=log_path):
                 raise partly
-    return result  # `invoke all` reads whether it was reused
+    return results.get("torchscript")  # `invoke all` reads whether the TorchScript models were reused
 
 
 @task()

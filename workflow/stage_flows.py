@@ -52,6 +52,23 @@ def verify_after_convert(config: Any, models: Path, variants: Sequence[str] = ()
     return result
 
 
+def verify_converted(config: Any, result: Any, debug: bool = False):
+    """verify_after_convert for the NNAPI models this convert wrote (``result``: the TorchScript format's)."""
+    return verify_after_convert(config, result.manifest_path.parent,
+                                sorted({f.qualified_variant for f in result.files if f.backend == "nnapi"}), debug)
+
+
+# Each format's steps after its convert (`convert --no-verify`: none); a format with none has no entry.
+AFTER_CONVERT = {"torchscript": (verify_converted,)}
+
+
+def after_convert(config: Any, results: dict, debug: bool = False) -> None:
+    """The steps :data:`AFTER_CONVERT` declares for each format converted (``results``: {format: its result})."""
+    for fmt, result in results.items():
+        for step in AFTER_CONVERT.get(fmt, ()):
+            step(config, result, debug)
+
+
 def make_app(config: Any, settings: Any):
     """Generate (or find up to date) the app, then check-compat the runtime it links.  Never converts."""
     from appgen import make_app as run_make_app

@@ -410,8 +410,8 @@ def deploy(config: Any, **cli):
         timeout=float(r.get("deploy.timeout")),
         app_wait=float(r.get("deploy.app_wait")),
         formats=formats,
-        rerun=("invoke", task) + (("--format", ",".join(formats)) if task == "deploy" and formats != ("torchscript",)
-                                  else ()),
+        rerun=("invoke", task) + (("--format", ",".join(formats))
+                                  if task == "deploy" and formats != tuple(default("deploy.format")) else ()),
         runner_build_info=(r.path("deploy.runner_build_info")
                            or Layout(r.path("build_dir")).executorch_build_info(r.get("android.abi"))),
         stf=_farm(r),

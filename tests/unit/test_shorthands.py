@@ -96,3 +96,26 @@ def test_deploy_format_executorch_is_deploy_executorch(tmp_path, monkeypatch, ca
     expected = resolve(real_config(tmp_path, monkeypatch), format=["executorch"],
                                      runner_build_info="runner.json", iter="3", project="p")
     assert same == dataclasses.replace(expected, rerun=())
+
+
+def test_each_format_declares_its_own_steps_around_a_stage_and_only_its_own_run(monkeypatch):
+    """Before: `if "torchscript" in settings.formats: deploy_compat(...); host_references(...)` in tasks.py, and
+    convert's verify read results["torchscript"] there.  Now a format's steps are its entries in workflow/stage_flows.py
+    (a misspelt format would never run its steps: the keys are formats), run in order for the formats the stage runs."""
+    from types import SimpleNamespace
+
+    from converter.formats import FORMATS
+    from workflow import stage_flows
+
+    assert set(stage_flows.BEFORE_DEPLOY) | set(stage_flows.AFTER_CONVERT) <= set(FORMATS)
+    assert stage_flows.BEFORE_DEPLOY["torchscript"] == (stage_flows.deploy_compat, stage_flows.host_references)
+    calls = []
+    monkeypatch.setattr(stage_flows, "BEFORE_DEPLOY", {"torchscript": (lambda s: calls.append("compat"),
+                                                                      lambda s: calls.append("references"))})
+    stage_flows.before_deploy(SimpleNamespace(formats=("executorch",)))
+    assert calls == []
+    stage_flows.before_deploy(SimpleNamespace(formats=("executorch", "torchscript")))
+    assert calls == ["compat", "references"]
+    monkeypatch.setattr(stage_flows, "AFTER_CONVERT", {"torchscript": (lambda c, r, d: calls.append(("verify", r)),)})
+    stage_flows.after_convert(None, {"executorch": "pte", "torchscript": "ts"})
+    assert calls[2:] == [("verify", "ts")]
