@@ -25,10 +25,6 @@ def _text(path: Optional[Path]) -> Optional[str]:
     return str(path) if path is not None else None
 
 
-STAGE_TASKS = {"convert": ("convert",), "bench": ("bench",)}
-_BENCH = STAGE_TASKS["bench"]
-
-
 def _resolver(config: Any, cli: dict, *tasks: str) -> Resolver:
     """A resolver for a stage function's command-line values, named as the parameters of ``tasks`` (tasks.py), which
     declare the config key each one sets: ``r.get("bench.iter")`` finds ``--iter``."""
@@ -95,7 +91,7 @@ def convert(config: Any, **cli) -> "Any":
 
 def formats(config: Any, stage: str = "convert", **cli) -> tuple:
     """convert.format or bench.format (--format torchscript,executorch): which formats the stage runs, in order."""
-    return _formats(_resolver(config, cli, *STAGE_TASKS[stage]), stage)
+    return _formats(_resolver(config, cli, stage), stage)
 
 
 def _formats(r: Resolver, stage: str) -> tuple:
@@ -108,20 +104,20 @@ def per_format(config: Any, stage: str, **cli) -> dict:
     resolved, so checked, before any work (converter/formats.py runs them).  An option of a format the stage does not
     run is refused (:func:`for_formats_run`)."""
     names = formats(config, stage, format=cli.pop("format", None))
-    for_formats_run(names, stage, _resolver(config, cli, *STAGE_TASKS[stage]), STAGE_TASKS[stage][0])
+    for_formats_run(names, stage, _resolver(config, cli, stage))
     resolvers = {"convert": {"torchscript": convert, "executorch": executorch_convert},
                  "bench": {"torchscript": host_bench, "executorch": pte_bench}}[stage]
     return {name: resolvers[name](config, **cli) for name in names}
 
 
-def for_formats_run(names: tuple, stage: str, r: Resolver, task: str) -> None:
+def for_formats_run(names: tuple, stage: str, r: Resolver) -> None:
     """An option declared for some formats only (``formats=`` in tasks.py: --delegates, --no-legacy...) given to a
     stage that runs none of them is a usage error, never silently ignored; its malformed value is named first."""
     from converter.formats import FORMATS
     from workflow.task_options import declared, format_options
 
-    keys = declared(task)
-    for param, only in format_options(task).items():
+    keys = declared(stage)  # the stage's task (convert, bench) declares its options
+    for param, only in format_options(stage).items():
         if r.cli.get(param) in (None, False, [], ()) or set(only) & set(names):
             continue
         if param in keys:
@@ -155,7 +151,7 @@ def executorch_convert(config: Any, **cli):
 def pte_bench(config: Any, **cli):
     from converter.host_bench import PteBenchSettings
 
-    r = _resolver(config, cli, *_BENCH)
+    r = _resolver(config, cli, "bench")
     return PteBenchSettings(
         **vars(host_bench(config, **cli)), float_atol=r.get("verify.float_atol"), float_rtol=r.get("verify.float_rtol"),
         per_operator=not cli.get("no_per_operator"), legacy=not cli.get("no_legacy"),
@@ -185,7 +181,7 @@ def executorch_runtime(config: Any, **cli):
 def host_bench(config: Any, **cli):
     from converter.host_bench import HostBenchSettings
 
-    r = _resolver(config, cli, *_BENCH)
+    r = _resolver(config, cli, "bench")
     return HostBenchSettings(
         models=r.path("convert.out"),
         warmup=r.get("bench.warmup"),
