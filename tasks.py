@@ -31,7 +31,8 @@ EXECUTORCH, TORCHSCRIPT = ("executorch",), ("torchscript",)  # options for one f
 
 @task()
 def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=opt("convert.weights"),
-            calibration=opt("convert.calibration"), quantized_weights=opt("convert.quantized_weights", formats=TORCHSCRIPT),
+            calibration=opt("convert.calibration"),
+            quantized_weights=opt("convert.quantized_weights", formats=TORCHSCRIPT),
             out=opt("convert.out"), force=opt("convert.force"), inputs=opt("convert.inputs"),
             no_verify=flag("skip the host NNAPI check of the NNAPI models afterwards (config verify.after_convert)"),
             format=opt("convert.format"), delegates=opt("convert.executorch_delegates", formats=EXECUTORCH), json=JSON,
