@@ -257,8 +257,8 @@ def _deploy(c, name: str, debug: bool = False, json: bool = False, **cli) -> Non
 # `bench-executorch` and `deploy-executorch`: `bench --format executorch` and `deploy --format executorch`, with the
 # options of theirs that mean something for the programs (deploy-executorch --build-info: the runner's build-info)
 bench_executorch = shorthand(bench, _bench, "bench-executorch", "executorch", (
-    "models", "warmup", "iter", "threads", "repeat", "out", "no_legacy", "no_per_operator", "reference_kernels", "again",
-    "json", "debug"), doc="""`invoke bench --format executorch`: check and time each .pte program on this machine.
+    "models", "warmup", "iter", "threads", "repeat", "out", "no_legacy", "no_per_operator", "reference_kernels",
+    "again", "json", "debug"), doc="""`invoke bench --format executorch`: check and time each .pte program on this machine.
 
     Each .pte is checked against its reference in ExecuTorch's host runtime and timed beside the legacy models.""")
 deploy_executorch = shorthand(deploy, _deploy, "deploy-executorch", "executorch", (

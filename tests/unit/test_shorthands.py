@@ -30,7 +30,8 @@ def test_a_shorthand_has_only_options_of_its_full_task_with_the_same_key_default
         there = theirs[renamed.get(param, param)].default
         assert (p.default.key, p.default.text, p.default.metavar) == (there.key, there.text, there.metavar), param
         assert not there.formats or "executorch" in there.formats, f"{name} --{param} is an error every time"
-        assert short.help[param] == full.help[renamed.get(param, param)].replace("with --format executorch, ", ""), param
+        there_help = full.help[renamed.get(param, param)]
+        assert short.help[param] == there_help.replace("with --format executorch, ", ""), param
         assert (param in short.iterable) == (renamed.get(param, param) in full.iterable), param
     assert {a.name: a.default for a in short.get_arguments()} == {
         a.name: a.default for a in full.get_arguments() if a.name in own}
@@ -71,7 +72,8 @@ def test_bench_format_executorch_takes_what_bench_executorch_takes(tmp_path, mon
     (settings,) = seen
     pte = settings["executorch"]
     assert list(settings) == ["executorch"]
-    assert (pte.legacy, pte.per_operator, pte.reference_kernels, pte.again, pte.iters) == (False, False, "skip", True, 7)
+    assert (pte.legacy, pte.per_operator, pte.reference_kernels, pte.again) == (False, False, "skip", True)
+    assert pte.iters == 7
 
 
 @pytest.mark.parametrize("call", [
