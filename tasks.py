@@ -20,9 +20,10 @@ from toolchain.settings import config_defaults, key
 from workflow import show, stage_settings as resolve
 from workflow.plan import STAGES
 from workflow.run import stage, stopped, terminable
-from workflow.task_options import DEBUG, JSON, declared, flag, opt, task
+from workflow.task_options import DEBUG, JSON, declared, flag, opt, shorthand, task
 
 invoke_hooks.start(Path(__file__).parent)  # the config files Invoke reads next, checked before it reads them
+EXECUTORCH, TORCHSCRIPT = ("executorch",), ("torchscript",)  # options for one format only (workflow/task_options.py)
 
 
 # --------------------------------------------------------------------------- convert, bench, verify
@@ -30,10 +31,12 @@ invoke_hooks.start(Path(__file__).parent)  # the config files Invoke reads next,
 
 @task()
 def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=opt("convert.weights"),
-            calibration=opt("convert.calibration"), quantized_weights=opt("convert.quantized_weights"),
+            calibration=opt("convert.calibration"),
+            quantized_weights=opt("convert.quantized_weights", formats=TORCHSCRIPT),
             out=opt("convert.out"), force=opt("convert.force"), inputs=opt("convert.inputs"),
             no_verify=flag("skip the host NNAPI check of the NNAPI models afterwards (config verify.after_convert)"),
-            format=opt("convert.format"), delegates=opt("convert.executorch_delegates"), json=JSON, debug=DEBUG):
+            format=opt("convert.format"), delegates=opt("convert.executorch_delegates", formats=EXECUTORCH), json=JSON,
+            debug=DEBUG):
     """MobileNetV2 (or another model) -> CPU and NNAPI models per quantization mode.
 
     TorchScript models with a manifest (--format executorch: .pte programs too)."""
@@ -46,40 +49,42 @@ def convert(c, model=opt("convert.model"), quant=opt("convert.quant"), weights=o
                                           calibration=calibration, out=out, force=force, inputs=inputs)
             results, partly = convert_each(settings)  # each format on its own; exit 10 after the tables
         show.by_format(results, "convert", json)  # --json with both formats: one document {"torchscript": ..., ...}
-        result = results.get("torchscript")
-        if result is not None and not no_verify:
-            from workflow.stage_flows import verify_after_convert
+        if not no_verify:
+            from workflow.stage_flows import after_convert
 
             with quiet_stdout(json):  # the JSON on stdout stays one document
-                verify_after_convert(c.config, result.manifest_path.parent,
-                                     sorted({f.qualified_variant for f in result.files if f.backend == "nnapi"}),
-                                     debug)
+                after_convert(c.config, results, debug)  # each format's own checks (workflow/stage_flows.py)
         if partly is not None:  # exit 10: some programs asked for were refused (docs/convert.md)
             with stage(c.config, "convert", debug, log=log_path):
                 raise partly
-    return result  # `invoke all` reads whether it was reused
+    return results.get("torchscript")  # `invoke all` reads whether the TorchScript models were reused
 
 
 @task()
 def bench(c, host=flag("run the models on this machine (where `bench` always runs; phones: `invoke deploy`)"),
           models=opt("convert.out"), warmup=opt("bench.warmup"), iter=opt("bench.iter"), threads=opt("bench.threads"),
-          repeat=opt("bench.repeat"), out=opt("bench.out"), format=opt("bench.format"), json=JSON, debug=DEBUG):
+          repeat=opt("bench.repeat"), out=opt("bench.out"), format=opt("bench.format"),
+          no_legacy=flag("time only the .pte programs, not the legacy TorchScript CPU and host NNAPI models",
+                         EXECUTORCH),
+          no_per_operator=flag("skip the per-operator comparison (ETDump + ETRecord through ExecuTorch's Inspector)",
+                               EXECUTORCH),
+          reference_kernels=opt("bench.reference_kernels", formats=EXECUTORCH),
+          again=opt("bench.again", formats=EXECUTORCH), json=JSON, debug=DEBUG):
     """Benchmark the converted models on this machine (speed_benchmark_torch's protocol).
 
-    --format executorch: the .pte programs too, as `invoke bench-executorch`."""
-    _bench(c, "bench", debug, json, format=format, models=models, warmup=warmup, iter=iter, threads=threads,
-           repeat=repeat, out=out)
+    --format executorch: each .pte program checked against its reference and timed beside the legacy models."""
+    _bench(c, "bench", **{k: v for k, v in locals().items() if k not in ("c", "host")})
 
 
-def _bench(c, name: str, debug: bool, as_json: bool, **cli) -> None:
+def _bench(c, name: str, debug: bool = False, json: bool = False, **cli) -> None:
     """bench's one loop over the formats asked for (bench.format): every format's settings before any work, then each
     format checks and times its files; its failures (exit 8) after every table."""
-    with stage(c.config, name, debug, as_json=as_json):
+    with stage(c.config, name, debug, as_json=json):
         from converter.formats import FORMATS, bench_all
 
         settings = resolve.per_format(c.config, "bench", **cli)
         results = bench_all(settings)
-        show.by_format(results, "bench", as_json)
+        show.by_format(results, "bench", json)
         for fmt, result in results.items():
             FORMATS[fmt].raise_for_failures(result)
 
@@ -98,20 +103,6 @@ def verify(c, models=opt("convert.out"), variant=opt("verify.variants"), roundin
     show.verify(result, json)
 
 
-@task()
-def bench_executorch(c, models=opt("convert.out"), warmup=opt("bench.warmup"), iter=opt("bench.iter"),
-                     threads=opt("bench.threads"), out=opt("bench.out"),
-                     no_legacy=flag("time only the .pte programs, not the legacy TorchScript CPU and host NNAPI models"),
-                     no_per_operator=flag("skip the per-operator comparison (ETDump + ETRecord through ExecuTorch's "
-                                          "Inspector)"),
-                     reference_kernels=opt("bench.reference_kernels"), again=opt("bench.again"), json=JSON, debug=DEBUG):
-    """`invoke bench --format executorch`: check and time each .pte program on this machine.
-
-    Each .pte is checked against its reference in ExecuTorch's host runtime and timed beside the legacy models."""
-    cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "json")}
-    _bench(c, "bench-executorch", debug, json, format=["executorch"], **cli)
-
-
 def _build_executorch(c, debug=False, as_json=False, **cli):
     with stage(c.config, "build-android", debug, as_json=as_json) as log_path:
         from ndk_build.executorch_runtime import build_runtime
@@ -119,16 +110,6 @@ def _build_executorch(c, debug=False, as_json=False, **cli):
         result = build_runtime(resolve.executorch_runtime(c.config, **cli), log_path)
     show.executorch_runtime(result, log_path, as_json)
     return result
-
-
-@task()
-def deploy_executorch(c, models=opt("convert.out"), build_info=opt("deploy.runner_build_info"),
-                      serial=opt("deploy.serials"), warmup=opt("deploy.warmup"), iter=opt("deploy.iter"),
-                      repeat=opt("deploy.repeat"), project=opt("deploy.project"), adb_server=opt("deploy.servers"),
-                      stf=opt("deploy.stf.url"), stf_count=opt("deploy.stf.count"), json=JSON, debug=DEBUG):
-    """`invoke deploy --format executorch`: executor_runner and the .pte programs on every phone, beside TorchScript."""
-    cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "build_info", "json")}
-    _deploy(c, "deploy-executorch", debug, json, format=["executorch"], runner_build_info=build_info, **cli)
 
 
 # --------------------------------------------------------------------------- build-android, check-compat, doctor
@@ -252,28 +233,38 @@ def deploy(c, serial=opt("deploy.serials"), models=opt("convert.out"), variant=o
     """Push, install and benchmark on every phone; record and report the results.
 
     The benchmark binary and models (and/or ExecuTorch's runner and programs: --format) and the app."""
-    cli = {k: v for k, v in locals().items() if k not in ("c", "debug", "json")}
-    _deploy(c, "deploy", debug, json, **cli)
+    _deploy(c, "deploy", **{k: v for k, v in locals().items() if k != "c"})
 
 
-def _deploy(c, name: str, debug: bool, as_json: bool = False, **cli) -> None:
+def _deploy(c, name: str, debug: bool = False, json: bool = False, **cli) -> None:
     """deploy's one loop with the formats asked for (deploy.format); each format's tables and record."""
-    with stage(c.config, name, debug, as_json=as_json):
+    with stage(c.config, name, debug, as_json=json):
         from deploy import deploy as run_deploy
         from deploy.orchestrate import outcome
         from deploy.plan import check_values
-        from workflow.stage_flows import deploy_compat, host_references
+        from workflow.stage_flows import before_deploy
 
         settings = resolve.deploy(c.config, task=name, **cli)
         check_values(settings)  # every value before any record is read
-        if "torchscript" in settings.formats:
-            deploy_compat(settings)  # before anything is pushed
-            host_references(settings)  # what the phones' outputs are compared with
+        before_deploy(settings)  # each format's own steps before anything is pushed (workflow/stage_flows.py)
         result = run_deploy(settings)
-    show.deployed(result, settings.formats, as_json)
+    show.deployed(result, settings.formats, json)
     failed = outcome(result, settings.formats)
     if failed:
         raise Exit(f"torchdroid {name}: {failed[0]}", code=failed[1])
+
+
+# `bench-executorch` and `deploy-executorch`: `bench --format executorch` and `deploy --format executorch`, with the
+# options of theirs that mean something for the programs (deploy-executorch --build-info: the runner's build-info)
+bench_executorch = shorthand(bench, _bench, "bench-executorch", "executorch", (
+    "models", "warmup", "iter", "threads", "repeat", "out", "no_legacy", "no_per_operator", "reference_kernels",
+    "again", "json", "debug"), doc="""`invoke bench --format executorch`: check and time each .pte program on this machine.
+
+    Each .pte is checked against its reference in ExecuTorch's host runtime and timed beside the legacy models.""")
+deploy_executorch = shorthand(deploy, _deploy, "deploy-executorch", "executorch", (
+    "models", "build_info", "serial", "warmup", "iter", "repeat", "project", "adb_server", "stf", "stf_count", "json",
+    "debug"), renamed={"build_info": "runner_build_info"},
+    doc="`invoke deploy --format executorch`: executor_runner and the .pte programs on every phone.")
 
 
 @task()

@@ -14,6 +14,7 @@ class Format:
     """One format: how to make it from a model, and how to check and time it on the host."""
 
     name = ""
+    title = ""  # its name in a sentence
     times_cpu_models = False  # its bench times the TorchScript CPU models (its baselines) in its own rounds
 
     def convert(self, settings: Any) -> Any:
@@ -32,6 +33,7 @@ class Format:
 
 class TorchScript(Format):
     name = "torchscript"
+    title = "TorchScript"
 
     def convert(self, settings: Any) -> Any:
         from .pipeline import convert
@@ -46,6 +48,7 @@ class TorchScript(Format):
 
 class ExecuTorch(Format):
     name = "executorch"
+    title = "ExecuTorch"
     times_cpu_models = True
 
     def convert(self, settings: Any) -> Any:

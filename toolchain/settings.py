@@ -173,12 +173,12 @@ KEYS: Tuple[Key, ...] = (
                                                  "the row unstable"),
     Key("bench.format", ListOf("torchscript", "executorch", item="format"), ["torchscript"],
         "what `invoke bench` times on the host: torchscript (the CPU models) and/or executorch (the .pte programs, "
-        "checked against their references and timed beside the legacy models: `invoke bench-executorch`)"),
+        "checked against their references and timed beside the legacy models; `invoke bench-executorch` for short)"),
     Key("bench.reference_kernels", Choice("short", "full", "skip"), "short",
-        "bench-executorch: the reference-kernel lines (the portable .pte, the host NNAPI models, 50x slower than the "
+        "the reference-kernel lines (the portable .pte, the host NNAPI models, 50x slower than the "
         "rest): short = 3 iterations per round (a rough number), full = the whole protocol, skip = not timed"),
-    Key("bench.again", Flag(), False, "bench-executorch: measure again even when the programs, models and settings "
-                                      "are those of the last results", cli_only=True),
+    Key("bench.again", Flag(), False, "measure again even when the programs, models and settings are those of the "
+                                      "last results", cli_only=True),
     # ---- pytorch, ndk, android
     Key("pytorch.lane", Choice(*pins.LANES, item="lane"), pins.DEFAULT_LANE, "pin set: " + ", ".join(pins.LANES)),
     Key("pytorch.commit", Text(), None, "build another PyTorch commit: full SHA or tag (lane facts from the "

@@ -52,6 +52,23 @@ def verify_after_convert(config: Any, models: Path, variants: Sequence[str] = ()
     return result
 
 
+def verify_converted(config: Any, result: Any, debug: bool = False):
+    """verify_after_convert for the NNAPI models this convert wrote (``result``: the TorchScript format's)."""
+    return verify_after_convert(config, result.manifest_path.parent,
+                                sorted({f.qualified_variant for f in result.files if f.backend == "nnapi"}), debug)
+
+
+# Each format's steps after its convert (`convert --no-verify`: none); a format with none has no entry.
+AFTER_CONVERT = {"torchscript": (verify_converted,)}
+
+
+def after_convert(config: Any, results: dict, debug: bool = False) -> None:
+    """The steps :data:`AFTER_CONVERT` declares for each format converted (``results``: {format: its result})."""
+    for fmt, result in results.items():
+        for step in AFTER_CONVERT.get(fmt, ()):
+            step(config, result, debug)
+
+
 def make_app(config: Any, settings: Any):
     """Generate (or find up to date) the app, then check-compat the runtime it links.  Never converts."""
     from appgen import make_app as run_make_app
@@ -123,3 +140,15 @@ def host_references(settings: Any) -> None:
     except OSError as e:  # a read-only models directory: deploy goes on, the report says numerics were not checked
         warning(f"the host reference outputs could not be written into {settings.models} ({e.strerror or e}): the "
                 "phones' outputs are not checked in this run; make the directory writable, or pass --no-numerics")
+
+
+# Each format's steps before deploy pushes anything, in order (a format with none has no entry): TorchScript's models
+# checked against the runtime about to run them, then the host's reference outputs the phones' outputs meet.
+BEFORE_DEPLOY = {"torchscript": (deploy_compat, host_references)}
+
+
+def before_deploy(settings: Any) -> None:
+    """The steps :data:`BEFORE_DEPLOY` declares for each format deploy runs (settings.formats)."""
+    for fmt in settings.formats:
+        for step in BEFORE_DEPLOY.get(fmt, ()):
+            step(settings)

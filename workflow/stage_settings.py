@@ -25,10 +25,6 @@ def _text(path: Optional[Path]) -> Optional[str]:
     return str(path) if path is not None else None
 
 
-STAGE_TASKS = {"convert": ("convert",), "bench": ("bench", "bench_executorch")}
-_BENCH = STAGE_TASKS["bench"]
-
-
 def _resolver(config: Any, cli: dict, *tasks: str) -> Resolver:
     """A resolver for a stage function's command-line values, named as the parameters of ``tasks`` (tasks.py), which
     declare the config key each one sets: ``r.get("bench.iter")`` finds ``--iter``."""
@@ -95,7 +91,7 @@ def convert(config: Any, **cli) -> "Any":
 
 def formats(config: Any, stage: str = "convert", **cli) -> tuple:
     """convert.format or bench.format (--format torchscript,executorch): which formats the stage runs, in order."""
-    return _formats(_resolver(config, cli, *STAGE_TASKS[stage]), stage)
+    return _formats(_resolver(config, cli, stage), stage)
 
 
 def _formats(r: Resolver, stage: str) -> tuple:
@@ -105,30 +101,33 @@ def _formats(r: Resolver, stage: str) -> tuple:
 
 def per_format(config: Any, stage: str, **cli) -> dict:
     """``{format: its settings}`` for ``stage`` (convert, bench) in ``<stage>.format`` order: every format's settings
-    resolved, so checked, before any work (converter/formats.py runs them).  ``--delegates`` makes no .pte program
-    when the ExecuTorch format is not run: a usage error then."""
+    resolved, so checked, before any work (converter/formats.py runs them).  An option of a format the stage does not
+    run is refused (:func:`for_formats_run`)."""
     names = formats(config, stage, format=cli.pop("format", None))
-    if stage == "convert":
-        _delegates_made(names, _resolver(config, cli, "convert"))
+    for_formats_run(names, stage, _resolver(config, cli, stage))
     resolvers = {"convert": {"torchscript": convert, "executorch": executorch_convert},
                  "bench": {"torchscript": host_bench, "executorch": pte_bench}}[stage]
     return {name: resolvers[name](config, **cli) for name in names}
 
 
-def _delegates_made(names: tuple, r: Resolver) -> None:
-    """An option of one lane given to a convert that does not run that lane is a usage error, never ignored:
-    --delegates without the ExecuTorch lane, --quantized-weights without the TorchScript lane (--quant chooses the
-    programs of both lanes)."""
-    r.get("convert.executorch_delegates")  # a malformed value is named first
-    if "executorch" not in names and r.given("convert.executorch_delegates"):
-        raise UsageError("--delegates applies to the ExecuTorch lane, which this convert does not run",
-                         cause=f"the formats are {','.join(names)}: no .pte program would be made",
-                         remedy="add --format torchscript,executorch (or --format executorch), or drop --delegates")
-    if "torchscript" not in names and r.given("convert.quantized_weights"):  # --quant chooses both lanes' programs
-        raise UsageError("--quantized-weights applies to the TorchScript lane, which this convert does not run",
-                         cause=f"the formats are {','.join(names)}: the ExecuTorch lane always calibrates (PT2E), "
-                               "so the value would be silently ignored",
-                         remedy="add --format torchscript,executorch, or drop --quantized-weights")
+def for_formats_run(names: tuple, stage: str, r: Resolver) -> None:
+    """An option declared for some formats only (``formats=`` in tasks.py: --delegates, --no-legacy...) given to a
+    stage that runs none of them is a usage error, never silently ignored; its malformed value is named first."""
+    from converter.formats import FORMATS
+    from workflow.task_options import declared, format_options
+
+    keys = declared(stage)  # the stage's task (convert, bench) declares its options
+    for param, only in format_options(stage).items():
+        if r.cli.get(param) in (None, False, [], ()) or set(only) & set(names):
+            continue
+        if param in keys:
+            r.get(keys[param])
+        option = "--" + param.replace("_", "-")
+        wanted = ",".join(f for f in FORMATS if f in names or f in only)
+        raise UsageError(f"{option} applies to the {' and '.join(FORMATS[f].title for f in only)} lane, which this "
+                         f"{stage} does not run",
+                         cause=f"the formats are {','.join(names)}: the value would be silently ignored",
+                         remedy=f"add --format {wanted} (or --format {','.join(only)}), or drop {option}")
 
 
 def executorch_convert(config: Any, **cli):
@@ -152,7 +151,7 @@ def executorch_convert(config: Any, **cli):
 def pte_bench(config: Any, **cli):
     from converter.host_bench import PteBenchSettings
 
-    r = _resolver(config, cli, *_BENCH)
+    r = _resolver(config, cli, "bench")
     return PteBenchSettings(
         **vars(host_bench(config, **cli)), float_atol=r.get("verify.float_atol"), float_rtol=r.get("verify.float_rtol"),
         per_operator=not cli.get("no_per_operator"), legacy=not cli.get("no_legacy"),
@@ -182,7 +181,7 @@ def executorch_runtime(config: Any, **cli):
 def host_bench(config: Any, **cli):
     from converter.host_bench import HostBenchSettings
 
-    r = _resolver(config, cli, *_BENCH)
+    r = _resolver(config, cli, "bench")
     return HostBenchSettings(
         models=r.path("convert.out"),
         warmup=r.get("bench.warmup"),
@@ -407,8 +406,8 @@ def deploy(config: Any, **cli):
         timeout=float(r.get("deploy.timeout")),
         app_wait=float(r.get("deploy.app_wait")),
         formats=formats,
-        rerun=("invoke", task) + (("--format", ",".join(formats)) if task == "deploy" and formats != ("torchscript",)
-                                  else ()),
+        rerun=("invoke", task) + (("--format", ",".join(formats))
+                                  if task == "deploy" and formats != tuple(default("deploy.format")) else ()),
         runner_build_info=(r.path("deploy.runner_build_info")
                            or Layout(r.path("build_dir")).executorch_build_info(r.get("android.abi"))),
         stf=_farm(r),

@@ -23,7 +23,8 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass
-from typing import Dict, Optional
+from dataclasses import replace
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from invoke import Task
 from invoke import task as _invoke_task
@@ -57,6 +58,7 @@ class Option:
     key: Optional[Key] = None
     text: str = ""  # help instead of the key's (the key still types the value)
     metavar: str = ""  # what to type instead of the key's
+    formats: Tuple[str, ...] = ()  # the only formats it means something for (--format); () = every format
 
     @property
     def is_flag(self) -> bool:
@@ -69,24 +71,27 @@ class Option:
 
     def help(self, param: str) -> str:
         key = self.key
+        scope = f"with --format {','.join(self.formats)}, " if self.formats else ""
         if key is None:
-            return self.text
-        text = self.text or (key.help if key.cli_only else
-                             f"{key.help} (config {key.name}{_default_words(key.default)})")
+            return scope + self.text
+        text = scope + (self.text or (key.help if key.cli_only else
+                                      f"{key.help} (config {key.name}{_default_words(key.default)})"))
         return text if self.is_flag else f"{self.metavar or placeholder(key, param)}: {text}"
 
 
-def opt(name: str, text: str = "", metavar: str = "") -> Option:
-    """An option that reads the schema key ``name``; ``text`` replaces the key's help, ``metavar`` what to type."""
-    return Option(SCHEMA[name], text, metavar)
+def opt(name: str, text: str = "", metavar: str = "", formats: Tuple[str, ...] = ()) -> Option:
+    """An option that reads the schema key ``name``; ``text`` replaces the key's help, ``metavar`` what to type;
+    ``formats``: the only formats it is for (given without them: a usage error, workflow/stage_settings.py)."""
+    return Option(SCHEMA[name], text, metavar, tuple(formats))
 
 
-def flag(text: str) -> Option:
+def flag(text: str, formats: Tuple[str, ...] = ()) -> Option:
     """An on/off flag with no key of its own (``--no-bench``, ``--host``)."""
-    return Option(None, text)
+    return Option(None, text, formats=tuple(formats))
 
 
 DECLARED: Dict[str, Dict[str, str]] = {}  # task function's name -> {parameter: config key}, filled by @task
+FOR_FORMATS: Dict[str, Dict[str, Tuple[str, ...]]] = {}  # task function's name -> {parameter: its only formats}
 
 
 def declared(*tasks: str) -> Dict[str, str]:
@@ -98,6 +103,12 @@ def declared(*tasks: str) -> Dict[str, str]:
             raise LookupError(f"no task {name!r} is declared: import tasks.py first")
         out.update(DECLARED[name])
     return out
+
+
+def format_options(task: str) -> Dict[str, Tuple[str, ...]]:
+    """``{parameter: formats}`` of the task's options that mean something for some formats only (``formats=``)."""
+    declared(task)  # the same error for a task not declared
+    return FOR_FORMATS[task]
 
 
 JSON = opt("json")
@@ -127,11 +138,41 @@ def task(**kwargs):
 
         body.__signature__ = shown
         DECLARED[fn.__name__] = {p: o.key.name for p, o in options.items() if o.key is not None}
+        FOR_FORMATS[fn.__name__] = {p: o.formats for p, o in options.items() if o.formats}
         kwargs["help"] = {p: o.help(p) for p, o in options.items()}
         kwargs["iterable"] = [p for p, o in options.items() if o.key is not None and o.key.kind.base == "list"]
         return _invoke_task(klass=TorchdroidTask, auto_shortflags=False, **kwargs)(body)
 
     return wrap
+
+
+def shorthand(full: Task, run: Callable, name: str, format: str, options: Sequence[str],
+              renamed: Optional[Dict[str, str]] = None, doc: str = "") -> Task:
+    """``invoke NAME ...`` as ``invoke FULL --format FORMAT ...``: a task with some of ``full``'s own declarations (the
+    same key, help and default; ``renamed``: {its name here: full's name}), whose body is ``run(c, name,
+    format=[format], **values)`` under full's names, ``run`` being the function full's body calls with its own name
+    (the run's log, lock and remedies then say ``name``).  Nothing of its own: each option is one of ``full``'s, and
+    none is for another format only (it would be an error every time)."""
+    renamed = dict(renamed or {})
+    params = inspect.signature(full.body.__wrapped__).parameters
+    context = next(iter(params.values()))
+    chosen = [context]
+    for own in options:
+        p = params[renamed.get(own, own)]
+        if p.default.formats and format not in p.default.formats:
+            raise ValueError(f"{name} --{own}: for --format {','.join(p.default.formats)} only, not {format}")
+        chosen.append(p.replace(name=own, default=replace(p.default, formats=())))  # always its format here
+    signature = inspect.Signature(chosen)
+
+    def body(*args, **kw):
+        values = signature.bind(*args, **kw).arguments
+        c = values.pop(context.name)
+        return run(c, name, format=[format], **{renamed.get(p, p): v for p, v in values.items()})
+
+    body.__signature__ = signature
+    body.__name__ = body.__qualname__ = name.replace("-", "_")
+    body.__doc__, body.__module__ = doc, full.body.__module__
+    return task()(body)
 
 
 def _default_words(value) -> str:

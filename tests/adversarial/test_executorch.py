@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.adversarial.harness import adversarial, assert_clean, run_invoke, snapshot
 from tests.executorch_support.section import write_section
 from toolchain.records import MANIFEST_KIND, MANIFEST_SCHEMA, ResultRow, write_record
@@ -30,9 +32,11 @@ def _legacy_manifest(models):
 
 
 @adversarial("executorch", "stage run before its input exists")
-def test_bench_without_pte_programs_says_how_to_make_them(tmp_path):
+@pytest.mark.parametrize("bench", [["bench-executorch", "--no-legacy"], ["bench", "--format", "executorch", "--no-legacy"]])
+def test_bench_without_pte_programs_says_how_to_make_them(tmp_path, bench):
+    """The same with the shorthand and the full spelling (issue 31: bench-executorch is bench --format executorch)."""
     _legacy_manifest(tmp_path / "build" / "models")
-    out = run_invoke(["bench-executorch"], cwd=tmp_path)
+    out = run_invoke(bench, cwd=tmp_path)
     assert_clean(out, "usage", mentions=["--format torchscript,executorch"], root=tmp_path)
 
 

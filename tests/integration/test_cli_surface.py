@@ -74,3 +74,16 @@ def test_the_task_list_shows_each_description_whole(tmp_path):
         assert first.rstrip().endswith((".", ")", "?")), f"{name}: {first!r}"
     listed = run_invoke(["--list"], tmp_path).out
     assert "Benchmark the converted models on this machine" in listed
+
+
+def test_an_option_of_a_format_the_stage_does_not_run_is_refused_with_the_fix(tmp_path):
+    """bench took --no-legacy, --reference-kernels... only as bench-executorch (issue 31: the shorthand is `bench
+    --format executorch`, nothing more); with the TorchScript format alone they would be ignored: exit 2 naming the
+    --format that takes them.  With --format executorch the same option is taken (the run then fails later: no
+    models)."""
+    for args in (["--no-legacy"], ["--reference-kernels", "full"], ["--again"]):
+        out = run_invoke(["bench", *args], tmp_path)
+        assert out.code == 2 and f"{args[0]} applies to the ExecuTorch lane" in out.err, out.text[-2000:]
+        assert "--format torchscript,executorch" in out.err
+    taken = run_invoke(["bench", "--format", "executorch", "--no-legacy"], tmp_path)
+    assert "applies to" not in taken.err, taken.text[-2000:]

@@ -112,7 +112,7 @@ PRINTED_BY = {
     "toolchain/tools/sdk.py:AndroidSdk": ("build-android",),
     "workflow/": EVERY_TASK,
     "workflow/clean.py": ("clean",),
-    "workflow/stage_settings.py:_delegates_made": ("convert",),
+    "workflow/stage_settings.py:for_formats_run": ("convert", "bench"),  # an option of a format the stage does not run
     "workflow/stage_settings.py:executorch_runtime": ("build-android",),
     "workflow/stage_settings.py:_farm": ("deploy", "deploy-executorch"),  # the device farm's settings (deploy --stf)
 }
