@@ -43,7 +43,7 @@ from toolchain import pins
 from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_write_json, digest_of, sha256_file
 from toolchain.progress import duration, progress, time_left
-from toolchain.records import PteFile, load_method, load_program, program_args
+from toolchain.records import PteFile, host_outputs, load_program, program_args
 from toolchain.record_base import FlatRecord
 
 from .reuse import code_digest
@@ -109,8 +109,7 @@ def check_program(f: PteFile, reference: Dict[str, Any], s: Any) -> CheckRow:
         row.reason = (f.extra.get("host_check") or {}).get("reason", "its delegate is not in this host runtime")
         return row
     f.check_hash()
-    method = load_method(f.path)
-    outputs = [_as_recorded(method.execute(program_args(x))) for x in reference["inputs"]]
+    outputs = [_as_recorded(y) for y in host_outputs(f.path, reference["inputs"])]
     row.held_out = bool(reference.get("held_out"))
     return judge_outputs(f, outputs, reference, s, row)
 

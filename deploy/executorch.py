@@ -27,7 +27,7 @@ from toolchain import pins
 from toolchain.errors import RecordError, TorchdroidError, UsageError
 from toolchain.fsutil import sha256_file
 from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
-from toolchain.records import PteFile, load_section, program_args, pte_files, reference_path
+from toolchain.records import PteFile, host_outputs, load_section, program_args, pte_files, reference_path
 from toolchain.records import AppInfo, BuildInfo, ResultRow
 
 from .bench import BenchOptions, BenchStats, ParsedRun, stoppable, summarize
@@ -346,11 +346,8 @@ def host_reference(f: PteFile, pi: ProgramInputs) -> FileReference:
         ref.problems[key] = "the host's ExecuTorch runtime cannot run this program's delegate"
     else:
         try:
-            from toolchain.records import load_method
-
-            method = load_method(f.path)
             ref.outputs[key] = [_values(y, pi.rule(k) if f.precision == "int8" else None)
-                                for x in pi.tensors for k, y in enumerate(method.execute(program_args(x)))]
+                                for ys in host_outputs(f.path, pi.tensors) for k, y in enumerate(ys)]
         except Exception as e:  # noqa: BLE001 - the host runtime's errors are RuntimeErrors of several kinds
             ref.problems[key] = f"the host's ExecuTorch runtime could not run it: {type(e).__name__}: {e}"
             ref.outputs.pop(key, None)

@@ -22,7 +22,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import RecordError, UsageError, command
 from .fsutil import sha256_file
@@ -516,6 +516,14 @@ def load_method(path: Path) -> Any:
         raise RecordError(f"{path}: ExecuTorch cannot load its forward method (damaged?)",
                           cause=str(e).splitlines()[0][:300] if str(e) else type(e).__name__,
                           remedy=f"{EXECUTORCH_REMEDY} to write it again") from e
+
+
+def host_outputs(path: Path, inputs: Sequence[Any]) -> List[List[Any]]:
+    """The program's host reference: every output of its ``forward`` (:func:`load_method`) on each recorded input
+    (:func:`program_args`), input by input.  The host check (converter/executorch_check.py) judges these against the
+    recorded reference, deploy compares the phone's outputs with them."""
+    method = load_method(path)
+    return [list(method.execute(program_args(x))) for x in inputs]
 
 
 # --------------------------------------------------------------------------- build-info

@@ -134,7 +134,7 @@ def test_a_dict_output_is_recorded_and_judged_output_by_output(tmp_path):
     from converter.executorch import ExecutorchSettings, convert_executorch
     from converter.executorch_check import CheckRow, check_program, judge_outputs, load_reference
     from converter.host_bench import PteBenchSettings, run_pte_bench
-    from toolchain.records import load_method, program_args
+    from toolchain.records import host_outputs
 
     out = tmp_path / "models"
     r = convert_executorch(ExecutorchSettings(out=out, model=SEGMENTER, weights="random", calibration_count=4,
@@ -151,8 +151,7 @@ def test_a_dict_output_is_recorded_and_judged_output_by_output(tmp_path):
     assert "output 0" in checks["int8-xnnpack"].grid_rule and "upsample" in checks["int8-xnnpack"].grid_rule
     assert checks["int8-xnnpack"].grid_offset_lsb < 1e-3  # "aux" is on its grid, and checked
     f = files["fp32-xnnpack"]
-    method = load_method(f.path)
-    outputs = [tuple(method.execute(program_args(x))) for x in ref["inputs"]]
+    outputs = [tuple(y) for y in host_outputs(f.path, ref["inputs"])]
     ref["expected"]["fp32"] = [(o, a + 1.0) for o, a in ref["expected"]["fp32"]]
     wrong = judge_outputs(f, outputs, ref, PteBenchSettings(models=out), CheckRow(f.variant, f.file, ran=True))
     assert not wrong.ok and "max |diff|" in wrong.reason
