@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import torch
 
 from toolchain import pins
-from toolchain.records import ModelFile, NnapiRefusal, TensorSpec, model_file_names
+from toolchain.records import ModelFile, NnapiRefusal, TensorSpec, model_file_names, program_args
 from toolchain.variants import MODES
 
 from .calibration import CalibrationSpec, few_images_warning, load_batch
@@ -33,7 +33,6 @@ from .worker import Worker
 from .models import RANDOM_WEIGHTS, ModelSpec, WeightsSpec, build_float_model, calibrate_batchnorm, declared_origin
 from .precheck import Problem, check_model, nnapi_refused, refusal_fix, refuse
 from .prequantized import load_prequantized
-from .samples import as_inputs
 from .precheck import describe as describe_check
 
 log = logging.getLogger(__name__)
@@ -146,7 +145,7 @@ def executorch_alternative(model, example, name: str) -> str:
 
     try:
         with torch.no_grad():
-            torch.export.export(copy.deepcopy(model).eval(), tuple(t.contiguous() for t in as_inputs(example)))
+            torch.export.export(copy.deepcopy(model).eval(), tuple(t.contiguous() for t in program_args(example)))
     except Exception as e:  # noqa: BLE001 - any failure means the ExecuTorch lane cannot take it either
         log.debug("torch.export cannot capture %s: %s", name, e)
         return ""
@@ -421,16 +420,16 @@ class ModeConverter:
         out_spec = TensorSpec(**checked.record["output_spec"])
         common: Dict[str, Any] = {"format": "torchscript"}
         if self.declared:  # every forward() argument, as the ExecuTorch lane records them
-            common["inputs"] = [spec_of(t).to_dict() for t in as_inputs(ex.cpu_input)]
+            common["inputs"] = [spec_of(t).to_dict() for t in program_args(ex.cpu_input)]
         if ex.core_qparams:
             common["core_quantization"] = ex.core_qparams
-        cpu = self._file(ex.cpu_path, ex.cpu_size, ex.cpu_sha256, ex.mode, "cpu", spec_of(as_inputs(ex.cpu_input)[0]), out_spec,
+        cpu = self._file(ex.cpu_path, ex.cpu_size, ex.cpu_sha256, ex.mode, "cpu", spec_of(program_args(ex.cpu_input)[0]), out_spec,
                          {**common, "export": ex.cpu_export, "mobile_optimized": ex.mobile_optimized})
         if ex.nnapi_path is None:
             refusal = self._refusal(ex)
             log.warning("warning: %s", refusal.line())
             return ModeDone(ex.mode, [cpu], checked.record, agreement, list(ex.notes), (refusal,))
-        nnapi = self._file(ex.nnapi_path, ex.nnapi_size, ex.nnapi_sha256, ex.mode, "nnapi", spec_of(as_inputs(ex.nnapi_input)[0]),
+        nnapi = self._file(ex.nnapi_path, ex.nnapi_size, ex.nnapi_sha256, ex.mode, "nnapi", spec_of(program_args(ex.nnapi_input)[0]),
                            out_spec, {**common, "nnapi_nhwc": True, "needs": NNAPI_NEEDS})
         return ModeDone(ex.mode, [cpu, nnapi], checked.record, agreement, list(ex.notes))
 

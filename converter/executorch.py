@@ -359,7 +359,7 @@ def lower(exported, delegate: str, label: str, example) -> tuple:
         edge = to_edge_transform_and_lower(exported, partitioner=partitioners(delegate), generate_etrecord=True)
         program = edge.to_executorch()
         etrecord = program.get_etrecord()
-        etrecord.update_representative_inputs(program_args(example))
+        etrecord.update_representative_inputs(list(program_args(example)))
     except Exception as e:  # torch.export / lowering raise many types; they all mean "cannot lower"
         raise ConversionError(f"{label}: lowering to ExecuTorch with the {delegate} delegate failed",
                               cause=_first_line(e),
@@ -372,7 +372,7 @@ def export(model, example, label: str):
     import torch
 
     try:
-        return torch.export.export(model, tuple(program_args(example)))
+        return torch.export.export(model, program_args(example))
     except Exception as e:
         raise ConversionError(
             f"{label}: torch.export cannot capture the model", cause=_first_line(e),

@@ -19,9 +19,10 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from toolchain.errors import ConversionError
 from toolchain.fsutil import save_torch_module
+from toolchain.records import program_args
 
 from .input_specs import EXAMPLE as INPUTS_EXAMPLE
-from .samples import as_inputs, nhwc, stacked
+from .samples import nhwc, stacked
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def prepared_fx(float_model, example):
     torch.backends.quantized.engine = "qnnpack"
     model = copy.deepcopy(float_model).eval()
     _replace_dropout(model)
-    inputs = as_inputs(example)
+    inputs = program_args(example)
     floats = [i for i, t in enumerate(inputs) if t.is_floating_point()]
     quantized_ends = PrepareCustomConfig().set_input_quantized_indexes(floats).set_output_quantized_indexes([0])
     core = prepare_fx(model, torch.ao.quantization.get_default_qconfig_mapping("qnnpack"), inputs,
@@ -223,7 +224,7 @@ def probe(model, example, label: str):
 
     with torch.no_grad():
         try:
-            return model(*as_inputs(example))
+            return model(*program_args(example))
         except Exception as e:  # a user's model can raise anything
             raise input_error(e, label, example) from e
 
@@ -453,7 +454,7 @@ def _bundle_wrapper(module, arity: int = 1, quant=None, dequant=None):
 
 def check_arity(example, label: str) -> None:
     """More forward() arguments than the legacy lane's bundle wrappers take: refused before any work."""
-    n = len(as_inputs(example))
+    n = len(program_args(example))
     if n > MAX_INPUTS:
         raise ConversionError(f"{label} takes {n} inputs: the legacy TorchScript lane takes up to {MAX_INPUTS}",
                               cause="each model is saved in a wrapper that bundles its inputs, one per input count",
@@ -491,7 +492,7 @@ def trace_to_nnapi(model, input_tensor, label: str):
                 "tensors) out, no Python-side branching on tensor values",
             ) from e
         try:
-            return nnapi_prepare.convert_model_to_nnapi(traced, list(as_inputs(input_tensor)))
+            return nnapi_prepare.convert_model_to_nnapi(traced, list(program_args(input_tensor)))
         except ConversionError:
             raise
         except Exception as e:
@@ -506,7 +507,7 @@ def script_cpu(model, input_tensor, label: str, optimize: bool, quant=None, dequ
     import torch
 
     notes: List[str] = []
-    arity = len(as_inputs(input_tensor))
+    arity = len(program_args(input_tensor))
     try:
         cpu_model, how = torch.jit.script(_bundle_wrapper(model, arity, quant, dequant)), "script"
     except Exception as e:  # scripting fails on some user modules: fall back to tracing
@@ -545,7 +546,7 @@ def bundle_and_save(scripted, input_tensor, path: Path) -> Tuple[int, str]:
     (size, sha256)."""
     import torch.utils.bundled_inputs as bundled
 
-    inputs = tuple(bundled.bundle_large_tensor(t) for t in as_inputs(input_tensor))
+    inputs = tuple(bundled.bundle_large_tensor(t) for t in program_args(input_tensor))
     bundled.augment_model_with_bundled_inputs(scripted, [inputs])
     return save_torch_module(scripted, path)
 
@@ -581,7 +582,7 @@ def export_float(fused, float_input, paths: Tuple[Path, Path], label: str, optim
     _replace_dropout(fused)
     x = nhwc(float_input)
     core, error = _to_nnapi(fused if nnapi_model is None else nnapi_model, x, label, nnapi)
-    nnapi_model = torch.jit.script(_bundle_wrapper(core, len(as_inputs(x)))) if core is not None else None
+    nnapi_model = torch.jit.script(_bundle_wrapper(core, len(program_args(x)))) if core is not None else None
     cpu_model, how, notes = script_cpu(fused, x, label, optimize)
     return _saved("none", *paths, bundle_and_save(cpu_model, x, paths[0]),
                   bundle_and_save(nnapi_model, x, paths[1]) if nnapi_model is not None else None,
@@ -621,7 +622,7 @@ def export_quantized(quantized, modes: List[str], float_input, paths: Dict[str, 
     core, steps, dequantizer = _quantized_parts(quantized, image)
     if image:
         quantized.quant, quantized.dequant = torch.nn.Identity(), torch.nn.Identity()
-    q_input = nhwc(tuple(q(x) for q, x in zip(steps, as_inputs(float_input))))
+    q_input = nhwc(tuple(q(x) for q, x in zip(steps, program_args(float_input))))
     q_input = q_input[0] if image else q_input
     qparams = _qparams(steps)
     nnapi_core, error = _to_nnapi(core, q_input, f"{label} (quantized core)", nnapi)

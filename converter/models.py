@@ -256,7 +256,9 @@ def estimate_batchnorm(model, batch) -> int:
     """
     import torch
 
-    from .samples import as_inputs, stacked
+    from toolchain.records import program_args
+
+    from .samples import stacked
 
     bns = _batchnorms(model)
     if not bns:
@@ -273,7 +275,7 @@ def estimate_batchnorm(model, batch) -> int:
             for m in bns:
                 m.reset_running_stats()
             for x in batch:
-                model(*as_inputs(x))
+                model(*program_args(x))
     model.eval()
     return len(bns)
 

@@ -1,21 +1,19 @@
-"""One calibration sample as the legacy lane passes it to a model: an image tensor, or the tuple of a declared model's
-``forward`` arguments (token ids, audio, several tensors; converter/calibration.declared_samples)."""
+"""Calibration samples as the legacy lane passes them to a model: an image tensor, or the tuple of a declared model's
+``forward`` arguments (token ids, audio, several tensors; converter/calibration.declared_samples), each made the
+argument tuple by toolchain.records.program_args, the one place that says how a sample becomes arguments."""
 
 from __future__ import annotations
 
 from typing import Any, Tuple
 
-
-def as_inputs(example) -> Tuple[Any, ...]:
-    """One calibration sample as the tuple of ``forward`` arguments: an image tensor, or a declared model's tuple."""
-    return tuple(example) if isinstance(example, (tuple, list)) else (example,)
+from toolchain.records import program_args
 
 
 def stacked(samples) -> Tuple[Any, ...]:
     """Samples of batch 1 joined along the batch dimension, argument by argument: one call for all of them."""
     import torch
 
-    columns = zip(*(as_inputs(x) for x in samples))
+    columns = zip(*(program_args(x) for x in samples))
     return tuple(torch.cat(list(column), 0) for column in columns)
 
 

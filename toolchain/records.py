@@ -487,10 +487,10 @@ def reference_path(models_dir: Path, stem: str, section: Optional[Dict[str, Any]
     return path
 
 
-def program_args(sample: Any) -> List[Any]:
-    """A recorded reference input as the program's argument list: one tensor (a one-input model, as every
-    reference before issue 35 recorded it) or a tuple of them (a model declaring several inputs)."""
-    return list(sample) if isinstance(sample, (tuple, list)) else [sample]
+def program_args(sample: Any) -> Tuple[Any, ...]:
+    """A sample (a calibration sample, a recorded reference input) as the tuple of ``forward``'s arguments: one
+    tensor (an image model, and every reference before issue 35) or a tuple of them (a model declaring several)."""
+    return tuple(sample) if isinstance(sample, (tuple, list)) else (sample,)
 
 
 def load_program(path: Path, **options: Any) -> Any:
