@@ -33,11 +33,14 @@ from .models import (ModelSpec, WeightsSpec, build_float_model, calibrate_batchn
                      declared_origin)
 from .pipeline import ModelRequest, parse_request
 from .reuse import code_digest, conversion_key, made_with, read_existing, up_to_date
-from .samples import stacked
+from .samples import CALIBRATION_CHUNK, stacked
 
 log = logging.getLogger(__name__)
 
-CODE = ("executorch.py", "models.py", "calibration.py", "prepared.py")  # the code that keys the programs
+# The code that keys the programs: every converter module the export runs (this one's imports, theirs...), but the
+# request's parsing (pipeline.py) and the key's own code (reuse.py); tests/unit/test_executorch_lane.py derives it.
+CODE = ("executorch.py", "calibration.py", "finite.py", "host_check.py", "input_specs.py", "models.py", "prepared.py",
+        "samples.py", "torch_state.py", "worker.py")
 QUANT_SCHEME = ("PT2E static int8: XNNPACKQuantizer with get_symmetric_quantization_config(is_per_channel=True) "
                 "(per-channel symmetric weights, per-tensor affine activations)")
 RUNTIME_BACKEND = {"xnnpack": "XnnpackBackend", "vulkan": "VulkanBackend", "portable": None}
@@ -411,8 +414,6 @@ def _calibration_graph(model, exported, batch) -> tuple:
     programs lower (``module()`` gives a graph of its own)."""
     import torch
     from torch.export import Dim
-
-    from .export import CALIBRATION_CHUNK
 
     chunk = min(CALIBRATION_CHUNK, len(batch))
     if chunk > 1:

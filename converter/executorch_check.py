@@ -39,14 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from toolchain import pins
 from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_write_json, digest_of, sha256_file
 from toolchain.progress import duration, progress, time_left
 from toolchain.records import PteFile, host_outputs, load_program, program_args
 from toolchain.record_base import FlatRecord
 
-from .reuse import code_digest
+from .reuse import code_digest, made_with
 
 log = logging.getLogger(__name__)
 CHECK_PROTOCOL = 2  # bump when what a check measures changes
@@ -245,11 +244,12 @@ CHECK_CODE = ("executorch_check.py", "host_check.py")  # the converter code a ch
 
 
 def check_key(f: PteFile, ref_path: Path, s: Any) -> str:
-    """What a check's result depends on: the program, its reference and ETRecord, the bounds, the runtime, the
-    check's own code (CHECK_CODE: a change to it checks again what the last record holds)."""
+    """What a check's result depends on: the program, its reference and ETRecord, the bounds, the versions it runs
+    with (:func:`made_with`'s), the check's own code (CHECK_CODE: a change to it checks again what the last record
+    holds)."""
     etrecord = (f.extra.get("etrecord") or {}).get("sha256")
     return digest_of([CHECK_PROTOCOL, f.sha256, sha256_file(ref_path), etrecord, s.float_atol, s.float_rtol,
-                      s.per_operator, s.debug_buffer_mb, pins.identity(), code_digest(only=CHECK_CODE)])
+                      s.per_operator, s.debug_buffer_mb, made_with(executorch=True), code_digest(only=CHECK_CODE)])
 
 
 def _reused_check(previous: Dict[str, Any], key: str) -> Optional[CheckRow]:

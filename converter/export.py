@@ -22,11 +22,10 @@ from toolchain.fsutil import save_torch_module
 from toolchain.records import program_args
 
 from .input_specs import EXAMPLE as INPUTS_EXAMPLE
-from .samples import nhwc, stacked
+from .samples import CALIBRATION_CHUNK, nhwc, stacked
 
 log = logging.getLogger(__name__)
 
-CALIBRATION_CHUNK = 16
 FLOAT_FLOOR = 1.2e-7  # torch.finfo(torch.float32).eps: the smallest scale an observer returns
 
 

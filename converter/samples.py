@@ -8,6 +8,8 @@ from typing import Any, Tuple
 
 from toolchain.records import program_args
 
+CALIBRATION_CHUNK = 16  # calibration inputs per call (stacked along the batch), in both formats' calibration
+
 
 def stacked(samples) -> Tuple[Any, ...]:
     """Samples of batch 1 joined along the batch dimension, argument by argument: one call for all of them."""

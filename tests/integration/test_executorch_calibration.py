@@ -39,7 +39,7 @@ def _convert(tmp_path, model, count):
 
 
 def test_the_int8_program_is_calibrated_in_chunks(tmp_path, monkeypatch):
-    from converter.export import CALIBRATION_CHUNK
+    from converter.samples import CALIBRATION_CHUNK
 
     sizes = _calibration_calls(monkeypatch)
     result = _convert(tmp_path, TINY, CALIBRATION_CHUNK + 4)

@@ -84,6 +84,37 @@ def test_the_executorch_modules_do_not_key_the_torchscript_models(tmp_path):
     assert code_digest(tmp_path) != before
 
 
+# the converter modules executorch.py imports that do not make a program: the command line's model request, the key
+NOT_MAKING_PROGRAMS = {"pipeline.py", "reuse.py"}
+
+
+def _converter_imports(name: str) -> set:
+    """The converter modules ``name`` imports (``from .x import ...``, at any depth of the module)."""
+    import ast
+
+    directory = Path(__file__).resolve().parents[2] / "converter"
+    found = set()
+    for node in ast.walk(ast.parse((directory / name).read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found |= {f"{node.module.split('.')[0]}.py"} if node.module else {f"{a.name}.py" for a in node.names}
+    return {f for f in found if (directory / f).is_file()}
+
+
+def test_every_module_the_executorch_export_runs_keys_the_programs():
+    """CODE listed four modules; the export also runs finite.py (the non-finite output check) and host_check.py
+    (its spec of the output) and the samples' stacking: a change there did not rebuild the programs (issue 31, h26).
+    CODE is every converter module executorch.py reaches, but the request's parsing and the key's own code."""
+    from converter.executorch import CODE
+
+    reached, todo = set(), ["executorch.py"]
+    while todo:
+        name = todo.pop()
+        if name not in reached and name not in NOT_MAKING_PROGRAMS:
+            reached.add(name)
+            todo += sorted(_converter_imports(name))
+    assert set(CODE) == reached
+
+
 def test_a_change_to_the_executorch_check_checks_the_programs_again(tmp_path, monkeypatch):
     """converter/executorch_check.py keys no TorchScript model (above) but keys its own checks: a check the last
     record holds is reused only when the check's code (CHECK_CODE, by content) is the same (issue 31, h25)."""
@@ -103,6 +134,23 @@ def test_a_change_to_the_executorch_check_checks_the_programs_again(tmp_path, mo
     before = executorch_check.check_key(program, ref, s)
     assert executorch_check.check_key(program, ref, s) == before
     (tmp_path / "executorch_check.py").write_text("y = 2\n")
+    assert executorch_check.check_key(program, ref, s) != before
+
+
+def test_a_check_is_keyed_by_the_versions_its_programs_were_made_with(tmp_path, monkeypatch):
+    """The check's key took ExecuTorch's identity alone (pins.identity()); it takes reuse.made_with's, the one place
+    that says which versions a program is made and run with: a new torch checks again (issue 31, h26)."""
+    from types import SimpleNamespace
+
+    from converter import executorch_check, reuse
+
+    ref = tmp_path / "ref.json"
+    ref.write_text("{}")
+    program = SimpleNamespace(sha256="0" * 64, extra={})
+    s = SimpleNamespace(float_atol=1e-4, float_rtol=1e-5, per_operator=True, debug_buffer_mb=512)
+    monkeypatch.setattr(reuse, "torch_identity", lambda: {"version": "2.11.0"})
+    before = executorch_check.check_key(program, ref, s)
+    monkeypatch.setattr(reuse, "torch_identity", lambda: {"version": "2.12.0"})
     assert executorch_check.check_key(program, ref, s) != before
 
 
