@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import torch
 
 from toolchain import pins
-from toolchain.records import ModelFile, NnapiRefusal, TensorSpec, model_file_names, program_args
+from toolchain.records import UNOPTIMIZED_CPU, ModelFile, NnapiRefusal, TensorSpec, model_file_names, program_args
 from toolchain.variants import MODES
 
 from .calibration import CalibrationSpec, few_images_warning, load_batch
@@ -38,12 +38,6 @@ from .precheck import describe as describe_check
 log = logging.getLogger(__name__)
 _warned_xnnpack = False
 
-NO_XNNPACK = (  # begins with what `invoke bench` notes (converter/host_bench.py): `invoke all` says it once
-    "CPU models were converted without optimize_for_mobile (no XNNPACK in that torch): the x86_64 PyPI wheels have "
-    "none, so CPU models get BatchNorm folded into their convolutions and dropout removed, but are not frozen or "
-    "XNNPACK-prepacked; CPU latencies on a phone will be worse than a fully optimised model's, so label CPU-vs-NNAPI "
-    "comparisons accordingly"
-)
 NNAPI_NEEDS = "libneuralnetworks.so (Android API >= 29, or torchdroid's host NNAPI)"
 
 
@@ -119,11 +113,11 @@ def _mobile_optimization(facts: ConversionFacts) -> None:
         facts.mobile_optimization = {"applied": True, "how": "torch.utils.mobile_optimizer.optimize_for_mobile"}
         return
     if not _warned_xnnpack:
-        log.warning("note: %s", NO_XNNPACK)
+        log.warning("note: %s", UNOPTIMIZED_CPU)
         _warned_xnnpack = True
     facts.mobile_optimization = {"applied": False, "reason": "torch built without XNNPACK",
-                                 "instead": "BatchNorm folding and dropout removal only", "note": NO_XNNPACK}
-    facts.notes.append(NO_XNNPACK)  # said once per run: the warning above already did
+                                 "instead": "BatchNorm folding and dropout removal only", "note": UNOPTIMIZED_CPU}
+    facts.notes.append(UNOPTIMIZED_CPU)  # said once per run: the warning above already did
 
 
 def _next_export(exports: Iterator[ExportedVariant]) -> Optional[ExportedVariant]:

@@ -31,7 +31,7 @@ from toolchain.fsutil import atomic_write_csv, digest_of, ensure_writable_dir, o
 from toolchain.progress import duration, progress
 from toolchain.record_base import FlatRecord, Record
 from toolchain.records import PteFile, load_method, load_section, program_args, pte_files, reference_path
-from toolchain.records import ConvertManifest
+from toolchain.records import UNOPTIMIZED_CPU, ConvertManifest
 from toolchain.settings import default
 from toolchain.stats import VARIANCE_LIMIT_PCT
 
@@ -280,12 +280,14 @@ def speedups(baselines: Iterable[str], ratios: Sequence[Ratio]) -> Dict[str, flo
 
 
 def timing_notes(ratios: Sequence[Ratio], rows: Sequence[BenchRow], taken: Optional[Conditions]) -> List[str]:
-    """The ratios that measured no difference or spread more than it, the machine's notes, and the timed rows whose
-    rounds disagree."""
+    """The ratios that measured no difference or spread more than it, the machine's notes, the timed rows whose
+    rounds disagree, and (the same in both formats: said once in a run) the baselines made without
+    optimize_for_mobile."""
     timings = {r.label: r.timing for r in rows if r.timing}
     spreads = {label: t.spread_pct for label, t in timings.items() if t.unstable}
+    unoptimized = [UNOPTIMIZED_CPU] if any(r.mobile_optimized is False for r in rows) else []
     return ratio_notes(list(ratios)) + unstable_notes(spreads, next(iter(timings.values())).repeats if timings else 0,
-                                                      taken)
+                                                      taken) + unoptimized
 
 
 def unstable_notes(spreads: dict, repeats: int, taken: Optional[Conditions]) -> List[str]:
@@ -355,8 +357,6 @@ def _notes(rows: List[BenchRow], ratios: List[Ratio], taken: Optional[Conditions
     if any(r.memory_kb is None for r in rows):
         notes.append("memory per model not shown: this system does not let a process reset its peak resident size "
                      "(/proc/self/clear_refs)")
-    if any(not r.mobile_optimized for r in rows):
-        notes.append("CPU models were converted without optimize_for_mobile (no XNNPACK in that torch)")
     return notes
 
 
@@ -389,10 +389,6 @@ class PteHostBenchRecord(HostBenchRecord):
 # to set it (docs/architecture.md, "Private members of dependencies we still use, and why"); on a Linux host that is
 # one thread per processor
 EXECUTORCH_THREADS = "ExecuTorch's default (one per processor on a Linux host)"
-UNOPTIMIZED_BASELINE = ("the legacy TorchScript CPU models (every speed-up's baseline) were converted without "
-                        "optimize_for_mobile: this torch has no XNNPACK (x86_64 PyPI wheels), so they are fused but not "
-                        "XNNPACK-prepacked and slower than the fully optimised files a torch with XNNPACK makes; "
-                        "ExecuTorch's speed-ups over them are larger than over optimised ones")
 
 
 def set_threads(threads: int) -> str:
@@ -421,8 +417,6 @@ def run_pte_bench(s: PteBenchSettings, timed: Optional[Dict[str, Subject]] = Non
                          pins.identity())
         rows, ratios, taken = _timings(pairs, s, previous, key, notes, timed)
     rows += idle
-    if any(x.mobile_optimized is False for x in rows):
-        notes.append(UNOPTIMIZED_BASELINE)
     notes.extend(timing_notes(ratios, rows, taken))
     baselines = [x.label for x in rows if x.runtime == "torchscript-cpu" and x.timing]  # every speed-up's (1.0)
     paths = PteHostBenchRecord.write_results(

@@ -95,6 +95,16 @@ class VariantNames:
         return f"{self.stem}-{self.variant}"
 
 
+# The one note on TorchScript CPU models made without optimize_for_mobile (ModelFile.extra["mobile_optimized"] False):
+# convert says it, and both formats' host benches (the CPU models are every speed-up's baseline); once per run.
+UNOPTIMIZED_CPU = (
+    "CPU models were converted without optimize_for_mobile (no XNNPACK in that torch): the x86_64 PyPI wheels have "
+    "none, so CPU models get BatchNorm folded into their convolutions and dropout removed, but are not frozen or "
+    "XNNPACK-prepacked; their latencies are worse than a fully optimised model's (a speed-up over them is larger), "
+    "so label comparisons with them accordingly"
+)
+
+
 @dataclass(frozen=True)
 class ModelFile(VariantNames):
     """One converted ``.pt`` file, fully described (the manifest's ``files`` entries)."""

@@ -134,7 +134,7 @@ def test_host_check_per_operator_and_side_by_side_timing(tiny_lane, tmp_path):
     assert labels["ExecuTorch fp32-portable"].timing.repeats == 3 and "reference kernels" in labels["ExecuTorch fp32-portable"].note
 
 
-def test_both_formats_time_each_cpu_model_once(tiny_lane, tmp_path, monkeypatch):
+def test_both_formats_time_each_cpu_model_once(tiny_lane, tmp_path, monkeypatch, capsys):
     """Issue 31 item 1 (h13): `bench --format torchscript,executorch` loaded and timed the TorchScript CPU models
     twice, once per format; now each CPU model is timed once, in the ExecuTorch format's rounds beside the programs,
     and the TorchScript result is made from the same rounds (the same numbers in both tables)."""
@@ -160,6 +160,18 @@ def test_both_formats_time_each_cpu_model_once(tiny_lane, tmp_path, monkeypatch)
     row = next(r for r in results["torchscript"].rows if r.file == line.file)
     assert row.timing.median_ms == line.timing.median_ms and row.timing.repeats == 2  # one measurement, both tables
     assert json.loads((tmp_path / "bench" / "host-bench.json").read_text())["rows"][0]["timing"]["repeats"] == 2
+    # the CPU models made without optimize_for_mobile: one note, the same in both formats, said once (issue 31, h26:
+    # the TorchScript result's short note and the ExecuTorch result's own longer one were both printed)
+    import torch
+
+    from toolchain import console
+
+    capsys.readouterr()
+    with console.one_run():
+        for result in results.values():
+            for line in result.notes:
+                console.note(line)
+    assert capsys.readouterr().out.count("optimize_for_mobile") == (0 if torch._C._is_xnnpack_enabled() else 1)
 
 
 def test_a_wrong_reference_fails_the_check(tiny_lane, tmp_path):
