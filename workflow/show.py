@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from toolchain.errors import command
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, Optional
 
-from typing import Any, Optional
+from toolchain.errors import command
 
 from toolchain.console import emit_json, next_step, note, table, warning
 
@@ -92,14 +94,52 @@ def _speedup_cells(ratios: Any) -> dict:
     return cells
 
 
-def host_bench(result: Any, as_json: bool = False) -> None:
+@dataclass(frozen=True)
+class BenchView:
+    """How a format's host bench is shown: its table's title, and its ratios as the table's speed-up column
+    (ExecuTorch: each line over its baseline) or a verdict line each (TorchScript: each quantized model over its
+    float model)."""
+
+    title: Callable[[Any], str]
+    speedup: bool = False
+
+
+def _cpu_title(result: Any) -> str:
+    return (f"CPU models on this host (quantized engine {result.quantized_engine}, "
+            f"{result.conditions.threads if result.conditions else '?'} thread(s), rounds alternated"
+            f"{_busy_mark(result.conditions)})")
+
+
+def _pte_title(result: Any) -> str:
+    return (f"host latency, same protocol, alternated round by round; {_pte_threads(result.conditions)} (speed-up "
+            "over legacy TorchScript CPU of the same precision; ? = the rounds' range includes 1.0x: no measured "
+            f"difference; ~ = the rounds spread more than the difference{_busy_mark(result.conditions)})")
+
+
+BENCH_VIEWS = {"torchscript": BenchView(_cpu_title), "executorch": BenchView(_pte_title, speedup=True)}
+
+
+def host_bench(result: Any, as_json: bool = False, view: BenchView = BENCH_VIEWS["torchscript"]) -> None:
+    """Either format's host bench (converter.host_bench.HostBenchResult): its programs' checks against their
+    reference when it has any, its timing table (``view``), what its rows and checks note, how the rounds were
+    taken, the run's notes and where the results went."""
     if as_json:
         return emit_json(result)
-    bench_table(f"CPU models on this host (quantized engine {result.quantized_engine}, "
-                f"{result.conditions.threads if result.conditions else '?'} thread(s), rounds alternated"
-                f"{_busy_mark(result.conditions)})", result)
-    for r in result.ratios:  # each quantized model over its float model, the one verdict rule
+    if result.checks:
+        from converter.executorch_check import check_cells
+
+        table("ExecuTorch programs against their reference (host runtime)",
+              ["program", "reference", "max |diff|", "bound", "top-1/top-5", "per operator", "result"],
+              [check_cells(c) for c in result.checks], drop=("bound", "reference", "per operator"))
+    bench_table(view.title(result), result, speedup=view.speedup)
+    for r in [] if view.speedup else result.ratios:  # the one verdict rule, a line each
         print(r.summary())
+    for x in result.rows:
+        if x.timing and x.note:
+            print(f"{x.label}: {x.note}")
+    for c in result.checks:
+        if c.operator_note:
+            print(f"per operator, {c.variant}: {c.operator_note}")
     _taken(result.conditions)
     for line in result.notes:
         note(line)
@@ -455,32 +495,6 @@ def _pte_check(f: Any) -> str:
     return f"max |diff| {check['max_abs_diff']:.2e}" if check.get("ran") else f"not run: {check.get('reason', '?')}"
 
 
-def pte_bench(result: Any, as_json: bool = False) -> None:
-    """bench-executorch: each program against its reference, then the host latencies beside the legacy models."""
-    from converter.executorch_check import check_cells
-
-    if as_json:
-        return emit_json(result)
-    table("ExecuTorch programs against their reference (host runtime)",
-          ["program", "reference", "max |diff|", "bound", "top-1/top-5", "per operator", "result"],
-          [check_cells(c) for c in result.checks], drop=("bound", "reference", "per operator"))
-    unopt = any(x.mobile_optimized is False for x in result.rows)
-    bench_table(f"host latency, same protocol, alternated round by round; {_pte_threads(result.conditions)} (speed-up "
-                "over legacy TorchScript CPU of the same precision" + (", NOT optimize_for_mobile'd: no XNNPACK in "
-                "this torch" if unopt else "") + "; ? = the rounds' range includes 1.0x: no measured difference; ~ = "
-                f"the rounds spread more than the difference{_busy_mark(result.conditions)})", result, speedup=True)
-    for x in result.rows:
-        if x.timing and x.note:
-            print(f"{x.label}: {x.note}")
-    for c in result.checks:
-        if c.operator_note:
-            print(f"per operator, {c.variant}: {c.operator_note}")
-    _taken(result.conditions)
-    for line in result.notes:
-        note(line)
-    print(f"results: {result.json_path}")
-
-
 def executorch_runtime(result: Any, log_path: Any, as_json: bool = False) -> None:
     if as_json:
         return emit_json(result, {"log": log_path})
@@ -527,5 +541,5 @@ def pte_operators(entries: Any) -> None:
 
 
 SHOWS = {"convert": {"torchscript": convert, "executorch": pte_convert},
-         "bench": {"torchscript": host_bench, "executorch": pte_bench},
+         "bench": {name: partial(host_bench, view=view) for name, view in BENCH_VIEWS.items()},
          "deploy": {"torchscript": deploy, "executorch": pte_deploy}}
