@@ -111,7 +111,12 @@ def _cpu_title(result: Any) -> str:
 
 
 def _pte_title(result: Any) -> str:
-    return (f"host latency, same protocol, alternated round by round; {_pte_threads(result.conditions)} (speed-up "
+    """The threads each runtime used: torch's are set, ExecuTorch's threadpool keeps its default (no public API sizes
+    it: docs/architecture.md); what the speed-up column's marks mean."""
+    c = result.conditions
+    threads = f"torch at {c.threads} thread(s)" if c and c.threads else "torch threads unknown"
+    return (f"host latency, same protocol, alternated round by round; {threads}, ExecuTorch at its threadpool's "
+            "default (one per processor) (speed-up "
             "over legacy TorchScript CPU of the same precision; ? = the rounds' range includes 1.0x: no measured "
             f"difference; ~ = the rounds spread more than the difference{_busy_mark(result.conditions)})")
 
@@ -144,13 +149,6 @@ def host_bench(result: Any, as_json: bool = False, view: BenchView = BENCH_VIEWS
     for line in result.notes:
         note(line)
     print(f"results: {result.json_path}")
-
-
-def _pte_threads(conditions) -> str:
-    """The threads each runtime used: torch's are set, ExecuTorch's threadpool keeps its default (no public API
-    sizes it: docs/architecture.md)."""
-    torch_threads = f"torch at {conditions.threads} thread(s)" if conditions and conditions.threads else "torch threads unknown"
-    return f"{torch_threads}, ExecuTorch at its threadpool's default (one per processor)"
 
 
 def _busy_mark(conditions: Any) -> str:
