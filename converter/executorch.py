@@ -31,7 +31,7 @@ from .calibration import CalibrationSpec, declared_samples, load_batch, record_f
 from .finite import output_tensors, refuse_non_finite_output
 from .models import (ModelSpec, WeightsSpec, build_float_model, calibrate_batchnorm, check_stem_free, declared_inputs,
                      declared_origin)
-from .pipeline import ModelRequest, parse_request
+from .pipeline import ModelRequest, parse_request, writable_out
 from .reuse import code_digest, conversion_key, made_with, read_existing, up_to_date
 from .samples import CALIBRATION_CHUNK, stacked
 
@@ -180,6 +180,7 @@ def validate(settings: ExecutorchSettings) -> tuple:
     variants, said = asked_variants(tuple(settings.quant), parse_delegates(list(settings.delegates)))
     spec, weights, calib = parse_request(settings)
     version = pins.require_executorch()
+    writable_out(settings)
     return spec, weights, calib, variants, [n for n in [pins.version_note(version)] if n] + said
 
 

@@ -47,12 +47,17 @@ class ModelRequest:
 
 
 def parse_request(settings: ModelRequest) -> Tuple[ModelSpec, WeightsSpec, CalibrationSpec]:
-    """The model, weights and calibration asked for, checked without torch; the output directory writable."""
+    """The model, weights and calibration asked for, checked without torch (each format's ``validate`` makes sure of
+    the output directory after its own checks: :func:`writable_out`)."""
     spec = parse_model(settings.model, settings.factory_timeout, settings.inputs)
     weights = parse_weights(settings.weights, settings.seed)
     calib = parse_calibration(settings.calibration, settings.calibration_count, settings.seed, warn=False)  # said once the inputs are known
-    ensure_writable_dir(Path(settings.out), "output directory (--out)")
     return spec, weights, calib
+
+
+def writable_out(settings: ModelRequest) -> None:
+    """The output directory usable (made if missing): the last check, so a bad value leaves nothing behind."""
+    ensure_writable_dir(Path(settings.out), "output directory (--out)")
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,7 @@ def validate(settings: ConvertSettings) -> Tuple[ModelSpec, WeightsSpec, Calibra
     spec, weights, calib = parse_request(settings)
     quantized = parse_quantized_weights(settings.quantized_weights, spec)
     _check_inputs_not_overwritten(Path(settings.out), spec, weights, calib, modes, quantized)
+    writable_out(settings)
     return spec, weights, calib, modes, quantized
 
 
