@@ -35,7 +35,7 @@ def functions(blocks):
 
 def above_limit():
     cc_visit = pytest.importorskip(
-        "radon.complexity", reason="radon is not installed in this environment: pip install -e '.[dev]'").cc_visit
+        "radon.complexity", reason="radon is not installed in this environment: ./run test installs it").cc_visit
     out = []
     for path in product_files():
         for f in functions(cc_visit(path.read_text(encoding="utf-8"))):

@@ -268,3 +268,19 @@ def test_installing_the_package_puts_no_pth_file_anywhere(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert (target / "workflow" / "run.py").is_file(), sorted(p.name for p in target.iterdir())
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.pth")) == []
+
+
+def test_the_venv_run_sets_up_holds_no_pth_of_torchdroid():
+    """./run installs torchdroid's dependencies, not torchdroid: its `pip install -e` put
+    ``__editable__.torchdroid-*.pth`` (setuptools' finder, run at every interpreter start) in the venv."""
+    import importlib.metadata
+    import site
+
+    if not (Path(sys.prefix) / ".torchdroid-setup").is_file():
+        pytest.skip("this interpreter's environment was not set up by ./run")
+    dirs = [Path(d) for d in site.getsitepackages()]
+    pths = sorted(p.name for d in dirs if d.is_dir() for p in d.glob("*.pth") if "torchdroid" in p.name.lower()
+                  or "torchdroid" in p.read_text(encoding="utf-8", errors="replace").lower())
+    assert pths == [], pths
+    installed = [d.metadata["Name"] for d in importlib.metadata.distributions(path=[str(d) for d in dirs])]
+    assert "torchdroid" not in installed  # neither installed nor editable: this checkout is the one copy
