@@ -9,11 +9,16 @@ inside the packages, so ``invoke --list`` is instant.
 from __future__ import annotations
 
 import signal
+import sys
 from pathlib import Path
 
 from invoke import Collection, Exit
 
-from workflow import invoke_hooks
+# torchdroid is not installed (./run installs its dependencies only): its packages are the ones beside this file,
+# also when the tasks.py Invoke found is a link to it (Invoke puts the link's directory on sys.path)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from workflow import invoke_hooks  # noqa: E402 - after the path above
 from toolchain.console import quiet_stdout
 from toolchain.layout import Layout
 from toolchain.settings import config_defaults, key

@@ -565,14 +565,25 @@ def lock_path_for(directory: PathLike) -> Path:
     return directory.parent / f".{directory.name}{LOCK_SUFFIX}"
 
 
-def _lock_holder(fd: int) -> str:
+def _lock_holder(fd: int, wait: float = 1.0) -> str:
+    """Who holds the lock, as its holder wrote it just after taking it (read again for up to ``wait`` seconds: a
+    second run can look between the holder's flock and its write)."""
+    deadline = time.monotonic() + wait
+    info = _holder_info(fd)
+    while "pid" not in info and time.monotonic() < deadline:
+        time.sleep(0.05)
+        info = _holder_info(fd)
+    if "pid" not in info:
+        return "pid unknown"
+    return f"{info.get('command', '?')} pid {info.get('pid')} since {info.get('since', '?')}"
+
+
+def _holder_info(fd: int) -> dict:
     try:
         info = json.loads(os.pread(fd, 4096, 0).decode("utf-8", "replace") or "{}")
     except (OSError, ValueError):
-        info = {}
-    if not isinstance(info, dict) or "pid" not in info:
-        return "pid unknown"
-    return f"{info.get('command', '?')} pid {info.get('pid')} since {info.get('since', '?')}"
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
 def _try_flock(fd: int, wait: float) -> bool:
@@ -627,8 +638,9 @@ def output_lock(directory: PathLike, command: str, wait: float = 0.0, lock: Opti
         info = {"pid": os.getpid(), "command": command,
                 "since": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()}
         with contextlib.suppress(OSError):  # who holds it is for a second run's message: a full disk (clean) is fine
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(info).encode(), 0)
+            data = json.dumps(info).encode()
+            os.pwrite(fd, data, 0)  # then cut what is left of an earlier holder's: never empty in between
+            os.ftruncate(fd, len(data))
         with _held_guard:
             _held[key] = 1
         try:

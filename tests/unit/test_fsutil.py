@@ -96,6 +96,33 @@ def test_lock_refuses_a_second_writer_and_names_the_holder(tmp_path):
             pass
 
 
+def test_a_second_writer_that_looks_before_the_holder_wrote_its_name_still_names_it(tmp_path):
+    """The holder writes who it is just after its flock; a second run looking in between said "pid unknown" (CI:
+    test_two_deploys_at_once_one_is_busy under load).  Here the holder takes the lock and writes 0.3 s later."""
+    out = tmp_path / "models"
+    lock = lock_path_for(out)
+    script = textwrap.dedent(f"""
+        import fcntl, json, os, time
+        os.makedirs({str(lock.parent)!r}, exist_ok=True)
+        fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print("locked", flush=True)
+        time.sleep(0.3)
+        os.pwrite(fd, json.dumps({{"pid": os.getpid(), "command": "invoke deploy", "since": "now"}}).encode(), 0)
+        time.sleep(30)
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(BusyError) as ei:
+            with output_lock(out, "convert"):
+                pass
+        assert f"invoke deploy pid {holder.pid}" in str(ei.value), str(ei.value)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_stale_partials_of_dead_runs_are_removed_live_ones_kept(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
