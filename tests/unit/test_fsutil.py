@@ -79,17 +79,9 @@ def test_lock_refuses_a_second_writer_and_names_the_holder(tmp_path):
             print("locked", flush=True)
             time.sleep(30)
     """)
-    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(BusyError) as ei:
-            with output_lock(out, "convert"):
-                pass
-        assert f"pid {holder.pid}" in str(ei.value) and "busy" in str(ei.value)
-        assert ei.value.exit_code == 2
-    finally:
-        holder.kill()
-        holder.wait()
+    pid, refused = _refused_while_held(script, out)
+    assert f"pid {pid}" in str(refused) and "busy" in str(refused)
+    assert refused.exit_code == 2
     with output_lock(out, "convert") as lock:  # the kernel released a dead holder's lock
         assert lock == lock_path_for(out)
         with output_lock(out, "convert"):  # re-entrant in one process
@@ -111,13 +103,20 @@ def test_a_second_writer_that_looks_before_the_holder_wrote_its_name_still_names
         os.pwrite(fd, json.dumps({{"pid": os.getpid(), "command": "invoke deploy", "since": "now"}}).encode(), 0)
         time.sleep(30)
     """)
+    pid, refused = _refused_while_held(script, out)
+    assert f"invoke deploy pid {pid}" in str(refused), str(refused)
+
+
+def _refused_while_held(script: str, out: Path):
+    """Run ``script`` (it prints "locked" once it holds ``out``'s lock), take the lock meanwhile: (its pid, the
+    BusyError)."""
     holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(BusyError) as ei:
             with output_lock(out, "convert"):
                 pass
-        assert f"invoke deploy pid {holder.pid}" in str(ei.value), str(ei.value)
+        return holder.pid, ei.value
     finally:
         holder.kill()
         holder.wait()
