@@ -239,7 +239,7 @@ def test_bench_takes_executorch_as_a_format(tiny_lane, tmp_path):
     bench-executorch (the same record), both formats time the CPU models and the programs (--json: one document),
     and a bad format or value is a usage error before anything is measured."""
     copy_models(tiny_lane[0], tmp_path / "build" / "models")
-    env = dict(os.environ, CI="1")
+    env = dict(os.environ, CI="1", COLUMNS="400")  # the labels whole: at 120 columns they wrap at their space
     results = tmp_path / "build" / "bench"
     r = invoke(tmp_path, "-r", str(ROOT), "bench", "--format", "torchscript,tflite", env=env, timeout=600)
     assert r.returncode == 2 and "unknown format 'tflite'" in r.stderr, r.stderr

@@ -63,8 +63,8 @@ def test_build_android_task_without_ndk_exits_3_with_the_fix(tmp_path, fake_pyto
 
 
 def test_doctor_task_reports_and_strict_fails(tmp_path, fake_ndk):
-    ok = invoke(["doctor", "--ndk", str(fake_ndk)], tmp_path / "b",
-                {"ANDROID_HOME": str(make_fake_sdk(tmp_path / "sdk"))})
+    ok = invoke(["doctor", "--ndk", str(fake_ndk)], tmp_path / "b",  # COLUMNS: the found column whole (in a pipe a
+                {"ANDROID_HOME": str(make_fake_sdk(tmp_path / "sdk")), "COLUMNS": "400"})  # long tmp path drops it)
     assert ok.returncode == 0, ok.stderr
     assert "r21e (21.4.7075529)" in ok.stdout and "torchdroid doctor" in ok.stdout
     lax = invoke(["doctor"], tmp_path / "b")
