@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
-import json
 import logging
 import re
 from functools import lru_cache
@@ -17,7 +16,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from toolchain import pins
 from toolchain.errors import RecordError, UsageError
-from toolchain.fsutil import sha256_file
+from toolchain.fsutil import digest_of, sha256_file
 from toolchain.records import ConvertManifest, manifest_owner, manifest_path
 
 from .calibration import CalibrationSpec
@@ -73,7 +72,7 @@ def conversion_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec
     weights and calibration, the converter ``code`` that makes it and ``what`` else it depends on (its mode or
     variant, :func:`made_with`...)."""
     body = {"model": spec.key(), "weights": weights.key(), "calibration": calib.key(), "code": code, **what}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+    return digest_of(body)
 
 
 def mode_key(spec: ModelSpec, weights: WeightsSpec, calib: CalibrationSpec, mode: str,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -27,7 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from toolchain import pins
 from toolchain.errors import RecordError, ToolFailed, ToolNotFound, UsageError
-from toolchain.fsutil import ensure_space, output_lock, sha256_file
+from toolchain.fsutil import digest_of, ensure_space, output_lock, sha256_file
 from toolchain.layout import BUILD_INFO, Layout
 from toolchain.progress import progress
 from toolchain.records import BENCH_BINARY, BuildInfo, build_info_path, now_iso
@@ -333,8 +332,7 @@ def make_plan(s: BuildSettings, target: Target, tools: Tools, checkout: Checkout
         "sdk": str(tools.sdk.path) if tools.sdk else None, "jdk": str(tools.jdk.home) if tools.jdk else None,
         "nnapi_lister": source_digest(),
     }
-    key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
-    return BuildPlan(target, tools, source, env, args, key, gradle)
+    return BuildPlan(target, tools, source, env, args, digest_of(inputs), gradle)
 
 
 # --------------------------------------------------------------------------- 5. up to date?
