@@ -39,10 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from toolchain.errors import RecordError
 from toolchain.fsutil import atomic_write_json, digest_of, sha256_file
 from toolchain.progress import duration, progress, time_left
-from toolchain.records import PteFile, host_outputs, load_program, program_args
+from toolchain.records import PteFile, host_outputs, load_program, load_reference, program_args
 from toolchain.record_base import FlatRecord
 
 from .reuse import code_digest, made_with
@@ -83,21 +82,6 @@ class CheckRow(FlatRecord):
     operator_note: str = ""
     key: str = ""  # what the result depends on (programs, reference, bounds): an unchanged key reuses it
     seconds: float = 0.0  # how long the check (with its per-operator comparison) took
-
-
-def load_reference(path: Path) -> Dict[str, Any]:
-    import pickle
-
-    import torch
-
-    try:
-        ref = torch.load(path, weights_only=True)
-        if not isinstance(ref, dict) or not {"inputs", "expected"} <= set(ref):
-            raise ValueError("not a torchdroid reference (inputs and expected outputs)")
-        return ref
-    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as e:
-        raise RecordError(f"the reference file {path} cannot be read", cause=f"{type(e).__name__}: {e}",
-                          remedy="run `invoke convert --format executorch --force`") from e
 
 
 def check_program(f: PteFile, reference: Dict[str, Any], s: Any) -> CheckRow:

@@ -30,12 +30,13 @@ from toolchain.logs import native_output_to_log
 from toolchain.fsutil import atomic_write_csv, digest_of, ensure_writable_dir, own_dir, refuse_another_owner, sha256_file
 from toolchain.progress import duration, progress
 from toolchain.record_base import FlatRecord, Record
-from toolchain.records import PteFile, load_method, load_section, program_args, pte_files, reference_path
+from toolchain.records import (PteFile, load_method, load_reference, load_section, program_args, pte_files,
+                               reference_path)
 from toolchain.records import UNOPTIMIZED_CPU, ConvertManifest
 from toolchain.settings import default
 from toolchain.stats import VARIANCE_LIMIT_PCT
 
-from .executorch_check import check_all, load_reference
+from .executorch_check import check_all
 from .rounds import Ratio, Subject, Timing, alternate, estimate_s, prepare, ratio, ratio_notes
 from .torch_state import host_engine, pinned
 

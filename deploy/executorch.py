@@ -27,7 +27,8 @@ from toolchain import pins
 from toolchain.errors import RecordError, TorchdroidError, UsageError
 from toolchain.fsutil import sha256_file
 from toolchain.numerics_records import FileReference, NumericsVerdict, TensorValues
-from toolchain.records import PteFile, host_outputs, load_section, program_args, pte_files, reference_path
+from toolchain.records import (PteFile, host_outputs, load_reference, load_section, program_args, pte_files,
+                               reference_path)
 from toolchain.records import AppInfo, BuildInfo, ResultRow
 
 from .bench import BenchOptions, BenchStats, ParsedRun, stoppable, summarize
@@ -285,7 +286,6 @@ class ProgramInputs:
 def program_inputs(models: Path, programs: Sequence[PteFile], work: Path) -> Dict[str, ProgramInputs]:
     """Per model stem: the recorded reference inputs written under ``work``, or the all-ones default on the
     programs' declared input shape."""
-    from converter.executorch_check import load_reference
 
     section = load_section(models)
     out: Dict[str, ProgramInputs] = {}

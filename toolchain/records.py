@@ -528,6 +528,23 @@ def load_method(path: Path) -> Any:
                           remedy=f"{EXECUTORCH_REMEDY} to write it again") from e
 
 
+def load_reference(path: Path) -> Dict[str, Any]:
+    """A program's recorded reference (:func:`reference_path`): its inputs and expected outputs, or a RecordError
+    naming the command that writes it again."""
+    import pickle
+
+    import torch
+
+    try:
+        ref = torch.load(path, weights_only=True)
+        if not isinstance(ref, dict) or not {"inputs", "expected"} <= set(ref):
+            raise ValueError("not a torchdroid reference (inputs and expected outputs)")
+        return ref
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as e:
+        raise RecordError(f"the reference file {path} cannot be read", cause=f"{type(e).__name__}: {e}",
+                          remedy="run `invoke convert --format executorch --force`") from e
+
+
 def host_outputs(path: Path, inputs: Sequence[Any]) -> List[List[Any]]:
     """The program's host reference: every output of its ``forward`` (:func:`load_method`) on each recorded input
     (:func:`program_args`), input by input.  The host check (converter/executorch_check.py) judges these against the

@@ -115,7 +115,7 @@ def test_executorch_lane_converts_several_outputs_and_feature_maps(tmp_path, fac
     assert recorded == {p.name for p in out.glob("*.pte")} == {f"{factory}-fp32-xnnpack.pte", f"{factory}-int8-xnnpack.pte"}
     assert reference_path(out, factory).is_file()
     # every output is recorded and checked (was: a note that only the first was compared, gone since 0fd81b6)
-    from converter.executorch_check import load_reference
+    from toolchain.records import load_reference
 
     ref = load_reference(reference_path(out, factory))
     assert len(ref["int8_outputs"]) == count

@@ -308,7 +308,8 @@ def test_the_int8_check_judges_held_out_inputs_on_the_output_grid(tiny_lane):
     import torch
 
     from converter.calibration import load_batch, parse_calibration
-    from converter.executorch_check import CheckRow, judge_outputs, load_reference
+    from converter.executorch_check import CheckRow, judge_outputs
+    from toolchain.records import load_reference
     from converter.host_bench import PteBenchSettings
     from toolchain.records import load_method
 

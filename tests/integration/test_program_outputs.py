@@ -97,7 +97,7 @@ def test_a_token_id_model_declares_its_inputs_and_the_executorch_lane_takes_them
 
     from converter import ConvertSettings, convert
     from converter.executorch import ExecutorchSettings, convert_executorch
-    from converter.executorch_check import load_reference
+    from toolchain.records import load_reference
     from converter.host_bench import PteBenchSettings, run_pte_bench
     from appgen.executorch_app import find_program
     from toolchain.errors import UsageError
@@ -132,7 +132,8 @@ def test_a_dict_output_is_recorded_and_judged_output_by_output(tmp_path):
     reference, each with its own int8 rule ("out" after a float upsampling: no grid check), both programs pass; a
     wrong second output ("aux" off by 1.0 in the reference) fails the fp32 check (only the first was judged before)."""
     from converter.executorch import ExecutorchSettings, convert_executorch
-    from converter.executorch_check import CheckRow, check_program, judge_outputs, load_reference
+    from converter.executorch_check import CheckRow, check_program, judge_outputs
+    from toolchain.records import load_reference
     from converter.host_bench import PteBenchSettings, run_pte_bench
     from toolchain.records import host_outputs
 
@@ -166,7 +167,7 @@ def test_inputs_declared_on_the_command_line_take_the_declared_inputs_path(tmp_p
 
     from converter import ConvertSettings, convert
     from converter.executorch import ExecutorchSettings, convert_executorch
-    from converter.executorch_check import load_reference
+    from toolchain.records import load_reference
 
     model = TOKENS.rsplit(":", 1)[0] + ":tokens_and_audio"
     inputs = "int64[1,8]@0:50;float32[1,1,64]"
@@ -227,7 +228,7 @@ def test_quant_none_asks_for_the_fp32_programs_alone(tmp_path, monkeypatch):
     stages' reference has the fp32 expectations only."""
     from converter import executorch
     from converter.executorch import ExecutorchSettings, convert_executorch
-    from converter.executorch_check import load_reference
+    from toolchain.records import load_reference
     from toolchain.records import load_section
 
     def no_pt2e(*args, **kwargs):
